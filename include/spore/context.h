@@ -1,0 +1,32 @@
+// Execution context: the mode (Graph or PyNative, MindSpore's names and values) and the device.
+#pragma once
+#include <string>
+
+#include "spore/device.h"
+
+namespace spore {
+
+enum class Mode { Graph = 0, PyNative = 1 };
+
+struct ContextOptions {
+  Mode mode = Mode::PyNative;
+};
+
+void set_context(const ContextOptions& opts);
+Mode get_context_mode();
+// set_device("CPU" | "GPU" | "Ascend", id): throws, naming the targets this build supports,
+// when the target is absent.
+void set_device(const std::string& target, int device_id = 0);
+Device current_device();
+std::string mode_name(Mode m);
+Mode mode_from_name(const std::string& s);  // "graph" | "pynative" (any case)
+
+// Seeds the global generator (rand, randn, dropout, initializers, shuffling).
+void set_seed(uint64_t seed);
+uint64_t get_seed();
+
+// Threads for kernels and oneDNN; 0 = all cores.
+void set_num_threads(int n);
+int get_num_threads();
+
+}  // namespace spore

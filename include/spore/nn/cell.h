@@ -1,0 +1,74 @@
+// nn::Cell, MindSpore's module: override construct(); register parameters, buffers and sub-cells
+// by name; parameters() / trainable_params() / named_parameters() walk the tree in registration
+// order with dotted names ("conv1.weight"). Sub-cells may be members (registered by reference,
+// as in the README example) or shared_ptrs the parent owns.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spore/tensor.h"
+
+namespace spore::nn {
+
+class Cell {
+ public:
+  Cell() = default;
+  virtual ~Cell() = default;
+  Cell(const Cell&) = delete;
+  Cell& operator=(const Cell&) = delete;
+
+  // Override the arity you need. The general entry point is forward(), which calls construct()
+  // with one or two inputs; cells returning several tensors (WithEvalCell) override forward().
+  virtual Tensor construct(const Tensor& x);
+  virtual Tensor construct(const Tensor& x, const Tensor& y);
+  virtual std::vector<Tensor> forward(const std::vector<Tensor>& inputs);
+  Tensor operator()(const Tensor& x) { return construct(x); }
+  Tensor operator()(const Tensor& x, const Tensor& y) { return construct(x, y); }
+
+  // Parameters are float tensors that require grad; buffers are state (e.g. moving statistics)
+  // saved in checkpoints but not trained.
+  std::vector<Tensor> parameters() const;
+  std::vector<Tensor> trainable_params() const;  // requires_grad parameters
+  std::vector<std::pair<std::string, Tensor>> named_parameters(const std::string& prefix = "") const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(const std::string& prefix = "") const;
+  // Parameters and buffers: what a checkpoint holds.
+  std::vector<std::pair<std::string, Tensor>> parameters_and_buffers() const;
+  std::vector<std::pair<std::string, Cell*>> named_cells(const std::string& prefix = "") const;
+
+  virtual void set_train(bool mode = true);
+  bool training() const { return training_; }
+  // Casts every floating parameter and buffer to dtype (in place in the tree).
+  virtual void to(DType dtype);
+  std::string cls_name() const { return cls_name_; }
+  virtual std::string extend_repr() const { return ""; }  // shown by str()
+  std::string str(int indent = 0) const;                   // the tree, like MindSpore's repr
+
+  Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  Tensor& register_buffer(const std::string& name, Tensor t);
+  void register_cell(const std::string& name, Cell& cell);                   // member, not owned
+  void register_cell(const std::string& name, std::shared_ptr<Cell> cell);  // owned
+  // register_cells("conv1", conv1, "fc1", fc1, ...)
+  template <typename... Rest>
+  void register_cells(const std::string& name, Cell& cell, Rest&... rest) {
+    register_cell(name, cell);
+    if constexpr (sizeof...(rest) > 0) register_cells(rest...);
+  }
+  Tensor& parameter(const std::string& name);  // by local name; throws if absent
+  Tensor& buffer(const std::string& name);
+
+ protected:
+  void set_cls_name(std::string n) { cls_name_ = std::move(n); }
+  bool training_ = true;
+
+ private:
+  std::string cls_name_ = "Cell";
+  std::vector<std::pair<std::string, Tensor>> params_, buffers_;
+  std::vector<std::pair<std::string, Cell*>> cells_;
+  std::vector<std::shared_ptr<Cell>> owned_;
+};
+
+using CellPtr = std::shared_ptr<Cell>;
+
+}  // namespace spore::nn

@@ -1,0 +1,169 @@
+// The PyNative backward engine: walks the tape from the root in reverse creation order, calls each
+// op's gradient rule (written with ops, so create_graph gives higher-order gradients), sums
+// gradients that fan in, and reduces broadcast gradients to their input's shape.
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/node.h"
+#include "spore/autograd.h"
+#include "spore/ops.h"
+
+namespace spore {
+namespace {
+thread_local bool t_grad_enabled = true;
+std::atomic<uint64_t> g_seq{0};
+}  // namespace
+
+bool is_grad_enabled() { return t_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
+EnableGradGuard::EnableGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { t_grad_enabled = prev_; }
+
+Tensor stop_gradient(const Tensor& x) { return x.detach(); }
+
+namespace autograd {
+
+bool should_record(const ops::OpDef& def, const ops::Tensors& inputs) {
+  if (!t_grad_enabled || def.has(ops::kNonDiff) || def.has(ops::kInplace)) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void record(ops::OpId op, const ops::Attrs& attrs, const ops::Tensors& inputs, ops::Tensors& outputs) {
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->attrs = attrs;
+  node->inputs = inputs;
+  node->seq = g_seq.fetch_add(1);
+  node->outputs.reserve(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    node->outputs.push_back(outputs[i].detach());
+    node->out_meta.push_back({outputs[i].shape(), outputs[i].dtype()});
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    TensorImpl& o = outputs[i].impl();
+    if (!is_floating(o.dtype)) continue;  // integer outputs (indices) carry no gradient
+    o.requires_grad = true;
+    o.grad_fn = node;
+    o.output_nr = int(i);
+  }
+}
+
+namespace {
+
+Tensor accumulate(const Tensor& acc, const Tensor& g) { return acc.defined() ? add(acc, g) : g; }
+
+// Brings a gradient back to its input's shape and dtype.
+Tensor fit_to(const Tensor& g, const Tensor& input) {
+  Tensor r = g;
+  if (r.shape() != input.shape()) r = sum_to_shape(r, input.shape());
+  if (r.dtype() != input.dtype()) r = cast(r, input.dtype());
+  return r;
+}
+
+struct Pending {
+  std::unordered_map<Node*, ops::Tensors> node_grads;    // per node, per output
+  std::unordered_map<TensorImpl*, Tensor> leaf_grads;    // per leaf tensor
+};
+
+// Runs the tape backwards from root with cotangent seed; fills pending.leaf_grads.
+void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool create_graph) {
+  std::unique_ptr<NoGradGuard> no_grad;
+  if (!create_graph) no_grad = std::make_unique<NoGradGuard>();
+  if (!root.impl().grad_fn) {  // the root is a leaf itself
+    pending.leaf_grads[root.impl_ptr().get()] = seed;
+    return;
+  }
+  // Collect reachable nodes.
+  std::vector<Node*> order;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack{root.impl().grad_fn.get()};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    order.push_back(n);
+    for (const Tensor& in : n->inputs)
+      if (in.defined() && in.impl().grad_fn) stack.push_back(in.impl().grad_fn.get());
+  }
+  std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->seq > b->seq; });
+
+  Node* rn = root.impl().grad_fn.get();
+  pending.node_grads[rn].resize(rn->outputs.size());
+  pending.node_grads[rn][size_t(root.impl().output_nr)] = seed;
+
+  for (Node* n : order) {
+    auto it = pending.node_grads.find(n);
+    if (it == pending.node_grads.end()) continue;
+    ops::Tensors cot = std::move(it->second);
+    pending.node_grads.erase(it);
+    cot.resize(n->outputs.size());
+    for (size_t i = 0; i < cot.size(); ++i)
+      if (!cot[i].defined() && is_floating(n->out_meta[i].dtype))
+        cot[i] = zeros(n->out_meta[i].shape, n->out_meta[i].dtype);
+    const ops::OpDef& def = ops::op_def(n->op);
+    ops::VjpContext ctx{n->inputs, n->outputs, cot, n->attrs};
+    ops::Tensors grads = def.rules.vjp(ctx);
+    SPORE_ASSERT(grads.size() <= n->inputs.size(), "gradient rule of ", def.name, " returned ",
+                 grads.size(), " gradients for ", n->inputs.size(), " inputs");
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Tensor& in = n->inputs[i];
+      if (!grads[i].defined() || !in.defined() || !in.requires_grad()) continue;
+      Tensor g = fit_to(grads[i], in);
+      if (Node* p = in.impl().grad_fn.get()) {
+        ops::Tensors& slot = pending.node_grads[p];
+        slot.resize(p->outputs.size());
+        slot[size_t(in.impl().output_nr)] = accumulate(slot[size_t(in.impl().output_nr)], g);
+      } else {
+        Tensor& lg = pending.leaf_grads[in.impl_ptr().get()];
+        lg = accumulate(lg, g);
+      }
+    }
+  }
+}
+
+Tensor default_seed(const Tensor& root, const Tensor& sens) {
+  if (!sens.defined()) return ones(root.shape(), root.dtype());
+  SPORE_CHECK(sens.shape() == root.shape() || sens.numel() == 1, "grad: sens has shape ",
+              shape_str(sens.shape()), " but the output has shape ", shape_str(root.shape()));
+  return sens.shape() == root.shape() ? sens : mul(ones(root.shape(), root.dtype()), sens.to(root.dtype()));
+}
+
+}  // namespace
+
+std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const GradOptions& opts) {
+  SPORE_CHECK(output.defined(), "grad: the function returned an undefined tensor");
+  SPORE_CHECK_TYPE(is_floating(output.dtype()), "grad: the output must be floating point, got ",
+                   dtype_name(output.dtype()));
+  Pending pending;
+  if (output.requires_grad()) run_backward(output, default_seed(output, opts.sens), pending, opts.create_graph);
+  std::vector<Tensor> out;
+  out.reserve(inputs.size());
+  for (const Tensor& in : inputs) {
+    auto it = pending.leaf_grads.find(in.impl_ptr().get());
+    if (it != pending.leaf_grads.end() && it->second.defined()) out.push_back(it->second);
+    else out.push_back(zeros(in.shape(), in.dtype()));
+  }
+  return out;
+}
+
+void backward(const Tensor& root, const Tensor& gradient) {
+  SPORE_CHECK(root.requires_grad(), "backward(): the tensor does not require grad and has no "
+              "history; did you forget set_requires_grad() on the inputs, or run under no_grad?");
+  SPORE_CHECK(gradient.defined() || root.numel() == 1, "backward(): a gradient must be given for a "
+              "non-scalar output of shape ", shape_str(root.shape()));
+  Pending pending;
+  run_backward(root, default_seed(root, gradient), pending, false);
+  for (auto& [impl, g] : pending.leaf_grads) {
+    if (!g.defined()) continue;
+    Tensor d = g.detach();
+    impl->grad = impl->grad ? add(Tensor(impl->grad), d).impl_ptr() : d.contiguous().impl_ptr();
+  }
+}
+
+}  // namespace autograd
+}  // namespace spore

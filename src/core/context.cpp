@@ -1,0 +1,59 @@
+// The process-wide context (mode, device). Graph mode itself lives in src/graph (issue #4); until
+// it exists, asking for it says so instead of silently running eagerly.
+#include "spore/context.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "backends/backend.h"
+#include "spore/error.h"
+
+namespace spore {
+namespace {
+Mode g_mode = Mode::PyNative;
+Device g_device;
+bool (*g_graph_available)() = nullptr;
+}  // namespace
+
+namespace detail {
+// The graph compiler registers itself here when it is linked in.
+void set_graph_mode_available(bool (*fn)()) { g_graph_available = fn; }
+}  // namespace detail
+
+void set_context(const ContextOptions& opts) {
+  if (opts.mode == Mode::Graph && !(g_graph_available && g_graph_available()))
+    SPORE_THROW(ErrorKind::NotImplemented,
+                "Graph mode is not available in this build yet: the graph compiler (tracing, passes, "
+                "memory planning) is still being written. Use Mode::PyNative (`--mode pynative`), "
+                "which runs the same ops eagerly.");
+  g_mode = opts.mode;
+}
+Mode get_context_mode() { return g_mode; }
+
+void set_device(const std::string& target, int device_id) {
+  std::string t = target;
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::toupper(c); });
+  DeviceType type;
+  if (t == "CPU") type = DeviceType::CPU;
+  else if (t == "GPU" || t == "CUDA") type = DeviceType::GPU;
+  else if (t == "ASCEND" || t == "NPU") type = DeviceType::Ascend;
+  else
+    SPORE_THROW(ErrorKind::ValueError, "Unsupported device target '", target,
+                "'. Expected one of 'CPU', 'GPU', 'Ascend'.");
+  Backend& b = get_backend(type);  // throws naming the supported targets when absent
+  SPORE_CHECK(device_id >= 0 && device_id < b.device_count(), "set_device: device_id ", device_id,
+              " is out of range for ", b.name(), ", which has ", b.device_count(), " device(s)");
+  g_device = Device{type, device_id};
+}
+Device current_device() { return g_device; }
+
+std::string mode_name(Mode m) { return m == Mode::Graph ? "graph" : "pynative"; }
+Mode mode_from_name(const std::string& s) {
+  std::string n = s;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (n == "graph" || n == "graph_mode") return Mode::Graph;
+  if (n == "pynative" || n == "pynative_mode" || n == "eager") return Mode::PyNative;
+  SPORE_THROW(ErrorKind::ValueError, "unknown mode '", s, "'; expected 'graph' or 'pynative'");
+}
+
+}  // namespace spore

@@ -1,0 +1,232 @@
+// The op table (from ops.def), attribute storage, the kernel registry, and call(): PyNative
+// dispatch of one primitive (infer -> trace or run -> record for autograd).
+#include "ops/op.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <functional>
+
+#include "autograd/node.h"
+#include "backends/backend.h"
+
+namespace spore::ops {
+
+// ---- Attrs -------------------------------------------------------------------------------------
+Attrs& Attrs::set(const char* key, AttrValue v) {
+  auto it = std::lower_bound(items_.begin(), items_.end(), key,
+                             [](const auto& kv, const char* k) { return kv.first < k; });
+  if (it != items_.end() && it->first == key) it->second = std::move(v);
+  else items_.insert(it, {key, std::move(v)});
+  return *this;
+}
+const AttrValue* Attrs::find(const char* key) const {
+  for (const auto& kv : items_)
+    if (kv.first == key) return &kv.second;
+  return nullptr;
+}
+#define SPORE_ATTR_MISSING(key) SPORE_ASSERT(false, "missing attribute '", key, "' (have: ", str(), ")")
+int64_t Attrs::get_int(const char* key) const {
+  const AttrValue* v = find(key);
+  if (!v) SPORE_ATTR_MISSING(key);
+  if (auto* b = std::get_if<bool>(v)) return *b;
+  SPORE_ASSERT(std::holds_alternative<int64_t>(*v), "attribute '", key, "' is not an int");
+  return std::get<int64_t>(*v);
+}
+int64_t Attrs::get_int(const char* key, int64_t dflt) const { return has(key) ? get_int(key) : dflt; }
+double Attrs::get_float(const char* key) const {
+  const AttrValue* v = find(key);
+  if (!v) SPORE_ATTR_MISSING(key);
+  if (auto* i = std::get_if<int64_t>(v)) return double(*i);
+  SPORE_ASSERT(std::holds_alternative<double>(*v), "attribute '", key, "' is not a float");
+  return std::get<double>(*v);
+}
+double Attrs::get_float(const char* key, double dflt) const { return has(key) ? get_float(key) : dflt; }
+bool Attrs::get_bool(const char* key, bool dflt) const {
+  const AttrValue* v = find(key);
+  if (!v) return dflt;
+  if (auto* i = std::get_if<int64_t>(v)) return *i != 0;
+  SPORE_ASSERT(std::holds_alternative<bool>(*v), "attribute '", key, "' is not a bool");
+  return std::get<bool>(*v);
+}
+const std::vector<int64_t>& Attrs::get_ints(const char* key) const {
+  const AttrValue* v = find(key);
+  if (!v) SPORE_ATTR_MISSING(key);
+  SPORE_ASSERT(std::holds_alternative<std::vector<int64_t>>(*v), "attribute '", key, "' is not a list");
+  return std::get<std::vector<int64_t>>(*v);
+}
+std::vector<int64_t> Attrs::get_ints(const char* key, std::vector<int64_t> dflt) const {
+  return has(key) ? get_ints(key) : dflt;
+}
+DType Attrs::get_dtype(const char* key) const {
+  const AttrValue* v = find(key);
+  if (!v) SPORE_ATTR_MISSING(key);
+  SPORE_ASSERT(std::holds_alternative<DType>(*v), "attribute '", key, "' is not a dtype");
+  return std::get<DType>(*v);
+}
+const std::string& Attrs::get_string(const char* key) const {
+  const AttrValue* v = find(key);
+  if (!v) SPORE_ATTR_MISSING(key);
+  SPORE_ASSERT(std::holds_alternative<std::string>(*v), "attribute '", key, "' is not a string");
+  return std::get<std::string>(*v);
+}
+std::string Attrs::str() const {
+  std::string s;
+  for (const auto& [k, v] : items_) {
+    if (!s.empty()) s += ", ";
+    s += k + "=";
+    std::visit([&](const auto& x) {
+      using T = std::decay_t<decltype(x)>;
+      if constexpr (std::is_same_v<T, std::vector<int64_t>>) s += shape_str(x);
+      else if constexpr (std::is_same_v<T, DType>) s += dtype_name(x);
+      else if constexpr (std::is_same_v<T, std::string>) s += "'" + x + "'";
+      else if constexpr (std::is_same_v<T, bool>) s += x ? "true" : "false";
+      else s += std::to_string(x);
+    }, v);
+  }
+  return s;
+}
+size_t Attrs::hash() const {
+  size_t h = items_.size();
+  auto combine = [&](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  for (const auto& [k, v] : items_) {
+    combine(std::hash<std::string>()(k));
+    combine(v.index());
+    std::visit([&](const auto& x) {
+      using T = std::decay_t<decltype(x)>;
+      if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+        for (int64_t e : x) combine(std::hash<int64_t>()(e));
+      } else if constexpr (std::is_same_v<T, DType>) {
+        combine(size_t(x));
+      } else {
+        combine(std::hash<T>()(x));
+      }
+    }, v);
+  }
+  return h;
+}
+
+// ---- op table ----------------------------------------------------------------------------------
+namespace {
+std::array<OpDef, kNumOps>& table() {
+  static std::array<OpDef, kNumOps> t = {{
+#define SPORE_OP(Name, str, nin, nout, flags) {OpId::Name, str, nin, nout, uint32_t(flags), {}},
+#include "ops/ops.def"
+#undef SPORE_OP
+  }};
+  return t;
+}
+std::array<std::array<KernelEntry, kNumDeviceTypes>, kNumOps>& kernels() {
+  static std::array<std::array<KernelEntry, kNumDeviceTypes>, kNumOps> k{};
+  return k;
+}
+TraceHook* g_trace_hook = nullptr;
+}  // namespace
+
+const OpDef& op_def(OpId id) { return table()[size_t(id)]; }
+const char* op_name(OpId id) { return table()[size_t(id)].name; }
+
+namespace detail {
+bool register_rules(OpId id, OpRules rules) {
+  table()[size_t(id)].rules = rules;
+  return true;
+}
+bool register_kernel(OpId id, DeviceType dev, KernelFn fn, std::initializer_list<DType> dtypes) {
+  KernelEntry& e = kernels()[size_t(id)][size_t(dev)];
+  e.fn = fn;
+  for (DType t : dtypes) e.dtype_mask |= 1u << int(t);
+  return true;
+}
+}  // namespace detail
+
+const KernelEntry* find_kernel(OpId id, DeviceType dev) {
+  const KernelEntry& e = kernels()[size_t(id)][size_t(dev)];
+  return e.fn ? &e : nullptr;
+}
+
+void set_trace_hook(TraceHook* hook) { g_trace_hook = hook; }
+TraceHook* trace_hook() { return g_trace_hook; }
+
+// ---- shared inference helpers --------------------------------------------------------------------
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    SPORE_CHECK(da == db || da == 1 || db == 1, "shapes ", shape_str(a), " and ", shape_str(b),
+                " cannot be broadcast together (dimension ", i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+int64_t normalize_axis(int64_t axis, int64_t rank) {
+  const int64_t r = std::max<int64_t>(rank, 1);  // a 0-d tensor accepts axis 0 / -1
+  SPORE_CHECK_INDEX(axis >= -r && axis < r, "axis ", axis, " is out of range for a tensor of rank ",
+                    rank, " (expected ", -r, " <= axis < ", r, ")");
+  return axis < 0 ? axis + r : axis;
+}
+std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t a : axes) out.push_back(normalize_axis(a, rank));
+  std::sort(out.begin(), out.end());
+  SPORE_CHECK_INDEX(std::adjacent_find(out.begin(), out.end()) == out.end(), "repeated axis in ",
+                    shape_str(axes));
+  return out;
+}
+
+// ---- dispatch ------------------------------------------------------------------------------------
+Tensors call(OpId id, Tensors inputs, Attrs attrs) {
+  const OpDef& def = op_def(id);
+  SPORE_ASSERT(def.rules.infer, "op '", def.name, "' has no inference rule");
+  SPORE_CHECK(def.num_inputs < 0 || int(inputs.size()) == def.num_inputs, "[", def.name, "] expected ",
+              def.num_inputs, " inputs, got ", inputs.size());
+  Metas in_meta;
+  in_meta.reserve(inputs.size());
+  Device device{};
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    SPORE_CHECK(inputs[i].defined(), "[", def.name, "] input ", i, " is an undefined tensor");
+    in_meta.push_back({inputs[i].shape(), inputs[i].dtype()});
+    if (i == 0) device = inputs[i].device();
+    else
+      SPORE_CHECK(inputs[i].device() == device, "[", def.name, "] inputs are on different devices: ",
+                  to_string(device), " and ", to_string(inputs[i].device()), " (input ", i, ")");
+  }
+  Metas out_meta;
+  try {
+    out_meta = def.rules.infer(in_meta, attrs);
+  } catch (const Error& e) {
+    if (std::strncmp(e.what(), "[", 1) == 0) throw;
+    throw Error(e.kind(), std::string("[") + def.name + "] " + e.what());
+  }
+
+  if (g_trace_hook) return g_trace_hook->record(def, inputs, attrs, out_meta);
+
+  Tensors outputs;
+  if (def.has(kView)) {
+    outputs.push_back(def.rules.view(inputs[0], attrs, out_meta[0]));
+  } else {
+    const KernelEntry* k = find_kernel(id, device.type);
+    if (!k) {
+      get_backend(device.type);  // throws "Unsupported device target" when the backend is absent
+      SPORE_THROW(ErrorKind::NotImplemented, "[", def.name, "] has no kernel for device ",
+                  device_type_name(device.type));
+    }
+    const DType key = !inputs.empty() ? inputs[0].dtype() : out_meta.empty() ? kFloat32 : out_meta[0].dtype;
+    if (!k->supports(key)) {
+      std::string list;
+      for (int t = 0; t < kNumDTypes; ++t)
+        if (k->supports(DType(t))) list += (list.empty() ? "" : ", ") + std::string(dtype_name(DType(t)));
+      SPORE_THROW(ErrorKind::TypeError, "[", def.name, "] does not support dtype ", dtype_name(key),
+                  " on ", device_type_name(device.type), "; supported: ", list);
+    }
+    outputs.reserve(out_meta.size());
+    for (const TensorMeta& m : out_meta) outputs.push_back(Tensor::empty(m.shape, m.dtype, device));
+    KernelContext ctx{def, inputs, outputs, attrs};
+    k->fn(ctx);
+  }
+  if (autograd::should_record(def, inputs)) autograd::record(id, attrs, inputs, outputs);
+  return outputs;
+}
+
+}  // namespace spore::ops

@@ -1,0 +1,175 @@
+// The operator library's core types: Attrs (an op's attributes), OpDef (inference + gradient rule),
+// the kernel registry, and call() which every op function goes through (PyNative dispatch).
+//
+// To add a primitive: one row in ops.def; SPORE_DEFINE_OP in the family's file (infer, vjp);
+// SPORE_KERNEL in backends/cpu/kernels/; a row in tests/ops/op_table.cpp. The registry self-test
+// (tests/ops/registry_test.cpp) fails until all four exist.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "spore/tensor.h"
+
+namespace spore::ops {
+
+enum class OpId : uint16_t {
+#define SPORE_OP(Name, str, nin, nout, flags) Name,
+#include "ops/ops.def"
+#undef SPORE_OP
+  kCount
+};
+inline constexpr int kNumOps = int(OpId::kCount);
+
+enum OpFlags : uint32_t {
+  kElementwise = 1u << 0,
+  kUnary = 1u << 1,
+  kBinary = 1u << 2,
+  kReduce = 1u << 3,
+  kView = 1u << 4,       // output aliases input 0's storage; `view` builds it, no kernel
+  kNonDiff = 1u << 5,    // no gradient rule (outputs carry no history)
+  kInplace = 1u << 6,    // mutates input 0 (and maybe more); no outputs
+  kRandom = 1u << 7,     // draws from the global generator
+  kCommutative = 1u << 8,
+};
+
+// ---- attributes ------------------------------------------------------------------------------
+using AttrValue = std::variant<int64_t, double, bool, std::vector<int64_t>, DType, std::string>;
+
+class Attrs {
+ public:
+  Attrs() = default;
+  Attrs& set(const char* key, AttrValue v);
+  Attrs& set(const char* key, int v) { return set(key, AttrValue(int64_t(v))); }
+  Attrs& set(const char* key, int64_t v) { return set(key, AttrValue(v)); }
+  Attrs& set(const char* key, float v) { return set(key, AttrValue(double(v))); }
+  Attrs& set(const char* key, double v) { return set(key, AttrValue(v)); }
+  Attrs& set(const char* key, bool v) { return set(key, AttrValue(v)); }
+  Attrs& set(const char* key, DType v) { return set(key, AttrValue(v)); }
+  Attrs& set(const char* key, std::vector<int64_t> v) { return set(key, AttrValue(std::move(v))); }
+  Attrs& set(const char* key, const char* v) { return set(key, AttrValue(std::string(v))); }
+  Attrs& set(const char* key, std::string v) { return set(key, AttrValue(std::move(v))); }
+  bool has(const char* key) const { return find(key) != nullptr; }
+  int64_t get_int(const char* key) const;
+  int64_t get_int(const char* key, int64_t dflt) const;
+  double get_float(const char* key) const;  // accepts an int too
+  double get_float(const char* key, double dflt) const;
+  bool get_bool(const char* key, bool dflt = false) const;
+  const std::vector<int64_t>& get_ints(const char* key) const;
+  std::vector<int64_t> get_ints(const char* key, std::vector<int64_t> dflt) const;
+  DType get_dtype(const char* key) const;
+  const std::string& get_string(const char* key) const;
+  const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
+  std::string str() const;  // "axis=1, keepdims=true"
+  size_t hash() const;
+  bool operator==(const Attrs& o) const { return items_ == o.items_; }
+
+ private:
+  const AttrValue* find(const char* key) const;
+  std::vector<std::pair<std::string, AttrValue>> items_;  // sorted by key
+};
+
+// ---- definitions -----------------------------------------------------------------------------
+struct TensorMeta {
+  Shape shape;
+  DType dtype = kFloat32;
+};
+using Metas = std::vector<TensorMeta>;
+using Tensors = std::vector<Tensor>;
+
+struct VjpContext {
+  const Tensors& inputs;
+  const Tensors& outputs;     // saved outputs (no history of their own)
+  const Tensors& cotangents;  // one per output: zeros for float outputs nobody used; undefined for
+                              // integer/bool outputs
+  const Attrs& attrs;
+  const Tensor& in(size_t i) const { return inputs[i]; }
+  const Tensor& out(size_t i) const { return outputs[i]; }
+  const Tensor& g(size_t i = 0) const { return cotangents[i]; }
+};
+
+// Output metadata from input metadata; throws spore::Error (the dispatcher prefixes "[op] ").
+using InferFn = Metas (*)(const Metas& in, const Attrs& attrs);
+// One gradient per input (undefined = no gradient). Written with ops, so it runs in both modes.
+// The engine sums a gradient down to its input's shape when it comes back broadcast, and casts
+// it to the input's dtype, so rules need not do either.
+using VjpFn = Tensors (*)(const VjpContext& ctx);
+// For kView ops: the aliasing output (metadata only).
+using ViewFn = Tensor (*)(const Tensor& in, const Attrs& attrs, const TensorMeta& out);
+
+struct OpRules {
+  InferFn infer = nullptr;
+  VjpFn vjp = nullptr;
+  ViewFn view = nullptr;
+};
+
+struct OpDef {
+  OpId id;
+  const char* name;
+  int num_inputs;   // -1: variadic
+  int num_outputs;  // -1: decided by infer
+  uint32_t flags;
+  OpRules rules;
+  bool has(uint32_t f) const { return (flags & f) != 0; }
+};
+
+const OpDef& op_def(OpId id);
+const char* op_name(OpId id);
+
+namespace detail {
+bool register_rules(OpId id, OpRules rules);
+}
+// SPORE_DEFINE_OP(Exp, {.infer = ..., .vjp = ...}); in the op family's .cpp file.
+#define SPORE_DEFINE_OP(Name, ...)                                              \
+  [[maybe_unused]] static const bool spore_op_rules_##Name =                    \
+      ::spore::ops::detail::register_rules(::spore::ops::OpId::Name, ::spore::ops::OpRules __VA_ARGS__)
+
+// ---- kernels -----------------------------------------------------------------------------------
+struct KernelContext {
+  const OpDef& def;
+  const Tensors& inputs;  // any strides; same device
+  Tensors& outputs;       // allocated contiguous by the dispatcher from infer's metadata
+  const Attrs& attrs;
+};
+using KernelFn = void (*)(KernelContext& ctx);
+
+struct KernelEntry {
+  KernelFn fn = nullptr;
+  uint32_t dtype_mask = 0;  // bit i set: DType(i) supported (checked on the first input, or output)
+  bool supports(DType t) const { return (dtype_mask >> int(t)) & 1u; }
+};
+namespace detail {
+bool register_kernel(OpId id, DeviceType dev, KernelFn fn, std::initializer_list<DType> dtypes);
+}
+const KernelEntry* find_kernel(OpId id, DeviceType dev);
+
+// SPORE_KERNEL(CPU, Exp, exp_kernel, kFloat32, kFloat64, ...);
+#define SPORE_KERNEL(Dev, Name, fn, ...)                                                       \
+  [[maybe_unused]] static const bool spore_kernel_##Dev##_##Name =                             \
+      ::spore::ops::detail::register_kernel(::spore::ops::OpId::Name, ::spore::DeviceType::Dev, \
+                                            fn, {__VA_ARGS__})
+
+// ---- dispatch ------------------------------------------------------------------------------------
+// Runs a primitive: infer, (trace in Graph mode), allocate, kernel, record for autograd.
+Tensors call(OpId id, Tensors inputs, Attrs attrs = {});
+inline Tensor call1(OpId id, Tensors inputs, Attrs attrs = {}) {
+  return std::move(call(id, std::move(inputs), std::move(attrs))[0]);
+}
+
+// Graph mode hooks in here: when set, call() hands each op to the tracer instead of running it.
+struct TraceHook {
+  virtual ~TraceHook() = default;
+  virtual Tensors record(const OpDef& def, const Tensors& inputs, const Attrs& attrs,
+                         const Metas& outputs) = 0;
+};
+void set_trace_hook(TraceHook* hook);  // nullptr: PyNative
+TraceHook* trace_hook();
+
+// Shared inference helpers for op families.
+Shape broadcast_shapes(const Shape& a, const Shape& b);  // throws with both shapes on mismatch
+int64_t normalize_axis(int64_t axis, int64_t rank);      // throws IndexError when out of range
+std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank);  // sorted, unique
+
+}  // namespace spore::ops
