@@ -34,6 +34,7 @@ Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
 Tensor round(const Tensor& x);
 Tensor sign(const Tensor& x);
+Tensor erf(const Tensor& x);  // the error function (float; integers become float32)
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor cast(const Tensor& x, DType dtype);

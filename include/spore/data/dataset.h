@@ -58,11 +58,20 @@ struct MnistOptions {
   int64_t num_samples = -1;  // -1: all
   bool shuffle = false;
   int64_t num_shards = 1, shard_id = 0;
+  // Shards have equal sizes (floor(rows / num_shards); the remainder is dropped). Strided (the
+  // default, like MindSpore's DistributedSampler): shard k holds rows k, k + num_shards, ...;
+  // contiguous: shard k holds one block of consecutive rows.
+  bool shard_contiguous = false;
 };
 Dataset MnistDataset(const std::string& dir, const std::string& usage = "train",
                      const MnistOptions& opts = {});
 // Rows from in-memory tensors: column i is cols[i] sliced along dim 0.
 Dataset TensorDataset(std::vector<Tensor> cols, std::vector<std::string> names);
+
+// Batches prepared ahead by Batch's background thread (MindSpore's config.set_prefetch_size);
+// 0 turns the thread off (batches are then built on the caller's thread). Default 2.
+void set_prefetch_size(int64_t batches);
+int64_t get_prefetch_size();
 
 }  // namespace spore::data
 

@@ -1,0 +1,68 @@
+// Checkpoints in the safetensors format (readable by Hugging Face's `safetensors` package):
+//   8 bytes: N, the header length, little-endian uint64
+//   N bytes: a JSON object {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [b, e]},
+//            ..., "__metadata__": {"key": "value"}}, padded with spaces to a multiple of 8
+//   then the tensors' raw little-endian bytes, back to back, offsets relative to this point.
+// Saving is atomic (temp file, fsync, rename), so a crash or error keeps the previous file.
+//   io::save_checkpoint(net->parameters_and_buffers(), "lenet.safetensors", {{"epoch", "5"}});
+//   auto ckpt = io::load_checkpoint("lenet.safetensors");
+//   auto report = io::load_param_into_net(*net, ckpt);   // in place; report.missing, ...
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spore/nn/cell.h"
+#include "spore/tensor.h"
+
+namespace spore::io {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using Metadata = std::map<std::string, std::string>;
+
+struct Checkpoint {
+  NamedTensors tensors;  // in file data order (the order they were saved in)
+  Metadata metadata;     // the header's "__metadata__" (string values)
+  const Tensor* find(const std::string& name) const;  // nullptr when absent
+};
+
+// Writes tensors (any dtype, any strides; CPU) and metadata to path, atomically. Names must be
+// unique, non-empty and not "__metadata__". Throws spore::Error (IOError) on failure, leaving
+// any previous file at path untouched.
+void save_checkpoint(const NamedTensors& tensors, const std::string& path,
+                     const Metadata& metadata = {});
+inline void save_checkpoint(const nn::Cell& net, const std::string& path,
+                            const Metadata& metadata = {}) {
+  save_checkpoint(net.parameters_and_buffers(), path, metadata);
+}
+
+// Reads and validates a whole file; every malformed case is an IOError naming the file.
+Checkpoint load_checkpoint(const std::string& path);
+
+struct LoadReport {
+  std::vector<std::string> missing;     // in the net, not in the checkpoint
+  std::vector<std::string> unexpected;  // in the checkpoint, not in the net
+  std::vector<std::string> mismatched;  // "name: expected (3, 4), found (4, 3)"
+  bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
+  std::string str() const;  // all problems, one per line; "" when ok
+};
+
+// Copies each loaded tensor into the target of the same name IN PLACE (into its storage, cast
+// when dtypes differ), so optimizers holding the targets keep working. Shape mismatches are
+// skipped and reported. strict: throws (ValueError) listing every problem, before copying anything.
+LoadReport load_into_tensors(const NamedTensors& targets, const NamedTensors& loaded,
+                             bool strict = false);
+inline LoadReport load_param_into_net(nn::Cell& net, const NamedTensors& loaded,
+                                      bool strict = false) {
+  return load_into_tensors(net.parameters_and_buffers(), loaded, strict);
+}
+inline LoadReport load_param_into_net(nn::Cell& net, const Checkpoint& ckpt, bool strict = false) {
+  return load_param_into_net(net, ckpt.tensors, strict);
+}
+
+// safetensors dtype codes: "F32", "F64", "F16", "BF16", "I8", "U8", "I32", "I64", "BOOL".
+const char* safetensors_dtype(DType t);
+bool dtype_from_safetensors(const std::string& code, DType* out);  // false when unknown
+
+}  // namespace spore::io

@@ -1,0 +1,136 @@
+// The concrete optimizers, with MindSpore's names, defaults and update rules:
+//   SGD              (nn.SGD)              momentum, dampening, weight_decay, nesterov
+//   Momentum         (nn.Momentum)         accum = m * accum + g;  p -= lr * accum (or nesterov)
+//   Adam             (nn.Adam)             bias-corrected moments; weight_decay is L2 (added to g)
+//   AdamWeightDecay  (nn.AdamWeightDecay)  moments without bias correction; decay decoupled
+//   RMSProp          (nn.RMSProp)          ms = decay * ms + (1 - decay) g^2; eps inside the sqrt
+// Each takes a parameter list (one group) or ParamGroups (per-group lr / weight decay). The
+// updates run through the in-place primitives ApplyMomentum / ApplyAdam / ApplyRMSProp.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spore/optim/lr.h"
+#include "spore/optim/optimizer.h"
+
+namespace spore::optim {
+
+struct SGDOptions {
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;  // needs momentum > 0 and dampening == 0
+  double loss_scale = 1;
+};
+// buf = g on the first step, then buf = momentum * buf + (1 - dampening) * g; p -= lr * buf
+// (nesterov: p -= lr * (g + momentum * buf)). g includes weight_decay * p.
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, LearningRate lr = 0.1, SGDOptions opts = {});
+  SGD(std::vector<ParamGroup> groups, LearningRate lr = 0.1, SGDOptions opts = {});
+  std::string name() const override { return "SGD"; }
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ protected:
+  void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+
+ private:
+  SGDOptions opts_;
+  std::vector<Tensor> accum_;
+  std::vector<bool> started_;  // per parameter: first step done (dampening applies after it)
+};
+
+struct MomentumOptions {
+  double weight_decay = 0;
+  bool nesterov = false;
+  double loss_scale = 1;
+};
+// MindSpore's Momentum: g = grad + weight_decay * p; accum = momentum * accum + g;
+// p -= lr * accum, or with nesterov p -= lr * (g + momentum * accum).
+class Momentum : public Optimizer {
+ public:
+  Momentum(std::vector<Tensor> params, LearningRate lr, double momentum,
+           MomentumOptions opts = {});
+  Momentum(std::vector<ParamGroup> groups, LearningRate lr, double momentum,
+           MomentumOptions opts = {});
+  std::string name() const override { return "Momentum"; }
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ protected:
+  void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+
+ private:
+  double momentum_;
+  MomentumOptions opts_;
+  std::vector<Tensor> moments_;
+};
+
+struct AdamOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;  // L2: added to the gradient (Adam); decoupled (AdamWeightDecay)
+  double loss_scale = 1;
+};
+// Adam at step t (1-based): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// p -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps), g including weight_decay * p.
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, LearningRate lr = 1e-3, AdamOptions opts = {});
+  Adam(std::vector<ParamGroup> groups, LearningRate lr = 1e-3, AdamOptions opts = {});
+  std::string name() const override { return "Adam"; }
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ protected:
+  Adam(std::vector<ParamGroup> groups, LearningRate lr, AdamOptions opts, bool decoupled);
+  void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+  AdamOptions opts_;
+  bool decoupled_ = false;
+  std::vector<Tensor> m_, v_;
+};
+
+// MindSpore's AdamWeightDecay (AdamW): m, v as Adam but without bias correction;
+// p -= lr * (m / (sqrt(v) + eps) + weight_decay * p). Defaults eps 1e-6, weight_decay 0.
+struct AdamWeightDecayOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-6;
+  double weight_decay = 0;
+  double loss_scale = 1;
+};
+class AdamWeightDecay : public Adam {
+ public:
+  AdamWeightDecay(std::vector<Tensor> params, LearningRate lr = 1e-3,
+                  AdamWeightDecayOptions opts = {});
+  AdamWeightDecay(std::vector<ParamGroup> groups, LearningRate lr = 1e-3,
+                  AdamWeightDecayOptions opts = {});
+  std::string name() const override { return "AdamWeightDecay"; }
+};
+using AdamW = AdamWeightDecay;
+
+struct RMSPropOptions {
+  double decay = 0.9;
+  double momentum = 0;
+  double epsilon = 1e-10;
+  double weight_decay = 0;  // L2, added to the gradient
+  double loss_scale = 1;
+};
+// ms = decay * ms + (1 - decay) * g^2; mom = momentum * mom + lr * g / sqrt(ms + eps); p -= mom.
+class RMSProp : public Optimizer {
+ public:
+  RMSProp(std::vector<Tensor> params, LearningRate lr = 0.1, RMSPropOptions opts = {});
+  RMSProp(std::vector<ParamGroup> groups, LearningRate lr = 0.1, RMSPropOptions opts = {});
+  std::string name() const override { return "RMSProp"; }
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ protected:
+  void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+
+ private:
+  RMSPropOptions opts_;
+  std::vector<Tensor> ms_, mom_;
+};
+
+}  // namespace spore::optim

@@ -1,0 +1,254 @@
+// Training callbacks (mindspore.train.Callback family). Model::train / eval / fit call every
+// callback's hooks in list order with one shared RunContext:
+//   on_train_begin, then per epoch: on_epoch_begin, (on_step_begin, on_step_end) per step,
+//   [validation in fit: on_eval_begin, (on_eval_step_begin, on_eval_step_end)..., on_eval_end],
+//   on_epoch_end; finally on_train_end. ctx.request_stop() ends training after the current step.
+// Callbacks go in a list by value or shared_ptr (keep a shared_ptr to read one afterwards):
+//   auto history = std::make_shared<train::History>();
+//   model.train(5, ds, {train::LossMonitor(100), train::ProgressBar(), history});
+// To write one: derive from Callback and override the hooks you need (or use LambdaCallback).
+#pragma once
+#include <concepts>
+#include <deque>
+#include <functional>
+#include <iosfwd>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spore/nn/cell.h"
+#include "spore/optim/optimizer.h"
+
+namespace spore::train {
+
+class Model;
+
+struct RunContext {
+  int64_t epoch = 0;            // current epoch, 1-based (MindSpore's cur_epoch_num)
+  int64_t epoch_num = 0;        // the last epoch of this run
+  int64_t step = 0;             // step within the epoch, 1-based
+  int64_t steps_per_epoch = 0;  // the dataset's size in batches (batch_num)
+  int64_t global_step = 0;      // steps since the start, counting skipped initial epochs (cur_step_num)
+  int64_t batch_size = 0;       // samples in the current batch
+  int64_t epoch_samples = 0;    // samples seen so far this epoch
+  double loss = std::numeric_limits<double>::quiet_NaN();        // last step's loss
+  double epoch_loss = std::numeric_limits<double>::quiet_NaN();  // mean step loss this epoch
+  double lr = 0;              // learning rate used by the last step
+  double elapsed = 0;         // seconds since on_train_begin
+  double epoch_elapsed = 0;   // seconds since on_epoch_begin
+  double step_time = 0;       // seconds of the last step
+  // Results of this epoch's validation (fit): the metric names, plus "eval_loss" when the model
+  // has a loss function. Cleared at each epoch begin. In eval(): the results so far.
+  std::map<std::string, double> metrics;
+  int64_t eval_step = 0;       // step within an evaluation pass, 1-based
+  int64_t eval_steps = 0;      // the evaluation dataset's size in batches
+  Model* model = nullptr;
+  nn::Cell* network = nullptr;  // the user's network (what a checkpoint saves)
+  optim::Optimizer* optimizer = nullptr;
+
+  void request_stop() { stop_requested = true; }
+  bool stop_requested = false;
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(RunContext&) {}
+  virtual void on_epoch_begin(RunContext&) {}
+  virtual void on_step_begin(RunContext&) {}
+  virtual void on_step_end(RunContext&) {}
+  virtual void on_epoch_end(RunContext&) {}
+  virtual void on_train_end(RunContext&) {}
+  virtual void on_eval_begin(RunContext&) {}
+  virtual void on_eval_step_begin(RunContext&) {}
+  virtual void on_eval_step_end(RunContext&) {}
+  virtual void on_eval_end(RunContext&) {}
+};
+using CallbackPtr = std::shared_ptr<Callback>;
+
+// One entry of a callback list: a callback by value (copied into a shared_ptr) or a shared_ptr.
+class CallbackRef {
+ public:
+  template <typename C>
+    requires std::derived_from<std::decay_t<C>, Callback>
+  CallbackRef(C&& c)  // NOLINT: implicit, so lists read {LossMonitor(), TimeMonitor()}
+      : ptr_(std::make_shared<std::decay_t<C>>(std::forward<C>(c))) {}
+  template <typename C>
+    requires std::derived_from<C, Callback>
+  CallbackRef(std::shared_ptr<C> c) : ptr_(std::move(c)) {}  // NOLINT
+  Callback* operator->() const { return ptr_.get(); }
+  const CallbackPtr& get() const { return ptr_; }
+
+ private:
+  CallbackPtr ptr_;
+};
+using Callbacks = std::vector<CallbackRef>;
+
+// Prints "epoch: 1 step: 100, loss is 0.2345" every per_print_times steps (to stdout by default).
+// A NaN or infinite loss stops training with an error, as MindSpore's does.
+class LossMonitor : public Callback {
+ public:
+  explicit LossMonitor(int64_t per_print_times = 1, std::ostream* out = nullptr);
+  void on_step_end(RunContext& ctx) override;
+
+ private:
+  int64_t per_print_;
+  std::ostream* out_;
+};
+
+// Prints "epoch time: 1234.567 ms, per step time: 12.346 ms" at each epoch end.
+class TimeMonitor : public Callback {
+ public:
+  explicit TimeMonitor(std::ostream* out = nullptr);
+  void on_epoch_end(RunContext& ctx) override;
+
+ private:
+  std::ostream* out_;
+};
+
+struct CheckpointConfig {
+  int64_t save_checkpoint_steps = 1;   // every N global steps (0: off); MindSpore's default 1
+  int64_t save_checkpoint_epochs = 0;  // every N epochs, at the epoch end (0: off)
+  int64_t keep_checkpoint_max = 5;     // older files written by this callback are deleted
+  bool save_optimizer_state = true;    // add the optimizer's state ("moments.<param>", ...)
+  bool save_on_train_end = true;       // also save the last step if it was not saved
+};
+
+// Writes "<directory>/<prefix>-<epoch>_<step>.safetensors" (step within the epoch) through
+// io::save_checkpoint, with metadata epoch, step, global_step, lr. As MindSpore does, a prefix
+// already used by files in the directory becomes "<prefix>_1" (then _2, ...), so runs never
+// overwrite each other.
+class ModelCheckpoint : public Callback {
+ public:
+  explicit ModelCheckpoint(std::string prefix = "CKP", std::string directory = "",
+                           CheckpointConfig config = {});
+  void on_train_begin(RunContext& ctx) override;
+  void on_step_end(RunContext& ctx) override;
+  void on_epoch_end(RunContext& ctx) override;
+  void on_train_end(RunContext& ctx) override;
+  // Files written and still kept, oldest first; the prefix actually used.
+  const std::deque<std::string>& saved_files() const { return kept_; }
+  const std::string& latest_checkpoint() const;  // "" before the first save
+  const std::string& prefix() const { return used_prefix_; }
+
+ private:
+  void save(RunContext& ctx);
+  std::string prefix_, directory_, used_prefix_;
+  CheckpointConfig config_;
+  std::deque<std::string> kept_;
+  int64_t last_saved_step_ = -1;
+};
+
+// Stops training when `monitor` has not improved by more than min_delta for `patience` epochs.
+// monitor: "loss" (the epoch's mean training loss) or a key of the validation results
+// ("eval_loss", "accuracy", ...). mode "min" | "max" | "auto" (max for names containing "acc",
+// "precision", "recall", "f1"; min otherwise). Epochs without validation are skipped; a monitor
+// missing from a validation's results is an error naming the available keys.
+struct EarlyStoppingOptions {
+  std::string monitor = "eval_loss";
+  int64_t patience = 0;
+  double min_delta = 0;
+  std::string mode = "auto";
+  std::optional<double> baseline;     // must beat this to count as an improvement at all
+  bool restore_best_weights = false;  // copy the best epoch's parameters back at train end
+};
+class EarlyStopping : public Callback {
+ public:
+  explicit EarlyStopping(EarlyStoppingOptions opts = {});
+  EarlyStopping(std::string monitor, int64_t patience, double min_delta = 0,
+                std::string mode = "auto");
+  void on_train_begin(RunContext& ctx) override;
+  void on_epoch_end(RunContext& ctx) override;
+  void on_train_end(RunContext& ctx) override;
+  int64_t stopped_epoch() const { return stopped_epoch_; }  // 0 if it never stopped training
+  double best() const { return best_; }
+  int64_t best_epoch() const { return best_epoch_; }
+
+ private:
+  bool improved(double v) const;
+  EarlyStoppingOptions opts_;
+  bool maximize_ = false;
+  double best_ = 0;
+  int64_t wait_ = 0, stopped_epoch_ = 0, best_epoch_ = 0;
+  std::vector<Tensor> best_weights_;
+};
+
+// Records per epoch: "loss" (mean training loss of the epoch) and each validation result.
+class History : public Callback {
+ public:
+  void on_train_begin(RunContext& ctx) override;
+  void on_epoch_end(RunContext& ctx) override;
+  const std::vector<int64_t>& epochs() const { return epochs_; }
+  const std::map<std::string, std::vector<double>>& history() const { return history_; }
+  const std::vector<double>& operator[](const std::string& key) const;  // throws if absent
+
+ private:
+  std::vector<int64_t> epochs_;
+  std::map<std::string, std::vector<double>> history_;
+};
+
+// Hooks as functions: LambdaCallback({.on_step_end = [](train::RunContext& c) { ... }}).
+struct LambdaHooks {
+  using Hook = std::function<void(RunContext&)>;
+  Hook on_train_begin, on_epoch_begin, on_step_begin, on_step_end, on_epoch_end, on_train_end;
+  Hook on_eval_begin, on_eval_step_begin, on_eval_step_end, on_eval_end;
+};
+class LambdaCallback : public Callback {
+ public:
+  explicit LambdaCallback(LambdaHooks hooks) : h_(std::move(hooks)) {}
+  void on_train_begin(RunContext& c) override { call(h_.on_train_begin, c); }
+  void on_epoch_begin(RunContext& c) override { call(h_.on_epoch_begin, c); }
+  void on_step_begin(RunContext& c) override { call(h_.on_step_begin, c); }
+  void on_step_end(RunContext& c) override { call(h_.on_step_end, c); }
+  void on_epoch_end(RunContext& c) override { call(h_.on_epoch_end, c); }
+  void on_train_end(RunContext& c) override { call(h_.on_train_end, c); }
+  void on_eval_begin(RunContext& c) override { call(h_.on_eval_begin, c); }
+  void on_eval_step_begin(RunContext& c) override { call(h_.on_eval_step_begin, c); }
+  void on_eval_step_end(RunContext& c) override { call(h_.on_eval_step_end, c); }
+  void on_eval_end(RunContext& c) override { call(h_.on_eval_end, c); }
+
+ private:
+  static void call(const LambdaHooks::Hook& h, RunContext& c) {
+    if (h) h(c);
+  }
+  LambdaHooks h_;
+};
+
+// A per-epoch progress bar. On a terminal (isatty(stderr)) one line redrawn with '\r' at most
+// every min_interval seconds:
+//   epoch 1/5  120/938 [===>                ] loss 0.2345  3512.4 img/s  ETA 00:12
+// Otherwise (logs, CI) plain lines every log_every steps and at the epoch end:
+//   epoch 1/5 step 100/938 loss 0.2345 img/s 3512.4 eta 12s
+//   epoch 1/5 done 938/938 loss 0.2345 mean_loss 0.3102 img/s 3498.0 time 13.4s eval_loss 0.29 ...
+struct ProgressBarOptions {
+  std::ostream* stream = nullptr;  // default std::cerr
+  std::optional<bool> tty;         // default: isatty(stderr) when stream is std::cerr, else false
+  int64_t log_every = 50;          // plain mode: a line every N steps (0: epoch ends only)
+  double min_interval = 0.1;       // terminal mode: seconds between redraws
+  int width = 24;                  // characters of the bar
+};
+class ProgressBar : public Callback {
+ public:
+  explicit ProgressBar(ProgressBarOptions opts = {});
+  void on_train_begin(RunContext& ctx) override;
+  void on_epoch_begin(RunContext& ctx) override;
+  void on_step_end(RunContext& ctx) override;
+  void on_epoch_end(RunContext& ctx) override;
+
+ private:
+  std::ostream& out() const;
+  void draw(const RunContext& ctx, bool final);
+  ProgressBarOptions opts_;
+  bool tty_ = false;
+  double last_draw_ = -1;
+  size_t last_len_ = 0;
+};
+
+// Formats seconds as "MM:SS" (or "H:MM:SS" past an hour), for progress displays.
+std::string format_duration(double seconds);
+
+}  // namespace spore::train

@@ -1,0 +1,75 @@
+// Model (mindspore.train.Model): the high-level loop. Wraps network + loss + optimizer into a
+// TrainOneStepCell and runs it over a Dataset (eagerly, PyNative), with callbacks and metrics:
+//   auto net = std::make_shared<LeNet5>();
+//   train::Model model(net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(...),
+//                      optim::Momentum(net->trainable_params(), 0.01, 0.9), {"accuracy"});
+//   model.train(5, train_ds, {train::LossMonitor(100), train::ProgressBar()});
+//   auto res = model.eval(test_ds);   // {"accuracy": 0.98}
+// Dataset rows are (data..., label); the network gets data, the loss (output, label).
+#pragma once
+#include <concepts>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spore/data/dataset.h"
+#include "spore/nn/cell.h"
+#include "spore/optim/optimizer.h"
+#include "spore/train/callbacks.h"
+#include "spore/train/metrics.h"
+#include "spore/train/wrappers.h"
+
+namespace spore::train {
+
+class Model {
+ public:
+  // loss_fn null: `network` computes the loss itself (a WithLossCell, or any cell returning the
+  // loss from (data, label)); eval() then needs eval_network. optimizer null: eval/predict only.
+  // eval_network: returns {loss, outputs, label} from (data, label) (default WithEvalCell).
+  Model(nn::CellPtr network, nn::CellPtr loss_fn = nullptr, optim::OptimizerPtr optimizer = nullptr,
+        std::vector<std::string> metrics = {}, nn::CellPtr eval_network = nullptr);
+  // The optimizer by value: Model(net, loss, optim::Momentum(...), {"accuracy"}).
+  template <typename O>
+    requires std::derived_from<O, optim::Optimizer>
+  Model(nn::CellPtr network, nn::CellPtr loss_fn, O optimizer, std::vector<std::string> metrics = {})
+      : Model(std::move(network), std::move(loss_fn), std::make_shared<O>(std::move(optimizer)),
+              std::move(metrics)) {}
+
+  // Runs epochs [initial_epoch, epoch) over the dataset (epoch counts include the skipped ones,
+  // as MindSpore's). Stops early when a callback calls ctx.request_stop().
+  void train(int64_t epoch, const data::Dataset& train_dataset, const Callbacks& callbacks = {},
+             int64_t initial_epoch = 0);
+  // Metrics over the whole dataset, keyed by the names given to the constructor.
+  std::map<std::string, double> eval(const data::Dataset& valid_dataset,
+                                     const Callbacks& callbacks = {});
+  // train() with a validation pass every valid_frequency epochs (and always after the last one);
+  // the callbacks see the results in ctx.metrics ("eval_loss" and the metrics).
+  void fit(int64_t epoch, const data::Dataset& train_dataset, const data::Dataset& valid_dataset,
+           const Callbacks& callbacks = {}, int64_t valid_frequency = 1, int64_t initial_epoch = 0);
+  // The network's output in inference mode (set_train(false), no gradients).
+  Tensor predict(const Tensor& x);
+  std::vector<Tensor> predict(const std::vector<Tensor>& inputs);
+
+  // A metric object of your own, under `name` (evaluated with the named ones).
+  void add_metric(const std::string& name, MetricPtr metric);
+  const std::map<std::string, MetricPtr>& metrics() const { return metrics_; }
+
+  const nn::CellPtr& network() const { return network_; }
+  const optim::OptimizerPtr& optimizer() const { return optimizer_; }
+  // The TrainOneStepCell (set_grad_reducer / set_sens on it); null without an optimizer.
+  const std::shared_ptr<TrainOneStepCell>& train_network() const { return train_network_; }
+  const nn::CellPtr& eval_network() const { return eval_network_; }
+
+ private:
+  void run(int64_t epoch, const data::Dataset& train_dataset, const data::Dataset* valid_dataset,
+           const Callbacks& callbacks, int64_t valid_frequency, int64_t initial_epoch);
+  std::map<std::string, double> evaluate(const data::Dataset& ds, const Callbacks& callbacks,
+                                         RunContext& ctx, bool with_eval_loss);
+  nn::CellPtr network_, loss_fn_, eval_network_;
+  optim::OptimizerPtr optimizer_;
+  std::shared_ptr<TrainOneStepCell> train_network_;
+  std::map<std::string, MetricPtr> metrics_;
+};
+
+}  // namespace spore::train

@@ -1,0 +1,84 @@
+// Training wrappers (MindSpore's nn.WithLossCell, nn.TrainOneStepCell, nn.WithEvalCell). Each is
+// an nn::Cell that owns the cells it wraps, so parameters() still reaches the backbone's.
+//   auto net = std::make_shared<LeNet5>();
+//   auto with_loss = std::make_shared<train::WithLossCell>(net, loss_fn);
+//   auto step = std::make_shared<train::TrainOneStepCell>(with_loss, opt);
+//   Tensor loss = (*step)(images, labels);   // one optimizer step
+#pragma once
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "spore/nn/cell.h"
+#include "spore/optim/optimizer.h"
+
+namespace spore::train {
+
+// loss_fn(backbone(data), label). Loss cells take (logits, labels) through construct(x, y).
+class WithLossCell : public nn::Cell {
+ public:
+  WithLossCell(nn::CellPtr backbone, nn::CellPtr loss_fn);
+  Tensor construct(const Tensor& data, const Tensor& label) override;
+  // Inputs beyond two: backbone gets all but the last, the loss gets (output, last).
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+  const nn::CellPtr& backbone_network() const { return backbone_; }
+  const nn::CellPtr& loss_fn() const { return loss_fn_; }
+
+ private:
+  nn::CellPtr backbone_, loss_fn_;
+};
+
+// Maps the gradients before the optimizer sees them: identity when alone, all-reduce-mean in
+// data-parallel training (parallel/ plugs its reducer in here).
+using GradReducer = std::function<std::vector<Tensor>(std::vector<Tensor>)>;
+
+// One training step: loss = network(inputs); grads = d loss / d optimizer->parameters() with the
+// output gradient filled with `sens`; grads = reducer(grads); optimizer->step(grads). Returns the
+// loss without history. sens != 1 scales every gradient by sens (loss scaling).
+class TrainOneStepCell : public nn::Cell {
+ public:
+  TrainOneStepCell(nn::CellPtr network, optim::OptimizerPtr optimizer, double sens = 1.0);
+  Tensor construct(const Tensor& data, const Tensor& label) override;
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+
+  void set_grad_reducer(GradReducer reducer) { reducer_ = std::move(reducer); }
+  void set_sens(double sens) { sens_ = sens; }
+  double sens() const { return sens_; }
+  const nn::CellPtr& network() const { return network_; }
+  const optim::OptimizerPtr& optimizer() const { return optimizer_; }
+  // The gradients of the last step, after the reducer (for inspection and tests).
+  const std::vector<Tensor>& last_grads() const { return last_grads_; }
+
+ private:
+  nn::CellPtr network_;
+  optim::OptimizerPtr optimizer_;
+  double sens_;
+  GradReducer reducer_;
+  std::vector<Tensor> last_grads_;
+};
+
+// Evaluation: forward({data, label}) returns {loss, outputs, label} for the metrics.
+// construct(data, label) returns the loss alone.
+class WithEvalCell : public nn::Cell {
+ public:
+  WithEvalCell(nn::CellPtr network, nn::CellPtr loss_fn);
+  Tensor construct(const Tensor& data, const Tensor& label) override;
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+  const nn::CellPtr& network() const { return network_; }
+
+ private:
+  nn::CellPtr network_, loss_fn_;
+};
+
+// A loss written as a function, as a Cell: LossFn([](auto& logits, auto& y) { return ...; }).
+class LossFn : public nn::Cell {
+ public:
+  using Fn = std::function<Tensor(const Tensor& logits, const Tensor& labels)>;
+  explicit LossFn(Fn fn);
+  Tensor construct(const Tensor& logits, const Tensor& labels) override { return fn_(logits, labels); }
+
+ private:
+  Fn fn_;
+};
+
+}  // namespace spore::train

@@ -1,0 +1,160 @@
+// oneDNN engine/stream singletons, error reporting and the primitive cache (see onednn.h).
+#include "backends/cpu/onednn/onednn.h"
+
+#include <string>
+#include <unordered_map>
+
+namespace spore::cpu::onednn {
+
+dnnl::engine& engine() {
+  static dnnl::engine e = SPORE_DNNL_CHECK(dnnl::engine(dnnl::engine::kind::cpu, 0),
+                                           "oneDNN could not create a CPU engine");
+  return e;
+}
+
+dnnl::stream& stream() {
+  thread_local dnnl::stream s = SPORE_DNNL_CHECK(dnnl::stream(engine()), "");
+  return s;
+}
+
+bool has_type(DType t) { return t == kFloat32 || t == kBFloat16 || t == kFloat16; }
+
+dt to_dnnl(DType t) {
+  switch (t) {
+    case kFloat32: return dt::f32;
+    case kBFloat16: return dt::bf16;
+    case kFloat16: return dt::f16;
+    case kInt32: return dt::s32;
+    case kInt8: return dt::s8;
+    case kUInt8: return dt::u8;
+    default: break;
+  }
+  SPORE_ASSERT(false, "dtype ", dtype_name(t), " has no oneDNN data type");
+}
+
+dnnl::primitive_attr default_attr() {
+  dnnl::primitive_attr a;
+  a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return a;
+}
+
+const char* status_str(int status) {
+  switch (dnnl_status_t(status)) {
+    case dnnl_success: return "success";
+    case dnnl_out_of_memory: return "out_of_memory";
+    case dnnl_invalid_arguments: return "invalid_arguments";
+    case dnnl_unimplemented: return "unimplemented";
+    case dnnl_iterator_ends: return "iterator_ends";
+    case dnnl_runtime_error: return "runtime_error";
+    case dnnl_not_required: return "not_required";
+    default: return "unknown status";
+  }
+}
+
+void throw_dnnl_error(const char* call, int status, const char* what, const char* file, int line,
+                      const char* hint) {
+  std::string msg = std::string("oneDNN call failed: ") + call + "\n  status: " + status_str(status);
+  if (what && *what) msg += std::string(" (") + what + ")";
+  msg += std::string("\n  at ") + file + ":" + std::to_string(line);
+  if (hint && *hint) {
+    msg += std::string("\n  hint: ") + hint;
+  } else if (dnnl_status_t(status) == dnnl_unimplemented) {
+    msg += "\n  hint: this CPU or oneDNN build has no implementation for these shapes/dtypes; "
+           "try float32";
+  }
+  SPORE_THROW(dnnl_status_t(status) == dnnl_unimplemented ? ErrorKind::NotImplemented
+                                                          : ErrorKind::RuntimeError,
+              msg);
+}
+
+size_t CacheKey::hash() const {
+  size_t h = v_.size();
+  for (int64_t e : v_) h ^= std::hash<int64_t>()(e) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
+Compiled::Compiled(dnnl::primitive prim, const dnnl::primitive_desc_base& pd, std::vector<ArgSpec> specs)
+    : prim_(std::move(prim)) {
+  dnnl::engine& eng = engine();
+  for (const ArgSpec& s : specs) {
+    Arg a;
+    a.arg = s.arg;
+    a.output = s.output;
+    a.user = dnnl::memory(s.user, eng, DNNL_MEMORY_NONE);
+    const dnnl::memory::desc pmd = pd.query_md(dnnl::query::exec_arg_md, s.arg);
+    if (pmd != s.user) {
+      a.prim = dnnl::memory(pmd, eng, DNNL_MEMORY_NONE);
+      a.prim_bytes = pmd.get_size();
+      auto rpd = s.output ? dnnl::reorder::primitive_desc(eng, pmd, eng, s.user)
+                          : dnnl::reorder::primitive_desc(eng, s.user, eng, pmd);
+      a.reorder = dnnl::reorder(rpd);
+    }
+    args_.push_back(std::move(a));
+  }
+  const dnnl::memory::desc smd = pd.scratchpad_desc();
+  scratch_bytes_ = smd.get_size();
+  if (scratch_bytes_) scratch_ = dnnl::memory(smd, eng, DNNL_MEMORY_NONE);
+  // Memory objects persist, so the argument map is built once; run() only rebinds pointers.
+  for (const Arg& a : args_) exec_args_.emplace(a.arg, a.prim ? a.prim : a.user);
+  if (scratch_bytes_) exec_args_.emplace(DNNL_ARG_SCRATCHPAD, scratch_);
+}
+
+void Compiled::run(std::initializer_list<const void*> ptrs) {
+  SPORE_ASSERT(ptrs.size() == args_.size(), "oneDNN primitive run with ", ptrs.size(),
+               " buffers, expected ", args_.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  dnnl::stream& s = stream();
+  // Temporaries live until the end of this call; the allocator caches them between calls.
+  Tensor temps[8];
+  size_t i = 0;
+  for (const void* p : ptrs) {
+    Arg& a = args_[i];
+    a.user.set_data_handle(const_cast<void*>(p));
+    if (a.prim) {
+      SPORE_ASSERT(i < 7, "too many reordered oneDNN arguments");
+      temps[i] = Tensor::empty({int64_t(a.prim_bytes)}, kUInt8);
+      a.prim.set_data_handle(temps[i].data_ptr());
+      if (!a.output)
+        SPORE_DNNL_CHECK(a.reorder.execute(s, a.user, a.prim), "input reorder failed");
+    }
+    ++i;
+  }
+  Tensor scratch;
+  if (scratch_bytes_) {
+    scratch = Tensor::empty({int64_t(scratch_bytes_)}, kUInt8);
+    scratch_.set_data_handle(scratch.data_ptr());
+  }
+  SPORE_DNNL_CHECK(prim_.execute(s, exec_args_), "primitive execution failed");
+  for (Arg& a : args_)
+    if (a.prim && a.output) SPORE_DNNL_CHECK(a.reorder.execute(s, a.prim, a.user), "output reorder failed");
+  s.wait();
+}
+
+namespace {
+struct KeyHash {
+  size_t operator()(const CacheKey& k) const { return k.hash(); }
+};
+std::mutex g_mu;
+std::unordered_map<CacheKey, std::shared_ptr<Compiled>, KeyHash>& cache_map() {
+  static auto* m = new std::unordered_map<CacheKey, std::shared_ptr<Compiled>, KeyHash>();
+  return *m;  // leaked on purpose: primitives must not be destroyed after oneDNN's own statics
+}
+}  // namespace
+
+std::shared_ptr<Compiled> cached(const CacheKey& key, const std::function<std::shared_ptr<Compiled>()>& make) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = cache_map().find(key);
+    if (it != cache_map().end()) return it->second;
+  }
+  std::shared_ptr<Compiled> c = make();  // outside the lock: creating a primitive takes a while
+  std::lock_guard<std::mutex> lock(g_mu);
+  return cache_map().emplace(key, std::move(c)).first->second;
+}
+
+size_t cache_size() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return cache_map().size();
+}
+
+}  // namespace spore::cpu::onednn

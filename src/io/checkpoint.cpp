@@ -1,0 +1,363 @@
+// safetensors checkpoints: save_checkpoint (atomic write), load_checkpoint (full validation),
+// load_into_tensors (in-place copy with a report). The format is described in checkpoint.h; the
+// loader follows the reference implementation's rules: the header is a JSON object, every tensor's
+// byte range matches its dtype and shape, and the ranges tile the data section exactly (no holes,
+// no overlaps, nothing after the last tensor).
+#include "spore/io/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "data/tensor_util.h"
+#include "io/checkpoint_internal.h"
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; a big-endian host needs byte swapping here");
+
+namespace spore::io {
+
+namespace detail {
+namespace {
+std::atomic<SaveFault> g_fault{SaveFault::None};
+}
+void set_save_fault(SaveFault f) { g_fault = f; }
+}  // namespace detail
+
+namespace {
+
+using u128 = unsigned __int128;
+constexpr uint64_t kMaxHeader = uint64_t(100) << 20;  // the reference reader's limit
+
+struct Code {
+  DType dtype;
+  const char* code;
+};
+constexpr Code kCodes[] = {{kFloat32, "F32"},   {kFloat64, "F64"}, {kFloat16, "F16"},
+                           {kBFloat16, "BF16"}, {kInt8, "I8"},     {kUInt8, "U8"},
+                           {kInt32, "I32"},     {kInt64, "I64"},   {kBool, "BOOL"}};
+
+std::string errno_str() { return std::strerror(errno); }
+
+std::string parent_dir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Writes everything to the temp file; throws on the first failure (the caller cleans up).
+void write_file(std::FILE* f, const std::string& tmp, const std::string& header,
+                const NamedTensors& tensors, detail::SaveFault fault) {
+  auto put = [&](const void* p, size_t n) {
+    SPORE_CHECK_KIND(ErrorKind::IOError, n == 0 || std::fwrite(p, 1, n, f) == n,
+                     "[save_checkpoint] writing ", tmp, " failed: ", errno_str());
+  };
+  const uint64_t n = header.size();
+  put(&n, 8);
+  put(header.data(), header.size());
+  SPORE_CHECK_KIND(ErrorKind::IOError, fault != detail::SaveFault::AfterHeader,
+                   "[save_checkpoint] writing ", tmp, " failed: simulated failure");
+  for (const auto& [name, t] : tensors) {
+    const Tensor c = data::detail::contiguous_copy(t);
+    put(c.data_ptr(), c.nbytes());
+  }
+  SPORE_CHECK_KIND(ErrorKind::IOError, std::fflush(f) == 0, "[save_checkpoint] writing ", tmp,
+                   " failed: ", errno_str());
+  SPORE_CHECK_KIND(ErrorKind::IOError, ::fsync(fileno(f)) == 0, "[save_checkpoint] fsync of ", tmp,
+                   " failed: ", errno_str());
+}
+
+}  // namespace
+
+const char* safetensors_dtype(DType t) {
+  for (const auto& c : kCodes)
+    if (c.dtype == t) return c.code;
+  return "?";
+}
+
+bool dtype_from_safetensors(const std::string& code, DType* out) {
+  for (const auto& c : kCodes)
+    if (code == c.code) {
+      *out = c.dtype;
+      return true;
+    }
+  return false;
+}
+
+const Tensor* Checkpoint::find(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+void save_checkpoint(const NamedTensors& tensors, const std::string& path,
+                     const Metadata& metadata) {
+  const detail::SaveFault fault = detail::g_fault.exchange(detail::SaveFault::None);
+  SPORE_CHECK(!path.empty(), "[save_checkpoint] empty path");
+  // The header: __metadata__ first (as the reference writer does), then tensors in order.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    header["__metadata__"] = m;
+  }
+  std::set<std::string> seen;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    SPORE_CHECK(!name.empty(), "[save_checkpoint] a tensor has an empty name (saving ", path, ")");
+    SPORE_CHECK(name != "__metadata__",
+                "[save_checkpoint] \"__metadata__\" is reserved by the "
+                "format and cannot name a tensor (saving ",
+                path, ")");
+    SPORE_CHECK(seen.insert(name).second, "[save_checkpoint] duplicate tensor name \"", name,
+                "\" (saving ", path, ")");
+    SPORE_CHECK(t.defined(), "[save_checkpoint] tensor \"", name, "\" is undefined");
+    SPORE_CHECK(!t.is_symbolic(), "[save_checkpoint] tensor \"", name,
+                "\" is symbolic (traced, no data); save after the graph has run");
+    SPORE_CHECK(t.device().type == DeviceType::CPU, "[save_checkpoint] tensor \"", name,
+                "\" is on ", to_string(t.device()), "; copy it to the CPU first");
+    const uint64_t nb = t.nbytes();
+    header[name] = {{"dtype", safetensors_dtype(t.dtype())},
+                    {"shape", t.shape()},
+                    {"data_offsets", {offset, offset + nb}}};
+    offset += nb;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  SPORE_CHECK_KIND(ErrorKind::IOError, f, "[save_checkpoint] cannot create ", tmp, " (to write ",
+                   path, "): ", errno_str());
+  try {
+    write_file(f, tmp, text, tensors, fault);
+    const int rc = std::fclose(f);
+    f = nullptr;
+    SPORE_CHECK_KIND(ErrorKind::IOError, rc == 0, "[save_checkpoint] closing ", tmp,
+                     " failed: ", errno_str());
+    SPORE_CHECK_KIND(ErrorKind::IOError, fault != detail::SaveFault::BeforeRename,
+                     "[save_checkpoint] renaming ", tmp, " to ", path,
+                     " failed: simulated failure");
+    SPORE_CHECK_KIND(ErrorKind::IOError, std::rename(tmp.c_str(), path.c_str()) == 0,
+                     "[save_checkpoint] renaming ", tmp, " to ", path, " failed: ", errno_str());
+  } catch (...) {
+    if (f) std::fclose(f);
+    std::remove(tmp.c_str());
+    throw;
+  }
+  // Make the rename itself durable. Best effort: the new file is complete either way.
+  const int dfd = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+namespace {
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+struct FileCloser {
+  std::FILE* f;
+  ~FileCloser() {
+    if (f) std::fclose(f);
+  }
+};
+
+}  // namespace
+
+Checkpoint load_checkpoint(const std::string& path) {
+  const std::string where = "[load_checkpoint] " + path + ": ";
+  FileCloser fc{std::fopen(path.c_str(), "rb")};
+  SPORE_CHECK_KIND(ErrorKind::IOError, fc.f, "[load_checkpoint] cannot open ", path, ": ",
+                   errno_str());
+  struct stat st;
+  SPORE_CHECK_KIND(ErrorKind::IOError, ::fstat(fileno(fc.f), &st) == 0 && S_ISREG(st.st_mode),
+                   where, "not a regular file");
+  const uint64_t file_size = uint64_t(st.st_size);
+  SPORE_CHECK_KIND(ErrorKind::IOError, file_size >= 8, where, "file is ", file_size,
+                   " bytes, shorter than the 8-byte safetensors header length");
+  uint64_t n = 0;
+  SPORE_CHECK_KIND(ErrorKind::IOError, std::fread(&n, 1, 8, fc.f) == 8, where,
+                   "read failed: ", errno_str());
+  SPORE_CHECK_KIND(ErrorKind::IOError, n <= file_size - 8, where, "header length ", n,
+                   " is larger than the rest of the file (", file_size - 8,
+                   " bytes); not a safetensors file, or truncated");
+  SPORE_CHECK_KIND(ErrorKind::IOError, n <= kMaxHeader, where, "header length ", n,
+                   " exceeds the format's limit of ", kMaxHeader, " bytes");
+  std::string text(size_t(n), '\0');
+  SPORE_CHECK_KIND(ErrorKind::IOError, n == 0 || std::fread(text.data(), 1, size_t(n), fc.f) == n,
+                   where, "read failed: ", errno_str());
+  SPORE_CHECK_KIND(ErrorKind::IOError, !text.empty() && text[0] == '{', where,
+                   "the header does not start with '{'; not a safetensors file");
+
+  nlohmann::ordered_json header;
+  try {
+    header = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    SPORE_THROW(ErrorKind::IOError, where, "invalid JSON header: ", e.what());
+  }
+  SPORE_CHECK_KIND(ErrorKind::IOError, header.is_object(), where,
+                   "the header is not a JSON object");
+
+  Checkpoint ck;
+  std::vector<Entry> entries;
+  const uint64_t data_size = file_size - 8 - n;
+  for (const auto& [name, v] : header.items()) {
+    if (name == "__metadata__") {
+      SPORE_CHECK_KIND(ErrorKind::IOError, v.is_object(), where,
+                       "\"__metadata__\" is not an object");
+      for (const auto& [k, s] : v.items()) {
+        SPORE_CHECK_KIND(ErrorKind::IOError, s.is_string(), where, "metadata value of \"", k,
+                         "\" is not a string (the format allows only strings)");
+        ck.metadata[k] = s.get<std::string>();
+      }
+      continue;
+    }
+    const std::string what = where + "tensor \"" + name + "\": ";
+    SPORE_CHECK_KIND(ErrorKind::IOError, v.is_object(), what, "entry is not an object");
+    SPORE_CHECK_KIND(ErrorKind::IOError, v.contains("dtype") && v["dtype"].is_string(), what,
+                     "missing \"dtype\" string");
+    SPORE_CHECK_KIND(ErrorKind::IOError, v.contains("shape") && v["shape"].is_array(), what,
+                     "missing \"shape\" array");
+    SPORE_CHECK_KIND(ErrorKind::IOError,
+                     v.contains("data_offsets") && v["data_offsets"].is_array() &&
+                         v["data_offsets"].size() == 2 &&
+                         v["data_offsets"][0].is_number_unsigned() &&
+                         v["data_offsets"][1].is_number_unsigned(),
+                     what, "\"data_offsets\" must be two non-negative integers [begin, end]");
+    Entry e;
+    e.name = name;
+    const std::string code = v["dtype"].get<std::string>();
+    SPORE_CHECK_KIND(ErrorKind::IOError, dtype_from_safetensors(code, &e.dtype), what,
+                     "unknown or unsupported dtype \"", code,
+                     "\" (supported: F32, F64, F16, BF16, I8, U8, I32, I64, BOOL)");
+    // Element count with an overflow guard: no tensor can hold more bytes than the file.
+    u128 numel = 1;
+    for (const auto& d : v["shape"]) {
+      SPORE_CHECK_KIND(ErrorKind::IOError, d.is_number_unsigned(), what,
+                       "shape entries must be non-negative integers, got ", d.dump());
+      const uint64_t dim = d.get<uint64_t>();
+      SPORE_CHECK_KIND(ErrorKind::IOError, dim <= uint64_t(INT64_MAX), what, "dimension ", dim,
+                       " is too large");
+      e.shape.push_back(int64_t(dim));
+      numel *= dim;
+      if (numel > file_size) numel = u128(file_size) + 1;  // saturate (unless a 0 follows)
+    }
+    e.begin = v["data_offsets"][0].get<uint64_t>();
+    e.end = v["data_offsets"][1].get<uint64_t>();
+    SPORE_CHECK_KIND(ErrorKind::IOError, e.begin <= e.end, what, "data_offsets [", e.begin, ", ",
+                     e.end, "] end before they begin");
+    const u128 want = numel * itemsize(e.dtype);
+    SPORE_CHECK_KIND(ErrorKind::IOError, want == e.end - e.begin, what, "shape ",
+                     shape_str(e.shape), " of ", code, " needs ",
+                     numel > file_size ? std::string("more bytes than the file has")
+                                       : std::to_string(uint64_t(want)) + " bytes",
+                     " but data_offsets [", e.begin, ", ", e.end, "] hold ", e.end - e.begin);
+    SPORE_CHECK_KIND(ErrorKind::IOError, e.end <= data_size, what, "data_offsets [", e.begin, ", ",
+                     e.end, "] run past the end of the data section (", data_size, " bytes)");
+    entries.push_back(std::move(e));
+  }
+  // The ranges must tile [0, data_size) exactly.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
+  uint64_t pos = 0;
+  std::string prev;
+  for (const Entry& e : entries) {
+    SPORE_CHECK_KIND(ErrorKind::IOError, e.begin >= pos, where, "tensor \"", e.name, "\" (bytes [",
+                     e.begin, ", ", e.end, ")) overlaps tensor \"", prev, "\" (which ends at ", pos,
+                     ")");
+    SPORE_CHECK_KIND(ErrorKind::IOError, e.begin == pos, where, "bytes [", pos, ", ", e.begin,
+                     ") of the data section belong to no tensor (a hole before \"", e.name, "\")");
+    pos = e.end;
+    prev = e.name;
+  }
+  SPORE_CHECK_KIND(ErrorKind::IOError, pos == data_size, where, data_size - pos,
+                   " bytes of trailing data after the last tensor (the data section is ", data_size,
+                   " bytes, the tensors cover ", pos, ")");
+  // Read in file order (the ranges are contiguous, so one sequential pass).
+  for (const Entry& e : entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    const size_t nb = size_t(e.end - e.begin);
+    SPORE_CHECK_KIND(ErrorKind::IOError, nb == 0 || std::fread(t.data_ptr(), 1, nb, fc.f) == nb,
+                     where, "reading tensor \"", e.name, "\" failed: ", errno_str());
+    if (e.dtype == kBool) {  // any non-zero byte is true; keep bools canonical (0 or 1)
+      auto* p = static_cast<uint8_t*>(t.data_ptr());
+      for (size_t i = 0; i < nb; ++i) p[i] = p[i] != 0;
+    }
+    ck.tensors.emplace_back(e.name, std::move(t));
+  }
+  return ck;
+}
+
+std::string LoadReport::str() const {
+  std::ostringstream os;
+  for (const auto& m : missing) os << "missing (in the net, not in the checkpoint): " << m << "\n";
+  for (const auto& u : unexpected)
+    os << "unexpected (in the checkpoint, not in the net): " << u << "\n";
+  for (const auto& m : mismatched) os << "shape mismatch: " << m << "\n";
+  return os.str();
+}
+
+LoadReport load_into_tensors(const NamedTensors& targets, const NamedTensors& loaded, bool strict) {
+  LoadReport report;
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [name, t] : targets) by_name[name] = &t;
+  std::set<std::string> found;
+  std::vector<std::pair<const Tensor*, const Tensor*>> copies;  // (dst, src)
+  for (const auto& [name, src] : loaded) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      report.unexpected.push_back(name);
+      continue;
+    }
+    found.insert(name);
+    const Tensor& dst = *it->second;
+    if (dst.shape() != src.shape()) {
+      report.mismatched.push_back(name + ": expected " + shape_str(dst.shape()) + ", found " +
+                                  shape_str(src.shape()));
+      continue;
+    }
+    copies.emplace_back(&dst, &src);
+  }
+  for (const auto& [name, t] : targets)
+    if (!found.count(name)) report.missing.push_back(name);
+  SPORE_CHECK(!strict || report.ok(),
+              "[load_param_into_net] the checkpoint does not match the "
+              "net (strict=true):\n",
+              report.str());
+  for (const auto& [dst, src] : copies) {
+    SPORE_CHECK(!dst->is_symbolic() && dst->device().type == DeviceType::CPU,
+                "[load_param_into_net] the target tensor must hold data on the CPU");
+    const Tensor s = data::detail::contiguous_copy(*src);
+    if (dst->is_contiguous()) {
+      data::detail::convert_elements(s.data_ptr(), s.dtype(), dst->data_ptr(), dst->dtype(),
+                                     s.numel());
+    } else {
+      Tensor tmp = Tensor::empty(dst->shape(), dst->dtype());
+      data::detail::convert_elements(s.data_ptr(), s.dtype(), tmp.data_ptr(), tmp.dtype(),
+                                     s.numel());
+      data::detail::copy_from_buffer(*dst, tmp.data_ptr());
+    }
+  }
+  return report;
+}
+
+}  // namespace spore::io

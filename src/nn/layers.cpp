@@ -1,0 +1,244 @@
+// Dense, Conv2d, Embedding, Flatten, Dropout, Upsample (spore/nn/layers.h). Each checks its input
+// against its configuration first, so a mistake is reported in the layer's terms (features,
+// channels) rather than as a matmul or conv shape error.
+#include "spore/nn/layers.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "nn/util.h"
+#include "spore/autograd.h"
+#include "spore/ops.h"
+
+namespace spore::nn {
+
+using detail::fmt;
+using detail::fmt_bool;
+
+Int2::Int2(std::initializer_list<int64_t> v) {
+  SPORE_CHECK(v.size() == 1 || v.size() == 2, "expected an int or a pair (h, w), got ", v.size(),
+              " values");
+  h = *v.begin();
+  w = *(v.end() - 1);
+}
+
+Pad4::Pad4(std::initializer_list<int64_t> v) {
+  SPORE_CHECK(v.size() == 1 || v.size() == 4,
+              "padding must be an int or 4 values (top, bottom, left, right), got ", v.size(),
+              " values");
+  const int64_t* p = v.begin();
+  if (v.size() == 1) {
+    top = bottom = left = right = p[0];
+  } else {
+    top = p[0];
+    bottom = p[1];
+    left = p[2];
+    right = p[3];
+  }
+}
+
+// ---- Dense ---------------------------------------------------------------------------------------
+Dense::Dense(int64_t in_channels, int64_t out_channels, DenseOptions opt)
+    : in_(in_channels), out_(out_channels), has_bias_(opt.has_bias), activation_(opt.activation) {
+  set_cls_name("Dense");
+  SPORE_CHECK(in_ > 0 && out_ > 0, "[Dense] in_channels and out_channels must be positive, got ",
+              in_, " and ", out_);
+  const Initializer w = opt.weight_init.is_default() ? HeUniform(std::sqrt(5.0)) : opt.weight_init;
+  register_parameter("weight", w.make({out_, in_}, opt.dtype));  // (out, in)
+  if (has_bias_) {
+    const Initializer b =
+        opt.bias_init.is_default() ? Uniform(1.0 / std::sqrt(double(in_))) : opt.bias_init;
+    register_parameter("bias", b.make({out_}, opt.dtype));
+  }
+  if (!activation_.empty()) {
+    act_ = get_activation(activation_);
+    register_cell("activation", act_);
+  }
+}
+
+Tensor Dense::construct(const Tensor& x) {
+  SPORE_CHECK(x.dim() >= 1 && x.size(-1) == in_, "[Dense] expected input with ", in_,
+              " features (last dim), got shape ", shape_str(x.shape()));
+  // (..., in) -> (M, in) @ (in, out) -> (..., out)
+  const Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in_});
+  Tensor y = matmul(x2, parameter("weight").t());
+  if (has_bias_) y = y + parameter("bias");
+  if (x.dim() != 2) {
+    Shape s(x.shape().begin(), x.shape().end() - 1);
+    s.push_back(out_);
+    y = y.reshape(s);
+  }
+  if (act_) y = (*act_)(y);
+  return y;
+}
+
+std::string Dense::extend_repr() const {
+  std::string s = "input_channels=" + std::to_string(in_) + ", output_channels=" +
+                  std::to_string(out_) + ", has_bias=" + fmt_bool(has_bias_);
+  if (act_) s += ", activation=" + act_->str();
+  return s;
+}
+
+// ---- Conv2d --------------------------------------------------------------------------------------
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv2dOptions opt)
+    : in_(in_channels), out_(out_channels), kernel_(kernel_size), opt_(std::move(opt)) {
+  set_cls_name("Conv2d");
+  SPORE_CHECK(in_ > 0 && out_ > 0, "[Conv2d] in_channels and out_channels must be positive, got ",
+              in_, " and ", out_);
+  SPORE_CHECK(opt_.group >= 1 && in_ % opt_.group == 0 && out_ % opt_.group == 0,
+              "[Conv2d] in_channels (", in_, ") and out_channels (", out_,
+              ") must both be divisible by group (", opt_.group, ")");
+  SPORE_CHECK(kernel_.h >= 1 && kernel_.w >= 1 && opt_.stride.h >= 1 && opt_.stride.w >= 1 &&
+                  opt_.dilation.h >= 1 && opt_.dilation.w >= 1,
+              "[Conv2d] kernel_size, stride and dilation must be >= 1, got kernel_size (", kernel_.h,
+              ", ", kernel_.w, "), stride (", opt_.stride.h, ", ", opt_.stride.w, "), dilation (",
+              opt_.dilation.h, ", ", opt_.dilation.w, ")");
+  SPORE_CHECK(opt_.pad_mode == "same" || opt_.pad_mode == "valid" || opt_.pad_mode == "pad",
+              "[Conv2d] pad_mode must be 'same', 'valid' or 'pad', got '", opt_.pad_mode, "'");
+  SPORE_CHECK(opt_.pad_mode == "pad" || opt_.padding.zero(), "[Conv2d] padding must be 0 when pad_mode is '",
+              opt_.pad_mode, "', got ", shape_str(opt_.padding.vec()), "; use pad_mode \"pad\"");
+  SPORE_CHECK(opt_.padding.top >= 0 && opt_.padding.bottom >= 0 && opt_.padding.left >= 0 &&
+                  opt_.padding.right >= 0,
+              "[Conv2d] padding must be non-negative, got ", shape_str(opt_.padding.vec()));
+  const Shape wshape{out_, in_ / opt_.group, kernel_.h, kernel_.w};  // (out, in/group, kh, kw)
+  const Initializer w = opt_.weight_init.is_default() ? HeUniform(std::sqrt(5.0)) : opt_.weight_init;
+  register_parameter("weight", w.make(wshape, opt_.dtype));
+  if (opt_.has_bias) {
+    const int64_t fan_in = calculate_fan_in_and_fan_out(wshape).first;
+    const Initializer b =
+        opt_.bias_init.is_default() ? Uniform(1.0 / std::sqrt(double(fan_in))) : opt_.bias_init;
+    register_parameter("bias", b.make({out_}, opt_.dtype));
+  }
+}
+
+std::vector<int64_t> Conv2d::pads_for(int64_t h, int64_t w) const {
+  if (opt_.pad_mode == "pad") return opt_.padding.vec();
+  if (opt_.pad_mode == "valid") return {0, 0, 0, 0};
+  // "same" as MindSpore / TensorFlow: output ceil(H / s); the odd pixel goes to the bottom/right.
+  auto same = [](int64_t in, int64_t k, int64_t s, int64_t d) {
+    const int64_t out = (in + s - 1) / s;
+    const int64_t total = std::max<int64_t>((out - 1) * s + (k - 1) * d + 1 - in, 0);
+    return std::pair<int64_t, int64_t>{total / 2, total - total / 2};
+  };
+  auto [t, b] = same(h, kernel_.h, opt_.stride.h, opt_.dilation.h);
+  auto [l, r] = same(w, kernel_.w, opt_.stride.w, opt_.dilation.w);
+  return {t, b, l, r};
+}
+
+Tensor Conv2d::construct(const Tensor& x) {
+  SPORE_CHECK(x.dim() == 4 && x.size(1) == in_, "[Conv2d] expected input (N, C, H, W) with ", in_,
+              " channels, got shape ", shape_str(x.shape()));
+  spore::Conv2dOptions o;
+  o.stride = opt_.stride.vec();
+  o.padding = pads_for(x.size(2), x.size(3));
+  o.dilation = opt_.dilation.vec();
+  o.groups = opt_.group;
+  const int64_t eff_h = (kernel_.h - 1) * opt_.dilation.h + 1, eff_w = (kernel_.w - 1) * opt_.dilation.w + 1;
+  SPORE_CHECK(x.size(2) + o.padding[0] + o.padding[1] >= eff_h &&
+                  x.size(3) + o.padding[2] + o.padding[3] >= eff_w,
+              "[Conv2d] input ", shape_str(x.shape()), " with padding ", shape_str(o.padding),
+              " is smaller than the (dilated) kernel (", eff_h, ", ", eff_w, ")");
+  if (opt_.has_bias) return conv2d(x, parameter("weight"), parameter("bias"), o);
+  return conv2d(x, parameter("weight"), o);
+}
+
+std::string Conv2d::extend_repr() const {
+  return "input_channels=" + std::to_string(in_) + ", output_channels=" + std::to_string(out_) +
+         ", kernel_size=" + shape_str(kernel_.vec()) + ", stride=" + shape_str(opt_.stride.vec()) +
+         ", pad_mode=" + opt_.pad_mode + ", padding=" + shape_str(opt_.padding.vec()) +
+         ", dilation=" + shape_str(opt_.dilation.vec()) + ", group=" + std::to_string(opt_.group) +
+         ", has_bias=" + fmt_bool(opt_.has_bias) + ", format=NCHW";
+}
+
+// ---- Embedding -----------------------------------------------------------------------------------
+Embedding::Embedding(int64_t vocab_size, int64_t embedding_size, EmbeddingOptions opt)
+    : vocab_(vocab_size), dim_(embedding_size), padding_idx_(opt.padding_idx) {
+  set_cls_name("Embedding");
+  SPORE_CHECK(vocab_ > 0 && dim_ > 0, "[Embedding] vocab_size and embedding_size must be positive, got ",
+              vocab_, " and ", dim_);
+  SPORE_CHECK(padding_idx_ >= -1 && padding_idx_ < vocab_, "[Embedding] padding_idx must be in [0, ",
+              vocab_, ") or -1 for none, got ", padding_idx_);
+  const Initializer init = opt.embedding_table.is_default() ? Normal(0.01) : opt.embedding_table;
+  Tensor table = init.make({vocab_, dim_}, opt.dtype);  // (vocab, dim)
+  if (padding_idx_ >= 0) {
+    NoGradGuard no_grad;
+    assign(table.select(0, padding_idx_), zeros({dim_}, opt.dtype));
+  }
+  register_parameter("embedding_table", table);
+}
+
+Tensor Embedding::construct(const Tensor& ids) {
+  SPORE_CHECK_TYPE(is_integral(ids.dtype()), "[Embedding] expected integer indices (int32/int64), got ",
+                   dtype_name(ids.dtype()));
+  Tensor flat = ids.reshape({-1}).to(kInt64);
+  if (!flat.is_symbolic()) {
+    for (int64_t v : flat.to_vector<int64_t>())
+      SPORE_CHECK_INDEX(v >= 0 && v < vocab_, "[Embedding] index ", v, " out of range [0, ", vocab_, ")");
+  }
+  Shape s = ids.shape();
+  s.push_back(dim_);
+  return index_select(parameter("embedding_table"), 0, flat).reshape(s);
+}
+
+std::string Embedding::extend_repr() const {
+  return "vocab_size=" + std::to_string(vocab_) + ", embedding_size=" + std::to_string(dim_) +
+         ", padding_idx=" + (padding_idx_ >= 0 ? std::to_string(padding_idx_) : "None");
+}
+
+// ---- Flatten, Dropout, Upsample ------------------------------------------------------------------
+Flatten::Flatten(int64_t start_dim, int64_t end_dim) : start_(start_dim), end_(end_dim) {
+  set_cls_name("Flatten");
+}
+Tensor Flatten::construct(const Tensor& x) {
+  SPORE_CHECK(x.dim() >= 1, "[Flatten] expected an input of rank >= 1, got a scalar");
+  if (x.dim() == 1 && start_ == 1) return x;  // nothing to flatten after the batch dim
+  return x.flatten(start_, end_);
+}
+std::string Flatten::extend_repr() const {
+  return "start_dim=" + std::to_string(start_) + ", end_dim=" + std::to_string(end_);
+}
+
+Dropout::Dropout(DropoutOptions opt) : p_(opt.keep_prob >= 0 ? 1.0 - opt.keep_prob : opt.p) {
+  set_cls_name("Dropout");
+  SPORE_CHECK(p_ >= 0 && p_ < 1, "[Dropout] p (the drop probability) must be in [0, 1), got ",
+              fmt(p_), opt.keep_prob >= 0 ? " (from keep_prob)" : "");
+}
+Tensor Dropout::construct(const Tensor& x) {
+  if (!training() || p_ == 0) return x;
+  return dropout(x, p_, true);
+}
+std::string Dropout::extend_repr() const { return "p=" + fmt(p_); }
+
+Upsample::Upsample(UpsampleOptions opt) : opt_(std::move(opt)) {
+  set_cls_name("Upsample");
+  SPORE_CHECK(opt_.mode == "nearest", "[Upsample] only mode 'nearest' is supported, got '", opt_.mode,
+              "'");
+  SPORE_CHECK(opt_.size.empty() != opt_.scale_factor.empty(),
+              "[Upsample] give exactly one of size and scale_factor");
+  SPORE_CHECK(opt_.size.empty() || opt_.size.size() == 1 || opt_.size.size() == 2,
+              "[Upsample] size must have 1 or 2 values, got ", opt_.size.size());
+  SPORE_CHECK(opt_.scale_factor.empty() || opt_.scale_factor.size() == 1 || opt_.scale_factor.size() == 2,
+              "[Upsample] scale_factor must have 1 or 2 values, got ", opt_.scale_factor.size());
+  for (double f : opt_.scale_factor)
+    SPORE_CHECK(f > 0, "[Upsample] scale_factor must be positive, got ", fmt(f));
+  for (int64_t v : opt_.size) SPORE_CHECK(v > 0, "[Upsample] size must be positive, got ", v);
+}
+Tensor Upsample::construct(const Tensor& x) {
+  SPORE_CHECK(x.dim() == 4, "[Upsample] expected input (N, C, H, W), got shape ", shape_str(x.shape()));
+  std::vector<int64_t> out;
+  if (!opt_.size.empty()) {
+    out = {opt_.size.front(), opt_.size.back()};
+  } else {
+    out = {int64_t(std::floor(double(x.size(2)) * opt_.scale_factor.front())),
+           int64_t(std::floor(double(x.size(3)) * opt_.scale_factor.back()))};
+  }
+  return upsample_nearest2d(x, out);
+}
+std::string Upsample::extend_repr() const {
+  if (!opt_.size.empty()) return "size=" + shape_str(opt_.size) + ", mode=nearest";
+  std::string s = "scale_factor=(";
+  for (size_t i = 0; i < opt_.scale_factor.size(); ++i) s += (i ? ", " : "") + fmt(opt_.scale_factor[i]);
+  return s + "), mode=nearest";
+}
+
+}  // namespace spore::nn

@@ -1,0 +1,140 @@
+// The Optimizer base (optim/optimizer.h): parameter groups, per-parameter learning rates and
+// weight decay, the step loop (loss-scale unscaling, global-norm clipping), and the group and
+// clipping helpers. Concrete update rules are in optimizers.cpp.
+#include "spore/optim/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "spore/autograd.h"
+#include "spore/ops.h"
+
+namespace spore::optim {
+
+LearningRate::LearningRate(std::vector<double> per_step) {
+  SPORE_CHECK(!per_step.empty(), "[LearningRate] a per-step learning-rate list must not be empty");
+  fn = [v = std::move(per_step)](int64_t step) {
+    return v[size_t(std::clamp<int64_t>(step, 0, int64_t(v.size()) - 1))];
+  };
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, LearningRate lr, double weight_decay) {
+  SPORE_CHECK(lr.fn != nullptr, "[Optimizer] the learning rate schedule is empty");
+  SPORE_CHECK(weight_decay >= 0, "[Optimizer] weight_decay must be >= 0, got ", weight_decay);
+  std::unordered_set<const TensorImpl*> seen;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const ParamGroup& group = groups[g];
+    SPORE_CHECK(group.names.empty() || group.names.size() == group.params.size(),
+                "[Optimizer] parameter group ", g, " has ", group.params.size(), " params but ",
+                group.names.size(), " names");
+    double wd = group.weight_decay.value_or(weight_decay);
+    SPORE_CHECK(wd >= 0, "[Optimizer] weight_decay of group ", g, " must be >= 0, got ", wd);
+    for (size_t j = 0; j < group.params.size(); ++j) {
+      const Tensor& p = group.params[j];
+      SPORE_CHECK(p.defined(), "[Optimizer] parameter ", j, " of group ", g, " is undefined");
+      SPORE_CHECK_TYPE(is_floating(p.dtype()), "[Optimizer] parameters must be floating point, got ",
+                       dtype_name(p.dtype()), " for parameter ", j, " of group ", g);
+      SPORE_CHECK(seen.insert(p.impl_ptr().get()).second, "[Optimizer] parameter ",
+                  group.names.empty() ? std::to_string(j) : group.names[j],
+                  " appears twice in the parameter groups");
+      params_.push_back(p);
+      names_.push_back(group.names.empty() ? "param" + std::to_string(params_.size() - 1)
+                                           : group.names[j]);
+      weight_decays_.push_back(wd);
+      lrs_.push_back(group.lr ? *group.lr : lr);
+    }
+  }
+  SPORE_CHECK(!params_.empty(), "[Optimizer] got an empty parameter list");
+}
+
+double Optimizer::current_lr() const { return lrs_.empty() ? 0.0 : lrs_[0].at(step_); }
+
+void Optimizer::set_loss_scale(double s) {
+  SPORE_CHECK(s > 0, "[", name(), "] loss_scale must be > 0, got ", s);
+  loss_scale_ = s;
+}
+
+void Optimizer::step(const std::vector<Tensor>& grads) {
+  SPORE_CHECK(grads.size() == params_.size(), "[", name(), "] step() got ", grads.size(),
+              " gradients for ", params_.size(), " parameters");
+  NoGradGuard no_grad;
+  std::vector<Tensor> g = grads;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!g[i].defined()) continue;
+    SPORE_CHECK(g[i].shape() == params_[i].shape(), "[", name(), "] gradient ", i, " (",
+                names_[i], ") has shape ", shape_str(g[i].shape()), " but its parameter has shape ",
+                shape_str(params_[i].shape()));
+    if (g[i].dtype() != params_[i].dtype()) g[i] = g[i].to(params_[i].dtype());
+    if (loss_scale_ != 1) g[i] = g[i] * (1.0 / loss_scale_);
+  }
+  if (clip_norm_ > 0) g = clip_by_global_norm(g, clip_norm_);
+  for (size_t i = 0; i < g.size(); ++i)
+    if (g[i].defined()) update(i, g[i], lrs_[i].at(step_), weight_decays_[i]);
+  ++step_;
+}
+
+std::vector<Tensor> Optimizer::zeros_like_params() const {
+  std::vector<Tensor> out;
+  out.reserve(params_.size());
+  for (const Tensor& p : params_) out.push_back(zeros(p.shape(), p.dtype()));
+  return out;
+}
+
+void Optimizer::append_state(std::vector<std::pair<std::string, Tensor>>& out,
+                             const std::string& prefix, const std::vector<Tensor>& slots) const {
+  for (size_t i = 0; i < slots.size(); ++i) out.emplace_back(prefix + "." + names_[i], slots[i]);
+}
+
+// ---- helpers --------------------------------------------------------------------------------------
+
+std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
+  std::vector<ParamGroup> g(1);
+  g[0].params = std::move(params);
+  return g;
+}
+
+namespace {
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+std::vector<ParamGroup> split_decay_groups(
+    const std::vector<std::pair<std::string, Tensor>>& named_params) {
+  ParamGroup decay, no_decay;
+  no_decay.weight_decay = 0.0;
+  for (const auto& [name, p] : named_params) {
+    bool skip = ends_with(name, "bias") || ends_with(name, "beta") || ends_with(name, "gamma");
+    ParamGroup& g = skip ? no_decay : decay;
+    g.params.push_back(p);
+    g.names.push_back(name);
+  }
+  return {std::move(decay), std::move(no_decay)};
+}
+
+double global_norm(const std::vector<Tensor>& grads) {
+  NoGradGuard no_grad;
+  double total = 0;
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    // Low-precision squares overflow easily; accumulate in float32 at least.
+    Tensor x = itemsize(g.dtype()) < 4 ? g.to(kFloat32) : g;
+    total += sum(square(x)).item<double>();
+  }
+  return std::sqrt(total);
+}
+
+std::vector<Tensor> clip_by_global_norm(const std::vector<Tensor>& grads, double max_norm) {
+  SPORE_CHECK(max_norm > 0, "[clip_by_global_norm] clip_norm must be > 0, got ", max_norm);
+  double norm = global_norm(grads);
+  if (!(norm > max_norm)) return grads;  // also keeps NaN norms visible to the overflow check
+  NoGradGuard no_grad;
+  double coef = max_norm / norm;
+  std::vector<Tensor> out;
+  out.reserve(grads.size());
+  for (const Tensor& g : grads) out.push_back(g.defined() ? g * coef : g);
+  return out;
+}
+
+}  // namespace spore::optim

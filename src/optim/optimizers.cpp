@@ -1,0 +1,209 @@
+// SGD, Momentum, Adam, AdamWeightDecay and RMSProp (optim/optimizers.h). Each update is one call
+// of an in-place primitive (ApplyMomentum / ApplyAdam / ApplyRMSProp, see ops.def for the
+// attributes), so a backend that fuses the update speeds up every optimizer; only SGD with
+// dampening (no primitive for it) is written with elementwise ops.
+#include "spore/optim/optimizers.h"
+
+#include <cmath>
+
+#include "ops/op.h"
+#include "spore/autograd.h"
+#include "spore/ops.h"
+
+namespace spore::optim {
+namespace {
+
+using ops::Attrs;
+using ops::OpId;
+
+std::vector<ParamGroup> groups_of(std::vector<Tensor> params) {
+  return single_group(std::move(params));
+}
+
+void check_range(const char* opt, const char* what, double v, double lo, double hi) {
+  SPORE_CHECK(v >= lo && v <= hi, "[", opt, "] ", what, " must be in [", lo, ", ", hi, "], got ",
+              v);
+}
+
+// g + weight_decay * p (L2 regularisation folded into the gradient).
+Tensor decayed(const Tensor& grad, const Tensor& p, double wd) {
+  return wd == 0 ? grad : grad + p * wd;
+}
+
+}  // namespace
+
+// ---- SGD ------------------------------------------------------------------------------------------
+
+SGD::SGD(std::vector<Tensor> params, LearningRate lr, SGDOptions opts)
+    : SGD(groups_of(std::move(params)), std::move(lr), opts) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, LearningRate lr, SGDOptions opts)
+    : Optimizer(std::move(groups), std::move(lr), opts.weight_decay), opts_(opts) {
+  SPORE_CHECK(opts.momentum >= 0, "[SGD] momentum must be >= 0, got ", opts.momentum);
+  check_range("SGD", "dampening", opts.dampening, 0, 1);
+  SPORE_CHECK(!opts.nesterov || (opts.momentum > 0 && opts.dampening == 0),
+              "[SGD] nesterov needs momentum > 0 and dampening == 0, got momentum ", opts.momentum,
+              " and dampening ", opts.dampening);
+  set_loss_scale(opts.loss_scale);
+  if (opts.momentum > 0) accum_ = zeros_like_params();
+  started_.assign(params_.size(), false);
+}
+
+std::vector<std::pair<std::string, Tensor>> SGD::state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  append_state(out, "accum", accum_);
+  return out;
+}
+
+void SGD::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
+  const Tensor& p = params_[i];
+  if (opts_.momentum == 0) {  // p -= lr * (g + wd p)
+    assign(p, p - decayed(grad, p, weight_decay) * lr);
+    return;
+  }
+  // Without dampening, ApplyMomentum is exactly SGD: accum starts at 0, so the first step gives
+  // accum = g as SGD's "buf = g" does.
+  if (opts_.dampening == 0) {
+    ops::call(OpId::ApplyMomentum, {p, accum_[i], grad},
+              Attrs()
+                  .set("lr", lr)
+                  .set("momentum", opts_.momentum)
+                  .set("nesterov", opts_.nesterov)
+                  .set("weight_decay", weight_decay));
+    return;
+  }
+  Tensor g = decayed(grad, p, weight_decay);
+  Tensor buf = started_[i] ? accum_[i] * opts_.momentum + g * (1 - opts_.dampening) : g;
+  assign(accum_[i], buf);
+  assign(p, p - accum_[i] * lr);
+  started_[i] = true;
+}
+
+// ---- Momentum -------------------------------------------------------------------------------------
+
+Momentum::Momentum(std::vector<Tensor> params, LearningRate lr, double momentum,
+                   MomentumOptions opts)
+    : Momentum(groups_of(std::move(params)), std::move(lr), momentum, opts) {}
+
+Momentum::Momentum(std::vector<ParamGroup> groups, LearningRate lr, double momentum,
+                   MomentumOptions opts)
+    : Optimizer(std::move(groups), std::move(lr), opts.weight_decay),
+      momentum_(momentum),
+      opts_(opts) {
+  SPORE_CHECK(momentum >= 0, "[Momentum] momentum must be >= 0, got ", momentum);
+  set_loss_scale(opts.loss_scale);
+  moments_ = zeros_like_params();
+}
+
+std::vector<std::pair<std::string, Tensor>> Momentum::state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  append_state(out, "moments", moments_);
+  return out;
+}
+
+void Momentum::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
+  ops::call(OpId::ApplyMomentum, {params_[i], moments_[i], grad},
+            Attrs()
+                .set("lr", lr)
+                .set("momentum", momentum_)
+                .set("nesterov", opts_.nesterov)
+                .set("weight_decay", weight_decay));
+}
+
+// ---- Adam / AdamWeightDecay -------------------------------------------------------------------
+
+Adam::Adam(std::vector<Tensor> params, LearningRate lr, AdamOptions opts)
+    : Adam(groups_of(std::move(params)), std::move(lr), opts, false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, LearningRate lr, AdamOptions opts)
+    : Adam(std::move(groups), std::move(lr), opts, false) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, LearningRate lr, AdamOptions opts, bool decoupled)
+    : Optimizer(std::move(groups), std::move(lr), opts.weight_decay),
+      opts_(opts),
+      decoupled_(decoupled) {
+  const char* n = decoupled ? "AdamWeightDecay" : "Adam";
+  SPORE_CHECK(opts.beta1 >= 0 && opts.beta1 < 1, "[", n, "] beta1 must be in [0, 1), got ",
+              opts.beta1);
+  SPORE_CHECK(opts.beta2 >= 0 && opts.beta2 < 1, "[", n, "] beta2 must be in [0, 1), got ",
+              opts.beta2);
+  SPORE_CHECK(opts.eps > 0, "[", n, "] eps must be > 0, got ", opts.eps);
+  set_loss_scale(opts.loss_scale);
+  m_ = zeros_like_params();
+  v_ = zeros_like_params();
+}
+
+std::vector<std::pair<std::string, Tensor>> Adam::state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  // MindSpore's names: Adam "moment1"/"moment2", AdamWeightDecay "adam_m"/"adam_v".
+  append_state(out, decoupled_ ? "adam_m" : "moment1", m_);
+  append_state(out, decoupled_ ? "adam_v" : "moment2", v_);
+  return out;
+}
+
+void Adam::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
+  // The primitive computes p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps') (PyTorch's placement
+  // of eps). MindSpore's Adam is p -= lr * sqrt(bc2) / bc1 * m / (sqrt(v) + eps), which is the
+  // same with eps' = eps / sqrt(bc2). AdamWeightDecay has no bias correction in MindSpore: a
+  // step of 2^62 makes beta^step underflow to 0, so bc1 = bc2 = 1 exactly.
+  int64_t t = decoupled_ ? (int64_t(1) << 62) : step_ + 1;
+  double eps = opts_.eps / std::sqrt(1 - std::pow(opts_.beta2, double(t)));
+  ops::call(OpId::ApplyAdam, {params_[i], m_[i], v_[i], grad},
+            Attrs()
+                .set("lr", lr)
+                .set("beta1", opts_.beta1)
+                .set("beta2", opts_.beta2)
+                .set("eps", eps)
+                .set("weight_decay", weight_decay)
+                .set("step", t)
+                .set("decoupled", decoupled_));
+}
+
+namespace {
+AdamOptions adam_options(const AdamWeightDecayOptions& o) {
+  return {.beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+          .loss_scale = o.loss_scale};
+}
+}  // namespace
+
+AdamWeightDecay::AdamWeightDecay(std::vector<Tensor> params, LearningRate lr,
+                                 AdamWeightDecayOptions opts)
+    : Adam(groups_of(std::move(params)), std::move(lr), adam_options(opts), true) {}
+
+AdamWeightDecay::AdamWeightDecay(std::vector<ParamGroup> groups, LearningRate lr,
+                                 AdamWeightDecayOptions opts)
+    : Adam(std::move(groups), std::move(lr), adam_options(opts), true) {}
+
+// ---- RMSProp --------------------------------------------------------------------------------------
+
+RMSProp::RMSProp(std::vector<Tensor> params, LearningRate lr, RMSPropOptions opts)
+    : RMSProp(groups_of(std::move(params)), std::move(lr), opts) {}
+
+RMSProp::RMSProp(std::vector<ParamGroup> groups, LearningRate lr, RMSPropOptions opts)
+    : Optimizer(std::move(groups), std::move(lr), opts.weight_decay), opts_(opts) {
+  check_range("RMSProp", "decay", opts.decay, 0, 1);
+  SPORE_CHECK(opts.momentum >= 0, "[RMSProp] momentum must be >= 0, got ", opts.momentum);
+  SPORE_CHECK(opts.epsilon > 0, "[RMSProp] epsilon must be > 0, got ", opts.epsilon);
+  set_loss_scale(opts.loss_scale);
+  // MindSpore (like TensorFlow) starts the mean square at ones, not zeros.
+  for (const Tensor& p : params_) ms_.push_back(ones(p.shape(), p.dtype()));
+  mom_ = zeros_like_params();
+}
+
+std::vector<std::pair<std::string, Tensor>> RMSProp::state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  append_state(out, "mean_square", ms_);
+  append_state(out, "moment", mom_);
+  return out;
+}
+
+void RMSProp::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
+  ops::call(OpId::ApplyRMSProp, {params_[i], ms_[i], mom_[i], decayed(grad, params_[i], weight_decay)},
+            Attrs()
+                .set("lr", lr)
+                .set("decay", opts_.decay)
+                .set("momentum", opts_.momentum)
+                .set("eps", opts_.epsilon));
+}
+
+}  // namespace spore::optim

@@ -1,0 +1,323 @@
+// The built-in callbacks of train/callbacks.h: LossMonitor, TimeMonitor, ModelCheckpoint,
+// EarlyStopping, History and ProgressBar.
+#include "spore/train/callbacks.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "spore/autograd.h"
+#include "spore/io/checkpoint.h"
+#include "spore/ops.h"
+
+namespace spore::train {
+namespace fs = std::filesystem;
+
+// ---- LossMonitor / TimeMonitor -------------------------------------------------------------------
+
+LossMonitor::LossMonitor(int64_t per_print_times, std::ostream* out)
+    : per_print_(per_print_times), out_(out) {
+  SPORE_CHECK(per_print_times >= 0, "[LossMonitor] per_print_times must be >= 0, got ",
+              per_print_times);
+}
+
+void LossMonitor::on_step_end(RunContext& ctx) {
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, std::isfinite(ctx.loss), "epoch: ", ctx.epoch,
+                   " step: ", ctx.step, ". Invalid loss ", ctx.loss, ", terminating training.");
+  if (per_print_ == 0 || ctx.step % per_print_ != 0) return;
+  std::ostream& os = out_ ? *out_ : std::cout;
+  os << "epoch: " << ctx.epoch << " step: " << ctx.step << ", loss is " << ctx.loss << std::endl;
+}
+
+TimeMonitor::TimeMonitor(std::ostream* out) : out_(out) {}
+
+void TimeMonitor::on_epoch_end(RunContext& ctx) {
+  std::ostream& os = out_ ? *out_ : std::cout;
+  double ms = ctx.epoch_elapsed * 1000;
+  double per_step = ctx.step > 0 ? ms / double(ctx.step) : 0;
+  os << std::fixed << std::setprecision(3) << "epoch time: " << ms
+     << " ms, per step time: " << per_step << " ms" << std::defaultfloat << std::endl;
+}
+
+// ---- ModelCheckpoint ---------------------------------------------------------------------------
+
+ModelCheckpoint::ModelCheckpoint(std::string prefix, std::string directory, CheckpointConfig config)
+    : prefix_(std::move(prefix)), directory_(std::move(directory)), config_(config) {
+  SPORE_CHECK(!prefix_.empty() && prefix_.find('/') == std::string::npos,
+              "[ModelCheckpoint] prefix must be a non-empty file name prefix without '/', got '",
+              prefix_, "'");
+  SPORE_CHECK(config.save_checkpoint_steps >= 0 && config.save_checkpoint_epochs >= 0,
+              "[CheckpointConfig] save_checkpoint_steps and save_checkpoint_epochs must be >= 0, "
+              "got ", config.save_checkpoint_steps, " and ", config.save_checkpoint_epochs);
+  SPORE_CHECK(config.keep_checkpoint_max >= 1, "[CheckpointConfig] keep_checkpoint_max must be "
+              ">= 1, got ", config.keep_checkpoint_max);
+  used_prefix_ = prefix_;
+}
+
+namespace {
+bool prefix_in_use(const fs::path& dir, const std::string& prefix) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind(prefix + "-", 0) == 0 && e.path().extension() == ".safetensors") return true;
+  }
+  return false;
+}
+}  // namespace
+
+void ModelCheckpoint::on_train_begin(RunContext&) {
+  fs::path dir = directory_.empty() ? fs::path(".") : fs::path(directory_);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_directory(dir), "[ModelCheckpoint] cannot create "
+                   "the checkpoint directory '", dir.string(), "': ", ec.message());
+  used_prefix_ = prefix_;
+  for (int i = 1; prefix_in_use(dir, used_prefix_); ++i) used_prefix_ = prefix_ + "_" + std::to_string(i);
+  kept_.clear();
+  last_saved_step_ = -1;
+}
+
+void ModelCheckpoint::on_step_end(RunContext& ctx) {
+  if (config_.save_checkpoint_steps > 0 && ctx.global_step % config_.save_checkpoint_steps == 0)
+    save(ctx);
+}
+
+void ModelCheckpoint::on_epoch_end(RunContext& ctx) {
+  if (config_.save_checkpoint_epochs > 0 && ctx.epoch % config_.save_checkpoint_epochs == 0)
+    save(ctx);
+}
+
+void ModelCheckpoint::on_train_end(RunContext& ctx) {
+  if (config_.save_on_train_end && ctx.global_step > 0) save(ctx);
+}
+
+const std::string& ModelCheckpoint::latest_checkpoint() const {
+  static const std::string none;
+  return kept_.empty() ? none : kept_.back();
+}
+
+void ModelCheckpoint::save(RunContext& ctx) {
+  if (ctx.global_step == last_saved_step_) return;  // step and epoch triggers on the same step
+  SPORE_CHECK(ctx.network != nullptr, "[ModelCheckpoint] the run context has no network to save");
+  NoGradGuard no_grad;
+  io::NamedTensors tensors = ctx.network->parameters_and_buffers();
+  if (config_.save_optimizer_state && ctx.optimizer)
+    for (auto& st : ctx.optimizer->state()) tensors.push_back(st);
+  io::Metadata meta{{"epoch", std::to_string(ctx.epoch)},
+                    {"step", std::to_string(ctx.step)},
+                    {"global_step", std::to_string(ctx.global_step)}};
+  if (ctx.optimizer) {
+    std::ostringstream lr;
+    lr << std::setprecision(17) << ctx.lr;
+    meta["lr"] = lr.str();
+    meta["optimizer"] = ctx.optimizer->name();
+  }
+  fs::path dir = directory_.empty() ? fs::path(".") : fs::path(directory_);
+  std::string file = (dir / (used_prefix_ + "-" + std::to_string(ctx.epoch) + "_" +
+                             std::to_string(ctx.step) + ".safetensors"))
+                         .string();
+  io::save_checkpoint(tensors, file, meta);
+  last_saved_step_ = ctx.global_step;
+  // Re-saving the same name (train end right after a step save is skipped above) keeps one entry.
+  if (kept_.empty() || kept_.back() != file) kept_.push_back(file);
+  while (int64_t(kept_.size()) > config_.keep_checkpoint_max) {
+    std::error_code ec;
+    fs::remove(kept_.front(), ec);
+    kept_.pop_front();
+  }
+}
+
+// ---- EarlyStopping ---------------------------------------------------------------------------------
+
+EarlyStopping::EarlyStopping(EarlyStoppingOptions opts) : opts_(std::move(opts)) {
+  SPORE_CHECK(opts_.patience >= 0, "[EarlyStopping] patience must be >= 0, got ", opts_.patience);
+  SPORE_CHECK(opts_.min_delta >= 0, "[EarlyStopping] min_delta must be >= 0, got ", opts_.min_delta);
+  const std::string& m = opts_.mode;
+  SPORE_CHECK(m == "auto" || m == "min" || m == "max", "[EarlyStopping] mode must be 'auto', "
+              "'min' or 'max', got '", m, "'");
+  if (m == "auto") {
+    maximize_ = false;
+    for (const char* k : {"acc", "precision", "recall", "f1", "top"})
+      if (opts_.monitor.find(k) != std::string::npos) maximize_ = true;
+  } else {
+    maximize_ = m == "max";
+  }
+}
+
+EarlyStopping::EarlyStopping(std::string monitor, int64_t patience, double min_delta,
+                             std::string mode)
+    : EarlyStopping(EarlyStoppingOptions{.monitor = std::move(monitor), .patience = patience,
+                                         .min_delta = min_delta, .mode = std::move(mode),
+                                         .baseline = std::nullopt,
+                                         .restore_best_weights = false}) {}
+
+void EarlyStopping::on_train_begin(RunContext&) {
+  wait_ = stopped_epoch_ = best_epoch_ = 0;
+  double inf = std::numeric_limits<double>::infinity();
+  best_ = opts_.baseline ? *opts_.baseline : (maximize_ ? -inf : inf);
+  best_weights_.clear();
+}
+
+bool EarlyStopping::improved(double v) const {
+  return maximize_ ? v - opts_.min_delta > best_ : v + opts_.min_delta < best_;
+}
+
+void EarlyStopping::on_epoch_end(RunContext& ctx) {
+  double value;
+  if (opts_.monitor == "loss") {
+    value = ctx.epoch_loss;
+  } else {
+    if (ctx.metrics.empty()) return;  // no validation this epoch
+    auto it = ctx.metrics.find(opts_.monitor);
+    if (it == ctx.metrics.end()) {
+      std::string keys = "'loss'";
+      for (const auto& [k, _] : ctx.metrics) keys += ", '" + k + "'";
+      SPORE_THROW(ErrorKind::ValueError, "[EarlyStopping] monitor '", opts_.monitor,
+                  "' is not among the available values: ", keys);
+    }
+    value = it->second;
+  }
+  if (improved(value)) {
+    best_ = value;
+    best_epoch_ = ctx.epoch;
+    wait_ = 0;
+    if (opts_.restore_best_weights && ctx.network) {
+      NoGradGuard no_grad;
+      best_weights_.clear();
+      for (const auto& [n, p] : ctx.network->parameters_and_buffers()) best_weights_.push_back(p.clone());
+    }
+    return;
+  }
+  if (++wait_ >= opts_.patience) {  // MindSpore: patience 0 stops at the first miss
+    stopped_epoch_ = ctx.epoch;
+    ctx.request_stop();
+  }
+}
+
+void EarlyStopping::on_train_end(RunContext& ctx) {
+  if (!opts_.restore_best_weights || best_weights_.empty() || !ctx.network) return;
+  NoGradGuard no_grad;
+  auto params = ctx.network->parameters_and_buffers();
+  for (size_t i = 0; i < params.size() && i < best_weights_.size(); ++i)
+    assign(params[i].second, best_weights_[i]);
+}
+
+// ---- History ---------------------------------------------------------------------------------------
+
+void History::on_train_begin(RunContext&) {
+  epochs_.clear();
+  history_.clear();
+}
+
+void History::on_epoch_end(RunContext& ctx) {
+  epochs_.push_back(ctx.epoch);
+  history_["loss"].push_back(ctx.epoch_loss);
+  for (const auto& [k, v] : ctx.metrics) history_[k].push_back(v);
+}
+
+const std::vector<double>& History::operator[](const std::string& key) const {
+  auto it = history_.find(key);
+  if (it == history_.end()) {
+    std::string keys;
+    for (const auto& [k, _] : history_) keys += (keys.empty() ? "'" : ", '") + k + "'";
+    SPORE_THROW(ErrorKind::IndexError, "[History] no values recorded for '", key,
+                "'; recorded: ", keys.empty() ? "(none)" : keys);
+  }
+  return it->second;
+}
+
+// ---- ProgressBar ---------------------------------------------------------------------------------
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) seconds = 0;
+  auto s = int64_t(std::llround(seconds));
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600),
+                  (long long)(s / 60 % 60), (long long)(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%02lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+  return buf;
+}
+
+ProgressBar::ProgressBar(ProgressBarOptions opts) : opts_(opts) {
+  SPORE_CHECK(opts.log_every >= 0, "[ProgressBar] log_every must be >= 0, got ", opts.log_every);
+  SPORE_CHECK(opts.width >= 1, "[ProgressBar] width must be >= 1, got ", opts.width);
+}
+
+std::ostream& ProgressBar::out() const { return opts_.stream ? *opts_.stream : std::cerr; }
+
+void ProgressBar::on_train_begin(RunContext&) {
+  tty_ = opts_.tty ? *opts_.tty : (opts_.stream == nullptr && isatty(fileno(stderr)));
+}
+
+void ProgressBar::on_epoch_begin(RunContext&) {
+  last_draw_ = -1;
+  last_len_ = 0;
+}
+
+void ProgressBar::on_step_end(RunContext& ctx) {
+  if (tty_) {
+    if (last_draw_ < 0 || ctx.epoch_elapsed - last_draw_ >= opts_.min_interval) draw(ctx, false);
+  } else if (opts_.log_every > 0 && ctx.step % opts_.log_every == 0 &&
+             ctx.step != ctx.steps_per_epoch) {
+    draw(ctx, false);  // the epoch's last step is reported by on_epoch_end
+  }
+}
+
+void ProgressBar::on_epoch_end(RunContext& ctx) { draw(ctx, true); }
+
+void ProgressBar::draw(const RunContext& ctx, bool final) {
+  double rate = ctx.epoch_elapsed > 0 ? double(ctx.epoch_samples) / ctx.epoch_elapsed : 0;
+  double eta = 0;
+  if (ctx.step > 0 && ctx.steps_per_epoch > ctx.step)
+    eta = ctx.epoch_elapsed / double(ctx.step) * double(ctx.steps_per_epoch - ctx.step);
+  std::string total = ctx.steps_per_epoch > 0 ? std::to_string(ctx.steps_per_epoch) : "?";
+  std::ostringstream s;
+  s << std::fixed;
+  if (tty_) {
+    s << "epoch " << ctx.epoch << "/" << ctx.epoch_num << "  " << ctx.step << "/" << total << " [";
+    int filled = ctx.steps_per_epoch > 0
+                     ? int(double(opts_.width) * double(ctx.step) / double(ctx.steps_per_epoch))
+                     : 0;
+    filled = std::min(filled, opts_.width);
+    for (int i = 0; i < opts_.width; ++i)
+      s << (i < filled ? '=' : (i == filled ? '>' : ' '));
+    s << "] loss " << std::setprecision(4) << ctx.loss << "  " << std::setprecision(1) << rate
+      << " img/s  ";
+    if (final) {
+      s << "time " << format_duration(ctx.epoch_elapsed);
+      if (!std::isnan(ctx.epoch_loss)) s << "  mean_loss " << std::setprecision(4) << ctx.epoch_loss;
+      for (const auto& [k, v] : ctx.metrics) s << "  " << k << " " << std::setprecision(4) << v;
+    } else {
+      s << "ETA " << format_duration(eta);
+    }
+    std::string line = s.str();
+    std::string pad = line.size() < last_len_ ? std::string(last_len_ - line.size(), ' ') : "";
+    out() << '\r' << line << pad;
+    if (final) out() << '\n';
+    out().flush();
+    last_len_ = line.size();
+  } else {
+    s << "epoch " << ctx.epoch << "/" << ctx.epoch_num << (final ? " done " : " step ") << ctx.step
+      << "/" << total << " loss " << std::setprecision(4) << ctx.loss;
+    if (final && !std::isnan(ctx.epoch_loss)) s << " mean_loss " << ctx.epoch_loss;
+    s << " img/s " << std::setprecision(1) << rate;
+    if (final)
+      s << " time " << ctx.epoch_elapsed << "s";
+    else
+      s << " eta " << std::setprecision(0) << eta << "s";
+    for (const auto& [k, v] : ctx.metrics) s << " " << k << " " << std::setprecision(4) << v;
+    out() << s.str() << std::endl;
+  }
+  last_draw_ = ctx.epoch_elapsed;
+}
+
+}  // namespace spore::train

@@ -1,0 +1,205 @@
+// Model::train / eval / fit / predict (train/model.h): the epoch and step loops, the RunContext
+// bookkeeping and the callback calls. Training runs the TrainOneStepCell eagerly (PyNative).
+#include "spore/train/model.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "spore/autograd.h"
+
+namespace spore::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+double scalar_of(const Tensor& loss) {
+  NoGradGuard no_grad;
+  if (loss.numel() == 1) return loss.item<double>();
+  SPORE_CHECK(loss.numel() > 0, "[Model] the network returned an empty loss");
+  double s = 0;
+  for (double v : loss.contiguous().to_vector<double>()) s += v;
+  return s / double(loss.numel());
+}
+
+int64_t batch_of(const data::Row& row) {
+  return row.empty() || row[0].dim() == 0 ? 1 : row[0].size(0);
+}
+
+void check_row(const data::Row& row, const char* where) {
+  SPORE_CHECK(row.size() >= 2, "[Model.", where, "] dataset rows must have at least 2 columns "
+              "(data, label), got ", row.size());
+}
+
+template <typename Hook>
+void each(const Callbacks& cbs, Hook hook) {
+  for (const CallbackRef& c : cbs) hook(*c.get());
+}
+
+// Restores a cell's training flag on scope exit.
+struct TrainModeGuard {
+  nn::Cell& cell;
+  bool prev;
+  TrainModeGuard(nn::Cell& c, bool mode) : cell(c), prev(c.training()) { cell.set_train(mode); }
+  ~TrainModeGuard() { cell.set_train(prev); }
+};
+
+}  // namespace
+
+Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optimizer,
+             std::vector<std::string> metrics, nn::CellPtr eval_network)
+    : network_(std::move(network)),
+      loss_fn_(std::move(loss_fn)),
+      eval_network_(std::move(eval_network)),
+      optimizer_(std::move(optimizer)) {
+  SPORE_CHECK(network_ != nullptr, "[Model] network is null");
+  for (const std::string& name : metrics) metrics_[name] = make_metric(name);
+  if (optimizer_) {
+    nn::CellPtr loss_net =
+        loss_fn_ ? std::make_shared<WithLossCell>(network_, loss_fn_) : network_;
+    train_network_ = std::make_shared<TrainOneStepCell>(loss_net, optimizer_);
+  }
+  if (!eval_network_ && loss_fn_) eval_network_ = std::make_shared<WithEvalCell>(network_, loss_fn_);
+}
+
+void Model::add_metric(const std::string& name, MetricPtr metric) {
+  SPORE_CHECK(metric != nullptr, "[Model.add_metric] metric '", name, "' is null");
+  metrics_[name] = std::move(metric);
+}
+
+void Model::train(int64_t epoch, const data::Dataset& train_dataset, const Callbacks& callbacks,
+                  int64_t initial_epoch) {
+  run(epoch, train_dataset, nullptr, callbacks, 1, initial_epoch);
+}
+
+void Model::fit(int64_t epoch, const data::Dataset& train_dataset,
+                const data::Dataset& valid_dataset, const Callbacks& callbacks,
+                int64_t valid_frequency, int64_t initial_epoch) {
+  SPORE_CHECK(valid_dataset.defined(), "[Model.fit] valid_dataset is empty");
+  SPORE_CHECK(valid_frequency >= 1, "[Model.fit] valid_frequency must be >= 1, got ",
+              valid_frequency);
+  SPORE_CHECK(eval_network_ != nullptr, "[Model.fit] validation needs a loss_fn or an "
+              "eval_network");
+  run(epoch, train_dataset, &valid_dataset, callbacks, valid_frequency, initial_epoch);
+}
+
+void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* valid,
+                const Callbacks& callbacks, int64_t valid_frequency, int64_t initial_epoch) {
+  SPORE_CHECK(train_network_ != nullptr, "[Model.train] the model has no optimizer; pass one to "
+              "the constructor to train");
+  SPORE_CHECK(ds.defined(), "[Model.train] train_dataset is empty");
+  SPORE_CHECK(epoch >= 1, "[Model.train] epoch must be >= 1, got ", epoch);
+  SPORE_CHECK(initial_epoch >= 0 && initial_epoch < epoch, "[Model.train] initial_epoch must be "
+              "in [0, epoch), got ", initial_epoch, " with epoch ", epoch);
+  RunContext ctx;
+  ctx.epoch_num = epoch;
+  ctx.steps_per_epoch = ds.get_dataset_size();
+  ctx.global_step = initial_epoch * std::max<int64_t>(ctx.steps_per_epoch, 0);
+  ctx.model = this;
+  ctx.network = network_.get();
+  ctx.optimizer = optimizer_.get();
+  ctx.lr = optimizer_->current_lr();
+  TrainModeGuard mode(*train_network_, true);
+  const auto t0 = Clock::now();
+  each(callbacks, [&](Callback& c) { c.on_train_begin(ctx); });
+  for (int64_t e = initial_epoch + 1; e <= epoch && !ctx.stop_requested; ++e) {
+    ctx.epoch = e;
+    ctx.step = 0;
+    ctx.epoch_samples = 0;
+    ctx.epoch_loss = std::numeric_limits<double>::quiet_NaN();
+    ctx.metrics.clear();
+    const auto te = Clock::now();
+    ctx.epoch_elapsed = 0;
+    each(callbacks, [&](Callback& c) { c.on_epoch_begin(ctx); });
+    double loss_sum = 0;
+    auto it = ds.create_tuple_iterator();
+    while (auto row = it->next()) {
+      check_row(*row, "train");
+      ++ctx.step;
+      ++ctx.global_step;
+      ctx.batch_size = batch_of(*row);
+      each(callbacks, [&](Callback& c) { c.on_step_begin(ctx); });
+      const auto ts = Clock::now();
+      ctx.lr = optimizer_->current_lr();  // the rate this step uses
+      Tensor loss = train_network_->forward(*row).at(0);
+      ctx.loss = scalar_of(loss);
+      ctx.step_time = seconds_since(ts);
+      ctx.epoch_samples += ctx.batch_size;
+      loss_sum += ctx.loss;
+      ctx.epoch_loss = loss_sum / double(ctx.step);
+      ctx.epoch_elapsed = seconds_since(te);
+      ctx.elapsed = seconds_since(t0);
+      each(callbacks, [&](Callback& c) { c.on_step_end(ctx); });
+      if (ctx.stop_requested) break;
+    }
+    if (ctx.steps_per_epoch <= 0) ctx.steps_per_epoch = ctx.step;
+    if (valid && (e % valid_frequency == 0 || e == epoch || ctx.stop_requested)) {
+      TrainModeGuard eval_mode(*train_network_, false);
+      RunContext ectx = ctx;  // eval steps must not disturb the training counters
+      ctx.metrics = evaluate(*valid, callbacks, ectx, true);
+    }
+    ctx.epoch_elapsed = seconds_since(te);
+    ctx.elapsed = seconds_since(t0);
+    each(callbacks, [&](Callback& c) { c.on_epoch_end(ctx); });
+  }
+  each(callbacks, [&](Callback& c) { c.on_train_end(ctx); });
+}
+
+std::map<std::string, double> Model::eval(const data::Dataset& valid_dataset,
+                                          const Callbacks& callbacks) {
+  SPORE_CHECK(valid_dataset.defined(), "[Model.eval] valid_dataset is empty");
+  SPORE_CHECK(eval_network_ != nullptr, "[Model.eval] evaluation needs a loss_fn or an "
+              "eval_network returning (loss, outputs, label)");
+  SPORE_CHECK(!metrics_.empty(), "[Model.eval] no metrics: pass metric names to the constructor "
+              "(e.g. {\"accuracy\"}) or add_metric()");
+  RunContext ctx;
+  ctx.model = this;
+  ctx.network = network_.get();
+  ctx.optimizer = optimizer_.get();
+  TrainModeGuard mode(*network_, false);
+  return evaluate(valid_dataset, callbacks, ctx, false);
+}
+
+std::map<std::string, double> Model::evaluate(const data::Dataset& ds, const Callbacks& callbacks,
+                                              RunContext& ctx, bool with_eval_loss) {
+  NoGradGuard no_grad;
+  TrainModeGuard mode(*eval_network_, false);
+  for (auto& [_, m] : metrics_) m->clear();
+  ctx.eval_steps = ds.get_dataset_size();
+  ctx.eval_step = 0;
+  ctx.metrics.clear();
+  each(callbacks, [&](Callback& c) { c.on_eval_begin(ctx); });
+  double loss_sum = 0;
+  auto it = ds.create_tuple_iterator();
+  while (auto row = it->next()) {
+    check_row(*row, "eval");
+    ++ctx.eval_step;
+    ctx.batch_size = batch_of(*row);
+    each(callbacks, [&](Callback& c) { c.on_eval_step_begin(ctx); });
+    std::vector<Tensor> out = eval_network_->forward(*row);
+    SPORE_CHECK(out.size() == 3, "[Model.eval] the eval network must return (loss, outputs, "
+                "label), got ", out.size(), " tensor(s)");
+    loss_sum += scalar_of(out[0]);
+    for (auto& [_, m] : metrics_) m->update_eval(out[0], out[1], out[2]);
+    each(callbacks, [&](Callback& c) { c.on_eval_step_end(ctx); });
+  }
+  SPORE_CHECK(ctx.eval_step > 0, "[Model.eval] the evaluation dataset yielded no rows");
+  std::map<std::string, double> results;
+  for (auto& [name, m] : metrics_) results[name] = m->eval();
+  ctx.metrics = results;
+  if (with_eval_loss) ctx.metrics["eval_loss"] = loss_sum / double(ctx.eval_step);
+  each(callbacks, [&](Callback& c) { c.on_eval_end(ctx); });
+  return with_eval_loss ? ctx.metrics : results;
+}
+
+Tensor Model::predict(const Tensor& x) { return predict(std::vector<Tensor>{x}).at(0); }
+
+std::vector<Tensor> Model::predict(const std::vector<Tensor>& inputs) {
+  NoGradGuard no_grad;
+  TrainModeGuard mode(*network_, false);
+  return network_->forward(inputs);
+}
+
+}  // namespace spore::train

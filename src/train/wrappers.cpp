@@ -1,0 +1,97 @@
+// WithLossCell, TrainOneStepCell, WithEvalCell and LossFn (train/wrappers.h).
+#include "spore/train/wrappers.h"
+
+#include "spore/autograd.h"
+#include "spore/ops.h"
+
+namespace spore::train {
+namespace {
+nn::CellPtr checked(nn::CellPtr c, const char* who, const char* what) {
+  SPORE_CHECK(c != nullptr, "[", who, "] ", what, " is null");
+  return c;
+}
+}  // namespace
+
+// ---- WithLossCell -------------------------------------------------------------------------------
+
+WithLossCell::WithLossCell(nn::CellPtr backbone, nn::CellPtr loss_fn)
+    : backbone_(checked(std::move(backbone), "WithLossCell", "backbone")),
+      loss_fn_(checked(std::move(loss_fn), "WithLossCell", "loss_fn")) {
+  set_cls_name("WithLossCell");
+  register_cell("_backbone", backbone_);
+  register_cell("_loss_fn", loss_fn_);
+}
+
+Tensor WithLossCell::construct(const Tensor& data, const Tensor& label) {
+  return loss_fn_->construct(backbone_->construct(data), label);
+}
+
+std::vector<Tensor> WithLossCell::forward(const std::vector<Tensor>& inputs) {
+  SPORE_CHECK(inputs.size() >= 2, "[WithLossCell] expected (data..., label), got ", inputs.size(),
+              " input(s)");
+  std::vector<Tensor> data(inputs.begin(), inputs.end() - 1);
+  Tensor out = backbone_->forward(data).at(0);
+  return {loss_fn_->construct(out, inputs.back())};
+}
+
+// ---- TrainOneStepCell ----------------------------------------------------------------------------
+
+TrainOneStepCell::TrainOneStepCell(nn::CellPtr network, optim::OptimizerPtr optimizer, double sens)
+    : network_(checked(std::move(network), "TrainOneStepCell", "network")),
+      optimizer_(std::move(optimizer)),
+      sens_(sens) {
+  SPORE_CHECK(optimizer_ != nullptr, "[TrainOneStepCell] optimizer is null");
+  set_cls_name("TrainOneStepCell");
+  register_cell("network", network_);
+}
+
+Tensor TrainOneStepCell::construct(const Tensor& data, const Tensor& label) {
+  return forward({data, label}).at(0);
+}
+
+std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs) {
+  EnableGradGuard enable;
+  Tensor loss = network_->forward(inputs).at(0);
+  SPORE_CHECK(is_floating(loss.dtype()), "[TrainOneStepCell] the network must return a floating "
+              "loss, got ", dtype_name(loss.dtype()));
+  SPORE_CHECK(loss.requires_grad(), "[TrainOneStepCell] the loss does not depend on any parameter "
+              "that requires grad; check that the network's parameters are trainable");
+  std::vector<Tensor> grads =
+      autograd::grad(loss, optimizer_->parameters(), {.sens = full_like(loss.detach(), sens_)});
+  if (reducer_) grads = reducer_(std::move(grads));
+  optimizer_->step(grads);
+  last_grads_ = std::move(grads);
+  return {loss.detach()};
+}
+
+// ---- WithEvalCell ----------------------------------------------------------------------------------
+
+WithEvalCell::WithEvalCell(nn::CellPtr network, nn::CellPtr loss_fn)
+    : network_(checked(std::move(network), "WithEvalCell", "network")),
+      loss_fn_(checked(std::move(loss_fn), "WithEvalCell", "loss_fn")) {
+  set_cls_name("WithEvalCell");
+  register_cell("_network", network_);
+  register_cell("_loss_fn", loss_fn_);
+}
+
+Tensor WithEvalCell::construct(const Tensor& data, const Tensor& label) {
+  return forward({data, label}).at(0);
+}
+
+std::vector<Tensor> WithEvalCell::forward(const std::vector<Tensor>& inputs) {
+  SPORE_CHECK(inputs.size() >= 2, "[WithEvalCell] expected (data..., label), got ", inputs.size(),
+              " input(s)");
+  std::vector<Tensor> data(inputs.begin(), inputs.end() - 1);
+  Tensor outputs = network_->forward(data).at(0);
+  Tensor loss = loss_fn_->construct(outputs, inputs.back());
+  return {loss, outputs, inputs.back()};
+}
+
+// ---- LossFn ------------------------------------------------------------------------------------------
+
+LossFn::LossFn(Fn fn) : fn_(std::move(fn)) {
+  SPORE_CHECK(fn_ != nullptr, "[LossFn] the loss function is empty");
+  set_cls_name("LossFn");
+}
+
+}  // namespace spore::train
