@@ -20,6 +20,8 @@ using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);  // "(2, 3)"
 int64_t shape_numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
+// Strides that view (shape, strides) as new_shape without a copy; false when impossible.
+bool view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape, Shape* out);
 
 namespace autograd { struct Node; }
 namespace graph { struct Value; }

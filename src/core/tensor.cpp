@@ -125,9 +125,9 @@ SPORE_INSTANTIATE(double)
 
 // Strides for viewing (shape, strides) as new_shape without a copy, if possible (torch's rule:
 // every group of old dims merged into new dims must be contiguous within itself).
-static bool view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape, Shape* out) {
+bool view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape, Shape* out) {
   out->assign(new_shape.size(), 0);
-  if (shape_numel(shape) == 0) {
+  if (shape.empty() || shape_numel(shape) == 0) {  // 0-d or empty: any shape of the same numel
     *out = contiguous_strides(new_shape);
     return true;
   }

@@ -98,15 +98,15 @@ Tensor& Cell::parameter(const std::string& name) {
     const std::string head = name.substr(0, dot);
     for (auto& [n, c] : cells_)
       if (n == head) return c->parameter(name.substr(dot + 1));
-    SPORE_THROW(ErrorKind::ValueError, "[", cls_name(), "] has no sub-cell '", head, "' (looking up '",
-                name, "')");
+    SPORE_THROW(ErrorKind::ValueError, "[", cls_name(), "] has no sub-cell '", head,
+                "' (looking up '", name, "')");
   }
   for (auto& [n, t] : params_)
     if (n == name) return t;
   std::string have;
   for (auto& [n, _] : params_) have += (have.empty() ? "" : ", ") + n;
-  SPORE_THROW(ErrorKind::ValueError, "[", cls_name(), "] has no parameter '", name, "' (it has: ",
-              have.empty() ? "none" : have, ")");
+  SPORE_THROW(ErrorKind::ValueError, "[", cls_name(), "] has no parameter '", name,
+              "' (it has: ", have.empty() ? "none" : have, ")");
 }
 
 Tensor& Cell::buffer(const std::string& name) {
@@ -114,8 +114,8 @@ Tensor& Cell::buffer(const std::string& name) {
     const std::string head = name.substr(0, dot);
     for (auto& [n, c] : cells_)
       if (n == head) return c->buffer(name.substr(dot + 1));
-    SPORE_THROW(ErrorKind::ValueError, "[", cls_name(), "] has no sub-cell '", head, "' (looking up '",
-                name, "')");
+    SPORE_THROW(ErrorKind::ValueError, "[", cls_name(), "] has no sub-cell '", head,
+                "' (looking up '", name, "')");
   }
   for (auto& [n, t] : buffers_)
     if (n == name) return t;
@@ -139,7 +139,8 @@ std::vector<std::pair<std::string, Cell*>> Cell::named_cells(const std::string& 
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Cell::named_parameters(const std::string& prefix) const {
+std::vector<std::pair<std::string, Tensor>> Cell::named_parameters(
+    const std::string& prefix) const {
   std::vector<std::pair<std::string, Tensor>> out;
   std::set<const TensorImpl*> seen;
   for (auto& [cname, c] : named_cells(prefix))

@@ -37,8 +37,8 @@ Initializer from_name(const std::string& raw) {
               "he_normal, xavier_uniform, xavier_normal");
 }
 
-// N(mean, sigma) truncated to [lo, hi] by rejection: element i tries counters base + i * kTries + t,
-// so the result does not depend on the order elements are filled in.
+// N(mean, sigma) truncated to [lo, hi] by rejection: element i tries counters base + i * kTries +
+// t, so the result does not depend on the order elements are filled in.
 Tensor truncated_normal(const Shape& shape, double sigma, double mean, double lo, double hi,
                         DType dtype) {
   constexpr int64_t kTries = 32;
@@ -69,8 +69,8 @@ Initializer::Initializer(Tensor value) : kind_(Kind::FromTensor), value_(std::mo
 }
 
 Initializer& Initializer::mode(std::string m) {
-  SPORE_CHECK(m == "fan_in" || m == "fan_out", "[initializer] mode must be 'fan_in' or 'fan_out', got '",
-              m, "'");
+  SPORE_CHECK(m == "fan_in" || m == "fan_out",
+              "[initializer] mode must be 'fan_in' or 'fan_out', got '", m, "'");
   mode_ = std::move(m);
   return *this;
 }
@@ -87,8 +87,10 @@ Initializer& Initializer::bounds(double lo, double hi) {
 }
 
 std::pair<int64_t, int64_t> calculate_fan_in_and_fan_out(const Shape& shape) {
-  SPORE_CHECK(shape.size() >= 2, "[initializer] fan_in and fan_out can not be computed for a tensor "
-              "with fewer than 2 dimensions, got shape ", shape_str(shape));
+  SPORE_CHECK(shape.size() >= 2,
+              "[initializer] fan_in and fan_out can not be computed for a tensor "
+              "with fewer than 2 dimensions, got shape ",
+              shape_str(shape));
   int64_t receptive = 1;
   for (size_t i = 2; i < shape.size(); ++i) receptive *= shape[i];
   return {shape[1] * receptive, shape[0] * receptive};
@@ -122,24 +124,33 @@ Tensor Initializer::make(const Shape& shape, DType dtype) const {
   };
   switch (kind_) {
     case Kind::Default:
-      SPORE_THROW(ErrorKind::ValueError, "[initializer] a default (unset) initializer has no values; "
+      SPORE_THROW(ErrorKind::ValueError,
+                  "[initializer] a default (unset) initializer has no values; "
                   "the layer should have chosen one");
-    case Kind::Zero: return zeros(shape, dtype);
-    case Kind::One: return ones(shape, dtype);
-    case Kind::Constant: return full(shape, a_, dtype);
-    case Kind::Uniform: return uniform(shape, -a_, a_, dtype);
-    case Kind::Normal: return normal(shape, b_, a_, dtype);
-    case Kind::TruncatedNormal: return truncated_normal(shape, a_, b_, lo_, hi_, dtype);
+    case Kind::Zero:
+      return zeros(shape, dtype);
+    case Kind::One:
+      return ones(shape, dtype);
+    case Kind::Constant:
+      return full(shape, a_, dtype);
+    case Kind::Uniform:
+      return uniform(shape, -a_, a_, dtype);
+    case Kind::Normal:
+      return normal(shape, b_, a_, dtype);
+    case Kind::TruncatedNormal:
+      return truncated_normal(shape, a_, b_, lo_, hi_, dtype);
     case Kind::HeUniform: {
       const double bound = calculate_gain(nonlinearity_, a_) * std::sqrt(3.0 / he_fan());
       return uniform(shape, -bound, bound, dtype);
     }
-    case Kind::HeNormal: return normal(shape, 0, calculate_gain(nonlinearity_, a_) / std::sqrt(he_fan()), dtype);
+    case Kind::HeNormal:
+      return normal(shape, 0, calculate_gain(nonlinearity_, a_) / std::sqrt(he_fan()), dtype);
     case Kind::XavierUniform: {
       const double bound = a_ * std::sqrt(6.0 / xavier_fans());
       return uniform(shape, -bound, bound, dtype);
     }
-    case Kind::XavierNormal: return normal(shape, 0, a_ * std::sqrt(2.0 / xavier_fans()), dtype);
+    case Kind::XavierNormal:
+      return normal(shape, 0, a_ * std::sqrt(2.0 / xavier_fans()), dtype);
     case Kind::FromTensor: {
       SPORE_CHECK(value_.shape() == shape, "[initializer] the initializer tensor has shape ",
                   shape_str(value_.shape()), " but the parameter needs shape ", shape_str(shape));
@@ -152,23 +163,42 @@ Tensor Initializer::make(const Shape& shape, DType dtype) const {
 std::string Initializer::str() const {
   std::ostringstream os;
   switch (kind_) {
-    case Kind::Default: os << "Default()"; break;
-    case Kind::Zero: os << "Zero()"; break;
-    case Kind::One: os << "One()"; break;
-    case Kind::Constant: os << "Constant(value=" << a_ << ")"; break;
-    case Kind::Uniform: os << "Uniform(scale=" << a_ << ")"; break;
-    case Kind::Normal: os << "Normal(sigma=" << a_ << ", mean=" << b_ << ")"; break;
+    case Kind::Default:
+      os << "Default()";
+      break;
+    case Kind::Zero:
+      os << "Zero()";
+      break;
+    case Kind::One:
+      os << "One()";
+      break;
+    case Kind::Constant:
+      os << "Constant(value=" << a_ << ")";
+      break;
+    case Kind::Uniform:
+      os << "Uniform(scale=" << a_ << ")";
+      break;
+    case Kind::Normal:
+      os << "Normal(sigma=" << a_ << ", mean=" << b_ << ")";
+      break;
     case Kind::TruncatedNormal:
-      os << "TruncatedNormal(sigma=" << a_ << ", mean=" << b_ << ", a=" << lo_ << ", b=" << hi_ << ")";
+      os << "TruncatedNormal(sigma=" << a_ << ", mean=" << b_ << ", a=" << lo_ << ", b=" << hi_
+         << ")";
       break;
     case Kind::HeUniform:
     case Kind::HeNormal:
       os << (kind_ == Kind::HeUniform ? "HeUniform" : "HeNormal") << "(negative_slope=" << a_
          << ", mode=" << mode_ << ", nonlinearity=" << nonlinearity_ << ")";
       break;
-    case Kind::XavierUniform: os << "XavierUniform(gain=" << a_ << ")"; break;
-    case Kind::XavierNormal: os << "XavierNormal(gain=" << a_ << ")"; break;
-    case Kind::FromTensor: os << "Tensor(shape=" << shape_str(value_.shape()) << ")"; break;
+    case Kind::XavierUniform:
+      os << "XavierUniform(gain=" << a_ << ")";
+      break;
+    case Kind::XavierNormal:
+      os << "XavierNormal(gain=" << a_ << ")";
+      break;
+    case Kind::FromTensor:
+      os << "Tensor(shape=" << shape_str(value_.shape()) << ")";
+      break;
   }
   return os.str();
 }

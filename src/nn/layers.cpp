@@ -37,7 +37,8 @@ Pad4::Pad4(std::initializer_list<int64_t> v) {
   }
 }
 
-// ---- Dense ---------------------------------------------------------------------------------------
+// ---- Dense
+// ---------------------------------------------------------------------------------------
 Dense::Dense(int64_t in_channels, int64_t out_channels, DenseOptions opt)
     : in_(in_channels), out_(out_channels), has_bias_(opt.has_bias), activation_(opt.activation) {
   set_cls_name("Dense");
@@ -73,13 +74,14 @@ Tensor Dense::construct(const Tensor& x) {
 }
 
 std::string Dense::extend_repr() const {
-  std::string s = "input_channels=" + std::to_string(in_) + ", output_channels=" +
-                  std::to_string(out_) + ", has_bias=" + fmt_bool(has_bias_);
+  std::string s = "input_channels=" + std::to_string(in_) +
+                  ", output_channels=" + std::to_string(out_) + ", has_bias=" + fmt_bool(has_bias_);
   if (act_) s += ", activation=" + act_->str();
   return s;
 }
 
-// ---- Conv2d --------------------------------------------------------------------------------------
+// ---- Conv2d
+// --------------------------------------------------------------------------------------
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv2dOptions opt)
     : in_(in_channels), out_(out_channels), kernel_(kernel_size), opt_(std::move(opt)) {
   set_cls_name("Conv2d");
@@ -90,18 +92,20 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv
               ") must both be divisible by group (", opt_.group, ")");
   SPORE_CHECK(kernel_.h >= 1 && kernel_.w >= 1 && opt_.stride.h >= 1 && opt_.stride.w >= 1 &&
                   opt_.dilation.h >= 1 && opt_.dilation.w >= 1,
-              "[Conv2d] kernel_size, stride and dilation must be >= 1, got kernel_size (", kernel_.h,
-              ", ", kernel_.w, "), stride (", opt_.stride.h, ", ", opt_.stride.w, "), dilation (",
-              opt_.dilation.h, ", ", opt_.dilation.w, ")");
+              "[Conv2d] kernel_size, stride and dilation must be >= 1, got kernel_size (",
+              kernel_.h, ", ", kernel_.w, "), stride (", opt_.stride.h, ", ", opt_.stride.w,
+              "), dilation (", opt_.dilation.h, ", ", opt_.dilation.w, ")");
   SPORE_CHECK(opt_.pad_mode == "same" || opt_.pad_mode == "valid" || opt_.pad_mode == "pad",
               "[Conv2d] pad_mode must be 'same', 'valid' or 'pad', got '", opt_.pad_mode, "'");
-  SPORE_CHECK(opt_.pad_mode == "pad" || opt_.padding.zero(), "[Conv2d] padding must be 0 when pad_mode is '",
-              opt_.pad_mode, "', got ", shape_str(opt_.padding.vec()), "; use pad_mode \"pad\"");
+  SPORE_CHECK(opt_.pad_mode == "pad" || opt_.padding.zero(),
+              "[Conv2d] padding must be 0 when pad_mode is '", opt_.pad_mode, "', got ",
+              shape_str(opt_.padding.vec()), "; use pad_mode \"pad\"");
   SPORE_CHECK(opt_.padding.top >= 0 && opt_.padding.bottom >= 0 && opt_.padding.left >= 0 &&
                   opt_.padding.right >= 0,
               "[Conv2d] padding must be non-negative, got ", shape_str(opt_.padding.vec()));
   const Shape wshape{out_, in_ / opt_.group, kernel_.h, kernel_.w};  // (out, in/group, kh, kw)
-  const Initializer w = opt_.weight_init.is_default() ? HeUniform(std::sqrt(5.0)) : opt_.weight_init;
+  const Initializer w =
+      opt_.weight_init.is_default() ? HeUniform(std::sqrt(5.0)) : opt_.weight_init;
   register_parameter("weight", w.make(wshape, opt_.dtype));
   if (opt_.has_bias) {
     const int64_t fan_in = calculate_fan_in_and_fan_out(wshape).first;
@@ -133,7 +137,8 @@ Tensor Conv2d::construct(const Tensor& x) {
   o.padding = pads_for(x.size(2), x.size(3));
   o.dilation = opt_.dilation.vec();
   o.groups = opt_.group;
-  const int64_t eff_h = (kernel_.h - 1) * opt_.dilation.h + 1, eff_w = (kernel_.w - 1) * opt_.dilation.w + 1;
+  const int64_t eff_h = (kernel_.h - 1) * opt_.dilation.h + 1,
+                eff_w = (kernel_.w - 1) * opt_.dilation.w + 1;
   SPORE_CHECK(x.size(2) + o.padding[0] + o.padding[1] >= eff_h &&
                   x.size(3) + o.padding[2] + o.padding[3] >= eff_w,
               "[Conv2d] input ", shape_str(x.shape()), " with padding ", shape_str(o.padding),
@@ -150,14 +155,17 @@ std::string Conv2d::extend_repr() const {
          ", has_bias=" + fmt_bool(opt_.has_bias) + ", format=NCHW";
 }
 
-// ---- Embedding -----------------------------------------------------------------------------------
+// ---- Embedding
+// -----------------------------------------------------------------------------------
 Embedding::Embedding(int64_t vocab_size, int64_t embedding_size, EmbeddingOptions opt)
     : vocab_(vocab_size), dim_(embedding_size), padding_idx_(opt.padding_idx) {
   set_cls_name("Embedding");
-  SPORE_CHECK(vocab_ > 0 && dim_ > 0, "[Embedding] vocab_size and embedding_size must be positive, got ",
-              vocab_, " and ", dim_);
-  SPORE_CHECK(padding_idx_ >= -1 && padding_idx_ < vocab_, "[Embedding] padding_idx must be in [0, ",
-              vocab_, ") or -1 for none, got ", padding_idx_);
+  SPORE_CHECK(vocab_ > 0 && dim_ > 0,
+              "[Embedding] vocab_size and embedding_size must be positive, got ", vocab_, " and ",
+              dim_);
+  SPORE_CHECK(padding_idx_ >= -1 && padding_idx_ < vocab_,
+              "[Embedding] padding_idx must be in [0, ", vocab_, ") or -1 for none, got ",
+              padding_idx_);
   const Initializer init = opt.embedding_table.is_default() ? Normal(0.01) : opt.embedding_table;
   Tensor table = init.make({vocab_, dim_}, opt.dtype);  // (vocab, dim)
   if (padding_idx_ >= 0) {
@@ -168,12 +176,14 @@ Embedding::Embedding(int64_t vocab_size, int64_t embedding_size, EmbeddingOption
 }
 
 Tensor Embedding::construct(const Tensor& ids) {
-  SPORE_CHECK_TYPE(is_integral(ids.dtype()), "[Embedding] expected integer indices (int32/int64), got ",
+  SPORE_CHECK_TYPE(is_integral(ids.dtype()),
+                   "[Embedding] expected integer indices (int32/int64), got ",
                    dtype_name(ids.dtype()));
   Tensor flat = ids.reshape({-1}).to(kInt64);
   if (!flat.is_symbolic()) {
     for (int64_t v : flat.to_vector<int64_t>())
-      SPORE_CHECK_INDEX(v >= 0 && v < vocab_, "[Embedding] index ", v, " out of range [0, ", vocab_, ")");
+      SPORE_CHECK_INDEX(v >= 0 && v < vocab_, "[Embedding] index ", v, " out of range [0, ", vocab_,
+                        ")");
   }
   Shape s = ids.shape();
   s.push_back(dim_);
@@ -185,7 +195,8 @@ std::string Embedding::extend_repr() const {
          ", padding_idx=" + (padding_idx_ >= 0 ? std::to_string(padding_idx_) : "None");
 }
 
-// ---- Flatten, Dropout, Upsample ------------------------------------------------------------------
+// ---- Flatten, Dropout, Upsample
+// ------------------------------------------------------------------
 Flatten::Flatten(int64_t start_dim, int64_t end_dim) : start_(start_dim), end_(end_dim) {
   set_cls_name("Flatten");
 }
@@ -211,20 +222,22 @@ std::string Dropout::extend_repr() const { return "p=" + fmt(p_); }
 
 Upsample::Upsample(UpsampleOptions opt) : opt_(std::move(opt)) {
   set_cls_name("Upsample");
-  SPORE_CHECK(opt_.mode == "nearest", "[Upsample] only mode 'nearest' is supported, got '", opt_.mode,
-              "'");
+  SPORE_CHECK(opt_.mode == "nearest", "[Upsample] only mode 'nearest' is supported, got '",
+              opt_.mode, "'");
   SPORE_CHECK(opt_.size.empty() != opt_.scale_factor.empty(),
               "[Upsample] give exactly one of size and scale_factor");
   SPORE_CHECK(opt_.size.empty() || opt_.size.size() == 1 || opt_.size.size() == 2,
               "[Upsample] size must have 1 or 2 values, got ", opt_.size.size());
-  SPORE_CHECK(opt_.scale_factor.empty() || opt_.scale_factor.size() == 1 || opt_.scale_factor.size() == 2,
-              "[Upsample] scale_factor must have 1 or 2 values, got ", opt_.scale_factor.size());
+  SPORE_CHECK(
+      opt_.scale_factor.empty() || opt_.scale_factor.size() == 1 || opt_.scale_factor.size() == 2,
+      "[Upsample] scale_factor must have 1 or 2 values, got ", opt_.scale_factor.size());
   for (double f : opt_.scale_factor)
     SPORE_CHECK(f > 0, "[Upsample] scale_factor must be positive, got ", fmt(f));
   for (int64_t v : opt_.size) SPORE_CHECK(v > 0, "[Upsample] size must be positive, got ", v);
 }
 Tensor Upsample::construct(const Tensor& x) {
-  SPORE_CHECK(x.dim() == 4, "[Upsample] expected input (N, C, H, W), got shape ", shape_str(x.shape()));
+  SPORE_CHECK(x.dim() == 4, "[Upsample] expected input (N, C, H, W), got shape ",
+              shape_str(x.shape()));
   std::vector<int64_t> out;
   if (!opt_.size.empty()) {
     out = {opt_.size.front(), opt_.size.back()};
@@ -237,7 +250,8 @@ Tensor Upsample::construct(const Tensor& x) {
 std::string Upsample::extend_repr() const {
   if (!opt_.size.empty()) return "size=" + shape_str(opt_.size) + ", mode=nearest";
   std::string s = "scale_factor=(";
-  for (size_t i = 0; i < opt_.scale_factor.size(); ++i) s += (i ? ", " : "") + fmt(opt_.scale_factor[i]);
+  for (size_t i = 0; i < opt_.scale_factor.size(); ++i)
+    s += (i ? ", " : "") + fmt(opt_.scale_factor[i]);
   return s + "), mode=nearest";
 }
 

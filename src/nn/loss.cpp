@@ -13,8 +13,9 @@ using detail::fmt;
 namespace {
 
 void check_same_shape(const char* who, const Tensor& a, const Tensor& b) {
-  SPORE_CHECK(a.shape() == b.shape(), "[", who, "] logits and labels must have the same shape, got ",
-              shape_str(a.shape()), " and ", shape_str(b.shape()));
+  SPORE_CHECK(a.shape() == b.shape(), "[", who,
+              "] logits and labels must have the same shape, got ", shape_str(a.shape()), " and ",
+              shape_str(b.shape()));
 }
 
 void check_index_labels(const std::string& who, const Tensor& labels, int64_t classes,
@@ -24,8 +25,9 @@ void check_index_labels(const std::string& who, const Tensor& labels, int64_t cl
   if (labels.is_symbolic()) return;
   for (int64_t v : labels.to_vector<int64_t>()) {
     if (ignore_index && v == *ignore_index) continue;
-    SPORE_CHECK_INDEX(v >= 0 && v < classes, "[", who, "] label ", v, " out of range [0, ", classes,
-                      ")", ignore_index ? " (ignore_index is " + std::to_string(*ignore_index) + ")" : "");
+    SPORE_CHECK_INDEX(
+        v >= 0 && v < classes, "[", who, "] label ", v, " out of range [0, ", classes, ")",
+        ignore_index ? " (ignore_index is " + std::to_string(*ignore_index) + ")" : "");
   }
 }
 
@@ -35,7 +37,7 @@ std::pair<Tensor, Tensor> index_nll(const Tensor& logp, const Tensor& labels, co
                                     int64_t ignore_index) {
   const Tensor lab = labels.to(kInt64);
   const Tensor keep = not_equal(lab, full({}, double(ignore_index), kInt64));  // bool
-  const Tensor safe = where(keep, lab, zeros({}, kInt64));                    // ignored -> class 0
+  const Tensor safe = where(keep, lab, zeros({}, kInt64));                     // ignored -> class 0
   const Tensor picked = gather(logp, 1, safe.unsqueeze(1)).squeeze(1);         // (N, d...)
   Tensor w = keep.to(logp.dtype());
   if (weight.defined())
@@ -59,7 +61,8 @@ void check_weight(const std::string& who, const Tensor& weight, int64_t classes)
 
 }  // namespace
 
-// ---- LossBase ------------------------------------------------------------------------------------
+// ---- LossBase
+// ------------------------------------------------------------------------------------
 LossBase::LossBase(std::string name, std::string reduction) : reduction_(std::move(reduction)) {
   set_cls_name(name);
   SPORE_CHECK(reduction_ == "mean" || reduction_ == "sum" || reduction_ == "none", "[", name,
@@ -74,7 +77,8 @@ Tensor LossBase::get_loss(const Tensor& x, const Tensor& weights) const {
 }
 
 // ---- softmax cross-entropy ---------------------------------------------------------------------
-SoftmaxCrossEntropyWithLogits::SoftmaxCrossEntropyWithLogits(SoftmaxCrossEntropyWithLogitsOptions opt)
+SoftmaxCrossEntropyWithLogits::SoftmaxCrossEntropyWithLogits(
+    SoftmaxCrossEntropyWithLogitsOptions opt)
     : LossBase("SoftmaxCrossEntropyWithLogits", opt.reduction), sparse_(opt.sparse) {}
 
 Tensor SoftmaxCrossEntropyWithLogits::construct(const Tensor& logits, const Tensor& labels) {
@@ -87,10 +91,12 @@ Tensor SoftmaxCrossEntropyWithLogits::construct(const Tensor& logits, const Tens
   if (sparse_) {
     SPORE_CHECK_TYPE(labels.dtype() == kInt32 || labels.dtype() == kInt64, "[", who,
                      "] with sparse=true, labels must be int32 or int64 class indices, got ",
-                     dtype_name(labels.dtype()), "; pass sparse=false for one-hot / probability labels");
+                     dtype_name(labels.dtype()),
+                     "; pass sparse=false for one-hot / probability labels");
     const Shape want(logits.shape().begin(), logits.shape().end() - 1);
-    SPORE_CHECK(labels.shape() == want, "[", who, "] sparse labels must have shape ", shape_str(want),
-                " for logits ", shape_str(logits.shape()), ", got ", shape_str(labels.shape()));
+    SPORE_CHECK(labels.shape() == want, "[", who, "] sparse labels must have shape ",
+                shape_str(want), " for logits ", shape_str(logits.shape()), ", got ",
+                shape_str(labels.shape()));
     check_index_labels(who, labels, classes, nullptr);
     const Tensor idx = labels.to(kInt64).unsqueeze(-1);
     return get_loss(-gather(logp, -1, idx).squeeze(-1));
@@ -102,11 +108,13 @@ Tensor SoftmaxCrossEntropyWithLogits::construct(const Tensor& logits, const Tens
   return get_loss(-sum(labels.to(logp.dtype()) * logp, {-1}));
 }
 
-// ---- CrossEntropyLoss / NLLLoss ------------------------------------------------------------------
+// ---- CrossEntropyLoss / NLLLoss
+// ------------------------------------------------------------------
 CrossEntropyLoss::CrossEntropyLoss(CrossEntropyLossOptions opt)
     : LossBase("CrossEntropyLoss", opt.reduction), opt_(std::move(opt)) {
   SPORE_CHECK(opt_.label_smoothing >= 0 && opt_.label_smoothing <= 1,
-              "[CrossEntropyLoss] label_smoothing must be in [0, 1], got ", fmt(opt_.label_smoothing));
+              "[CrossEntropyLoss] label_smoothing must be in [0, 1], got ",
+              fmt(opt_.label_smoothing));
   SPORE_CHECK(!opt_.weight.defined() || opt_.weight.dim() == 1,
               "[CrossEntropyLoss] weight must be 1-d (one per class), got shape ",
               shape_str(opt_.weight.shape()));
@@ -116,8 +124,8 @@ Tensor CrossEntropyLoss::construct(const Tensor& logits, const Tensor& labels) {
   const std::string who = cls_name();
   SPORE_CHECK_TYPE(is_floating(logits.dtype()), "[", who, "] logits must be floating-point, got ",
                    dtype_name(logits.dtype()));
-  SPORE_CHECK(logits.dim() >= 2, "[", who, "] expected logits (N, C) or (N, C, d1, ...), got shape ",
-              shape_str(logits.shape()));
+  SPORE_CHECK(logits.dim() >= 2, "[", who,
+              "] expected logits (N, C) or (N, C, d1, ...), got shape ", shape_str(logits.shape()));
   const int64_t classes = logits.size(1);
   check_weight(who, opt_.weight, classes);
   const double eps = opt_.label_smoothing;
@@ -157,7 +165,8 @@ NLLLoss::NLLLoss(NLLLossOptions opt) : LossBase("NLLLoss", opt.reduction), opt_(
 
 Tensor NLLLoss::construct(const Tensor& log_probs, const Tensor& labels) {
   const std::string who = cls_name();
-  SPORE_CHECK(log_probs.dim() >= 2, "[", who, "] expected input (N, C) or (N, C, d1, ...), got shape ",
+  SPORE_CHECK(log_probs.dim() >= 2, "[", who,
+              "] expected input (N, C) or (N, C, d1, ...), got shape ",
               shape_str(log_probs.shape()));
   const int64_t classes = log_probs.size(1);
   check_weight(who, opt_.weight, classes);
@@ -172,7 +181,8 @@ Tensor NLLLoss::construct(const Tensor& log_probs, const Tensor& labels) {
   return sum(nll) / sum(w);
 }
 
-// ---- regression losses ---------------------------------------------------------------------------
+// ---- regression losses
+// ---------------------------------------------------------------------------
 Tensor MSELoss::construct(const Tensor& logits, const Tensor& labels) {
   return get_loss(square(logits - labels));
 }
@@ -190,7 +200,8 @@ Tensor SmoothL1Loss::construct(const Tensor& logits, const Tensor& labels) {
   return get_loss(where(small, square(d) * (0.5 / beta_), d - 0.5 * beta_));
 }
 
-HuberLoss::HuberLoss(HuberLossOptions opt) : LossBase("HuberLoss", opt.reduction), delta_(opt.delta) {
+HuberLoss::HuberLoss(HuberLossOptions opt)
+    : LossBase("HuberLoss", opt.reduction), delta_(opt.delta) {
   SPORE_CHECK(delta_ > 0, "[HuberLoss] delta must be positive, got ", fmt(delta_));
 }
 Tensor HuberLoss::construct(const Tensor& logits, const Tensor& labels) {
@@ -199,8 +210,10 @@ Tensor HuberLoss::construct(const Tensor& logits, const Tensor& labels) {
   return get_loss(where(small, square(d) * 0.5, (d - 0.5 * delta_) * delta_));
 }
 
-// ---- binary cross-entropy ------------------------------------------------------------------------
-BCELoss::BCELoss(BCELossOptions opt) : LossBase("BCELoss", opt.reduction), weight_(std::move(opt.weight)) {}
+// ---- binary cross-entropy
+// ------------------------------------------------------------------------
+BCELoss::BCELoss(BCELossOptions opt)
+    : LossBase("BCELoss", opt.reduction), weight_(std::move(opt.weight)) {}
 Tensor BCELoss::construct(const Tensor& probs, const Tensor& labels) {
   check_same_shape("BCELoss", probs, labels);
   SPORE_CHECK_TYPE(is_floating(labels.dtype()), "[BCELoss] labels must be floating-point, got ",
@@ -217,7 +230,8 @@ BCEWithLogitsLoss::BCEWithLogitsLoss(BCEWithLogitsLossOptions opt)
       pos_weight_(std::move(opt.pos_weight)) {}
 Tensor BCEWithLogitsLoss::construct(const Tensor& logits, const Tensor& labels) {
   check_same_shape("BCEWithLogitsLoss", logits, labels);
-  SPORE_CHECK_TYPE(is_floating(labels.dtype()), "[BCEWithLogitsLoss] labels must be floating-point, got ",
+  SPORE_CHECK_TYPE(is_floating(labels.dtype()),
+                   "[BCEWithLogitsLoss] labels must be floating-point, got ",
                    dtype_name(labels.dtype()));
   const Tensor y = labels.to(logits.dtype());
   const Tensor sp = softplus(-logits);  // -log sigmoid(x), stable for large |x|

@@ -25,7 +25,8 @@ BatchNorm::BatchNorm(std::string name, int64_t num_features, BatchNormOptions op
   SPORE_CHECK(num_features_ > 0, "[", name, "] num_features must be positive, got ", num_features_);
   SPORE_CHECK(opt_.momentum >= 0 && opt_.momentum <= 1, "[", name,
               "] momentum must be in [0, 1] (MindSpore convention: moving = momentum * moving + "
-              "(1 - momentum) * batch), got ", fmt(opt_.momentum));
+              "(1 - momentum) * batch), got ",
+              fmt(opt_.momentum));
   SPORE_CHECK(opt_.eps > 0, "[", name, "] eps must be positive, got ", fmt(opt_.eps));
   const Shape c{num_features_};
   register_parameter("gamma", or_default(opt_.gamma_init, "ones").make(c, opt_.dtype), opt_.affine);
@@ -39,7 +40,7 @@ Tensor BatchNorm::construct(const Tensor& x) {
   SPORE_CHECK(x.dim() >= min_rank_ && x.dim() <= max_rank_ && x.size(1) == num_features_, "[",
               cls_name(), "] expected input ", ranks, " with ", num_features_,
               " channels, got shape ", shape_str(x.shape()));
-  const Tensor x4 = x.dim() == 2 ? x.reshape({x.size(0), x.size(1), 1, 1})
+  const Tensor x4 = x.dim() == 2   ? x.reshape({x.size(0), x.size(1), 1, 1})
                     : x.dim() == 3 ? x.reshape({x.size(0), x.size(1), x.size(2), 1})
                                    : x;
   const bool use_batch = opt_.use_batch_statistics.value_or(training());
@@ -69,7 +70,8 @@ std::string BatchNorm::extend_repr() const {
          (opt_.use_batch_statistics ? fmt_bool(*opt_.use_batch_statistics) : "None");
 }
 
-// ---- LayerNorm -----------------------------------------------------------------------------------
+// ---- LayerNorm
+// -----------------------------------------------------------------------------------
 LayerNorm::LayerNorm(Shape normalized_shape, LayerNormOptions opt)
     : normalized_shape_(std::move(normalized_shape)), opt_(std::move(opt)) {
   set_cls_name("LayerNorm");
@@ -78,33 +80,38 @@ LayerNorm::LayerNorm(Shape normalized_shape, LayerNormOptions opt)
     SPORE_CHECK(d > 0, "[LayerNorm] normalized_shape must be positive, got ",
                 shape_str(normalized_shape_));
   SPORE_CHECK(opt_.epsilon > 0, "[LayerNorm] epsilon must be positive, got ", fmt(opt_.epsilon));
-  register_parameter("gamma", or_default(opt_.gamma_init, "ones").make(normalized_shape_, opt_.dtype));
-  register_parameter("beta", or_default(opt_.beta_init, "zeros").make(normalized_shape_, opt_.dtype));
+  register_parameter("gamma",
+                     or_default(opt_.gamma_init, "ones").make(normalized_shape_, opt_.dtype));
+  register_parameter("beta",
+                     or_default(opt_.beta_init, "zeros").make(normalized_shape_, opt_.dtype));
 }
 
 Tensor LayerNorm::construct(const Tensor& x) {
   const int64_t r = x.dim();
   const int64_t bna = opt_.begin_norm_axis < 0 ? opt_.begin_norm_axis + r : opt_.begin_norm_axis;
-  const int64_t bpa = opt_.begin_params_axis < 0 ? opt_.begin_params_axis + r : opt_.begin_params_axis;
+  const int64_t bpa =
+      opt_.begin_params_axis < 0 ? opt_.begin_params_axis + r : opt_.begin_params_axis;
   SPORE_CHECK(bna >= 0 && bna < r && bpa >= 0 && bpa < r, "[LayerNorm] begin_norm_axis (",
               opt_.begin_norm_axis, ") and begin_params_axis (", opt_.begin_params_axis,
               ") must be valid axes of the input, got shape ", shape_str(x.shape()));
   const Shape trailing(x.shape().begin() + bpa, x.shape().end());
-  SPORE_CHECK(trailing == normalized_shape_, "[LayerNorm] expected input whose dims from axis ", bpa,
-              " are ", shape_str(normalized_shape_), ", got shape ", shape_str(x.shape()));
+  SPORE_CHECK(trailing == normalized_shape_, "[LayerNorm] expected input whose dims from axis ",
+              bpa, " are ", shape_str(normalized_shape_), ", got shape ", shape_str(x.shape()));
   const int64_t nd = r - bna;
   if (bna == bpa) return layer_norm(x, gamma(), beta(), nd, opt_.epsilon);
   // gamma / beta cover a different set of axes than the normalisation: normalise, then apply them
   // by broadcasting over the trailing axes.
   const Shape norm_shape(x.shape().begin() + bna, x.shape().end());
-  Tensor y = layer_norm(x, ones(norm_shape, x.dtype()), zeros(norm_shape, x.dtype()), nd, opt_.epsilon);
+  Tensor y =
+      layer_norm(x, ones(norm_shape, x.dtype()), zeros(norm_shape, x.dtype()), nd, opt_.epsilon);
   return y * gamma() + beta();
 }
 
 std::string LayerNorm::extend_repr() const {
-  return "normalized_shape=" + shape_str(normalized_shape_) + ", begin_norm_axis=" +
-         std::to_string(opt_.begin_norm_axis) + ", begin_params_axis=" +
-         std::to_string(opt_.begin_params_axis) + ", epsilon=" + fmt(opt_.epsilon);
+  return "normalized_shape=" + shape_str(normalized_shape_) +
+         ", begin_norm_axis=" + std::to_string(opt_.begin_norm_axis) +
+         ", begin_params_axis=" + std::to_string(opt_.begin_params_axis) +
+         ", epsilon=" + fmt(opt_.epsilon);
 }
 
 }  // namespace spore::nn

@@ -14,8 +14,8 @@ Pool2d::Pool2d(std::string name, bool is_max, Int2 kernel_size, Int2 stride, Poo
     : is_max_(is_max), kernel_(kernel_size), stride_(stride), opt_(std::move(opt)) {
   set_cls_name(name);
   SPORE_CHECK(kernel_.h >= 1 && kernel_.w >= 1 && stride_.h >= 1 && stride_.w >= 1, "[", name,
-              "] kernel_size and stride must be >= 1, got kernel_size (", kernel_.h, ", ", kernel_.w,
-              "), stride (", stride_.h, ", ", stride_.w, ")");
+              "] kernel_size and stride must be >= 1, got kernel_size (", kernel_.h, ", ",
+              kernel_.w, "), stride (", stride_.h, ", ", stride_.w, ")");
   SPORE_CHECK(opt_.pad_mode == "valid" || opt_.pad_mode == "same" || opt_.pad_mode == "pad", "[",
               name, "] pad_mode must be 'valid', 'same' or 'pad', got '", opt_.pad_mode, "'");
   SPORE_CHECK(opt_.pad_mode == "pad" || opt_.padding.zero(), "[", name,
@@ -59,8 +59,8 @@ Tensor Pool2d::construct(const Tensor& x) {
 }
 
 std::string Pool2d::extend_repr() const {
-  std::string s = "kernel_size=" + shape_str(kernel_.vec()) + ", stride=" + shape_str(stride_.vec()) +
-                  ", pad_mode=" + opt_.pad_mode;
+  std::string s = "kernel_size=" + shape_str(kernel_.vec()) +
+                  ", stride=" + shape_str(stride_.vec()) + ", pad_mode=" + opt_.pad_mode;
   if (opt_.pad_mode == "pad")
     s += ", padding=" + shape_str(opt_.padding.vec()) + ", ceil_mode=" + fmt_bool(opt_.ceil_mode);
   return s;

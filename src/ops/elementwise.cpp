@@ -30,7 +30,8 @@ Metas bool_unary_meta(const Metas& in, const Attrs&) { return {{in[0].shape, kBo
 
 void check_same_dtype(const Metas& in) {
   SPORE_CHECK_TYPE(in[0].dtype == in[1].dtype, "inputs must share one dtype (the op functions ",
-                   "promote them), got ", dtype_name(in[0].dtype), " and ", dtype_name(in[1].dtype));
+                   "promote them), got ", dtype_name(in[0].dtype), " and ",
+                   dtype_name(in[1].dtype));
 }
 
 Metas binary_meta(const Metas& in, const Attrs&) {
@@ -49,7 +50,8 @@ Metas compare_meta(const Metas& in, const Attrs&) {
   return {{broadcast_shapes(in[0].shape, in[1].shape), kBool}};
 }
 
-// ---- gradient helpers ----------------------------------------------------------------------------
+// ---- gradient helpers
+// ----------------------------------------------------------------------------
 Tensor zero_of(const Tensor& like) { return scalar_tensor(0, like.dtype()); }
 Tensor scalar_of(double v, const Tensor& like) { return scalar_tensor(v, like.dtype()); }
 
@@ -61,16 +63,19 @@ Tensor saved_out(const VjpContext& c, Tensor (*recompute)(const Tensor&)) {
 
 Tensors zero_grad(const VjpContext& c) { return {zeros_like(c.g())}; }
 
-constexpr double kSqrtHalf = 0.70710678118654752440;      // 1 / sqrt(2)
+constexpr double kSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // 2 / sqrt(pi): erf' scale
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi): the normal pdf's scale
 
 }  // namespace
 
-// ---- unary ---------------------------------------------------------------------------------------
-SPORE_DEFINE_OP(Neg, {.infer = same_meta, .vjp = [](const VjpContext& c) -> Tensors { return {neg(c.g())}; }});
-SPORE_DEFINE_OP(Abs, {.infer = same_meta,
-                      .vjp = [](const VjpContext& c) -> Tensors { return {c.g() * sign(c.in(0))}; }});
+// ---- unary
+// ---------------------------------------------------------------------------------------
+SPORE_DEFINE_OP(Neg, {.infer = same_meta,
+                      .vjp = [](const VjpContext& c) -> Tensors { return {neg(c.g())}; }});
+SPORE_DEFINE_OP(Abs, {.infer = same_meta, .vjp = [](const VjpContext& c) -> Tensors {
+                        return {c.g() * sign(c.in(0))};
+                      }});
 SPORE_DEFINE_OP(Exp, {.infer = float_meta, .vjp = [](const VjpContext& c) -> Tensors {
                         return {c.g() * saved_out(c, spore::exp)};
                       }});
@@ -83,10 +88,12 @@ SPORE_DEFINE_OP(Rsqrt, {.infer = float_meta, .vjp = [](const VjpContext& c) -> T
                           // d/dx x^(-1/2) = -0.5 x^(-1/2) / x
                           return {c.g() * saved_out(c, spore::rsqrt) / c.in(0) * -0.5};
                         }});
-SPORE_DEFINE_OP(Sin, {.infer = float_meta,
-                      .vjp = [](const VjpContext& c) -> Tensors { return {c.g() * cos(c.in(0))}; }});
-SPORE_DEFINE_OP(Cos, {.infer = float_meta,
-                      .vjp = [](const VjpContext& c) -> Tensors { return {neg(c.g() * sin(c.in(0)))}; }});
+SPORE_DEFINE_OP(Sin, {.infer = float_meta, .vjp = [](const VjpContext& c) -> Tensors {
+                        return {c.g() * cos(c.in(0))};
+                      }});
+SPORE_DEFINE_OP(Cos, {.infer = float_meta, .vjp = [](const VjpContext& c) -> Tensors {
+                        return {neg(c.g() * sin(c.in(0)))};
+                      }});
 SPORE_DEFINE_OP(Tanh, {.infer = float_meta, .vjp = [](const VjpContext& c) -> Tensors {
                          const Tensor y = saved_out(c, spore::tanh);
                          return {c.g() * (1.0 - y * y)};
@@ -98,10 +105,11 @@ SPORE_DEFINE_OP(Sigmoid, {.infer = float_meta, .vjp = [](const VjpContext& c) ->
 SPORE_DEFINE_OP(Relu, {.infer = same_meta, .vjp = [](const VjpContext& c) -> Tensors {
                          return {where(greater(c.in(0), zero_of(c.in(0))), c.g(), zero_of(c.g()))};
                        }});
-SPORE_DEFINE_OP(LeakyRelu, {.infer = float_meta, .vjp = [](const VjpContext& c) -> Tensors {
-                              const double alpha = c.attrs.get_float("alpha", 0.01);
-                              return {where(greater(c.in(0), zero_of(c.in(0))), c.g(), c.g() * alpha)};
-                            }});
+SPORE_DEFINE_OP(LeakyRelu,
+                {.infer = float_meta, .vjp = [](const VjpContext& c) -> Tensors {
+                   const double alpha = c.attrs.get_float("alpha", 0.01);
+                   return {where(greater(c.in(0), zero_of(c.in(0))), c.g(), c.g() * alpha)};
+                 }});
 SPORE_DEFINE_OP(Silu, {.infer = float_meta, .vjp = [](const VjpContext& c) -> Tensors {
                          // d/dx x s(x) = s (1 + x (1 - s))
                          const Tensor& x = c.in(0);
@@ -127,13 +135,15 @@ SPORE_DEFINE_OP(Softplus, {.infer = float_meta, .vjp = [](const VjpContext& c) -
                              const double beta = c.attrs.get_float("beta", 1);
                              const double threshold = c.attrs.get_float("threshold", 20);
                              const Tensor bx = c.in(0) * beta;
-                             return {where(greater(bx, scalar_of(threshold, bx)), c.g(), c.g() * sigmoid(bx))};
+                             return {where(greater(bx, scalar_of(threshold, bx)), c.g(),
+                                           c.g() * sigmoid(bx))};
                            }});
 SPORE_DEFINE_OP(Clamp, {.infer = same_meta, .vjp = [](const VjpContext& c) -> Tensors {
                           // The gradient passes where min <= x <= max.
                           const Tensor& x = c.in(0);
                           Tensor mask;
-                          if (c.attrs.has("min")) mask = greater_equal(x, scalar_of(c.attrs.get_float("min"), x));
+                          if (c.attrs.has("min"))
+                            mask = greater_equal(x, scalar_of(c.attrs.get_float("min"), x));
                           if (c.attrs.has("max")) {
                             Tensor m = less_equal(x, scalar_of(c.attrs.get_float("max"), x));
                             mask = mask.defined() ? logical_and(mask, m) : m;
@@ -151,11 +161,14 @@ SPORE_DEFINE_OP(Erf, {.infer = float_meta, .vjp = [](const VjpContext& c) -> Ten
                       }});
 SPORE_DEFINE_OP(LogicalNot, {.infer = bool_unary_meta});
 
-// ---- binary --------------------------------------------------------------------------------------
-SPORE_DEFINE_OP(Add, {.infer = binary_meta,
-                      .vjp = [](const VjpContext& c) -> Tensors { return {c.g(), c.g()}; }});
-SPORE_DEFINE_OP(Sub, {.infer = binary_meta,
-                      .vjp = [](const VjpContext& c) -> Tensors { return {c.g(), neg(c.g())}; }});
+// ---- binary
+// --------------------------------------------------------------------------------------
+SPORE_DEFINE_OP(Add, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
+                        return {c.g(), c.g()};
+                      }});
+SPORE_DEFINE_OP(Sub, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
+                        return {c.g(), neg(c.g())};
+                      }});
 SPORE_DEFINE_OP(Mul, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
                         return {c.g() * c.in(1), c.g() * c.in(0)};
                       }});
@@ -170,7 +183,8 @@ SPORE_DEFINE_OP(Pow, {.infer = float_binary_meta, .vjp = [](const VjpContext& c)
                         const Tensor ga = c.g() * b * pow(a, b - 1.0);
                         // d(a^b)/db = a^b log a, defined for a > 0 (0 elsewhere, as torch)
                         const Tensor y = is_grad_enabled() ? pow(a, b) : c.out(0);
-                        const Tensor gb = where(greater(a, zero_of(a)), c.g() * y * log(a), zero_of(c.g()));
+                        const Tensor gb =
+                            where(greater(a, zero_of(a)), c.g() * y * log(a), zero_of(c.g()));
                         return {ga, gb};
                       }});
 // maximum / minimum route the gradient to the chosen input (ties: to a).
@@ -193,21 +207,27 @@ SPORE_DEFINE_OP(LogicalOr, {.infer = compare_meta});
 SPORE_DEFINE_OP(LogicalXor, {.infer = compare_meta});
 
 SPORE_DEFINE_OP(Where, {
-  .infer = [](const Metas& in, const Attrs&) -> Metas {
-    SPORE_CHECK_TYPE(in[0].dtype == kBool, "condition must be bool, got ", dtype_name(in[0].dtype));
-    SPORE_CHECK_TYPE(in[1].dtype == in[2].dtype, "x and y must share one dtype (where() promotes ",
-                     "them), got ", dtype_name(in[1].dtype), " and ", dtype_name(in[2].dtype));
-    return {{broadcast_shapes(broadcast_shapes(in[0].shape, in[1].shape), in[2].shape), in[1].dtype}};
-  },
-  .vjp = [](const VjpContext& c) -> Tensors {
-    const Tensor z = zero_of(c.g());
-    return {Tensor(), where(c.in(0), c.g(), z), where(c.in(0), z, c.g())};
-  },
-});
+                           .infer = [](const Metas& in, const Attrs&) -> Metas {
+                             SPORE_CHECK_TYPE(in[0].dtype == kBool, "condition must be bool, got ",
+                                              dtype_name(in[0].dtype));
+                             SPORE_CHECK_TYPE(in[1].dtype == in[2].dtype,
+                                              "x and y must share one dtype (where() promotes ",
+                                              "them), got ", dtype_name(in[1].dtype), " and ",
+                                              dtype_name(in[2].dtype));
+                             return {{broadcast_shapes(broadcast_shapes(in[0].shape, in[1].shape),
+                                                       in[2].shape),
+                                      in[1].dtype}};
+                           },
+                           .vjp = [](const VjpContext& c) -> Tensors {
+                             const Tensor z = zero_of(c.g());
+                             return {Tensor(), where(c.in(0), c.g(), z), where(c.in(0), z, c.g())};
+                           },
+                       });
 
 }  // namespace spore::ops
 
-// ---- public functions ------------------------------------------------------------------------------
+// ---- public functions
+// ------------------------------------------------------------------------------
 namespace spore {
 namespace {
 using ops::Attrs;
@@ -215,7 +235,9 @@ using ops::OpId;
 
 Tensor to_float(const Tensor& x) { return is_floating(x.dtype()) ? x : cast(x, kFloat32); }
 
-Tensor unary(OpId id, const Tensor& x, Attrs attrs = {}) { return ops::call1(id, {x}, std::move(attrs)); }
+Tensor unary(OpId id, const Tensor& x, Attrs attrs = {}) {
+  return ops::call1(id, {x}, std::move(attrs));
+}
 
 // Transcendental ops: integers and bool compute in float32.
 Tensor float_unary(OpId id, const Tensor& x, Attrs attrs = {}) {
@@ -227,7 +249,9 @@ DType promoted(const Tensor& a, const Tensor& b) { return promote_types(a.dtype(
 Tensor binary_as(OpId id, const Tensor& a, const Tensor& b, DType t) {
   return ops::call1(id, {cast(a, t), cast(b, t)});
 }
-Tensor binary(OpId id, const Tensor& a, const Tensor& b) { return binary_as(id, a, b, promoted(a, b)); }
+Tensor binary(OpId id, const Tensor& a, const Tensor& b) {
+  return binary_as(id, a, b, promoted(a, b));
+}
 
 bool is_integer_value(double v) { return std::isfinite(v) && v == std::trunc(v); }
 
@@ -235,8 +259,10 @@ bool is_integer_value(double v) { return std::isfinite(v) && v == std::trunc(v);
 Tensor scalar_like(double v, const Tensor& t) {
   DType dt = t.dtype();
   if (!is_floating(dt)) {
-    if (!is_integer_value(v)) dt = kFloat32;
-    else if (dt == kBool) dt = kInt64;
+    if (!is_integer_value(v))
+      dt = kFloat32;
+    else if (dt == kBool)
+      dt = kInt64;
   }
   return scalar_tensor(v, dt);
 }
@@ -274,7 +300,8 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   if (max) a.set("max", *max);
   // An integer tensor with a fractional bound clamps in float32, as a scalar would promote it.
   const bool fractional = (min && !is_integer_value(*min)) || (max && !is_integer_value(*max));
-  if (!is_floating(x.dtype()) && fractional) return unary(OpId::Clamp, cast(x, kFloat32), std::move(a));
+  if (!is_floating(x.dtype()) && fractional)
+    return unary(OpId::Clamp, cast(x, kFloat32), std::move(a));
   return unary(OpId::Clamp, x, std::move(a));
 }
 // Integers are already whole: floor / ceil / round return them unchanged.

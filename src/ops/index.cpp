@@ -41,19 +41,23 @@ Tensors scatter_back(const VjpContext& c) {
 SPORE_DEFINE_OP(Gather, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     check_index_dtype(in[1].dtype, "index");
-    const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(in[0].shape.size()));
+    const int64_t ax =
+        normalize_axis(a.get_int("axis"), int64_t(in[0].shape.size()));
     check_index_shape(in[0].shape, in[1].shape, ax, "input");
     return {{in[1].shape, in[0].dtype}};
   },
   .vjp = [](const VjpContext& c) -> Tensors {
-    return {scatter_add(zeros_like(c.in(0)), c.attrs.get_int("axis"), c.in(1), c.g()), Tensor()};
+    return {scatter_add(zeros_like(c.in(0)), c.attrs.get_int("axis"),
+                        c.in(1), c.g()),
+            Tensor()};
   },
 });
 
 SPORE_DEFINE_OP(IndexSelect, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     check_index_dtype(in[1].dtype, "index");
-    SPORE_CHECK(in[1].shape.size() <= 1, "index must be 1-d, got shape ", shape_str(in[1].shape));
+    SPORE_CHECK(in[1].shape.size() <= 1, "index must be 1-d, got shape ",
+                shape_str(in[1].shape));
     Shape o = in[0].shape;
     const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(o.size()));
     if (!o.empty()) o[size_t(ax)] = shape_numel(in[1].shape);
@@ -74,9 +78,11 @@ SPORE_DEFINE_OP(IndexSelect, {
 SPORE_DEFINE_OP(ScatterAdd, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     check_index_dtype(in[1].dtype, "index");
-    SPORE_CHECK_TYPE(in[2].dtype == in[0].dtype, "src dtype ", dtype_name(in[2].dtype),
-                     " differs from input dtype ", dtype_name(in[0].dtype));
-    const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(in[0].shape.size()));
+    SPORE_CHECK_TYPE(in[2].dtype == in[0].dtype, "src dtype ",
+                     dtype_name(in[2].dtype), " differs from input dtype ",
+                     dtype_name(in[0].dtype));
+    const int64_t ax =
+        normalize_axis(a.get_int("axis"), int64_t(in[0].shape.size()));
     check_index_shape(in[0].shape, in[1].shape, ax, "input");
     check_index_shape(in[2].shape, in[1].shape, -1, "src");
     return {in[0]};
@@ -84,7 +90,8 @@ SPORE_DEFINE_OP(ScatterAdd, {
   .vjp = [](const VjpContext& c) -> Tensors {
     const int64_t ax = c.attrs.get_int("axis");
     Tensor gs = gather(c.g(), ax, c.in(1));
-    if (gs.shape() != c.in(2).shape()) {  // src elements outside the index region get zero
+    if (gs.shape() !=
+        c.in(2).shape()) {  // src elements outside the index region get zero
       std::vector<int64_t> pads;
       for (int64_t d = c.in(2).dim() - 1; d >= 0; --d) {
         pads.push_back(0);
@@ -112,7 +119,8 @@ SPORE_DEFINE_OP(TopK, {
     const Shape& s = in[0].shape;
     const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(s.size()));
     const int64_t n = s.empty() ? 1 : s[size_t(ax)], k = a.get_int("k");
-    SPORE_CHECK(k >= 0 && k <= n, "k = ", k, " is out of range for dimension ", ax, " of size ", n,
+    SPORE_CHECK(k >= 0 && k <= n, "k = ", k,
+                " is out of range for dimension ", ax, " of size ", n,
                 " (input shape ", shape_str(s), ")");
     return sort_like_infer(s, in[0].dtype, ax, k);
   },
@@ -123,7 +131,8 @@ SPORE_DEFINE_OP(Sort, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     const Shape& s = in[0].shape;
     const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(s.size()));
-    return sort_like_infer(s, in[0].dtype, ax, s.empty() ? 1 : s[size_t(ax)]);
+    return sort_like_infer(s, in[0].dtype, ax,
+                           s.empty() ? 1 : s[size_t(ax)]);
   },
   .vjp = scatter_back,
 });
@@ -135,15 +144,18 @@ SPORE_DEFINE_OP(Cumsum, {
   },
   .vjp = [](const VjpContext& c) -> Tensors {
     return {call1(OpId::Cumsum, {c.g()},
-                  Attrs().set("axis", c.attrs.get_int("axis")).set("reverse", !c.attrs.get_bool("reverse")))};
+                  Attrs()
+                      .set("axis", c.attrs.get_int("axis"))
+                      .set("reverse", !c.attrs.get_bool("reverse")))};
   },
 });
 
 SPORE_DEFINE_OP(Assign, {
   .infer = [](const Metas& in, const Attrs&) -> Metas {
     const Shape b = broadcast_shapes(in[0].shape, in[1].shape);
-    SPORE_CHECK(b == in[0].shape, "cannot assign a value of shape ", shape_str(in[1].shape),
-                " to a tensor of shape ", shape_str(in[0].shape));
+    SPORE_CHECK(b == in[0].shape, "cannot assign a value of shape ",
+                shape_str(in[1].shape), " to a tensor of shape ",
+                shape_str(in[0].shape));
     return {};
   },
 });
@@ -167,16 +179,20 @@ Tensor scatter_add(const Tensor& x, int64_t axis, const Tensor& index, const Ten
 Tensor one_hot(const Tensor& index, int64_t depth, DType dtype) {
   return ops::call1(OpId::OneHot, {index}, Attrs().set("depth", depth).set("dtype", dtype));
 }
-std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t axis, bool largest, bool sorted) {
-  Tensors r = ops::call(OpId::TopK, {x},
-                        Attrs().set("k", k).set("axis", axis).set("largest", largest).set("sorted", sorted));
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t axis, bool largest,
+                               bool sorted) {
+  Tensors r = ops::call(
+      OpId::TopK, {x},
+      Attrs().set("k", k).set("axis", axis).set("largest", largest).set("sorted", sorted));
   return {r[0], r[1]};
 }
 std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t axis, bool descending) {
   Tensors r = ops::call(OpId::Sort, {x}, Attrs().set("axis", axis).set("descending", descending));
   return {r[0], r[1]};
 }
-Tensor argsort(const Tensor& x, int64_t axis, bool descending) { return sort(x, axis, descending).second; }
+Tensor argsort(const Tensor& x, int64_t axis, bool descending) {
+  return sort(x, axis, descending).second;
+}
 Tensor cumsum(const Tensor& x, int64_t axis) {
   return ops::call1(OpId::Cumsum, {x}, Attrs().set("axis", axis).set("reverse", false));
 }

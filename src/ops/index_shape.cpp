@@ -62,12 +62,15 @@ SPORE_DEFINE_OP(Concat, {
     out[size_t(ax)] = 0;
     for (size_t i = 0; i < in.size(); ++i) {
       const Shape& s = in[i].shape;
-      SPORE_CHECK_TYPE(in[i].dtype == in[0].dtype, "input ", i, " has dtype ", dtype_name(in[i].dtype),
-                       " but input 0 has ", dtype_name(in[0].dtype));
+      SPORE_CHECK_TYPE(in[i].dtype == in[0].dtype, "input ", i, " has dtype ",
+                       dtype_name(in[i].dtype), " but input 0 has ",
+                       dtype_name(in[0].dtype));
       bool ok = s.size() == s0.size();
-      for (size_t d = 0; ok && d < s.size(); ++d) ok = int64_t(d) == ax || s[d] == s0[d];
-      SPORE_CHECK(ok, "input ", i, " has shape ", shape_str(s), " but input 0 has shape ",
-                  shape_str(s0), ": all dims except axis ", ax, " must match");
+      for (size_t d = 0; ok && d < s.size(); ++d)
+        ok = int64_t(d) == ax || s[d] == s0[d];
+      SPORE_CHECK(ok, "input ", i, " has shape ", shape_str(s),
+                  " but input 0 has shape ", shape_str(s0),
+                  ": all dims except axis ", ax, " must match");
       out[size_t(ax)] += s[size_t(ax)];
     }
     return {{out, in[0].dtype}};
@@ -88,20 +91,23 @@ SPORE_DEFINE_OP(Concat, {
 SPORE_DEFINE_OP(Split, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     const Shape& s = in[0].shape;
-    const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(s.size()));
+    const int64_t ax =
+        normalize_axis(a.get_int("axis"), int64_t(s.size()));
     SPORE_CHECK(!s.empty(), "cannot split a 0-d tensor");
     const auto& sizes = a.get_ints("sizes");
     int64_t total = 0;
     Metas out;
     for (int64_t n : sizes) {
-      SPORE_CHECK(n >= 0, "split sizes must be non-negative, got ", shape_str(sizes));
+      SPORE_CHECK(n >= 0, "split sizes must be non-negative, got ",
+                  shape_str(sizes));
       total += n;
       Shape o = s;
       o[size_t(ax)] = n;
       out.push_back({o, in[0].dtype});
     }
-    SPORE_CHECK(total == s[size_t(ax)], "split sizes ", shape_str(sizes), " add up to ", total,
-                " but dimension ", ax, " of shape ", shape_str(s), " has size ", s[size_t(ax)]);
+    SPORE_CHECK(total == s[size_t(ax)], "split sizes ", shape_str(sizes),
+                " add up to ", total, " but dimension ", ax, " of shape ",
+                shape_str(s), " has size ", s[size_t(ax)]);
     return out;
   },
   .vjp = [](const VjpContext& c) -> Tensors {
@@ -123,7 +129,8 @@ SPORE_DEFINE_OP(Pad, {
 
 SPORE_DEFINE_OP(Dropout, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    SPORE_CHECK_TYPE(is_floating(in[0].dtype), "expected a floating-point input, got ",
+    SPORE_CHECK_TYPE(is_floating(in[0].dtype),
+                     "expected a floating-point input, got ",
                      dtype_name(in[0].dtype));
     const double p = a.get_float("p");
     SPORE_CHECK(p >= 0 && p <= 1, "p must be in [0, 1], got ", p);
@@ -139,10 +146,13 @@ SPORE_DEFINE_OP(Dropout, {
 SPORE_DEFINE_OP(UpsampleNearest2d, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     const Shape& s = in[0].shape;
-    SPORE_CHECK(s.size() == 4, "expected input of rank 4 (N, C, H, W), got shape ", shape_str(s));
+    SPORE_CHECK(s.size() == 4,
+                "expected input of rank 4 (N, C, H, W), got shape ",
+                shape_str(s));
     const auto& os = a.get_ints("output_size");
     SPORE_CHECK(os.size() == 2 && os[0] > 0 && os[1] > 0,
-                "output_size must be two positive sizes (H, W), got ", shape_str(os));
+                "output_size must be two positive sizes (H, W), got ",
+                shape_str(os));
     return {{{s[0], s[1], os[0], os[1]}, in[0].dtype}};
   },
   .vjp = [](const VjpContext& c) -> Tensors {
@@ -156,7 +166,8 @@ SPORE_DEFINE_OP(UpsampleNearest2dBackward, {
     const Shape& g = in[0].shape;
     const Shape& xs = a.get_ints("input_shape");
     SPORE_CHECK(g.size() == 4 && xs.size() == 4 && g[0] == xs[0] && g[1] == xs[1],
-                "gradient of shape ", shape_str(g), " does not match input shape ", shape_str(xs));
+                "gradient of shape ", shape_str(g),
+                " does not match input shape ", shape_str(xs));
     return {{xs, in[0].dtype}};
   },
 });
@@ -222,7 +233,8 @@ Tensor dropout(const Tensor& x, double p, bool training) {
 }
 
 Tensor upsample_nearest2d(const Tensor& x, std::vector<int64_t> output_size) {
-  return ops::call1(OpId::UpsampleNearest2d, {x}, Attrs().set("output_size", std::move(output_size)));
+  return ops::call1(OpId::UpsampleNearest2d, {x},
+                    Attrs().set("output_size", std::move(output_size)));
 }
 
 }  // namespace spore

@@ -2,9 +2,9 @@
 // reduction functions, including the composites var, std, logsumexp and sum_to_shape (the gradient
 // of broadcasting, used by the autograd engine). Kernels: backends/cpu/kernels/reduce.cpp.
 //
-// Attributes: "axes" (int list, empty = all dims), "keepdims" (bool); Argmax/Argmin take one "axis".
-// Output dtypes: sum/prod of bool or integers -> int64 (as numpy); mean of integers -> float32;
-// max/min keep the dtype; argmax/argmin -> int64.
+// Attributes: "axes" (int list, empty = all dims), "keepdims" (bool); Argmax/Argmin take one
+// "axis". Output dtypes: sum/prod of bool or integers -> int64 (as numpy); mean of integers ->
+// float32; max/min keep the dtype; argmax/argmin -> int64.
 #include <algorithm>
 #include <cmath>
 
@@ -41,8 +41,10 @@ Metas reduce_infer(const Metas& in, const Attrs& a, DType out_dtype, bool needs_
     if (red[d] && needs_elements)
       SPORE_CHECK(s[d] > 0, "cannot reduce over dimension ", d, " of size 0 (input shape ",
                   shape_str(s), "): the result has no identity");
-    if (!red[d]) out.push_back(s[d]);
-    else if (keep) out.push_back(1);
+    if (!red[d])
+      out.push_back(s[d]);
+    else if (keep)
+      out.push_back(1);
   }
   return {{out, out_dtype}};
 }
@@ -82,8 +84,8 @@ Metas arg_infer(const Metas& in, const Attrs& a) {
   Shape out;
   for (size_t d = 0; d < s.size(); ++d) {
     if (int64_t(d) == ax) {
-      SPORE_CHECK(s[d] > 0, "cannot take the arg-extremum over dimension ", d, " of size 0 (input shape ",
-                  shape_str(s), ")");
+      SPORE_CHECK(s[d] > 0, "cannot take the arg-extremum over dimension ", d,
+                  " of size 0 (input shape ", shape_str(s), ")");
       if (a.get_bool("keepdims", false)) out.push_back(1);
     } else {
       out.push_back(s[d]);
@@ -115,12 +117,16 @@ SPORE_DEFINE_OP(Mean, {
 });
 
 SPORE_DEFINE_OP(Max, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas { return reduce_infer(in, a, in[0].dtype, true); },
+  .infer = [](const Metas& in, const Attrs& a) -> Metas {
+    return reduce_infer(in, a, in[0].dtype, true);
+  },
   .vjp = extremum_vjp,
 });
 
 SPORE_DEFINE_OP(Min, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas { return reduce_infer(in, a, in[0].dtype, true); },
+  .infer = [](const Metas& in, const Attrs& a) -> Metas {
+    return reduce_infer(in, a, in[0].dtype, true);
+  },
   .vjp = extremum_vjp,
 });
 
@@ -128,8 +134,9 @@ SPORE_DEFINE_OP(Prod, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     return reduce_infer(in, a, sum_dtype(in[0].dtype), false);
   },
-  // d prod / d x_i = product of the others. Without zeros that is y / x_i; with exactly one zero
-  // in a slice only the zero's position gets the product of the rest; with two or more, all get 0.
+  // d prod / d x_i = product of the others. Without zeros that is y / x_i;
+  // with exactly one zero in a slice only the zero's position gets the
+  // product of the rest; with two or more, all get 0.
   .vjp = [](const VjpContext& c) -> Tensors {
     const Tensor& x = c.in(0);
     const auto red = reduced_mask(c.attrs, x.dim());
@@ -181,11 +188,21 @@ Shape drop_reduced(const Shape& s, const Axes& axes) {
 }
 }  // namespace
 
-Tensor sum(const Tensor& x, Axes axes, bool keepdims) { return reduce_call(OpId::Sum, x, std::move(axes), keepdims); }
-Tensor mean(const Tensor& x, Axes axes, bool keepdims) { return reduce_call(OpId::Mean, x, std::move(axes), keepdims); }
-Tensor amax(const Tensor& x, Axes axes, bool keepdims) { return reduce_call(OpId::Max, x, std::move(axes), keepdims); }
-Tensor amin(const Tensor& x, Axes axes, bool keepdims) { return reduce_call(OpId::Min, x, std::move(axes), keepdims); }
-Tensor prod(const Tensor& x, Axes axes, bool keepdims) { return reduce_call(OpId::Prod, x, std::move(axes), keepdims); }
+Tensor sum(const Tensor& x, Axes axes, bool keepdims) {
+  return reduce_call(OpId::Sum, x, std::move(axes), keepdims);
+}
+Tensor mean(const Tensor& x, Axes axes, bool keepdims) {
+  return reduce_call(OpId::Mean, x, std::move(axes), keepdims);
+}
+Tensor amax(const Tensor& x, Axes axes, bool keepdims) {
+  return reduce_call(OpId::Max, x, std::move(axes), keepdims);
+}
+Tensor amin(const Tensor& x, Axes axes, bool keepdims) {
+  return reduce_call(OpId::Min, x, std::move(axes), keepdims);
+}
+Tensor prod(const Tensor& x, Axes axes, bool keepdims) {
+  return reduce_call(OpId::Prod, x, std::move(axes), keepdims);
+}
 
 Tensor argmax(const Tensor& x, int64_t axis, bool keepdims) {
   return ops::call1(OpId::Argmax, {x}, Attrs().set("axis", axis).set("keepdims", keepdims));
@@ -221,14 +238,18 @@ Tensor sum_to_shape(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   const int64_t lead = x.dim() - int64_t(shape.size());
   if (lead < 0) {  // the target only adds leading size-1 dims: (3,) -> (1, 3)
-    const bool ones_only = std::all_of(shape.begin(), shape.begin() - lead, [](int64_t n) { return n == 1; });
+    const bool ones_only =
+        std::all_of(shape.begin(), shape.begin() - lead, [](int64_t n) { return n == 1; });
     SPORE_CHECK(ones_only, "[sum_to_shape] cannot sum a tensor of shape ", shape_str(x.shape()),
                 " to the larger shape ", shape_str(shape));
     return sum_to_shape(x, Shape(shape.begin() - lead, shape.end())).expand(shape);
   }
   Axes axes;
   for (int64_t d = 0; d < x.dim(); ++d) {
-    if (d < lead) { axes.push_back(d); continue; }
+    if (d < lead) {
+      axes.push_back(d);
+      continue;
+    }
     const int64_t want = shape[size_t(d - lead)], have = x.shape()[size_t(d)];
     if (want == have) continue;
     SPORE_CHECK(want == 1, "[sum_to_shape] shape ", shape_str(x.shape()), " is not a broadcast of ",

@@ -42,22 +42,10 @@ SPORE_DEFINE_OP(Reshape, {
   .view = [](const Tensor& in, const Attrs& a, const TensorMeta& out) -> Tensor {
     // The caller (Tensor::view / reshape) checked viewability; recompute the strides here.
     if (in.is_contiguous()) return alias(in, out.shape, contiguous_strides(out.shape), in.offset());
-    // Non-contiguous but viewable: walk old dims (size-1 dims dropped) against the new ones.
-    Shape st(out.shape.size(), 0);
-    std::vector<std::pair<int64_t, int64_t>> old;  // (size, stride) without size-1 dims
-    for (int64_t i = 0; i < in.dim(); ++i)
-      if (in.shape()[size_t(i)] != 1) old.push_back({in.shape()[size_t(i)], in.strides()[size_t(i)]});
-    int64_t oi = int64_t(old.size()) - 1, rem = oi >= 0 ? old[size_t(oi)].first : 1,
-            cur = oi >= 0 ? old[size_t(oi)].second : 1;
-    for (int64_t d = int64_t(out.shape.size()) - 1; d >= 0; --d) {
-      const int64_t n = out.shape[size_t(d)];
-      if (n == 1) { st[size_t(d)] = cur; continue; }
-      while (rem == 1 && oi > 0) { --oi; rem = old[size_t(oi)].first; cur = old[size_t(oi)].second; }
-      st[size_t(d)] = cur;
-      SPORE_ASSERT(rem % n == 0, "reshape view of non-viewable strides");
-      rem /= n;
-      cur *= n;
-    }
+    Shape st;
+    SPORE_ASSERT(view_strides(in.shape(), in.strides(), out.shape, &st), "reshape of ",
+                 shape_str(in.shape()), " strides ", shape_str(in.strides()), " to ",
+                 shape_str(out.shape), " is not a view; Tensor::reshape should have copied");
     return alias(in, out.shape, st, in.offset());
   },
 });

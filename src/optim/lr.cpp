@@ -41,8 +41,10 @@ std::vector<double> piecewise_constant_lr(const std::vector<int64_t>& milestones
   std::vector<double> lr;
   int64_t last = 0;
   for (size_t i = 0; i < milestones.size(); ++i) {
-    SPORE_CHECK(milestones[i] > last, "[piecewise_constant_lr] milestones must be positive and "
-                "strictly increasing, got ", milestones[i], " after ", last);
+    SPORE_CHECK(milestones[i] > last,
+                "[piecewise_constant_lr] milestones must be positive and "
+                "strictly increasing, got ",
+                milestones[i], " after ", last);
     lr.insert(lr.end(), size_t(milestones[i] - last), values[i]);
     last = milestones[i];
   }

@@ -33,8 +33,9 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, LearningRate lr, double wei
     for (size_t j = 0; j < group.params.size(); ++j) {
       const Tensor& p = group.params[j];
       SPORE_CHECK(p.defined(), "[Optimizer] parameter ", j, " of group ", g, " is undefined");
-      SPORE_CHECK_TYPE(is_floating(p.dtype()), "[Optimizer] parameters must be floating point, got ",
-                       dtype_name(p.dtype()), " for parameter ", j, " of group ", g);
+      SPORE_CHECK_TYPE(is_floating(p.dtype()),
+                       "[Optimizer] parameters must be floating point, got ", dtype_name(p.dtype()),
+                       " for parameter ", j, " of group ", g);
       SPORE_CHECK(seen.insert(p.impl_ptr().get()).second, "[Optimizer] parameter ",
                   group.names.empty() ? std::to_string(j) : group.names[j],
                   " appears twice in the parameter groups");
@@ -62,8 +63,8 @@ void Optimizer::step(const std::vector<Tensor>& grads) {
   std::vector<Tensor> g = grads;
   for (size_t i = 0; i < g.size(); ++i) {
     if (!g[i].defined()) continue;
-    SPORE_CHECK(g[i].shape() == params_[i].shape(), "[", name(), "] gradient ", i, " (",
-                names_[i], ") has shape ", shape_str(g[i].shape()), " but its parameter has shape ",
+    SPORE_CHECK(g[i].shape() == params_[i].shape(), "[", name(), "] gradient ", i, " (", names_[i],
+                ") has shape ", shape_str(g[i].shape()), " but its parameter has shape ",
                 shape_str(params_[i].shape()));
     if (g[i].dtype() != params_[i].dtype()) g[i] = g[i].to(params_[i].dtype());
     if (loss_scale_ != 1) g[i] = g[i] * (1.0 / loss_scale_);
@@ -86,7 +87,8 @@ void Optimizer::append_state(std::vector<std::pair<std::string, Tensor>>& out,
   for (size_t i = 0; i < slots.size(); ++i) out.emplace_back(prefix + "." + names_[i], slots[i]);
 }
 
-// ---- helpers --------------------------------------------------------------------------------------
+// ---- helpers
+// --------------------------------------------------------------------------------------
 
 std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
   std::vector<ParamGroup> g(1);
@@ -96,7 +98,8 @@ std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
 
 namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 }  // namespace
 

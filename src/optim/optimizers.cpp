@@ -32,7 +32,8 @@ Tensor decayed(const Tensor& grad, const Tensor& p, double wd) {
 
 }  // namespace
 
-// ---- SGD ------------------------------------------------------------------------------------------
+// ---- SGD
+// ------------------------------------------------------------------------------------------
 
 SGD::SGD(std::vector<Tensor> params, LearningRate lr, SGDOptions opts)
     : SGD(groups_of(std::move(params)), std::move(lr), opts) {}
@@ -79,7 +80,8 @@ void SGD::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
   started_[i] = true;
 }
 
-// ---- Momentum -------------------------------------------------------------------------------------
+// ---- Momentum
+// -------------------------------------------------------------------------------------
 
 Momentum::Momentum(std::vector<Tensor> params, LearningRate lr, double momentum,
                    MomentumOptions opts)
@@ -161,7 +163,10 @@ void Adam::update(size_t i, const Tensor& grad, double lr, double weight_decay) 
 
 namespace {
 AdamOptions adam_options(const AdamWeightDecayOptions& o) {
-  return {.beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps, .weight_decay = o.weight_decay,
+  return {.beta1 = o.beta1,
+          .beta2 = o.beta2,
+          .eps = o.eps,
+          .weight_decay = o.weight_decay,
           .loss_scale = o.loss_scale};
 }
 }  // namespace
@@ -174,7 +179,8 @@ AdamWeightDecay::AdamWeightDecay(std::vector<ParamGroup> groups, LearningRate lr
                                  AdamWeightDecayOptions opts)
     : Adam(std::move(groups), std::move(lr), adam_options(opts), true) {}
 
-// ---- RMSProp --------------------------------------------------------------------------------------
+// ---- RMSProp
+// --------------------------------------------------------------------------------------
 
 RMSProp::RMSProp(std::vector<Tensor> params, LearningRate lr, RMSPropOptions opts)
     : RMSProp(groups_of(std::move(params)), std::move(lr), opts) {}
@@ -198,7 +204,8 @@ std::vector<std::pair<std::string, Tensor>> RMSProp::state() const {
 }
 
 void RMSProp::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
-  ops::call(OpId::ApplyRMSProp, {params_[i], ms_[i], mom_[i], decayed(grad, params_[i], weight_decay)},
+  ops::call(OpId::ApplyRMSProp,
+            {params_[i], ms_[i], mom_[i], decayed(grad, params_[i], weight_decay)},
             Attrs()
                 .set("lr", lr)
                 .set("decay", opts_.decay)

@@ -19,7 +19,8 @@
 namespace spore::train {
 namespace fs = std::filesystem;
 
-// ---- LossMonitor / TimeMonitor -------------------------------------------------------------------
+// ---- LossMonitor / TimeMonitor
+// -------------------------------------------------------------------
 
 LossMonitor::LossMonitor(int64_t per_print_times, std::ostream* out)
     : per_print_(per_print_times), out_(out) {
@@ -54,9 +55,12 @@ ModelCheckpoint::ModelCheckpoint(std::string prefix, std::string directory, Chec
               prefix_, "'");
   SPORE_CHECK(config.save_checkpoint_steps >= 0 && config.save_checkpoint_epochs >= 0,
               "[CheckpointConfig] save_checkpoint_steps and save_checkpoint_epochs must be >= 0, "
-              "got ", config.save_checkpoint_steps, " and ", config.save_checkpoint_epochs);
-  SPORE_CHECK(config.keep_checkpoint_max >= 1, "[CheckpointConfig] keep_checkpoint_max must be "
-              ">= 1, got ", config.keep_checkpoint_max);
+              "got ",
+              config.save_checkpoint_steps, " and ", config.save_checkpoint_epochs);
+  SPORE_CHECK(config.keep_checkpoint_max >= 1,
+              "[CheckpointConfig] keep_checkpoint_max must be "
+              ">= 1, got ",
+              config.keep_checkpoint_max);
   used_prefix_ = prefix_;
 }
 
@@ -76,10 +80,13 @@ void ModelCheckpoint::on_train_begin(RunContext&) {
   fs::path dir = directory_.empty() ? fs::path(".") : fs::path(directory_);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_directory(dir), "[ModelCheckpoint] cannot create "
-                   "the checkpoint directory '", dir.string(), "': ", ec.message());
+  SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_directory(dir),
+                   "[ModelCheckpoint] cannot create "
+                   "the checkpoint directory '",
+                   dir.string(), "': ", ec.message());
   used_prefix_ = prefix_;
-  for (int i = 1; prefix_in_use(dir, used_prefix_); ++i) used_prefix_ = prefix_ + "_" + std::to_string(i);
+  for (int i = 1; prefix_in_use(dir, used_prefix_); ++i)
+    used_prefix_ = prefix_ + "_" + std::to_string(i);
   kept_.clear();
   last_saved_step_ = -1;
 }
@@ -134,14 +141,18 @@ void ModelCheckpoint::save(RunContext& ctx) {
   }
 }
 
-// ---- EarlyStopping ---------------------------------------------------------------------------------
+// ---- EarlyStopping
+// ---------------------------------------------------------------------------------
 
 EarlyStopping::EarlyStopping(EarlyStoppingOptions opts) : opts_(std::move(opts)) {
   SPORE_CHECK(opts_.patience >= 0, "[EarlyStopping] patience must be >= 0, got ", opts_.patience);
-  SPORE_CHECK(opts_.min_delta >= 0, "[EarlyStopping] min_delta must be >= 0, got ", opts_.min_delta);
+  SPORE_CHECK(opts_.min_delta >= 0, "[EarlyStopping] min_delta must be >= 0, got ",
+              opts_.min_delta);
   const std::string& m = opts_.mode;
-  SPORE_CHECK(m == "auto" || m == "min" || m == "max", "[EarlyStopping] mode must be 'auto', "
-              "'min' or 'max', got '", m, "'");
+  SPORE_CHECK(m == "auto" || m == "min" || m == "max",
+              "[EarlyStopping] mode must be 'auto', "
+              "'min' or 'max', got '",
+              m, "'");
   if (m == "auto") {
     maximize_ = false;
     for (const char* k : {"acc", "precision", "recall", "f1", "top"})
@@ -153,8 +164,10 @@ EarlyStopping::EarlyStopping(EarlyStoppingOptions opts) : opts_(std::move(opts))
 
 EarlyStopping::EarlyStopping(std::string monitor, int64_t patience, double min_delta,
                              std::string mode)
-    : EarlyStopping(EarlyStoppingOptions{.monitor = std::move(monitor), .patience = patience,
-                                         .min_delta = min_delta, .mode = std::move(mode),
+    : EarlyStopping(EarlyStoppingOptions{.monitor = std::move(monitor),
+                                         .patience = patience,
+                                         .min_delta = min_delta,
+                                         .mode = std::move(mode),
                                          .baseline = std::nullopt,
                                          .restore_best_weights = false}) {}
 
@@ -191,7 +204,8 @@ void EarlyStopping::on_epoch_end(RunContext& ctx) {
     if (opts_.restore_best_weights && ctx.network) {
       NoGradGuard no_grad;
       best_weights_.clear();
-      for (const auto& [n, p] : ctx.network->parameters_and_buffers()) best_weights_.push_back(p.clone());
+      for (const auto& [n, p] : ctx.network->parameters_and_buffers())
+        best_weights_.push_back(p.clone());
     }
     return;
   }
@@ -209,7 +223,8 @@ void EarlyStopping::on_train_end(RunContext& ctx) {
     assign(params[i].second, best_weights_[i]);
 }
 
-// ---- History ---------------------------------------------------------------------------------------
+// ---- History
+// ---------------------------------------------------------------------------------------
 
 void History::on_train_begin(RunContext&) {
   epochs_.clear();
@@ -233,7 +248,8 @@ const std::vector<double>& History::operator[](const std::string& key) const {
   return it->second;
 }
 
-// ---- ProgressBar ---------------------------------------------------------------------------------
+// ---- ProgressBar
+// ---------------------------------------------------------------------------------
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) seconds = 0;
@@ -288,13 +304,13 @@ void ProgressBar::draw(const RunContext& ctx, bool final) {
                      ? int(double(opts_.width) * double(ctx.step) / double(ctx.steps_per_epoch))
                      : 0;
     filled = std::min(filled, opts_.width);
-    for (int i = 0; i < opts_.width; ++i)
-      s << (i < filled ? '=' : (i == filled ? '>' : ' '));
+    for (int i = 0; i < opts_.width; ++i) s << (i < filled ? '=' : (i == filled ? '>' : ' '));
     s << "] loss " << std::setprecision(4) << ctx.loss << "  " << std::setprecision(1) << rate
       << " img/s  ";
     if (final) {
       s << "time " << format_duration(ctx.epoch_elapsed);
-      if (!std::isnan(ctx.epoch_loss)) s << "  mean_loss " << std::setprecision(4) << ctx.epoch_loss;
+      if (!std::isnan(ctx.epoch_loss))
+        s << "  mean_loss " << std::setprecision(4) << ctx.epoch_loss;
       for (const auto& [k, v] : ctx.metrics) s << "  " << k << " " << std::setprecision(4) << v;
     } else {
       s << "ETA " << format_duration(eta);

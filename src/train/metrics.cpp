@@ -19,12 +19,14 @@ std::vector<double> host(const Tensor& t) {
 void check_two(const char* who, const std::vector<Tensor>& inputs) {
   SPORE_CHECK(inputs.size() == 2, "[", who, "] update() needs 2 inputs (y_pred, y), got ",
               inputs.size());
-  SPORE_CHECK(inputs[0].defined() && inputs[1].defined(), "[", who, "] update() got an undefined "
+  SPORE_CHECK(inputs[0].defined() && inputs[1].defined(), "[", who,
+              "] update() got an undefined "
               "tensor");
 }
 
 void check_samples(const char* who, int64_t n) {
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, n > 0, "[", who, "] cannot be calculated because the "
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, n > 0, "[", who,
+                   "] cannot be calculated because the "
                    "number of samples is 0; call update() first");
 }
 
@@ -49,8 +51,10 @@ struct Classes {
 // probabilities. y: (N) indices or (N, C) one-hot / probabilities.
 Classes classify(const char* who, const Tensor& y_pred, const Tensor& y) {
   Classes c;
-  SPORE_CHECK(y_pred.dim() == 1 || y_pred.dim() == 2, "[", who, "] y_pred must be (N, C) scores or "
-              "(N) binary probabilities, got shape ", shape_str(y_pred.shape()));
+  SPORE_CHECK(y_pred.dim() == 1 || y_pred.dim() == 2, "[", who,
+              "] y_pred must be (N, C) scores or "
+              "(N) binary probabilities, got shape ",
+              shape_str(y_pred.shape()));
   int64_t n = y_pred.size(0);
   std::vector<double> p = host(y_pred);
   bool binary = y_pred.dim() == 1 || y_pred.size(1) == 1;
@@ -69,9 +73,10 @@ Classes classify(const char* who, const Tensor& y_pred, const Tensor& y) {
                 shape_str(y_pred.shape()));
     c.label = argmax_rows(l, n, y.size(1));
   } else {
-    SPORE_CHECK(y.numel() == n && y.dim() <= 2, "[", who, "] labels must be (N) class indices or "
-                "(N, C) one-hot matching y_pred ", shape_str(y_pred.shape()), ", got ",
-                shape_str(y.shape()));
+    SPORE_CHECK(y.numel() == n && y.dim() <= 2, "[", who,
+                "] labels must be (N) class indices or "
+                "(N, C) one-hot matching y_pred ",
+                shape_str(y_pred.shape()), ", got ", shape_str(y.shape()));
     for (double v : l) {
       auto k = int64_t(std::llround(v));
       SPORE_CHECK_INDEX(k >= 0 && (binary || k < c.num_classes), "[", who, "] label ", v,
@@ -84,7 +89,8 @@ Classes classify(const char* who, const Tensor& y_pred, const Tensor& y) {
 
 }  // namespace
 
-// ---- Accuracy ---------------------------------------------------------------------------------------
+// ---- Accuracy
+// ---------------------------------------------------------------------------------------
 
 void Accuracy::clear() { correct_ = total_ = 0; }
 void Accuracy::update(const std::vector<Tensor>& inputs) {
@@ -98,7 +104,8 @@ double Accuracy::eval() const {
   return double(correct_) / double(total_);
 }
 
-// ---- Top-k ----------------------------------------------------------------------------------------
+// ---- Top-k
+// ----------------------------------------------------------------------------------------
 
 TopKCategoricalAccuracy::TopKCategoricalAccuracy(int64_t k) : k_(k) {
   SPORE_CHECK(k >= 1, "[TopKCategoricalAccuracy] k must be >= 1, got ", k);
@@ -158,7 +165,8 @@ double ConfusionMatrix::eval() const {
   return double(trace) / double(total_);
 }
 
-// ---- Precision / Recall / F1 ----------------------------------------------------------------------
+// ---- Precision / Recall / F1
+// ----------------------------------------------------------------------
 
 std::vector<double> ClassificationMetric::precisions() const {
   check_samples(name().c_str(), cm_.total());
@@ -192,7 +200,8 @@ std::vector<double> Precision::per_class() const { return precisions(); }
 std::vector<double> Recall::per_class() const { return recalls(); }
 std::vector<double> F1::per_class() const {
   std::vector<double> p = precisions(), r = recalls(), f(p.size());
-  for (size_t k = 0; k < p.size(); ++k) f[k] = p[k] + r[k] > 0 ? 2 * p[k] * r[k] / (p[k] + r[k]) : 0;
+  for (size_t k = 0; k < p.size(); ++k)
+    f[k] = p[k] + r[k] > 0 ? 2 * p[k] * r[k] / (p[k] + r[k]) : 0;
   return f;
 }
 
@@ -216,7 +225,8 @@ double error_sum(const char* who, const std::vector<Tensor>& inputs,
 
 void MSE::clear() { sum_ = 0, n_ = 0; }
 void MSE::update(const std::vector<Tensor>& inputs) {
-  sum_ += error_sum("MSE", inputs, [](double d) { return d * d; }, &n_);
+  sum_ += error_sum(
+      "MSE", inputs, [](double d) { return d * d; }, &n_);
 }
 double MSE::eval() const {
   check_samples("MSE", n_);
@@ -224,7 +234,8 @@ double MSE::eval() const {
 }
 void MAE::clear() { sum_ = 0, n_ = 0; }
 void MAE::update(const std::vector<Tensor>& inputs) {
-  sum_ += error_sum("MAE", inputs, [](double d) { return std::abs(d); }, &n_);
+  sum_ += error_sum(
+      "MAE", inputs, [](double d) { return std::abs(d); }, &n_);
 }
 double MAE::eval() const {
   check_samples("MAE", n_);
@@ -235,10 +246,14 @@ double MAE::eval() const {
 
 void Loss::clear() { sum_ = 0, n_ = 0; }
 void Loss::update(const std::vector<Tensor>& inputs) {
-  SPORE_CHECK(inputs.size() == 1 && inputs[0].defined(), "[Loss] update() needs 1 input (the "
-              "loss), got ", inputs.size());
-  SPORE_CHECK(inputs[0].dim() <= 1 && inputs[0].numel() > 0, "[Loss] the loss must be a scalar or "
-              "a vector, got shape ", shape_str(inputs[0].shape()));
+  SPORE_CHECK(inputs.size() == 1 && inputs[0].defined(),
+              "[Loss] update() needs 1 input (the "
+              "loss), got ",
+              inputs.size());
+  SPORE_CHECK(inputs[0].dim() <= 1 && inputs[0].numel() > 0,
+              "[Loss] the loss must be a scalar or "
+              "a vector, got shape ",
+              shape_str(inputs[0].shape()));
   std::vector<double> v = host(inputs[0]);
   double s = 0;
   for (double x : v) s += x;
@@ -283,8 +298,8 @@ MetricPtr make_metric(const std::string& name) {
     if (n == name) return make();
   std::string known;
   for (const auto& [n, _] : registry()) known += (known.empty() ? "'" : ", '") + n + "'";
-  SPORE_THROW(ErrorKind::ValueError, "[make_metric] unknown metric '", name, "'; known metrics: ",
-              known);
+  SPORE_THROW(ErrorKind::ValueError, "[make_metric] unknown metric '", name,
+              "'; known metrics: ", known);
 }
 
 }  // namespace spore::train

@@ -29,8 +29,10 @@ int64_t batch_of(const data::Row& row) {
 }
 
 void check_row(const data::Row& row, const char* where) {
-  SPORE_CHECK(row.size() >= 2, "[Model.", where, "] dataset rows must have at least 2 columns "
-              "(data, label), got ", row.size());
+  SPORE_CHECK(row.size() >= 2, "[Model.", where,
+              "] dataset rows must have at least 2 columns "
+              "(data, label), got ",
+              row.size());
 }
 
 template <typename Hook>
@@ -57,11 +59,11 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
   SPORE_CHECK(network_ != nullptr, "[Model] network is null");
   for (const std::string& name : metrics) metrics_[name] = make_metric(name);
   if (optimizer_) {
-    nn::CellPtr loss_net =
-        loss_fn_ ? std::make_shared<WithLossCell>(network_, loss_fn_) : network_;
+    nn::CellPtr loss_net = loss_fn_ ? std::make_shared<WithLossCell>(network_, loss_fn_) : network_;
     train_network_ = std::make_shared<TrainOneStepCell>(loss_net, optimizer_);
   }
-  if (!eval_network_ && loss_fn_) eval_network_ = std::make_shared<WithEvalCell>(network_, loss_fn_);
+  if (!eval_network_ && loss_fn_)
+    eval_network_ = std::make_shared<WithEvalCell>(network_, loss_fn_);
 }
 
 void Model::add_metric(const std::string& name, MetricPtr metric) {
@@ -80,19 +82,23 @@ void Model::fit(int64_t epoch, const data::Dataset& train_dataset,
   SPORE_CHECK(valid_dataset.defined(), "[Model.fit] valid_dataset is empty");
   SPORE_CHECK(valid_frequency >= 1, "[Model.fit] valid_frequency must be >= 1, got ",
               valid_frequency);
-  SPORE_CHECK(eval_network_ != nullptr, "[Model.fit] validation needs a loss_fn or an "
+  SPORE_CHECK(eval_network_ != nullptr,
+              "[Model.fit] validation needs a loss_fn or an "
               "eval_network");
   run(epoch, train_dataset, &valid_dataset, callbacks, valid_frequency, initial_epoch);
 }
 
 void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* valid,
                 const Callbacks& callbacks, int64_t valid_frequency, int64_t initial_epoch) {
-  SPORE_CHECK(train_network_ != nullptr, "[Model.train] the model has no optimizer; pass one to "
+  SPORE_CHECK(train_network_ != nullptr,
+              "[Model.train] the model has no optimizer; pass one to "
               "the constructor to train");
   SPORE_CHECK(ds.defined(), "[Model.train] train_dataset is empty");
   SPORE_CHECK(epoch >= 1, "[Model.train] epoch must be >= 1, got ", epoch);
-  SPORE_CHECK(initial_epoch >= 0 && initial_epoch < epoch, "[Model.train] initial_epoch must be "
-              "in [0, epoch), got ", initial_epoch, " with epoch ", epoch);
+  SPORE_CHECK(initial_epoch >= 0 && initial_epoch < epoch,
+              "[Model.train] initial_epoch must be "
+              "in [0, epoch), got ",
+              initial_epoch, " with epoch ", epoch);
   RunContext ctx;
   ctx.epoch_num = epoch;
   ctx.steps_per_epoch = ds.get_dataset_size();
@@ -150,9 +156,11 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
 std::map<std::string, double> Model::eval(const data::Dataset& valid_dataset,
                                           const Callbacks& callbacks) {
   SPORE_CHECK(valid_dataset.defined(), "[Model.eval] valid_dataset is empty");
-  SPORE_CHECK(eval_network_ != nullptr, "[Model.eval] evaluation needs a loss_fn or an "
+  SPORE_CHECK(eval_network_ != nullptr,
+              "[Model.eval] evaluation needs a loss_fn or an "
               "eval_network returning (loss, outputs, label)");
-  SPORE_CHECK(!metrics_.empty(), "[Model.eval] no metrics: pass metric names to the constructor "
+  SPORE_CHECK(!metrics_.empty(),
+              "[Model.eval] no metrics: pass metric names to the constructor "
               "(e.g. {\"accuracy\"}) or add_metric()");
   RunContext ctx;
   ctx.model = this;
@@ -179,8 +187,10 @@ std::map<std::string, double> Model::evaluate(const data::Dataset& ds, const Cal
     ctx.batch_size = batch_of(*row);
     each(callbacks, [&](Callback& c) { c.on_eval_step_begin(ctx); });
     std::vector<Tensor> out = eval_network_->forward(*row);
-    SPORE_CHECK(out.size() == 3, "[Model.eval] the eval network must return (loss, outputs, "
-                "label), got ", out.size(), " tensor(s)");
+    SPORE_CHECK(out.size() == 3,
+                "[Model.eval] the eval network must return (loss, outputs, "
+                "label), got ",
+                out.size(), " tensor(s)");
     loss_sum += scalar_of(out[0]);
     for (auto& [_, m] : metrics_) m->update_eval(out[0], out[1], out[2]);
     each(callbacks, [&](Callback& c) { c.on_eval_step_end(ctx); });

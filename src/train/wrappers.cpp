@@ -34,7 +34,8 @@ std::vector<Tensor> WithLossCell::forward(const std::vector<Tensor>& inputs) {
   return {loss_fn_->construct(out, inputs.back())};
 }
 
-// ---- TrainOneStepCell ----------------------------------------------------------------------------
+// ---- TrainOneStepCell
+// ----------------------------------------------------------------------------
 
 TrainOneStepCell::TrainOneStepCell(nn::CellPtr network, optim::OptimizerPtr optimizer, double sens)
     : network_(checked(std::move(network), "TrainOneStepCell", "network")),
@@ -52,9 +53,12 @@ Tensor TrainOneStepCell::construct(const Tensor& data, const Tensor& label) {
 std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs) {
   EnableGradGuard enable;
   Tensor loss = network_->forward(inputs).at(0);
-  SPORE_CHECK(is_floating(loss.dtype()), "[TrainOneStepCell] the network must return a floating "
-              "loss, got ", dtype_name(loss.dtype()));
-  SPORE_CHECK(loss.requires_grad(), "[TrainOneStepCell] the loss does not depend on any parameter "
+  SPORE_CHECK(is_floating(loss.dtype()),
+              "[TrainOneStepCell] the network must return a floating "
+              "loss, got ",
+              dtype_name(loss.dtype()));
+  SPORE_CHECK(loss.requires_grad(),
+              "[TrainOneStepCell] the loss does not depend on any parameter "
               "that requires grad; check that the network's parameters are trainable");
   std::vector<Tensor> grads =
       autograd::grad(loss, optimizer_->parameters(), {.sens = full_like(loss.detach(), sens_)});
@@ -64,7 +68,8 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
   return {loss.detach()};
 }
 
-// ---- WithEvalCell ----------------------------------------------------------------------------------
+// ---- WithEvalCell
+// ----------------------------------------------------------------------------------
 
 WithEvalCell::WithEvalCell(nn::CellPtr network, nn::CellPtr loss_fn)
     : network_(checked(std::move(network), "WithEvalCell", "network")),
@@ -87,7 +92,8 @@ std::vector<Tensor> WithEvalCell::forward(const std::vector<Tensor>& inputs) {
   return {loss, outputs, inputs.back()};
 }
 
-// ---- LossFn ------------------------------------------------------------------------------------------
+// ---- LossFn
+// ------------------------------------------------------------------------------------------
 
 LossFn::LossFn(Fn fn) : fn_(std::move(fn)) {
   SPORE_CHECK(fn_ != nullptr, "[LossFn] the loss function is empty");

@@ -103,7 +103,8 @@ TEST(Cell, ToFloat64KeepsSlotsAndRequiresGrad) {
     EXPECT_TRUE(t.is_leaf()) << n;
     EXPECT_EQ(t.requires_grad(), n != "frozen") << n;
   }
-  for (auto& [n, t] : net.named_buffers()) EXPECT_EQ(t.dtype(), n == "count" ? kInt32 : kFloat64) << n;
+  for (auto& [n, t] : net.named_buffers())
+    EXPECT_EQ(t.dtype(), n == "count" ? kInt32 : kFloat64) << n;
   // The reference taken before the cast names the new tensor, with the same values.
   EXPECT_EQ(w.dtype(), kFloat64);
   nn_test::expect_close(w, before, 1e-7);

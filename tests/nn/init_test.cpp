@@ -27,7 +27,8 @@ Stats stats(const Tensor& t) {
 }  // namespace
 
 TEST(Init, FansAndGain) {
-  EXPECT_EQ(nn::calculate_fan_in_and_fan_out({64, 32, 3, 3}), (std::pair<int64_t, int64_t>{288, 576}));
+  EXPECT_EQ(nn::calculate_fan_in_and_fan_out({64, 32, 3, 3}),
+            (std::pair<int64_t, int64_t>{288, 576}));
   EXPECT_EQ(nn::calculate_fan_in_and_fan_out({10, 400}), (std::pair<int64_t, int64_t>{400, 10}));
   expect_error([] { nn::calculate_fan_in_and_fan_out({5}); }, "fewer than 2 dimensions");
   EXPECT_DOUBLE_EQ(nn::calculate_gain("relu"), std::sqrt(2.0));

@@ -43,10 +43,21 @@ TEST(Loss, SoftmaxCrossEntropySparseAndDense) {
   expect_close(dense(logits, probs),
                {(-(0.2 * lp[0] + 0.8 * lp[1]) - (0.5 * lp[3] + 0.5 * lp[5])) / 2});
 
-  expect_error([&] { none(logits, tensor({1.0, 2.0})); },
-               "sparse labels must be int32 or int64 class indices, got float32");
-  expect_error([&] { none(logits, from_vector<int32_t>({1, 3}, {2})); }, "label 3 out of range [0, 3)");
-  expect_error([&] { none(logits, from_vector<int32_t>({1, 2, 0}, {3})); }, "sparse labels must have shape (2,)");
+  expect_error(
+      [&] {
+        none(logits, tensor({1.0, 2.0}));
+      },
+      "with sparse=true, labels must be int32 or int64 class indices, got float32");
+  expect_error(
+      [&] {
+        none(logits, from_vector<int32_t>({1, 3}, {2}));
+      },
+      "label 3 out of range [0, 3)");
+  expect_error(
+      [&] {
+        none(logits, from_vector<int32_t>({1, 2, 0}, {3}));
+      },
+      "sparse labels must have shape (2,)");
   expect_error([&] { dense(logits, labels); }, "labels must be floating-point probabilities");
   expect_error([] { nn::SoftmaxCrossEntropyWithLogits({.reduction = "avg"}); },
                "reduction must be 'mean', 'sum' or 'none', got 'avg'");
@@ -105,8 +116,11 @@ TEST(Loss, CrossEntropyWeightsIgnoreSmoothing) {
     expect_close(ce(l3, y3), {-(a[0] + a[5]) / 2});
   }
   nn::CrossEntropyLoss ce;
-  expect_error([&] { ce(logits, from_vector<int64_t>({5, 0}, {2})); },
-               "label 5 out of range [0, 3) (ignore_index is -100)");
+  expect_error(
+      [&] {
+        ce(logits, from_vector<int64_t>({5, 0}, {2}));
+      },
+      "label 5 out of range [0, 3) (ignore_index is -100)");
   expect_error([&] { nn::CrossEntropyLoss({.weight = ones({4})})(logits, labels); },
                "weight must have shape (3,)");
 }
@@ -115,7 +129,8 @@ TEST(Loss, NLL) {
   Tensor logp = tensor({{-0.1, -2.0, -3.0}, {-1.5, -0.4, -2.5}});
   Tensor y = from_vector<int32_t>({0, 1}, {2});
   expect_close(nn::NLLLoss()(logp, y), {(0.1 + 0.4) / 2});
-  expect_close(nn::NLLLoss({.weight = tensor({1.0, 3.0, 1.0}), .reduction = "sum"})(logp, y), {0.1 + 1.2});
+  expect_close(nn::NLLLoss({.weight = tensor({1.0, 3.0, 1.0}), .reduction = "sum"})(logp, y),
+               {0.1 + 1.2});
   expect_close(nn::NLLLoss({.ignore_index = 1})(logp, y), {0.1});
 }
 
@@ -145,14 +160,18 @@ TEST(Loss, BinaryCrossEntropy) {
   expect_close(nn::BCELoss({.weight = tensor({1.0, 2.0, 0.5}), .reduction = "sum"})(p, y),
                {l[0] + 2 * l[1] + 0.5 * l[2]});
   // Saturated probabilities stay finite (logs clamped at -100).
-  expect_close(nn::BCELoss({.reduction = "none"})(tensor({0.0, 1.0}), tensor({1.0, 0.0})), {100, 100});
+  expect_close(nn::BCELoss({.reduction = "none"})(tensor({0.0, 1.0}), tensor({1.0, 0.0})),
+               {100, 100});
 
   Tensor x = tensor({{2.0, -1.0}, {0.5, 30.0}});
   Tensor t = tensor({{1.0, 0.0}, {0.0, 1.0}});
-  auto sp = [](double v) { return std::log1p(std::exp(-std::abs(v))) + std::max(-v, 0.0); };  // softplus(-v)
+  auto sp = [](double v) {
+    return std::log1p(std::exp(-std::abs(v))) + std::max(-v, 0.0);
+  };  // softplus(-v)
   // loss = (1 - y) x + (1 + (pw - 1) y) softplus(-x)
   const double plain[4] = {sp(2.0), -1.0 + sp(-1.0), 0.5 + sp(0.5), sp(30.0)};
-  expect_close(nn::BCEWithLogitsLoss({.reduction = "none"})(x, t), {plain[0], plain[1], plain[2], plain[3]});
+  expect_close(nn::BCEWithLogitsLoss({.reduction = "none"})(x, t),
+               {plain[0], plain[1], plain[2], plain[3]});
   Tensor pw = tensor({3.0, 0.5});
   const double wpos[4] = {3 * sp(2.0), -1.0 + sp(-1.0), 0.5 + sp(0.5), 0.5 * sp(30.0)};
   expect_close(nn::BCEWithLogitsLoss({.reduction = "sum", .pos_weight = pw})(x, t),
@@ -160,9 +179,14 @@ TEST(Loss, BinaryCrossEntropy) {
   expect_close(nn::BCEWithLogitsLoss({.weight = tensor({2.0, 1.0})})(x, t),
                {(2 * plain[0] + plain[1] + 2 * plain[2] + plain[3]) / 4});
   // Large logits do not overflow.
-  Tensor big = nn::BCEWithLogitsLoss({.reduction = "none"})(tensor({-200.0, 200.0}), tensor({1.0, 0.0}));
+  Tensor big =
+      nn::BCEWithLogitsLoss({.reduction = "none"})(tensor({-200.0, 200.0}), tensor({1.0, 0.0}));
   expect_close(big, {200, 200});
-  expect_error([] { nn::BCELoss()(tensor({0.5}), tensor({1.0, 0.0})); }, "must have the same shape");
+  expect_error(
+      [] {
+        nn::BCELoss()(tensor({0.5}), tensor({1.0, 0.0}));
+      },
+      "must have the same shape");
 }
 
 TEST(LossGrad, FiniteDifferences) {
@@ -173,8 +197,13 @@ TEST(LossGrad, FiniteDifferences) {
   grad_check([&](const Tensor& a) { return sce(a, sparse); }, x, 1e-6, 1e-5, "sce sparse");
   nn::SoftmaxCrossEntropyWithLogits sced({.reduction = "none"});
   grad_check([&](const Tensor& a) { return sced(a, probs); }, x, 1e-6, 1e-5, "sce dense");
-  nn::CrossEntropyLoss ce({.weight = tensor({0.5, 1.0, 2.0}, kFloat64), .ignore_index = 2, .label_smoothing = 0.2});
-  grad_check([&](const Tensor& a) { return ce(a, from_vector<int64_t>({1, 0}, {2})); }, x, 1e-6, 1e-5, "ce");
+  nn::CrossEntropyLoss ce(
+      {.weight = tensor({0.5, 1.0, 2.0}, kFloat64), .ignore_index = 2, .label_smoothing = 0.2});
+  grad_check(
+      [&](const Tensor& a) {
+        return ce(a, from_vector<int64_t>({1, 0}, {2}));
+      },
+      x, 1e-6, 1e-5, "ce");
   grad_check([&](const Tensor& a) { return ce(a, probs); }, x, 1e-6, 1e-5, "ce probs");
   nn::NLLLoss nll;
   grad_check([&](const Tensor& a) { return nll(a, sparse); }, x, 1e-6, 1e-5, "nll");
@@ -183,12 +212,15 @@ TEST(LossGrad, FiniteDifferences) {
   Tensor t = tensor({0.0, 1.0, 0.5, 0.1, -0.2, -1.0}, kFloat64);
   grad_check([&](const Tensor& a) { return nn::MSELoss()(a, t); }, r, 1e-6, 1e-5, "mse");
   grad_check([&](const Tensor& a) { return nn::L1Loss()(a, t); }, r, 1e-6, 1e-5, "l1");
-  grad_check([&](const Tensor& a) { return nn::SmoothL1Loss({.beta = 0.5})(a, t); }, r, 1e-6, 1e-5, "smoothl1");
-  grad_check([&](const Tensor& a) { return nn::HuberLoss({.delta = 0.8})(a, t); }, r, 1e-6, 1e-5, "huber");
+  grad_check([&](const Tensor& a) { return nn::SmoothL1Loss({.beta = 0.5})(a, t); }, r, 1e-6, 1e-5,
+             "smoothl1");
+  grad_check([&](const Tensor& a) { return nn::HuberLoss({.delta = 0.8})(a, t); }, r, 1e-6, 1e-5,
+             "huber");
   Tensor pr = tensor({0.3, 0.9, 0.5, 0.05, 0.7, 0.6}, kFloat64);
   Tensor bt = tensor({0.0, 1.0, 1.0, 0.0, 0.3, 1.0}, kFloat64);
-  grad_check([&](const Tensor& a) { return nn::BCELoss({.weight = tensor({2.0}, kFloat64)})(a, bt); }, pr, 1e-7,
-             1e-5, "bce");
+  grad_check(
+      [&](const Tensor& a) { return nn::BCELoss({.weight = tensor({2.0}, kFloat64)})(a, bt); }, pr,
+      1e-7, 1e-5, "bce");
   nn::BCEWithLogitsLoss bwl({.weight = tensor({1.0, 2.0, 0.5, 1.0, 1.0, 3.0}, kFloat64),
                              .pos_weight = tensor({1.5, 0.5, 2.0, 1.0, 3.0, 0.2}, kFloat64)});
   grad_check([&](const Tensor& a) { return bwl(a, bt); }, r, 1e-6, 1e-5, "bce with logits");

@@ -43,7 +43,8 @@ TEST(ElementwiseErrors, UnsupportedDtypeIsTypeError) {
     EXPECT_NE(std::string(e.what()).find("[neg]"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("bool"), std::string::npos) << e.what();
   }
-  EXPECT_NE(error_of([] { clamp(ones({2}), std::nullopt, std::nullopt); }).find("clamp"), std::string::npos);
+  EXPECT_NE(error_of([] { clamp(ones({2}), std::nullopt, std::nullopt); }).find("clamp"),
+            std::string::npos);
 }
 
 TEST(ElementwiseDtypes, ComparisonsAndLogicalGiveBool) {
@@ -60,7 +61,7 @@ TEST(ElementwiseDtypes, ComparisonsAndLogicalGiveBool) {
 
 TEST(ElementwiseDtypes, ScalarPromotion) {
   const Tensor i32 = tensor({1, 2, 3}, kInt32);
-  EXPECT_EQ((i32 + 2.0).dtype(), kInt32);   // integer-valued scalar keeps the tensor's dtype
+  EXPECT_EQ((i32 + 2.0).dtype(), kInt32);    // integer-valued scalar keeps the tensor's dtype
   EXPECT_EQ((i32 * 2.5).dtype(), kFloat32);  // fractional scalar: float32
   EXPECT_EQ(((i32 * 2.5).to_vector<double>()), (std::vector<double>{2.5, 5, 7.5}));
   EXPECT_EQ((tensor({1}, kFloat16) + 2.5).dtype(), kFloat16);
@@ -84,8 +85,9 @@ TEST(ElementwiseDtypes, IntegerDivisionAndTranscendentalsGiveFloat32) {
   EXPECT_FLOAT_EQ(qv[2], 1.0f / 3);
   EXPECT_EQ(reciprocal(tensor({4}, kInt32)).dtype(), kFloat32);
   EXPECT_EQ(pow(tensor({2}, kInt32), 2.0).dtype(), kFloat32);
-  for (auto f : {+[](const Tensor& x) { return exp(x); }, +[](const Tensor& x) { return sqrt(x); },
-                 +[](const Tensor& x) { return sigmoid(x); }, +[](const Tensor& x) { return gelu(x); }}) {
+  for (auto f :
+       {+[](const Tensor& x) { return exp(x); }, +[](const Tensor& x) { return sqrt(x); },
+        +[](const Tensor& x) { return sigmoid(x); }, +[](const Tensor& x) { return gelu(x); }}) {
     EXPECT_EQ(f(tensor({1, 2}, kInt64)).dtype(), kFloat32);
   }
   EXPECT_NEAR(exp(tensor({2}, kInt32)).item<double>(), std::exp(2.0), 1e-5);
@@ -95,7 +97,8 @@ TEST(ElementwiseDtypes, IntegerDivisionAndTranscendentalsGiveFloat32) {
   EXPECT_EQ(relu(tensor({-3, 4}, kInt32)).to_vector<int>(), (std::vector<int>{0, 4}));
   EXPECT_EQ(floor(tensor({3}, kInt32)).dtype(), kInt32);
   EXPECT_EQ(clamp(tensor({1, 5}, kInt32), 1.5, std::nullopt).dtype(), kFloat32);
-  EXPECT_EQ(where(tensor({1, 0}, kBool), tensor({1, 2}, kInt32), tensor({0.5, 0.25})).dtype(), kFloat32);
+  EXPECT_EQ(where(tensor({1, 0}, kBool), tensor({1, 2}, kInt32), tensor({0.5, 0.25})).dtype(),
+            kFloat32);
 }
 
 // Special values through the float32 SIMD paths (and float64 / libm) must match IEEE / numpy.
@@ -174,7 +177,8 @@ TEST(ElementwiseSpecial, LongRowsMatchScalar) {
   // bfloat16 through the float buffer path.
   const Tensor h = linspace(-4, 4, 1001, kBFloat16);
   const std::vector<double> hv = values(h), ev = values(exp(h));
-  for (size_t i = 0; i < hv.size(); ++i) ASSERT_NEAR(ev[i], std::exp(hv[i]), 1e-2 * std::exp(hv[i])) << i;
+  for (size_t i = 0; i < hv.size(); ++i)
+    ASSERT_NEAR(ev[i], std::exp(hv[i]), 1e-2 * std::exp(hv[i])) << i;
 }
 
 TEST(ElementwiseGrad, RulesOnSimplePoints) {
@@ -189,6 +193,26 @@ TEST(ElementwiseGrad, RulesOnSimplePoints) {
   auto gb = autograd::grad(mul(ones({2, 3}), b).sum(), {b});
   EXPECT_EQ(gb[0].shape(), (Shape{1}));
   EXPECT_DOUBLE_EQ(gb[0].item<double>(), 6);
+}
+
+// Gradient rules are written with ops, so differentiating them again gives second derivatives
+// (the rules recompute forward outputs when the backward pass is recorded).
+TEST(ElementwiseGrad, SecondOrder) {
+  const std::vector<double> xs = {-1.5, -0.3, 0.4, 2.0};
+  auto second = [&](Tensor (*f)(const Tensor&)) {
+    Tensor x = from_vector(xs, {4}).set_requires_grad();
+    Tensor g = autograd::grad(f(x).sum(), {x}, {.create_graph = true})[0];
+    return values(autograd::grad(g.sum(), {x})[0]);
+  };
+  const auto t = second(spore::tanh), s = second(spore::sigmoid), e = second(spore::exp),
+             r = second(spore::reciprocal);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i], th = std::tanh(x), sg = 1 / (1 + std::exp(-x));
+    EXPECT_NEAR(t[i], -2 * th * (1 - th * th), 1e-12) << x;
+    EXPECT_NEAR(s[i], sg * (1 - sg) * (1 - 2 * sg), 1e-12) << x;
+    EXPECT_NEAR(e[i], std::exp(x), 1e-12) << x;
+    EXPECT_NEAR(r[i], 2 / (x * x * x), 1e-10) << x;
+  }
 }
 
 }  // namespace

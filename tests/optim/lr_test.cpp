@@ -1,7 +1,7 @@
 // Learning-rate schedules against the examples in MindSpore's documentation (exact doubles).
-#include <gtest/gtest.h>
-
 #include "spore/optim/lr.h"
+
+#include <gtest/gtest.h>
 
 using namespace spore;
 using namespace spore::optim;
@@ -57,7 +57,7 @@ TEST(Lr, PolynomialDecay) {
               {0.1, 0.1, 0.07363961030678928, 0.07363961030678928, 0.01, 0.01});
   // update_decay_epoch: after epoch 2 the decay period becomes 4 epochs.
   auto v = polynomial_decay_lr(0.1, 0.01, 8, 1, 2, 1.0, true);
-  EXPECT_DOUBLE_EQ(v[2], 0.01);             // epoch 2 of period 2
+  EXPECT_DOUBLE_EQ(v[2], 0.01);                // epoch 2 of period 2
   EXPECT_DOUBLE_EQ(v[3], 0.09 * 0.25 + 0.01);  // epoch 3 of period 4
   auto s = polynomial_decay(0.1, 0.01, 4, 0.5);
   EXPECT_DOUBLE_EQ(s(2), 0.07363961030678928);

@@ -199,10 +199,10 @@ TEST(Optimizer, LossScaleAndUndefinedGrad) {
 TEST(Optimizer, Errors) {
   Tensor p = param();
   SGD opt({p}, 0.1);
-  EXPECT_THROW(opt.step({}), Error);                  // wrong count
-  EXPECT_THROW(opt.step({zeros({3})}), Error);        // wrong shape
+  EXPECT_THROW(opt.step({}), Error);                     // wrong count
+  EXPECT_THROW(opt.step({zeros({3})}), Error);           // wrong shape
   EXPECT_THROW(SGD(std::vector<Tensor>{}, 0.1), Error);  // no parameters
-  EXPECT_THROW(SGD({p, p}, 0.1), Error);              // duplicated
+  EXPECT_THROW(SGD({p, p}, 0.1), Error);                 // duplicated
   EXPECT_THROW(Adam({param()}, 1e-3, {.beta1 = 1.0}), Error);
   try {
     opt.step({zeros({3})});

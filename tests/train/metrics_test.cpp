@@ -1,7 +1,7 @@
 // Metrics against values counted by hand.
-#include <gtest/gtest.h>
-
 #include "spore/train/metrics.h"
+
+#include <gtest/gtest.h>
 
 using namespace spore;
 using namespace spore::train;
@@ -25,13 +25,14 @@ TEST(Metrics, Accuracy) {
   acc.clear();
   acc.update(tensor({0.2, 0.7, 0.6}), tensor({0, 1, 0}));  // binary probabilities
   EXPECT_DOUBLE_EQ(acc.eval(), 2.0 / 3.0);
-  EXPECT_THROW(acc.update(scores(), tensor({1, 0}, kInt32)), Error);       // N mismatch
+  EXPECT_THROW(acc.update(scores(), tensor({1, 0}, kInt32)), Error);        // N mismatch
   EXPECT_THROW(acc.update(scores(), tensor({1, 0, 3, 1}, kInt32)), Error);  // class 3 of 3
 }
 
 TEST(Metrics, TopK) {
   TopKCategoricalAccuracy top2(2);
-  top2.update(tensor({{0.5, 0.3, 0.2}, {0.5, 0.3, 0.2}, {0.5, 0.3, 0.2}}), tensor({1, 2, 0}, kInt32));
+  top2.update(tensor({{0.5, 0.3, 0.2}, {0.5, 0.3, 0.2}, {0.5, 0.3, 0.2}}),
+              tensor({1, 2, 0}, kInt32));
   EXPECT_DOUBLE_EQ(top2.eval(), 2.0 / 3.0);
   Top1CategoricalAccuracy top1;
   top1.update(scores(), labels());

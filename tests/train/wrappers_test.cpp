@@ -1,8 +1,9 @@
 // WithLossCell / TrainOneStepCell / WithEvalCell on a tiny linear regression.
+#include "spore/train/wrappers.h"
+
 #include <gtest/gtest.h>
 
 #include "spore/optim/optimizers.h"
-#include "spore/train/wrappers.h"
 #include "train/train_util.h"
 
 using namespace spore;
@@ -32,7 +33,8 @@ TEST(Wrappers, SensScalesGradients) {
   for (double sens : {1.0, 3.0}) {
     auto net = std::make_shared<Linear>(3, 1);
     auto loss_net = std::make_shared<WithLossCell>(net, std::make_shared<MSELossCell>());
-    TrainOneStepCell step(loss_net, std::make_shared<optim::SGD>(net->trainable_params(), 0.1), sens);
+    TrainOneStepCell step(loss_net, std::make_shared<optim::SGD>(net->trainable_params(), 0.1),
+                          sens);
     step(data.x, data.y);
     g.push_back(step.last_grads()[0].to_vector<double>());
   }

@@ -1,6 +1,6 @@
-// Activation cells (MindSpore nn.ReLU, nn.GELU, ...) with MindSpore's defaults: LeakyReLU alpha=0.2,
-// GELU approximate=true. get_activation("relu") builds one by MindSpore's name (used by Dense's
-// `activation` option). To add one: a class here, a line in activation.cpp's name table.
+// Activation cells (MindSpore nn.ReLU, nn.GELU, ...) with MindSpore's defaults: LeakyReLU
+// alpha=0.2, GELU approximate=true. get_activation("relu") builds one by MindSpore's name (used by
+// Dense's `activation` option). To add one: a class here, a line in activation.cpp's name table.
 #pragma once
 #include <memory>
 #include <string>

@@ -29,10 +29,10 @@ class Initializer {
     FromTensor,  // copies `value` (shape must match)
   };
 
-  Initializer() = default;                              // Default
-  Initializer(const char* name);                        // NOLINT: "zeros", "he_uniform", ...
-  Initializer(const std::string& name);                 // NOLINT
-  Initializer(Tensor value);                            // NOLINT: a given tensor
+  Initializer() = default;               // Default
+  Initializer(const char* name);         // NOLINT: "zeros", "he_uniform", ...
+  Initializer(const std::string& name);  // NOLINT
+  Initializer(Tensor value);             // NOLINT: a given tensor
   Initializer(Kind kind, double a = 0, double b = 0) : kind_(kind), a_(a), b_(b) {}
 
   bool is_default() const { return kind_ == Kind::Default; }
@@ -56,8 +56,12 @@ class Initializer {
 // MindSpore's classes with MindSpore's defaults.
 inline Initializer Zero() { return Initializer(Initializer::Kind::Zero); }
 inline Initializer One() { return Initializer(Initializer::Kind::One); }
-inline Initializer Constant(double value) { return Initializer(Initializer::Kind::Constant, value); }
-inline Initializer Uniform(double scale = 0.07) { return Initializer(Initializer::Kind::Uniform, scale); }
+inline Initializer Constant(double value) {
+  return Initializer(Initializer::Kind::Constant, value);
+}
+inline Initializer Uniform(double scale = 0.07) {
+  return Initializer(Initializer::Kind::Uniform, scale);
+}
 inline Initializer Normal(double sigma = 0.01, double mean = 0.0) {
   return Initializer(Initializer::Kind::Normal, sigma, mean);
 }

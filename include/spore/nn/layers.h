@@ -63,7 +63,7 @@ struct Conv2dOptions {
   Pad4 padding = 0;               // only with pad_mode "pad"
   Int2 dilation = 1;
   int64_t group = 1;
-  bool has_bias = false;  // MindSpore's default
+  bool has_bias = false;      // MindSpore's default
   Initializer weight_init{};  // default: HeUniform(sqrt(5))
   Initializer bias_init{};    // default: Uniform(1 / sqrt(fan_in))
   DType dtype = kFloat32;
@@ -101,7 +101,8 @@ class Embedding : public Cell {
   int64_t vocab_, dim_, padding_idx_;
 };
 
-// ---- shape and regularisation --------------------------------------------------------------------
+// ---- shape and regularisation
+// --------------------------------------------------------------------
 class Flatten : public Cell {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);

@@ -1,5 +1,7 @@
-// The nn layer in one include: cells, containers, layers, initializers and losses.
+// The nn layer in one include: cells, containers, layers, initializers and losses, plus the
+// functional ops (spore/ops.h) that a construct() body calls.
 #pragma once
+#include "spore/autograd.h"
 #include "spore/nn/activation.h"
 #include "spore/nn/cell.h"
 #include "spore/nn/container.h"
@@ -8,3 +10,4 @@
 #include "spore/nn/loss.h"
 #include "spore/nn/norm.h"
 #include "spore/nn/pool.h"
+#include "spore/ops.h"

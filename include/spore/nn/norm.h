@@ -16,11 +16,11 @@ namespace spore::nn {
 struct BatchNormOptions {
   double eps = 1e-5;
   double momentum = 0.9;
-  bool affine = true;  // false: gamma / beta stay 1 / 0 (registered, not trained)
-  Initializer gamma_init{};             // default: ones
-  Initializer beta_init{};              // default: zeros
-  Initializer moving_mean_init{};       // default: zeros
-  Initializer moving_var_init{};        // default: ones
+  bool affine = true;              // false: gamma / beta stay 1 / 0 (registered, not trained)
+  Initializer gamma_init{};        // default: ones
+  Initializer beta_init{};         // default: zeros
+  Initializer moving_mean_init{};  // default: zeros
+  Initializer moving_var_init{};   // default: ones
   std::optional<bool> use_batch_statistics{};
   DType dtype = kFloat32;
 };

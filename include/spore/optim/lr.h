@@ -50,7 +50,8 @@ LrSchedule exponential_decay(double lr, double decay_rate, int64_t decay_steps,
 LrSchedule natural_exp_decay(double lr, double decay_rate, int64_t decay_steps,
                              bool is_stair = false);
 LrSchedule inverse_decay(double lr, double decay_rate, int64_t decay_steps, bool is_stair = false);
-// nn.CosineDecayLR: min_lr + 0.5 (max_lr - min_lr)(1 + cos(pi * min(step, decay_steps) / decay_steps)).
+// nn.CosineDecayLR: min_lr + 0.5 (max_lr - min_lr)(1 + cos(pi * min(step, decay_steps) /
+// decay_steps)).
 LrSchedule cosine_decay(double min_lr, double max_lr, int64_t decay_steps);
 // nn.PolynomialDecayLR.
 LrSchedule polynomial_decay(double lr, double end_lr, int64_t decay_steps, double power,

@@ -20,8 +20,8 @@ using LrSchedule = std::function<double(int64_t step)>;
 
 struct LearningRate {
   LearningRate(double v) : fn([v](int64_t) { return v; }) {}  // NOLINT
-  LearningRate(std::vector<double> per_step);                   // NOLINT: last value repeats
-  LearningRate(LrSchedule f) : fn(std::move(f)) {}              // NOLINT
+  LearningRate(std::vector<double> per_step);                 // NOLINT: last value repeats
+  LearningRate(LrSchedule f) : fn(std::move(f)) {}            // NOLINT
   double at(int64_t step) const { return fn(step); }
   LrSchedule fn;
 };
@@ -52,6 +52,8 @@ class Optimizer {
   // Optional global-norm clipping applied inside step() (0 = off).
   void set_clip_grad_norm(double max_norm) { clip_norm_ = max_norm; }
   // Gradients are multiplied by 1/loss_scale before anything else (MindSpore's loss_scale).
+  // Deliberate difference: MindSpore adds weight decay before unscaling, which divides the decay
+  // by loss_scale too; Spore unscales first, so weight_decay means the same at any loss scale.
   void set_loss_scale(double s);
   double loss_scale() const { return loss_scale_; }
   virtual std::string name() const = 0;  // "Momentum", "Adam", ...

@@ -51,8 +51,7 @@ struct MomentumOptions {
 // p -= lr * accum, or with nesterov p -= lr * (g + momentum * accum).
 class Momentum : public Optimizer {
  public:
-  Momentum(std::vector<Tensor> params, LearningRate lr, double momentum,
-           MomentumOptions opts = {});
+  Momentum(std::vector<Tensor> params, LearningRate lr, double momentum, MomentumOptions opts = {});
   Momentum(std::vector<ParamGroup> groups, LearningRate lr, double momentum,
            MomentumOptions opts = {});
   std::string name() const override { return "Momentum"; }

@@ -32,20 +32,20 @@ struct RunContext {
   int64_t epoch_num = 0;        // the last epoch of this run
   int64_t step = 0;             // step within the epoch, 1-based
   int64_t steps_per_epoch = 0;  // the dataset's size in batches (batch_num)
-  int64_t global_step = 0;      // steps since the start, counting skipped initial epochs (cur_step_num)
-  int64_t batch_size = 0;       // samples in the current batch
-  int64_t epoch_samples = 0;    // samples seen so far this epoch
+  int64_t global_step = 0;  // steps since the start, counting skipped initial epochs (cur_step_num)
+  int64_t batch_size = 0;   // samples in the current batch
+  int64_t epoch_samples = 0;                                     // samples seen so far this epoch
   double loss = std::numeric_limits<double>::quiet_NaN();        // last step's loss
   double epoch_loss = std::numeric_limits<double>::quiet_NaN();  // mean step loss this epoch
-  double lr = 0;              // learning rate used by the last step
-  double elapsed = 0;         // seconds since on_train_begin
-  double epoch_elapsed = 0;   // seconds since on_epoch_begin
-  double step_time = 0;       // seconds of the last step
+  double lr = 0;             // learning rate used by the last step
+  double elapsed = 0;        // seconds since on_train_begin
+  double epoch_elapsed = 0;  // seconds since on_epoch_begin
+  double step_time = 0;      // seconds of the last step
   // Results of this epoch's validation (fit): the metric names, plus "eval_loss" when the model
   // has a loss function. Cleared at each epoch begin. In eval(): the results so far.
   std::map<std::string, double> metrics;
-  int64_t eval_step = 0;       // step within an evaluation pass, 1-based
-  int64_t eval_steps = 0;      // the evaluation dataset's size in batches
+  int64_t eval_step = 0;   // step within an evaluation pass, 1-based
+  int64_t eval_steps = 0;  // the evaluation dataset's size in batches
   Model* model = nullptr;
   nn::Cell* network = nullptr;  // the user's network (what a checkpoint saves)
   optim::Optimizer* optimizer = nullptr;
@@ -74,12 +74,12 @@ using CallbackPtr = std::shared_ptr<Callback>;
 class CallbackRef {
  public:
   template <typename C>
-    requires std::derived_from<std::decay_t<C>, Callback>
-  CallbackRef(C&& c)  // NOLINT: implicit, so lists read {LossMonitor(), TimeMonitor()}
+  requires std::derived_from<std::decay_t<C>, Callback> CallbackRef(
+      C&& c)  // NOLINT: implicit, so lists read {LossMonitor(), TimeMonitor()}
       : ptr_(std::make_shared<std::decay_t<C>>(std::forward<C>(c))) {}
   template <typename C>
-    requires std::derived_from<C, Callback>
-  CallbackRef(std::shared_ptr<C> c) : ptr_(std::move(c)) {}  // NOLINT
+  requires std::derived_from<C, Callback> CallbackRef(std::shared_ptr<C> c)
+      : ptr_(std::move(c)) {}  // NOLINT
   Callback* operator->() const { return ptr_.get(); }
   const CallbackPtr& get() const { return ptr_; }
 

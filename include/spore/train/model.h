@@ -31,8 +31,9 @@ class Model {
         std::vector<std::string> metrics = {}, nn::CellPtr eval_network = nullptr);
   // The optimizer by value: Model(net, loss, optim::Momentum(...), {"accuracy"}).
   template <typename O>
-    requires std::derived_from<O, optim::Optimizer>
-  Model(nn::CellPtr network, nn::CellPtr loss_fn, O optimizer, std::vector<std::string> metrics = {})
+  requires std::derived_from<O, optim::Optimizer> Model(nn::CellPtr network, nn::CellPtr loss_fn,
+                                                        O optimizer,
+                                                        std::vector<std::string> metrics = {})
       : Model(std::move(network), std::move(loss_fn), std::make_shared<O>(std::move(optimizer)),
               std::move(metrics)) {}
 

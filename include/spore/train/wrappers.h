@@ -75,7 +75,9 @@ class LossFn : public nn::Cell {
  public:
   using Fn = std::function<Tensor(const Tensor& logits, const Tensor& labels)>;
   explicit LossFn(Fn fn);
-  Tensor construct(const Tensor& logits, const Tensor& labels) override { return fn_(logits, labels); }
+  Tensor construct(const Tensor& logits, const Tensor& labels) override {
+    return fn_(logits, labels);
+  }
 
  private:
   Fn fn_;

@@ -4,8 +4,8 @@
 // An op is a small functor: `types` (the dtypes it accepts), `simd` (its SIMD kind, or kNone),
 // `bool_out` (comparisons / logical ops), an optional constructor from the op's Attrs and
 // `C operator()(C...)` on the compute type (float for float16/bfloat16, int for bool). To add an
-// op: write the functor in elementwise_unary.cpp / elementwise_binary.cpp and one SPORE_KERNEL line;
-// for a SIMD path add an enum value here and a case in elementwise_simd.cpp.
+// op: write the functor in elementwise_unary.cpp / elementwise_binary.cpp and one SPORE_KERNEL
+// line; for a SIMD path add an enum value here and a case in elementwise_simd.cpp.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -36,18 +36,49 @@ void visit_types(Types<Ts...>, DType t, F&& f) {
 }
 
 // Arithmetic type: 16-bit floats compute in float; bool in int (a + b then stored as nonzero).
-template <class T> struct ComputeOf { using type = T; };
-template <> struct ComputeOf<Half> { using type = float; };
-template <> struct ComputeOf<BFloat16> { using type = float; };
-template <> struct ComputeOf<bool> { using type = int; };
-template <class T> using compute_t = typename ComputeOf<T>::type;
+template <class T>
+struct ComputeOf {
+  using type = T;
+};
+template <>
+struct ComputeOf<Half> {
+  using type = float;
+};
+template <>
+struct ComputeOf<BFloat16> {
+  using type = float;
+};
+template <>
+struct ComputeOf<bool> {
+  using type = int;
+};
+template <class T>
+using compute_t = typename ComputeOf<T>::type;
 template <class T>
 inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 // ---- SIMD float32 entry points (elementwise_simd.cpp) -------------------------------------------
 enum class SimdUnary : uint8_t {
-  kNone, kNeg, kAbs, kRelu, kLeakyRelu, kClamp, kExp, kLog, kSqrt, kRsqrt, kSin, kCos, kTanh,
-  kSigmoid, kSilu, kGeluTanh, kFloor, kCeil, kRound, kSign,
+  kNone,
+  kNeg,
+  kAbs,
+  kRelu,
+  kLeakyRelu,
+  kClamp,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kSin,
+  kCos,
+  kTanh,
+  kSigmoid,
+  kSilu,
+  kGeluTanh,
+  kFloor,
+  kCeil,
+  kRound,
+  kSign,
 };
 enum class SimdBinary : uint8_t { kNone, kAdd, kSub, kMul, kDiv, kMax, kMin };
 struct UnaryParams {
@@ -56,16 +87,19 @@ struct UnaryParams {
 // y[i] = f(x[i]) over n contiguous floats (x may equal y).
 void simd_unary_f32(SimdUnary op, const float* x, float* y, int64_t n, UnaryParams p);
 // d[i] = f(a[i * sa], b[i * sb]) with sa, sb each 0 (a broadcast scalar) or 1.
-void simd_binary_f32(SimdBinary op, const float* a, int64_t sa, const float* b, int64_t sb, float* d,
-                     int64_t n);
+void simd_binary_f32(SimdBinary op, const float* a, int64_t sa, const float* b, int64_t sb,
+                     float* d, int64_t n);
 
-// ---- loops ----------------------------------------------------------------------------------------
+// ---- loops
+// ----------------------------------------------------------------------------------------
 inline constexpr int64_t kChunk = 256;  // float16/bfloat16 rows go through float buffers this long
 
 template <class Op>
 Op make_op(const ops::Attrs& attrs) {
-  if constexpr (std::is_constructible_v<Op, const ops::Attrs&>) return Op(attrs);
-  else return Op{};
+  if constexpr (std::is_constructible_v<Op, const ops::Attrs&>)
+    return Op(attrs);
+  else
+    return Op{};
 }
 
 template <class Op>
@@ -80,30 +114,33 @@ void unary_kernel(ops::KernelContext& ctx) {
     const T* src = base<T>(x);
     Out* dst = base<Out>(y);
     auto it = make_iter<2>(y.shape(), {y.strides(), x.strides()});
-    for_each_row<2>(it, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-      Out* d = dst + off[0];
-      const T* s = src + off[1];
-      const int64_t ss = st[1];
-      if constexpr (Op::simd != SimdUnary::kNone && !Op::bool_out) {
-        if constexpr (std::is_same_v<T, float>) {
-          if (ss == 1) return simd_unary_f32(Op::simd, s, d, n, op.params());
-        } else if constexpr (is_half_v<T>) {
-          float buf[kChunk];
-          for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
-            const int64_t m = std::min(kChunk, n - i0);
-            for (int64_t j = 0; j < m; ++j) buf[j] = float(s[(i0 + j) * ss]);
-            simd_unary_f32(Op::simd, buf, buf, m, op.params());
-            for (int64_t j = 0; j < m; ++j) d[i0 + j] = T(buf[j]);
+    for_each_row<2>(
+        it,
+        [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+          Out* d = dst + off[0];
+          const T* s = src + off[1];
+          const int64_t ss = st[1];
+          if constexpr (Op::simd != SimdUnary::kNone && !Op::bool_out) {
+            if constexpr (std::is_same_v<T, float>) {
+              if (ss == 1) return simd_unary_f32(Op::simd, s, d, n, op.params());
+            } else if constexpr (is_half_v<T>) {
+              float buf[kChunk];
+              for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+                const int64_t m = std::min(kChunk, n - i0);
+                for (int64_t j = 0; j < m; ++j) buf[j] = float(s[(i0 + j) * ss]);
+                simd_unary_f32(Op::simd, buf, buf, m, op.params());
+                for (int64_t j = 0; j < m; ++j) d[i0 + j] = T(buf[j]);
+              }
+              return;
+            }
           }
-          return;
-        }
-      }
-      if (ss == 1) {
-        for (int64_t i = 0; i < n; ++i) d[i] = Out(op(C(s[i])));
-      } else {
-        for (int64_t i = 0; i < n; ++i) d[i] = Out(op(C(s[i * ss])));
-      }
-    }, 16384);
+          if (ss == 1) {
+            for (int64_t i = 0; i < n; ++i) d[i] = Out(op(C(s[i])));
+          } else {
+            for (int64_t i = 0; i < n; ++i) d[i] = Out(op(C(s[i * ss])));
+          }
+        },
+        16384);
   });
 }
 
@@ -120,41 +157,42 @@ void binary_kernel(ops::KernelContext& ctx) {
     const T* pb0 = base<T>(b);
     Out* dst = base<Out>(y);
     // (out, a, b) over the output shape; a broadcast operand has stride 0 there.
-    auto it = make_iter<3>(y.shape(), {y.strides(), broadcast_strides(a, y.shape()),
-                                       broadcast_strides(b, y.shape())});
-    for_each_row<3>(it, [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
-      Out* d = dst + off[0];
-      const T* pa = pa0 + off[1];
-      const T* pb = pb0 + off[2];
-      const int64_t sa = st[1], sb = st[2];
-      if constexpr (Op::simd != SimdBinary::kNone && !Op::bool_out) {
-        if constexpr (std::is_same_v<T, float>) {
-          if (sa <= 1 && sb <= 1) return simd_binary_f32(Op::simd, pa, sa, pb, sb, d, n);
-        } else if constexpr (is_half_v<T>) {
-          float ba[kChunk], bb[kChunk];
-          for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
-            const int64_t m = std::min(kChunk, n - i0);
-            for (int64_t j = 0; j < m; ++j) ba[j] = float(pa[(i0 + j) * sa]);
-            for (int64_t j = 0; j < m; ++j) bb[j] = float(pb[(i0 + j) * sb]);
-            simd_binary_f32(Op::simd, ba, 1, bb, 1, ba, m);
-            for (int64_t j = 0; j < m; ++j) d[i0 + j] = T(ba[j]);
+    auto it = make_iter<3>(
+        y.shape(), {y.strides(), broadcast_strides(a, y.shape()), broadcast_strides(b, y.shape())});
+    for_each_row<3>(
+        it, [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+          Out* d = dst + off[0];
+          const T* pa = pa0 + off[1];
+          const T* pb = pb0 + off[2];
+          const int64_t sa = st[1], sb = st[2];
+          if constexpr (Op::simd != SimdBinary::kNone && !Op::bool_out) {
+            if constexpr (std::is_same_v<T, float>) {
+              if (sa <= 1 && sb <= 1) return simd_binary_f32(Op::simd, pa, sa, pb, sb, d, n);
+            } else if constexpr (is_half_v<T>) {
+              float ba[kChunk], bb[kChunk];
+              for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+                const int64_t m = std::min(kChunk, n - i0);
+                for (int64_t j = 0; j < m; ++j) ba[j] = float(pa[(i0 + j) * sa]);
+                for (int64_t j = 0; j < m; ++j) bb[j] = float(pb[(i0 + j) * sb]);
+                simd_binary_f32(Op::simd, ba, 1, bb, 1, ba, m);
+                for (int64_t j = 0; j < m; ++j) d[i0 + j] = T(ba[j]);
+              }
+              return;
+            }
           }
-          return;
-        }
-      }
-      // Plain loops; the common stride patterns are split out so the compiler vectorises them.
-      if (sa == 1 && sb == 1) {
-        for (int64_t i = 0; i < n; ++i) d[i] = Out(op(C(pa[i]), C(pb[i])));
-      } else if (sa == 1 && sb == 0) {
-        const C vb = C(pb[0]);
-        for (int64_t i = 0; i < n; ++i) d[i] = Out(op(C(pa[i]), vb));
-      } else if (sa == 0 && sb == 1) {
-        const C va = C(pa[0]);
-        for (int64_t i = 0; i < n; ++i) d[i] = Out(op(va, C(pb[i])));
-      } else {
-        for (int64_t i = 0; i < n; ++i) d[i] = Out(op(C(pa[i * sa]), C(pb[i * sb])));
-      }
-    });
+          // Plain loops; the common stride patterns are split out so the compiler vectorises them.
+          if (sa == 1 && sb == 1) {
+            for (int64_t i = 0; i < n; ++i) d[i] = Out(op(C(pa[i]), C(pb[i])));
+          } else if (sa == 1 && sb == 0) {
+            const C vb = C(pb[0]);
+            for (int64_t i = 0; i < n; ++i) d[i] = Out(op(C(pa[i]), vb));
+          } else if (sa == 0 && sb == 1) {
+            const C va = C(pa[0]);
+            for (int64_t i = 0; i < n; ++i) d[i] = Out(op(va, C(pb[i])));
+          } else {
+            for (int64_t i = 0; i < n; ++i) d[i] = Out(op(C(pa[i * sa]), C(pb[i * sb])));
+          }
+        });
   });
 }
 

@@ -10,8 +10,10 @@ namespace {
 
 template <class C>
 bool is_nan(C x) {
-  if constexpr (std::is_floating_point_v<C>) return std::isnan(x);
-  else return false;
+  if constexpr (std::is_floating_point_v<C>)
+    return std::isnan(x);
+  else
+    return false;
 }
 
 template <class TypesT, SimdBinary S = SimdBinary::kNone, bool BoolOut = false>
@@ -22,30 +24,54 @@ struct Binary {
 };
 
 struct AddF : Binary<AllTypes, SimdBinary::kAdd> {  // bool: logical or (stored as nonzero)
-  template <class C> C operator()(C a, C b) const { return C(a + b); }
+  template <class C>
+  C operator()(C a, C b) const {
+    return C(a + b);
+  }
 };
 struct SubF : Binary<Numeric, SimdBinary::kSub> {
-  template <class C> C operator()(C a, C b) const { return C(a - b); }
+  template <class C>
+  C operator()(C a, C b) const {
+    return C(a - b);
+  }
 };
 struct MulF : Binary<AllTypes, SimdBinary::kMul> {  // bool: logical and
-  template <class C> C operator()(C a, C b) const { return C(a * b); }
+  template <class C>
+  C operator()(C a, C b) const {
+    return C(a * b);
+  }
 };
 struct DivF : Binary<Floats, SimdBinary::kDiv> {
-  template <class C> C operator()(C a, C b) const { return a / b; }
+  template <class C>
+  C operator()(C a, C b) const {
+    return a / b;
+  }
 };
 struct PowF : Binary<Floats> {
-  template <class C> C operator()(C a, C b) const { return std::pow(a, b); }
+  template <class C>
+  C operator()(C a, C b) const {
+    return std::pow(a, b);
+  }
 };
 struct MaximumF : Binary<AllTypes, SimdBinary::kMax> {  // NaN wins, as numpy
-  template <class C> C operator()(C a, C b) const { return (a > b || is_nan(a)) ? a : b; }
+  template <class C>
+  C operator()(C a, C b) const {
+    return (a > b || is_nan(a)) ? a : b;
+  }
 };
 struct MinimumF : Binary<AllTypes, SimdBinary::kMin> {
-  template <class C> C operator()(C a, C b) const { return (a < b || is_nan(a)) ? a : b; }
+  template <class C>
+  C operator()(C a, C b) const {
+    return (a < b || is_nan(a)) ? a : b;
+  }
 };
 
-#define SPORE_EW_COMPARE(Name, expr)                                      \
-  struct Name : Binary<AllTypes, SimdBinary::kNone, true> {               \
-    template <class C> bool operator()(C a, C b) const { return expr; }   \
+#define SPORE_EW_COMPARE(Name, expr)                        \
+  struct Name : Binary<AllTypes, SimdBinary::kNone, true> { \
+    template <class C>                                      \
+    bool operator()(C a, C b) const {                       \
+      return expr;                                          \
+    }                                                       \
   };
 SPORE_EW_COMPARE(EqualF, a == b)
 SPORE_EW_COMPARE(NotEqualF, a != b)
@@ -71,20 +97,21 @@ void where_kernel(ops::KernelContext& ctx) {
     T* dst = base<T>(out);
     auto it = make_iter<4>(shape, {out.strides(), broadcast_strides(cond, shape),
                                    broadcast_strides(x, shape), broadcast_strides(y, shape)});
-    for_each_row<4>(it, [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {
-      T* d = dst + off[0];
-      const bool* pc = pc0 + off[1];
-      const T* px = px0 + off[2];
-      const T* py = py0 + off[3];
-      if (st[1] == 1 && st[2] == 1 && st[3] == 1) {
-        for (int64_t i = 0; i < n; ++i) d[i] = pc[i] ? px[i] : py[i];
-      } else if (st[1] == 1 && st[2] == 1 && st[3] == 0) {  // where(mask, g, 0)
-        const T vy = py[0];
-        for (int64_t i = 0; i < n; ++i) d[i] = pc[i] ? px[i] : vy;
-      } else {
-        for (int64_t i = 0; i < n; ++i) d[i] = pc[i * st[1]] ? px[i * st[2]] : py[i * st[3]];
-      }
-    });
+    for_each_row<4>(
+        it, [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {
+          T* d = dst + off[0];
+          const bool* pc = pc0 + off[1];
+          const T* px = px0 + off[2];
+          const T* py = py0 + off[3];
+          if (st[1] == 1 && st[2] == 1 && st[3] == 1) {
+            for (int64_t i = 0; i < n; ++i) d[i] = pc[i] ? px[i] : py[i];
+          } else if (st[1] == 1 && st[2] == 1 && st[3] == 0) {  // where(mask, g, 0)
+            const T vy = py[0];
+            for (int64_t i = 0; i < n; ++i) d[i] = pc[i] ? px[i] : vy;
+          } else {
+            for (int64_t i = 0; i < n; ++i) d[i] = pc[i * st[1]] ? px[i * st[2]] : py[i * st[3]];
+          }
+        });
   });
 }
 

@@ -3,16 +3,19 @@
 // Highway's Exp/Log/Sin/Cos/Tanh are 1-4 ulp but only valid on part of the range, so each is
 // wrapped with fix-ups for the lanes outside it (NaN, +-inf, 0, large arguments), matching libm.
 // To add an op: an enum value in elementwise.h and a case in UnaryF32 / BinaryF32 below.
+// foreach_target.h must come first: it re-includes this file once per target.
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/elementwise_simd.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+// clang-format on
 
 #include <cmath>
 #include <cstring>
 
 #include "backends/cpu/kernels/elementwise.h"
-#include "hwy/contrib/math/math-inl.h"
-#include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace spore::cpu::ew {
@@ -43,7 +46,8 @@ HWY_INLINE void binary_loop(const float* a, int64_t sa, const float* b, int64_t 
   const int64_t L = int64_t(hn::Lanes(d));
   int64_t i = 0;
   if (sa == 1 && sb == 1) {
-    for (; i + L <= n; i += L) hn::StoreU(f(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
+    for (; i + L <= n; i += L)
+      hn::StoreU(f(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
   } else if (sa == 1) {
     const V vb = hn::Set(d, b[0]);
     for (; i + L <= n; i += L) hn::StoreU(f(d, hn::LoadU(d, a + i), vb), d, out + i);
@@ -107,10 +111,13 @@ HWY_INLINE V sigmoid_f(D d, V x) {
 
 HWY_NOINLINE void UnaryF32(SimdUnary op, const float* x, float* y, int64_t n, UnaryParams p) {
   switch (op) {
-    case SimdUnary::kNeg: return unary_loop(x, y, n, [](D, V v) { return hn::Neg(v); });
-    case SimdUnary::kAbs: return unary_loop(x, y, n, [](D, V v) { return hn::Abs(v); });
+    case SimdUnary::kNeg:
+      return unary_loop(x, y, n, [](D, V v) { return hn::Neg(v); });
+    case SimdUnary::kAbs:
+      return unary_loop(x, y, n, [](D, V v) { return hn::Abs(v); });
     case SimdUnary::kRelu:  // x < 0 ? 0 : x keeps NaN
-      return unary_loop(x, y, n, [](D d, V v) { return hn::IfThenZeroElse(hn::Lt(v, hn::Zero(d)), v); });
+      return unary_loop(x, y, n,
+                        [](D d, V v) { return hn::IfThenZeroElse(hn::Lt(v, hn::Zero(d)), v); });
     case SimdUnary::kLeakyRelu:
       return unary_loop(x, y, n, [a = p.a](D d, V v) {
         return hn::IfThenElse(hn::Lt(v, hn::Zero(d)), hn::Mul(v, hn::Set(d, a)), v);
@@ -121,16 +128,24 @@ HWY_NOINLINE void UnaryF32(SimdUnary op, const float* x, float* y, int64_t n, Un
         v = hn::IfThenElse(hn::Lt(v, vlo), vlo, v);
         return hn::IfThenElse(hn::Gt(v, vhi), vhi, v);
       });
-    case SimdUnary::kExp: return unary_loop(x, y, n, [](D d, V v) { return exp_f(d, v); });
-    case SimdUnary::kLog: return unary_loop(x, y, n, [](D d, V v) { return log_f(d, v); });
-    case SimdUnary::kSqrt: return unary_loop(x, y, n, [](D, V v) { return hn::Sqrt(v); });
+    case SimdUnary::kExp:
+      return unary_loop(x, y, n, [](D d, V v) { return exp_f(d, v); });
+    case SimdUnary::kLog:
+      return unary_loop(x, y, n, [](D d, V v) { return log_f(d, v); });
+    case SimdUnary::kSqrt:
+      return unary_loop(x, y, n, [](D, V v) { return hn::Sqrt(v); });
     case SimdUnary::kRsqrt:  // exact division: the approximate rsqrt is only ~12 bits
       return unary_loop(x, y, n, [](D d, V v) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(v)); });
-    case SimdUnary::kSin: return unary_loop(x, y, n, [](D d, V v) { return sincos_f<true>(d, v); });
-    case SimdUnary::kCos: return unary_loop(x, y, n, [](D d, V v) { return sincos_f<false>(d, v); });
-    case SimdUnary::kTanh: return unary_loop(x, y, n, [](D d, V v) { return tanh_f(d, v); });
-    case SimdUnary::kSigmoid: return unary_loop(x, y, n, [](D d, V v) { return sigmoid_f(d, v); });
-    case SimdUnary::kSilu: return unary_loop(x, y, n, [](D d, V v) { return hn::Mul(v, sigmoid_f(d, v)); });
+    case SimdUnary::kSin:
+      return unary_loop(x, y, n, [](D d, V v) { return sincos_f<true>(d, v); });
+    case SimdUnary::kCos:
+      return unary_loop(x, y, n, [](D d, V v) { return sincos_f<false>(d, v); });
+    case SimdUnary::kTanh:
+      return unary_loop(x, y, n, [](D d, V v) { return tanh_f(d, v); });
+    case SimdUnary::kSigmoid:
+      return unary_loop(x, y, n, [](D d, V v) { return sigmoid_f(d, v); });
+    case SimdUnary::kSilu:
+      return unary_loop(x, y, n, [](D d, V v) { return hn::Mul(v, sigmoid_f(d, v)); });
     case SimdUnary::kGeluTanh:  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
       return unary_loop(x, y, n, [](D d, V v) {
         const V k = hn::Set(d, 0.7978845608028654f), c = hn::Set(d, 0.044715f);
@@ -138,16 +153,20 @@ HWY_NOINLINE void UnaryF32(SimdUnary op, const float* x, float* y, int64_t n, Un
         const V half_v = hn::Mul(hn::Set(d, 0.5f), v);
         return hn::MulAdd(half_v, tanh_f(d, u), half_v);
       });
-    case SimdUnary::kFloor: return unary_loop(x, y, n, [](D, V v) { return hn::Floor(v); });
-    case SimdUnary::kCeil: return unary_loop(x, y, n, [](D, V v) { return hn::Ceil(v); });
-    case SimdUnary::kRound: return unary_loop(x, y, n, [](D, V v) { return hn::Round(v); });  // ties to even
+    case SimdUnary::kFloor:
+      return unary_loop(x, y, n, [](D, V v) { return hn::Floor(v); });
+    case SimdUnary::kCeil:
+      return unary_loop(x, y, n, [](D, V v) { return hn::Ceil(v); });
+    case SimdUnary::kRound:
+      return unary_loop(x, y, n, [](D, V v) { return hn::Round(v); });  // ties to even
     case SimdUnary::kSign:  // (x > 0) - (x < 0), NaN and -0 pass through
       return unary_loop(x, y, n, [](D d, V v) {
         const V zero = hn::Zero(d);
         v = hn::IfThenElse(hn::Gt(v, zero), hn::Set(d, 1.0f), v);
         return hn::IfThenElse(hn::Lt(v, zero), hn::Set(d, -1.0f), v);
       });
-    case SimdUnary::kNone: break;
+    case SimdUnary::kNone:
+      break;
   }
   SPORE_ASSERT(false, "unknown SIMD unary op ", int(op));
 }
@@ -155,10 +174,14 @@ HWY_NOINLINE void UnaryF32(SimdUnary op, const float* x, float* y, int64_t n, Un
 HWY_NOINLINE void BinaryF32(SimdBinary op, const float* a, int64_t sa, const float* b, int64_t sb,
                             float* out, int64_t n) {
   switch (op) {
-    case SimdBinary::kAdd: return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) { return hn::Add(x, y); });
-    case SimdBinary::kSub: return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) { return hn::Sub(x, y); });
-    case SimdBinary::kMul: return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) { return hn::Mul(x, y); });
-    case SimdBinary::kDiv: return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) { return hn::Div(x, y); });
+    case SimdBinary::kAdd:
+      return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) { return hn::Add(x, y); });
+    case SimdBinary::kSub:
+      return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) { return hn::Sub(x, y); });
+    case SimdBinary::kMul:
+      return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) { return hn::Mul(x, y); });
+    case SimdBinary::kDiv:
+      return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) { return hn::Div(x, y); });
     case SimdBinary::kMax:  // NaN in either input gives NaN, as numpy
       return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) {
         return hn::IfThenElse(hn::Or(hn::Gt(x, y), hn::IsNaN(x)), x, y);
@@ -167,7 +190,8 @@ HWY_NOINLINE void BinaryF32(SimdBinary op, const float* a, int64_t sa, const flo
       return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) {
         return hn::IfThenElse(hn::Or(hn::Lt(x, y), hn::IsNaN(x)), x, y);
       });
-    case SimdBinary::kNone: break;
+    case SimdBinary::kNone:
+      break;
   }
   SPORE_ASSERT(false, "unknown SIMD binary op ", int(op));
 }
@@ -184,8 +208,8 @@ HWY_EXPORT(BinaryF32);
 void simd_unary_f32(SimdUnary op, const float* x, float* y, int64_t n, UnaryParams p) {
   HWY_DYNAMIC_DISPATCH(UnaryF32)(op, x, y, n, p);
 }
-void simd_binary_f32(SimdBinary op, const float* a, int64_t sa, const float* b, int64_t sb, float* d,
-                     int64_t n) {
+void simd_binary_f32(SimdBinary op, const float* a, int64_t sa, const float* b, int64_t sb,
+                     float* d, int64_t n) {
   HWY_DYNAMIC_DISPATCH(BinaryF32)(op, a, sa, b, sb, d, n);
 }
 }  // namespace spore::cpu::ew

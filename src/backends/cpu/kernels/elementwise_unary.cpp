@@ -18,77 +18,123 @@ struct Unary {
 };
 
 struct NegF : Unary<Signed, SimdUnary::kNeg> {
-  template <class C> C operator()(C x) const { return C(-x); }
+  template <class C>
+  C operator()(C x) const {
+    return C(-x);
+  }
 };
 struct AbsF : Unary<Numeric, SimdUnary::kAbs> {
-  template <class C> C operator()(C x) const {
-    if constexpr (std::is_floating_point_v<C>) return std::fabs(x);
-    else if constexpr (std::is_unsigned_v<C>) return x;
-    else return x < 0 ? C(-x) : x;
+  template <class C>
+  C operator()(C x) const {
+    if constexpr (std::is_floating_point_v<C>)
+      return std::fabs(x);
+    else if constexpr (std::is_unsigned_v<C>)
+      return x;
+    else
+      return x < 0 ? C(-x) : x;
   }
 };
 struct ReluF : Unary<Numeric, SimdUnary::kRelu> {
-  template <class C> C operator()(C x) const {
-    if constexpr (std::is_unsigned_v<C>) return x;
-    else return x < C(0) ? C(0) : x;  // NaN passes through
+  template <class C>
+  C operator()(C x) const {
+    if constexpr (std::is_unsigned_v<C>)
+      return x;
+    else
+      return x < C(0) ? C(0) : x;  // NaN passes through
   }
 };
 struct LeakyReluF : Unary<Floats, SimdUnary::kLeakyRelu> {
   double alpha;
   explicit LeakyReluF(const ops::Attrs& a) : alpha(a.get_float("alpha", 0.01)) {}
   UnaryParams params() const { return {float(alpha), 0}; }
-  template <class C> C operator()(C x) const { return x < C(0) ? C(x * C(alpha)) : x; }
+  template <class C>
+  C operator()(C x) const {
+    return x < C(0) ? C(x * C(alpha)) : x;
+  }
 };
 struct ClampF : Unary<Numeric, SimdUnary::kClamp> {
   bool has_lo, has_hi;
   double lo, hi;
   explicit ClampF(const ops::Attrs& a)
-      : has_lo(a.has("min")), has_hi(a.has("max")), lo(a.get_float("min", 0)), hi(a.get_float("max", 0)) {}
+      : has_lo(a.has("min")),
+        has_hi(a.has("max")),
+        lo(a.get_float("min", 0)),
+        hi(a.get_float("max", 0)) {}
   UnaryParams params() const {
     constexpr float inf = std::numeric_limits<float>::infinity();
     return {has_lo ? float(lo) : -inf, has_hi ? float(hi) : inf};
   }
   // Compared in double, so out-of-range bounds (clamp(uint8, -1, 300)) never convert.
-  template <class C> C operator()(C x) const {
+  template <class C>
+  C operator()(C x) const {
     if (has_lo && double(x) < lo) x = C(lo);
     if (has_hi && double(x) > hi) x = C(hi);
     return x;
   }
 };
 struct ExpF : Unary<Floats, SimdUnary::kExp> {
-  template <class C> C operator()(C x) const { return std::exp(x); }
+  template <class C>
+  C operator()(C x) const {
+    return std::exp(x);
+  }
 };
 struct LogF : Unary<Floats, SimdUnary::kLog> {
-  template <class C> C operator()(C x) const { return std::log(x); }
+  template <class C>
+  C operator()(C x) const {
+    return std::log(x);
+  }
 };
 struct SqrtF : Unary<Floats, SimdUnary::kSqrt> {
-  template <class C> C operator()(C x) const { return std::sqrt(x); }
+  template <class C>
+  C operator()(C x) const {
+    return std::sqrt(x);
+  }
 };
 struct RsqrtF : Unary<Floats, SimdUnary::kRsqrt> {
-  template <class C> C operator()(C x) const { return C(1) / std::sqrt(x); }
+  template <class C>
+  C operator()(C x) const {
+    return C(1) / std::sqrt(x);
+  }
 };
 struct SinF : Unary<Floats, SimdUnary::kSin> {
-  template <class C> C operator()(C x) const { return std::sin(x); }
+  template <class C>
+  C operator()(C x) const {
+    return std::sin(x);
+  }
 };
 struct CosF : Unary<Floats, SimdUnary::kCos> {
-  template <class C> C operator()(C x) const { return std::cos(x); }
+  template <class C>
+  C operator()(C x) const {
+    return std::cos(x);
+  }
 };
 struct TanhF : Unary<Floats, SimdUnary::kTanh> {
-  template <class C> C operator()(C x) const { return std::tanh(x); }
+  template <class C>
+  C operator()(C x) const {
+    return std::tanh(x);
+  }
 };
 struct SigmoidF : Unary<Floats, SimdUnary::kSigmoid> {
-  template <class C> C operator()(C x) const { return C(1) / (C(1) + std::exp(-x)); }
+  template <class C>
+  C operator()(C x) const {
+    return C(1) / (C(1) + std::exp(-x));
+  }
 };
 struct SiluF : Unary<Floats, SimdUnary::kSilu> {
-  template <class C> C operator()(C x) const { return x / (C(1) + std::exp(-x)); }
+  template <class C>
+  C operator()(C x) const {
+    return x / (C(1) + std::exp(-x));
+  }
 };
 struct GeluErfF : Unary<Floats> {  // 0.5 x (1 + erf(x / sqrt 2))
-  template <class C> C operator()(C x) const {
+  template <class C>
+  C operator()(C x) const {
     return C(0.5) * x * (C(1) + std::erf(x * C(0.70710678118654752440)));
   }
 };
 struct GeluTanhF : Unary<Floats, SimdUnary::kGeluTanh> {
-  template <class C> C operator()(C x) const {
+  template <class C>
+  C operator()(C x) const {
     const C u = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
     return C(0.5) * x * (C(1) + std::tanh(u));
   }
@@ -97,36 +143,57 @@ struct SoftplusF : Unary<Floats> {  // log(1 + exp(beta x)) / beta, linear above
   double beta, threshold;
   explicit SoftplusF(const ops::Attrs& a)
       : beta(a.get_float("beta", 1)), threshold(a.get_float("threshold", 20)) {}
-  template <class C> C operator()(C x) const {
+  template <class C>
+  C operator()(C x) const {
     const C bx = C(beta) * x;
     return bx > C(threshold) ? x : C(std::log1p(std::exp(bx)) / C(beta));
   }
 };
 struct ErfF : Unary<Floats> {
-  template <class C> C operator()(C x) const { return std::erf(x); }
+  template <class C>
+  C operator()(C x) const {
+    return std::erf(x);
+  }
 };
 struct FloorF : Unary<Floats, SimdUnary::kFloor> {
-  template <class C> C operator()(C x) const { return std::floor(x); }
+  template <class C>
+  C operator()(C x) const {
+    return std::floor(x);
+  }
 };
 struct CeilF : Unary<Floats, SimdUnary::kCeil> {
-  template <class C> C operator()(C x) const { return std::ceil(x); }
+  template <class C>
+  C operator()(C x) const {
+    return std::ceil(x);
+  }
 };
 struct RoundF : Unary<Floats, SimdUnary::kRound> {  // the default rounding mode: half to even
-  template <class C> C operator()(C x) const { return std::nearbyint(x); }
+  template <class C>
+  C operator()(C x) const {
+    return std::nearbyint(x);
+  }
 };
 struct SignF : Unary<Numeric, SimdUnary::kSign> {  // NaN and -0 pass through
-  template <class C> C operator()(C x) const {
-    if constexpr (std::is_unsigned_v<C>) return C(x > 0);
-    else return x > C(0) ? C(1) : x < C(0) ? C(-1) : x;
+  template <class C>
+  C operator()(C x) const {
+    if constexpr (std::is_unsigned_v<C>)
+      return C(x > 0);
+    else
+      return x > C(0) ? C(1) : x < C(0) ? C(-1) : x;
   }
 };
 struct LogicalNotF : Unary<AllTypes, SimdUnary::kNone, true> {
-  template <class C> bool operator()(C x) const { return x == C(0); }
+  template <class C>
+  bool operator()(C x) const {
+    return x == C(0);
+  }
 };
 
 void gelu_kernel(ops::KernelContext& ctx) {
-  if (ctx.attrs.get_bool("approximate", false)) unary_kernel<GeluTanhF>(ctx);
-  else unary_kernel<GeluErfF>(ctx);
+  if (ctx.attrs.get_bool("approximate", false))
+    unary_kernel<GeluTanhF>(ctx);
+  else
+    unary_kernel<GeluErfF>(ctx);
 }
 
 }  // namespace

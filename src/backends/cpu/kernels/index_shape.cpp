@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/kernels/elementwise.h"  // simd_unary_f32 (SIMD exp)
 #include "backends/cpu/strided.h"
 #include "core/random.h"
 #include "ops/op.h"
@@ -36,21 +37,24 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   auto it = make_iter<2>(dst.shape(), {dst.strides(), src.strides()});
   char* d = static_cast<char*>(dst.data_ptr());
   const char* s = static_cast<const char*>(src.data_ptr());
-  for_each_row<2>(it, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-    char* dp = d + off[0] * int64_t(es);
-    const char* sp = s + off[1] * int64_t(es);
-    if (st[0] == 1 && st[1] == 1) {
-      std::memcpy(dp, sp, size_t(n) * es);
-      return;
-    }
-    for (int64_t i = 0; i < n; ++i) std::memcpy(dp + i * st[0] * int64_t(es), sp + i * st[1] * int64_t(es), es);
-  });
+  for_each_row<2>(
+      it, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+        char* dp = d + off[0] * int64_t(es);
+        const char* sp = s + off[1] * int64_t(es);
+        if (st[0] == 1 && st[1] == 1) {
+          std::memcpy(dp, sp, size_t(n) * es);
+          return;
+        }
+        for (int64_t i = 0; i < n; ++i)
+          std::memcpy(dp + i * st[0] * int64_t(es), sp + i * st[1] * int64_t(es), es);
+      });
 }
 
 // Calls f(x_offset, y_offset) for every lane along `axis` (all other coordinates fixed); x and y
 // share the shape except maybe along the axis. Lanes are split across threads.
 template <typename F>
-void for_each_lane(const Shape& shape, int64_t axis, const Shape& xst, const Shape& yst, int64_t lane_len, F&& f) {
+void for_each_lane(const Shape& shape, int64_t axis, const Shape& xst, const Shape& yst,
+                   int64_t lane_len, F&& f) {
   std::vector<int64_t> size, sx, sy;
   for (size_t d = 0; d < shape.size(); ++d)
     if (int64_t(d) != axis) {
@@ -61,29 +65,61 @@ void for_each_lane(const Shape& shape, int64_t axis, const Shape& xst, const Sha
   const int nd = int(size.size());
   int64_t rows = 1;
   for (int64_t n : size) rows *= n;
-  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(lane_len, 1)), [&](int64_t r0, int64_t r1) {
-    int64_t idx[kMaxDims] = {0}, ox = 0, oy = 0, r = r0;
-    for (int d = nd - 1; d >= 0; --d) {
-      idx[d] = r % size[size_t(d)];
-      r /= size[size_t(d)];
-      ox += idx[d] * sx[size_t(d)];
-      oy += idx[d] * sy[size_t(d)];
-    }
-    for (int64_t row = r0; row < r1; ++row) {
-      f(ox, oy);
-      for (int d = nd - 1; d >= 0; --d) {
-        ox += sx[size_t(d)];
-        oy += sy[size_t(d)];
-        if (++idx[d] < size[size_t(d)]) break;
-        ox -= idx[d] * sx[size_t(d)];
-        oy -= idx[d] * sy[size_t(d)];
-        idx[d] = 0;
-      }
-    }
-  });
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(lane_len, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 int64_t idx[kMaxDims] = {0}, ox = 0, oy = 0, r = r0;
+                 for (int d = nd - 1; d >= 0; --d) {
+                   idx[d] = r % size[size_t(d)];
+                   r /= size[size_t(d)];
+                   ox += idx[d] * sx[size_t(d)];
+                   oy += idx[d] * sy[size_t(d)];
+                 }
+                 for (int64_t row = r0; row < r1; ++row) {
+                   f(ox, oy);
+                   for (int d = nd - 1; d >= 0; --d) {
+                     ox += sx[size_t(d)];
+                     oy += sy[size_t(d)];
+                     if (++idx[d] < size[size_t(d)]) break;
+                     ox -= idx[d] * sx[size_t(d)];
+                     oy -= idx[d] * sy[size_t(d)];
+                     idx[d] = 0;
+                   }
+                 }
+               });
 }
 
 // ---- softmax / log_softmax: max-shifted, one exp pass ------------------------------------------
+// float32 lanes contiguous in x and y (softmax over the last axis): vectorised max, shift, exp
+// (the elementwise kernels' SIMD exp), sum and scale.
+template <bool kLog>
+void softmax_lane_f32(const float* xp, float* yp, int64_t n) {
+  float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, xp[i]);
+  if (std::isinf(m) && m < 0) m = 0;
+  thread_local std::vector<float> buf;
+  float* e = yp;
+  if constexpr (kLog) {
+    buf.resize(size_t(n));
+    e = buf.data();
+  }
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) e[i] = xp[i] - m;
+  ew::simd_unary_f32(ew::SimdUnary::kExp, e, e, n, {});
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += e[i];
+  if constexpr (kLog) {
+    const float shift = m + std::log(s);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] - shift;
+  } else {
+    const float inv = 1.0f / s;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) yp[i] *= inv;
+  }
+}
+
 template <bool kLog>
 void softmax_kernel(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
@@ -102,6 +138,9 @@ void softmax_kernel(ops::KernelContext& ctx) {
       for_each_lane(x.shape(), x.dim() ? ax : -1, xst, yst, n, [&](int64_t ox, int64_t oy) {
         const T* xp = src + ox;
         T* yp = dst + oy;
+        if constexpr (std::is_same_v<T, float>) {
+          if (sx == 1 && sy == 1) return softmax_lane_f32<kLog>(xp, yp, n);
+        }
         A m = -INFINITY;
         for (int64_t i = 0; i < n; ++i) m = std::max(m, A(xp[i * sx]));
         if (std::isinf(m) && m < 0) m = 0;  // all -inf: softmax is nan as PyTorch, log_softmax -inf
@@ -126,14 +165,17 @@ void softmax_kernel(ops::KernelContext& ctx) {
   });
 }
 
-// ---- concat / split ------------------------------------------------------------------------------
+// ---- concat / split
+// ------------------------------------------------------------------------------
 void concat_kernel(ops::KernelContext& ctx) {
   Tensor& out = ctx.outputs[0];
   const int64_t ax = ops::normalize_axis(ctx.attrs.get_int("axis"), out.dim());
   int64_t start = 0;
   for (const Tensor& x : ctx.inputs) {
     if (x.numel() > 0)
-      copy_into(alias(out, x.shape(), out.strides(), out.offset() + start * out.strides()[size_t(ax)]), x);
+      copy_into(
+          alias(out, x.shape(), out.strides(), out.offset() + start * out.strides()[size_t(ax)]),
+          x);
     start += x.size(ax);
   }
 }
@@ -149,7 +191,8 @@ void split_kernel(ops::KernelContext& ctx) {
   }
 }
 
-// ---- pad: fill with the value, then copy the overlap (negative pads crop) ------------------------
+// ---- pad: fill with the value, then copy the overlap (negative pads crop)
+// ------------------------
 void pad_kernel(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   Tensor& out = ctx.outputs[0];
@@ -177,7 +220,8 @@ void pad_kernel(ops::KernelContext& ctx) {
   copy_into(alias(out, region, out.strides(), ooff), alias(x, region, x.strides(), xoff));
 }
 
-// ---- dropout: element i keeps with probability 1 - p, drawn from counter base + i ----------------
+// ---- dropout: element i keeps with probability 1 - p, drawn from counter base + i
+// ----------------
 void dropout_kernel(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   Tensor& y = ctx.outputs[0];
@@ -193,20 +237,22 @@ void dropout_kernel(ops::KernelContext& ctx) {
       const T* src = base<T>(x);
       T* dst = base<T>(y);
       auto it = make_iter<2>(y.shape(), {y.strides(), x.strides()});
-      for_each_row<2>(it, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
-        // y is contiguous, so its offset is the logical element index.
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t e = off[0] + i * st[0];
-          const bool keep = random::uniform(seed, counter + uint64_t(e)) >= p;
-          m[e] = keep;
-          dst[e] = T(keep ? A(src[off[1] + i * st[1]]) * scale : A(0));
-        }
-      });
+      for_each_row<2>(
+          it, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+            // y is contiguous, so its offset is the logical element index.
+            for (int64_t i = 0; i < n; ++i) {
+              const int64_t e = off[0] + i * st[0];
+              const bool keep = random::uniform(seed, counter + uint64_t(e)) >= p;
+              m[e] = keep;
+              dst[e] = T(keep ? A(src[off[1] + i * st[1]]) * scale : A(0));
+            }
+          });
     }
   });
 }
 
-// ---- nearest upsampling: source index floor(dst * in / out) ---------------------------------------
+// ---- nearest upsampling: source index floor(dst * in / out)
+// ---------------------------------------
 std::vector<int64_t> nearest_map(int64_t in, int64_t out) {
   std::vector<int64_t> m(static_cast<size_t>(out));
   for (int64_t o = 0; o < out; ++o) m[size_t(o)] = std::min(in - 1, o * in / out);
@@ -223,14 +269,15 @@ void upsample_kernel(ops::KernelContext& ctx) {
     using T = decltype(tag);
     const T* src = base<T>(x);
     T* dst = base<T>(y);
-    parallel_for(0, y.size(0) * C * OH, std::max<int64_t>(1, 16384 / OW), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t oh = r % OH, c = (r / OH) % C, n = r / (OH * C);
-        const T* row = src + n * st[0] + c * st[1] + mh[size_t(oh)] * st[2];
-        T* o = dst + r * OW;
-        for (int64_t ow = 0; ow < OW; ++ow) o[ow] = row[mw[size_t(ow)] * st[3]];
-      }
-    });
+    parallel_for(0, y.size(0) * C * OH, std::max<int64_t>(1, 16384 / OW),
+                 [&](int64_t r0, int64_t r1) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     const int64_t oh = r % OH, c = (r / OH) % C, n = r / (OH * C);
+                     const T* row = src + n * st[0] + c * st[1] + mh[size_t(oh)] * st[2];
+                     T* o = dst + r * OW;
+                     for (int64_t ow = 0; ow < OW; ++ow) o[ow] = row[mw[size_t(ow)] * st[3]];
+                   }
+                 });
   });
 }
 
@@ -268,7 +315,8 @@ void upsample_backward_kernel(ops::KernelContext& ctx) {
 }  // namespace
 
 #define SPORE_FLOAT_DTYPES kFloat16, kBFloat16, kFloat32, kFloat64
-#define SPORE_ALL_DTYPES kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64
+#define SPORE_ALL_DTYPES \
+  kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64
 SPORE_KERNEL(CPU, Softmax, softmax_kernel<false>, SPORE_FLOAT_DTYPES);
 SPORE_KERNEL(CPU, LogSoftmax, softmax_kernel<true>, SPORE_FLOAT_DTYPES);
 SPORE_KERNEL(CPU, Concat, concat_kernel, SPORE_ALL_DTYPES);

@@ -23,7 +23,8 @@ namespace spore::cpu {
 namespace {
 
 struct Plan {
-  std::vector<int64_t> ksize, kstride;  // kept dims, outer to inner (output is contiguous over them)
+  std::vector<int64_t> ksize,
+      kstride;  // kept dims, outer to inner (output is contiguous over them)
   std::vector<int64_t> rsize, rstride;  // reduced dims, innermost has the smallest stride
   int64_t nout = 1, nred = 1;
 };
@@ -34,8 +35,10 @@ Plan make_plan(const Tensor& x, const std::vector<bool>& red) {
   std::vector<std::pair<int64_t, int64_t>> r;  // (size, stride)
   for (size_t d = 0; d < size_t(x.dim()); ++d) {
     const int64_t n = x.shape()[d], st = x.strides()[d];
-    if (red[d]) p.nred *= n;
-    else p.nout *= n;
+    if (red[d])
+      p.nred *= n;
+    else
+      p.nout *= n;
     if (n == 1) continue;
     if (red[d]) {
       r.push_back({n, st});
@@ -47,7 +50,8 @@ Plan make_plan(const Tensor& x, const std::vector<bool>& red) {
       p.kstride.push_back(st);
     }
   }
-  std::stable_sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(r.begin(), r.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   for (const auto& [n, st] : r) {
     if (!p.rsize.empty() && p.rstride.back() == st * n) {
       p.rsize.back() *= n;
@@ -89,19 +93,23 @@ struct Odometer {
 
 // Accumulator type: float for the half types, double for double, int64 for integers and bool.
 template <typename T>
-using AccOf = std::conditional_t<std::is_floating_point_v<T>, T,
-                                 std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>,
-                                                    float, int64_t>>;
+using AccOf = std::conditional_t<
+    std::is_floating_point_v<T>, T,
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, int64_t>>;
 
 template <typename T, typename Acc>
 inline Acc load(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) return Acc(float(v));
-  else return Acc(v);
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+    return Acc(float(v));
+  else
+    return Acc(v);
 }
 template <typename Out, typename Acc>
 inline Out store(Acc v) {
-  if constexpr (std::is_same_v<Out, Half> || std::is_same_v<Out, BFloat16>) return Out(float(v));
-  else return static_cast<Out>(v);
+  if constexpr (std::is_same_v<Out, Half> || std::is_same_v<Out, BFloat16>)
+    return Out(float(v));
+  else
+    return static_cast<Out>(v);
 }
 
 template <typename Acc>
@@ -126,8 +134,10 @@ struct MaxOp {
 template <typename Acc>
 struct MinOp {
   static Acc init() {
-    if constexpr (std::is_floating_point_v<Acc>) return std::numeric_limits<Acc>::infinity();
-    else return std::numeric_limits<Acc>::max();
+    if constexpr (std::is_floating_point_v<Acc>)
+      return std::numeric_limits<Acc>::infinity();
+    else
+      return std::numeric_limits<Acc>::max();
   }
   static Acc step(Acc a, Acc v) { return (v < a || v != v) ? v : a; }
   static Acc merge(Acc a, Acc b) { return step(a, b); }
@@ -146,8 +156,10 @@ Acc fold_row(const T* p, int64_t n, int64_t st) {
   if (st == 1 && n >= 2 * kLanes) {
     Acc lane[kLanes];
     for (int k = 0; k < kLanes; ++k) lane[k] = Op::init();
-    for (; i + kLanes <= n; i += kLanes)
+    for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
       for (int k = 0; k < kLanes; ++k) lane[k] = Op::step(lane[k], load<T, Acc>(p[i + k]));
+    }
     for (int k = 0; k < kLanes; ++k) acc = Op::merge(acc, lane[k]);
   }
   for (; i < n; ++i) acc = Op::step(acc, load<T, Acc>(p[i * st]));
@@ -169,7 +181,7 @@ void reduce(const Tensor& x, Tensor& out, const std::vector<bool>& red, Finish f
   const bool outer = nk > 0 && nr > 0 && p.kstride.back() == 1 && p.rstride.back() > 1;
   if (outer) {
     // (..., K) outputs, contiguous in the input: accumulate a block of K at once.
-    constexpr int64_t kBlock = 512;
+    constexpr int64_t kBlock = 2048;  // accumulators stay in L1
     const int64_t klast = p.ksize.back(), nko = p.nout / klast;
     const int64_t nblk = (klast + kBlock - 1) / kBlock;
     const int64_t grain = std::max<int64_t>(1, 65536 / (p.nred * std::min(klast, kBlock)));
@@ -177,13 +189,15 @@ void reduce(const Tensor& x, Tensor& out, const std::vector<bool>& red, Finish f
       Acc acc[kBlock];
       Odometer ko(p.ksize, p.kstride, nk - 1);
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t kouter = t / nblk, j0 = (t % nblk) * kBlock, len = std::min(kBlock, klast - j0);
+        const int64_t kouter = t / nblk, j0 = (t % nblk) * kBlock,
+                      len = std::min(kBlock, klast - j0);
         ko.seek(kouter);
         const T* b = src + ko.off + j0;
         for (int64_t j = 0; j < len; ++j) acc[j] = Op::init();
         Odometer r(p.rsize, p.rstride, nr);
         for (int64_t i = 0; i < p.nred; ++i, r.next()) {
           const T* row = b + r.off;
+#pragma omp simd
           for (int64_t j = 0; j < len; ++j) acc[j] = Op::step(acc[j], load<T, Acc>(row[j]));
         }
         Out* o = dst + kouter * klast + j0;
@@ -236,9 +250,8 @@ void accumulate_kernel(ops::KernelContext& ctx, bool is_mean) {
       SPORE_ASSERT(out.dtype() == dtype_of_v<Out>, "mean output dtype");
       const Acc inv = Acc(1) / Acc(std::max<int64_t>(count, 1));
       const bool empty = count == 0;
-      reduce<OpT<Acc>, T, Out, Acc>(x, out, red, [inv, empty](Acc a) {
-        return store<Out, Acc>(empty ? Acc(NAN) : a * inv);
-      });
+      reduce<OpT<Acc>, T, Out, Acc>(
+          x, out, red, [inv, empty](Acc a) { return store<Out, Acc>(empty ? Acc(NAN) : a * inv); });
     } else {
       // Integer sums and products produce int64.
       using Acc = AccOf<T>;
@@ -263,8 +276,9 @@ void extremum_kernel(ops::KernelContext& ctx) {
     // Max/min are exact, so only the half types need a wider accumulator; bool compares as int.
     using Acc = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float,
                                    std::conditional_t<std::is_same_v<T, bool>, int64_t, T>>;
-    using Op = std::conditional_t<kMax, std::conditional_t<std::is_floating_point_v<Acc>, MaxOpF<Acc>, MaxOp<Acc>>,
-                                  MinOp<Acc>>;
+    using Op = std::conditional_t<
+        kMax, std::conditional_t<std::is_floating_point_v<Acc>, MaxOpF<Acc>, MaxOp<Acc>>,
+        MinOp<Acc>>;
     reduce<Op, T, T, Acc>(x, out, red, [](Acc a) { return store<T, Acc>(a); });
   });
 }
@@ -307,7 +321,8 @@ void arg_kernel(ops::KernelContext& ctx) {
 
 }  // namespace
 
-#define SPORE_REDUCE_DTYPES kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64
+#define SPORE_REDUCE_DTYPES \
+  kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64
 SPORE_KERNEL(CPU, Sum, sum_kernel, SPORE_REDUCE_DTYPES);
 SPORE_KERNEL(CPU, Mean, mean_kernel, SPORE_REDUCE_DTYPES);
 SPORE_KERNEL(CPU, Prod, prod_kernel, kUInt8, kInt8, kInt32, kInt64, kFloat32, kFloat64);

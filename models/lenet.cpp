@@ -1,0 +1,25 @@
+#include "models/lenet.h"
+
+namespace spore::models {
+
+LeNet5::LeNet5(int64_t num_class, int64_t num_channel, bool pad_for_28x28)
+    : conv1_(num_channel, 6, 5,
+             pad_for_28x28 ? nn::Conv2dOptions{.pad_mode = "pad", .padding = 2}
+                           : nn::Conv2dOptions{.pad_mode = "valid"}),
+      conv2_(6, 16, 5, {.pad_mode = "valid"}),
+      fc1_(16 * 5 * 5, 120, {.weight_init = nn::Normal(0.02)}),
+      fc2_(120, 84, {.weight_init = nn::Normal(0.02)}),
+      fc3_(84, num_class, {.weight_init = nn::Normal(0.02)}) {
+  set_cls_name("LeNet5");
+  register_cells("conv1", conv1_, "conv2", conv2_, "fc1", fc1_, "fc2", fc2_, "fc3", fc3_);
+}
+
+Tensor LeNet5::construct(const Tensor& x) {
+  Tensor y = max_pool2d(relu(conv1_(x)), 2);    // (N, 6, 14, 14)
+  y = max_pool2d(relu(conv2_(y)), 2).flatten(1);  // (N, 400)
+  y = relu(fc1_(y));                              // (N, 120)
+  y = relu(fc2_(y));                              // (N, 84)
+  return fc3_(y);                                 // (N, num_class)
+}
+
+}  // namespace spore::models

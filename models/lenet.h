@@ -1,0 +1,19 @@
+// LeNet-5 as in MindSpore's model zoo (official/cv/lenet): two bias-free 5x5 convolutions, max
+// pooling, three Dense layers with Normal(0.02) weights. The zoo feeds 32x32 images (MNIST resized);
+// on 28x28 inputs we pad conv1 by 2, which gives the same geometry without a resize.
+#pragma once
+#include "spore/nn/nn.h"
+
+namespace spore::models {
+
+class LeNet5 : public nn::Cell {
+ public:
+  explicit LeNet5(int64_t num_class = 10, int64_t num_channel = 1, bool pad_for_28x28 = true);
+  Tensor construct(const Tensor& x) override;  // (N, C, 28, 28) -> (N, num_class)
+
+ private:
+  nn::Conv2d conv1_, conv2_;
+  nn::Dense fc1_, fc2_, fc3_;
+};
+
+}  // namespace spore::models

@@ -1,0 +1,185 @@
+// The training and evaluation jobs behind `spore train` / `spore eval`: the MindSpore six-step
+// workflow (context, data, network, loss + optimizer + metrics, Model, train with callbacks) for
+// the model zoo, writing a checkpoint, a metrics file and a training-curve PNG.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "core/parallel.h"
+#include "core/random.h"
+#include "jobs.h"
+#include "models/lenet.h"
+#include "models/mlp.h"
+#include "spore/data/dataset.h"
+#include "spore/io/checkpoint.h"
+#include "spore/io/metrics.h"
+#include "spore/io/plot.h"
+#include "spore/nn/nn.h"
+#include "spore/optim/optimizers.h"
+#include "spore/spore.h"
+#include "spore/train/callbacks.h"
+#include "spore/train/model.h"
+
+namespace spore::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Fashion-MNIST training-set statistics of x / 255; the images are normalised with them.
+constexpr double kMean = 0.2860, kStd = 0.3530;
+
+data::Dataset fashion(const std::string& dir, const std::string& usage, int64_t limit, bool train,
+                      int64_t batch) {
+  data::Dataset ds = data::MnistDataset(dir, usage, {.num_samples = limit});
+  ds = ds.map({vision::Rescale(1.0 / (255.0 * kStd), -kMean / kStd), vision::HWC2CHW()}, "image");
+  if (train) ds = ds.shuffle(ds.get_dataset_size());
+  return ds.batch(batch, /*drop_remainder=*/false);
+}
+
+nn::CellPtr make_classifier(const std::string& model) {
+  if (model == "lenet") return std::make_shared<models::LeNet5>();
+  if (model == "mlp") return std::make_shared<models::MLP>(std::vector<int64_t>{784, 512, 256, 10});
+  SPORE_THROW(ErrorKind::ValueError, "unknown model '", model, "'; expected lenet or mlp");
+}
+
+int64_t count_params(const nn::Cell& net) {
+  int64_t n = 0;
+  for (const Tensor& p : net.trainable_params()) n += p.numel();
+  return n;
+}
+
+// Prints one line per epoch and records it in the metrics files.
+train::LambdaCallback epoch_logger(io::MetricsWriter& writer, const std::string& metric) {
+  return train::LambdaCallback({.on_epoch_end = [&writer, metric](train::RunContext& c) {
+    const double ips = c.epoch_elapsed > 0 ? double(c.epoch_samples) / c.epoch_elapsed : 0;
+    io::MetricValues rec{{"loss", c.epoch_loss}};
+    std::printf("epoch %lld/%lld: train loss %.4f", (long long)c.epoch, (long long)c.epoch_num, c.epoch_loss);
+    for (const auto& [k, v] : c.metrics) {
+      rec.emplace_back(k, v);
+      std::printf(", %s %.4f", k == metric ? ("test " + k).c_str() : k.c_str(), v);
+    }
+    rec.emplace_back("images_per_s", ips);
+    rec.emplace_back("seconds", c.epoch_elapsed);
+    std::printf(" (%.0f images/s, %.1f s)\n", ips, c.epoch_elapsed);
+    std::fflush(stdout);
+    writer.write(c.epoch, rec);
+  }});
+}
+
+void write_curves(const io::MetricsWriter& writer, const std::string& path, const std::string& title,
+                  const std::string& metric) {
+  io::TrainingCurves curves = io::curves_from_metrics(io::read_metrics_jsonl(writer.jsonl_path()), metric);
+  curves.title = title;
+  io::save_training_curves(path, curves);
+}
+
+// Friedman #1 (Friedman 1991, the classic regression benchmark; scikit-learn's make_friedman1):
+// x ~ U[0,1]^10, y = 10 sin(pi x0 x1) + 20 (x2 - 0.5)^2 + 10 x3 + 5 x4 + N(0, 1); x5..x9 are noise.
+std::pair<Tensor, Tensor> friedman1(int64_t n) {
+  Tensor x = rand({n, 10});
+  Tensor noise = randn({n});
+  std::vector<float> xv = x.to_vector<float>(), nv = noise.to_vector<float>();
+  std::vector<float> y(static_cast<size_t>(n), 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* r = &xv[size_t(i * 10)];
+    y[size_t(i)] = float(10 * std::sin(M_PI * r[0] * r[1]) + 20 * (r[2] - 0.5) * (r[2] - 0.5) +
+                         10 * r[3] + 5 * r[4] + nv[size_t(i)]);
+  }
+  return {x, from_vector(y, {n, 1})};
+}
+
+int train_regression(const TrainArgs& a, const std::string& out) {
+  const int64_t n_train = a.limit > 0 ? a.limit : 8000, n_test = a.eval_limit > 0 ? a.eval_limit : 2000;
+  auto [xtr, ytr] = friedman1(n_train);
+  auto [xte, yte] = friedman1(n_test);
+  auto train_ds = data::TensorDataset({xtr, ytr}, {"x", "y"}).shuffle(n_train).batch(a.batch_size);
+  auto test_ds = data::TensorDataset({xte, yte}, {"x", "y"}).batch(256);
+  auto net = std::make_shared<models::MLP>(std::vector<int64_t>{10, 64, 64, 1});
+  auto loss = std::make_shared<nn::MSELoss>();
+  // Adam suits this small smooth problem; --lr keeps its meaning.
+  auto opt = std::make_shared<optim::Adam>(net->trainable_params(), a.lr == 0.01 ? 3e-3 : a.lr);
+  train::Model model(net, loss, opt, {"mse", "mae"});
+  io::MetricsWriter writer(out + "/metrics");
+  std::printf("training mlp-regression on Friedman #1 (%lld train / %lld test samples, 10 features)\n",
+              (long long)n_train, (long long)n_test);
+  model.fit(a.epochs, train_ds, test_ds, {train::ProgressBar(), epoch_logger(writer, "mse")});
+  io::save_checkpoint(*net, out + "/mlp-regression.safetensors", {{"model", "mlp-regression"}});
+  write_curves(writer, out + "/curves.png", "MLP regression (Friedman #1)", "mae");
+  std::printf("outputs: %s/{mlp-regression.safetensors, metrics.jsonl, metrics.csv, curves.png}\n", out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int train(const TrainArgs& a) {
+  set_seed(a.seed);
+  if (a.threads > 0) set_num_threads(a.threads);
+  set_context({.mode = mode_from_name(a.mode)});  // Graph mode: a clear "not available yet"
+  const std::string out = a.out.empty() ? "out/" + a.model : a.out;
+  fs::create_directories(out);
+  if (a.model == "mlp-regression") return train_regression(a, out);
+  if (a.model == "resnet18")
+    SPORE_THROW(ErrorKind::NotImplemented,
+                "training resnet18 needs the CIFAR-10 reader of the data engine, which is not built "
+                "yet. The model itself is in models/resnet.h (benchmarked in bench/); train lenet or "
+                "mlp meanwhile.");
+
+  auto train_ds = fashion(a.data, "train", a.limit, true, a.batch_size);
+  auto test_ds = fashion(a.data, "test", a.eval_limit, false, 256);
+  nn::CellPtr net = make_classifier(a.model);
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), a.lr, a.momentum);
+  train::Model model(net, loss, opt, {"accuracy"});
+
+  std::printf("training %s on Fashion-MNIST (%s): %lld train / %lld test images, batch %lld, "
+              "Momentum(lr=%g, momentum=%g), %s mode, %d threads, %lld parameters\n",
+              a.model.c_str(), a.data.c_str(), (long long)(a.limit > 0 ? a.limit : 60000),
+              (long long)(a.eval_limit > 0 ? a.eval_limit : 10000), (long long)a.batch_size, a.lr,
+              a.momentum, a.mode.c_str(), get_num_threads(), (long long)count_params(*net));
+  if (a.verbose) std::cout << net->str() << "\n";
+  std::fflush(stdout);
+
+  io::MetricsWriter writer(out + "/metrics");
+  auto ckpt = std::make_shared<train::ModelCheckpoint>(
+      a.model, out + "/checkpoints",
+      train::CheckpointConfig{.save_checkpoint_steps = 0, .save_checkpoint_epochs = 1, .keep_checkpoint_max = 3});
+  model.fit(a.epochs, train_ds, test_ds, {train::ProgressBar(), epoch_logger(writer, "accuracy"), ckpt});
+
+  const auto final_metrics = io::read_metrics_jsonl(writer.jsonl_path());
+  double acc = NAN;
+  if (!final_metrics.empty())
+    for (const auto& [k, v] : final_metrics.back())
+      if (k == "accuracy") acc = v;
+  const std::string path = out + "/" + a.model + ".safetensors";
+  io::save_checkpoint(*net, path, {{"model", a.model}, {"epochs", std::to_string(a.epochs)},
+                                   {"test_accuracy", std::to_string(acc)}});
+  write_curves(writer, out + "/curves.png", a.model + " on Fashion-MNIST", "accuracy");
+  if (a.verbose) {
+    const AllocatorStats s = cpu_allocator().stats();
+    std::printf("memory: peak %.1f MiB in use, %.1f MiB cached, %llu allocations (%.1f%% cache hits)\n",
+                double(s.peak_bytes_in_use) / 1048576.0, double(s.bytes_cached) / 1048576.0,
+                (unsigned long long)s.num_allocs, 100.0 * double(s.cache_hits) / double(std::max<uint64_t>(s.num_allocs, 1)));
+  }
+  std::printf("final test accuracy: %.4f\noutputs: %s (checkpoint), %s/metrics.jsonl and .csv, %s/curves.png, "
+              "%s/checkpoints/\n", acc, path.c_str(), out.c_str(), out.c_str(), out.c_str());
+  return 0;
+}
+
+int eval(const EvalArgs& a) {
+  nn::CellPtr net = make_classifier(a.model);
+  io::Checkpoint ckpt = io::load_checkpoint(a.ckpt);
+  io::LoadReport rep = io::load_param_into_net(*net, ckpt, /*strict=*/false);
+  SPORE_CHECK(rep.ok(), "checkpoint ", a.ckpt, " does not fit the ", a.model, " network:\n", rep.str(),
+              "Was it written by `spore train ", a.model, "`?");
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+  train::Model model(net, loss, nullptr, {"accuracy", "loss"});
+  auto res = model.eval(fashion(a.data, "test", a.limit, false, a.batch_size));
+  std::printf("%s on Fashion-MNIST test (%s): accuracy %.4f, loss %.4f\n", a.model.c_str(), a.ckpt.c_str(),
+              res["accuracy"], res["loss"]);
+  return 0;
+}
+
+}  // namespace spore::cli
