@@ -1,0 +1,116 @@
+// End-to-end tests of the `spore` CLI: a short training run on a subset of Fashion-MNIST writes
+// its checkpoint, metrics and curves, and `spore eval` reads the checkpoint back; bad flags and
+// bad data give clear errors and non-zero exit codes, never a crash.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kSpore = std::string(SPORE_BINARY_DIR) + "/spore";
+const std::string kData = "/usr/share/datasets/fashion-mnist";
+
+struct Result {
+  int code;
+  std::string out;
+};
+Result run(const std::string& args) {
+  std::string cmd = "OMP_NUM_THREADS=2 " + kSpore + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("spore_e2e_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+TEST(Cli, TrainLenetOnASubsetThenEval) {
+  if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  fs::path out = temp_dir("lenet");
+  Result r = run("train lenet --epochs 2 --limit 2048 --eval-limit 512 --batch-size 64 --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("epoch 2/2: train loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;
+  for (const char* f : {"lenet.safetensors", "metrics.jsonl", "metrics.csv", "curves.png"})
+    EXPECT_TRUE(fs::exists(out / f)) << f << "\n" << r.out;
+  EXPECT_GT(fs::file_size(out / "curves.png"), 1000u);
+  // the metrics file has one line per epoch with the loss falling
+  std::ifstream m(out / "metrics.jsonl");
+  std::string l1, l2;
+  std::getline(m, l1);
+  std::getline(m, l2);
+  EXPECT_NE(l1.find("\"epoch\":1"), std::string::npos) << l1;
+  EXPECT_NE(l2.find("\"epoch\":2"), std::string::npos) << l2;
+  Result e = run("eval lenet --ckpt " + (out / "lenet.safetensors").string() + " --limit 512");
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("accuracy"), std::string::npos) << e.out;
+  fs::remove_all(out);
+}
+
+TEST(Cli, TrainMlpRegressionReportsMseAndMae) {
+  fs::path out = temp_dir("reg");
+  Result r = run("train mlp-regression --epochs 2 --limit 1024 --eval-limit 256 --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("mse"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("mae"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(out / "curves.png"));
+  fs::remove_all(out);
+}
+
+TEST(Cli, RunCheckPasses) {
+  Result r = run("run-check");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("installed on platform [CPU] successfully"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("oneDNN"), std::string::npos) << r.out;
+}
+
+TEST(Cli, HelpIsComplete) {
+  Result r = run("train --help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag : {"--epochs", "--batch-size", "--lr", "--mode", "--data", "--out", "--seed"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+}
+
+TEST(Cli, BadInputsGiveClearErrors) {
+  Result r = run("train lenet --epochs 1 --data /nonexistent/dir --out /tmp/spore_e2e_bad");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/dir"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dataset-fashion-mnist"), std::string::npos) << r.out;
+
+  r = run("train lenet --epochs zero");
+  EXPECT_TRUE(r.code > 0 && r.code < 128) << r.code << " " << r.out;  // CLI11 parse error, no crash
+  EXPECT_NE(r.out.find("--epochs"), std::string::npos) << r.out;
+
+  r = run("train alexnet");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("alexnet"), std::string::npos) << r.out;
+
+  r = run("train lenet --mode graph --epochs 1 --limit 64 --out /tmp/spore_e2e_bad");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("Graph mode is not available"), std::string::npos) << r.out;
+
+  fs::path d = temp_dir("corrupt");
+  { std::ofstream(d / "bad.safetensors") << "not a checkpoint"; }
+  r = run("eval lenet --ckpt " + (d / "bad.safetensors").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("bad.safetensors"), std::string::npos) << r.out;
+  r = run("eval lenet --ckpt " + (d / "missing.safetensors").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("missing.safetensors"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
+}  // namespace
