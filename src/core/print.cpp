@@ -33,8 +33,7 @@ struct Formatter {
     std::string s = buf;
     if (decimals == 0) return s + ".";
     // numpy pads trailing zeros with spaces: "2.5 " next to "2.25"
-    size_t keep = s.find_last_not_of('0');
-    if (s[keep] == '.') ++keep;
+    const size_t keep = s.find_last_not_of('0');  // the '.' itself at worst
     return s.substr(0, keep + 1) + std::string(s.size() - keep - 1, ' ');
   }
 };

@@ -63,6 +63,10 @@ Tensor saved_out(const VjpContext& c, Tensor (*recompute)(const Tensor&)) {
 
 Tensors zero_grad(const VjpContext& c) { return {zeros_like(c.g())}; }
 
+// Whether input i wants a gradient: lets x * 0.5 or pow(x, 2.0) skip the constant's gradient in
+// PyNative. While tracing (Graph mode) every gradient is built; unused ones are pruned there.
+bool wants(const VjpContext& c, size_t i) { return trace_hook() || c.in(i).requires_grad(); }
+
 constexpr double kSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // 2 / sqrt(pi): erf' scale
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi): the normal pdf's scale
@@ -167,20 +171,24 @@ SPORE_DEFINE_OP(Add, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Te
                         return {c.g(), c.g()};
                       }});
 SPORE_DEFINE_OP(Sub, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
-                        return {c.g(), neg(c.g())};
+                        return {c.g(), wants(c, 1) ? neg(c.g()) : Tensor()};
                       }});
-SPORE_DEFINE_OP(Mul, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
-                        return {c.g() * c.in(1), c.g() * c.in(0)};
-                      }});
+SPORE_DEFINE_OP(
+    Mul,
+    {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
+       return {wants(c, 0) ? c.g() * c.in(1) : Tensor(), wants(c, 1) ? c.g() * c.in(0) : Tensor()};
+     }});
 SPORE_DEFINE_OP(Div, {.infer = float_binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
                         // d(a/b)/db = -(a/b) / b
                         const Tensor ga = c.g() / c.in(1);
+                        if (!wants(c, 1)) return {ga};
                         const Tensor y = is_grad_enabled() ? c.in(0) / c.in(1) : c.out(0);
                         return {ga, neg(ga * y)};
                       }});
 SPORE_DEFINE_OP(Pow, {.infer = float_binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
                         const Tensor &a = c.in(0), &b = c.in(1);
-                        const Tensor ga = c.g() * b * pow(a, b - 1.0);
+                        const Tensor ga = wants(c, 0) ? c.g() * b * pow(a, b - 1.0) : Tensor();
+                        if (!wants(c, 1)) return {ga};
                         // d(a^b)/db = a^b log a, defined for a > 0 (0 elsewhere, as torch)
                         const Tensor y = is_grad_enabled() ? pow(a, b) : c.out(0);
                         const Tensor gb =
@@ -190,11 +198,13 @@ SPORE_DEFINE_OP(Pow, {.infer = float_binary_meta, .vjp = [](const VjpContext& c)
 // maximum / minimum route the gradient to the chosen input (ties: to a).
 SPORE_DEFINE_OP(Maximum, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
                             const Tensor m = greater_equal(c.in(0), c.in(1)), z = zero_of(c.g());
-                            return {where(m, c.g(), z), where(m, z, c.g())};
+                            return {wants(c, 0) ? where(m, c.g(), z) : Tensor(),
+                                    wants(c, 1) ? where(m, z, c.g()) : Tensor()};
                           }});
 SPORE_DEFINE_OP(Minimum, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
                             const Tensor m = less_equal(c.in(0), c.in(1)), z = zero_of(c.g());
-                            return {where(m, c.g(), z), where(m, z, c.g())};
+                            return {wants(c, 0) ? where(m, c.g(), z) : Tensor(),
+                                    wants(c, 1) ? where(m, z, c.g()) : Tensor()};
                           }});
 SPORE_DEFINE_OP(Equal, {.infer = compare_meta});
 SPORE_DEFINE_OP(NotEqual, {.infer = compare_meta});
@@ -220,7 +230,8 @@ SPORE_DEFINE_OP(Where, {
                            },
                            .vjp = [](const VjpContext& c) -> Tensors {
                              const Tensor z = zero_of(c.g());
-                             return {Tensor(), where(c.in(0), c.g(), z), where(c.in(0), z, c.g())};
+                             return {Tensor(), wants(c, 1) ? where(c.in(0), c.g(), z) : Tensor(),
+                                     wants(c, 2) ? where(c.in(0), z, c.g()) : Tensor()};
                            },
                        });
 
@@ -336,6 +347,7 @@ Tensor logical_and(const Tensor& a, const Tensor& b) { return binary(OpId::Logic
 Tensor logical_or(const Tensor& a, const Tensor& b) { return binary(OpId::LogicalOr, a, b); }
 Tensor logical_xor(const Tensor& a, const Tensor& b) { return binary(OpId::LogicalXor, a, b); }
 Tensor logical_not(const Tensor& a) { return unary(OpId::LogicalNot, a); }
+// A non-bool condition is read as nonzero = true.
 Tensor where(const Tensor& cond, const Tensor& x, const Tensor& y) {
   const DType t = promoted(x, y);
   return ops::call1(OpId::Where, {cast(cond, kBool), cast(x, t), cast(y, t)});
