@@ -3,7 +3,8 @@
 # is already installed is skipped, so a second run costs a second.
 set -euo pipefail
 BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev libgtest-dev libgmock-dev
-  libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev zlib1g-dev dataset-fashion-mnist)
+  libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev zlib1g-dev dataset-fashion-mnist
+  libopenmpi-dev openmpi-bin libopencv-dev libturbojpeg0-dev libsimdjson-dev)
 # Only the peer benchmarks (bench/peers) need these; `setup.sh --bench` installs them.
 BENCH_PKGS=(python3-torch python3-numpy)
 want=("${BUILD_PKGS[@]}")

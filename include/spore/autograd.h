@@ -40,6 +40,10 @@ namespace autograd {
 struct GradOptions {
   Tensor sens;                // output gradient (default: ones like the output)
   bool create_graph = false;  // record the backward pass too (higher-order gradients)
+  // Called during the backward pass with (index into inputs, gradient) as soon as that input's
+  // gradient is final, so work on it (data parallel's all-reduce) overlaps the rest of backward.
+  // Every input is reported exactly once (unreached ones with their zeros, at the end).
+  std::function<void(size_t, const Tensor&)> on_grad_ready;
 };
 // d(output)/d(inputs). An input the output does not depend on gets zeros.
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,

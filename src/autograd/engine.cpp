@@ -2,6 +2,7 @@
 // op's gradient rule (written with ops, so create_graph gives higher-order gradients), sums
 // gradients that fan in, and reduces broadcast gradients to their input's shape.
 #include <algorithm>
+#include <functional>
 #include <atomic>
 #include <unordered_map>
 #include <unordered_set>
@@ -71,7 +72,10 @@ struct Pending {
 };
 
 // Runs the tape backwards from root with cotangent seed; fills pending.leaf_grads.
-void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool create_graph) {
+// leaf_ready (optional): called with a leaf and its gradient once no node left can add to it.
+using LeafReady = std::function<void(TensorImpl*, const Tensor&)>;
+void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool create_graph,
+                  const LeafReady& leaf_ready = nullptr) {
   std::unique_ptr<NoGradGuard> no_grad;
   if (!create_graph) no_grad = std::make_unique<NoGradGuard>();
   if (!root.impl().grad_fn) {  // the root is a leaf itself
@@ -92,13 +96,35 @@ void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool
   }
   std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->seq > b->seq; });
 
+  // fire_at[p]: the leaves whose last consumer is order[p] (their gradient is final after it).
+  std::vector<std::vector<TensorImpl*>> fire_at;
+  if (leaf_ready) {
+    std::unordered_map<TensorImpl*, size_t> last;
+    for (size_t p = 0; p < order.size(); ++p)
+      for (const Tensor& in : order[p]->inputs)
+        if (in.defined() && !in.impl().grad_fn && in.requires_grad()) last[in.impl_ptr().get()] = p;
+    fire_at.resize(order.size());
+    for (auto& [impl, p] : last) fire_at[p].push_back(impl);
+  }
+  auto fire = [&](size_t p) {
+    if (!leaf_ready) return;
+    for (TensorImpl* impl : fire_at[p]) {
+      auto lg = pending.leaf_grads.find(impl);
+      if (lg != pending.leaf_grads.end() && lg->second.defined()) leaf_ready(impl, lg->second);
+    }
+  };
+
   Node* rn = root.impl().grad_fn.get();
   pending.node_grads[rn].resize(rn->outputs.size());
   pending.node_grads[rn][size_t(root.impl().output_nr)] = seed;
 
-  for (Node* n : order) {
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    Node* n = order[pos];
     auto it = pending.node_grads.find(n);
-    if (it == pending.node_grads.end()) continue;
+    if (it == pending.node_grads.end()) {
+      fire(pos);
+      continue;
+    }
     ops::Tensors cot = std::move(it->second);
     pending.node_grads.erase(it);
     cot.resize(n->outputs.size());
@@ -123,6 +149,7 @@ void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool
         lg = accumulate(lg, g);
       }
     }
+    fire(pos);
   }
 }
 
@@ -140,7 +167,22 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
   SPORE_CHECK_TYPE(is_floating(output.dtype()), "grad: the output must be floating point, got ",
                    dtype_name(output.dtype()));
   Pending pending;
-  if (output.requires_grad()) run_backward(output, default_seed(output, opts.sens), pending, opts.create_graph);
+  std::vector<bool> fired(opts.on_grad_ready ? inputs.size() : 0, false);
+  LeafReady leaf_ready;
+  if (opts.on_grad_ready) {
+    std::unordered_map<TensorImpl*, std::vector<size_t>> index_of;
+    for (size_t i = 0; i < inputs.size(); ++i) index_of[inputs[i].impl_ptr().get()].push_back(i);
+    leaf_ready = [&opts, &fired, index_of = std::move(index_of)](TensorImpl* impl, const Tensor& g) {
+      auto it = index_of.find(impl);
+      if (it == index_of.end()) return;
+      for (size_t i : it->second) {
+        fired[i] = true;
+        opts.on_grad_ready(i, g);
+      }
+    };
+  }
+  if (output.requires_grad())
+    run_backward(output, default_seed(output, opts.sens), pending, opts.create_graph, leaf_ready);
   std::vector<Tensor> out;
   out.reserve(inputs.size());
   for (const Tensor& in : inputs) {
@@ -148,6 +190,8 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
     if (it != pending.leaf_grads.end() && it->second.defined()) out.push_back(it->second);
     else out.push_back(zeros(in.shape(), in.dtype()));
   }
+  for (size_t i = 0; i < fired.size(); ++i)
+    if (!fired[i]) opts.on_grad_ready(i, out[i]);
   return out;
 }
 

@@ -1,12 +1,14 @@
-// The Dataset handle's methods, and the simple nodes: TensorDataset (source), Take, Skip, Repeat.
-// Map, Shuffle, Batch and MnistDataset live in their own files. Arguments are checked here, when
-// the pipeline is built, so errors point at the call that caused them.
+// The Dataset handle's methods and the simple nodes Take, Skip, Repeat. Sources live in
+// source.cpp / mnist.cpp / cifar.cpp / image_folder.cpp / coco.cpp / csv.cpp; Map, Shuffle, Batch
+// and the combining nodes in their own files. Arguments are checked here, when the pipeline is
+// built, so errors point at the call that caused them.
 #include <atomic>
+#include <cmath>
+#include <numeric>
 #include <sstream>
 
 #include "core/random.h"
 #include "data/node.h"
-#include "data/tensor_util.h"
 #include "spore/context.h"
 
 namespace spore::data {
@@ -14,10 +16,6 @@ namespace spore::data {
 uint64_t epoch_seed(uint64_t salt, int64_t epoch) {
   return random::mix(random::mix(get_seed() ^ salt) + uint64_t(epoch));
 }
-
-namespace {
-
-std::atomic<int64_t> g_prefetch_size{2};
 
 std::string join_names(const std::vector<std::string>& names) {
   std::ostringstream os;
@@ -27,34 +25,9 @@ std::string join_names(const std::vector<std::string>& names) {
   return os.str();
 }
 
-// -- TensorDataset --------------------------------------------------------------------------------
-class TensorNode : public DatasetNode {
- public:
-  TensorNode(std::vector<Tensor> cols, std::vector<std::string> names)
-      : cols_(std::move(cols)), names_(std::move(names)) {}
-  int64_t size() const override { return cols_[0].shape()[0]; }
-  std::vector<std::string> column_names() const override { return names_; }
-  std::string name() const override { return "TensorDataset"; }
-  std::unique_ptr<Iterator> make_iterator() override {
-    struct It : Iterator {
-      std::shared_ptr<const TensorNode> node;
-      int64_t i = 0;
-      explicit It(std::shared_ptr<const TensorNode> n) : node(std::move(n)) {}
-      std::optional<Row> next() override {
-        if (i >= node->size()) return std::nullopt;
-        Row row;
-        for (const Tensor& c : node->cols_) row.push_back(detail::row_view(c, i));
-        ++i;
-        return row;
-      }
-    };
-    return std::make_unique<It>(std::static_pointer_cast<const TensorNode>(shared_from_this()));
-  }
+namespace {
 
- private:
-  std::vector<Tensor> cols_;
-  std::vector<std::string> names_;
-};
+std::atomic<int64_t> g_prefetch_size{16};
 
 // -- Take / Skip ----------------------------------------------------------------------------------
 class TakeNode : public UnaryNode {
@@ -63,14 +36,16 @@ class TakeNode : public UnaryNode {
       : UnaryNode(std::move(child)), count_(count) {}
   int64_t size() const override { return std::min(count_, child_->size()); }
   std::string name() const override { return "Take"; }
-  std::unique_ptr<Iterator> make_iterator() override {
-    struct It : Iterator {
-      std::unique_ptr<Iterator> src;
+  RowIteratorPtr make_iterator() override {
+    struct It : RowIterator {
+      RowIteratorPtr src;
       int64_t left;
       std::optional<Row> next() override {
         if (left <= 0) return std::nullopt;
         --left;
-        return src->next();
+        auto row = src->next();
+        id = src->id;
+        return row;
       }
     };
     auto it = std::make_unique<It>();
@@ -89,14 +64,16 @@ class SkipNode : public UnaryNode {
       : UnaryNode(std::move(child)), count_(count) {}
   int64_t size() const override { return std::max<int64_t>(0, child_->size() - count_); }
   std::string name() const override { return "Skip"; }
-  std::unique_ptr<Iterator> make_iterator() override {
-    struct It : Iterator {
-      std::unique_ptr<Iterator> src;
+  RowIteratorPtr make_iterator() override {
+    struct It : RowIterator {
+      RowIteratorPtr src;
       int64_t to_skip;
       std::optional<Row> next() override {
         for (; to_skip > 0; --to_skip)
           if (!src->next()) return std::nullopt;
-        return src->next();
+        auto row = src->next();
+        id = src->id;
+        return row;
       }
     };
     auto it = std::make_unique<It>();
@@ -116,10 +93,10 @@ class RepeatNode : public UnaryNode {
       : UnaryNode(std::move(child)), count_(count) {}
   int64_t size() const override { return child_->size() * count_; }
   std::string name() const override { return "Repeat"; }
-  std::unique_ptr<Iterator> make_iterator() override {
-    struct It : Iterator {
+  RowIteratorPtr make_iterator() override {
+    struct It : RowIterator {
       std::shared_ptr<DatasetNode> child;
-      std::unique_ptr<Iterator> src;
+      RowIteratorPtr src;
       int64_t passes_left;
       std::optional<Row> next() override {
         while (true) {
@@ -128,7 +105,10 @@ class RepeatNode : public UnaryNode {
             --passes_left;
             src = child->make_iterator();
           }
-          if (auto row = src->next()) return row;
+          if (auto row = src->next()) {
+            id = src->id;
+            return row;
+          }
           src.reset();
           if (child->size() == 0) return std::nullopt;  // an empty child would loop forever
         }
@@ -144,34 +124,61 @@ class RepeatNode : public UnaryNode {
   int64_t count_;
 };
 
-}  // namespace
-
-// -- the handle -----------------------------------------------------------------------------------
-namespace {
 const std::shared_ptr<DatasetNode>& checked(const std::shared_ptr<DatasetNode>& node,
                                             const char* method) {
   SPORE_CHECK_KIND(ErrorKind::RuntimeError, node != nullptr, "Dataset.", method,
                    "() called on an undefined (default-constructed) Dataset");
   return node;
 }
+
+size_t column_index(const std::vector<std::string>& names, const std::string& name,
+                    const char* method) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return i;
+  SPORE_THROW(ErrorKind::ValueError, "[Dataset.", method, "] no column named \"", name,
+              "\"; the dataset's columns are ", join_names(names));
+}
+
+void check_unique(const std::vector<std::string>& names, const char* method) {
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      SPORE_CHECK(names[i] != names[j], "[Dataset.", method, "] duplicate column name \"", names[i],
+                  "\" in ", join_names(names));
+}
+
 }  // namespace
 
-Dataset Dataset::map(std::vector<TensorOp> operations, const std::string& input_column,
-                     int num_parallel_workers) const {
+// -- the handle -----------------------------------------------------------------------------------
+Dataset Dataset::map(std::vector<Operation> operations, Columns input_columns,
+                     Columns output_columns, int num_parallel_workers) const {
   const auto& node = checked(node_, "map");
-  SPORE_CHECK(!operations.empty(), "[Dataset.map] no operations given for column \"", input_column,
-              "\"");
+  const auto names = node->column_names();
+  if (input_columns.names.empty()) input_columns.names = {names[0]};
+  SPORE_CHECK(!operations.empty(), "[Dataset.map] no operations given for columns ",
+              join_names(input_columns.names));
   for (size_t i = 0; i < operations.size(); ++i)
     SPORE_CHECK(bool(operations[i]), "[Dataset.map] operation ", i, " is empty");
+  if (num_parallel_workers == 0) num_parallel_workers = default_num_workers();
   SPORE_CHECK(num_parallel_workers >= 1 && num_parallel_workers <= 256,
-              "[Dataset.map] num_parallel_workers must be in [1, 256], got ", num_parallel_workers);
-  const auto names = node->column_names();
-  size_t col = names.size();
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == input_column) col = i;
-  SPORE_CHECK(col < names.size(), "[Dataset.map] no column named \"", input_column,
-              "\"; the dataset's columns are ", join_names(names));
-  return Dataset(make_map_node(node, std::move(operations), col, num_parallel_workers));
+              "[Dataset.map] num_parallel_workers must be in [1, 256] (or 0 for the default), got ",
+              num_parallel_workers);
+  std::vector<size_t> in;
+  for (const auto& n : input_columns.names) in.push_back(column_index(names, n, "map"));
+  check_unique(input_columns.names, "map");
+  std::vector<std::string> out =
+      output_columns.names.empty() ? input_columns.names : output_columns.names;
+  // The output column set must not repeat a name (kept columns plus outputs).
+  std::vector<std::string> all = out;
+  for (size_t c = 0; c < names.size(); ++c)
+    if (std::find(in.begin(), in.end(), c) == in.end()) all.push_back(names[c]);
+  check_unique(all, "map");
+  return Dataset(make_map_node(node, std::move(operations), std::move(in), std::move(out),
+                               num_parallel_workers));
+}
+
+Dataset Dataset::map(std::vector<Operation> operations, Columns input_columns,
+                     int num_parallel_workers) const {
+  return map(std::move(operations), std::move(input_columns), Columns{}, num_parallel_workers);
 }
 
 Dataset Dataset::shuffle(int64_t buffer_size) const {
@@ -181,9 +188,18 @@ Dataset Dataset::shuffle(int64_t buffer_size) const {
 }
 
 Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {
+  return batch(batch_size, BatchOptions{.drop_remainder = drop_remainder});
+}
+
+Dataset Dataset::batch(int64_t batch_size, const BatchOptions& opts) const {
   const auto& node = checked(node_, "batch");
   SPORE_CHECK(batch_size >= 1, "[Dataset.batch] batch_size must be >= 1, got ", batch_size);
-  return Dataset(make_batch_node(node, batch_size, drop_remainder));
+  const auto names = node->column_names();
+  for (const auto& [col, pad] : opts.pad_info) column_index(names, col, "batch");
+  for (const auto& col : opts.input_columns) column_index(names, col, "batch");
+  SPORE_CHECK(opts.input_columns.empty() || opts.per_batch_map,
+              "[Dataset.batch] input_columns given without a per_batch_map");
+  return Dataset(make_batch_node(node, batch_size, opts));
 }
 
 Dataset Dataset::take(int64_t count) const {
@@ -208,8 +224,122 @@ Dataset Dataset::repeat(int64_t count) const {
   return Dataset(std::make_shared<RepeatNode>(node, count));
 }
 
+Dataset Dataset::project(Columns columns) const {
+  const auto& node = checked(node_, "project");
+  SPORE_CHECK(!columns.names.empty(), "[Dataset.project] no columns given");
+  const auto names = node->column_names();
+  std::vector<size_t> cols;
+  for (const auto& n : columns.names) cols.push_back(column_index(names, n, "project"));
+  check_unique(columns.names, "project");
+  return Dataset(make_project_node(node, std::move(cols), columns.names));
+}
+
+Dataset Dataset::rename(Columns input_columns, Columns output_columns) const {
+  const auto& node = checked(node_, "rename");
+  SPORE_CHECK(input_columns.names.size() == output_columns.names.size(), "[Dataset.rename] ",
+              input_columns.names.size(), " input columns but ", output_columns.names.size(),
+              " output names");
+  auto names = node->column_names();
+  std::vector<size_t> cols(names.size());
+  std::iota(cols.begin(), cols.end(), 0);
+  auto renamed = names;
+  for (size_t k = 0; k < input_columns.names.size(); ++k)
+    renamed[column_index(names, input_columns.names[k], "rename")] = output_columns.names[k];
+  check_unique(renamed, "rename");
+  return Dataset(make_project_node(node, std::move(cols), std::move(renamed)));
+}
+
+Dataset zip(const std::vector<Dataset>& datasets) {
+  SPORE_CHECK(datasets.size() >= 1, "[zip] needs at least one dataset");
+  std::vector<std::shared_ptr<DatasetNode>> nodes;
+  std::vector<std::string> all;
+  for (const auto& d : datasets) {
+    nodes.push_back(checked(d.node(), "zip"));
+    for (auto& n : d.node()->column_names()) all.push_back(n);
+  }
+  check_unique(all, "zip");
+  return Dataset(make_zip_node(std::move(nodes)));
+}
+
+Dataset concat(const std::vector<Dataset>& datasets) {
+  SPORE_CHECK(datasets.size() >= 1, "[concat] needs at least one dataset");
+  std::vector<std::shared_ptr<DatasetNode>> nodes;
+  const auto names = checked(datasets[0].node(), "concat")->column_names();
+  for (size_t k = 0; k < datasets.size(); ++k) {
+    nodes.push_back(checked(datasets[k].node(), "concat"));
+    SPORE_CHECK(nodes.back()->column_names() == names, "[Dataset.concat] dataset ", k,
+                " has columns ", join_names(nodes.back()->column_names()), " but dataset 0 has ",
+                join_names(names), "; concatenated datasets need the same columns");
+  }
+  return Dataset(make_concat_node(std::move(nodes)));
+}
+
+Dataset Dataset::zip(const Dataset& other) const { return data::zip({*this, other}); }
+Dataset Dataset::concat(const Dataset& other) const { return data::concat({*this, other}); }
+
+namespace {
+std::vector<Dataset> split_sizes(const std::shared_ptr<DatasetNode>& node,
+                                 const std::vector<int64_t>& sizes, bool randomize) {
+  const int64_t n = node->size();
+  SPORE_CHECK(!sizes.empty(), "[Dataset.split] no sizes given");
+  int64_t total = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    SPORE_CHECK(sizes[i] >= 1, "[Dataset.split] size ", i, " is ", sizes[i],
+                "; sizes must be >= 1");
+    total += sizes[i];
+  }
+  SPORE_CHECK(total == n, "[Dataset.split] the sizes sum to ", total, " but the dataset has ", n,
+              " rows");
+  // Position p goes to part owner[p]: consecutive blocks, or a seeded random assignment.
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (randomize) {
+    const uint64_t seed = epoch_seed(0x73706c6974ull, 0);  // "split"
+    for (int64_t i = n - 1; i > 0; --i)
+      std::swap(order[size_t(i)], order[random::bits(seed, uint64_t(i)) % uint64_t(i + 1)]);
+  }
+  std::vector<Dataset> parts;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    std::vector<int64_t> pos(order.begin() + at, order.begin() + at + s);
+    std::sort(pos.begin(), pos.end());
+    parts.emplace_back(make_subset_node(node, std::move(pos)));
+    at += s;
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::vector<Dataset> Dataset::split(const std::vector<double>& fractions, bool randomize) const {
+  const auto& node = checked(node_, "split");
+  const int64_t n = node->size();
+  SPORE_CHECK(!fractions.empty(), "[Dataset.split] no sizes given");
+  bool whole = true;
+  for (double f : fractions) whole &= f >= 1 && f == std::floor(f);
+  if (whole)
+    return split_sizes(node, std::vector<int64_t>(fractions.begin(), fractions.end()), randomize);
+  double sum = 0;
+  for (size_t i = 0; i < fractions.size(); ++i) {
+    SPORE_CHECK(fractions[i] > 0 && fractions[i] <= 1, "[Dataset.split] fraction ", i, " is ",
+                fractions[i], "; fractions must be in (0, 1]");
+    sum += fractions[i];
+  }
+  SPORE_CHECK(std::abs(sum - 1) < 1e-6, "[Dataset.split] the fractions sum to ", sum,
+              ", expected 1");
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (double f : fractions) total += sizes.emplace_back(int64_t(std::llround(f * double(n))));
+  sizes[0] += n - total;  // rounding remainder to the first part (MindSpore)
+  return split_sizes(node, sizes, randomize);
+}
+
 std::unique_ptr<Iterator> Dataset::create_tuple_iterator() const {
   return checked(node_, "create_tuple_iterator")->make_iterator();
+}
+std::unique_ptr<DictIterator> Dataset::create_dict_iterator() const {
+  const auto& node = checked(node_, "create_dict_iterator");
+  return std::make_unique<DictIterator>(node->make_iterator(), node->column_names());
 }
 int64_t Dataset::get_dataset_size() const { return checked(node_, "get_dataset_size")->size(); }
 int64_t Dataset::get_batch_size() const { return checked(node_, "get_batch_size")->batch_size(); }
@@ -217,31 +347,9 @@ std::vector<std::string> Dataset::get_column_names() const {
   return checked(node_, "get_column_names")->column_names();
 }
 
-Dataset TensorDataset(std::vector<Tensor> cols, std::vector<std::string> names) {
-  SPORE_CHECK(!cols.empty(), "[TensorDataset] needs at least one column");
-  SPORE_CHECK(cols.size() == names.size(), "[TensorDataset] ", cols.size(), " columns but ",
-              names.size(), " names");
-  for (size_t i = 0; i < cols.size(); ++i) {
-    SPORE_CHECK(cols[i].defined(), "[TensorDataset] column \"", names[i], "\" is undefined");
-    SPORE_CHECK(!cols[i].is_symbolic(), "[TensorDataset] column \"", names[i],
-                "\" is a symbolic (traced) tensor; pass a tensor with data");
-    SPORE_CHECK(cols[i].device().type == DeviceType::CPU, "[TensorDataset] column \"", names[i],
-                "\" is on ", to_string(cols[i].device()), "; dataset columns must be on the CPU");
-    SPORE_CHECK(cols[i].dim() >= 1, "[TensorDataset] column \"", names[i],
-                "\" is 0-d; columns are sliced along dim 0");
-    SPORE_CHECK(cols[i].shape()[0] == cols[0].shape()[0], "[TensorDataset] column \"", names[i],
-                "\" has ", cols[i].shape()[0], " rows (shape ", shape_str(cols[i].shape()),
-                ") but column \"", names[0], "\" has ", cols[0].shape()[0]);
-    for (size_t j = 0; j < i; ++j)
-      SPORE_CHECK(names[i] != names[j], "[TensorDataset] duplicate column name \"", names[i], "\"");
-  }
-  return Dataset(std::make_shared<TensorNode>(std::move(cols), std::move(names)));
-}
-
-void set_prefetch_size(int64_t batches) {
-  SPORE_CHECK(batches >= 0 && batches <= 1024, "[set_prefetch_size] expected 0..1024 batches, got ",
-              batches);
-  g_prefetch_size = batches;
+void set_prefetch_size(int64_t rows) {
+  SPORE_CHECK(rows >= 0 && rows <= 65536, "[set_prefetch_size] expected 0..65536 rows, got ", rows);
+  g_prefetch_size = rows;
 }
 int64_t get_prefetch_size() { return g_prefetch_size; }
 

@@ -5,12 +5,10 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <numeric>
 
-#include "core/random.h"
 #include "data/node.h"
 #include "data/tensor_util.h"
 
@@ -133,58 +131,20 @@ MnistPart read_part(const std::string& dir, const std::string& prefix) {
   return p;
 }
 
-class MnistNode : public DatasetNode {
+class MnistNode : public SourceNode {
  public:
   MnistNode(Tensor images, Tensor labels, const MnistOptions& o)
-      : images_(std::move(images)), labels_(std::move(labels)), opts_(o) {
-    const int64_t n = images_.shape()[0];
-    per_shard_ = n / opts_.num_shards;
-    size_ = opts_.num_samples < 0 ? per_shard_ : std::min(per_shard_, opts_.num_samples);
+      : SourceNode(o, 1), images_(std::move(images)), labels_(std::move(labels)) {}
+  int64_t num_rows() const override { return images_.shape()[0]; }
+  Row load(int64_t r) const override {
+    return Row{detail::row_view(images_, r), detail::row_view(labels_, r)};
   }
-  int64_t size() const override { return size_; }
   std::vector<std::string> column_names() const override { return {"image", "label"}; }
   std::string name() const override { return "MnistDataset"; }
-
-  std::unique_ptr<Iterator> make_iterator() override {
-    const int64_t epoch = epoch_++;
-    const int64_t n = images_.shape()[0];
-    // The whole epoch's order is permuted the same way in every shard (same seed), then cut into
-    // shards, so shards stay disjoint in every epoch.
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
-    if (opts_.shuffle) {
-      const uint64_t seed = epoch_seed(0x6d6e697374ull, epoch);  // "mnist"
-      for (int64_t i = n - 1; i > 0; --i)
-        std::swap(order[size_t(i)], order[random::bits(seed, uint64_t(i)) % uint64_t(i + 1)]);
-    }
-    std::vector<int64_t> idx(static_cast<size_t>(size_));
-    for (int64_t k = 0; k < size_; ++k) {
-      const int64_t pos = opts_.shard_contiguous ? opts_.shard_id * per_shard_ + k
-                                                 : opts_.shard_id + k * opts_.num_shards;
-      idx[size_t(k)] = order[size_t(pos)];
-    }
-    struct It : Iterator {
-      std::shared_ptr<const MnistNode> node;
-      std::vector<int64_t> idx;
-      size_t i = 0;
-      std::optional<Row> next() override {
-        if (i >= idx.size()) return std::nullopt;
-        const int64_t r = idx[i++];
-        return Row{detail::row_view(node->images_, r), detail::row_view(node->labels_, r)};
-      }
-    };
-    auto it = std::make_unique<It>();
-    it->node = std::static_pointer_cast<const MnistNode>(shared_from_this());
-    it->idx = std::move(idx);
-    return it;
-  }
 
  private:
   Tensor images_;  // (N, H, W, 1) uint8
   Tensor labels_;  // (N,) int32
-  MnistOptions opts_;
-  int64_t per_shard_ = 0, size_ = 0;
-  std::atomic<int64_t> epoch_{0};
 };
 
 }  // namespace
@@ -231,7 +191,9 @@ Dataset MnistDataset(const std::string& dir, const std::string& usage, const Mni
     row += m;
   }
   images = detail::make_view(images, {n, h, w, 1}, {h * w, w, 1, 1}, 0);
-  return Dataset(std::make_shared<MnistNode>(std::move(images), std::move(labels), opts));
+  auto node = std::make_shared<MnistNode>(std::move(images), std::move(labels), opts);
+  node->check_options();
+  return Dataset(node);
 }
 
 }  // namespace spore::data

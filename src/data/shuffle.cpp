@@ -16,10 +16,10 @@ class ShuffleNode : public UnaryNode {
       : UnaryNode(std::move(child)), buffer_size_(buffer_size) {}
   std::string name() const override { return "Shuffle"; }
 
-  std::unique_ptr<Iterator> make_iterator() override {
-    struct It : Iterator {
-      std::unique_ptr<Iterator> src;
-      std::vector<Row> buf;
+  RowIteratorPtr make_iterator() override {
+    struct It : RowIterator {
+      RowIteratorPtr src;
+      std::vector<std::pair<Row, SampleId>> buf;
       size_t cap = 0;
       uint64_t seed = 0, counter = 0;
       bool filled = false;
@@ -29,14 +29,15 @@ class ShuffleNode : public UnaryNode {
           while (buf.size() < cap) {
             auto row = src->next();
             if (!row) break;
-            buf.push_back(std::move(*row));
+            buf.emplace_back(std::move(*row), src->id);
           }
         }
         if (buf.empty()) return std::nullopt;
         const size_t j = size_t(random::bits(seed, counter++) % buf.size());
-        Row out = std::move(buf[j]);
+        Row out = std::move(buf[j].first);
+        id = buf[j].second;
         if (auto row = src->next()) {
-          buf[j] = std::move(*row);
+          buf[j] = {std::move(*row), src->id};
         } else {
           if (j + 1 != buf.size()) buf[j] = std::move(buf.back());
           buf.pop_back();

@@ -63,9 +63,6 @@ Tensor saved_out(const VjpContext& c, Tensor (*recompute)(const Tensor&)) {
 
 Tensors zero_grad(const VjpContext& c) { return {zeros_like(c.g())}; }
 
-// Whether input i wants a gradient: lets x * 0.5 or pow(x, 2.0) skip the constant's gradient in
-// PyNative. While tracing (Graph mode) every gradient is built; unused ones are pruned there.
-bool wants(const VjpContext& c, size_t i) { return trace_hook() || c.in(i).requires_grad(); }
 
 constexpr double kSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // 2 / sqrt(pi): erf' scale
@@ -107,7 +104,12 @@ SPORE_DEFINE_OP(Sigmoid, {.infer = float_meta, .vjp = [](const VjpContext& c) ->
                             return {c.g() * y * (1.0 - y)};
                           }});
 SPORE_DEFINE_OP(Relu, {.infer = same_meta, .vjp = [](const VjpContext& c) -> Tensors {
-                         return {where(greater(c.in(0), zero_of(c.in(0))), c.g(), zero_of(c.g()))};
+                         const Tensor &x = c.in(0), &g = c.g();
+                         // One fused pass (no bool mask) when the dtypes agree, as they do for
+                         // float inputs; the composite otherwise.
+                         if (!perf_off(2) && g.dtype() == x.dtype() && is_floating(x.dtype()))
+                           return {call1(OpId::ReluGrad, {g, x})};
+                         return {where(greater(x, zero_of(x)), g, zero_of(g))};
                        }});
 SPORE_DEFINE_OP(LeakyRelu,
                 {.infer = float_meta, .vjp = [](const VjpContext& c) -> Tensors {
@@ -171,24 +173,24 @@ SPORE_DEFINE_OP(Add, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Te
                         return {c.g(), c.g()};
                       }});
 SPORE_DEFINE_OP(Sub, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
-                        return {c.g(), wants(c, 1) ? neg(c.g()) : Tensor()};
+                        return {c.g(), c.needs(1) ? neg(c.g()) : Tensor()};
                       }});
 SPORE_DEFINE_OP(
     Mul,
     {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
-       return {wants(c, 0) ? c.g() * c.in(1) : Tensor(), wants(c, 1) ? c.g() * c.in(0) : Tensor()};
+       return {c.needs(0) ? c.g() * c.in(1) : Tensor(), c.needs(1) ? c.g() * c.in(0) : Tensor()};
      }});
 SPORE_DEFINE_OP(Div, {.infer = float_binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
                         // d(a/b)/db = -(a/b) / b
                         const Tensor ga = c.g() / c.in(1);
-                        if (!wants(c, 1)) return {ga};
+                        if (!c.needs(1)) return {ga};
                         const Tensor y = is_grad_enabled() ? c.in(0) / c.in(1) : c.out(0);
                         return {ga, neg(ga * y)};
                       }});
 SPORE_DEFINE_OP(Pow, {.infer = float_binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
                         const Tensor &a = c.in(0), &b = c.in(1);
-                        const Tensor ga = wants(c, 0) ? c.g() * b * pow(a, b - 1.0) : Tensor();
-                        if (!wants(c, 1)) return {ga};
+                        const Tensor ga = c.needs(0) ? c.g() * b * pow(a, b - 1.0) : Tensor();
+                        if (!c.needs(1)) return {ga};
                         // d(a^b)/db = a^b log a, defined for a > 0 (0 elsewhere, as torch)
                         const Tensor y = is_grad_enabled() ? pow(a, b) : c.out(0);
                         const Tensor gb =
@@ -198,13 +200,13 @@ SPORE_DEFINE_OP(Pow, {.infer = float_binary_meta, .vjp = [](const VjpContext& c)
 // maximum / minimum route the gradient to the chosen input (ties: to a).
 SPORE_DEFINE_OP(Maximum, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
                             const Tensor m = greater_equal(c.in(0), c.in(1)), z = zero_of(c.g());
-                            return {wants(c, 0) ? where(m, c.g(), z) : Tensor(),
-                                    wants(c, 1) ? where(m, z, c.g()) : Tensor()};
+                            return {c.needs(0) ? where(m, c.g(), z) : Tensor(),
+                                    c.needs(1) ? where(m, z, c.g()) : Tensor()};
                           }});
 SPORE_DEFINE_OP(Minimum, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
                             const Tensor m = less_equal(c.in(0), c.in(1)), z = zero_of(c.g());
-                            return {wants(c, 0) ? where(m, c.g(), z) : Tensor(),
-                                    wants(c, 1) ? where(m, z, c.g()) : Tensor()};
+                            return {c.needs(0) ? where(m, c.g(), z) : Tensor(),
+                                    c.needs(1) ? where(m, z, c.g()) : Tensor()};
                           }});
 SPORE_DEFINE_OP(Equal, {.infer = compare_meta});
 SPORE_DEFINE_OP(NotEqual, {.infer = compare_meta});
@@ -215,6 +217,13 @@ SPORE_DEFINE_OP(GreaterEqual, {.infer = compare_meta});
 SPORE_DEFINE_OP(LogicalAnd, {.infer = compare_meta});
 SPORE_DEFINE_OP(LogicalOr, {.infer = compare_meta});
 SPORE_DEFINE_OP(LogicalXor, {.infer = compare_meta});
+
+// relu_grad(g, x) = g where x > 0: linear in g (its gradient is relu_grad again), piecewise
+// constant in x (zero gradient).
+SPORE_DEFINE_OP(ReluGrad, {.infer = float_binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
+                             return {c.needs(0) ? call1(OpId::ReluGrad, {c.g(), c.in(1)}) : Tensor(),
+                                     c.needs(1) ? zeros_like(c.in(1)) : Tensor()};
+                           }});
 
 SPORE_DEFINE_OP(Where, {
                            .infer = [](const Metas& in, const Attrs&) -> Metas {
@@ -230,8 +239,8 @@ SPORE_DEFINE_OP(Where, {
                            },
                            .vjp = [](const VjpContext& c) -> Tensors {
                              const Tensor z = zero_of(c.g());
-                             return {Tensor(), wants(c, 1) ? where(c.in(0), c.g(), z) : Tensor(),
-                                     wants(c, 2) ? where(c.in(0), z, c.g()) : Tensor()};
+                             return {Tensor(), c.needs(1) ? where(c.in(0), c.g(), z) : Tensor(),
+                                     c.needs(2) ? where(c.in(0), z, c.g()) : Tensor()};
                            },
                        });
 

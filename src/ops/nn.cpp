@@ -156,9 +156,11 @@ SPORE_DEFINE_OP(Matmul, {
   },
   .vjp = [](const VjpContext& c) -> Tensors {
     const Tensor &a = c.in(0), &b = c.in(1), &g = c.g();
-    Tensor ga = matmul(g, b.transpose(-1, -2));
+    Tensor ga = c.needs(0) ? matmul(g, b.transpose(-1, -2)) : Tensor();
     Tensor gb;
-    if (b.dim() == 2 && a.dim() > 2) {
+    if (!c.needs(1)) {
+      // no gradient for b
+    } else if (b.dim() == 2 && a.dim() > 2) {
       // (B.., M, K)^T @ (B.., M, N) summed over the batch is one (K, B*M) @ (B*M, N) product.
       const int64_t K = a.size(-1), N = g.size(-1);
       gb = matmul(a.reshape({-1, K}).transpose(0, 1), g.reshape({-1, N}));
@@ -193,10 +195,12 @@ SPORE_DEFINE_OP(Conv2d, {
   .vjp = [](const VjpContext& c) -> Tensors {
     const Tensor &x = c.in(0), &w = c.in(1), &g = c.g();
     const Attrs base = conv_base_attrs(c.attrs);
-    Tensors r;
-    r.push_back(call1(OpId::Conv2dBackwardData, {g, w}, with_input_shape(base, x.shape())));
-    r.push_back(call1(OpId::Conv2dBackwardWeight, {g, x}, with_input_shape(base, w.shape(), "weight_shape")));
-    if (c.inputs.size() == 3) r.push_back(sum(g, {0, 2, 3}));
+    Tensors r(c.inputs.size());
+    // The network input's data gradient is the costly one nobody wants (conv1 of a CNN).
+    if (c.needs(0)) r[0] = call1(OpId::Conv2dBackwardData, {g, w}, with_input_shape(base, x.shape()));
+    if (c.needs(1))
+      r[1] = call1(OpId::Conv2dBackwardWeight, {g, x}, with_input_shape(base, w.shape(), "weight_shape"));
+    if (c.inputs.size() == 3 && c.needs(2)) r[2] = sum(g, {0, 2, 3});
     return r;
   },
 });
@@ -360,11 +364,11 @@ SPORE_DEFINE_OP(BatchNormInference, {
     Tensor gamma = c.in(1).to(d), mean = c.in(3).to(d);
     Tensor xc = x - mean.reshape(cs);
     Tensor gsum = sum(g, ax), gxc = sum(g * xc, ax);     // (C)
-    Tensor dx = g * (gamma * invstd).reshape(cs);
-    Tensor dgamma = gxc * invstd;
-    Tensor dmean = neg(gsum * gamma * invstd);
-    Tensor dvar = gxc * gamma * invstd * invstd * invstd * -0.5;
-    return {dx, dgamma, gsum, dmean, dvar};
+    Tensor dx = c.needs(0) ? g * (gamma * invstd).reshape(cs) : Tensor();
+    Tensor dgamma = c.needs(1) ? gxc * invstd : Tensor();
+    Tensor dmean = c.needs(3) ? neg(gsum * gamma * invstd) : Tensor();
+    Tensor dvar = c.needs(4) ? gxc * gamma * invstd * invstd * invstd * -0.5 : Tensor();
+    return {dx, dgamma, c.needs(2) ? gsum : Tensor(), dmean, dvar};
   },
 });
 

@@ -6,6 +6,7 @@
 // (tests/ops/registry_test.cpp) fails until all four exist.
 #pragma once
 #include <cstdint>
+#include <cstdlib>  // PERF-TMP
 #include <string>
 #include <utility>
 #include <variant>
@@ -88,6 +89,10 @@ struct VjpContext {
   const Tensor& in(size_t i) const { return inputs[i]; }
   const Tensor& out(size_t i) const { return outputs[i]; }
   const Tensor& g(size_t i = 0) const { return cotangents[i]; }
+  // Whether input i wants a gradient: rules skip the work for the others (e.g. conv2d's data
+  // gradient for the network input). PyNative: the input requires grad. While tracing (Graph
+  // mode) every float input counts, and the graph passes prune the unused gradients.
+  bool needs(size_t i) const;
 };
 
 // Output metadata from input metadata; throws spore::Error (the dispatcher prefixes "[op] ").
@@ -166,6 +171,14 @@ struct TraceHook {
 };
 void set_trace_hook(TraceHook* hook);  // nullptr: PyNative
 TraceHook* trace_hook();
+
+inline bool perf_off(int bit) { static int v = getenv("SPORE_PERF_OFF") ? atoi(getenv("SPORE_PERF_OFF")) : 0; return v & bit; }  // PERF-TMP
+inline bool VjpContext::needs(size_t i) const {
+  if (i >= inputs.size() || !inputs[i].defined()) return false;
+  if (perf_off(1)) return true;  // PERF-TMP
+  if (trace_hook()) return is_floating(inputs[i].dtype());
+  return inputs[i].requires_grad();
+}
 
 // Shared inference helpers for op families.
 Shape broadcast_shapes(const Shape& a, const Shape& b);  // throws with both shapes on mismatch

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "spore/autograd.h"
+#include "spore/parallel/parallel.h"
 
 namespace spore::train {
 namespace {
@@ -61,6 +62,11 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
   if (optimizer_) {
     nn::CellPtr loss_net = loss_fn_ ? std::make_shared<WithLossCell>(network_, loss_fn_) : network_;
     train_network_ = std::make_shared<TrainOneStepCell>(loss_net, optimizer_);
+    // Data parallel (set_auto_parallel_context): broadcast rank 0's parameters, check that every
+    // rank has the same ones, and all-reduce the gradients (MindSpore's Model does the same).
+    if (parallel::get_auto_parallel_context().parallel_mode == parallel::ParallelMode::DataParallel &&
+        parallel::get_group_size() > 1)
+      parallel::setup_data_parallel(*train_network_, network_->parameters_and_buffers());
   }
   if (!eval_network_ && loss_fn_)
     eval_network_ = std::make_shared<WithEvalCell>(network_, loss_fn_);

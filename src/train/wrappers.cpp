@@ -61,7 +61,8 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
               "[TrainOneStepCell] the loss does not depend on any parameter "
               "that requires grad; check that the network's parameters are trainable");
   std::vector<Tensor> grads =
-      autograd::grad(loss, optimizer_->parameters(), {.sens = full_like(loss.detach(), sens_)});
+      autograd::grad(loss, optimizer_->parameters(),
+                     {.sens = full_like(loss.detach(), sens_), .on_grad_ready = grad_ready_});
   if (reducer_) grads = reducer_(std::move(grads));
   optimizer_->step(grads);
   last_grads_ = std::move(grads);

@@ -389,6 +389,17 @@ SPORE_OP_CASES({
        for (size_t i = 0; i < c.size(); ++i) r.push_back(c[i] != 0 ? a[i] : b[i % 5]);
        return {from_values(r, {4, 5}, kFloat64)};
      }},
+
+    // relu_grad(g, x): relu's fused gradient; no public function, so the rows call the primitive.
+    binary(
+        "relu_grad/basic", OpId::ReluGrad, {.shape = {3, 13}}, {.shape = {3, 13}, .lo = -3, .hi = 3},
+        [](auto& g, auto& x) { return ops::call1(OpId::ReluGrad, {g, x}); },
+        [](double g, double x) { return x > 0 ? g : 0; }, kFloatTypes),
+    binary(
+        "relu_grad/non_contiguous", OpId::ReluGrad, {.shape = {4, 5}, .non_contiguous = true},
+        {.shape = {4, 5}, .lo = -3, .hi = 3, .non_contiguous = true},
+        [](auto& g, auto& x) { return ops::call1(OpId::ReluGrad, {g, x}); },
+        [](double g, double x) { return x > 0 ? g : 0; }),
 });
 
 }  // namespace

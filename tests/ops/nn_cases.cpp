@@ -395,6 +395,7 @@ SPORE_OP_CASES({
 
   // ---- pools ----
   max_pool_case("2x2", {2, 3, 6, 6}, {}),
+  max_pool_case("2x2_odd", {2, 3, 7, 9}, {}),  // the 2x2 fast path drops the last row / column
   max_pool_case("3x3_stride2_pad1", {1, 2, 7, 7}, {.kh = 3, .kw = 3, .pt = 1, .pb = 1, .pl = 1, .pr = 1}),
   max_pool_case("ceil_mode", {1, 2, 7, 7}, {.ceil = true}),
   max_pool_case("asymmetric", {1, 2, 5, 8}, {.kh = 2, .kw = 3, .sh = 1, .sw = 2, .pt = 1, .pb = 0, .pl = 1, .pr = 1}),

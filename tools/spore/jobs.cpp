@@ -17,6 +17,7 @@
 #include "spore/io/plot.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
+#include "spore/parallel/parallel.h"
 #include "spore/spore.h"
 #include "spore/train/callbacks.h"
 #include "spore/train/model.h"
@@ -29,12 +30,16 @@ namespace fs = std::filesystem;
 // Fashion-MNIST training-set statistics of x / 255; the images are normalised with them.
 constexpr double kMean = 0.2860, kStd = 0.3530;
 
+// Data parallel (size > 1): rank `shard` reads every size-th image, in batches of batch / size;
+// drop_remainder keeps the ranks' step counts equal.
 data::Dataset fashion(const std::string& dir, const std::string& usage, int64_t limit, bool train,
-                      int64_t batch) {
-  data::Dataset ds = data::MnistDataset(dir, usage, {.num_samples = limit});
+                      int64_t batch, const DistInfo& dist = {}) {
+  // num_samples counts one shard's rows (MindSpore's), so --limit N means N images in all.
+  data::Dataset ds = data::MnistDataset(dir, usage, {.num_samples = limit > 0 ? limit / dist.size : limit,
+                                                     .num_shards = dist.size, .shard_id = dist.rank});
   ds = ds.map({vision::Rescale(1.0 / (255.0 * kStd), -kMean / kStd), vision::HWC2CHW()}, "image");
   if (train) ds = ds.shuffle(ds.get_dataset_size());
-  return ds.batch(batch, /*drop_remainder=*/false);
+  return ds.batch(batch, /*drop_remainder=*/dist.size > 1);
 }
 
 nn::CellPtr make_classifier(const std::string& model) {
@@ -71,6 +76,9 @@ void write_curves(const io::MetricsWriter& writer, const std::string& path, cons
                   const std::string& metric) {
   io::TrainingCurves curves = io::curves_from_metrics(io::read_metrics_jsonl(writer.jsonl_path()), metric);
   curves.title = title;
+  for (auto* panel : {&curves.loss, &curves.metric})  // legends: what each curve was measured on
+    for (io::CurveSeries& c : *panel)
+      c.label = c.label == "loss" ? "train" : c.label.rfind("eval_", 0) == 0 || c.label == metric ? "test" : c.label;
   io::save_training_curves(path, curves);
 }
 
@@ -110,6 +118,32 @@ int train_regression(const TrainArgs& a, const std::string& out) {
   return 0;
 }
 
+// --resume: parameters, optimizer state (moments) and step from an epoch-end checkpoint of
+// ModelCheckpoint; returns the epochs already done. The shuffle is advanced past them so the
+// resumed run sees the same batches as an uninterrupted one.
+int64_t resume_from(const std::string& file, nn::Cell& net, optim::Optimizer& opt, const data::Dataset& train_ds,
+                    int64_t epochs) {
+  io::Checkpoint ck = io::load_checkpoint(file);
+  io::LoadReport rep = io::load_param_into_net(net, ck);
+  SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "--resume ", file, " does not fit the network:\n",
+              rep.str());
+  io::load_into_tensors(opt.state(), ck.tensors);
+  auto meta = [&](const char* k) -> int64_t {
+    auto it = ck.metadata.find(k);
+    SPORE_CHECK(it != ck.metadata.end(), "--resume ", file, " has no '", k, "' metadata; use a checkpoint "
+                "from <out>/checkpoints/ written by spore train");
+    return std::stoll(it->second);
+  };
+  const int64_t epoch = meta("epoch"), step = meta("step"), global_step = meta("global_step");
+  SPORE_CHECK(step == train_ds.get_dataset_size(), "--resume ", file, " was written at step ", step, " of epoch ",
+              epoch, " (", train_ds.get_dataset_size(), " steps per epoch); resuming needs an epoch-end "
+              "checkpoint with the same --batch-size, --limit and number of ranks");
+  SPORE_CHECK(epoch < epochs, "--resume ", file, " already has ", epoch, " epochs; pass --epochs > ", epoch);
+  opt.set_global_step(global_step);
+  for (int64_t e = 0; e < epoch; ++e) train_ds.create_tuple_iterator();  // each one draws an epoch's order
+  return epoch;
+}
+
 }  // namespace
 
 int train(const TrainArgs& a) {
@@ -125,15 +159,24 @@ int train(const TrainArgs& a) {
                 "yet. The model itself is in models/resnet.h (benchmarked in bench/); train lenet or "
                 "mlp meanwhile.");
 
-  auto train_ds = fashion(a.data, "train", a.limit, true, a.batch_size);
+  // Under spore launch / mpirun: data parallel, a shard and batch / size images per rank.
+  const DistInfo dist = setup_distributed(a.comm_timeout);
+  SPORE_CHECK(a.batch_size % dist.size == 0, "--batch-size ", a.batch_size, " (the global batch) must be a "
+              "multiple of the number of ranks, ", dist.size);
+  auto train_ds = fashion(a.data, "train", a.limit, true, a.batch_size / dist.size, dist);
   auto test_ds = fashion(a.data, "test", a.eval_limit, false, 256);
   nn::CellPtr net = make_classifier(a.model);
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), a.lr, a.momentum);
-  train::Model model(net, loss, opt, {"accuracy"});
+  train::Model model(net, loss, opt, {"accuracy"});  // data parallel: broadcasts rank 0's weights
+  int64_t initial_epoch = 0;
+  if (!a.resume.empty()) initial_epoch = resume_from(a.resume, *net, *opt, train_ds, a.epochs);
 
-  std::printf("training %s on Fashion-MNIST (%s): %lld train / %lld test images, batch %lld, "
+  if (dist.size > 1 && dist.print)
+    std::printf("data parallel: %d ranks, rank %d printing, %lld images per rank per step\n", dist.size,
+                dist.rank, (long long)(a.batch_size / dist.size));
+  if (dist.print) std::printf("training %s on Fashion-MNIST (%s): %lld train / %lld test images, batch %lld, "
               "Momentum(lr=%g, momentum=%g), %s mode, %d threads, %lld parameters\n",
               a.model.c_str(), a.data.c_str(), (long long)(a.limit > 0 ? a.limit : 60000),
               (long long)(a.eval_limit > 0 ? a.eval_limit : 10000), (long long)a.batch_size, a.lr,
@@ -141,21 +184,35 @@ int train(const TrainArgs& a) {
   if (a.verbose) std::cout << net->str() << "\n";
   std::fflush(stdout);
 
-  io::MetricsWriter writer(out + "/metrics");
+  // Rank 0 writes the outputs; other ranks print (--all-ranks-print) into out/rank<r>/ only.
+  const std::string rank_out = dist.rank == 0 ? out : out + "/rank" + std::to_string(dist.rank);
+  if (dist.print) fs::create_directories(rank_out);
+  std::unique_ptr<io::MetricsWriter> writer_ptr;
+  if (dist.print) writer_ptr = std::make_unique<io::MetricsWriter>(rank_out + "/metrics");
   auto ckpt = std::make_shared<train::ModelCheckpoint>(
       a.model, out + "/checkpoints",
       train::CheckpointConfig{.save_checkpoint_steps = 0, .save_checkpoint_epochs = 1, .keep_checkpoint_max = 3});
-  model.fit(a.epochs, train_ds, test_ds, {train::ProgressBar(), epoch_logger(writer, "accuracy"), ckpt});
+  train::Callbacks callbacks;
+  if (dist.print) callbacks = {train::ProgressBar({.log_every = 200}), epoch_logger(*writer_ptr, "accuracy")};
+  if (dist.rank == 0) callbacks.push_back(ckpt);
+  if (auto fault = fault_injector(dist.rank))
+    callbacks.push_back(train::LambdaCallback({.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
+  model.fit(a.epochs, train_ds, test_ds, callbacks, 1, initial_epoch);
+  if (!dist.print) {  // the other ranks' outputs are rank 0's
+    parallel::release();
+    return 0;
+  }
+  io::MetricsWriter& writer = *writer_ptr;
 
   const auto final_metrics = io::read_metrics_jsonl(writer.jsonl_path());
   double acc = NAN;
   if (!final_metrics.empty())
     for (const auto& [k, v] : final_metrics.back())
       if (k == "accuracy") acc = v;
-  const std::string path = out + "/" + a.model + ".safetensors";
+  const std::string path = rank_out + "/" + a.model + ".safetensors";
   io::save_checkpoint(*net, path, {{"model", a.model}, {"epochs", std::to_string(a.epochs)},
                                    {"test_accuracy", std::to_string(acc)}});
-  write_curves(writer, out + "/curves.png", a.model + " on Fashion-MNIST", "accuracy");
+  write_curves(writer, rank_out + "/curves.png", a.model + " on Fashion-MNIST", "accuracy");
   if (a.verbose) {
     const AllocatorStats s = cpu_allocator().stats();
     std::printf("memory: peak %.1f MiB in use, %.1f MiB cached, %llu allocations (%.1f%% cache hits)\n",
@@ -164,6 +221,7 @@ int train(const TrainArgs& a) {
   }
   std::printf("final test accuracy: %.4f\noutputs: %s (checkpoint), %s/metrics.jsonl and .csv, %s/curves.png, "
               "%s/checkpoints/\n", acc, path.c_str(), out.c_str(), out.c_str(), out.c_str());
+  parallel::release();
   return 0;
 }
 

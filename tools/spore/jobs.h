@@ -1,6 +1,8 @@
 // The CLI's jobs: what `spore train <model>`, `spore eval <model>` and `spore run-check` do.
 #pragma once
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace spore::cli {
 
@@ -18,6 +20,8 @@ struct TrainArgs {
   int64_t limit = -1;        // use only the first N training samples (quick runs, tests)
   int64_t eval_limit = -1;   // ... and N test samples
   bool verbose = false;
+  std::string resume = "";     // a checkpoint written at an epoch end by this command
+  double comm_timeout = 60;    // seconds before a silent peer rank counts as lost
 };
 int train(const TrainArgs& a);
 
@@ -31,5 +35,26 @@ struct EvalArgs {
 int eval(const EvalArgs& a);
 
 int run_check();
+
+// `spore launch -n N [--hostfile FILE] [--all-ranks-print] -- <command...>` (launch.cpp): runs the
+// command as N MPI ranks through mpiexec with the flags this build needs.
+struct LaunchArgs {
+  int n = 2;
+  std::string hostfile;
+  bool all_ranks_print = false;
+  double comm_timeout = -1;  // < 0: keep the default / SPORE_COMM_TIMEOUT
+  std::vector<std::string> command;
+};
+int launch(const LaunchArgs& a);
+
+// For `spore train` under mpirun / spore launch (launch.cpp): the data-parallel set-up.
+struct DistInfo {
+  int rank = 0, size = 1;
+  bool print = true;  // this rank prints progress (rank 0, or every rank with --all-ranks-print)
+};
+DistInfo setup_distributed(double comm_timeout);
+// rank:step:kill|stop from SPORE_FAULT_INJECT (tests): that rank kills or stops itself at that
+// global step. Null when unset.
+std::function<void(int64_t global_step)> fault_injector(int rank);
 
 }  // namespace spore::cli

@@ -1,9 +1,10 @@
-// `spore`: the command line (CLI11). Subcommands: train, eval, run-check. Every spore::Error ends
+// `spore`: the command line (CLI11). Subcommands: train, eval, run-check, launch. Every spore::Error ends
 // as one clear line on stderr and exit code 1; bad flags get CLI11's message and exit code 2.
 #include <CLI/CLI.hpp>
 #include <iostream>
 
 #include "jobs.h"
+#include "spore/parallel/parallel.h"
 #include "spore/spore.h"
 
 namespace {
@@ -22,6 +23,17 @@ CLI::Validator number_check(bool allow_zero) {
       allow_zero ? "NONNEGATIVE" : "POSITIVE");
 }
 const CLI::Validator kPositive = number_check(false), kNonNegative = number_check(true);
+
+// Under spore launch / mpirun: " (rank 1)" in error lines, and an error on one rank stops them all
+// (the others would otherwise wait for it until the communication deadline).
+std::string rank_tag() {
+  const auto [rank, size] = spore::parallel::launcher_rank_size();
+  return size > 1 ? " (rank " + std::to_string(rank) + ")" : "";
+}
+void stop_all_ranks() {
+  std::cerr.flush();
+  if (spore::parallel::launcher_rank_size().second > 1 && spore::parallel::is_initialized()) spore::parallel::abort(1);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,6 +63,19 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--limit", t.limit, "use only the first N training samples")->check(kPositive);
   train_cmd->add_option("--eval-limit", t.eval_limit, "use only the first N test samples")->check(kPositive);
   train_cmd->add_flag("--verbose", t.verbose, "print the network, parameter counts and memory use");
+  train_cmd->add_option("--resume", t.resume, "continue from a checkpoint written at an epoch end "
+                                              "(out/<model>/checkpoints/<model>-<epoch>_<step>.safetensors)");
+  train_cmd->add_option("--comm-timeout", t.comm_timeout, "under spore launch / mpirun: seconds before a "
+                                                          "silent rank counts as lost")->default_val(t.comm_timeout)->check(kPositive);
+
+  LaunchArgs l;
+  auto* launch_cmd = app.add_subcommand("launch", "run a command as N MPI ranks (data-parallel training): "
+                                                  "spore launch -n 2 -- spore train lenet");
+  launch_cmd->add_option("-n,--np", l.n, "number of ranks (processes)")->default_val(l.n)->check(kPositive);
+  launch_cmd->add_option("--hostfile", l.hostfile, "OpenMPI hostfile (one 'host slots=K' per line) for several hosts");
+  launch_cmd->add_flag("--all-ranks-print", l.all_ranks_print, "every rank prints its progress (default: rank 0 only)");
+  launch_cmd->add_option("--comm-timeout", l.comm_timeout, "seconds before a silent rank counts as lost (default 60)")->check(kPositive);
+  launch_cmd->add_option("command", l.command, "the command after --, e.g. -- spore train lenet")->required();
 
   EvalArgs e;
   auto* eval_cmd = app.add_subcommand("eval", "evaluate a saved checkpoint on the test set");
@@ -72,11 +97,14 @@ int main(int argc, char** argv) {
     if (*train_cmd) return train(t);
     if (*eval_cmd) return eval(e);
     if (*check_cmd) return run_check();
+    if (*launch_cmd) return launch(l);
   } catch (const spore::Error& err) {
-    std::cerr << "spore: " << spore::error_kind_name(err.kind()) << ": " << err.what() << "\n";
+    std::cerr << "spore" << rank_tag() << ": " << spore::error_kind_name(err.kind()) << ": " << err.what() << "\n";
+    stop_all_ranks();
     return 1;
   } catch (const std::exception& err) {
-    std::cerr << "spore: error: " << err.what() << "\n";
+    std::cerr << "spore" << rank_tag() << ": error: " << err.what() << "\n";
+    stop_all_ranks();
     return 1;
   }
   return 0;

@@ -42,6 +42,10 @@ class TrainOneStepCell : public nn::Cell {
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 
   void set_grad_reducer(GradReducer reducer) { reducer_ = std::move(reducer); }
+  // Called during backward with (parameter index, gradient) once that gradient is final (the
+  // data-parallel reducer starts its all-reduce buckets from here, overlapping backward).
+  using GradReadyHook = std::function<void(size_t, const Tensor&)>;
+  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
   void set_sens(double sens) { sens_ = sens; }
   double sens() const { return sens_; }
   const nn::CellPtr& network() const { return network_; }
@@ -54,6 +58,7 @@ class TrainOneStepCell : public nn::Cell {
   optim::OptimizerPtr optimizer_;
   double sens_;
   GradReducer reducer_;
+  GradReadyHook grad_ready_;
   std::vector<Tensor> last_grads_;
 };
 

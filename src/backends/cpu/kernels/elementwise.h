@@ -80,7 +80,7 @@ enum class SimdUnary : uint8_t {
   kRound,
   kSign,
 };
-enum class SimdBinary : uint8_t { kNone, kAdd, kSub, kMul, kDiv, kMax, kMin };
+enum class SimdBinary : uint8_t { kNone, kAdd, kSub, kMul, kDiv, kMax, kMin, kReluGrad };
 struct UnaryParams {
   float a = 0, b = 0;  // leaky_relu: a = alpha; clamp: [a, b]
 };

@@ -65,6 +65,13 @@ struct MinimumF : Binary<AllTypes, SimdBinary::kMin> {
     return (a < b || is_nan(a)) ? a : b;
   }
 };
+// relu's gradient (g, x) -> x > 0 ? g : 0 in one pass, without a bool mask.
+struct ReluGradF : Binary<Floats, SimdBinary::kReluGrad> {
+  template <class C>
+  C operator()(C g, C x) const {
+    return x > C(0) ? g : C(0);
+  }
+};
 
 #define SPORE_EW_COMPARE(Name, expr)                        \
   struct Name : Binary<AllTypes, SimdBinary::kNone, true> { \
@@ -133,6 +140,7 @@ SPORE_KERNEL(CPU, GreaterEqual, binary_kernel<GreaterEqualF>, SPORE_EW_ALL);
 SPORE_KERNEL(CPU, LogicalAnd, binary_kernel<LogicalAndF>, SPORE_EW_ALL);
 SPORE_KERNEL(CPU, LogicalOr, binary_kernel<LogicalOrF>, SPORE_EW_ALL);
 SPORE_KERNEL(CPU, LogicalXor, binary_kernel<LogicalXorF>, SPORE_EW_ALL);
+SPORE_KERNEL(CPU, ReluGrad, binary_kernel<ReluGradF>, SPORE_EW_FLOATS);
 SPORE_KERNEL(CPU, Where, where_kernel, SPORE_EW_ALL);  // keyed on cond (bool); x's dtype is free
 
 }  // namespace spore::cpu::ew

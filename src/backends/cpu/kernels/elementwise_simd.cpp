@@ -190,6 +190,10 @@ HWY_NOINLINE void BinaryF32(SimdBinary op, const float* a, int64_t sa, const flo
       return binary_loop(a, sa, b, sb, out, n, [](D, V x, V y) {
         return hn::IfThenElse(hn::Or(hn::Lt(x, y), hn::IsNaN(x)), x, y);
       });
+    case SimdBinary::kReluGrad:  // (g, x): g where x > 0; a NaN x gives 0, as the comparison
+      return binary_loop(a, sa, b, sb, out, n, [](D d, V g, V x) {
+        return hn::IfThenElseZero(hn::Gt(x, hn::Zero(d)), g);
+      });
     case SimdBinary::kNone:
       break;
   }

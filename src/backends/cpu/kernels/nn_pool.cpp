@@ -24,10 +24,56 @@ Pool pool_of(const Shape& x, const Shape& y, const ops::Attrs& a) {
 
 int64_t plane_grain(const Pool& p) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(p.H * p.W, 1)); }
 
+// The 2x2 stride-2 window of CNNs (every window inside the plane), branch-free: on real data
+// "is this one bigger" is a coin flip the branch predictor loses. The maximum m comes from max(),
+// then the first element equal to m (row-major) gives the index and the value (so -0 / +0 ties
+// keep the first, as the general loop). A window holding a NaN (m may then be wrong) takes the
+// general loop's answer: its first NaN.
+template <typename T>
+void max_pool_2x2_plane(const Pool& p, const T* xp, T* yp, int64_t* ip) {
+  using A = acc_t<T>;
+  const int64_t W = p.W;
+  for (int64_t oh = 0; oh < p.OH; ++oh) {
+    const T* r0 = xp + 2 * oh * W;
+    const T* r1 = r0 + W;
+    T* yr = yp + oh * p.OW;
+    int64_t* ir = ip + oh * p.OW;
+    const int64_t base = 2 * oh * W;
+    for (int64_t ow = 0; ow < p.OW; ++ow) {
+      const int64_t j = 2 * ow;
+      const A a = A(r0[j]), b = A(r0[j + 1]), c = A(r1[j]), d = A(r1[j + 1]);
+      const A m = std::max(std::max(a, b), std::max(c, d));
+      // v == m written as !(v < m) (the same without NaN): one flag, so the compiler emits cmov.
+      int64_t off = W + j + 1;
+      off = c < m ? off : W + j;
+      off = b < m ? off : j + 1;
+      off = a < m ? off : j;
+      if ((a + b + c + d) != (a + b + c + d)) [[unlikely]] {  // a NaN (or inf - inf) in the window
+        const A v[4] = {a, b, c, d};
+        const int64_t o4[4] = {j, j + 1, W + j, W + j + 1};
+        for (int k = 0; k < 4; ++k)
+          if (std::isnan(v[k])) {
+            off = o4[k];
+            break;
+          }
+      }
+      yr[ow] = r0[off];
+      ir[ow] = base + off;
+    }
+  }
+}
+
 template <typename T>
 void max_pool_fwd(const Pool& p, const T* x, T* y, int64_t* idx) {
   using A = acc_t<T>;
+  const bool k2s2 = !ops::perf_off(4) && p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 && p.pt == 0 && p.pl == 0 &&
+                    2 * p.OH <= p.H && 2 * p.OW <= p.W;
   parallel_for(0, p.planes, plane_grain(p), [&](int64_t q0, int64_t q1) {
+    if (k2s2) {
+      for (int64_t q = q0; q < q1; ++q)
+        max_pool_2x2_plane<T>(p, x + q * p.H * p.W, y + q * p.OH * p.OW, idx + q * p.OH * p.OW);
+      return;
+    }
     for (int64_t q = q0; q < q1; ++q) {
       const T* xp = x + q * p.H * p.W;
       T* yp = y + q * p.OH * p.OW;

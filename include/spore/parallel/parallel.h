@@ -1,0 +1,106 @@
+// Data-parallel training (MindSpore's mindspore.communication + set_auto_parallel_context +
+// nn.DistributedGradReducer), PyNative only (Graph mode does not exist yet):
+//   parallel::init();                                   // MPI world (under mpirun / spore launch)
+//   parallel::set_auto_parallel_context({.parallel_mode = parallel::ParallelMode::DataParallel,
+//                                        .gradients_mean = true});
+//   auto ds = data::MnistDataset(dir, "train", {.num_shards = parallel::get_group_size(),
+//                                              .shard_id = parallel::get_rank()});
+//   train::Model model(net, loss, opt);   // in DataParallel mode the Model installs the reducer
+// The reducer broadcasts the parameters from rank 0, checks that every rank has the same
+// parameter names, shapes and dtypes, and all-reduces gradients in fused buckets that start
+// while the backward pass is still running (autograd's on_grad_ready hook).
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spore/parallel/comm.h"
+#include "spore/tensor.h"
+
+namespace spore::train {
+class TrainOneStepCell;
+}
+
+namespace spore::parallel {
+
+// MindSpore's init(backend_name): "mpi" (default on CPU), "nccl", or "local" (one process).
+// Idempotent. Under neither mpirun nor `spore launch` MPI runs as a singleton world of size 1.
+void init(const std::string& backend = "mpi");
+bool is_initialized();
+// Finalises the communication (MindSpore's release()); after a lost peer it only forgets the group
+// (finalising would wait for the dead rank).
+void release();
+// Prints nothing, stops every rank of the job (MPI_Abort) with `code`: the way out after an error
+// on one rank, so the others do not wait for it until the deadline.
+[[noreturn]] void abort(int code = 1);
+GroupPtr world();        // the group from init(); a local group of one when init() was not called
+int get_rank();          // 0 when not initialised
+int get_group_size();    // 1 when not initialised
+// Rank / size the launcher gave this process (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE), without
+// initialising anything; {0, 1} when not launched by MPI.
+std::pair<int, int> launcher_rank_size();
+
+enum class ParallelMode { StandAlone, DataParallel };
+// Gradient fusion (MindSpore's comm_fusion {"allreduce": {"mode": "size"|"index", "config": ...}}):
+// bucket_mb > 0: buckets of about that many MB; fusion_indices non-empty: buckets split before
+// these parameter indices (in the optimizer's parameter order); bucket_mb == 0 and no indices:
+// one all-reduce per parameter (fusion off).
+struct CommFusion {
+  double bucket_mb = 64;
+  std::vector<int64_t> fusion_indices;
+};
+struct AutoParallelContext {
+  ParallelMode parallel_mode = ParallelMode::StandAlone;
+  bool gradients_mean = true;
+  CommFusion comm_fusion;
+  bool overlap = true;  // start buckets during backward (false: all after backward)
+};
+void set_auto_parallel_context(const AutoParallelContext& ctx);
+const AutoParallelContext& get_auto_parallel_context();
+void reset_auto_parallel_context();
+
+// Checks that every rank holds the same (name, shape, dtype) list, then copies rank 0's values
+// into every rank's tensors. A mismatch throws on every rank, naming the ranks and parameters
+// that differ.
+void broadcast_parameters(const std::vector<std::pair<std::string, Tensor>>& named,
+                          Group& group, int root = 0);
+
+// The bucketed gradient all-reduce. Buckets hold parameters of one dtype, taken in reverse order
+// (the backward pass produces the last layers' gradients first).
+class DistributedGradReducer {
+ public:
+  // params: the optimizer's parameters (what the gradients are for), with names.
+  DistributedGradReducer(std::vector<std::pair<std::string, Tensor>> params, GroupPtr group,
+                         bool mean = true, CommFusion fusion = {});
+  // Called by the backward pass when gradient i is final: starts its bucket once complete.
+  void on_grad_ready(size_t i, const Tensor& grad);
+  // Starts the buckets not started yet, waits for all, returns the reduced gradients (views into
+  // the fused buffers).
+  std::vector<Tensor> operator()(std::vector<Tensor> grads);
+  // The buckets as parameter indices (for tests and the bench).
+  const std::vector<std::vector<size_t>>& buckets() const { return buckets_; }
+  const GroupPtr& group() const { return group_; }
+
+ private:
+  void start(size_t b);
+  std::vector<std::pair<std::string, Tensor>> params_;
+  GroupPtr group_;
+  bool mean_;
+  std::vector<std::vector<size_t>> buckets_;
+  std::vector<size_t> bucket_of_;
+  // Per step.
+  std::vector<Tensor> grads_;
+  std::vector<size_t> ready_count_;
+  std::vector<Tensor> buffers_;
+  std::vector<WorkPtr> works_;
+};
+
+// Broadcasts the network's parameters and buffers from rank 0 (checking they match) and installs a
+// DistributedGradReducer on `step` with the auto-parallel context's options. named: the network's
+// parameters_and_buffers(); the reducer covers the optimizer's parameters.
+std::shared_ptr<DistributedGradReducer> setup_data_parallel(
+    train::TrainOneStepCell& step, const std::vector<std::pair<std::string, Tensor>>& named,
+    GroupPtr group = nullptr);
+
+}  // namespace spore::parallel
