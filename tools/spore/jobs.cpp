@@ -11,6 +11,8 @@
 #include "jobs.h"
 #include "models/lenet.h"
 #include "models/mlp.h"
+#include "models/resnet.h"
+#include "spore/data/vision.h"
 #include "spore/data/dataset.h"
 #include "spore/io/checkpoint.h"
 #include "spore/io/metrics.h"
@@ -42,10 +44,36 @@ data::Dataset fashion(const std::string& dir, const std::string& usage, int64_t 
   return ds.batch(batch, /*drop_remainder=*/dist.size > 1);
 }
 
+// CIFAR-10 for ResNet-18 (CIFAR stem): the standard augmentation (4-pixel padded random crop,
+// horizontal flip) for training, normalised with the training set's per-channel statistics.
+data::Dataset cifar10(const std::string& dir, const std::string& usage, int64_t limit, bool train,
+                      int64_t batch, const DistInfo& dist = {}) {
+  data::Dataset ds = data::Cifar10Dataset(dir, usage, {.num_samples = limit > 0 ? limit / dist.size : limit,
+                                                       .num_shards = dist.size, .shard_id = dist.rank});
+  std::vector<data::Operation> ops;
+  if (train) ops = {vision::RandomCrop({32, 32}, {.padding = {4}}), vision::RandomHorizontalFlip()};
+  ops.push_back(vision::Rescale(1.0 / 255.0));
+  ops.push_back(vision::Normalize({0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}, /*is_hwc=*/true));
+  ops.push_back(vision::HWC2CHW());
+  ds = ds.map(ops, "image");
+  if (train) ds = ds.shuffle(ds.get_dataset_size());
+  return ds.batch(batch, /*drop_remainder=*/dist.size > 1);
+}
+
+bool is_cifar_model(const std::string& model) { return model == "resnet18"; }
+const char* data_name(const std::string& model) { return is_cifar_model(model) ? "CIFAR-10" : "Fashion-MNIST"; }
+
+data::Dataset classifier_data(const std::string& model, const std::string& dir, const std::string& usage,
+                              int64_t limit, bool train, int64_t batch, const DistInfo& dist = {}) {
+  return is_cifar_model(model) ? cifar10(dir, usage, limit, train, batch, dist)
+                               : fashion(dir, usage, limit, train, batch, dist);
+}
+
 nn::CellPtr make_classifier(const std::string& model) {
   if (model == "lenet") return std::make_shared<models::LeNet5>();
   if (model == "mlp") return std::make_shared<models::MLP>(std::vector<int64_t>{784, 512, 256, 10});
-  SPORE_THROW(ErrorKind::ValueError, "unknown model '", model, "'; expected lenet or mlp");
+  if (model == "resnet18") return models::resnet18(10, models::ResNetStem::Cifar);
+  SPORE_THROW(ErrorKind::ValueError, "unknown model '", model, "'; expected lenet, mlp or resnet18");
 }
 
 int64_t count_params(const nn::Cell& net) {
@@ -153,18 +181,16 @@ int train(const TrainArgs& a) {
   const std::string out = a.out.empty() ? "out/" + a.model : a.out;
   fs::create_directories(out);
   if (a.model == "mlp-regression") return train_regression(a, out);
-  if (a.model == "resnet18")
-    SPORE_THROW(ErrorKind::NotImplemented,
-                "training resnet18 needs the CIFAR-10 reader of the data engine, which is not built "
-                "yet. The model itself is in models/resnet.h (benchmarked in bench/); train lenet or "
-                "mlp meanwhile.");
+  SPORE_CHECK(!is_cifar_model(a.model) || a.data != TrainArgs{}.data, a.model,
+              " trains on CIFAR-10: pass --data DIR, a folder with the binary version's "
+              "data_batch_1.bin ... data_batch_5.bin and test_batch.bin (www.cs.toronto.edu/~kriz/cifar.html)");
 
   // Under spore launch / mpirun: data parallel, a shard and batch / size images per rank.
   const DistInfo dist = setup_distributed(a.comm_timeout);
   SPORE_CHECK(a.batch_size % dist.size == 0, "--batch-size ", a.batch_size, " (the global batch) must be a "
               "multiple of the number of ranks, ", dist.size);
-  auto train_ds = fashion(a.data, "train", a.limit, true, a.batch_size / dist.size, dist);
-  auto test_ds = fashion(a.data, "test", a.eval_limit, false, 256);
+  auto train_ds = classifier_data(a.model, a.data, "train", a.limit, true, a.batch_size / dist.size, dist);
+  auto test_ds = classifier_data(a.model, a.data, "test", a.eval_limit, false, 256);
   nn::CellPtr net = make_classifier(a.model);
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
@@ -176,9 +202,9 @@ int train(const TrainArgs& a) {
   if (dist.size > 1 && dist.print)
     std::printf("data parallel: %d ranks, rank %d printing, %lld images per rank per step\n", dist.size,
                 dist.rank, (long long)(a.batch_size / dist.size));
-  if (dist.print) std::printf("training %s on Fashion-MNIST (%s): %lld train / %lld test images, batch %lld, "
+  if (dist.print) std::printf("training %s on %s (%s): %lld train / %lld test images, batch %lld, "
               "Momentum(lr=%g, momentum=%g), %s mode, %d threads, %lld parameters\n",
-              a.model.c_str(), a.data.c_str(), (long long)(a.limit > 0 ? a.limit : 60000),
+              a.model.c_str(), data_name(a.model), a.data.c_str(), (long long)(a.limit > 0 ? a.limit : is_cifar_model(a.model) ? 50000 : 60000),
               (long long)(a.eval_limit > 0 ? a.eval_limit : 10000), (long long)a.batch_size, a.lr,
               a.momentum, a.mode.c_str(), get_num_threads(), (long long)count_params(*net));
   if (a.verbose) std::cout << net->str() << "\n";
@@ -212,7 +238,7 @@ int train(const TrainArgs& a) {
   const std::string path = rank_out + "/" + a.model + ".safetensors";
   io::save_checkpoint(*net, path, {{"model", a.model}, {"epochs", std::to_string(a.epochs)},
                                    {"test_accuracy", std::to_string(acc)}});
-  write_curves(writer, rank_out + "/curves.png", a.model + " on Fashion-MNIST", "accuracy");
+  write_curves(writer, rank_out + "/curves.png", a.model + " on " + data_name(a.model), "accuracy");
   if (a.verbose) {
     const AllocatorStats s = cpu_allocator().stats();
     std::printf("memory: peak %.1f MiB in use, %.1f MiB cached, %llu allocations (%.1f%% cache hits)\n",
@@ -234,8 +260,8 @@ int eval(const EvalArgs& a) {
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   train::Model model(net, loss, nullptr, {"accuracy", "loss"});
-  auto res = model.eval(fashion(a.data, "test", a.limit, false, a.batch_size));
-  std::printf("%s on Fashion-MNIST test (%s): accuracy %.4f, loss %.4f\n", a.model.c_str(), a.ckpt.c_str(),
+  auto res = model.eval(classifier_data(a.model, a.data, "test", a.limit, false, a.batch_size));
+  std::printf("%s on %s test (%s): accuracy %.4f, loss %.4f\n", a.model.c_str(), data_name(a.model), a.ckpt.c_str(),
               res["accuracy"], res["loss"]);
   return 0;
 }

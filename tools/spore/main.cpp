@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   auto* train_cmd = app.add_subcommand("train", "train a model from the zoo and save its checkpoint, "
                                                 "metrics and training curves");
   train_cmd->add_option("model", t.model, "lenet (Fashion-MNIST), mlp (Fashion-MNIST), "
-                                          "mlp-regression (generated Friedman #1 data)")
+                                          "mlp-regression (generated Friedman #1 data), resnet18 (CIFAR-10 in --data DIR)")
       ->check(CLI::IsMember({"lenet", "mlp", "mlp-regression", "resnet18"}))
       ->default_val("lenet");
   train_cmd->add_option("--epochs", t.epochs, "training epochs")->default_val(t.epochs)->check(kPositive);
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
 
   EvalArgs e;
   auto* eval_cmd = app.add_subcommand("eval", "evaluate a saved checkpoint on the test set");
-  eval_cmd->add_option("model", e.model, "lenet | mlp")->check(CLI::IsMember({"lenet", "mlp"}))->default_val("lenet");
+  eval_cmd->add_option("model", e.model, "lenet | mlp | resnet18")->check(CLI::IsMember({"lenet", "mlp", "resnet18"}))->default_val("lenet");
   eval_cmd->add_option("--ckpt", e.ckpt, "checkpoint file (.safetensors) written by `spore train`")->required();
   eval_cmd->add_option("--data", e.data, "folder with the IDX files")->default_val(e.data);
   eval_cmd->add_option("--batch-size", e.batch_size, "samples per step")->default_val(e.batch_size)->check(kPositive);
