@@ -130,7 +130,7 @@ std::vector<double> run(const std::string& dir, const std::string& variant, int 
       const Tensor& x = (*row)[0];  // (32, 3, 224, 224) float32
       SPORE_CHECK(x.dim() == 4 && x.size(1) == 3 && x.size(2) == 224 && x.size(3) == 224 &&
                       x.dtype() == kFloat32,
-                  "[imagefolder_pipeline] unexpected batch ", x.shape());
+                  "[imagefolder_pipeline] unexpected batch ", shape_str(x.shape()));
       images += x.size(0);
     }
     const double s =
