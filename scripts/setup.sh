@@ -6,7 +6,7 @@ BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev lib
   libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev zlib1g-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin libopencv-dev libturbojpeg0-dev libsimdjson-dev)
 # Only the peer benchmarks (bench/peers) need these; `setup.sh --bench` installs them.
-BENCH_PKGS=(python3-torch python3-numpy)
+BENCH_PKGS=(python3-torch python3-numpy python3-torchvision python3-pil)
 want=("${BUILD_PKGS[@]}")
 if [[ "${1:-}" == "--bench" ]]; then want+=("${BENCH_PKGS[@]}"); fi
 missing=()

@@ -6,7 +6,8 @@
 //            (the crop is drawn on the JPEG header, decoded at a DCT scale; MindSpore's idiom)
 // The source reads the file bytes inline (1 worker); the map runs on --workers threads.
 // Modes:
-//   --generate DIR [--count N] [--classes K]   write N photo-like 500x375 JPEGs (quality 90) into
+//   --generate DIR [--count N] [--classes K] [--noise S]
+//                                              write N photo-like 500x375 JPEGs (quality 90) into
 //                                              K class folders under DIR, then exit
 //   --dir DIR [--passes P] [--workers W] [--variant unfused|fused|both]
 //                                              one JSON line per variant: images/s of each pass
@@ -14,6 +15,7 @@
 //                                              runs both variants, prints a table (bench/run_all.sh
 //                                              calls it this way; --benchmark_* flags are ignored)
 // Add a variant: a branch in make_pipeline() and its name in the variant list.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +43,9 @@ using namespace spore;
 // noise, so the JPEG has roughly the bits per pixel of a real photo (a flat image would decode
 // unrealistically fast). The sines are separable (sin(a + b) = sin a cos b + cos a sin b), so an
 // image costs a few multiply-adds per pixel.
+// Noise scale (--noise): sets the bits per pixel. 1.5 gives about 68 KB per 500x375 image (2.9
+// bits per pixel, a typical photo at quality 90); 3 gives about 100 KB (ImageNet's mean file size).
+double kNoise = 1.5;
 Tensor make_image(int w, int h, uint64_t seed) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> u(0, 1);
@@ -75,7 +80,7 @@ Tensor make_image(int w, int h, uint64_t seed) {
         const double v = 128 + tex +
                          amp[c] * (sx[size_t(c) * w + x] * cy[size_t(c) * h + y] +
                                    cx[size_t(c) * w + x] * sy[size_t(c) * h + y]) +
-                         0.4 * noise;
+                         kNoise * noise;
         p[(size_t(y) * w + x) * 3 + c] = uint8_t(std::clamp(std::lround(v), 0l, 255l));
       }
     }
@@ -116,13 +121,26 @@ data::Dataset make_pipeline(const std::string& dir, const std::string& variant, 
   return data::ImageFolderDataset(dir, o).map(ops, "image", workers).batch(32);
 }
 
+// CPU seconds (user + system) of all threads of this process so far.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+struct PassStats {
+  std::vector<double> images_per_s, cpu_ms_per_image;
+};
+
 // images/s of each pass (iterator creation to the last batch, so worker start-up is included,
-// as it is in a DataLoader without persistent_workers).
-std::vector<double> run(const std::string& dir, const std::string& variant, int workers,
-                        int passes) {
+// as it is in a DataLoader without persistent_workers), and CPU ms per image, which a busy
+// machine disturbs less than wall time.
+PassStats run(const std::string& dir, const std::string& variant, int workers, int passes) {
   const data::Dataset ds = make_pipeline(dir, variant, workers);
-  std::vector<double> ips;
+  PassStats st;
   for (int p = 0; p < passes; ++p) {
+    const double c0 = cpu_seconds();
     const auto t0 = std::chrono::steady_clock::now();
     int64_t images = 0;
     auto it = ds.create_tuple_iterator();
@@ -133,11 +151,13 @@ std::vector<double> run(const std::string& dir, const std::string& variant, int 
                   "[imagefolder_pipeline] unexpected batch ", shape_str(x.shape()));
       images += x.size(0);
     }
+    it.reset();  // joins the workers, so their CPU time is counted
     const double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    ips.push_back(double(images) / s);
+    st.images_per_s.push_back(double(images) / s);
+    st.cpu_ms_per_image.push_back(1e3 * (cpu_seconds() - c0) / double(images));
   }
-  return ips;
+  return st;
 }
 
 double median(std::vector<double> v) {
@@ -164,6 +184,7 @@ int main(int argc, char** argv) try {
     else if (a == "--passes") passes = std::stoi(value());
     else if (a == "--workers") workers = std::stoi(value());
     else if (a == "--variant") variant = value();
+    else if (a == "--noise") kNoise = std::stod(value());
     else if (a.rfind("--benchmark_", 0) == 0) continue;  // from bench/run_all.sh
     else SPORE_CHECK(false, "[imagefolder_pipeline] unknown argument ", a);
   }
@@ -179,11 +200,16 @@ int main(int argc, char** argv) try {
                         : std::vector<std::string>{variant};
   if (!dir.empty()) {
     for (const auto& v : variants) {
-      const auto ips = run(dir, v, workers, passes);
-      std::printf("{\"variant\": \"%s\", \"workers\": %d, \"images_per_s\": [", v.c_str(),
-                  workers);
-      for (size_t i = 0; i < ips.size(); ++i) std::printf("%s%.2f", i ? ", " : "", ips[i]);
-      std::printf("]}\n");
+      const PassStats st = run(dir, v, workers, passes);
+      auto list = [](const std::vector<double>& xs) {
+        std::string r;
+        for (size_t i = 0; i < xs.size(); ++i) r += (i ? ", " : "") + std::to_string(xs[i]);
+        return r;
+      };
+      std::printf(
+          "{\"variant\": \"%s\", \"workers\": %d, \"images_per_s\": [%s], "
+          "\"cpu_ms_per_image\": [%s]}\n",
+          v.c_str(), workers, list(st.images_per_s).c_str(), list(st.cpu_ms_per_image).c_str());
     }
     return 0;
   }
@@ -200,8 +226,11 @@ int main(int argc, char** argv) try {
   generate(tmp, 640, classes);
   std::printf("ImageFolder pipeline, 640 generated 500x375 JPEGs, batch 32, %d map workers, "
               "median images/s of %d passes:\n", workers, passes);
-  for (const auto& v : variants)
-    std::printf("  %-8s %8.1f\n", v.c_str(), median(run(tmp.string(), v, workers, passes)));
+  for (const auto& v : variants) {
+    const PassStats st = run(tmp.string(), v, workers, passes);
+    std::printf("  %-8s %8.1f images/s  %6.2f CPU ms/image\n", v.c_str(),
+                median(st.images_per_s), median(st.cpu_ms_per_image));
+  }
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "imagefolder_pipeline: %s\n", e.what());

@@ -66,6 +66,14 @@ Tensor fit_to(const Tensor& g, const Tensor& input) {
   return r;
 }
 
+// The cotangent of an output nobody used. While tracing (Graph mode) it is a traced broadcast of
+// a zero scalar, so gradient rules see a symbolic tensor (they must not read it on the host) and
+// the graph passes fold it.
+Tensor zero_cotangent(const ops::TensorMeta& m) {
+  if (ops::trace_hook()) return zeros({}, m.dtype).expand(m.shape);
+  return zeros(m.shape, m.dtype);
+}
+
 struct Pending {
   std::unordered_map<Node*, ops::Tensors> node_grads;    // per node, per output
   std::unordered_map<TensorImpl*, Tensor> leaf_grads;    // per leaf tensor
@@ -130,7 +138,7 @@ void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool
     cot.resize(n->outputs.size());
     for (size_t i = 0; i < cot.size(); ++i)
       if (!cot[i].defined() && is_floating(n->out_meta[i].dtype))
-        cot[i] = zeros(n->out_meta[i].shape, n->out_meta[i].dtype);
+        cot[i] = zero_cotangent(n->out_meta[i]);
     const ops::OpDef& def = ops::op_def(n->op);
     ops::VjpContext ctx{n->inputs, n->outputs, cot, n->attrs};
     ops::Tensors grads = def.rules.vjp(ctx);

@@ -6,7 +6,6 @@
 // (tests/ops/registry_test.cpp) fails until all four exist.
 #pragma once
 #include <cstdint>
-#include <cstdlib>  // PERF-TMP
 #include <string>
 #include <utility>
 #include <variant>
@@ -172,10 +171,8 @@ struct TraceHook {
 void set_trace_hook(TraceHook* hook);  // nullptr: PyNative
 TraceHook* trace_hook();
 
-inline bool perf_off(int bit) { static int v = getenv("SPORE_PERF_OFF") ? atoi(getenv("SPORE_PERF_OFF")) : 0; return v & bit; }  // PERF-TMP
 inline bool VjpContext::needs(size_t i) const {
   if (i >= inputs.size() || !inputs[i].defined()) return false;
-  if (perf_off(1)) return true;  // PERF-TMP
   if (trace_hook()) return is_floating(inputs[i].dtype());
   return inputs[i].requires_grad();
 }

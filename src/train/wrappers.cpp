@@ -2,6 +2,8 @@
 #include "spore/train/wrappers.h"
 
 #include "spore/autograd.h"
+#include "spore/context.h"
+#include "spore/jit.h"
 #include "spore/ops.h"
 
 namespace spore::train {
@@ -51,6 +53,34 @@ Tensor TrainOneStepCell::construct(const Tensor& data, const Tensor& label) {
 }
 
 std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs) {
+  // Graph mode: the whole step (forward, loss, backward, optimizer update) is traced once per
+  // signature by jit() and then runs compiled; the traced body is this function's PyNative path.
+  // A grad reducer / grad-ready hook (data parallel) is host code, so those steps stay eager.
+  if (get_context_mode() == Mode::Graph && !is_tracing() && !reducer_ && !grad_ready_) {
+    if (!compiled_) {
+      JitOptions opts;
+      opts.name = "train_step";
+      // Attributes traced from host state: the learning rates at this step and, for optimizers
+      // whose update takes the step count (Adam's bias correction), the step itself.
+      opts.extra_key = [this] {
+        std::string k = network_->training() ? "train" : "eval";
+        for (size_t i = 0; i < optimizer_->parameters().size(); ++i)
+          k += "," + std::to_string(optimizer_->lr_of(i));
+        const std::string n = optimizer_->name();
+        if (n != "Momentum" && n != "SGD") k += ",step=" + std::to_string(optimizer_->global_step());
+        return k + ",sens=" + std::to_string(sens_);
+      };
+      compiled_ = std::make_shared<JitFunction>(
+          [this](const std::vector<Tensor>& in) { return forward(in); }, opts);
+    }
+    const int64_t step = optimizer_->global_step();
+    std::vector<Tensor> in;
+    for (const Tensor& t : inputs) in.push_back(t.contiguous());
+    std::vector<Tensor> out = (*std::static_pointer_cast<JitFunction>(compiled_))(in);
+    optimizer_->set_global_step(step + 1);  // tracing advanced it once; a cached run did not
+    last_grads_.clear();                    // the gradients live inside the compiled step
+    return out;
+  }
   EnableGradGuard enable;
   Tensor loss = network_->forward(inputs).at(0);
   SPORE_CHECK(is_floating(loss.dtype()),

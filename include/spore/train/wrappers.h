@@ -60,6 +60,7 @@ class TrainOneStepCell : public nn::Cell {
   GradReducer reducer_;
   GradReadyHook grad_ready_;
   std::vector<Tensor> last_grads_;
+  std::shared_ptr<void> compiled_;  // Graph mode: the jit'ed step (src/graph), built on first use
 };
 
 // Evaluation: forward({data, label}) returns {loss, outputs, label} for the metrics.

@@ -2,7 +2,7 @@
 // (count_include_pad, ceil_mode as PyTorch) and adaptive average, plus their backwards. Plain loops
 // over (N*C) planes in parallel: a plane is small and hot in cache, and the 2x2 / 3x3 windows of
 // real networks are memory-bound, so oneDNN's blocked layouts (and their reorders) would not pay.
-// Half types compute in float.
+// Half types compute in float. The 2x2 stride-2 window (LeNet, VGG...) has its own branch-free loop.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -66,7 +66,7 @@ void max_pool_2x2_plane(const Pool& p, const T* xp, T* yp, int64_t* ip) {
 template <typename T>
 void max_pool_fwd(const Pool& p, const T* x, T* y, int64_t* idx) {
   using A = acc_t<T>;
-  const bool k2s2 = !ops::perf_off(4) && p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 && p.pt == 0 && p.pl == 0 &&
+  const bool k2s2 = p.kh == 2 && p.kw == 2 && p.sh == 2 && p.sw == 2 && p.pt == 0 && p.pl == 0 &&
                     2 * p.OH <= p.H && 2 * p.OW <= p.W;
   parallel_for(0, p.planes, plane_grain(p), [&](int64_t q0, int64_t q1) {
     if (k2s2) {

@@ -1,0 +1,110 @@
+// The executor (graph/executor.h).
+#include "graph/executor.h"
+
+#include <unordered_map>
+
+#include "spore/autograd.h"
+
+namespace spore::graph {
+namespace {
+Tensor slot_tensor(const std::shared_ptr<Storage>& arena, size_t byte_offset, const Value* v) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = arena;
+  impl->offset = int64_t(byte_offset / itemsize(v->dtype));
+  impl->shape = v->shape;
+  impl->strides = contiguous_strides(v->shape);
+  impl->dtype = v->dtype;
+  impl->device = v->device;
+  return Tensor(std::move(impl));
+}
+}  // namespace
+
+Executor::Executor(std::shared_ptr<Graph> graph) : graph_(std::move(graph)) {
+  for (const Value* v : graph_->inputs)
+    SPORE_CHECK_KIND(ErrorKind::NotImplemented, v->device.type == DeviceType::CPU,
+                     "Graph mode runs on the CPU only for now; graph ", graph_->name,
+                     " has an input on ", to_string(v->device));
+  copy_ = ops::find_kernel(ops::OpId::Copy, DeviceType::CPU);
+  SPORE_ASSERT(copy_, "no CPU copy kernel");
+  plan_ = plan_memory(*graph_);
+  arena_ = std::make_shared<Storage>(std::max<size_t>(plan_.arena_bytes, 1), Device{});
+  bind();
+}
+
+void Executor::bind() {
+  std::unordered_map<const Value*, Tensor> rt;
+  args_.clear();
+  captured_storage_.clear();
+  for (const Value* v : graph_->inputs) {
+    if (v->kind == ValueKind::kPlaceholder) {
+      rt[v] = slot_tensor(arena_, plan_.offset.at(v), v);
+      args_.push_back({v, rt[v]});
+    } else {
+      rt[v] = v->tensor;
+      captured_storage_.push_back({v, v->tensor.impl().storage.get()});
+    }
+  }
+  steps_.clear();
+  for (const auto& n : graph_->nodes) {
+    Step s{&n->def(), nullptr, &n->attrs, {}, {}, {}};
+    for (const Value* in : n->inputs) s.inputs.push_back(rt.at(in));
+    if (n->is_view()) {
+      const Value* o = n->outputs[0];
+      rt[o] = n->def().rules.view(s.inputs[0], n->attrs, {o->shape, o->dtype});
+      continue;  // no kernel: the alias is the result
+    }
+    const ops::KernelEntry* k = ops::find_kernel(n->op, DeviceType::CPU);
+    SPORE_ASSERT(k, "graph executor: no CPU kernel for ", n->def().name);
+    s.fn = k->fn;
+    for (const Value* o : n->outputs) {
+      rt[o] = slot_tensor(arena_, plan_.offset.at(o), o);
+      s.outputs.push_back(rt[o]);
+    }
+    s.slots = s.outputs;
+    steps_.push_back(std::move(s));
+  }
+  outputs_.clear();
+  for (const Value* o : graph_->outputs) outputs_.push_back(rt.at(o));
+}
+
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
+  SPORE_CHECK(int(args.size()) == graph_->num_args, "[jit] graph ", graph_->name, " takes ",
+              graph_->num_args, " arguments, got ", args.size());
+  for (const auto& [v, t] : captured_storage_)
+    if (v->tensor.impl().storage.get() != t) {  // e.g. a checkpoint load replaced a parameter
+      bind();
+      break;
+    }
+  for (auto& [v, slot] : args_) {
+    const Tensor& a = args[size_t(v->arg_index)];
+    SPORE_CHECK(a.shape() == v->shape && a.dtype() == v->dtype, "[jit] argument ", v->arg_index,
+                " is ", dtype_name(a.dtype()), shape_str(a.shape()), " but the graph was compiled for ",
+                dtype_name(v->dtype), shape_str(v->shape));
+    ops::Tensors in{a}, out{slot};
+    ops::KernelContext ctx{ops::op_def(ops::OpId::Copy), in, out, ops::Attrs()};
+    copy_->fn(ctx);
+  }
+  static const ops::Attrs kNoAttrs;
+  for (Step& s : steps_) {
+    ops::KernelContext ctx{*s.def, s.inputs, s.outputs, *s.attrs};
+    s.fn(ctx);
+    for (size_t i = 0; i < s.outputs.size(); ++i) {
+      if (s.outputs[i].is_same(s.slots[i])) continue;
+      // The kernel replaced its output tensor: the planned slot must still get the data.
+      ops::Tensors in{s.outputs[i]}, dst{s.slots[i]};
+      ops::KernelContext cc{ops::op_def(ops::OpId::Copy), in, dst, kNoAttrs};
+      copy_->fn(cc);
+      s.outputs[i] = s.slots[i];
+    }
+  }
+  std::vector<Tensor> result;
+  for (const Tensor& o : outputs_) {
+    ops::Tensors in{o}, dst{Tensor::empty(o.shape(), o.dtype(), o.device())};
+    ops::KernelContext cc{ops::op_def(ops::OpId::Copy), in, dst, kNoAttrs};
+    copy_->fn(cc);
+    result.push_back(dst[0]);
+  }
+  return result;
+}
+
+}  // namespace spore::graph

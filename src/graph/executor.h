@@ -1,0 +1,39 @@
+// The executor: binds a planned graph to memory once (arena slots for placeholders and node
+// outputs, the captured tensors themselves for parameters and state, aliasing views built once),
+// then each run() copies the arguments into their slots and calls the registered kernels in
+// schedule order with no allocation. Outputs are copied out of the arena.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "graph/ir.h"
+#include "graph/memory_plan.h"
+
+namespace spore::graph {
+
+class Executor {
+ public:
+  explicit Executor(std::shared_ptr<Graph> graph);
+  std::vector<Tensor> run(const std::vector<Tensor>& args);
+  const Graph& graph() const { return *graph_; }
+  const MemoryPlan& plan() const { return plan_; }
+
+ private:
+  struct Step {
+    const ops::OpDef* def;
+    ops::KernelFn fn;
+    const ops::Attrs* attrs;
+    ops::Tensors inputs, outputs, slots;  // slots: the planned outputs
+  };
+  void bind();  // (re)builds the runtime tensors; again when a captured tensor's storage changed
+  std::shared_ptr<Graph> graph_;
+  MemoryPlan plan_;
+  std::shared_ptr<Storage> arena_;
+  std::vector<Step> steps_;
+  std::vector<std::pair<const Value*, Tensor>> args_;  // placeholder -> its arena slot
+  std::vector<Tensor> outputs_;
+  std::vector<std::pair<const Value*, const Storage*>> captured_storage_;
+  const ops::KernelEntry* copy_ = nullptr;
+};
+
+}  // namespace spore::graph

@@ -1,0 +1,147 @@
+// Graph construction and editing helpers (graph/ir.h).
+#include "graph/ir.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace spore::graph {
+
+bool Value::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+std::shared_ptr<Value> Graph::new_value(ValueKind kind, const Shape& shape, DType dtype, Device device) {
+  auto v = std::make_shared<Value>();
+  v->id = next_value_id_++;
+  v->kind = kind;
+  v->shape = shape;
+  v->strides = contiguous_strides(shape);
+  v->dtype = dtype;
+  v->device = device;
+  v->graph_tag = this;
+  values.push_back(v);
+  return v;
+}
+
+Value* Graph::add_placeholder(int arg_index, const Shape& shape, DType dtype, Device device) {
+  Value* v = new_value(ValueKind::kPlaceholder, shape, dtype, device).get();
+  v->arg_index = arg_index;
+  num_args = std::max(num_args, arg_index + 1);
+  inputs.push_back(v);
+  return v;
+}
+
+Value* Graph::add_capture(const Tensor& t, ValueKind kind) {
+  Value* v = new_value(kind, t.shape(), t.dtype(), t.device()).get();
+  v->strides = t.strides();
+  v->offset = t.offset();
+  v->tensor = t;
+  inputs.push_back(v);
+  return v;
+}
+
+Node* Graph::insert_node(size_t pos, ops::OpId op, std::vector<Value*> ins, ops::Attrs attrs,
+                         const ops::Metas& metas) {
+  auto n = std::make_unique<Node>();
+  n->id = next_node_id_++;
+  n->op = op;
+  n->attrs = std::move(attrs);
+  n->inputs = std::move(ins);
+  const Device dev = n->inputs.empty() ? Device{} : n->inputs[0]->device;
+  for (size_t i = 0; i < metas.size(); ++i) {
+    Value* v = new_value(ValueKind::kComputed, metas[i].shape, metas[i].dtype, dev).get();
+    v->producer = n.get();
+    v->output_nr = int(i);
+    n->outputs.push_back(v);
+  }
+  Node* raw = n.get();
+  nodes.insert(nodes.begin() + std::ptrdiff_t(std::min(pos, nodes.size())), std::move(n));
+  return raw;
+}
+
+Node* Graph::add_node(ops::OpId op, std::vector<Value*> ins, ops::Attrs attrs, const ops::Metas& metas) {
+  return insert_node(nodes.size(), op, std::move(ins), std::move(attrs), metas);
+}
+
+void Graph::replace_all_uses(Value* from, Value* to) {
+  for (auto& n : nodes)
+    for (Value*& in : n->inputs)
+      if (in == from) in = to;
+  for (Value*& o : outputs)
+    if (o == from) o = to;
+}
+
+void Graph::remove_unused_inputs() {
+  std::unordered_set<const Value*> used(outputs.begin(), outputs.end());
+  for (auto& n : nodes) used.insert(n->inputs.begin(), n->inputs.end());
+  inputs.erase(std::remove_if(inputs.begin(), inputs.end(),
+                              [&](Value* v) {
+                                return v->kind != ValueKind::kPlaceholder && !used.count(v);
+                              }),
+               inputs.end());
+}
+
+size_t Graph::count(ops::OpId op) const {
+  return size_t(std::count_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n->op == op; }));
+}
+
+std::unique_ptr<Graph> Graph::clone() const {
+  auto g = std::make_unique<Graph>();
+  g->name = name;
+  g->num_args = num_args;
+  std::unordered_map<const Value*, Value*> map;
+  for (const Value* in : inputs) {
+    Value* v = g->new_value(in->kind, in->shape, in->dtype, in->device).get();
+    v->strides = in->strides;
+    v->offset = in->offset;
+    v->arg_index = in->arg_index;
+    v->tensor = in->tensor;
+    g->inputs.push_back(v);
+    map[in] = v;
+  }
+  for (const auto& n : nodes) {
+    std::vector<Value*> ins;
+    for (const Value* in : n->inputs) {
+      SPORE_ASSERT(map.count(in), "clone: node ", n->id, " uses a value defined nowhere");
+      ins.push_back(map[in]);
+    }
+    ops::Metas metas;
+    for (const Value* o : n->outputs) metas.push_back({o->shape, o->dtype});
+    Node* m = g->add_node(n->op, std::move(ins), n->attrs, metas);
+    for (size_t i = 0; i < n->outputs.size(); ++i) {
+      m->outputs[i]->strides = n->outputs[i]->strides;
+      m->outputs[i]->offset = n->outputs[i]->offset;
+      map[n->outputs[i]] = m->outputs[i];
+    }
+  }
+  for (const Value* o : outputs) g->outputs.push_back(map.at(o));
+  return g;
+}
+
+const Value* view_base(const Value* v) {
+  while (v->producer && v->producer->is_view()) v = v->producer->inputs[0];
+  return v;
+}
+
+std::vector<const Value*> mutated_values(const Graph& g) {
+  std::vector<const Value*> out;
+  for (const auto& n : g.nodes) {
+    if (!n->is_effect()) continue;
+    // Every optimizer primitive mutates all inputs but the last (the gradient); Assign mutates
+    // input 0. Taking all but the last is right for both.
+    for (size_t i = 0; i + 1 < n->inputs.size(); ++i) {
+      out.push_back(n->inputs[i]);
+      out.push_back(view_base(n->inputs[i]));
+    }
+  }
+  return out;
+}
+
+}  // namespace spore::graph

@@ -1,0 +1,90 @@
+// Algebraic simplification: identities that remove a node (x*1, x+0, x-0, x/1, cast to the same
+// dtype, neg(neg(x)), reshape to the same shape, permute chains that cancel) or shorten a chain
+// (reshape(reshape(x)) -> reshape(x); permute(permute(x)) -> one permute). A node's output is
+// replaced by x only when x has the output's exact shape, dtype and strides, so consumers (views
+// especially) see the same layout. The dead nodes are left for dead_code_elimination.
+#include <algorithm>
+
+#include "graph/passes.h"
+
+namespace spore::graph {
+namespace {
+constexpr int64_t kMaxScan = 1 << 16;  // elements of a constant inspected for 0/1
+
+bool is_constant_equal(const Value* v, double value) {
+  if (v->kind != ValueKind::kConstant || v->numel() > kMaxScan) return false;
+  for (double e : v->tensor.to_vector<double>())
+    if (e != value) return false;
+  return true;
+}
+bool same_layout(const Value* a, const Value* b) {
+  return a->shape == b->shape && a->dtype == b->dtype && a->strides == b->strides;
+}
+}  // namespace
+
+size_t algebraic_simplification(Graph& g) {
+  size_t changed = 0;
+  auto forward_to = [&](Node* n, Value* x) {
+    if (!same_layout(n->outputs[0], x)) return false;
+    g.replace_all_uses(n->outputs[0], x);
+    ++changed;
+    return true;
+  };
+  for (auto& up : g.nodes) {
+    Node* n = up.get();
+    using ops::OpId;
+    if (n->outputs.size() != 1) continue;
+    Value* a = n->inputs.empty() ? nullptr : n->inputs[0];
+    Value* b = n->inputs.size() > 1 ? n->inputs[1] : nullptr;
+    switch (n->op) {
+      case OpId::Mul:
+        if (!(is_constant_equal(b, 1) && forward_to(n, a))) is_constant_equal(a, 1) && forward_to(n, b);
+        break;
+      case OpId::Add:
+        if (!(is_constant_equal(b, 0) && forward_to(n, a))) is_constant_equal(a, 0) && forward_to(n, b);
+        break;
+      case OpId::Sub:
+        is_constant_equal(b, 0) && forward_to(n, a);
+        break;
+      case OpId::Div:
+        is_constant_equal(b, 1) && forward_to(n, a);
+        break;
+      case OpId::Cast:
+        forward_to(n, a);  // same dtype (forward_to checks the layout)
+        break;
+      case OpId::Neg:
+        if (a->producer && a->producer->op == OpId::Neg) forward_to(n, a->producer->inputs[0]);
+        break;
+      case OpId::Reshape:
+        if (forward_to(n, a)) break;
+        // reshape(reshape(x)) -> reshape(x) when x is contiguous (then any reshape is a view).
+        if (a->producer && a->producer->op == OpId::Reshape && a->producer->inputs[0]->is_contiguous()) {
+          n->inputs[0] = a->producer->inputs[0];
+          ++changed;
+        }
+        break;
+      case OpId::Permute:
+        if (a->producer && a->producer->op == OpId::Permute) {
+          const auto& inner = a->producer->attrs.get_ints("axes");
+          const auto& outer = n->attrs.get_ints("axes");
+          std::vector<int64_t> axes(outer.size());
+          for (size_t i = 0; i < outer.size(); ++i) axes[i] = inner[size_t(outer[i])];
+          Value* x = a->producer->inputs[0];
+          bool identity = true;
+          for (size_t i = 0; i < axes.size(); ++i) identity = identity && axes[i] == int64_t(i);
+          if (identity && forward_to(n, x)) break;
+          if (!identity) {
+            n->inputs[0] = x;
+            n->attrs.set("axes", axes);
+            ++changed;
+          }
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return changed;
+}
+
+}  // namespace spore::graph

@@ -1,0 +1,36 @@
+// The default pass pipeline (run by the compiler on every traced graph). Each stage's output is
+// dumped when SPORE_DUMP_IR is set: <dir>/<graph>.<NN>.<stage>.txt.
+#include <string>
+
+#include "graph/passes.h"
+
+namespace spore::graph {
+
+void run_pipeline(Graph& g) {
+  int index = 0;
+  dump_if_enabled(g, index++, "traced");
+  verify(g);
+  struct Stage {
+    const char* name;
+    size_t (*fn)(Graph&);
+  };
+  static const Stage kPipeline[] = {
+      {"dce", dead_code_elimination},
+      {"cse", common_subexpression_elimination},
+      {"constant_folding", constant_folding},
+      {"algebraic_simplification", algebraic_simplification},
+  };
+  for (int round = 0; round < 4; ++round) {
+    size_t changed = 0;
+    for (const Stage& s : kPipeline) {
+      changed += s.fn(g);
+      dump_if_enabled(g, index++, s.name);
+    }
+    if (changed == 0) break;
+  }
+  dead_code_elimination(g);
+  verify(g);
+  dump_if_enabled(g, index++, "final");
+}
+
+}  // namespace spore::graph
