@@ -152,8 +152,7 @@ PassStats run(const std::string& dir, const std::string& variant, int workers, i
       images += x.size(0);
     }
     it.reset();  // joins the workers, so their CPU time is counted
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     st.images_per_s.push_back(double(images) / s);
     st.cpu_ms_per_image.push_back(1e3 * (cpu_seconds() - c0) / double(images));
   }
@@ -177,16 +176,26 @@ int main(int argc, char** argv) try {
       SPORE_CHECK(i + 1 < argc, "[imagefolder_pipeline] ", a, " needs a value");
       return argv[++i];
     };
-    if (a == "--dir") dir = value();
-    else if (a == "--generate") gen_dir = value();
-    else if (a == "--count") count = std::stoi(value());
-    else if (a == "--classes") classes = std::stoi(value());
-    else if (a == "--passes") passes = std::stoi(value());
-    else if (a == "--workers") workers = std::stoi(value());
-    else if (a == "--variant") variant = value();
-    else if (a == "--noise") kNoise = std::stod(value());
-    else if (a.rfind("--benchmark_", 0) == 0) continue;  // from bench/run_all.sh
-    else SPORE_CHECK(false, "[imagefolder_pipeline] unknown argument ", a);
+    if (a == "--dir")
+      dir = value();
+    else if (a == "--generate")
+      gen_dir = value();
+    else if (a == "--count")
+      count = std::stoi(value());
+    else if (a == "--classes")
+      classes = std::stoi(value());
+    else if (a == "--passes")
+      passes = std::stoi(value());
+    else if (a == "--workers")
+      workers = std::stoi(value());
+    else if (a == "--variant")
+      variant = value();
+    else if (a == "--noise")
+      kNoise = std::stod(value());
+    else if (a.rfind("--benchmark_", 0) == 0)
+      continue;  // from bench/run_all.sh
+    else
+      SPORE_CHECK(false, "[imagefolder_pipeline] unknown argument ", a);
   }
   SPORE_CHECK(count > 0 && classes > 0 && passes > 0 && workers > 0,
               "[imagefolder_pipeline] --count, --classes, --passes and --workers must be > 0");
@@ -195,9 +204,9 @@ int main(int argc, char** argv) try {
     return 0;
   }
   set_seed(1);
-  const std::vector<std::string> variants =
-      variant == "both" ? std::vector<std::string>{"unfused", "fused"}
-                        : std::vector<std::string>{variant};
+  const std::vector<std::string> variants = variant == "both"
+                                                ? std::vector<std::string>{"unfused", "fused"}
+                                                : std::vector<std::string>{variant};
   if (!dir.empty()) {
     for (const auto& v : variants) {
       const PassStats st = run(dir, v, workers, passes);
@@ -224,12 +233,14 @@ int main(int argc, char** argv) try {
     }
   } cleanup{tmp};
   generate(tmp, 640, classes);
-  std::printf("ImageFolder pipeline, 640 generated 500x375 JPEGs, batch 32, %d map workers, "
-              "median images/s of %d passes:\n", workers, passes);
+  std::printf(
+      "ImageFolder pipeline, 640 generated 500x375 JPEGs, batch 32, %d map workers, "
+      "median images/s of %d passes:\n",
+      workers, passes);
   for (const auto& v : variants) {
     const PassStats st = run(tmp.string(), v, workers, passes);
-    std::printf("  %-8s %8.1f images/s  %6.2f CPU ms/image\n", v.c_str(),
-                median(st.images_per_s), median(st.cpu_ms_per_image));
+    std::printf("  %-8s %8.1f images/s  %6.2f CPU ms/image\n", v.c_str(), median(st.images_per_s),
+                median(st.cpu_ms_per_image));
   }
   return 0;
 } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 #include "spore/context.h"
 #include "spore/dtype.h"
 #include "spore/error.h"
+#include "spore/jit.h"
 #include "spore/ops.h"
 #include "spore/tensor.h"
 // The framework layer: cells and layers, optimizers, training, data, checkpoints.

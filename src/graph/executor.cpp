@@ -40,6 +40,12 @@ void Executor::bind() {
       rt[v] = slot_tensor(arena_, plan_.offset.at(v), v);
       args_.push_back({v, rt[v]});
     } else {
+      SPORE_CHECK(v->tensor.shape() == v->shape && v->tensor.dtype() == v->dtype &&
+                      v->tensor.strides() == v->strides,
+                  "[jit] a tensor captured by graph ", graph_->name, " changed from ",
+                  dtype_name(v->dtype), shape_str(v->shape), " to ", dtype_name(v->tensor.dtype()),
+                  shape_str(v->tensor.shape()), " (or its layout) after compilation; build a new "
+                  "jit function (or TrainOneStepCell) after changing parameters' dtype or shape");
       rt[v] = v->tensor;
       captured_storage_.push_back({v, v->tensor.impl().storage.get()});
     }

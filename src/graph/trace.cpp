@@ -72,6 +72,13 @@ class Tracer : public ops::TraceHook {
       o->offset = probe.offset();
       return finish(def, inputs, attrs, n);
     }
+    if (def.has(ops::kInplace))
+      for (size_t i = 0; i + 1 < ins.size(); ++i)  // all but the last input are updated
+        SPORE_CHECK_KIND(ErrorKind::NotImplemented,
+                         view_base(ins[i])->kind != ValueKind::kPlaceholder, "[", def.name,
+                         "] updates argument ", view_base(ins[i])->arg_index, " of jit function ",
+                         g_.name, " in place; a compiled graph works on a copy of its arguments, so "
+                         "the caller would not see the update. Return the new value instead.");
     const ops::KernelEntry* k = ops::find_kernel(def.id, device.type);
     SPORE_CHECK_KIND(ErrorKind::NotImplemented, k, "[", def.name, "] has no kernel for device ",
                      device_type_name(device.type), " (Graph mode)");
@@ -130,11 +137,13 @@ std::unique_ptr<Graph> trace(const TracedFn& fn, const std::vector<Tensor>& exam
     }
   }
   args.clear();
-  // A captured tensor only the graph holds (made during tracing: zeros, ones, full...) can never
-  // change, unless an effect in the graph mutates it: a constant the passes may fold.
+  // A captured tensor only the graph holds, whose storage nothing else shares (made during
+  // tracing: zeros, ones, full...), can never change unless an effect in the graph mutates it:
+  // a constant the passes may fold.
   const auto mutated = mutated_values(*g);
   for (Value* v : g->inputs)
     if (v->kind == ValueKind::kCapture && v->tensor.impl_ptr().use_count() == 1 &&
+        v->tensor.impl().storage.use_count() == 1 &&  // not a view or detach() of live data
         std::find(mutated.begin(), mutated.end(), v) == mutated.end())
       v->kind = ValueKind::kConstant;
   return g;

@@ -120,7 +120,9 @@ std::array<std::array<KernelEntry, kNumDeviceTypes>, kNumOps>& kernels() {
   static std::array<std::array<KernelEntry, kNumDeviceTypes>, kNumOps> k{};
   return k;
 }
-TraceHook* g_trace_hook = nullptr;
+// Per thread: a graph traced on one thread must not capture ops other threads (data pipeline
+// workers) run eagerly meanwhile.
+thread_local TraceHook* g_trace_hook = nullptr;
 }  // namespace
 
 const OpDef& op_def(OpId id) { return table()[size_t(id)]; }

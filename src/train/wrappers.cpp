@@ -63,7 +63,8 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
       // Attributes traced from host state: the learning rates at this step and, for optimizers
       // whose update takes the step count (Adam's bias correction), the step itself.
       opts.extra_key = [this] {
-        std::string k = network_->training() ? "train" : "eval";
+        std::string k = network_->training() ? "T" : "E";  // each cell's own train flag
+        for (const auto& [name, c] : network_->named_cells()) k += c->training() ? 'T' : 'E';
         for (size_t i = 0; i < optimizer_->parameters().size(); ++i)
           k += "," + std::to_string(optimizer_->lr_of(i));
         const std::string n = optimizer_->name();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "spore/data/dataset.h"
+#include "test_util.h"
 
 namespace spore::testing_data {
 
@@ -48,14 +49,7 @@ inline void write_file(const std::string& path, const Tensor& bytes) {
   write_file(path, std::string(static_cast<const char*>(c.data_ptr()), c.nbytes()));
 }
 
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ::spore::test::error_of;
 
 // Runs f on a thread; fails (and abandons the process) when it takes longer than `seconds`.
 inline void within(double seconds, const std::function<void()>& f) {

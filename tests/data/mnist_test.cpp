@@ -8,6 +8,7 @@
 #include "data/idx_util.h"
 #include "spore/context.h"
 #include "spore/data/dataset.h"
+#include "test_util.h"
 
 using namespace spore;
 using spore::testing::label_of;
@@ -15,14 +16,7 @@ using spore::testing::pixel;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ::spore::test::error_of;
 
 std::vector<int32_t> labels(const data::Dataset& ds) {
   std::vector<int32_t> out;

@@ -12,6 +12,8 @@
 
 #include "spore/context.h"
 #include "spore/data/dataset.h"
+#include "data_util.h"
+#include "test_util.h"
 
 using namespace spore;
 
@@ -53,35 +55,9 @@ int64_t count_rows(const data::Dataset& ds) {
   return n;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ::spore::test::error_of;
 
-// Runs f on a thread; fails (and abandons the process) when it takes longer than `seconds`.
-void within(double seconds, const std::function<void()>& f) {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;
-  std::thread t([&] {
-    f();
-    std::lock_guard<std::mutex> lk(mu);
-    finished = true;
-    cv.notify_all();
-  });
-  std::unique_lock<std::mutex> lk(mu);
-  if (!cv.wait_for(lk, std::chrono::duration<double>(seconds), [&] { return finished; })) {
-    ADD_FAILURE() << "hung for more than " << seconds << " s";
-    std::fflush(stdout);
-    std::_Exit(1);
-  }
-  lk.unlock();
-  t.join();
-}
+using ::spore::testing_data::within;
 
 std::vector<int32_t> iota_vec(int n) {
   std::vector<int32_t> v(static_cast<size_t>(n));

@@ -13,6 +13,7 @@
 
 #include "spore/data/sample_rng.h"
 #include "spore/data/vision.h"
+#include "test_util.h"
 
 namespace vt {
 using namespace spore;
@@ -77,14 +78,7 @@ inline Tensor seeded(const data::TensorOp& op, const Tensor& x, uint64_t seed) {
   return op(x);
 }
 
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::spore::test::error_of;
 
 // Bounding box [x0, y0, x1, y1) of the pixels of channel 0 above `thr` (corner coordinates);
 // {0, 0, 0, 0} when none.

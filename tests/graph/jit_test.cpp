@@ -208,3 +208,39 @@ TEST(GraphMode, LeNetStepAllocations) {
               (unsigned long long)graph);
   EXPECT_LT(graph, eager);
 }
+
+TEST(Jit, InPlaceUpdateOfAnArgumentIsAClearError) {
+  auto f = jit([](const std::vector<Tensor>& a) {
+    assign(a[0], zeros({3}));
+    return std::vector<Tensor>{a[0] + 1.0};
+  });
+  try {
+    f({ones({3})});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("updates argument 0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphMode, RetracesWhenTheTrainFlagChanges) {
+  set_seed(0);
+  auto net = std::make_shared<nn::SequentialCell>(std::vector<nn::CellPtr>{
+      std::make_shared<nn::Dense>(4, 8), std::make_shared<nn::BatchNorm1d>(8),
+      std::make_shared<nn::Dense>(8, 3)});
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
+  train::TrainOneStepCell step(std::make_shared<train::WithLossCell>(net, loss), opt);
+  Tensor x = randn({6, 4}), y = randint(0, 3, {6}, kInt32);
+  PyNativeAfter restore;
+  set_context({.mode = Mode::Graph});
+  step(x, y);
+  step(x, y);
+  EXPECT_EQ(opt->global_step(), 2);  // advanced by cached runs too
+  auto before = net->named_buffers().at(0).second.to_vector<float>();
+  net->set_train(false);  // BatchNorm now uses (and no longer updates) its moving statistics
+  step(x, y);
+  auto after = net->named_buffers().at(0).second.to_vector<float>();
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(before[i], after[i]);
+  EXPECT_EQ(opt->global_step(), 3);
+}

@@ -7,20 +7,14 @@
 #include <limits>
 
 #include "op_table.h"
+#include "test_util.h"
 
 namespace spore::test {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using ::spore::test::error_of;
 
 TEST(ElementwiseErrors, BadBroadcastNamesOpAndShapes) {
   const std::string msg = error_of([] { add(zeros({2, 3}), zeros({4})); });

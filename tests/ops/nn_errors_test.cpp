@@ -5,21 +5,13 @@
 #include "backends/cpu/onednn/onednn.h"
 #include "ops/op.h"
 #include "spore/spore.h"
+#include "test_util.h"
 
 namespace spore {
 namespace {
 
 // The message of the spore::Error thrown by f (fails the test when nothing is thrown).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no spore::Error thrown";
-  return "";
-}
+using ::spore::test::error_of;
 
 TEST(NnErrors, MatmulInnerDims) {
   EXPECT_EQ(error_of([] { matmul(zeros({32, 100}), zeros({50, 10})); }),

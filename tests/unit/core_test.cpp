@@ -6,18 +6,12 @@
 
 #include "backends/backend.h"
 #include "spore/spore.h"
+#include "test_util.h"
 
 namespace spore {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using ::spore::test::error_of;
 
 TEST(DType, PromotionLattice) {
   EXPECT_EQ(promote_types(kInt32, kFloat32), kFloat32);

@@ -24,6 +24,9 @@ void run_pipeline(Graph& g) {
     size_t changed = 0;
     for (const Stage& s : kPipeline) {
       changed += s.fn(g);
+#ifndef NDEBUG
+      verify(g);  // debug builds check the invariant after every pass
+#endif
       dump_if_enabled(g, index++, s.name);
     }
     if (changed == 0) break;
