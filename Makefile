@@ -2,7 +2,7 @@
 # configure and build as needed.
 BUILD ?= build
 JOBS ?= $(shell nproc)
-CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DSPORE_BUILD_BENCH=OFF
 
 .PHONY: all setup configure build run test bench clean format
 
@@ -25,8 +25,11 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-bench: build
+# Benchmarks are built only here, so `make run` / `make test` do not pay for them.
+bench: configure
 	@bash scripts/setup.sh --bench
+	cmake -S . -B $(BUILD) -DSPORE_BUILD_BENCH=ON
+	cmake --build $(BUILD) -j $(JOBS)
 	@bash bench/run_all.sh $(BUILD)
 
 format:
