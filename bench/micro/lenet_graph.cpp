@@ -1,5 +1,6 @@
-// LeNet-5 training step at batch 64, Graph mode vs PyNative (the same step as bench/micro/lenet.cpp),
-// with memory: the Graph arena (planned peak) and PyNative's allocator peak for one step.
+// LeNet-5 training step at batch 64, Graph mode vs PyNative (the same step as
+// bench/micro/lenet.cpp), with memory: the Graph arena (planned peak) and PyNative's allocator peak
+// for one step.
 #include <benchmark/benchmark.h>
 
 #include "models/lenet.h"
@@ -55,10 +56,18 @@ static void BM_LeNetTrainStep64_PyNative(benchmark::State& state) { run(state, M
 static void BM_LeNetTrainStep64_Graph(benchmark::State& state) { run(state, Mode::Graph); }
 BENCHMARK(BM_LeNetTrainStep64_PyNative)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LeNetTrainStep64_Graph)->Unit(benchmark::kMillisecond)->UseRealTime();
-static void BM_ResNet18TrainStep32_PyNative(benchmark::State& state) { run(state, Mode::PyNative, true); }
+static void BM_ResNet18TrainStep32_PyNative(benchmark::State& state) {
+  run(state, Mode::PyNative, true);
+}
 static void BM_ResNet18TrainStep32_Graph(benchmark::State& state) { run(state, Mode::Graph, true); }
-BENCHMARK(BM_ResNet18TrainStep32_PyNative)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_ResNet18TrainStep32_Graph)->Iterations(3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ResNet18TrainStep32_PyNative)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_ResNet18TrainStep32_Graph)
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 static void BM_ResNet18GraphPlannedPeak(benchmark::State& state) {
   auto step = make_resnet_step();
@@ -79,8 +88,9 @@ static void BM_LeNetGraphPlannedPeak(benchmark::State& state) {
   auto net = std::make_shared<models::LeNet5>();
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  train::TrainOneStepCell step(std::make_shared<train::WithLossCell>(net, loss),
-                               std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  train::TrainOneStepCell step(
+      std::make_shared<train::WithLossCell>(net, loss),
+      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
   auto f = jit([&](const std::vector<Tensor>& a) { return step.forward(a); });
   Tensor x = randn({64, 1, 28, 28}), y = randint(0, 10, {64}, kInt32);
   for (auto _ : state) f({x, y});

@@ -20,7 +20,9 @@
 
 namespace spore {
 
-namespace graph { struct JitState; }
+namespace graph {
+struct JitState;
+}
 
 struct JitOptions {
   std::string name = "jit";                // names the dumps (SPORE_DUMP_IR) and errors

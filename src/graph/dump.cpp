@@ -24,9 +24,12 @@ std::string to_text(const Graph& g) {
      << g.outputs.size() << " outputs)\n";
   for (const Value* v : g.inputs) {
     os << "  " << ref(v) << ": " << type_str(v) << " = ";
-    if (v->kind == ValueKind::kPlaceholder) os << "arg[" << v->arg_index << "]\n";
-    else if (v->kind == ValueKind::kConstant) os << "constant\n";
-    else os << "capture\n";
+    if (v->kind == ValueKind::kPlaceholder)
+      os << "arg[" << v->arg_index << "]\n";
+    else if (v->kind == ValueKind::kConstant)
+      os << "constant\n";
+    else
+      os << "capture\n";
   }
   for (const auto& n : g.nodes) {
     os << "  ";

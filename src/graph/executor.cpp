@@ -44,7 +44,8 @@ void Executor::bind() {
                       v->tensor.strides() == v->strides,
                   "[jit] a tensor captured by graph ", graph_->name, " changed from ",
                   dtype_name(v->dtype), shape_str(v->shape), " to ", dtype_name(v->tensor.dtype()),
-                  shape_str(v->tensor.shape()), " (or its layout) after compilation; build a new "
+                  shape_str(v->tensor.shape()),
+                  " (or its layout) after compilation; build a new "
                   "jit function (or TrainOneStepCell) after changing parameters' dtype or shape");
       rt[v] = v->tensor;
       captured_storage_.push_back({v, v->tensor.impl().storage.get()});
@@ -84,8 +85,8 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
   for (auto& [v, slot] : args_) {
     const Tensor& a = args[size_t(v->arg_index)];
     SPORE_CHECK(a.shape() == v->shape && a.dtype() == v->dtype, "[jit] argument ", v->arg_index,
-                " is ", dtype_name(a.dtype()), shape_str(a.shape()), " but the graph was compiled for ",
-                dtype_name(v->dtype), shape_str(v->shape));
+                " is ", dtype_name(a.dtype()), shape_str(a.shape()),
+                " but the graph was compiled for ", dtype_name(v->dtype), shape_str(v->shape));
     ops::Tensors in{a}, out{slot};
     ops::KernelContext ctx{ops::op_def(ops::OpId::Copy), in, out, ops::Attrs()};
     copy_->fn(ctx);

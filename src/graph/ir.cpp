@@ -17,7 +17,8 @@ bool Value::is_contiguous() const {
   return true;
 }
 
-std::shared_ptr<Value> Graph::new_value(ValueKind kind, const Shape& shape, DType dtype, Device device) {
+std::shared_ptr<Value> Graph::new_value(ValueKind kind, const Shape& shape, DType dtype,
+                                        Device device) {
   auto v = std::make_shared<Value>();
   v->id = next_value_id_++;
   v->kind = kind;
@@ -66,7 +67,8 @@ Node* Graph::insert_node(size_t pos, ops::OpId op, std::vector<Value*> ins, ops:
   return raw;
 }
 
-Node* Graph::add_node(ops::OpId op, std::vector<Value*> ins, ops::Attrs attrs, const ops::Metas& metas) {
+Node* Graph::add_node(ops::OpId op, std::vector<Value*> ins, ops::Attrs attrs,
+                      const ops::Metas& metas) {
   return insert_node(nodes.size(), op, std::move(ins), std::move(attrs), metas);
 }
 
@@ -81,15 +83,15 @@ void Graph::replace_all_uses(Value* from, Value* to) {
 void Graph::remove_unused_inputs() {
   std::unordered_set<const Value*> used(outputs.begin(), outputs.end());
   for (auto& n : nodes) used.insert(n->inputs.begin(), n->inputs.end());
-  inputs.erase(std::remove_if(inputs.begin(), inputs.end(),
-                              [&](Value* v) {
-                                return v->kind != ValueKind::kPlaceholder && !used.count(v);
-                              }),
+  inputs.erase(std::remove_if(
+                   inputs.begin(), inputs.end(),
+                   [&](Value* v) { return v->kind != ValueKind::kPlaceholder && !used.count(v); }),
                inputs.end());
 }
 
 size_t Graph::count(ops::OpId op) const {
-  return size_t(std::count_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n->op == op; }));
+  return size_t(
+      std::count_if(nodes.begin(), nodes.end(), [&](const auto& n) { return n->op == op; }));
 }
 
 std::unique_ptr<Graph> Graph::clone() const {

@@ -36,7 +36,8 @@ struct Value {
   int output_nr = 0;
   int arg_index = -1;  // kPlaceholder
   Tensor tensor;       // kCapture / kConstant
-  const void* graph_tag = nullptr;  // the Graph that owns it (catches symbolic tensors of another trace)
+  const void* graph_tag =
+      nullptr;  // the Graph that owns it (catches symbolic tensors of another trace)
   bool is_input() const { return kind != ValueKind::kComputed; }
   int64_t numel() const { return shape_numel(shape); }
   size_t nbytes() const { return size_t(numel()) * itemsize(dtype); }
@@ -70,13 +71,14 @@ struct Graph {
   Value* add_placeholder(int arg_index, const Shape& shape, DType dtype, Device device);
   Value* add_capture(const Tensor& t, ValueKind kind = ValueKind::kCapture);
   // Appends a node; outputs get the given metas (contiguous strides unless `out_strides`).
-  Node* add_node(ops::OpId op, std::vector<Value*> inputs, ops::Attrs attrs, const ops::Metas& metas);
+  Node* add_node(ops::OpId op, std::vector<Value*> inputs, ops::Attrs attrs,
+                 const ops::Metas& metas);
   // Inserts a node before position `pos` of nodes (used by passes).
   Node* insert_node(size_t pos, ops::OpId op, std::vector<Value*> inputs, ops::Attrs attrs,
                     const ops::Metas& metas);
 
   void replace_all_uses(Value* from, Value* to);  // in node inputs and graph outputs
-  void remove_unused_inputs();                     // drops inputs no node or output uses
+  void remove_unused_inputs();                    // drops inputs no node or output uses
   size_t num_nodes() const { return nodes.size(); }
   size_t count(ops::OpId op) const;
   std::unique_ptr<Graph> clone() const;  // deep copy (captured tensors shared by identity)

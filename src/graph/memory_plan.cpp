@@ -2,7 +2,8 @@
 // positions, then greedy placement largest-first at the lowest offset that does not overlap any
 // already placed buffer whose interval intersects (the classic offset-assignment heuristic that
 // MindSpore's SOMAS and ggml's allocator refine). A node's outputs never share memory with its
-// inputs (their intervals meet at the node), so kernels need not support aliasing.
+// inputs (their intervals meet at the node), except the in-place reuse of a dying input by a
+// pointwise (kElementwise) node of the same shape and dtype.
 #include "graph/memory_plan.h"
 
 #include <algorithm>
@@ -48,12 +49,41 @@ MemoryPlan plan_memory(const Graph& g) {
     if (it != index.end()) blocks[it->second].last = end;
   }
 
-  std::vector<size_t> order(blocks.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // In-place reuse: an elementwise node's output takes the buffer of an input of the same shape
+  // and dtype whose life ends at that node (pointwise kernels read element i before writing it,
+  // so the alias is safe). Chains (exp(relu(x + y))) then run in one buffer.
+  std::vector<size_t> owner(blocks.size());
+  for (size_t i = 0; i < owner.size(); ++i) owner[i] = i;
+  auto find = [&](size_t b) {
+    while (owner[b] != b) b = owner[b];
+    return b;
+  };
+  MemoryPlan plan;
+  for (int i = 0; i < end; ++i) {
+    const Node& n = *g.nodes[size_t(i)];
+    if (!n.def().has(ops::kElementwise) || n.is_effect() || n.outputs.size() != 1) continue;
+    const Value* o = n.outputs[0];
+    const size_t ob = index.at(o);
+    for (const Value* in : n.inputs) {
+      if (in->kind != ValueKind::kComputed || view_base(in) != in) continue;
+      auto it = index.find(in);
+      if (it == index.end()) continue;
+      const size_t rb = find(it->second);
+      if (blocks[rb].last != i || in->shape != o->shape || in->dtype != o->dtype) continue;
+      owner[ob] = rb;
+      blocks[rb].last = std::max(blocks[rb].last, blocks[ob].last);
+      ++plan.inplace;
+      break;
+    }
+  }
+  for (const Block& b : blocks) plan.total_bytes += b.bytes;
+
+  std::vector<size_t> order;
+  for (size_t i = 0; i < blocks.size(); ++i)
+    if (owner[i] == i) order.push_back(i);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return blocks[a].bytes > blocks[b].bytes; });
   std::vector<size_t> placed;
-  MemoryPlan plan;
   for (size_t bi : order) {
     Block& b = blocks[bi];
     std::vector<std::pair<size_t, size_t>> busy;  // [start, end) of overlapping live blocks
@@ -69,10 +99,9 @@ MemoryPlan plan_memory(const Graph& g) {
     }
     b.offset = off;
     placed.push_back(bi);
-    plan.offset[b.v] = off;
     plan.arena_bytes = std::max(plan.arena_bytes, off + b.bytes);
-    plan.total_bytes += b.bytes;
   }
+  for (size_t i = 0; i < blocks.size(); ++i) plan.offset[blocks[i].v] = blocks[find(i)].offset;
   return plan;
 }
 

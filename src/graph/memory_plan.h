@@ -11,8 +11,9 @@ namespace spore::graph {
 
 struct MemoryPlan {
   std::unordered_map<const Value*, size_t> offset;  // bytes into the arena
-  size_t arena_bytes = 0;  // the planned peak: the arena's size
-  size_t total_bytes = 0;  // what the same buffers take without reuse
+  size_t arena_bytes = 0;                           // the planned peak: the arena's size
+  size_t total_bytes = 0;                           // what the same buffers take without reuse
+  size_t inplace = 0;  // elementwise outputs written over a dying input
 };
 
 constexpr size_t kArenaAlignment = 64;

@@ -36,8 +36,10 @@ class Tracer : public ops::TraceHook {
   Value* value_of(const Tensor& t) {
     const TensorImpl& impl = t.impl();
     if (impl.traced) {
-      SPORE_CHECK(impl.traced->graph_tag == &g_, "[jit] a symbolic tensor from another trace was "
-                  "used while tracing graph ", g_.name, "; return it from that function instead");
+      SPORE_CHECK(impl.traced->graph_tag == &g_,
+                  "[jit] a symbolic tensor from another trace was "
+                  "used while tracing graph ",
+                  g_.name, "; return it from that function instead");
       return impl.traced.get();
     }
     SPORE_ASSERT(impl.storage, "a symbolic tensor without a traced value");
@@ -49,7 +51,7 @@ class Tracer : public ops::TraceHook {
   }
 
   ops::Tensors record(const ops::OpDef& def, const ops::Tensors& inputs, const ops::Attrs& attrs,
-                 const ops::Metas& metas) override {
+                      const ops::Metas& metas) override {
     std::vector<Value*> ins;
     for (const Tensor& t : inputs) ins.push_back(value_of(t));
     Device device = inputs.empty() ? Device{} : inputs[0].device();
@@ -77,19 +79,23 @@ class Tracer : public ops::TraceHook {
         SPORE_CHECK_KIND(ErrorKind::NotImplemented,
                          view_base(ins[i])->kind != ValueKind::kPlaceholder, "[", def.name,
                          "] updates argument ", view_base(ins[i])->arg_index, " of jit function ",
-                         g_.name, " in place; a compiled graph works on a copy of its arguments, so "
+                         g_.name,
+                         " in place; a compiled graph works on a copy of its arguments, so "
                          "the caller would not see the update. Return the new value instead.");
     const ops::KernelEntry* k = ops::find_kernel(def.id, device.type);
     SPORE_CHECK_KIND(ErrorKind::NotImplemented, k, "[", def.name, "] has no kernel for device ",
                      device_type_name(device.type), " (Graph mode)");
-    const DType key = !inputs.empty() ? inputs[0].dtype() : metas.empty() ? kFloat32 : metas[0].dtype;
+    const DType key = !inputs.empty() ? inputs[0].dtype()
+                      : metas.empty() ? kFloat32
+                                      : metas[0].dtype;
     SPORE_CHECK_TYPE(k->supports(key), "[", def.name, "] does not support dtype ", dtype_name(key),
                      " on ", device_type_name(device.type));
     return finish(def, inputs, attrs, g_.add_node(def.id, ins, attrs, metas));
   }
 
  private:
-  ops::Tensors finish(const ops::OpDef& def, const ops::Tensors& inputs, const ops::Attrs& attrs, Node* n) {
+  ops::Tensors finish(const ops::OpDef& def, const ops::Tensors& inputs, const ops::Attrs& attrs,
+                      Node* n) {
     ops::Tensors outs;
     const size_t first = g_.values.size() - n->outputs.size();  // add_node made them last
     for (size_t i = 0; i < n->outputs.size(); ++i) {
@@ -106,7 +112,8 @@ class Tracer : public ops::TraceHook {
 struct HookGuard {
   ops::TraceHook* prev;
   explicit HookGuard(ops::TraceHook* h) : prev(ops::trace_hook()) {
-    SPORE_CHECK(prev == nullptr, "[jit] nested tracing is not supported: a jit function was called "
+    SPORE_CHECK(prev == nullptr,
+                "[jit] nested tracing is not supported: a jit function was called "
                 "while another graph is being traced");
     ops::set_trace_hook(h);
   }
@@ -200,7 +207,8 @@ std::vector<Tensor> JitFunction::operator()(const std::vector<Tensor>& args) {
   std::ostringstream key;
   for (const Tensor& a : args) {
     SPORE_CHECK(a.defined(), "[jit] ", st.opts.name, ": an argument is an undefined tensor");
-    SPORE_CHECK(!a.is_symbolic(), "[jit] ", st.opts.name, " was called with a symbolic tensor; "
+    SPORE_CHECK(!a.is_symbolic(), "[jit] ", st.opts.name,
+                " was called with a symbolic tensor; "
                 "calling a jit function while tracing another is not supported");
     key << dtype_name(a.dtype()) << shape_str(a.shape()) << to_string(a.device()) << ";";
   }
@@ -235,6 +243,8 @@ std::string JitFunction::graph_text() const {
   return state_->last ? graph::to_text(state_->last->exec->graph()) : "";
 }
 
-JitFunction jit(JitFunction::Fn fn, JitOptions opts) { return JitFunction(std::move(fn), std::move(opts)); }
+JitFunction jit(JitFunction::Fn fn, JitOptions opts) {
+  return JitFunction(std::move(fn), std::move(opts));
+}
 
 }  // namespace spore

@@ -1,12 +1,13 @@
 // jit() and Graph mode end to end: the host-read error, the signature cache (hit and retrace),
 // and PyNative vs Graph equality of whole training steps (MLP, LeNet-5, BatchNorm state).
+#include "spore/jit.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "models/lenet.h"
 #include "models/resnet.h"
-#include "spore/jit.h"
 #include "spore/spore.h"
 
 using namespace spore;
@@ -39,7 +40,8 @@ std::vector<double> train_losses(Mode mode, int steps, const Shape& x_shape, Mak
   PyNativeAfter restore;
   set_context({.mode = mode});
   std::vector<double> losses;
-  for (int s = 0; s < steps; ++s) losses.push_back(step(xs[size_t(s % 3)], ys[size_t(s % 3)]).item<double>());
+  for (int s = 0; s < steps; ++s)
+    losses.push_back(step(xs[size_t(s % 3)], ys[size_t(s % 3)]).item<double>());
   if (params_out)
     for (const Tensor& p : net->trainable_params()) params_out->push_back(p.to_vector<float>());
   return losses;
@@ -56,8 +58,10 @@ TEST(Jit, HostReadIsAClearError) {
     f({ones({3})});
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("symbolic tensor while tracing"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("Compute with ops instead"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("symbolic tensor while tracing"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("Compute with ops instead"), std::string::npos)
+        << e.what();
   }
   EXPECT_FALSE(is_tracing());  // the tracer was removed on the error
 }
@@ -102,23 +106,27 @@ TEST(Jit, GradientsMatchEager) {
   auto f = jit(fn);
   auto got = f({x})[0].to_vector<float>();
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f * (1 + std::abs(want[i])));
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-6f * (1 + std::abs(want[i])));
   // The traced backward was pruned (conv/matmul gradients nobody asked for): fewer nodes.
   EXPECT_LT(f.stats().nodes, f.stats().nodes_traced);
 }
 
 TEST(GraphMode, MlpTrainingMatchesPyNative) {
   auto make = [] {
-    return std::make_shared<nn::SequentialCell>(std::vector<nn::CellPtr>{
-        std::make_shared<nn::Dense>(8, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dense>(16, 10)});
+    return std::make_shared<nn::SequentialCell>(
+        std::vector<nn::CellPtr>{std::make_shared<nn::Dense>(8, 16), std::make_shared<nn::ReLU>(),
+                                 std::make_shared<nn::Dense>(16, 10)});
   };
   std::vector<std::vector<float>> pe, pg;
   auto eager = train_losses(Mode::PyNative, 6, {5, 8}, make, &pe);
   auto graph = train_losses(Mode::Graph, 6, {5, 8}, make, &pg);
-  for (size_t i = 0; i < eager.size(); ++i) EXPECT_LE(rel_diff(graph[i], eager[i]), 1e-5) << "step " << i;
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_LE(rel_diff(graph[i], eager[i]), 1e-5) << "step " << i;
   ASSERT_EQ(pe.size(), pg.size());
   for (size_t p = 0; p < pe.size(); ++p)
-    for (size_t i = 0; i < pe[p].size(); ++i) EXPECT_NEAR(pg[p][i], pe[p][i], 1e-5f) << p << "/" << i;
+    for (size_t i = 0; i < pe[p].size(); ++i)
+      EXPECT_NEAR(pg[p][i], pe[p][i], 1e-5f) << p << "/" << i;
 }
 
 TEST(GraphMode, LeNetLossCurveMatchesPyNative20Steps) {
@@ -144,8 +152,9 @@ TEST(GraphMode, BatchNormStatisticsUpdateLikePyNative) {
     auto net = make_net();
     auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
         nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-    train::TrainOneStepCell step(std::make_shared<train::WithLossCell>(net, loss),
-                                 std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9));
+    train::TrainOneStepCell step(
+        std::make_shared<train::WithLossCell>(net, loss),
+        std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9));
     set_seed(3);
     Tensor x = randn({4, 3, 8, 8});
     Tensor y = randint(0, 10, {4}, kInt32);
@@ -191,8 +200,9 @@ TEST(GraphMode, LeNetStepAllocations) {
   auto net = std::make_shared<models::LeNet5>();
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  train::TrainOneStepCell step(std::make_shared<train::WithLossCell>(net, loss),
-                               std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  train::TrainOneStepCell step(
+      std::make_shared<train::WithLossCell>(net, loss),
+      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
   Tensor x = randn({8, 1, 28, 28}), y = randint(0, 10, {8}, kInt32);
   PyNativeAfter restore;
   step(x, y);

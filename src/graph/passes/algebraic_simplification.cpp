@@ -38,10 +38,12 @@ size_t algebraic_simplification(Graph& g) {
     Value* b = n->inputs.size() > 1 ? n->inputs[1] : nullptr;
     switch (n->op) {
       case OpId::Mul:
-        if (!(is_constant_equal(b, 1) && forward_to(n, a))) is_constant_equal(a, 1) && forward_to(n, b);
+        if (!(is_constant_equal(b, 1) && forward_to(n, a)))
+          is_constant_equal(a, 1) && forward_to(n, b);
         break;
       case OpId::Add:
-        if (!(is_constant_equal(b, 0) && forward_to(n, a))) is_constant_equal(a, 0) && forward_to(n, b);
+        if (!(is_constant_equal(b, 0) && forward_to(n, a)))
+          is_constant_equal(a, 0) && forward_to(n, b);
         break;
       case OpId::Sub:
         is_constant_equal(b, 0) && forward_to(n, a);
@@ -58,7 +60,8 @@ size_t algebraic_simplification(Graph& g) {
       case OpId::Reshape:
         if (forward_to(n, a)) break;
         // reshape(reshape(x)) -> reshape(x) when x is contiguous (then any reshape is a view).
-        if (a->producer && a->producer->op == OpId::Reshape && a->producer->inputs[0]->is_contiguous()) {
+        if (a->producer && a->producer->op == OpId::Reshape &&
+            a->producer->inputs[0]->is_contiguous()) {
           n->inputs[0] = a->producer->inputs[0];
           ++changed;
         }

@@ -58,7 +58,8 @@ size_t common_subexpression_elimination(Graph& g) {
       seen.emplace(h, n);
       continue;
     }
-    for (size_t i = 0; i < n->outputs.size(); ++i) g.replace_all_uses(n->outputs[i], match->outputs[i]);
+    for (size_t i = 0; i < n->outputs.size(); ++i)
+      g.replace_all_uses(n->outputs[i], match->outputs[i]);
     dead.insert(n);
     ++merged;
   }

@@ -19,8 +19,10 @@ size_t dead_code_elimination(Graph& g) {
   }
   size_t removed = 0, j = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (keep[i]) g.nodes[j++] = std::move(g.nodes[i]);
-    else ++removed;
+    if (keep[i])
+      g.nodes[j++] = std::move(g.nodes[i]);
+    else
+      ++removed;
   }
   g.nodes.resize(j);
   g.remove_unused_inputs();

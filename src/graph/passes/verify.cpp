@@ -13,8 +13,8 @@ void verify(const Graph& g) {
     ops::Metas in;
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       const Value* v = n->inputs[i];
-      SPORE_ASSERT(v && defined.count(v), "graph verify: node ", n->id, " (", def.name, ") input ", i,
-                   " is not defined before it");
+      SPORE_ASSERT(v && defined.count(v), "graph verify: node ", n->id, " (", def.name, ") input ",
+                   i, " is not defined before it");
       SPORE_ASSERT(v->device == n->inputs[0]->device, "graph verify: node ", n->id, " (", def.name,
                    ") mixes devices");
       in.push_back({v->shape, v->dtype});
@@ -26,9 +26,10 @@ void verify(const Graph& g) {
       const Value* o = n->outputs[i];
       SPORE_ASSERT(o->producer == n.get() && o->output_nr == int(i), "graph verify: node ", n->id,
                    " output ", i, " has the wrong producer");
-      SPORE_ASSERT(o->shape == out[i].shape && o->dtype == out[i].dtype, "graph verify: node ", n->id,
-                   " (", def.name, ") output ", i, " is ", dtype_name(o->dtype), shape_str(o->shape),
-                   " but inference gives ", dtype_name(out[i].dtype), shape_str(out[i].shape));
+      SPORE_ASSERT(o->shape == out[i].shape && o->dtype == out[i].dtype, "graph verify: node ",
+                   n->id, " (", def.name, ") output ", i, " is ", dtype_name(o->dtype),
+                   shape_str(o->shape), " but inference gives ", dtype_name(out[i].dtype),
+                   shape_str(out[i].shape));
       defined.insert(o);
     }
   }
