@@ -6,7 +6,7 @@
 # and as shipped.
 set -euo pipefail
 BUILD=${1:-build}
-EPOCHS=${EPOCHS:-3}
+EPOCHS=${EPOCHS:-5}
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d)
 median() { python3 -c "import sys,statistics; print(statistics.median([float(x) for x in sys.argv[1:]]))" "$@"; }
