@@ -293,9 +293,11 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
       const double timeout = get_comm_timeout();
       const auto t0 = Clock::now();
       for (int spins = 0; !test(); ++spins) {
-        // Spin first (small messages finish in microseconds), then sleep so a long wait leaves
-        // the core to the peer ranks and the kernels' threads.
-        if (spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 20000 ? 1000 : 50));
+        // MPI's non-blocking collectives only progress inside MPI_Test, so poll without pause for
+        // the first second (a 64 MB all-reduce takes tens of ms and sleeping halves its
+        // bandwidth); after that the peer is slow or lost, so leave the core to others.
+        if (spins % 256 == 255 && std::chrono::duration<double>(Clock::now() - t0).count() > 1.0)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
         if (timeout > 0 && spins % 64 == 0 &&
             std::chrono::duration<double>(Clock::now() - t0).count() > timeout) {
           g_broken = true;  // MPI's state with a dead peer is unusable; release() must not finalise

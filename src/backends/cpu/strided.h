@@ -107,6 +107,12 @@ void for_each_row(const StridedIter<N>& it, F&& inner, int64_t grain_elems = 327
   parallel_for(0, rows, grain_rows, run);
 }
 
+// Half and bfloat16 are stored narrow and computed in float.
+template <typename T>
+inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <typename T>
+using float_calc_t = std::conditional_t<is_half_v<T>, float, T>;
+
 // Typed base pointer of a tensor's view (element 0).
 template <typename T>
 T* base(const Tensor& t) {

@@ -54,8 +54,7 @@ struct ComputeOf<bool> {
 };
 template <class T>
 using compute_t = typename ComputeOf<T>::type;
-template <class T>
-inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+using ::spore::cpu::is_half_v;
 
 // ---- SIMD float32 entry points (elementwise_simd.cpp) -------------------------------------------
 enum class SimdUnary : uint8_t {

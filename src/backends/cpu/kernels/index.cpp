@@ -16,10 +16,6 @@
 namespace spore::cpu {
 namespace {
 
-template <typename T>
-constexpr bool kHalfLike = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-template <typename T>
-using Calc = std::conditional_t<kHalfLike<T>, float, T>;
 
 // Calls f(offsets) for every lane along `axis` (-1: every element is a lane of length 1) of a
 // shape that N operands share except along the axis.
@@ -214,7 +210,7 @@ void scatter_add_kernel(ops::KernelContext& ctx) {
                            if constexpr (std::is_same_v<T, bool>)
                              d = d || sp[o[2] + j * ss];
                            else
-                             d = T(Calc<T>(d) + Calc<T>(sp[o[2] + j * ss]));
+                             d = T(float_calc_t<T>(d) + float_calc_t<T>(sp[o[2] + j * ss]));
                          }
                        });
     });
@@ -235,7 +231,7 @@ void one_hot_kernel(ops::KernelContext& ctx) {
     using T = decltype(tag);
     T* dst = base<T>(out);
     std::memset(static_cast<void*>(dst), 0, out.nbytes());
-    const T one = T(Calc<T>(1));
+    const T one = T(float_calc_t<T>(1));
     visit_index(index.dtype(), [&](auto itag) {
       using I = decltype(itag);
       const I* ip = base<I>(index);
@@ -280,7 +276,7 @@ void sort_lanes(ops::KernelContext& ctx, int64_t k, bool descending) {
                 os = vals.dim() ? vals.strides()[size_t(ax)] : 0;
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    using A = Calc<T>;
+    using A = float_calc_t<T>;
     const T* src = base<T>(x);
     T* vp = base<T>(vals);
     int64_t* ip = base<int64_t>(idxs);
@@ -329,8 +325,8 @@ void cumsum_kernel(ops::KernelContext& ctx) {
   const bool reverse = ctx.attrs.get_bool("reverse", false);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    constexpr bool kFloat = std::is_floating_point_v<T> || kHalfLike<T>;
-    using A = std::conditional_t<kFloat, Calc<T>, int64_t>;
+    constexpr bool kFloat = std::is_floating_point_v<T> || is_half_v<T>;
+    using A = std::conditional_t<kFloat, float_calc_t<T>, int64_t>;
     using Out = std::conditional_t<kFloat, T, int64_t>;
     const T* src = base<T>(x);
     Out* dst = base<Out>(out);
@@ -364,7 +360,7 @@ void assign_kernel(ops::KernelContext& ctx) {
               const S v = s[off[1] + i * st[1]];
               if constexpr (std::is_same_v<D, bool>)
                 d[off[0] + i * st[0]] = float(v) != 0.0f;
-              else if constexpr (kHalfLike<D> || kHalfLike<S>)
+              else if constexpr (is_half_v<D> || is_half_v<S>)
                 d[off[0] + i * st[0]] = D(float(v));
               else
                 d[off[0] + i * st[0]] = static_cast<D>(v);

@@ -13,11 +13,6 @@
 namespace spore::cpu {
 namespace {
 
-template <typename T>
-constexpr bool kHalfLike = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-// Arithmetic type: float for the half types.
-template <typename T>
-using Calc = std::conditional_t<kHalfLike<T>, float, T>;
 
 // A view on t's storage (kernels write through these into the output).
 Tensor alias(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
@@ -131,8 +126,8 @@ void softmax_kernel(ops::KernelContext& ctx) {
   const int64_t sx = x.dim() ? xst[size_t(ax)] : 0, sy = y.dim() ? yst[size_t(ax)] : 0;
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T> || kHalfLike<T>) {
-      using A = Calc<T>;
+    if constexpr (std::is_floating_point_v<T> || is_half_v<T>) {
+      using A = float_calc_t<T>;
       const T* src = base<T>(x);
       T* dst = base<T>(y);
       for_each_lane(x.shape(), x.dim() ? ax : -1, xst, yst, n, [&](int64_t ox, int64_t oy) {
@@ -149,7 +144,7 @@ void softmax_kernel(ops::KernelContext& ctx) {
           for (int64_t i = 0; i < n; ++i) s += std::exp(A(xp[i * sx]) - m);
           const A shift = m + std::log(s);
           for (int64_t i = 0; i < n; ++i) yp[i * sy] = T(A(xp[i * sx]) - shift);
-        } else if constexpr (kHalfLike<T>) {
+        } else if constexpr (is_half_v<T>) {
           thread_local std::vector<float> buf;
           buf.resize(size_t(n));
           for (int64_t i = 0; i < n; ++i) s += (buf[size_t(i)] = std::exp(float(xp[i * sx]) - m));
@@ -201,7 +196,7 @@ void pad_kernel(ops::KernelContext& ctx) {
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* d = base<T>(out);
-    const T v = T(Calc<T>(value));
+    const T v = T(float_calc_t<T>(value));
     parallel_for(0, out.numel(), 65536, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) d[i] = v;
     });
@@ -231,8 +226,8 @@ void dropout_kernel(ops::KernelContext& ctx) {
   uint8_t* m = base<uint8_t>(mask);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T> || kHalfLike<T>) {
-      using A = Calc<T>;
+    if constexpr (std::is_floating_point_v<T> || is_half_v<T>) {
+      using A = float_calc_t<T>;
       const A scale = p < 1 ? A(1.0 / (1.0 - p)) : A(0);
       const T* src = base<T>(x);
       T* dst = base<T>(y);
@@ -290,8 +285,8 @@ void upsample_backward_kernel(ops::KernelContext& ctx) {
   const Shape& st = g.strides();
   visit_dtype(g.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T> || kHalfLike<T>) {
-      using A = Calc<T>;
+    if constexpr (std::is_floating_point_v<T> || is_half_v<T>) {
+      using A = float_calc_t<T>;
       const T* src = base<T>(g);
       T* dst = base<T>(dx);
       parallel_for(0, dx.size(0) * C, 1, [&](int64_t p0, int64_t p1) {

@@ -95,11 +95,11 @@ struct Odometer {
 template <typename T>
 using AccOf = std::conditional_t<
     std::is_floating_point_v<T>, T,
-    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, int64_t>>;
+    std::conditional_t<is_half_v<T>, float, int64_t>>;
 
 template <typename T, typename Acc>
 inline Acc load(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
+  if constexpr (is_half_v<T>)
     return Acc(float(v));
   else
     return Acc(v);
@@ -274,7 +274,7 @@ void extremum_kernel(ops::KernelContext& ctx) {
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     // Max/min are exact, so only the half types need a wider accumulator; bool compares as int.
-    using Acc = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float,
+    using Acc = std::conditional_t<is_half_v<T>, float,
                                    std::conditional_t<std::is_same_v<T, bool>, int64_t, T>>;
     using Op = std::conditional_t<
         kMax, std::conditional_t<std::is_floating_point_v<Acc>, MaxOpF<Acc>, MaxOp<Acc>>,
@@ -296,7 +296,7 @@ void arg_kernel(ops::KernelContext& ctx) {
   int64_t* dst = base<int64_t>(out);
   visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    using Acc = std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float,
+    using Acc = std::conditional_t<is_half_v<T>, float,
                                    std::conditional_t<std::is_same_v<T, bool>, int64_t, T>>;
     const T* src = base<T>(x);
     parallel_for(0, p.nout, std::max<int64_t>(1, 32768 / n), [&](int64_t o0, int64_t o1) {
