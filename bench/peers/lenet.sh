@@ -11,7 +11,7 @@ cd "$(dirname "$0")/../.."
 out=$(mktemp -d)
 median() { python3 -c "import sys,statistics; print(statistics.median([float(x) for x in sys.argv[1:]]))" "$@"; }
 
-OMP_NUM_THREADS=2 "$BUILD/spore" train lenet --epochs "$EPOCHS" --threads 2 --out "$out/spore" > "$out/spore.log"
+"$BUILD/spore" train lenet --epochs "$EPOCHS" --threads 2 --out "$out/spore" > "$out/spore.log"
 spore_ips=$(python3 -c "import json; print(' '.join(str(json.loads(l)['images_per_s']) for l in open('$out/spore/metrics.jsonl')))")
 spore_acc=$(python3 -c "import json; print([json.loads(l) for l in open('$out/spore/metrics.jsonl')][-1]['accuracy'])")
 spore_infer=$(OMP_NUM_THREADS=2 "$BUILD/bench/bench_lenet" --benchmark_filter=Infer256 --benchmark_repetitions=3 \

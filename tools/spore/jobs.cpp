@@ -39,11 +39,14 @@ data::Dataset fashion(const std::string& dir, const std::string& usage, int64_t 
   // num_samples counts one shard's rows (MindSpore's), so --limit N means N images in all.
   data::Dataset ds = data::MnistDataset(dir, usage, {.num_samples = limit > 0 ? limit / dist.size : limit,
                                                      .num_shards = dist.size, .shard_id = dist.rank});
-  // Two cheap per-image transforms: inline (1 worker) is faster than threads competing with the
-  // training step for the same two cores.
-  ds = ds.map({vision::Rescale(1.0 / (255.0 * kStd), -kMean / kStd), vision::HWC2CHW()}, "image", 1);
   if (train) ds = ds.shuffle(ds.get_dataset_size());
-  return ds.batch(batch, /*drop_remainder=*/dist.size > 1);
+  ds = ds.batch(batch, /*drop_remainder=*/dist.size > 1);
+  // Normalise whole batches, inline: one pass per batch instead of two per image, and no worker
+  // threads competing with the training step for the same two cores.
+  // (B, 28, 28, 1) uint8 -> (B, 1, 28, 28) float32; with one channel HWC and CHW share the order.
+  const data::TensorOp rescale = vision::Rescale(1.0 / (255.0 * kStd), -kMean / kStd);
+  return ds.map({[rescale](const Tensor& x) { return rescale(x).reshape({x.size(0), 1, x.size(1), x.size(2)}); }},
+                "image", 1);
 }
 
 // CIFAR-10 for ResNet-18 (CIFAR stem): the standard augmentation (4-pixel padded random crop,
