@@ -14,6 +14,9 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <atomic>
+#include <iostream>
+#include <mutex>
 #include <thread>
 
 #include "parallel/internal.h"
@@ -124,6 +127,51 @@ struct PeerInfo {
   char host[64];
 };
 
+// Keeps the deadline of a blocking MPI call: one thread for the group's life that looks every
+// 50 ms at when the current call started. Arming is an atomic store, so small messages pay
+// nothing noticeable. When a deadline passes the call is stuck (a peer is lost), so it prints
+// the message and ends the process with exit code 1; mpirun then stops the other ranks.
+class Watchdog {
+ public:
+  Watchdog() : thread_([this] { run(); }) {}
+  ~Watchdog() {
+    stop_ = true;
+    thread_.join();
+  }
+  void arm(double seconds, std::function<std::string()> message) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);  // only the slow path reads these
+      seconds_ = seconds;
+      message_ = std::move(message);
+    }
+    start_ns_.store(now_ns(), std::memory_order_release);
+  }
+  void disarm() { start_ns_.store(0, std::memory_order_release); }
+
+ private:
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+  void run() {
+    while (!stop_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const int64_t start = start_ns_.load(std::memory_order_acquire);
+      if (start == 0) continue;
+      std::lock_guard<std::mutex> lk(mu_);
+      if (start_ns_.load() == start && double(now_ns() - start) * 1e-9 > seconds_) {
+        std::cerr << "spore: RuntimeError: " << message_() << std::endl;
+        std::_Exit(1);
+      }
+    }
+  }
+  std::atomic<int64_t> start_ns_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  double seconds_ = 0;
+  std::function<std::string()> message_;
+  std::thread thread_;
+};
+
 class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
  public:
   MpiGroup() {
@@ -163,6 +211,22 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     if (op == ReduceOp::Mean) w->done = [t, n = size_] { detail::scale_in_place(t, 1.0 / n); };
     return w;
   }
+  // Blocking: MPI_Allreduce itself, with the deadline kept by the watchdog thread (a blocked
+  // MPI call cannot be interrupted, so on expiry the watchdog reports the lost rank and exits).
+  void all_reduce(const Tensor& t, ReduceOp op) override {
+    detail::check_tensor(t, "all_reduce");
+    detail::check_mean_dtype(t.dtype(), op, "all_reduce");
+    const double timeout = get_comm_timeout();
+    if (timeout > 0) watchdog_.arm(timeout, [this, timeout, n = t.nbytes()] {
+      return lost_message("all_reduce of " + std::to_string(n / 1024) + " KB", -1, timeout);
+    });
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce"), mpi_type(t.dtype()),
+                                 mpi_op(t.dtype(), op, "all_reduce"), comm_);
+    if (timeout > 0) watchdog_.disarm();
+    if (rc != MPI_SUCCESS) mpi_fail("MPI_Allreduce", rc, __FILE__, __LINE__);
+    if (op == ReduceOp::Mean) detail::scale_in_place(t, 1.0 / size_);
+  }
+
   WorkPtr all_gather_async(const Tensor& in, const Tensor& out) override {
     detail::check_tensor(in, "all_gather");
     detail::check_tensor(out, "all_gather");
@@ -330,6 +394,7 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
+  Watchdog watchdog_;
   std::string host_;
   std::vector<PeerInfo> peers_;
 };
