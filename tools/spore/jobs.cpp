@@ -182,7 +182,10 @@ int64_t resume_from(const std::string& file, nn::Cell& net, optim::Optimizer& op
 int train(const TrainArgs& a) {
   set_seed(a.seed);
   if (a.threads > 0) set_num_threads(a.threads);
-  set_context({.mode = mode_from_name(a.mode)});  // Graph mode: a clear "not available yet"
+  set_context({.mode = mode_from_name(a.mode)});
+  // The MNIST pipeline is cheap next to a step: producing batches on demand beats a prefetch
+  // thread that preempts the training step's OpenMP threads on a 2-core machine.
+  if (!is_cifar_model(a.model)) data::set_prefetch_size(0);
   const std::string out = a.out.empty() ? "out/" + a.model : a.out;
   fs::create_directories(out);
   if (a.model == "mlp-regression") return train_regression(a, out);
