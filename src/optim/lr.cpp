@@ -29,6 +29,14 @@ void check_steps(const char* fn, int64_t total_step, int64_t step_per_epoch, int
 }
 // Python's math.floor(i / step_per_epoch) for non-negative ints.
 double epoch_of(int64_t i, int64_t step_per_epoch) { return double(i / step_per_epoch); }
+// One learning rate per step from f(epoch of that step), in step order (f may carry state).
+template <typename F>
+std::vector<double> per_step(int64_t total_step, int64_t step_per_epoch, F&& f) {
+  std::vector<double> lr;
+  lr.reserve(size_t(total_step));
+  for (int64_t i = 0; i < total_step; ++i) lr.push_back(f(epoch_of(i, step_per_epoch)));
+  return lr;
+}
 
 }  // namespace
 
@@ -58,14 +66,11 @@ std::vector<double> exponential_decay_lr(double learning_rate, double decay_rate
   check_positive(fn, "learning_rate", learning_rate);
   check_positive(fn, "decay_rate", decay_rate);
   check_steps(fn, total_step, step_per_epoch, decay_epoch, "decay_epoch");
-  std::vector<double> lr;
-  lr.reserve(size_t(total_step));
-  for (int64_t i = 0; i < total_step; ++i) {
-    double p = epoch_of(i, step_per_epoch) / double(decay_epoch);
+  return per_step(total_step, step_per_epoch, [&](double e) {
+    double p = e / double(decay_epoch);
     if (is_stair) p = std::floor(p);
-    lr.push_back(learning_rate * std::pow(decay_rate, p));
-  }
-  return lr;
+    return learning_rate * std::pow(decay_rate, p);
+  });
 }
 
 std::vector<double> natural_exp_decay_lr(double learning_rate, double decay_rate,
@@ -75,14 +80,10 @@ std::vector<double> natural_exp_decay_lr(double learning_rate, double decay_rate
   check_positive(fn, "learning_rate", learning_rate);
   check_positive(fn, "decay_rate", decay_rate);
   check_steps(fn, total_step, step_per_epoch, decay_epoch, "decay_epoch");
-  std::vector<double> lr;
-  lr.reserve(size_t(total_step));
-  for (int64_t i = 0; i < total_step; ++i) {
-    double e = epoch_of(i, step_per_epoch);
+  return per_step(total_step, step_per_epoch, [&](double e) {
     if (is_stair) e = std::floor(e / double(decay_epoch)) * double(decay_epoch);
-    lr.push_back(learning_rate * std::pow(kE, -decay_rate * e));
-  }
-  return lr;
+    return learning_rate * std::pow(kE, -decay_rate * e);
+  });
 }
 
 std::vector<double> inverse_decay_lr(double learning_rate, double decay_rate, int64_t total_step,
@@ -91,14 +92,11 @@ std::vector<double> inverse_decay_lr(double learning_rate, double decay_rate, in
   check_positive(fn, "learning_rate", learning_rate);
   check_positive(fn, "decay_rate", decay_rate);
   check_steps(fn, total_step, step_per_epoch, decay_epoch, "decay_epoch");
-  std::vector<double> lr;
-  lr.reserve(size_t(total_step));
-  for (int64_t i = 0; i < total_step; ++i) {
-    double p = epoch_of(i, step_per_epoch) / double(decay_epoch);
+  return per_step(total_step, step_per_epoch, [&](double e) {
+    double p = e / double(decay_epoch);
     if (is_stair) p = std::floor(p);
-    lr.push_back(learning_rate / (1 + decay_rate * p));
-  }
-  return lr;
+    return learning_rate / (1 + decay_rate * p);
+  });
 }
 
 std::vector<double> cosine_decay_lr(double min_lr, double max_lr, int64_t total_step,
@@ -110,13 +108,10 @@ std::vector<double> cosine_decay_lr(double min_lr, double max_lr, int64_t total_
               max_lr, ")");
   check_steps(fn, total_step, step_per_epoch, decay_epoch, "decay_epoch");
   double delta = 0.5 * (max_lr - min_lr);
-  std::vector<double> lr;
-  lr.reserve(size_t(total_step));
-  for (int64_t i = 0; i < total_step; ++i) {
-    double e = std::min(epoch_of(i, step_per_epoch), double(decay_epoch));
-    lr.push_back(min_lr + delta * (1 + std::cos(kPi * e / double(decay_epoch))));
-  }
-  return lr;
+  return per_step(total_step, step_per_epoch, [&](double e) {
+    e = std::min(e, double(decay_epoch));
+    return min_lr + delta * (1 + std::cos(kPi * e / double(decay_epoch)));
+  });
 }
 
 std::vector<double> polynomial_decay_lr(double learning_rate, double end_lr, int64_t total_step,
@@ -129,20 +124,17 @@ std::vector<double> polynomial_decay_lr(double learning_rate, double end_lr, int
   check_steps(fn, total_step, step_per_epoch, decay_epoch, "decay_epoch");
   double delta = learning_rate - end_lr;
   double decay = double(decay_epoch);
-  std::vector<double> lr;
-  lr.reserve(size_t(total_step));
-  for (int64_t i = 0; i < total_step; ++i) {
-    double e = epoch_of(i, step_per_epoch), tmp;
+  return per_step(total_step, step_per_epoch, [&](double e) {
     // MindSpore reassigns decay_epoch as it grows; it never shrinks, so carrying it is the same.
+    double tmp;
     if (update_decay_epoch) {
       decay = decay * std::max(std::ceil(e / decay), 1.0);
       tmp = e;
     } else {
       tmp = std::min(decay, e);
     }
-    lr.push_back(delta * std::pow(1 - tmp / decay, power) + end_lr);
-  }
-  return lr;
+    return delta * std::pow(1 - tmp / decay, power) + end_lr;
+  });
 }
 
 std::vector<double> warmup_lr(double learning_rate, int64_t total_step, int64_t step_per_epoch,
@@ -150,13 +142,9 @@ std::vector<double> warmup_lr(double learning_rate, int64_t total_step, int64_t 
   const char* fn = "warmup_lr";
   check_positive(fn, "learning_rate", learning_rate);
   check_steps(fn, total_step, step_per_epoch, warmup_epoch, "warmup_epoch");
-  std::vector<double> lr;
-  lr.reserve(size_t(total_step));
-  for (int64_t i = 0; i < total_step; ++i) {
-    double e = std::min(double(warmup_epoch), epoch_of(i, step_per_epoch));
-    lr.push_back(learning_rate * e / double(warmup_epoch));
-  }
-  return lr;
+  return per_step(total_step, step_per_epoch, [&](double e) {
+    return learning_rate * std::min(double(warmup_epoch), e) / double(warmup_epoch);
+  });
 }
 
 // ---- schedules ----------------------------------------------------------------------------------
