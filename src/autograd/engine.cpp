@@ -40,6 +40,7 @@ void record(ops::OpId op, const ops::Attrs& attrs, const ops::Tensors& inputs, o
   node->attrs = attrs;
   node->inputs = inputs;
   node->seq = g_seq.fetch_add(1);
+  node->amp = amp::current_policy();
   node->outputs.reserve(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     node->outputs.push_back(outputs[i].detach());
@@ -141,7 +142,11 @@ void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool
         cot[i] = zero_cotangent(n->out_meta[i]);
     const ops::OpDef& def = ops::op_def(n->op);
     ops::VjpContext ctx{n->inputs, n->outputs, cot, n->attrs};
-    ops::Tensors grads = def.rules.vjp(ctx);
+    ops::Tensors grads;
+    {
+      amp::PolicyScope precision(n->amp);  // backward ops follow the forward op's precision
+      grads = def.rules.vjp(ctx);
+    }
     SPORE_ASSERT(grads.size() <= n->inputs.size(), "gradient rule of ", def.name, " returned ",
                  grads.size(), " gradients for ", n->inputs.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "amp/policy.h"
 #include "ops/op.h"
 
 namespace spore::autograd {
@@ -14,6 +15,7 @@ struct Node {
   ops::Tensors outputs;           // detached aliases of the outputs
   std::vector<ops::TensorMeta> out_meta;
   uint64_t seq = 0;               // creation order: a node's inputs always have smaller seq
+  amp::Policy amp;                // the precision policy it ran under (its gradient rule runs under it too)
 };
 
 // Called by the dispatcher after running a differentiable op with an input that requires grad.

@@ -1,6 +1,11 @@
 // The executor (graph/executor.h).
 #include "graph/executor.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <unordered_map>
 
 #include "spore/autograd.h"
@@ -26,6 +31,8 @@ Executor::Executor(std::shared_ptr<Graph> graph) : graph_(std::move(graph)) {
                      " has an input on ", to_string(v->device));
   copy_ = ops::find_kernel(ops::OpId::Copy, DeviceType::CPU);
   SPORE_ASSERT(copy_, "no CPU copy kernel");
+  const char* prof = std::getenv("SPORE_PROFILE");
+  profile_ = prof && *prof && std::string(prof) != "0";
   plan_ = plan_memory(*graph_);
   arena_ = std::make_shared<Storage>(std::max<size_t>(plan_.arena_bytes, 1), Device{});
   bind();
@@ -92,9 +99,18 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
     copy_->fn(ctx);
   }
   static const ops::Attrs kNoAttrs;
-  for (Step& s : steps_) {
+  if (profile_) step_seconds_.resize(steps_.size());
+  ++runs_;
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    Step& s = steps_[si];
     ops::KernelContext ctx{*s.def, s.inputs, s.outputs, *s.attrs};
-    s.fn(ctx);
+    if (profile_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      s.fn(ctx);
+      step_seconds_[si] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } else {
+      s.fn(ctx);
+    }
     for (size_t i = 0; i < s.outputs.size(); ++i) {
       if (s.outputs[i].is_same(s.slots[i])) continue;
       // The kernel replaced its output tensor: the planned slot must still get the data.
@@ -112,6 +128,26 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
     result.push_back(dst[0]);
   }
   return result;
+}
+
+Executor::~Executor() {
+  if (!profile_ || runs_ == 0 || step_seconds_.empty()) return;
+  std::map<std::string, std::pair<double, int>> by_op;  // op -> (seconds, nodes)
+  double total = 0;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    auto& e = by_op[steps_[i].def->name];
+    e.first += step_seconds_[i];
+    e.second += 1;
+    total += step_seconds_[i];
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_op.begin(), by_op.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::fprintf(stderr, "[profile] graph %s: %lld runs, %.3f ms per run in kernels\n",
+               graph_->name.c_str(), (long long)runs_, 1e3 * total / double(runs_));
+  for (const auto& [name, e] : rows)
+    std::fprintf(stderr, "[profile]   %-28s %3d nodes %8.3f ms/run %5.1f%%\n", name.c_str(),
+                 e.second, 1e3 * e.first / double(runs_), 100 * e.first / std::max(total, 1e-12));
 }
 
 }  // namespace spore::graph

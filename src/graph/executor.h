@@ -15,6 +15,9 @@ class Executor {
  public:
   explicit Executor(std::shared_ptr<Graph> graph);
   std::vector<Tensor> run(const std::vector<Tensor>& args);
+  // SPORE_PROFILE=1: per-op wall time is accumulated over runs and printed (to stderr) when the
+  // executor is destroyed, most expensive op first.
+  ~Executor();
   const Graph& graph() const { return *graph_; }
   const MemoryPlan& plan() const { return plan_; }
 
@@ -34,6 +37,9 @@ class Executor {
   std::vector<Tensor> outputs_;
   std::vector<std::pair<const Value*, const Storage*>> captured_storage_;
   const ops::KernelEntry* copy_ = nullptr;
+  bool profile_ = false;
+  std::vector<double> step_seconds_;  // per step, when profiling
+  int64_t runs_ = 0;
 };
 
 }  // namespace spore::graph

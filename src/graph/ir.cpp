@@ -117,6 +117,7 @@ std::unique_ptr<Graph> Graph::clone() const {
     ops::Metas metas;
     for (const Value* o : n->outputs) metas.push_back({o->shape, o->dtype});
     Node* m = g->add_node(n->op, std::move(ins), n->attrs, metas);
+    m->amp = n->amp;
     for (size_t i = 0; i < n->outputs.size(); ++i) {
       m->outputs[i]->strides = n->outputs[i]->strides;
       m->outputs[i]->offset = n->outputs[i]->offset;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "amp/policy.h"
 #include "ops/op.h"
 #include "spore/tensor.h"
 
@@ -50,6 +51,9 @@ struct Node {
   ops::Attrs attrs;
   std::vector<Value*> inputs;
   std::vector<Value*> outputs;
+  // The mixed-precision policy the op was traced under (forward: its Cell's; backward: its forward
+  // op's). Tracing records ops in their traced dtypes; graph/passes/amp_casts.cpp applies this.
+  amp::Policy amp;
   const ops::OpDef& def() const { return ops::op_def(op); }
   bool is_effect() const { return def().has(ops::kInplace); }  // mutates inputs, no outputs
   bool is_view() const { return def().has(ops::kView); }

@@ -20,6 +20,24 @@ size_t constant_folding(Graph& g);
 // x*1, 1*x, x/1, x+0, 0+x, x-0 -> x; cast to the same dtype; reshape chains; double permutes;
 // neg(neg(x)).
 size_t algebraic_simplification(Graph& g);
+// Per-parameter ApplyMomentum / ApplyAdam effects with equal attributes and dtype -> one
+// FusedApplyMomentum / FusedApplyAdam node, where effect order allows; returns updates fused.
+size_t fuse_optimizer(Graph& g);
+// Mixed precision (passes/amp_casts.cpp): casts every node's inputs as amp::decide says for the
+// policy it was traced under (Node::amp), re-infers its outputs, casts O1 outputs back to
+// float32, and gives policy-less nodes, effects and the graph outputs their traced dtypes. Run
+// once, first. Returns the casts inserted.
+size_t insert_amp_casts(Graph& g);
+// cast(cast(x: A -> B) -> A) -> x and cast chains -> one cast when A -> B is exact (f16/bf16 ->
+// f32); casts to the same dtype removed.
+size_t remove_cast_pairs(Graph& g);
+// oneDNN post-op fusion (passes/dnnl_fusion.cpp): conv2d / matmul [+ bias] [+ residual]
+// [-> activation] -> one conv2d_fused / matmul_fused where the intermediates have no other reader
+// (relu_grad is first pointed at relu's output); returns chains fused.
+size_t fuse_conv_matmul(Graph& g);
+// Inference BatchNorm folded into the preceding conv2d's weight and bias (passes/bn_folding.cpp);
+// returns batch norms removed.
+size_t fold_batchnorm(Graph& g);
 
 // verify, then the passes in order until nothing changes (at most a few rounds), verify again;
 // each stage is dumped when SPORE_DUMP_IR is set.

@@ -68,6 +68,7 @@ class Tracer : public ops::TraceHook {
         x = symbolic(g_.values.back());
       }
       Node* n = g_.add_node(def.id, ins, attrs, metas);
+      n->amp = amp::current_policy();
       Tensor probe = def.rules.view(x, attrs, metas[0]);
       Value* o = n->outputs[0];
       o->strides = probe.strides();
@@ -90,7 +91,9 @@ class Tracer : public ops::TraceHook {
                                       : metas[0].dtype;
     SPORE_CHECK_TYPE(k->supports(key), "[", def.name, "] does not support dtype ", dtype_name(key),
                      " on ", device_type_name(device.type));
-    return finish(def, inputs, attrs, g_.add_node(def.id, ins, attrs, metas));
+    Node* n = g_.add_node(def.id, ins, attrs, metas);
+    n->amp = amp::current_policy();
+    return finish(def, inputs, attrs, n);
   }
 
  private:

@@ -10,6 +10,7 @@ void run_pipeline(Graph& g) {
   int index = 0;
   dump_if_enabled(g, index++, "traced");
   verify(g);
+  if (insert_amp_casts(g) > 0) dump_if_enabled(g, index++, "amp_casts");  // once, before the loop
   struct Stage {
     const char* name;
     size_t (*fn)(Graph&);
@@ -19,6 +20,7 @@ void run_pipeline(Graph& g) {
       {"cse", common_subexpression_elimination},
       {"constant_folding", constant_folding},
       {"algebraic_simplification", algebraic_simplification},
+      {"remove_cast_pairs", remove_cast_pairs},
   };
   for (int round = 0; round < 4; ++round) {
     size_t changed = 0;
@@ -31,6 +33,16 @@ void run_pipeline(Graph& g) {
     }
     if (changed == 0) break;
   }
+  // fusion
+  // conv/matmul first (BatchNorm folded into its conv, then its bias / residual / activation
+  // taken as oneDNN post-ops), so they get first pick before the elementwise fusion.
+  if (fold_batchnorm(g) > 0) {
+    dump_if_enabled(g, index++, "fold_batchnorm");
+    constant_folding(g);  // the folding nodes, when the parameters are constants
+  }
+  if (fuse_conv_matmul(g) > 0) dump_if_enabled(g, index++, "fuse_conv_matmul");
+  fuse_optimizer(g);
+  dump_if_enabled(g, index++, "optimizer_fusion");
   dead_code_elimination(g);
   verify(g);
   dump_if_enabled(g, index++, "final");

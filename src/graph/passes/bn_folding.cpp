@@ -1,0 +1,88 @@
+// BatchNorm folding (inference): conv2d(x, w[, b]) -> batch_norm_inference(gamma, beta, mean, var)
+// becomes one conv2d(x, w', b') with
+//
+//   scale = gamma / sqrt(var + eps)               (O)
+//   w'    = w * scale.reshape(O, 1, 1, 1)
+//   b'    = beta + (b - mean) * scale             (b = 0 without a conv bias)
+//
+// computed by small nodes placed before the conv. The parameters are captures read at run time,
+// so these nodes run every call (a few per-channel ops and one pass over the weight); constant
+// folding removes them when the parameters are constants. The conv can then take a following
+// residual add and relu in fuse_conv_matmul. Applies only when the conv's output has no reader
+// but the batch norm (so never where a backward reads it) and no effect lies between the two.
+// SPORE_NO_DNNL_FUSION=1 turns it off with the conv fusion.
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+
+#include "graph/passes.h"
+#include "spore/spore.h"
+
+namespace spore::graph {
+namespace {
+using ops::OpId;
+
+Value* emit(Graph& g, size_t& pos, const amp::Policy& amp, OpId op, std::vector<Value*> ins,
+            ops::Attrs attrs = {}) {
+  ops::Metas metas;
+  for (const Value* v : ins) metas.push_back({v->shape, v->dtype});
+  const ops::Metas out = ops::op_def(op).rules.infer(metas, attrs);
+  Node* n = g.insert_node(pos++, op, std::move(ins), std::move(attrs), out);
+  n->amp = amp;
+  return n->outputs[0];
+}
+}  // namespace
+
+size_t fold_batchnorm(Graph& g) {
+  const char* off = std::getenv("SPORE_NO_DNNL_FUSION");
+  if (off && *off && std::string(off) != "0") return 0;
+  std::unordered_map<const Value*, int> reads;
+  for (const auto& n : g.nodes)
+    for (const Value* in : n->inputs) ++reads[in];
+  for (const Value* o : g.outputs) reads[o] += 2;
+  size_t folded = 0;
+  for (size_t bi = 0; bi < g.nodes.size(); ++bi) {
+    Node* bn = g.nodes[bi].get();
+    if (bn->op != OpId::BatchNormInference) continue;
+    Value* y = bn->inputs[0];
+    Node* conv = y->producer;
+    if (!conv || conv->op != OpId::Conv2d || reads[y] != 1 || y->shape.size() != 4) continue;
+    const DType dt = y->dtype;
+    bool params_ok = true;
+    for (size_t i = 1; i < 5; ++i)
+      params_ok = params_ok && is_floating(bn->inputs[i]->dtype) && bn->inputs[i]->shape == Shape{y->shape[1]};
+    if (!params_ok) continue;
+    size_t ci = 0;
+    while (g.nodes[ci].get() != conv) ++ci;
+    bool effect = false;
+    for (size_t i = ci; i < bi && !effect; ++i) effect = g.nodes[i]->is_effect();
+    if (effect) continue;
+
+    Value *gamma = bn->inputs[1], *beta = bn->inputs[2], *mean = bn->inputs[3], *var = bn->inputs[4];
+    const DType pt = var->dtype;  // the statistics' dtype (float32 under mixed precision)
+    const int64_t O = y->shape[1];
+    size_t pos = ci;  // new nodes go right before the conv
+    const amp::Policy& amp = conv->amp;
+    auto cast = [&](Value* v, DType to) {
+      return v->dtype == to ? v : emit(g, pos, amp, OpId::Cast, {v}, ops::Attrs().set("dtype", to));
+    };
+    Value* eps = g.add_capture(full({}, bn->attrs.get_float("eps"), pt), ValueKind::kConstant);
+    Value* scale = emit(g, pos, amp, OpId::Mul,
+                        {cast(gamma, pt), emit(g, pos, amp, OpId::Rsqrt, {emit(g, pos, amp, OpId::Add, {var, eps})})});
+    Value* centred = conv->inputs.size() == 3
+                         ? emit(g, pos, amp, OpId::Sub, {cast(conv->inputs[2], pt), cast(mean, pt)})
+                         : emit(g, pos, amp, OpId::Neg, {cast(mean, pt)});
+    Value* bias = emit(g, pos, amp, OpId::Add, {cast(beta, pt), emit(g, pos, amp, OpId::Mul, {centred, scale})});
+    Value* scale4 = emit(g, pos, amp, OpId::Reshape, {cast(scale, dt)}, ops::Attrs().set("shape", Shape{O, 1, 1, 1}));
+    Value* w = emit(g, pos, amp, OpId::Mul, {conv->inputs[1], scale4});
+    conv->inputs = {conv->inputs[0], w, cast(bias, dt)};
+    g.replace_all_uses(bn->outputs[0], y);
+    g.nodes.erase(g.nodes.begin() + std::ptrdiff_t(pos + (bi - ci)));  // bn moved by the inserts
+    bi = pos + (bi - ci) - 1;
+    ++folded;
+  }
+  g.remove_unused_inputs();
+  return folded;
+}
+
+}  // namespace spore::graph

@@ -1,0 +1,175 @@
+// Conv / matmul epilogue fusion through oneDNN post-ops:
+//
+//   conv2d(x, w[, b]) [+ bias (C,1,1)] [+ residual] [-> activation]  ->  conv2d_fused
+//   matmul(a, b)      [+ bias (N)]     [+ residual] [-> activation]  ->  matmul_fused
+//
+// (the bias add is how nn::Dense adds its bias; nn::Conv2d passes it to conv2d itself). Every
+// intermediate must have exactly one reader, the next op of the chain, so nothing the backward
+// reads disappears. One exception is made legal first: relu_grad(dy, x) with x = relu's input
+// is rewritten to relu_grad(dy, relu(x)) (relu(x) > 0 exactly where x > 0), so a training graph's
+// conv + relu fuses and the backward reads the fused output. Activations whose gradient reads
+// their input (gelu, silu, leaky_relu) fuse only where nothing else reads it (inference).
+//
+// The fused node takes the place of the chain's last node, so its inputs (the residual is often
+// computed after the conv) are all defined; chains that straddle an effect are left alone.
+// SPORE_NO_DNNL_FUSION=1 turns the pass off (for A/B measurements).
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "graph/passes.h"
+
+namespace spore::graph {
+namespace {
+using ops::OpId;
+
+bool disabled() {
+  const char* e = std::getenv("SPORE_NO_DNNL_FUSION");
+  return e && *e && std::string(e) != "0";
+}
+
+// The activation's post-op attributes, or false when op is none oneDNN can fuse.
+bool activation_attrs(const Node& n, ops::Attrs& a) {
+  switch (n.op) {
+    case OpId::Relu: a.set("act", "relu"); return true;
+    case OpId::LeakyRelu:
+      a.set("act", "leaky_relu").set("alpha", n.attrs.get_float("alpha", 0.01));
+      return true;
+    case OpId::Sigmoid: a.set("act", "sigmoid"); return true;
+    case OpId::Tanh: a.set("act", "tanh"); return true;
+    case OpId::Gelu: a.set("act", n.attrs.get_bool("approximate", false) ? "gelu_tanh" : "gelu"); return true;
+    case OpId::Silu: a.set("act", "silu"); return true;
+    case OpId::Clamp: {
+      const double inf = std::numeric_limits<double>::infinity();
+      a.set("act", "clamp").set("alpha", n.attrs.get_float("min", -inf)).set("beta", n.attrs.get_float("max", inf));
+      return true;
+    }
+    default: return false;
+  }
+}
+
+struct Uses {
+  std::unordered_map<const Value*, int> count;  // reads by nodes (with repeats) and graph outputs
+  std::unordered_map<const Value*, Node*> reader;  // the last node that reads it
+  explicit Uses(const Graph& g) {
+    for (const auto& n : g.nodes)
+      for (const Value* in : n->inputs) {
+        ++count[in];
+        reader[in] = n.get();
+      }
+    for (const Value* o : g.outputs) count[o] += 2;  // never "single"
+  }
+  // The one node reading v once, or null.
+  Node* single(const Value* v) const {
+    auto it = count.find(v);
+    return it != count.end() && it->second == 1 ? reader.at(v) : nullptr;
+  }
+};
+
+bool same_meta(const Value* a, const Value* b) { return a->shape == b->shape && a->dtype == b->dtype; }
+
+size_t index_of(const Graph& g, const Node* n) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].get() == n) return i;
+  SPORE_ASSERT(false, "fuse_conv_matmul: node not in the schedule");
+}
+
+}  // namespace
+
+size_t fuse_conv_matmul(Graph& g) {
+  if (disabled()) return 0;
+  // relu_grad(dy, x) -> relu_grad(dy, relu(x)): frees relu's input for fusion.
+  std::unordered_map<const Value*, Value*> relu_of;
+  for (const auto& n : g.nodes)
+    if (n->op == OpId::Relu) relu_of[n->inputs[0]] = n->outputs[0];
+  for (const auto& n : g.nodes)
+    if (n->op == OpId::ReluGrad) {
+      auto it = relu_of.find(n->inputs[1]);
+      if (it != relu_of.end() && same_meta(it->first, it->second)) n->inputs[1] = it->second;
+    }
+
+  size_t fused = 0;
+  std::unordered_set<const Node*> dead;
+  std::vector<Node*> anchors;  // every conv2d / matmul, in schedule order
+  for (const auto& n : g.nodes)
+    if (n->op == OpId::Conv2d || n->op == OpId::Matmul) anchors.push_back(n.get());
+  for (Node* n : anchors) {
+    Uses uses(g);  // rebuilt per chain: earlier fusions changed the readers
+    const bool conv = n->op == OpId::Conv2d;
+    Value* cur = n->outputs[0];
+    if (cur->dtype != kFloat32 && cur->dtype != kBFloat16 && cur->dtype != kFloat16) continue;  // oneDNN's
+    if (!conv && (n->inputs[0]->shape.size() < 2 || n->inputs[1]->shape.size() < 2 ||
+                  cur->shape.size() > 3))
+      continue;
+    Value* bias = conv && n->inputs.size() == 3 ? n->inputs[2] : nullptr;
+    Value *residual = nullptr, *bias_to_reshape = nullptr;
+    std::vector<Node*> chain{n};
+    ops::Attrs post = conv ? n->attrs : ops::Attrs();
+    const int64_t channels = conv ? cur->shape[1] : cur->shape.back();
+    // + bias
+    if (Node* u = uses.single(cur); !bias && u && u->op == OpId::Add && same_meta(u->outputs[0], cur)) {
+      Value* other = u->inputs[0] == cur ? u->inputs[1] : u->inputs[0];
+      const Shape& s = other->shape;
+      const bool is_bias = other != cur && other->dtype == cur->dtype && other->is_contiguous() &&
+                           (conv ? (s == Shape{channels, 1, 1} || s == Shape{1, channels, 1, 1})
+                                 : (s == Shape{channels} || (s == Shape{1, channels} && cur->shape.size() == 2)));
+      if (is_bias) {
+        bias = other;
+        if (s.size() != 1) bias_to_reshape = other;
+        cur = u->outputs[0];
+        chain.push_back(u);
+      }
+    }
+    // + residual (same shape)
+    if (Node* u = uses.single(cur); u && u->op == OpId::Add && same_meta(u->outputs[0], cur) &&
+                                    u->inputs[0] != u->inputs[1]) {
+      Value* other = u->inputs[0] == cur ? u->inputs[1] : u->inputs[0];
+      if (same_meta(other, cur)) {
+        residual = other;
+        cur = u->outputs[0];
+        chain.push_back(u);
+      }
+    }
+    // -> activation
+    if (Node* u = uses.single(cur); u && same_meta(u->outputs[0], cur) && activation_attrs(*u, post)) {
+      cur = u->outputs[0];
+      chain.push_back(u);
+    }
+    if (chain.size() == 1) continue;  // nothing to take
+    // Nothing in between may mutate what the chain reads.
+    const size_t first = index_of(g, n), last = index_of(g, chain.back());
+    bool effect = false;
+    for (size_t i = first; i <= last && !effect; ++i) effect = g.nodes[i]->is_effect();
+    if (effect) continue;
+
+    size_t pos = last;
+    if (bias_to_reshape) {
+      Node* r = g.insert_node(pos++, OpId::Reshape, {bias_to_reshape},
+                              ops::Attrs().set("shape", Shape{channels}),
+                              {{Shape{channels}, bias->dtype}});
+      r->amp = n->amp;
+      bias = r->outputs[0];
+    }
+    std::vector<Value*> ins{n->inputs[0], n->inputs[1]};
+    if (bias) ins.push_back(bias);
+    if (residual) ins.push_back(residual);
+    post.set("has_bias", bias != nullptr).set("has_residual", residual != nullptr);
+    const OpId op = conv ? OpId::Conv2dFused : OpId::MatmulFused;
+    ops::Metas in_metas;
+    for (const Value* v : ins) in_metas.push_back({v->shape, v->dtype});
+    const ops::Metas out = ops::op_def(op).rules.infer(in_metas, post);
+    Node* f = g.insert_node(pos, op, std::move(ins), std::move(post), out);
+    f->amp = n->amp;
+    g.replace_all_uses(cur, f->outputs[0]);
+    for (Node* c : chain) dead.insert(c);
+    std::erase_if(g.nodes, [&](const auto& up) { return dead.count(up.get()) > 0; });
+    dead.clear();  // freed: their addresses may come back
+    ++fused;
+  }
+  g.remove_unused_inputs();
+  return fused;
+}
+
+}  // namespace spore::graph

@@ -1,0 +1,122 @@
+// Optimizer fusion: the per-parameter update effects of one optimizer step (ApplyMomentum,
+// ApplyAdam) with equal attributes and dtype become one FusedApplyMomentum / FusedApplyAdam node,
+// whose kernel runs every update in a single parallel region split by total element count
+// (backends/cpu/kernels/optim_update.cpp). LeNet-5: 10 apply_momentum nodes -> 1.
+//
+// Placement keeps effect order semantics: the fused node takes the place of the group's LAST
+// member, so every gradient it consumes is computed by then, and an earlier member is moved down
+// to it only when no node in between reads or writes that member's parameter or state (it would
+// see the value before the update instead of after) or writes its gradient. Members that cannot
+// move stay where they are, unfused. Learning rates are attributes, so a schedule's steps compile
+// to separate graphs (TrainOneStepCell's extra_key), each with its own fused lr; parameter groups
+// with different lr or weight decay become separate fused nodes.
+#include <unordered_set>
+
+#include "graph/passes.h"
+
+namespace spore::graph {
+namespace {
+
+// What two values must not share for a reorder to be safe: the storage of a captured tensor
+// (two captures may alias one parameter, e.g. a detach()ed copy), else the view chain's base.
+const void* alias_key(const Value* v) {
+  const Value* b = view_base(v);
+  if (b->kind != ValueKind::kComputed && b->tensor.defined()) return b->tensor.impl().storage.get();
+  return b;
+}
+
+struct Family {
+  ops::OpId single, fused;
+  size_t per;  // operands per update: param, states..., grad
+};
+constexpr Family kFamilies[] = {
+    {ops::OpId::ApplyMomentum, ops::OpId::FusedApplyMomentum, 3},
+    {ops::OpId::ApplyAdam, ops::OpId::FusedApplyAdam, 4},
+};
+
+// Whether update node `u` may be moved past node `y` (y scheduled after u).
+bool can_move_past(const Node& u, const Node& y) {
+  std::unordered_set<const void*> written, read;
+  for (size_t k = 0; k + 1 < u.inputs.size(); ++k) written.insert(alias_key(u.inputs[k]));
+  read.insert(alias_key(u.inputs.back()));
+  for (const Value* in : y.inputs) {
+    const void* key = alias_key(in);
+    if (written.count(key)) return false;                // y reads (or updates) u's param/state
+    if (y.is_effect() && read.count(key)) return false;  // y may overwrite u's gradient
+  }
+  return true;
+}
+
+// Fuses one group of candidate nodes (schedule order); returns how many updates were fused.
+size_t fuse_group(Graph& g, const Family& f, const std::vector<Node*>& members) {
+  std::vector<size_t> pos_of;  // schedule positions of the members
+  {
+    std::unordered_set<const Node*> want(members.begin(), members.end());
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (want.count(g.nodes[i].get())) pos_of.push_back(i);
+  }
+  const size_t last = pos_of.back();
+  // From the last member backwards: a member joins when it can move past every node between it
+  // and the last one that is not itself joining (joined members move along with it).
+  std::vector<bool> joins(g.nodes.size(), false);
+  joins[last] = true;
+  size_t joined = 1;
+  for (size_t m = pos_of.size() - 1; m-- > 0;) {
+    const Node& u = *g.nodes[pos_of[m]];
+    bool ok = true;
+    for (size_t j = pos_of[m] + 1; j < last && ok; ++j)
+      if (!joins[j]) ok = can_move_past(u, *g.nodes[j]);
+    if (ok) {
+      joins[pos_of[m]] = true;
+      ++joined;
+    }
+  }
+  if (joined < 2) return 0;
+
+  // Inputs in ops.def's layout: all params, then each state list, then all grads.
+  std::vector<Value*> ins(joined * f.per);
+  std::unordered_set<const Node*> gone;
+  size_t t = 0;
+  for (size_t i : pos_of) {
+    if (!joins[i]) continue;
+    const Node& u = *g.nodes[i];
+    for (size_t k = 0; k < f.per; ++k) ins[k * joined + t] = u.inputs[k];
+    gone.insert(&u);
+    ++t;
+  }
+  const Node& tail = *g.nodes[last];
+  Node* fused = g.insert_node(last, f.fused, std::move(ins), tail.attrs, {});
+  fused->amp = tail.amp;
+  std::erase_if(g.nodes, [&](const std::unique_ptr<Node>& n) { return gone.count(n.get()) > 0; });
+  return joined;
+}
+
+}  // namespace
+
+size_t fuse_optimizer(Graph& g) {
+  size_t fused = 0;
+  for (const Family& f : kFamilies) {
+    // Candidates grouped by (attributes, dtype, device), each group in schedule order.
+    std::vector<std::vector<Node*>> groups;
+    for (const auto& up : g.nodes) {
+      Node* n = up.get();
+      if (n->op != f.single || n->inputs.size() != f.per) continue;
+      bool placed = false;
+      for (auto& grp : groups) {
+        const Node* r = grp.front();
+        if (r->attrs == n->attrs && r->inputs[0]->dtype == n->inputs[0]->dtype &&
+            r->inputs[0]->device == n->inputs[0]->device) {
+          grp.push_back(n);
+          placed = true;
+          break;
+        }
+      }
+      if (!placed) groups.push_back({n});
+    }
+    for (const auto& grp : groups)
+      if (grp.size() >= 2) fused += fuse_group(g, f, grp);
+  }
+  return fused;
+}
+
+}  // namespace spore::graph
