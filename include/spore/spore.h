@@ -1,5 +1,6 @@
 // The umbrella header: #include <spore/spore.h> and `using namespace spore;`.
 #pragma once
+#include "spore/amp.h"
 #include "spore/autograd.h"
 #include "spore/context.h"
 #include "spore/dtype.h"

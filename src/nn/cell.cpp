@@ -48,10 +48,23 @@ Tensor Cell::construct(const Tensor&, const Tensor&) {
               "const Tensor&)");
 }
 std::vector<Tensor> Cell::forward(const std::vector<Tensor>& inputs) {
+  std::optional<amp::PolicyScope> scope;
+  if (amp_) scope.emplace(*amp_);
   if (inputs.size() == 1) return {construct(inputs[0])};
   if (inputs.size() == 2) return {construct(inputs[0], inputs[1])};
   SPORE_THROW(ErrorKind::NotImplemented, "[", cls_name(), "] forward() got ", inputs.size(),
               " inputs; the default handles 1 or 2, override forward() for more");
+}
+
+Cell& Cell::to_float(DType dtype) {
+  SPORE_CHECK_TYPE(dtype == kFloat16 || dtype == kBFloat16 || dtype == kFloat32, "[", cls_name(),
+                   "] to_float expects float16, bfloat16 or float32, got ", dtype_name(dtype));
+  // float32: O2's float32-cell policy (inputs cast to float32; norm ops keep a low-precision data
+  // input and compute in float32), which also overrides a low-precision parent.
+  const amp::Policy p = dtype == kFloat32 ? amp::Policy{amp::Level::O2, kFloat16, true}
+                                          : amp::Policy{amp::Level::O3, dtype};
+  for (auto& [_, c] : named_cells()) c->set_amp_policy(p);
+  return *this;
 }
 
 // ---- registration ------------------------------------------------------------------------------

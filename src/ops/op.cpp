@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 
+#include "amp/policy.h"
 #include "autograd/node.h"
 #include "backends/backend.h"
 
@@ -178,7 +179,8 @@ std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t ra
 }
 
 // ---- dispatch ------------------------------------------------------------------------------------
-Tensors call(OpId id, Tensors inputs, Attrs attrs) {
+namespace {
+Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
   const OpDef& def = op_def(id);
   SPORE_ASSERT(def.rules.infer, "op '", def.name, "' has no inference rule");
   SPORE_CHECK(def.num_inputs < 0 || int(inputs.size()) == def.num_inputs, "[", def.name, "] expected ",
@@ -229,6 +231,55 @@ Tensors call(OpId id, Tensors inputs, Attrs attrs) {
   }
   if (autograd::should_record(def, inputs)) autograd::record(id, attrs, inputs, outputs);
   return outputs;
+}
+
+// PyNative mixed precision (amp/policy.h): casts the inputs decide() names, runs the op, and under
+// O1 casts low-precision outputs back to float32. The casts are ordinary Cast ops, so the tape
+// records them and float32 parameters get float32 gradients. Everything runs with the policy
+// suspended: no recursion, and the tape nodes carry O0, so backward ops simply follow the dtypes
+// of the tensors they were given (the forward's precision).
+bool is_low_or_f32(DType t) { return t == kFloat16 || t == kBFloat16 || t == kFloat32; }
+
+Tensor to_compute(const Tensor& x, DType c) {
+  if (x.dtype() == c) return x;
+  // A float32 tensor that is a widening cast of a `c` tensor (binary ops promote bf16 + f32 to
+  // f32 first): narrowing it back gives the source exactly, so use the source and let the f32
+  // copy die instead of being kept by the tape.
+  if (x.dtype() == kFloat32) {
+    const auto& fn = x.impl().grad_fn;
+    if (fn && fn->op == OpId::Cast && fn->inputs.size() == 1 && fn->inputs[0].dtype() == c)
+      return fn->inputs[0];
+  }
+  return dispatch(OpId::Cast, {x}, Attrs().set("dtype", c))[0];
+}
+
+Tensors autocast_call(OpId id, Tensors inputs, Attrs attrs, const amp::Policy& p) {
+  const amp::OpPrecision pr = amp::decide(id, p);
+  const amp::PolicyScope suspended(amp::Policy{});
+  if (!pr.cast) return dispatch(id, std::move(inputs), std::move(attrs));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Tensor& x = inputs[i];
+    if (i < 32 && ((pr.input_mask >> i) & 1u) && x.defined() && is_low_or_f32(x.dtype()))
+      x = to_compute(x, pr.compute);
+  }
+  Tensors out = dispatch(id, std::move(inputs), std::move(attrs));
+  if (pr.outputs_to_float32)
+    for (Tensor& y : out)
+      if (y.dtype() == kFloat16 || y.dtype() == kBFloat16)
+        y = dispatch(OpId::Cast, {y}, Attrs().set("dtype", kFloat32))[0];
+  return out;
+}
+}  // namespace
+
+Tensors call(OpId id, Tensors inputs, Attrs attrs) {
+  // Graph mode records ops as traced (its pass inserts the amp casts); the no-policy path pays
+  // one thread-local read.
+  if (!g_trace_hook) {
+    const amp::Policy& p = amp::current_policy();
+    if (p.active()) [[unlikely]]
+      return autocast_call(id, std::move(inputs), std::move(attrs), p);
+  }
+  return dispatch(id, std::move(inputs), std::move(attrs));
 }
 
 }  // namespace spore::ops

@@ -160,6 +160,12 @@ SPORE_DEFINE_OP(Prod, {
 SPORE_DEFINE_OP(Argmax, {.infer = arg_infer});
 SPORE_DEFINE_OP(Argmin, {.infer = arg_infer});
 
+// AllFinite (mixed precision's overflow check): any number of tensors of any shape and dtype ->
+// one bool scalar, true when no element of any input is inf or nan (integers always are finite).
+SPORE_DEFINE_OP(AllFinite, {
+  .infer = [](const Metas&, const Attrs&) -> Metas { return {{Shape{}, kBool}}; },
+});
+
 }  // namespace spore::ops
 
 namespace spore {

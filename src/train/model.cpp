@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "spore/autograd.h"
+#include "spore/context.h"
+#include "spore/jit.h"
 #include "spore/parallel/parallel.h"
 
 namespace spore::train {
@@ -49,27 +51,63 @@ struct TrainModeGuard {
   ~TrainModeGuard() { cell.set_train(prev); }
 };
 
+// Runs net on inputs: in Graph mode through a spore::jit compilation kept in `slot` (one graph
+// per input signature, so a last partial batch compiles a second one), else eagerly.
+std::vector<Tensor> forward_maybe_compiled(const nn::CellPtr& net, std::shared_ptr<void>& slot,
+                                           const std::vector<Tensor>& inputs, const char* name) {
+  if (get_context_mode() != Mode::Graph || is_tracing()) return net->forward(inputs);
+  if (!slot) {
+    JitOptions opts;
+    opts.name = name;
+    opts.extra_key = [net] {  // each cell's train flag (dropout, batch norm) is traced in
+      std::string k = net->training() ? "T" : "E";
+      for (const auto& [_, c] : net->named_cells()) k += c->training() ? 'T' : 'E';
+      return k;
+    };
+    slot = std::make_shared<JitFunction>(
+        [net](const std::vector<Tensor>& in) { return net->forward(in); }, opts);
+  }
+  std::vector<Tensor> in;
+  for (const Tensor& t : inputs) in.push_back(t.contiguous());
+  return (*std::static_pointer_cast<JitFunction>(slot))(in);
+}
+
 }  // namespace
 
 Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optimizer,
-             std::vector<std::string> metrics, nn::CellPtr eval_network)
+             std::vector<std::string> metrics, nn::CellPtr eval_network,
+             const std::string& amp_level, amp::LossScaleManagerPtr loss_scale_manager,
+             std::optional<bool> keep_batchnorm_fp32, std::optional<DType> cast_model_type)
     : network_(std::move(network)),
       loss_fn_(std::move(loss_fn)),
       eval_network_(std::move(eval_network)),
       optimizer_(std::move(optimizer)) {
   SPORE_CHECK(network_ != nullptr, "[Model] network is null");
   for (const std::string& name : metrics) metrics_[name] = make_metric(name);
+  const amp::Level level = amp::parse_level(amp_level);
+  const bool amp_on = level != amp::Level::O0 || loss_scale_manager;
+  if (optimizer_ && amp_on) {
+    train_network_ = std::dynamic_pointer_cast<TrainOneStepCell>(
+        amp::build_train_network(network_, optimizer_, loss_fn_, level, loss_scale_manager,
+                                 keep_batchnorm_fp32, cast_model_type));
+  } else if (level != amp::Level::O0) {
+    amp::auto_mixed_precision(*network_, level, cast_model_type.value_or(kFloat16),
+                              keep_batchnorm_fp32.value_or(level == amp::Level::O2));
+  }
   if (optimizer_) {
     nn::CellPtr loss_net = loss_fn_ ? std::make_shared<WithLossCell>(network_, loss_fn_) : network_;
-    train_network_ = std::make_shared<TrainOneStepCell>(loss_net, optimizer_);
+    if (!train_network_) train_network_ = std::make_shared<TrainOneStepCell>(loss_net, optimizer_);
     // Data parallel (set_auto_parallel_context): broadcast rank 0's parameters, check that every
     // rank has the same ones, and all-reduce the gradients (MindSpore's Model does the same).
     if (parallel::get_auto_parallel_context().parallel_mode == parallel::ParallelMode::DataParallel &&
         parallel::get_group_size() > 1)
       parallel::setup_data_parallel(*train_network_, network_->parameters_and_buffers());
   }
-  if (!eval_network_ && loss_fn_)
-    eval_network_ = std::make_shared<WithEvalCell>(network_, loss_fn_);
+  if (!eval_network_ && loss_fn_) {
+    const bool to32 = level == amp::Level::O2 || level == amp::Level::O3;
+    eval_network_ = std::make_shared<WithEvalCell>(to32 ? amp::with_float32_output(network_) : network_,
+                                                   loss_fn_);
+  }
 }
 
 void Model::add_metric(const std::string& name, MetricPtr metric) {
@@ -192,7 +230,7 @@ std::map<std::string, double> Model::evaluate(const data::Dataset& ds, const Cal
     ++ctx.eval_step;
     ctx.batch_size = batch_of(*row);
     each(callbacks, [&](Callback& c) { c.on_eval_step_begin(ctx); });
-    std::vector<Tensor> out = eval_network_->forward(*row);
+    std::vector<Tensor> out = forward_maybe_compiled(eval_network_, compiled_eval_, *row, "eval");
     SPORE_CHECK(out.size() == 3,
                 "[Model.eval] the eval network must return (loss, outputs, "
                 "label), got ",
@@ -215,7 +253,7 @@ Tensor Model::predict(const Tensor& x) { return predict(std::vector<Tensor>{x}).
 std::vector<Tensor> Model::predict(const std::vector<Tensor>& inputs) {
   NoGradGuard no_grad;
   TrainModeGuard mode(*network_, false);
-  return network_->forward(inputs);
+  return forward_maybe_compiled(network_, compiled_predict_, inputs, "predict");
 }
 
 }  // namespace spore::train

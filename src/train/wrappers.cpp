@@ -25,7 +25,7 @@ WithLossCell::WithLossCell(nn::CellPtr backbone, nn::CellPtr loss_fn)
 }
 
 Tensor WithLossCell::construct(const Tensor& data, const Tensor& label) {
-  return loss_fn_->construct(backbone_->construct(data), label);
+  return (*loss_fn_)((*backbone_)(data), label);  // through operator(): each cell's amp policy
 }
 
 std::vector<Tensor> WithLossCell::forward(const std::vector<Tensor>& inputs) {
@@ -33,7 +33,7 @@ std::vector<Tensor> WithLossCell::forward(const std::vector<Tensor>& inputs) {
               " input(s)");
   std::vector<Tensor> data(inputs.begin(), inputs.end() - 1);
   Tensor out = backbone_->forward(data).at(0);
-  return {loss_fn_->construct(out, inputs.back())};
+  return {(*loss_fn_)(out, inputs.back())};
 }
 
 // ---- TrainOneStepCell
@@ -100,6 +100,88 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
   return {loss.detach()};
 }
 
+// ---- TrainOneStepWithLossScaleCell ---------------------------------------------------------------
+
+TrainOneStepWithLossScaleCell::TrainOneStepWithLossScaleCell(nn::CellPtr network,
+                                                             optim::OptimizerPtr optimizer,
+                                                             amp::LossScaleManagerPtr manager)
+    : TrainOneStepCell(std::move(network), std::move(optimizer)), manager_(std::move(manager)) {
+  SPORE_CHECK(manager_ != nullptr, "[TrainOneStepWithLossScaleCell] loss_scale_manager is null");
+  set_cls_name("TrainOneStepWithLossScaleCell");
+}
+
+TrainOneStepWithLossScaleCell::TrainOneStepWithLossScaleCell(nn::CellPtr network,
+                                                             optim::OptimizerPtr optimizer,
+                                                             double scale_sense)
+    : TrainOneStepWithLossScaleCell(std::move(network), std::move(optimizer),
+                                    std::make_shared<amp::FixedLossScaleManager>(scale_sense, true)) {}
+
+Tensor TrainOneStepWithLossScaleCell::construct(const Tensor& data, const Tensor& label) {
+  return forward({data, label}).at(0);
+}
+
+std::vector<Tensor> TrainOneStepWithLossScaleCell::scaled_grads(const std::vector<Tensor>& inputs,
+                                                                const Tensor& scale) {
+  EnableGradGuard enable;
+  Tensor loss = network()->forward(inputs).at(0);
+  SPORE_CHECK(is_floating(loss.dtype()), "[TrainOneStepWithLossScaleCell] the network must return a floating loss, got ",
+              dtype_name(loss.dtype()));
+  SPORE_CHECK(loss.requires_grad(), "[TrainOneStepWithLossScaleCell] the loss does not depend on any parameter "
+              "that requires grad; check that the network's parameters are trainable");
+  // The scale is a tensor (a graph input in Graph mode), so every scale runs the same graph.
+  const Tensor sens = scale.to(loss.dtype()).expand(loss.shape());
+  std::vector<Tensor> grads = autograd::grad(loss, optimizer()->parameters(),
+                                             {.sens = sens, .on_grad_ready = grad_ready_hook()});
+  if (grad_reducer()) grads = grad_reducer()(std::move(grads));  // overflow seen by every rank
+  const Tensor inv = reciprocal(scale);  // float32: exact for the usual powers of two
+  for (Tensor& g : grads)
+    if (g.defined()) g = g * inv;
+  std::vector<Tensor> out{loss.detach(), amp::all_finite(grads)};
+  out.insert(out.end(), grads.begin(), grads.end());
+  return out;
+}
+
+std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Tensor>& inputs) {
+  const double s = manager_->get_loss_scale();
+  const Tensor scale = scalar_tensor(s, kFloat32);
+  std::vector<Tensor> r;
+  if (get_context_mode() == Mode::Graph && !is_tracing() && !grad_reducer() && !grad_ready_hook()) {
+    if (!compiled_ls_) {
+      JitOptions opts;
+      opts.name = "train_step_loss_scale";
+      opts.extra_key = [this] {
+        std::string k = network()->training() ? "T" : "E";
+        for (const auto& [name, c] : network()->named_cells()) k += c->training() ? 'T' : 'E';
+        return k;
+      };
+      compiled_ls_ = std::make_shared<JitFunction>(
+          [this](const std::vector<Tensor>& in) {
+            return scaled_grads(std::vector<Tensor>(in.begin(), in.end() - 1), in.back());
+          },
+          opts);
+    }
+    std::vector<Tensor> in;
+    for (const Tensor& t : inputs) in.push_back(t.contiguous());
+    in.push_back(scale);
+    r = (*std::static_pointer_cast<JitFunction>(compiled_ls_))(in);
+  } else {
+    r = scaled_grads(inputs, scale);
+  }
+  // Reading the flag on the host is the one synchronisation point (after the graph ran).
+  const bool overflow = !r[1].item<bool>();
+  std::vector<Tensor> grads(r.begin() + 2, r.end());
+  if (!overflow || !manager_->get_drop_overflow_update()) optimizer()->step(grads);
+  grads_ = std::move(grads);
+  manager_->update_loss_scale(overflow);
+  last_overflow_ = overflow;
+  overflow_steps_ += overflow;
+  return {r[0], scalar_tensor(overflow ? 1.0 : 0.0, kBool), scale};
+}
+
+JitStats TrainOneStepCell::jit_stats() const {
+  return compiled_ ? std::static_pointer_cast<JitFunction>(compiled_)->stats() : JitStats{};
+}
+
 // ---- WithEvalCell
 // ----------------------------------------------------------------------------------
 
@@ -120,7 +202,7 @@ std::vector<Tensor> WithEvalCell::forward(const std::vector<Tensor>& inputs) {
               " input(s)");
   std::vector<Tensor> data(inputs.begin(), inputs.end() - 1);
   Tensor outputs = network_->forward(data).at(0);
-  Tensor loss = loss_fn_->construct(outputs, inputs.back());
+  Tensor loss = (*loss_fn_)(outputs, inputs.back());
   return {loss, outputs, inputs.back()};
 }
 

@@ -4,6 +4,7 @@
 // shapes small, since it re-runs the op twice per input element.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "op_table.h"
 
@@ -322,6 +323,26 @@ OpCase layer_norm_case(std::string name, Shape x, int64_t k) {
           }};
 }
 
+// Mixed precision (amp O2 keeps norm cells in float32): the same row with a float16/bfloat16 data
+// input and float32 parameters/statistics (`f32` lists those inputs). The kernels compute in
+// float32; output 0 keeps the data's dtype and the other outputs are float32 (checked here).
+OpCase mixed_norm(OpCase c, std::vector<size_t> f32, size_t data_input = 0) {
+  c.name += "_mixed_f32_params";
+  for (size_t i : f32) c.inputs[i].fixed_dtype = kFloat32;
+  c.dtypes = {kBFloat16, kFloat16};
+  c.grad_check = false;  // the float64 gradient checks run on the plain rows
+  c.run = [run = c.run, data_input](const Tensors& t) -> Tensors {
+    Tensors r = run(t);
+    for (size_t k = 0; k < r.size(); ++k) {
+      const DType want = k == 0 ? t[data_input].dtype() : kFloat32;
+      SPORE_CHECK(r[k].dtype() == want, "output ", k, " is ", dtype_name(r[k].dtype()), ", expected ",
+                  dtype_name(want));
+    }
+    return r;
+  };
+  return c;
+}
+
 // Optimizer rows: run() updates clones of the inputs and returns them.
 OpCase optim_case(std::string name, OpId op, int nstate, Attrs attrs,
                   std::function<void(Vec&, std::vector<Vec>&, const Vec&)> ref) {
@@ -509,6 +530,9 @@ SPORE_OP_CASES({
      return {from_values(dx, {4, 6}, kFloat64), from_values(dg, {6}, kFloat64), from_values(db, {6}, kFloat64)};
    }},
 
+  mixed_norm(batch_norm_case("nchw", {3, 2, 3, 2}), {1, 2}),
+  mixed_norm(layer_norm_case("last_dim", {3, 4, 5}, 1), {1, 2}),
+
   // ---- optimizer updates ----
   optim_case("apply_momentum/plain", OpId::ApplyMomentum, 1, Attrs().set("lr", 0.1).set("momentum", 0.9),
              [](Vec& p, std::vector<Vec>& s, const Vec& g) {
@@ -560,6 +584,21 @@ SPORE_OP_CASES({
                }
              }),
 });
+
+// The mixed-precision copies of the backward and inference rows above (same file, so they are
+// registered already): (row, float32 inputs, data input).
+SPORE_OP_CASES([] {
+  const std::vector<std::tuple<std::string, std::vector<size_t>, size_t>> rows = {
+      {"batch_norm_backward/nchw", {2}, 1},
+      {"batch_norm_inference/nchw", {1, 2, 3, 4}, 0},
+      {"layer_norm_backward/last_dim", {2}, 1},
+  };
+  std::vector<OpCase> out;
+  for (const auto& [name, f32, data] : rows)
+    for (const OpCase& c : op_cases())
+      if (c.name == name) out.push_back(mixed_norm(c, f32, data));
+  return out;
+}());
 
 }  // namespace
 }  // namespace spore::test

@@ -228,5 +228,45 @@ SPORE_OP_CASES({
    .run = RUN(argmin(x[0], -1, true)), .reference = RUN(ref_arg(x[0], -1, true, false)), .dtypes = kInts},
 });
 
+// ---- all_finite (mixed precision's overflow check) ----
+// Inputs of several shapes (one strided, one large enough for the SIMD loop and the thread blocks);
+// `bad` puts an inf or nan at a given element of the last input.
+Tensor with_value_at(const Tensor& t, int64_t i, double v) {
+  std::vector<double> x = values(t);
+  x[size_t(i)] = v;
+  return from_values(x, t.shape(), t.dtype());
+}
+Tensors ref_all_finite(const Tensors& t) {
+  bool ok = true;
+  for (const Tensor& x : t)
+    for (double v : values(x)) ok = ok && std::isfinite(v);
+  return {from_values({ok ? 1.0 : 0.0}, {}, kBool)};
+}
+Tensors run_all_finite(const Tensors& t) { return {amp::all_finite(t)}; }
+InputSpec big_with(int64_t at, double v) {
+  return {.make = [at, v] { return with_value_at(uniform({70001}, -1, 1), at, v); }};
+}
+
+SPORE_OP_CASES({
+  {.name = "all_finite/finite", .op = OpId::AllFinite,
+   .inputs = {{.shape = {3, 5}}, {.shape = {4, 6}, .non_contiguous = true}, {.shape = {70001}}},
+   .run = run_all_finite, .reference = ref_all_finite, .dtypes = kAllFloats},
+  {.name = "all_finite/inf_in_tail", .op = OpId::AllFinite,
+   .inputs = {{.shape = {3, 5}}, big_with(70000, INFINITY)},
+   .run = run_all_finite, .reference = ref_all_finite, .dtypes = kAllFloats},
+  {.name = "all_finite/neg_inf_in_body", .op = OpId::AllFinite,
+   .inputs = {big_with(40000, -INFINITY), {.shape = {2, 2}}},
+   .run = run_all_finite, .reference = ref_all_finite, .dtypes = kAllFloats},
+  {.name = "all_finite/nan_first", .op = OpId::AllFinite,
+   .inputs = {{.shape = {3}}, big_with(0, NAN)},
+   .run = run_all_finite, .reference = ref_all_finite, .dtypes = kAllFloats},
+  {.name = "all_finite/nan_in_strided", .op = OpId::AllFinite,
+   .inputs = {{.make = [] { return with_value_at(uniform({5, 3}, -1, 1), 7, NAN).transpose(0, 1); }}},
+   .run = run_all_finite, .reference = ref_all_finite, .dtypes = kAllFloats},
+  {.name = "all_finite/ints_and_empty", .op = OpId::AllFinite,
+   .inputs = {{.shape = {4}, .lo = -3, .hi = 3}, {.shape = {0, 3}}},
+   .run = run_all_finite, .reference = ref_all_finite, .dtypes = kInts},
+});
+
 }  // namespace
 }  // namespace spore::test

@@ -88,14 +88,20 @@ int64_t count_params(const nn::Cell& net) {
 }
 
 // Prints one line per epoch and records it in the metrics files.
-train::LambdaCallback epoch_logger(io::MetricsWriter& writer, const std::string& metric) {
-  return train::LambdaCallback({.on_epoch_end = [&writer, metric](train::RunContext& c) {
+// loss_scale (mixed precision with a loss-scale cell): the current scale, printed and recorded.
+train::LambdaCallback epoch_logger(io::MetricsWriter& writer, const std::string& metric,
+                                   std::function<double()> loss_scale = nullptr) {
+  return train::LambdaCallback({.on_epoch_end = [&writer, metric, loss_scale](train::RunContext& c) {
     const double ips = c.epoch_elapsed > 0 ? double(c.epoch_samples) / c.epoch_elapsed : 0;
     io::MetricValues rec{{"loss", c.epoch_loss}};
     std::printf("epoch %lld/%lld: train loss %.4f", (long long)c.epoch, (long long)c.epoch_num, c.epoch_loss);
     for (const auto& [k, v] : c.metrics) {
       rec.emplace_back(k, v);
       std::printf(", %s %.4f", k == metric ? ("test " + k).c_str() : k.c_str(), v);
+    }
+    if (loss_scale) {
+      rec.emplace_back("loss_scale", loss_scale());
+      std::printf(", loss scale %g", loss_scale());
     }
     rec.emplace_back("images_per_s", ips);
     rec.emplace_back("seconds", c.epoch_elapsed);
@@ -186,6 +192,8 @@ int train(const TrainArgs& a) {
   // The MNIST pipeline is cheap next to a step: producing batches on demand beats a prefetch
   // thread that preempts the training step's OpenMP threads on a 2-core machine.
   if (!is_cifar_model(a.model)) data::set_prefetch_size(0);
+  const amp::Level amp_level = amp::parse_level(a.amp);     // bad values: errors naming the valid ones
+  const DType amp_dtype = amp::parse_dtype(a.amp_dtype);
   const std::string out = a.out.empty() ? "out/" + a.model : a.out;
   fs::create_directories(out);
   if (a.model == "mlp-regression") return train_regression(a, out);
@@ -203,7 +211,10 @@ int train(const TrainArgs& a) {
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), a.lr, a.momentum);
-  train::Model model(net, loss, opt, {"accuracy"});  // data parallel: broadcasts rank 0's weights
+  // data parallel: broadcasts rank 0's weights. --amp: MindSpore's Model(amp_level=...).
+  train::Model model(net, loss, opt, {"accuracy"}, nullptr, amp::level_name(amp_level), nullptr, std::nullopt,
+                     amp_dtype);
+  auto loss_scale_cell = std::dynamic_pointer_cast<train::TrainOneStepWithLossScaleCell>(model.train_network());
   int64_t initial_epoch = 0;
   if (!a.resume.empty()) initial_epoch = resume_from(a.resume, *net, *opt, train_ds, a.epochs);
 
@@ -215,6 +226,13 @@ int train(const TrainArgs& a) {
               a.model.c_str(), data_name(a.model), a.data.c_str(), (long long)(a.limit > 0 ? a.limit : is_cifar_model(a.model) ? 50000 : 60000),
               (long long)(a.eval_limit > 0 ? a.eval_limit : 10000), (long long)a.batch_size, a.lr,
               a.momentum, a.mode.c_str(), get_num_threads(), (long long)count_params(*net));
+  if (dist.print && amp_level != amp::Level::O0) {
+    std::printf("mixed precision: %s, %s", amp::level_name(amp_level), dtype_name(amp_dtype));
+    if (loss_scale_cell)
+      std::printf(", %s (initial scale %g)", loss_scale_cell->loss_scale_manager()->name().c_str(),
+                  loss_scale_cell->loss_scale());
+    std::printf("\n");
+  }
   if (a.verbose) std::cout << net->str() << "\n";
   std::fflush(stdout);
 
@@ -227,7 +245,9 @@ int train(const TrainArgs& a) {
       a.model, out + "/checkpoints",
       train::CheckpointConfig{.save_checkpoint_steps = 0, .save_checkpoint_epochs = 1, .keep_checkpoint_max = 3});
   train::Callbacks callbacks;
-  if (dist.print) callbacks = {train::ProgressBar({.log_every = 200}), epoch_logger(*writer_ptr, "accuracy")};
+  if (dist.print) callbacks = {train::ProgressBar({.log_every = 200}), epoch_logger(*writer_ptr, "accuracy",
+                         loss_scale_cell ? std::function<double()>([loss_scale_cell] { return loss_scale_cell->loss_scale(); })
+                                         : nullptr)};
   if (dist.rank == 0) callbacks.push_back(ckpt);
   if (auto fault = fault_injector(dist.rank))
     callbacks.push_back(train::LambdaCallback({.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));

@@ -22,6 +22,8 @@ struct TrainArgs {
   bool verbose = false;
   std::string resume = "";     // a checkpoint written at an epoch end by this command
   double comm_timeout = 60;    // seconds before a silent peer rank counts as lost
+  std::string amp = "O0";        // mixed precision level O0..O3 (spore/amp.h)
+  std::string amp_dtype = "fp16";  // its low-precision dtype: fp16 | bf16
 };
 int train(const TrainArgs& a);
 

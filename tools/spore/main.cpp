@@ -65,6 +65,9 @@ int main(int argc, char** argv) {
   train_cmd->add_flag("--verbose", t.verbose, "print the network, parameter counts and memory use");
   train_cmd->add_option("--resume", t.resume, "continue from a checkpoint written at an epoch end "
                                               "(out/<model>/checkpoints/<model>-<epoch>_<step>.safetensors)");
+  train_cmd->add_option("--amp", t.amp, "mixed precision level: O0 (float32), O1 (conv/matmul/relu in low "
+                                        "precision), O2 (all but BatchNorm, dynamic loss scaling), O3 (all)")->default_val(t.amp);
+  train_cmd->add_option("--amp-dtype", t.amp_dtype, "low-precision dtype for --amp: fp16 | bf16")->default_val(t.amp_dtype);
   train_cmd->add_option("--comm-timeout", t.comm_timeout, "under spore launch / mpirun: seconds before a "
                                                           "silent rank counts as lost")->default_val(t.comm_timeout)->check(kPositive);
 

@@ -4,10 +4,12 @@
 // as in the README example) or shared_ptrs the parent owns.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "spore/amp.h"
 #include "spore/tensor.h"
 
 namespace spore::nn {
@@ -24,8 +26,25 @@ class Cell {
   virtual Tensor construct(const Tensor& x);
   virtual Tensor construct(const Tensor& x, const Tensor& y);
   virtual std::vector<Tensor> forward(const std::vector<Tensor>& inputs);
-  Tensor operator()(const Tensor& x) { return construct(x); }
-  Tensor operator()(const Tensor& x, const Tensor& y) { return construct(x, y); }
+  // Calls make the cell's amp policy current while construct runs (none: the caller's stays).
+  Tensor operator()(const Tensor& x) {
+    if (!amp_) return construct(x);
+    amp::PolicyScope scope(*amp_);
+    return construct(x);
+  }
+  Tensor operator()(const Tensor& x, const Tensor& y) {
+    if (!amp_) return construct(x, y);
+    amp::PolicyScope scope(*amp_);
+    return construct(x, y);
+  }
+
+  // Mixed precision (spore/amp.h): the policy this cell's ops run under. Usually set on the whole
+  // tree by amp::auto_mixed_precision; to_float(dtype) is MindSpore's: this cell and its sub-cells
+  // compute in dtype (float32: a float32 island, e.g. BatchNorm under O2).
+  void set_amp_policy(const amp::Policy& p) { amp_ = p; }
+  void clear_amp_policy() { amp_.reset(); }
+  const std::optional<amp::Policy>& amp_policy() const { return amp_; }
+  Cell& to_float(DType dtype);
 
   // Parameters are float tensors that require grad; buffers are state (e.g. moving statistics)
   // saved in checkpoints but not trained.
@@ -67,6 +86,7 @@ class Cell {
   std::vector<std::pair<std::string, Tensor>> params_, buffers_;
   std::vector<std::pair<std::string, Cell*>> cells_;
   std::vector<std::shared_ptr<Cell>> owned_;
+  std::optional<amp::Policy> amp_;
 };
 
 using CellPtr = std::shared_ptr<Cell>;

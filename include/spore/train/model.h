@@ -10,6 +10,7 @@
 #include <concepts>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,8 +28,14 @@ class Model {
   // loss_fn null: `network` computes the loss itself (a WithLossCell, or any cell returning the
   // loss from (data, label)); eval() then needs eval_network. optimizer null: eval/predict only.
   // eval_network: returns {loss, outputs, label} from (data, label) (default WithEvalCell).
+  // amp_level "O0".."O3", loss_scale_manager, keep_batchnorm_fp32 and cast_model_type (the low
+  // dtype, default float16) are MindSpore's: the train network comes from amp::build_train_network
+  // and, for O2/O3, the default eval network casts the outputs to float32 before loss and metrics.
   Model(nn::CellPtr network, nn::CellPtr loss_fn = nullptr, optim::OptimizerPtr optimizer = nullptr,
-        std::vector<std::string> metrics = {}, nn::CellPtr eval_network = nullptr);
+        std::vector<std::string> metrics = {}, nn::CellPtr eval_network = nullptr,
+        const std::string& amp_level = "O0", amp::LossScaleManagerPtr loss_scale_manager = nullptr,
+        std::optional<bool> keep_batchnorm_fp32 = std::nullopt,
+        std::optional<DType> cast_model_type = std::nullopt);
   // The optimizer by value: Model(net, loss, optim::Momentum(...), {"accuracy"}).
   template <typename O>
   requires std::derived_from<O, optim::Optimizer> Model(nn::CellPtr network, nn::CellPtr loss_fn,
@@ -71,6 +78,8 @@ class Model {
   optim::OptimizerPtr optimizer_;
   std::shared_ptr<TrainOneStepCell> train_network_;
   std::map<std::string, MetricPtr> metrics_;
+  // Graph mode: the eval network and the network compiled by spore::jit (model.cpp).
+  std::shared_ptr<void> compiled_eval_, compiled_predict_;
 };
 
 }  // namespace spore::train

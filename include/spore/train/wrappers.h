@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "spore/amp.h"
+#include "spore/jit.h"
 #include "spore/nn/cell.h"
 #include "spore/optim/optimizer.h"
 
@@ -42,16 +44,21 @@ class TrainOneStepCell : public nn::Cell {
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 
   void set_grad_reducer(GradReducer reducer) { reducer_ = std::move(reducer); }
+  const GradReducer& grad_reducer() const { return reducer_; }
   // Called during backward with (parameter index, gradient) once that gradient is final (the
   // data-parallel reducer starts its all-reduce buckets from here, overlapping backward).
   using GradReadyHook = std::function<void(size_t, const Tensor&)>;
   void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+  const GradReadyHook& grad_ready_hook() const { return grad_ready_; }
   void set_sens(double sens) { sens_ = sens; }
   double sens() const { return sens_; }
   const nn::CellPtr& network() const { return network_; }
   const optim::OptimizerPtr& optimizer() const { return optimizer_; }
   // The gradients of the last step, after the reducer (for inspection and tests).
   const std::vector<Tensor>& last_grads() const { return last_grads_; }
+  // Graph mode: the compiled step's statistics (planned peak, nodes before / after the passes,
+  // cache hits); all zero before the first compiled step.
+  JitStats jit_stats() const;
 
  private:
   nn::CellPtr network_;
@@ -61,6 +68,40 @@ class TrainOneStepCell : public nn::Cell {
   GradReadyHook grad_ready_;
   std::vector<Tensor> last_grads_;
   std::shared_ptr<void> compiled_;  // Graph mode: the jit'ed step (src/graph), built on first use
+};
+
+// TrainOneStepCell with loss scaling (MindSpore's nn.TrainOneStepWithLossScaleCell): the loss
+// gradient is seeded with the manager's scale; the gradients are unscaled (times 1/scale in
+// float32), checked with one AllFinite over all of them, and the optimizer step is skipped when
+// one is inf/nan and the manager drops overflowed steps; then the manager updates the scale.
+// forward() returns {loss, overflow (bool scalar), scale (float32 scalar, the one this step used)}.
+// Graph mode: forward, backward, unscaling and the finiteness check run as one compiled graph (the
+// scale is a graph input, so a new scale does not recompile) returning {loss, all_finite,
+// unscaled grads...}; the host then reads the flag and runs the optimizer step only when clean.
+class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
+ public:
+  TrainOneStepWithLossScaleCell(nn::CellPtr network, optim::OptimizerPtr optimizer,
+                                amp::LossScaleManagerPtr manager);
+  // A constant scale that still skips overflowed steps (MindSpore's scale_sense tensor).
+  TrainOneStepWithLossScaleCell(nn::CellPtr network, optim::OptimizerPtr optimizer, double scale_sense);
+  Tensor construct(const Tensor& data, const Tensor& label) override;
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+
+  const amp::LossScaleManagerPtr& loss_scale_manager() const { return manager_; }
+  double loss_scale() const { return manager_->get_loss_scale(); }  // for the next step
+  bool last_overflow() const { return last_overflow_; }
+  int64_t overflow_steps() const { return overflow_steps_; }  // overflowed steps so far
+  // The unscaled gradients of the last step (inf/nan when it overflowed).
+  const std::vector<Tensor>& unscaled_grads() const { return grads_; }
+
+ private:
+  // {loss, all_finite, unscaled grads...} for inputs (data..., label) and a float32 scale scalar.
+  std::vector<Tensor> scaled_grads(const std::vector<Tensor>& inputs, const Tensor& scale);
+  amp::LossScaleManagerPtr manager_;
+  bool last_overflow_ = false;
+  int64_t overflow_steps_ = 0;
+  std::vector<Tensor> grads_;
+  std::shared_ptr<void> compiled_ls_;  // Graph mode: the jit'ed forward + backward
 };
 
 // Evaluation: forward({data, label}) returns {loss, outputs, label} for the metrics.

@@ -5,6 +5,9 @@
 // matrices, one collapsible batch stride), so a transposed view (the vjp's b^T) costs no copy.
 // Batch dims that broadcast (a (B, M, K) @ b (K, N)) fold into M when they can, else go to oneDNN
 // as a batch of 1; any other layout is made contiguous first.
+//
+// MatmulFused (graph-internal, from graph/passes/dnnl_fusion.cpp): the same primitive with a bias
+// (N) broadcast over rows, a sum post-op for a residual and an eltwise activation.
 #include <algorithm>
 #include <cstring>
 
@@ -68,9 +71,16 @@ dnnl::memory::desc md_of(const Mat& m, onednn::dt t, bool three_d) {
   return dnnl::memory::desc({m.batch, m.rows, m.cols}, t, {m.sb, m.sr, m.sc});
 }
 
+// The fused epilogue: bias (N) contiguous, residual shaped like c, post-op attributes.
+struct Epilogue {
+  const ops::Attrs* post = nullptr;
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+};
+
 // c (B, M, N) contiguous = a @ b through a cached oneDNN matmul; false when oneDNN has no
 // implementation for this dtype here.
-bool dnnl_matmul(const Tensor& a, const Tensor& b, Tensor& c, Mat ma, Mat mb) {
+bool dnnl_matmul(const Tensor& a, const Tensor& b, Tensor& c, Mat ma, Mat mb, const Epilogue& ep = {}) {
   const DType t = c.dtype();
   Mat mc{std::max(ma.batch, mb.batch), ma.rows, mb.cols, ma.rows * mb.cols, mb.cols, 1};
   // Broadcast weights with a row-major batch of A: fold the batch into A's rows (one big GEMM).
@@ -83,17 +93,26 @@ bool dnnl_matmul(const Tensor& a, const Tensor& b, Tensor& c, Mat ma, Mat mb) {
     mc.batch = 1;
   }
   onednn::CacheKey key;
-  key.add(int64_t(ops::OpId::Matmul)).add(int64_t(t)).add(three_d);
+  const bool bias = ep.bias != nullptr, res = ep.residual != nullptr;
+  key.add(int64_t(ep.post ? ops::OpId::MatmulFused : ops::OpId::Matmul)).add(int64_t(t)).add(three_d);
   for (const Mat* m : {&ma, &mb, &mc}) key.add({m->batch, m->rows, m->cols, m->sb, m->sr, m->sc});
+  if (ep.post) onednn::add_post_op_key(key.add(bias), *ep.post);
   auto prim = onednn::cached(key, [&]() -> std::shared_ptr<onednn::Compiled> {
     const onednn::dt d = onednn::to_dnnl(t);
     auto amd = md_of(ma, d, three_d), bmd = md_of(mb, d, three_d), cmd = md_of(mc, d, three_d);
     try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(amd, bmd, cmd), onednn::default_attr(),
-                                      onednn::engine());
-      return std::make_shared<onednn::Compiled>(
-          dnnl::matmul(pd), pd,
-          std::vector<onednn::ArgSpec>{{DNNL_ARG_SRC, amd}, {DNNL_ARG_WEIGHTS, bmd}, {DNNL_ARG_DST, cmd, true}});
+      dnnl::primitive_attr attr = onednn::default_attr();
+      if (ep.post) onednn::set_post_ops(attr, *ep.post);
+      // The bias broadcasts over every dim but the last.
+      const dnnl::memory::desc bmd_bias =
+          three_d ? dnnl::memory::desc({1, 1, mc.cols}, d, onednn::tag::abc)
+                  : dnnl::memory::desc({1, mc.cols}, d, onednn::tag::ab);
+      auto desc = bias ? dnnl::matmul::desc(amd, bmd, bmd_bias, cmd) : dnnl::matmul::desc(amd, bmd, cmd);
+      dnnl::matmul::primitive_desc pd(desc, attr, onednn::engine());
+      std::vector<onednn::ArgSpec> args{{DNNL_ARG_SRC, amd}, {DNNL_ARG_WEIGHTS, bmd}};
+      if (bias) args.push_back({DNNL_ARG_BIAS, bmd_bias});
+      args.push_back({DNNL_ARG_DST, cmd, true, res});
+      return std::make_shared<onednn::Compiled>(dnnl::matmul(pd), pd, std::move(args));
     } catch (const dnnl::error& e) {
       if (e.status == dnnl_unimplemented) return nullptr;  // the caller falls back
       onednn::throw_dnnl_error("dnnl::matmul::primitive_desc", int(e.status), e.what(), __FILE__,
@@ -101,7 +120,8 @@ bool dnnl_matmul(const Tensor& a, const Tensor& b, Tensor& c, Mat ma, Mat mb) {
     }
   });
   if (!prim) return false;
-  prim->run({a.data_ptr(), b.data_ptr(), c.data_ptr()});
+  if (bias) prim->run({a.data_ptr(), b.data_ptr(), ep.bias, c.data_ptr()}, ep.residual);
+  else prim->run({a.data_ptr(), b.data_ptr(), c.data_ptr()}, ep.residual);
   return true;
 }
 
@@ -132,16 +152,10 @@ void matmul_f64(const Tensor& a, const Tensor& b, Tensor& c, const Shape& out_ba
   });
 }
 
-void matmul_kernel(ops::KernelContext& ctx) {
-  const Tensor &a = ctx.inputs[0], &b = ctx.inputs[1];
-  Tensor& c = ctx.outputs[0];
+// Runs c = a @ b (+ the epilogue) for any operand layouts.
+void matmul_into(ops::KernelContext& ctx, const Tensor& a, const Tensor& b, Tensor& c,
+                 const Epilogue& ep, void (*self)(ops::KernelContext&)) {
   const Shape out_batch(c.shape().begin(), c.shape().end() - 2);
-  if (c.numel() == 0) return;
-  if (a.size(-1) == 0) {  // empty inner dim: a sum of nothing
-    std::memset(c.data_ptr(), 0, c.nbytes());
-    return;
-  }
-  if (c.dtype() == kFloat64) return matmul_f64(a, b, c, out_batch);
   Tensor A = a, B = b;
   Mat ma, mb;
   if (!describe(A, out_batch, ma)) {
@@ -164,12 +178,58 @@ void matmul_kernel(ops::KernelContext& ctx) {
     A = dense(a.expand(s));
     describe(A, out_batch, ma);
   }
-  if (dnnl_matmul(A, B, c, ma, mb)) return;
-  run_via_f32(ctx, matmul_kernel);  // float16 without hardware support
+  if (dnnl_matmul(A, B, c, ma, mb, ep)) return;
+  run_via_f32(ctx, self);  // float16 without hardware support
+}
+
+void matmul_kernel(ops::KernelContext& ctx) {
+  const Tensor &a = ctx.inputs[0], &b = ctx.inputs[1];
+  Tensor& c = ctx.outputs[0];
+  const Shape out_batch(c.shape().begin(), c.shape().end() - 2);
+  if (c.numel() == 0) return;
+  if (a.size(-1) == 0) {  // empty inner dim: a sum of nothing
+    std::memset(c.data_ptr(), 0, c.nbytes());
+    return;
+  }
+  if (c.dtype() == kFloat64) return matmul_f64(a, b, c, out_batch);
+  matmul_into(ctx, a, b, c, {}, matmul_kernel);
+}
+
+// MatmulFused: (a, b[, bias (N)][, residual like c]) -> act(a @ b + bias + residual).
+void matmul_fused_kernel(ops::KernelContext& ctx) {
+  const bool has_bias = ctx.attrs.get_bool("has_bias", false);
+  const bool has_res = ctx.attrs.get_bool("has_residual", false);
+  const Tensor &a = ctx.inputs[0], &b = ctx.inputs[1];
+  Tensor bias = has_bias ? dense(ctx.inputs[2]) : Tensor();
+  Tensor res = has_res ? dense(ctx.inputs[has_bias ? 3 : 2]) : Tensor();
+  Tensor& c = ctx.outputs[0];
+  if (c.numel() == 0) return;
+  const Shape out_batch(c.shape().begin(), c.shape().end() - 2);
+  if (c.dtype() == kFloat64 || a.size(-1) == 0) {  // plain product, then the epilogue per element
+    if (c.dtype() != kFloat64 && c.dtype() != kFloat32) return run_via_f32(ctx, matmul_fused_kernel);
+    if (a.size(-1) == 0) std::memset(c.data_ptr(), 0, c.nbytes());
+    else matmul_f64(a, b, c, out_batch);
+    auto epilogue = [&](auto* cp) {
+      using T = std::remove_pointer_t<decltype(cp)>;
+      const T* bp = has_bias ? static_cast<const T*>(bias.data_ptr()) : nullptr;
+      const T* rp = has_res ? static_cast<const T*>(res.data_ptr()) : nullptr;
+      const int64_t N = c.size(-1);
+      for (int64_t i = 0; i < c.numel(); ++i) {
+        double v = double(cp[i]) + (bp ? double(bp[i % N]) : 0.0) + (rp ? double(rp[i]) : 0.0);
+        cp[i] = T(onednn::apply_activation(ctx.attrs, v));
+      }
+    };
+    if (c.dtype() == kFloat64) epilogue(c.data<double>());
+    else epilogue(c.data<float>());
+    return;
+  }
+  Epilogue ep{&ctx.attrs, has_bias ? bias.data_ptr() : nullptr, has_res ? res.data_ptr() : nullptr};
+  matmul_into(ctx, a, b, c, ep, matmul_fused_kernel);
 }
 
 }  // namespace
 
 SPORE_KERNEL(CPU, Matmul, matmul_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_KERNEL(CPU, MatmulFused, matmul_fused_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 
 }  // namespace spore::cpu

@@ -1,6 +1,9 @@
 // oneDNN engine/stream singletons, error reporting and the primitive cache (see onednn.h).
 #include "backends/cpu/onednn/onednn.h"
 
+#include <cfloat>
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 
@@ -74,12 +77,13 @@ size_t CacheKey::hash() const {
 }
 
 Compiled::Compiled(dnnl::primitive prim, const dnnl::primitive_desc_base& pd, std::vector<ArgSpec> specs)
-    : prim_(std::move(prim)) {
+    : prim_(std::move(prim)), impl_(pd.impl_info_str()) {
   dnnl::engine& eng = engine();
   for (const ArgSpec& s : specs) {
     Arg a;
     a.arg = s.arg;
     a.output = s.output;
+    a.accumulate = s.accumulate;
     a.user = dnnl::memory(s.user, eng, DNNL_MEMORY_NONE);
     const dnnl::memory::desc pmd = pd.query_md(dnnl::query::exec_arg_md, s.arg);
     if (pmd != s.user) {
@@ -88,6 +92,8 @@ Compiled::Compiled(dnnl::primitive prim, const dnnl::primitive_desc_base& pd, st
       auto rpd = s.output ? dnnl::reorder::primitive_desc(eng, pmd, eng, s.user)
                           : dnnl::reorder::primitive_desc(eng, s.user, eng, pmd);
       a.reorder = dnnl::reorder(rpd);
+      if (s.accumulate)
+        a.accum_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(eng, s.user, eng, pmd));
     }
     args_.push_back(std::move(a));
   }
@@ -99,15 +105,20 @@ Compiled::Compiled(dnnl::primitive prim, const dnnl::primitive_desc_base& pd, st
   if (scratch_bytes_) exec_args_.emplace(DNNL_ARG_SCRATCHPAD, scratch_);
 }
 
-void Compiled::run(std::initializer_list<const void*> ptrs) {
-  SPORE_ASSERT(ptrs.size() == args_.size(), "oneDNN primitive run with ", ptrs.size(),
-               " buffers, expected ", args_.size());
+std::vector<size_t> Compiled::arg_bytes() const {
+  std::vector<size_t> r;
+  for (const Arg& a : args_) r.push_back(a.user.get_desc().get_size());
+  return r;
+}
+
+void Compiled::run(const void* const* ptr_array, size_t n, const void* dst_init) {
+  SPORE_ASSERT(n == args_.size(), "oneDNN primitive run with ", n, " buffers, expected ", args_.size());
   std::lock_guard<std::mutex> lock(mu_);
   dnnl::stream& s = stream();
   // Temporaries live until the end of this call; the allocator caches them between calls.
   Tensor temps[8];
-  size_t i = 0;
-  for (const void* p : ptrs) {
+  for (size_t i = 0; i < n; ++i) {
+    const void* p = ptr_array[i];
     Arg& a = args_[i];
     a.user.set_data_handle(const_cast<void*>(p));
     if (a.prim) {
@@ -117,7 +128,16 @@ void Compiled::run(std::initializer_list<const void*> ptrs) {
       if (!a.output)
         SPORE_DNNL_CHECK(a.reorder.execute(s, a.user, a.prim), "input reorder failed");
     }
-    ++i;
+    if (a.accumulate && dst_init) {
+      if (a.prim) {  // reorder the initial contents straight into the blocked buffer
+        SPORE_ASSERT(a.accum_reorder, "accumulating argument without its reorder");
+        a.user.set_data_handle(const_cast<void*>(dst_init));
+        SPORE_DNNL_CHECK(a.accum_reorder.execute(s, a.user, a.prim), "residual reorder failed");
+        a.user.set_data_handle(const_cast<void*>(p));
+      } else if (dst_init != p) {
+        std::memcpy(const_cast<void*>(p), dst_init, a.user.get_desc().get_size());
+      }
+    }
   }
   Tensor scratch;
   if (scratch_bytes_) {
@@ -128,6 +148,59 @@ void Compiled::run(std::initializer_list<const void*> ptrs) {
   for (Arg& a : args_)
     if (a.prim && a.output) SPORE_DNNL_CHECK(a.reorder.execute(s, a.prim, a.user), "output reorder failed");
   s.wait();
+}
+
+namespace {
+// The activation names, in the order their codes go into cache keys.
+constexpr const char* kActs[] = {"", "relu", "leaky_relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "clamp"};
+int act_code(const ops::Attrs& a) {
+  const std::string act = a.has("act") ? a.get_string("act") : std::string();
+  for (int i = 0; i < int(std::size(kActs)); ++i)
+    if (act == kActs[i]) return i;
+  SPORE_THROW(ErrorKind::ValueError, "unknown fused activation '", act,
+              "'; expected relu, leaky_relu, sigmoid, tanh, gelu, gelu_tanh, silu or clamp");
+}
+}  // namespace
+
+void set_post_ops(dnnl::primitive_attr& attr, const ops::Attrs& a) {
+  dnnl::post_ops po;
+  if (a.get_bool("has_residual", false)) po.append_sum(1.0f);
+  const float alpha = float(a.get_float("alpha", 0.0)), beta = float(a.get_float("beta", 0.0));
+  using alg = dnnl::algorithm;
+  switch (act_code(a)) {
+    case 0: break;
+    case 1: po.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); break;
+    case 2: po.append_eltwise(1.0f, alg::eltwise_relu, alpha, 0.0f); break;  // slope alpha below 0
+    case 3: po.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); break;
+    case 4: po.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
+    case 5: po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f); break;
+    case 6: po.append_eltwise(1.0f, alg::eltwise_gelu_tanh, 0.0f, 0.0f); break;
+    case 7: po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f); break;  // x * sigmoid(1 x)
+    case 8: po.append_eltwise(1.0f, alg::eltwise_clip, alpha, beta); break;   // min(max(x, a), b)
+  }
+  attr.set_post_ops(po);
+}
+
+void add_post_op_key(CacheKey& key, const ops::Attrs& a) {
+  float ab[2] = {float(a.get_float("alpha", 0.0)), float(a.get_float("beta", 0.0))};
+  int32_t bits[2];
+  std::memcpy(bits, ab, sizeof bits);
+  key.add(int64_t(a.get_bool("has_residual", false))).add(act_code(a)).add(bits[0]).add(bits[1]);
+}
+
+double apply_activation(const ops::Attrs& a, double x) {
+  const double alpha = a.get_float("alpha", 0.0), beta = a.get_float("beta", 0.0);
+  switch (act_code(a)) {
+    case 1: return x > 0 ? x : 0.0;
+    case 2: return x > 0 ? x : alpha * x;
+    case 3: return 1.0 / (1.0 + std::exp(-x));
+    case 4: return std::tanh(x);
+    case 5: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case 6: return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case 7: return x / (1.0 + std::exp(-x));
+    case 8: return std::min(std::max(x, alpha), beta);
+    default: return x;
+  }
 }
 
 namespace {

@@ -18,9 +18,11 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "ops/op.h"
 #include "spore/tensor.h"
 
 namespace spore::cpu::onednn {
@@ -72,29 +74,51 @@ struct ArgSpec {
   int arg;
   dnnl::memory::desc user;
   bool output = false;
+  // An output the primitive accumulates into (a sum post-op): run()'s `dst_init` is copied (or
+  // reordered) into the primitive's buffer before it executes.
+  bool accumulate = false;
 };
 
 class Compiled {
  public:
   Compiled(dnnl::primitive prim, const dnnl::primitive_desc_base& pd, std::vector<ArgSpec> args);
-  // ptrs: the caller's buffers, in the order of the ArgSpecs given at construction.
-  void run(std::initializer_list<const void*> ptrs);
+  // ptrs: the caller's buffers, in the order of the ArgSpecs given at construction. dst_init:
+  // the initial contents of the `accumulate` output (same layout as that output), if any.
+  void run(std::initializer_list<const void*> ptrs, const void* dst_init = nullptr) {
+    run(ptrs.begin(), ptrs.size(), dst_init);
+  }
+  void run(const void* const* ptrs, size_t n, const void* dst_init = nullptr);
+  // The user-side byte sizes of the arguments, in ArgSpec order (for benchmarking a primitive).
+  std::vector<size_t> arg_bytes() const;
+  const std::string& impl() const { return impl_; }  // oneDNN's implementation name
 
  private:
   struct Arg {
     int arg;
-    bool output;
+    bool output, accumulate;
     dnnl::memory user, prim;  // prim is empty when the layouts agree
     dnnl::reorder reorder;
+    dnnl::reorder accum_reorder;  // accumulate outputs: user -> prim, for the initial contents
     size_t prim_bytes = 0;
   };
   dnnl::primitive prim_;
+  std::string impl_;
   std::vector<Arg> args_;
   dnnl::memory scratch_;
   size_t scratch_bytes_ = 0;
   std::unordered_map<int, dnnl::memory> exec_args_;
   std::mutex mu_;  // memory objects are rebound per call
 };
+
+// ---- post-ops (Conv2dFused / MatmulFused) --------------------------------------------------------
+// The fused ops' attributes: has_residual (a sum post-op: dst = conv + bias + residual) and act
+// ("" / "relu" / "leaky_relu" / "sigmoid" / "tanh" / "gelu" / "gelu_tanh" / "silu" / "clamp")
+// with alpha / beta (leaky_relu's slope; clamp's bounds).
+// Appends the post-ops to attr; adds everything that changes them to key.
+void set_post_ops(dnnl::primitive_attr& attr, const ops::Attrs& a);
+void add_post_op_key(CacheKey& key, const ops::Attrs& a);
+// The activation in double precision (the float64 fallback and tests).
+double apply_activation(const ops::Attrs& a, double x);
 
 // Returns the cached entry for key, creating it with make() on the first call.
 std::shared_ptr<Compiled> cached(const CacheKey& key, const std::function<std::shared_ptr<Compiled>()>& make);
