@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 export OMP_NUM_THREADS=2
 for b in "$BUILD"/bench/bench_*; do
   [[ -x "$b" ]] || continue
+  [[ "$(basename "$b")" == bench_amp ]] && continue  # bench/peers/amp.sh runs it and prints ratios
   echo "== $(basename "$b")"
   "$b" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true || echo "(failed: $b)"
 done

@@ -73,22 +73,30 @@ std::shared_ptr<nn::Cell> with_float32_output(std::shared_ptr<nn::Cell> network)
   return std::make_shared<OutputTo32>(std::move(network));
 }
 
-// ---- loss scale managers -------------------------------------------------------------------------
+// ---- loss scale managers
+// -------------------------------------------------------------------------
 
 FixedLossScaleManager::FixedLossScaleManager(double loss_scale, bool drop_overflow_update)
     : scale_(loss_scale), drop_(drop_overflow_update) {
-  SPORE_CHECK(std::isfinite(loss_scale) && loss_scale >= 1, "[FixedLossScaleManager] loss_scale must be a finite "
-              "number >= 1, got ", loss_scale);
+  SPORE_CHECK(std::isfinite(loss_scale) && loss_scale >= 1,
+              "[FixedLossScaleManager] loss_scale must be a finite "
+              "number >= 1, got ",
+              loss_scale);
 }
 
 DynamicLossScaleManager::DynamicLossScaleManager(double init_loss_scale, double scale_factor,
                                                  int64_t scale_window)
     : scale_(init_loss_scale), factor_(scale_factor), window_(scale_window) {
-  SPORE_CHECK(std::isfinite(init_loss_scale) && init_loss_scale >= 1, "[DynamicLossScaleManager] init_loss_scale "
-              "must be a finite number >= 1, got ", init_loss_scale);
-  SPORE_CHECK(std::isfinite(scale_factor) && scale_factor > 1, "[DynamicLossScaleManager] scale_factor must be > 1, "
-              "got ", scale_factor);
-  SPORE_CHECK(scale_window >= 1, "[DynamicLossScaleManager] scale_window must be >= 1, got ", scale_window);
+  SPORE_CHECK(std::isfinite(init_loss_scale) && init_loss_scale >= 1,
+              "[DynamicLossScaleManager] init_loss_scale "
+              "must be a finite number >= 1, got ",
+              init_loss_scale);
+  SPORE_CHECK(std::isfinite(scale_factor) && scale_factor > 1,
+              "[DynamicLossScaleManager] scale_factor must be > 1, "
+              "got ",
+              scale_factor);
+  SPORE_CHECK(scale_window >= 1, "[DynamicLossScaleManager] scale_window must be >= 1, got ",
+              scale_window);
 }
 
 void DynamicLossScaleManager::update_loss_scale(bool overflow) {
@@ -104,7 +112,8 @@ void DynamicLossScaleManager::update_loss_scale(bool overflow) {
   }
 }
 
-// ---- build_train_network -------------------------------------------------------------------------
+// ---- build_train_network
+// -------------------------------------------------------------------------
 
 std::shared_ptr<nn::Cell> build_train_network(std::shared_ptr<nn::Cell> network,
                                               std::shared_ptr<optim::Optimizer> optimizer,
@@ -125,7 +134,8 @@ std::shared_ptr<nn::Cell> build_train_network(std::shared_ptr<nn::Cell> network,
   if (!loss_scale_manager && level == Level::O2)
     loss_scale_manager = std::make_shared<DynamicLossScaleManager>();
   if (loss_scale_manager && loss_scale_manager->updates_scale())
-    return std::make_shared<train::TrainOneStepWithLossScaleCell>(net, optimizer, loss_scale_manager);
+    return std::make_shared<train::TrainOneStepWithLossScaleCell>(net, optimizer,
+                                                                  loss_scale_manager);
   const double scale = loss_scale_manager ? loss_scale_manager->get_loss_scale() : 1.0;
   // MindSpore leaves matching the optimizer's loss_scale to the user; setting it here makes the
   // returned step correct as it is (gradients are unscaled before the update).

@@ -29,7 +29,8 @@ size_t fuse_optimizer(Graph& g);
 // once, first. Returns the casts inserted.
 size_t insert_amp_casts(Graph& g);
 // cast(cast(x: A -> B) -> A) -> x and cast chains -> one cast when A -> B is exact (f16/bf16 ->
-// f32); casts to the same dtype removed.
+// f32); casts to the same dtype removed; cast(add/sub/mul(cast(a), cast(b)) -> L) with a, b in L
+// -> the op in L (bit-identical: L kernels compute in float and round once).
 size_t remove_cast_pairs(Graph& g);
 // oneDNN post-op fusion (passes/dnnl_fusion.cpp): conv2d / matmul [+ bias] [+ residual]
 // [-> activation] -> one conv2d_fused / matmul_fused where the intermediates have no other reader
@@ -38,6 +39,15 @@ size_t fuse_conv_matmul(Graph& g);
 // Inference BatchNorm folded into the preceding conv2d's weight and bias (passes/bn_folding.cpp);
 // returns batch norms removed.
 size_t fold_batchnorm(Graph& g);
+
+// Softmax + cross-entropy (passes/softmax_ce_fusion.cpp): log_softmax -> gather (-> reshape ->
+// neg) and its backward (scatter_add -> sum -> exp * sum -> sub) -> one
+// softmax_cross_entropy_fused node plus dlogits * -dL/dgather; returns losses fused.
+size_t fuse_softmax_cross_entropy(Graph& g);
+// Elementwise fusion (passes/elementwise_fusion.cpp): connected pointwise nodes of one output
+// shape whose intermediates have no outside reader -> one fused_elementwise node running a small
+// program (ops/fused_program.h); run after the conv/matmul post-op fusion. Returns nodes made.
+size_t fuse_elementwise(Graph& g);
 
 // verify, then the passes in order until nothing changes (at most a few rounds), verify again;
 // each stage is dumped when SPORE_DUMP_IR is set.

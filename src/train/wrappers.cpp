@@ -151,7 +151,10 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Ten
       opts.name = "train_step_loss_scale";
       opts.extra_key = [this] {
         std::string k = network()->training() ? "T" : "E";
-        for (const auto& [name, c] : network()->named_cells()) k += c->training() ? 'T' : 'E';
+        for (const auto& [name, c] : network()->named_cells()) {
+          k += c->training() ? 'T' : 'E';
+          if (c->amp_policy()) k += c->amp_policy()->str();  // the traced casts depend on it
+        }
         return k;
       };
       compiled_ls_ = std::make_shared<JitFunction>(

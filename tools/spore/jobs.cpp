@@ -188,7 +188,10 @@ int64_t resume_from(const std::string& file, nn::Cell& net, optim::Optimizer& op
 int train(const TrainArgs& a) {
   set_seed(a.seed);
   if (a.threads > 0) set_num_threads(a.threads);
-  set_context({.mode = mode_from_name(a.mode)});
+  // Graph mode by default; mlp-regression trains with Adam, whose step count is an attribute of
+  // the update (bias correction), so a compiled step would be retraced every step: it stays
+  // PyNative unless --mode graph is asked for.
+  set_context({.mode = mode_from_name(a.model == "mlp-regression" && !a.mode_given ? "pynative" : a.mode)});
   // The MNIST pipeline is cheap next to a step: producing batches on demand beats a prefetch
   // thread that preempts the training step's OpenMP threads on a 2-core machine.
   if (!is_cifar_model(a.model)) data::set_prefetch_size(0);
@@ -251,6 +254,15 @@ int train(const TrainArgs& a) {
   if (dist.rank == 0) callbacks.push_back(ckpt);
   if (auto fault = fault_injector(dist.rank))
     callbacks.push_back(train::LambdaCallback({.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
+  // --verbose, Graph mode: the statistics of the compiled step with the largest planned arena
+  // (the full batch; the last, smaller batch of an epoch is a second signature).
+  JitStats graph_stats;
+  if (a.verbose && model.train_network())
+    callbacks.push_back(train::LambdaCallback({.on_step_end = [&graph_stats, &model](train::RunContext&) {
+      const JitStats js = model.train_network()->jit_stats();
+      if (js.planned_peak_bytes >= graph_stats.planned_peak_bytes) graph_stats = js;
+      graph_stats.traces = js.traces, graph_stats.cache_hits = js.cache_hits, graph_stats.cache_size = js.cache_size;
+    }}));
   model.fit(a.epochs, train_ds, test_ds, callbacks, 1, initial_epoch);
   if (!dist.print) {  // the other ranks' outputs are rank 0's
     parallel::release();
@@ -272,6 +284,12 @@ int train(const TrainArgs& a) {
     std::printf("memory: peak %.1f MiB in use, %.1f MiB cached, %llu allocations (%.1f%% cache hits)\n",
                 double(s.peak_bytes_in_use) / 1048576.0, double(s.bytes_cached) / 1048576.0,
                 (unsigned long long)s.num_allocs, 100.0 * double(s.cache_hits) / double(std::max<uint64_t>(s.num_allocs, 1)));
+    const JitStats& js = graph_stats;
+    if (js.traces > 0)
+      std::printf("compiled train step: %zu nodes traced, %zu after the passes; planned peak %.1f MiB "
+                  "(%.1f MiB without reuse); %lld compilations, %lld cache hits, %zu cached\n",
+                  js.nodes_traced, js.nodes, double(js.planned_peak_bytes) / 1048576.0,
+                  double(js.unplanned_bytes) / 1048576.0, (long long)js.traces, (long long)js.cache_hits, js.cache_size);
   }
   std::printf("final test accuracy: %.4f\noutputs: %s (checkpoint), %s/metrics.jsonl and .csv, %s/curves.png, "
               "%s/checkpoints/\n", acc, path.c_str(), out.c_str(), out.c_str(), out.c_str());

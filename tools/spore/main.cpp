@@ -55,14 +55,16 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--batch-size", t.batch_size, "samples per step")->default_val(t.batch_size)->check(kPositive);
   train_cmd->add_option("--lr", t.lr, "learning rate")->default_val(t.lr)->check(kPositive);
   train_cmd->add_option("--momentum", t.momentum, "momentum of the Momentum optimizer")->default_val(t.momentum);
-  train_cmd->add_option("--mode", t.mode, "execution mode")->check(CLI::IsMember({"graph", "pynative"}))->default_val(t.mode);
+  train_cmd->add_option("--mode", t.mode, "execution mode: graph (the training step traced and compiled "
+                                        "once, then run as one optimised graph) or pynative (op by op, eager)")->check(CLI::IsMember({"graph", "pynative"}))->default_val(t.mode);
   train_cmd->add_option("--data", t.data, "folder with the IDX files (train-images-idx3-ubyte[.gz], ...)")->default_val(t.data);
   train_cmd->add_option("--out", t.out, "output folder (default out/<model>)");
   train_cmd->add_option("--seed", t.seed, "random seed (initialisation, shuffling)")->default_val(t.seed);
   train_cmd->add_option("--threads", t.threads, "threads (0: all cores)")->default_val(t.threads)->check(kNonNegative);
   train_cmd->add_option("--limit", t.limit, "use only the first N training samples")->check(kPositive);
   train_cmd->add_option("--eval-limit", t.eval_limit, "use only the first N test samples")->check(kPositive);
-  train_cmd->add_flag("--verbose", t.verbose, "print the network, parameter counts and memory use");
+  train_cmd->add_flag("--verbose", t.verbose, "print the network, parameter counts, memory use and (graph mode) the compiled "
+                                            "step's node counts, planned peak memory and cache statistics");
   train_cmd->add_option("--resume", t.resume, "continue from a checkpoint written at an epoch end "
                                               "(out/<model>/checkpoints/<model>-<epoch>_<step>.safetensors)");
   train_cmd->add_option("--amp", t.amp, "mixed precision level: O0 (float32), O1 (conv/matmul/relu in low "
@@ -97,6 +99,7 @@ int main(int argc, char** argv) {
     return app.exit(err);
   }
   try {
+    t.mode_given = train_cmd->count("--mode") > 0;
     if (*train_cmd) return train(t);
     if (*eval_cmd) return eval(e);
     if (*check_cmd) return run_check();

@@ -13,7 +13,8 @@
 //
 // One cast per (value, dtype) is made and reused by every later consumer (until an effect
 // mutates the value). The pass leaves cast(cast(x)) pairs, e.g. bf16 -> f32 -> bf16 between two
-// O1 ops; remove_cast_pairs (in the pipeline's loop) removes those that are exact.
+// O1 ops; remove_cast_pairs (in the pipeline's loop) removes those that are exact, and runs the
+// engine's float32 gradient sums of two bf16 values in bf16 where only a cast back reads them.
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -161,18 +162,54 @@ size_t insert_amp_casts(Graph& g) {
   return inserted;
 }
 
+namespace {
+bool is_cast_from(const Value* v, DType from) {
+  return v->producer && v->producer->op == ops::OpId::Cast &&
+         v->producer->inputs[0]->dtype == from;
+}
+}  // namespace
+
 size_t remove_cast_pairs(Graph& g) {
   const auto mutated_list = mutated_values(g);
   const std::unordered_set<const Value*> mutated(mutated_list.begin(), mutated_list.end());
+  std::unordered_map<const Value*, int> uses;  // readers (nodes and graph outputs) per value
+  for (const auto& n : g.nodes)
+    for (const Value* in : n->inputs) ++uses[in];
+  for (const Value* o : g.outputs) ++uses[o];
   size_t changed = 0;
   for (auto& up : g.nodes) {
     Node* n = up.get();
     if (n->op != ops::OpId::Cast) continue;
     Value* x = n->inputs[0];
     Value* out = n->outputs[0];
+    // cast(add(cast(a), cast(b)) -> L) with a, b in L (bf16/f16): the gradient sums the engine
+    // makes without a policy, between low-precision backward ops. Add, Sub and Mul of two L
+    // values are computed exactly as the float32 op (the L kernels compute in float and round
+    // to nearest even once, like the cast), so run the op in L and drop the three casts.
+    const DType low = out->dtype;
+    Node* op = x->producer;
+    if ((low == kBFloat16 || low == kFloat16) && x->dtype == kFloat32 && op &&
+        (op->op == ops::OpId::Add || op->op == ops::OpId::Sub || op->op == ops::OpId::Mul) &&
+        op->outputs.size() == 1 && uses[x] == 1) {
+      bool ok = true;
+      for (const Value* in : op->inputs)
+        ok = ok && is_cast_from(in, low) && !mutated.count(view_base(in->producer->inputs[0]));
+      const ops::KernelEntry* k = ops::find_kernel(op->op, x->device.type);
+      if (ok && k && k->supports(low)) {
+        for (Value*& in : op->inputs) in = in->producer->inputs[0];
+        x->dtype = low;  // contiguous, same shape: the strides stand
+        g.replace_all_uses(out, x);
+        uses[x] += uses[out] - 1;
+        uses[out] = 0;
+        ++changed;
+        continue;
+      }
+    }
     if (x->dtype == out->dtype) {  // to the same dtype
       if (same_layout(x, out)) {
         g.replace_all_uses(out, x);
+        uses[x] += uses[out];
+        uses[out] = 0;
         ++changed;
       }
       continue;
@@ -186,10 +223,14 @@ size_t remove_cast_pairs(Graph& g) {
     if (a->dtype == out->dtype) {  // a round trip: bf16 -> f32 -> bf16 is bf16
       if (same_layout(a, out)) {
         g.replace_all_uses(out, a);
+        uses[a] += uses[out];
+        uses[out] = 0;
         ++changed;
       }
     } else {
       n->inputs[0] = a;  // a chain: one cast
+      --uses[x];
+      ++uses[a];
       ++changed;
     }
   }

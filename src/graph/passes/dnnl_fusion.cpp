@@ -3,6 +3,7 @@
 //   conv2d(x, w[, b]) [+ bias (C,1,1)] [+ residual] [-> activation]  ->  conv2d_fused
 //   matmul(a, b)      [+ bias (N)]     [+ residual] [-> activation]  ->  matmul_fused
 //
+// and a conv2d_fused with a folded BatchNorm (fold_batchnorm) takes its residual and activation.
 // (the bias add is how nn::Dense adds its bias; nn::Conv2d passes it to conv2d itself). Every
 // intermediate must have exactly one reader, the next op of the chain, so nothing the backward
 // reads disappears. One exception is made legal first: relu_grad(dy, x) with x = relu's input
@@ -94,22 +95,26 @@ size_t fuse_conv_matmul(Graph& g) {
   std::unordered_set<const Node*> dead;
   std::vector<Node*> anchors;  // every conv2d / matmul, in schedule order
   for (const auto& n : g.nodes)
-    if (n->op == OpId::Conv2d || n->op == OpId::Matmul) anchors.push_back(n.get());
+    if (n->op == OpId::Conv2d || n->op == OpId::Matmul ||
+        (n->op == OpId::Conv2dFused && !n->attrs.get_bool("has_residual", false) &&
+         n->attrs.get_string("act").empty()))
+      anchors.push_back(n.get());
   for (Node* n : anchors) {
     Uses uses(g);  // rebuilt per chain: earlier fusions changed the readers
-    const bool conv = n->op == OpId::Conv2d;
+    const bool prefused = n->op == OpId::Conv2dFused;  // a folded BatchNorm: scale and shift
+    const bool conv = n->op == OpId::Conv2d || prefused;
     Value* cur = n->outputs[0];
     if (cur->dtype != kFloat32 && cur->dtype != kBFloat16 && cur->dtype != kFloat16) continue;  // oneDNN's
     if (!conv && (n->inputs[0]->shape.size() < 2 || n->inputs[1]->shape.size() < 2 ||
                   cur->shape.size() > 3))
       continue;
-    Value* bias = conv && n->inputs.size() == 3 ? n->inputs[2] : nullptr;
+    Value* bias = n->op == OpId::Conv2d && n->inputs.size() == 3 ? n->inputs[2] : nullptr;
     Value *residual = nullptr, *bias_to_reshape = nullptr;
     std::vector<Node*> chain{n};
     ops::Attrs post = conv ? n->attrs : ops::Attrs();
     const int64_t channels = conv ? cur->shape[1] : cur->shape.back();
     // + bias
-    if (Node* u = uses.single(cur); !bias && u && u->op == OpId::Add && same_meta(u->outputs[0], cur)) {
+    if (Node* u = uses.single(cur); !bias && !prefused && u && u->op == OpId::Add && same_meta(u->outputs[0], cur)) {
       Value* other = u->inputs[0] == cur ? u->inputs[1] : u->inputs[0];
       const Shape& s = other->shape;
       const bool is_bias = other != cur && other->dtype == cur->dtype && other->is_contiguous() &&
@@ -152,10 +157,11 @@ size_t fuse_conv_matmul(Graph& g) {
       r->amp = n->amp;
       bias = r->outputs[0];
     }
-    std::vector<Value*> ins{n->inputs[0], n->inputs[1]};
+    std::vector<Value*> ins = prefused ? n->inputs : std::vector<Value*>{n->inputs[0], n->inputs[1]};
     if (bias) ins.push_back(bias);
     if (residual) ins.push_back(residual);
-    post.set("has_bias", bias != nullptr).set("has_residual", residual != nullptr);
+    if (!prefused) post.set("has_bias", bias != nullptr);
+    post.set("has_residual", residual != nullptr);
     const OpId op = conv ? OpId::Conv2dFused : OpId::MatmulFused;
     ops::Metas in_metas;
     for (const Value* v : ins) in_metas.push_back({v->shape, v->dtype});

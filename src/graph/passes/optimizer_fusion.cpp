@@ -1,7 +1,7 @@
 // Optimizer fusion: the per-parameter update effects of one optimizer step (ApplyMomentum,
 // ApplyAdam) with equal attributes and dtype become one FusedApplyMomentum / FusedApplyAdam node,
 // whose kernel runs every update in a single parallel region split by total element count
-// (backends/cpu/kernels/optim_update.cpp). LeNet-5: 10 apply_momentum nodes -> 1.
+// (backends/cpu/kernels/optim_update.cpp). LeNet-5: 8 apply_momentum nodes -> 1.
 //
 // Placement keeps effect order semantics: the fused node takes the place of the group's LAST
 // member, so every gradient it consumes is computed by then, and an earlier member is moved down
@@ -47,8 +47,9 @@ bool can_move_past(const Node& u, const Node& y) {
   return true;
 }
 
-// Fuses one group of candidate nodes (schedule order); returns how many updates were fused.
-size_t fuse_group(Graph& g, const Family& f, const std::vector<Node*>& members) {
+// Fuses one group of candidate nodes (schedule order) into one node at the last member's place;
+// returns how many joined, and leaves in `rest` the members that could not move there.
+size_t fuse_group(Graph& g, const Family& f, const std::vector<Node*>& members, std::vector<Node*>& rest) {
   std::vector<size_t> pos_of;  // schedule positions of the members
   {
     std::unordered_set<const Node*> want(members.begin(), members.end());
@@ -56,24 +57,26 @@ size_t fuse_group(Graph& g, const Family& f, const std::vector<Node*>& members) 
       if (want.count(g.nodes[i].get())) pos_of.push_back(i);
   }
   const size_t last = pos_of.back();
-  // From the last member backwards: a member joins when it can move past every node between it
-  // and the last one that is not itself joining (joined members move along with it).
+  // From the last member backwards: a member joins when it can move past every node up to the
+  // last member, joined members included (inside the fused node the updates run concurrently, so
+  // two updates of one parameter must never share it).
   std::vector<bool> joins(g.nodes.size(), false);
   joins[last] = true;
   size_t joined = 1;
+  rest.clear();
   for (size_t m = pos_of.size() - 1; m-- > 0;) {
     const Node& u = *g.nodes[pos_of[m]];
     bool ok = true;
-    for (size_t j = pos_of[m] + 1; j < last && ok; ++j)
-      if (!joins[j]) ok = can_move_past(u, *g.nodes[j]);
+    for (size_t j = pos_of[m] + 1; j <= last && ok; ++j) ok = can_move_past(u, *g.nodes[j]);
     if (ok) {
       joins[pos_of[m]] = true;
       ++joined;
+    } else {
+      rest.insert(rest.begin(), g.nodes[pos_of[m]].get());
     }
   }
   if (joined < 2) return 0;
 
-  // Inputs in ops.def's layout: all params, then each state list, then all grads.
   std::vector<Value*> ins(joined * f.per);
   std::unordered_set<const Node*> gone;
   size_t t = 0;
@@ -113,8 +116,19 @@ size_t fuse_optimizer(Graph& g) {
       }
       if (!placed) groups.push_back({n});
     }
-    for (const auto& grp : groups)
-      if (grp.size() >= 2) fused += fuse_group(g, f, grp);
+    // Members left out of one fused node (blocked by a reader or another update of their
+    // parameter in between) try again among themselves, into a node of their own further up.
+    for (std::vector<Node*> grp : groups) {
+      std::vector<Node*> rest;
+      while (grp.size() >= 2) {
+        const size_t n = fuse_group(g, f, grp, rest);
+        fused += n;
+        if (n == 0)
+          grp.pop_back();  // nothing can join the last one: try without it
+        else
+          grp.swap(rest);
+      }
+    }
   }
   return fused;
 }

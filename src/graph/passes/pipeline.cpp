@@ -41,8 +41,12 @@ void run_pipeline(Graph& g) {
     constant_folding(g);  // the folding nodes, when the parameters are constants
   }
   if (fuse_conv_matmul(g) > 0) dump_if_enabled(g, index++, "fuse_conv_matmul");
-  fuse_optimizer(g);
-  dump_if_enabled(g, index++, "optimizer_fusion");
+  if (fuse_softmax_cross_entropy(g) > 0) {
+    dump_if_enabled(g, index++, "softmax_ce_fusion");
+    constant_folding(g);  // neg of a constant incoming gradient (a mean's -1/N)
+  }
+  if (fuse_elementwise(g) > 0) dump_if_enabled(g, index++, "elementwise_fusion");
+  if (fuse_optimizer(g) > 0) dump_if_enabled(g, index++, "optimizer_fusion");
   dead_code_elimination(g);
   verify(g);
   dump_if_enabled(g, index++, "final");

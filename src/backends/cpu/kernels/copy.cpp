@@ -1,6 +1,7 @@
 // Copy (strided -> contiguous) and Cast (any dtype -> any dtype) on the CPU.
 #include <cstring>
 
+#include "backends/cpu/kernels/half_convert.h"
 #include "backends/cpu/strided.h"
 #include "ops/op.h"
 
@@ -43,6 +44,7 @@ void copy_kernel(ops::KernelContext& ctx) {
 void cast_kernel(ops::KernelContext& ctx) {
   const Tensor& src = ctx.inputs[0];
   Tensor& dst = ctx.outputs[0];
+  if (fast_half_cast(src, dst)) return;  // amp's float32 <-> 16-bit casts: SIMD, multithreaded
   visit_dtype(dst.dtype(), [&](auto dtag) {
     visit_dtype(src.dtype(), [&](auto stag) { convert_rows<decltype(dtag), decltype(stag)>(src, dst); });
   });

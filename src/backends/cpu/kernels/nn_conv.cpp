@@ -1,19 +1,23 @@
 // Conv2d, Conv2dBackwardData and Conv2dBackwardWeight on the CPU.
 //   float32 / bfloat16: oneDNN direct convolution. Layouts are format_tag::any, so oneDNN picks
 //     its blocked layouts; the cached Compiled entry reorders NCHW/OIHW user tensors in and out
-//     (the reorder primitives are cached, the buffers come from the allocator). The forward pass
-//     also tries the plain layouts themselves and keeps whichever runs faster (see
+//     (the reorder primitives are cached, the buffers come from the allocator). Each pass also
+//     tries the plain layouts themselves and keeps whichever runs faster (see
 //     "forward layout choice"). The bias, when given, is added inside the forward primitive.
 //   Conv2dFused (graph-internal, made by graph/passes/dnnl_fusion.cpp): the same forward primitive
-//     with oneDNN post-ops: a sum for the residual (reordered straight into the primitive's
-//     destination buffer) and an eltwise activation; one primitive per post-op set in the cache.
+//     with oneDNN post-ops: a per-channel scale and shift (binary mul / add: a folded BatchNorm), a
+//     sum for the residual (reordered straight into the primitive's destination buffer) and an
+//     eltwise activation; one primitive per post-op set in the cache. Where oneDNN has no
+//     implementation for a post-op set, the plain conv runs and the epilogue follows in a loop.
 //   float16: through float32 when oneDNN has no implementation on this CPU.
 //   float64: plain loops (used by the float64 gradient checks).
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/onednn/onednn.h"
@@ -44,7 +48,7 @@ onednn::CacheKey conv_key(Pass p, const Geom& g, DType t, bool bias, const ops::
 }
 
 struct Descs {
-  dnnl::memory::desc x_user, w_user, y_user, b_user, x_any, w_any, y_any;
+  dnnl::memory::desc x_user, w_user, y_user, b_user, c_user, x_any, w_any, y_any;  // c: (1, O, 1, 1)
   onednn::dims strides, dil, pad_l, pad_r;
 };
 
@@ -58,6 +62,7 @@ Descs descs(const Geom& g, DType t) {
   r.y_user = {yd, d, onednn::tag::nchw};
   r.w_user = {wd, d, g.G == 1 ? onednn::tag::oihw : onednn::tag::goihw};
   r.b_user = {{g.O}, d, onednn::tag::x};
+  r.c_user = {{1, g.O, 1, 1}, d, onednn::tag::nchw};
   r.x_any = {xd, d, onednn::tag::any};
   r.y_any = {yd, d, onednn::tag::any};
   r.w_any = {wd, d, onednn::tag::any};
@@ -68,18 +73,24 @@ Descs descs(const Geom& g, DType t) {
   return r;
 }
 
+// binary_args: set to the post-ops' extra argument ids (scale, shift) when post has them.
+// inference: forward_inference (the same numbers; oneDNN picks from another list of kernels,
+// brgconv first, which wins for some geometries and loses for others: choose() times both).
 dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& s, bool bias,
-                                                 const ops::Attrs* post = nullptr) {
+                                                 const ops::Attrs* post = nullptr,
+                                                 std::vector<int>* binary_args = nullptr,
+                                                 bool inference = false) {
   using cf = dnnl::convolution_forward;
-  // A fused conv never has a backward (the pass only fuses what the backward does not read), so
-  // it is an inference primitive.
-  const auto prop = post ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
+  const auto prop = inference ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
   auto d = bias ? cf::desc(prop, dnnl::algorithm::convolution_direct, s.x_any, s.w_any, s.b_user,
                            s.y_any, s.strides, s.dil, s.pad_l, s.pad_r)
                 : cf::desc(prop, dnnl::algorithm::convolution_direct, s.x_any, s.w_any, s.y_any,
                            s.strides, s.dil, s.pad_l, s.pad_r);
   dnnl::primitive_attr attr = onednn::default_attr();
-  if (post) onednn::set_post_ops(attr, *post);
+  if (post) {
+    std::vector<int> ids = onednn::set_post_ops(attr, *post, &s.c_user);
+    if (binary_args) *binary_args = std::move(ids);
+  }
   return cf::primitive_desc(d, attr, onednn::engine());
 }
 
@@ -87,7 +98,7 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& s, bool bias,
 // oneDNN's fastest convolutions want blocked layouts, so by default every call reorders the NCHW
 // input and OIHW weight in and the output back; where oneDNN also has a good implementation on the
 // plain layouts themselves (small channel counts, batch 1) those reorders are pure cost. The first
-// call with a geometry builds both, times them on zeroed buffers and keeps the faster (reference
+// call of each pass (forward, backward data, backward weight) with a geometry builds both, times them on zeroed buffers and keeps the faster (reference
 // implementations never win). SPORE_CONV_LAYOUT=blocked or plain forces one (for A/B runs).
 enum class Layout { kAuto, kBlocked, kPlain };
 Layout layout_choice() {
@@ -99,81 +110,106 @@ Layout layout_choice() {
   return l;
 }
 
-std::shared_ptr<onednn::Compiled> make_fwd(Descs s, bool bias, const ops::Attrs* post, bool plain) {
+// One pass's primitive on oneDNN's preferred (blocked) layouts or on the user's plain ones; null
+// when only a reference implementation would run it (plain, or with post-ops: the caller has a
+// faster way). post: Conv2dFused's attributes (forward only).
+std::shared_ptr<onednn::Compiled> make_prim(Pass p, Descs s, bool bias, const ops::Attrs* post,
+                                            bool plain, bool inference = false) {
   if (plain) {
     s.x_any = s.x_user;
     s.w_any = s.w_user;
     s.y_any = s.y_user;
   }
-  auto pd = fwd_pd(s, bias, post);
-  if (plain && std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
-  std::vector<onednn::ArgSpec> args{{DNNL_ARG_SRC, s.x_user}, {DNNL_ARG_WEIGHTS, s.w_user}};
-  if (bias) args.push_back({DNNL_ARG_BIAS, s.b_user});
-  args.push_back({DNNL_ARG_DST, s.y_user, true, post && post->get_bool("has_residual", false)});
-  return std::make_shared<onednn::Compiled>(dnnl::convolution_forward(pd), pd, std::move(args));
+  auto is_ref = [&](const dnnl::primitive_desc_base& pd) {
+    return (plain || post) && std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+  };
+  if (p == Pass::kForward) {
+    std::vector<int> binary_args;
+    auto pd = fwd_pd(s, bias, post, &binary_args, inference);
+    if (is_ref(pd)) return nullptr;
+    std::vector<onednn::ArgSpec> args{{DNNL_ARG_SRC, s.x_user}, {DNNL_ARG_WEIGHTS, s.w_user}};
+    if (bias) args.push_back({DNNL_ARG_BIAS, s.b_user});
+    for (int id : binary_args) args.push_back({id, s.c_user});
+    args.push_back({DNNL_ARG_DST, s.y_user, true, post && post->get_bool("has_residual", false)});
+    return std::make_shared<onednn::Compiled>(dnnl::convolution_forward(pd), pd, std::move(args));
+  }
+  auto hint = fwd_pd(s, false);
+  if (p == Pass::kBackwardData) {
+    using cb = dnnl::convolution_backward_data;
+    cb::primitive_desc pd(cb::desc(dnnl::algorithm::convolution_direct, s.x_any, s.w_any, s.y_any,
+                                   s.strides, s.dil, s.pad_l, s.pad_r),
+                          onednn::default_attr(), onednn::engine(), hint);
+    if (is_ref(pd)) return nullptr;
+    return std::make_shared<onednn::Compiled>(
+        cb(pd), pd,
+        std::vector<onednn::ArgSpec>{{DNNL_ARG_DIFF_DST, s.y_user}, {DNNL_ARG_WEIGHTS, s.w_user},
+                                     {DNNL_ARG_DIFF_SRC, s.x_user, true}});
+  }
+  using cw = dnnl::convolution_backward_weights;
+  cw::primitive_desc pd(cw::desc(dnnl::algorithm::convolution_direct, s.x_any, s.w_any, s.y_any,
+                                 s.strides, s.dil, s.pad_l, s.pad_r),
+                        onednn::default_attr(), onednn::engine(), hint);
+  if (is_ref(pd)) return nullptr;
+  return std::make_shared<onednn::Compiled>(
+      cw(pd), pd,
+      std::vector<onednn::ArgSpec>{{DNNL_ARG_DIFF_DST, s.y_user}, {DNNL_ARG_SRC, s.x_user},
+                                   {DNNL_ARG_DIFF_WEIGHTS, s.w_user, true}});
 }
 
-// Best of three runs (after a warm-up) on zeroed buffers, in seconds.
-double time_prim(onednn::Compiled& c) {
-  std::vector<Tensor> bufs;
-  std::vector<const void*> ptrs;
-  for (size_t bytes : c.arg_bytes()) {
-    bufs.push_back(Tensor::empty({int64_t(bytes)}, kUInt8));
-    std::memset(bufs.back().data_ptr(), 0, bytes);
-    ptrs.push_back(bufs.back().data_ptr());
-  }
-  const void* init = bufs.back().data_ptr();  // the residual, when it accumulates
-  double best = 1e30;
-  for (int i = 0; i < 4; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    c.run(ptrs.data(), ptrs.size(), init);
-    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (i > 0) best = std::min(best, dt);
-  }
-  return best;
-}
-
-std::shared_ptr<onednn::Compiled> choose_fwd(const Descs& s, bool bias, const ops::Attrs* post) {
-  const Layout l = layout_choice();
-  std::shared_ptr<onednn::Compiled> blocked, plain;
-  if (l != Layout::kPlain) blocked = make_fwd(s, bias, post, false);
-  if (l != Layout::kBlocked) {
-    try {
-      plain = make_fwd(s, bias, post, true);
-    } catch (const dnnl::error&) {  // no implementation on plain layouts for this geometry
+// Times the candidates on zeroed buffers: a warm-up each, then five rounds running each once in
+// turn (so a load spike on a busy machine hits them alike); returns the index with the best time.
+size_t fastest(const std::vector<std::shared_ptr<onednn::Compiled>>& cands) {
+  struct Bufs {
+    std::vector<Tensor> t;
+    std::vector<const void*> p;
+  };
+  std::vector<Bufs> bufs(cands.size());
+  for (size_t c = 0; c < cands.size(); ++c)
+    for (size_t bytes : cands[c]->arg_bytes()) {
+      bufs[c].t.push_back(Tensor::empty({int64_t(bytes)}, kUInt8));
+      std::memset(bufs[c].t.back().data_ptr(), 0, bytes);
+      bufs[c].p.push_back(bufs[c].t.back().data_ptr());
     }
-  }
-  if (!plain) return blocked ? blocked : make_fwd(s, bias, post, false);
-  if (!blocked) return plain;
-  return time_prim(*plain) < time_prim(*blocked) ? plain : blocked;
+  // The last argument is the output; as the initial contents of an accumulating one it is zeros.
+  auto run = [&](size_t c) { cands[c]->run(bufs[c].p.data(), bufs[c].p.size(), bufs[c].p.back()); };
+  std::vector<double> best(cands.size(), 1e30);
+  for (size_t c = 0; c < cands.size(); ++c) run(c);
+  for (int r = 0; r < 5; ++r)
+    for (size_t c = 0; c < cands.size(); ++c) {
+      const auto t0 = std::chrono::steady_clock::now();
+      run(c);
+      best[c] = std::min(best[c], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  return size_t(std::min_element(best.begin(), best.end()) - best.begin());
 }
 
-// post: Conv2dFused's attributes (forward only).
+// The candidates: blocked, plain and (forward) blocked with forward_inference; the fastest wins.
+std::shared_ptr<onednn::Compiled> choose(Pass p, const Descs& s, bool bias, const ops::Attrs* post) {
+  const Layout l = layout_choice();
+  std::vector<std::shared_ptr<onednn::Compiled>> cands;
+  auto add = [&](bool plain, bool inference) {
+    try {
+      if (auto c = make_prim(p, s, bias, post, plain, inference)) cands.push_back(std::move(c));
+    } catch (const dnnl::error& e) {  // no implementation for this combination
+      if (e.status != dnnl_unimplemented) throw;
+    }
+  };
+  if (l != Layout::kPlain) {
+    add(false, false);
+    if (p == Pass::kForward) add(false, true);
+  }
+  if (l != Layout::kBlocked) add(true, false);
+  // None: float16 without hardware support (the kernels go through float32), or a post-op set
+  // oneDNN cannot fuse (the fused kernel runs the conv, then the epilogue loop).
+  if (cands.empty()) return nullptr;
+  return cands.size() == 1 ? cands[0] : cands[fastest(cands)];
+}
+
 std::shared_ptr<onednn::Compiled> conv_prim(Pass p, const Geom& g, DType t, bool bias,
                                             const ops::Attrs* post = nullptr) {
   return onednn::cached(conv_key(p, g, t, bias, post), [&]() -> std::shared_ptr<onednn::Compiled> {
-    const Descs s = descs(g, t);
     try {
-      if (p == Pass::kForward) return choose_fwd(s, bias, post);
-      auto hint = fwd_pd(s, false);
-      if (p == Pass::kBackwardData) {
-        using cb = dnnl::convolution_backward_data;
-        cb::primitive_desc pd(cb::desc(dnnl::algorithm::convolution_direct, s.x_any, s.w_any, s.y_any,
-                                       s.strides, s.dil, s.pad_l, s.pad_r),
-                              onednn::default_attr(), onednn::engine(), hint);
-        return std::make_shared<onednn::Compiled>(
-            cb(pd), pd,
-            std::vector<onednn::ArgSpec>{{DNNL_ARG_DIFF_DST, s.y_user}, {DNNL_ARG_WEIGHTS, s.w_user},
-                                         {DNNL_ARG_DIFF_SRC, s.x_user, true}});
-      }
-      using cw = dnnl::convolution_backward_weights;
-      cw::primitive_desc pd(cw::desc(dnnl::algorithm::convolution_direct, s.x_any, s.w_any, s.y_any,
-                                     s.strides, s.dil, s.pad_l, s.pad_r),
-                            onednn::default_attr(), onednn::engine(), hint);
-      return std::make_shared<onednn::Compiled>(
-          cw(pd), pd,
-          std::vector<onednn::ArgSpec>{{DNNL_ARG_DIFF_DST, s.y_user}, {DNNL_ARG_SRC, s.x_user},
-                                       {DNNL_ARG_DIFF_WEIGHTS, s.w_user, true}});
+      return choose(p, descs(g, t), bias, post);
     } catch (const dnnl::error& e) {
       if (e.status == dnnl_unimplemented) return nullptr;
       onednn::throw_dnnl_error("dnnl::convolution primitive_desc", int(e.status), e.what(), __FILE__,
@@ -285,31 +321,108 @@ void conv2d_kernel(ops::KernelContext& ctx) {
   else prim->run({x.data_ptr(), w.data_ptr(), y.data_ptr()});
 }
 
-// Conv2dFused: (x, w[, bias][, residual]) -> act(conv(x, w) + bias + residual).
+// The fused epilogue after a plain conv: y = act(y * scale[c] + shift[c] + residual), per (n, c)
+// plane; relu (the common case) and no activation have loops the compiler vectorises.
+template <typename T>
+void epilogue_loop(const ops::Attrs& a, int64_t C, int64_t HW, T* y, const T* scale, const T* shift,
+                   const T* res, int64_t n) {
+  const std::string act = a.has("act") ? a.get_string("act") : std::string();
+  const int kind = act.empty() ? 0 : act == "relu" ? 1 : 2;
+  using F = acc_t<T>;
+  parallel_for(0, n / HW, std::max<int64_t>(1, 16384 / HW), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c = p % C;
+      const F s = scale ? F(scale[c]) : F(1), b = scale ? F(shift[c]) : F(0);
+      T* yp = y + p * HW;
+      const T* rp = res ? res + p * HW : nullptr;
+      for (int64_t i = 0; i < HW; ++i) {
+        F v = F(yp[i]) * s + b + (rp ? F(rp[i]) : F(0));
+        if (kind == 1) v = v > F(0) ? v : F(0);
+        else if (kind == 2) v = F(onednn::apply_activation(a, double(v)));
+        yp[i] = T(v);
+      }
+    }
+  });
+}
+
+// For each fused conv (geometry + post-ops): whether the plain conv followed by the epilogue loop
+// beat the fused primitive when both were timed at the first call. The fused primitive with
+// binary post-ops (a folded BatchNorm) has no implementation on plain layouts, so at batch 1 it
+// pays the weight reorder that the unfused plain conv avoids.
+struct KeyHash {
+  size_t operator()(const onednn::CacheKey& k) const { return k.hash(); }
+};
+std::mutex g_choice_mu;
+std::unordered_map<onednn::CacheKey, bool, KeyHash> g_unfused_wins;
+
+// Conv2dFused: (x, w[, bias][, scale, shift][, residual]) ->
+//   act((conv(x, w) + bias) * scale + shift + residual), scale and shift per output channel.
 void conv2d_fused_kernel(ops::KernelContext& ctx) {
   const bool has_bias = ctx.attrs.get_bool("has_bias", false);
+  const bool has_scale = ctx.attrs.get_bool("has_scale", false);
   const bool has_res = ctx.attrs.get_bool("has_residual", false);
+  size_t i = 2;
   Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
-  Tensor b = has_bias ? dense(ctx.inputs[2]) : Tensor();
-  Tensor r = has_res ? dense(ctx.inputs[has_bias ? 3 : 2]) : Tensor();
+  Tensor b = has_bias ? dense(ctx.inputs[i++]) : Tensor();
+  Tensor scale = has_scale ? dense(ctx.inputs[i++]) : Tensor();
+  Tensor shift = has_scale ? dense(ctx.inputs[i++]) : Tensor();
+  Tensor r = has_res ? dense(ctx.inputs[i++]) : Tensor();
   Tensor& y = ctx.outputs[0];
   if (y.numel() == 0) return;
   const Geom g = geom(x.shape(), w.shape(), y.shape(), ctx.attrs);
-  if (y.dtype() == kFloat64) {  // reference loops, then the post-ops one element at a time
-    double* yp = y.data<double>();
-    conv_fwd_f64(g, x.data<double>(), w.data<double>(), has_bias ? b.data<double>() : nullptr, yp);
-    const double* rp = has_res ? r.data<double>() : nullptr;
-    parallel_for(0, y.numel(), 4096, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i)
-        yp[i] = onednn::apply_activation(ctx.attrs, rp ? yp[i] + rp[i] : yp[i]);
-    });
-    return;
-  }
+  auto unfused = [&](auto* yp) {  // the conv, then the epilogue in a loop
+    using T = std::remove_pointer_t<decltype(yp)>;
+    if constexpr (std::is_same_v<T, double>) {
+      conv_fwd_f64(g, x.data<double>(), w.data<double>(), has_bias ? b.data<double>() : nullptr, yp);
+    } else {
+      auto plain = conv_prim(Pass::kForward, g, y.dtype(), has_bias);
+      SPORE_ASSERT(plain, "no float32 convolution");
+      if (has_bias) plain->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), yp});
+      else plain->run({x.data_ptr(), w.data_ptr(), yp});
+    }
+    epilogue_loop<T>(ctx.attrs, g.O, g.OH * g.OW, yp, has_scale ? scale.data<T>() : nullptr,
+                     has_scale ? shift.data<T>() : nullptr, has_res ? r.data<T>() : nullptr, y.numel());
+  };
+  if (y.dtype() == kFloat64) return unfused(y.data<double>());
   auto prim = conv_prim(Pass::kForward, g, y.dtype(), has_bias, &ctx.attrs);
-  if (!prim) return run_via_f32(ctx, conv2d_fused_kernel);
-  const void* init = has_res ? r.data_ptr() : nullptr;
-  if (has_bias) prim->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr()}, init);
-  else prim->run({x.data_ptr(), w.data_ptr(), y.data_ptr()}, init);
+  if (!prim) {
+    if (y.dtype() == kFloat32) return unfused(y.data<float>());
+    return run_via_f32(ctx, conv2d_fused_kernel);
+  }
+  const void* ptrs[6] = {x.data_ptr(), w.data_ptr()};  // in the order of make_prim's ArgSpecs
+  size_t n = 2;
+  if (has_bias) ptrs[n++] = b.data_ptr();
+  if (has_scale) {
+    ptrs[n++] = scale.data_ptr();
+    ptrs[n++] = shift.data_ptr();
+  }
+  ptrs[n++] = y.data_ptr();
+  auto fused = [&] { prim->run(ptrs, n, has_res ? r.data_ptr() : nullptr); };
+  if (y.dtype() != kFloat32 || layout_choice() != Layout::kAuto) return fused();
+  // float32: the first call times both ways on these very buffers (each writes all of y from the
+  // inputs, so repeating them is harmless), in turn, best of three.
+  const onednn::CacheKey key = conv_key(Pass::kForward, g, y.dtype(), has_bias, &ctx.attrs);
+  {
+    std::lock_guard<std::mutex> lock(g_choice_mu);
+    if (auto it = g_unfused_wins.find(key); it != g_unfused_wins.end()) {
+      if (it->second) return unfused(y.data<float>());
+      return fused();
+    }
+  }
+  double tf = 1e30, tu = 1e30;
+  auto timed = [](auto&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  unfused(y.data<float>());  // warm-up (creates the plain primitive)
+  for (int k = 0; k < 3; ++k) {
+    tf = std::min(tf, timed(fused));
+    tu = std::min(tu, timed([&] { unfused(y.data<float>()); }));
+  }
+  if (tf <= tu) fused();  // y gets the winner's result, bit for bit what later calls compute
+  std::lock_guard<std::mutex> lock(g_choice_mu);
+  g_unfused_wins[key] = tu < tf;
 }
 
 void conv2d_backward_data_kernel(ops::KernelContext& ctx) {

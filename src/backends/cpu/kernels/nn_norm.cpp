@@ -3,10 +3,12 @@
 // x is viewed as (N, C, S) for batch norm (S = the product of the spatial dims) and as (rows, D)
 // for layer norm. Statistics are float32 (float64 for float64 input); row sums accumulate in the
 // element's arithmetic type and are combined in double, which keeps float32 within 1e-5 of a
-// double reference for realistic sizes. gamma/beta may be float32 while x is bf16 (mixed precision).
+// double reference for realistic sizes. Mixed precision: x (and dy) may be float16/bfloat16 while
+// gamma/beta/mean/var are float32; the math is float32 and y/dx come out in x's dtype.
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/kernels/half_convert.h"
 #include "backends/cpu/kernels/nn_util.h"
 #include "core/parallel.h"
 
@@ -22,6 +24,30 @@ void visit_float(DType t, F&& f) {
     case kFloat16: return f(Half{});
     default: SPORE_ASSERT(false, "norm kernel called with dtype ", dtype_name(t));
   }
+}
+
+// float16/bfloat16 data (x, dy, y, dx): converted once with the vectorised cast and run through the
+// float32 kernel: per-element 16-bit conversions keep the loops below scalar (float16's are
+// out-of-line calls), and two SIMD passes cost less than that. Parameters and statistics keep
+// their dtypes (float32 under mixed precision).
+bool is_16bit(DType t) { return t == kFloat16 || t == kBFloat16; }
+void via_f32(ops::KernelContext& ctx, void (*f32_kernel)(ops::KernelContext&)) {
+  ops::Tensors in, out;
+  for (const Tensor& t : ctx.inputs) in.push_back(is_16bit(t.dtype()) ? dense_as(t, kFloat32) : t);
+  for (const Tensor& t : ctx.outputs)
+    out.push_back(is_16bit(t.dtype()) ? Tensor::empty(t.shape(), kFloat32) : t);
+  ops::KernelContext c32{ctx.def, in, out, ctx.attrs};
+  f32_kernel(c32);
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!out[i].is_same(ctx.outputs[i])) {
+      const bool done = fast_half_cast(out[i], ctx.outputs[i]);
+      SPORE_ASSERT(done, "norm kernel: float32 -> float16 output conversion not taken");
+    }
+}
+bool has_half(const ops::KernelContext& ctx) {
+  for (const Tensor& t : ctx.inputs)
+    if (is_16bit(t.dtype())) return true;
+  return false;
 }
 
 // Writes doubles into a small contiguous float tensor of any float dtype (dgamma, dbeta).
@@ -120,6 +146,7 @@ void batch_norm_bwd(const NCS& d, const T* dy, const T* x, const std::vector<dou
 }
 
 void batch_norm_kernel(ops::KernelContext& ctx) {
+  if (has_half(ctx)) return via_f32(ctx, batch_norm_kernel);
   Tensor x = dense(ctx.inputs[0]);
   const auto gamma = small_values(ctx.inputs[1]), beta = small_values(ctx.inputs[2]);
   const double eps = ctx.attrs.get_float("eps", 1e-5);
@@ -133,6 +160,7 @@ void batch_norm_kernel(ops::KernelContext& ctx) {
 }
 
 void batch_norm_backward_kernel(ops::KernelContext& ctx) {
+  if (has_half(ctx)) return via_f32(ctx, batch_norm_backward_kernel);
   Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
   const auto gamma = small_values(ctx.inputs[2]);
   const NCS d = ncs(x);
@@ -150,6 +178,7 @@ void batch_norm_backward_kernel(ops::KernelContext& ctx) {
 }
 
 void batch_norm_inference_kernel(ops::KernelContext& ctx) {
+  if (has_half(ctx)) return via_f32(ctx, batch_norm_inference_kernel);
   Tensor x = dense(ctx.inputs[0]);
   const auto gamma = small_values(ctx.inputs[1]), beta = small_values(ctx.inputs[2]),
              mean = small_values(ctx.inputs[3]), var = small_values(ctx.inputs[4]);
@@ -249,6 +278,7 @@ std::vector<A> as_vec(const std::vector<double>& v) {
 }
 
 void layer_norm_kernel(ops::KernelContext& ctx) {
+  if (has_half(ctx)) return via_f32(ctx, layer_norm_kernel);
   Tensor x = dense(ctx.inputs[0]);
   const int64_t D = ctx.inputs[1].numel(), rows = D ? x.numel() / D : 0;
   const double eps = ctx.attrs.get_float("eps", 1e-5);
@@ -262,6 +292,7 @@ void layer_norm_kernel(ops::KernelContext& ctx) {
 }
 
 void layer_norm_backward_kernel(ops::KernelContext& ctx) {
+  if (has_half(ctx)) return via_f32(ctx, layer_norm_backward_kernel);
   Tensor x = dense(ctx.inputs[1]);
   const int64_t D = ctx.inputs[2].numel(), rows = D ? x.numel() / D : 0;
   const auto gamma = small_values(ctx.inputs[2]);

@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "backends/cpu/kernels/half_convert.h"
 #include "ops/op.h"
 #include "spore/autograd.h"
 
@@ -22,6 +23,7 @@ inline Tensor dense_as(const Tensor& t, DType d) {
 
 // Copies contiguous src into contiguous dst of the same shape, converting the element type.
 inline void convert_into(const Tensor& src, Tensor& dst) {
+  if (fast_half_cast(src, dst)) return;  // float32 -> float16/bfloat16: SIMD, multithreaded
   const int64_t n = src.numel();
   visit_dtype(dst.dtype(), [&](auto dtag) {
     using D = decltype(dtag);

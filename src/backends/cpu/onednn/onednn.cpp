@@ -162,8 +162,17 @@ int act_code(const ops::Attrs& a) {
 }
 }  // namespace
 
-void set_post_ops(dnnl::primitive_attr& attr, const ops::Attrs& a) {
+std::vector<int> set_post_ops(dnnl::primitive_attr& attr, const ops::Attrs& a,
+                              const dnnl::memory::desc* per_channel) {
   dnnl::post_ops po;
+  std::vector<int> binary_args;
+  if (a.get_bool("has_scale", false)) {
+    SPORE_ASSERT(per_channel, "has_scale needs the per-channel descriptor");
+    po.append_binary(dnnl::algorithm::binary_mul, *per_channel);
+    po.append_binary(dnnl::algorithm::binary_add, *per_channel);
+    binary_args = {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                   DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1};
+  }
   if (a.get_bool("has_residual", false)) po.append_sum(1.0f);
   const float alpha = float(a.get_float("alpha", 0.0)), beta = float(a.get_float("beta", 0.0));
   using alg = dnnl::algorithm;
@@ -179,13 +188,15 @@ void set_post_ops(dnnl::primitive_attr& attr, const ops::Attrs& a) {
     case 8: po.append_eltwise(1.0f, alg::eltwise_clip, alpha, beta); break;   // min(max(x, a), b)
   }
   attr.set_post_ops(po);
+  return binary_args;
 }
 
 void add_post_op_key(CacheKey& key, const ops::Attrs& a) {
   float ab[2] = {float(a.get_float("alpha", 0.0)), float(a.get_float("beta", 0.0))};
   int32_t bits[2];
   std::memcpy(bits, ab, sizeof bits);
-  key.add(int64_t(a.get_bool("has_residual", false))).add(act_code(a)).add(bits[0]).add(bits[1]);
+  key.add(int64_t(a.get_bool("has_residual", false))).add(int64_t(a.get_bool("has_scale", false)));
+  key.add(act_code(a)).add(bits[0]).add(bits[1]);
 }
 
 double apply_activation(const ops::Attrs& a, double x) {

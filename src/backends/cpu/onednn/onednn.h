@@ -111,11 +111,14 @@ class Compiled {
 };
 
 // ---- post-ops (Conv2dFused / MatmulFused) --------------------------------------------------------
-// The fused ops' attributes: has_residual (a sum post-op: dst = conv + bias + residual) and act
-// ("" / "relu" / "leaky_relu" / "sigmoid" / "tanh" / "gelu" / "gelu_tanh" / "silu" / "clamp")
-// with alpha / beta (leaky_relu's slope; clamp's bounds).
-// Appends the post-ops to attr; adds everything that changes them to key.
-void set_post_ops(dnnl::primitive_attr& attr, const ops::Attrs& a);
+// The fused ops' attributes: has_scale (conv only: a per-channel scale then shift, two binary
+// post-ops: BatchNorm folded in without rewriting the weight), has_residual (a sum post-op:
+// dst += residual) and act ("" / "relu" / "leaky_relu" / "sigmoid" / "tanh" / "gelu" /
+// "gelu_tanh" / "silu" / "clamp") with alpha / beta (leaky_relu's slope; clamp's bounds).
+// Appends the post-ops to attr (per_channel: the (1, C, 1, 1) descriptor of scale and shift) and
+// returns the execution argument ids of the binary post-ops' inputs (scale, shift), in order.
+std::vector<int> set_post_ops(dnnl::primitive_attr& attr, const ops::Attrs& a,
+                              const dnnl::memory::desc* per_channel = nullptr);
 void add_post_op_key(CacheKey& key, const ops::Attrs& a);
 // The activation in double precision (the float64 fallback and tests).
 double apply_activation(const ops::Attrs& a, double x);
