@@ -5,7 +5,7 @@
 # over REPS runs; ratios are PyTorch time / Spore Graph time (> 1: Spore Graph faster).
 set -euo pipefail
 BUILD=${1:-build}
-REPS=${REPS:-5}
+REPS=${REPS:-3}
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d)
 OMP_NUM_THREADS=2 "$BUILD/bench/bench_resnet_infer" --benchmark_filter=ResNet18 --benchmark_repetitions="$REPS" \
