@@ -64,7 +64,10 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
       // whose update takes the step count (Adam's bias correction), the step itself.
       opts.extra_key = [this] {
         std::string k = network_->training() ? "T" : "E";  // each cell's own train flag
-        for (const auto& [name, c] : network_->named_cells()) k += c->training() ? 'T' : 'E';
+        for (const auto& [name, c] : network_->named_cells()) {
+          k += c->training() ? 'T' : 'E';
+          if (c->amp_policy()) k += c->amp_policy()->str();  // the traced casts depend on it
+        }
         for (size_t i = 0; i < optimizer_->parameters().size(); ++i)
           k += "," + std::to_string(optimizer_->lr_of(i));
         const std::string n = optimizer_->name();
