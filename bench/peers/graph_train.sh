@@ -6,6 +6,8 @@
 #   PyTorch: bench/peers/graph_train_torch.py, REPS repetitions, medians; run with
 #            OPENBLAS_NUM_THREADS=1 and once more with OMP_WAIT_POLICY=PASSIVE added, the faster
 #            setting kept per model (as a careful user on a 2-core machine would tune it).
+# OMP_WAIT_POLICY from the caller's environment reaches both sides (OMP_WAIT_POLICY=passive helps
+# Spore's spinning OpenMP threads when other processes share the cores).
 # Targets (printed, never asserted): Graph/PyNative LeNet-5 1.3x, ResNet-18 1.1x; ResNet-18 planned
 # peak <= 0.7x of PyNative's; Graph vs PyTorch LeNet-5 images/s 2x, ResNet-18 step 1.2x faster.
 set -euo pipefail
@@ -27,7 +29,7 @@ import json, statistics as st, sys
 out, up = sys.argv[1], sys.argv[2]
 runs = [b for b in json.load(open(f"{out}/spore.json"))["benchmarks"] if b.get("run_type") == "iteration"]
 def med(name, key="real_time"):
-    v = [b[key] for b in runs if b["run_name"] == name]
+    v = [b[key] for b in runs if b["run_name"].split("/")[0] == name]  # names carry /min_time:..., /real_time
     return st.median(v), len(v)
 ta, tb = json.load(open(f"{out}/torch_a.json")), json.load(open(f"{out}/torch_b.json"))
 def torch_best(key):

@@ -129,17 +129,18 @@ size_t exact_round_trips(const Graph& g) {
   for (const auto& c : g.nodes) {
     if (c->op != OpId::Cast) continue;
     const auto* x = c->inputs[0];
-    if (x->dtype == c->outputs[0]->dtype) ++n;
-    if (x->producer && x->producer->op == OpId::Cast &&
-        x->producer->inputs[0]->dtype == c->outputs[0]->dtype &&
-        (x->dtype == kFloat32 && x->producer->inputs[0]->dtype != kFloat32))
-      ++n;
+    const DType b = x->dtype, c_out = c->outputs[0]->dtype;
+    if (b == c_out) ++n;
+    const bool from_cast = x->producer && x->producer->op == OpId::Cast;
+    const DType a = from_cast ? x->producer->inputs[0]->dtype : b;
+    // a -> f32 -> a with a in {bf16, f16}: exact.
+    if (from_cast && a == c_out && b == kFloat32 && (a == kBFloat16 || a == kFloat16)) ++n;
   }
   return n;
 }
 
 struct Compiled {
-  size_t traced = 0, casts_inserted = 0, casts_after_insert = 0;
+  size_t traced = 0, casts_inserted = 0, casts_after_insert = 0, round_trips_after_insert = 0;
   std::unique_ptr<Graph> g;
 };
 Compiled compile(amp::Level level) {
@@ -151,6 +152,7 @@ Compiled compile(amp::Level level) {
   c.casts_inserted = graph::insert_amp_casts(*probe);
   graph::verify(*probe);
   c.casts_after_insert = probe->count(OpId::Cast);
+  c.round_trips_after_insert = exact_round_trips(*probe);
   graph::run_pipeline(*c.g);
   return c;
 }
@@ -240,12 +242,14 @@ TEST(AmpGraph, O1WhiteListInLowPrecisionWithCastsBack) {
   expect_op(g, OpId::BatchNormBackward, {kFloat32, kFloat32, kFloat32}, f3);
   expect_op(g, OpId::Add, {kFloat32, kFloat32}, {kFloat32});
   expect_float32_updates(g, 5);
-  // relu's bf16 output -> f32 (for the next op) -> bf16 (for ReluGrad) is one such pair.
-  EXPECT_LT(g.count(OpId::Cast), c.casts_after_insert);
+  // (ReluGrad reads relu's input, whose bf16 cast the forward made: reused, no round trip here;
+  // PolicyScopeFunctionMatchesPyNativeAutocast has matmul -> relu, which makes one.)
+  EXPECT_LE(g.count(OpId::Cast), c.casts_after_insert);
   EXPECT_EQ(exact_round_trips(g), 0u);
-  std::printf("O1: %zu nodes traced, %zu casts inserted, %zu casts and %zu nodes after the "
-              "pipeline\n",
-              c.traced, c.casts_inserted, g.count(OpId::Cast), g.num_nodes());
+  std::printf("O1: %zu nodes traced, %zu casts inserted (%zu exact round trips), %zu casts and "
+              "%zu nodes after the pipeline\n",
+              c.traced, c.casts_inserted, c.round_trips_after_insert, g.count(OpId::Cast),
+              g.num_nodes());
 }
 
 TEST(AmpGraph, O2AllButNormInLowPrecisionWithFloat32BatchNormParameters) {
@@ -341,6 +345,20 @@ TEST(AmpGraph, PolicyScopeFunctionMatchesPyNativeAutocast) {
   Tensor x = randn({5, 16});
   auto want = fn({x})[0];  // PyNative autocast
   ASSERT_EQ(want.dtype(), kFloat32);
+  {  // matmul's bf16 output -> f32 (O1 casts back) -> bf16 (for relu): removed by the pipeline
+    auto g = graph::trace(fn, {x});
+    const size_t traced = g->num_nodes();
+    auto probe = g->clone();
+    const size_t inserted = graph::insert_amp_casts(*probe);
+    const size_t trips = exact_round_trips(*probe), casts = probe->count(OpId::Cast);
+    EXPECT_EQ(trips, 2u);  // one per matmul -> relu
+    graph::run_pipeline(*g);
+    EXPECT_EQ(exact_round_trips(*g), 0u);
+    EXPECT_EQ(g->count(OpId::Cast), casts - 2 * trips);  // each pair's two casts gone
+    std::printf("O1 function: %zu nodes traced, %zu casts inserted (%zu round trips), %zu nodes "
+                "and %zu casts after the pipeline\n",
+                traced, inserted, trips, g->num_nodes(), g->count(OpId::Cast));
+  }
   auto f = jit(fn);
   auto got = f({x})[0];
   ASSERT_EQ(got.dtype(), kFloat32);
@@ -432,7 +450,10 @@ TEST(AmpGraph, AmpPassMatchesPyNativeAutocast) {
 // a logit moves by at most 2^-9 of itself, so the first loss by well under 1e-3 relative; the
 // gradients then differ by O(2^-8) relative (bound as above, with |g| <= 1: kBiasBound per
 // step's worth, and the trajectories separate slowly), so 5e-3 on parameters and 5e-2 on the
-// later losses (which fall to ~0.035, where relative differences grow) hold with margin.
+// later losses (which fall to ~0.035, where relative differences grow) hold with margin. Under
+// O3 the moving statistics are updated in bf16, and the elementwise fusion computes that chain
+// without rounding between ops: one bf16 ulp of the moving variance (~0.75: 2^-8 = 3.9e-3),
+// also inside 5e-3.
 TEST(AmpGraph, CompiledStepMatchesPyNativeAutocast) {
   for (amp::Level level : {amp::Level::O0, amp::Level::O1, amp::Level::O2, amp::Level::O3}) {
     SCOPED_TRACE(amp::level_name(level));
