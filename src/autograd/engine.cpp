@@ -34,6 +34,14 @@ bool should_record(const ops::OpDef& def, const ops::Tensors& inputs) {
   return false;
 }
 
+// The symbolic zero cotangents of the backward pass now running on this thread: gradient rules
+// ask is_zero_cotangent() to skip terms that vanish (a traced tensor's values are unknown).
+thread_local std::unordered_set<const TensorImpl*> t_zero_cotangents;
+
+bool is_zero_cotangent(const Tensor& g) {
+  return g.defined() && t_zero_cotangents.count(&g.impl()) > 0;
+}
+
 void record(ops::OpId op, const ops::Attrs& attrs, const ops::Tensors& inputs, ops::Tensors& outputs) {
   auto node = std::make_shared<Node>();
   node->op = op;
@@ -71,9 +79,17 @@ Tensor fit_to(const Tensor& g, const Tensor& input) {
 // a zero scalar, so gradient rules see a symbolic tensor (they must not read it on the host) and
 // the graph passes fold it.
 Tensor zero_cotangent(const ops::TensorMeta& m) {
-  if (ops::trace_hook()) return zeros({}, m.dtype).expand(m.shape);
+  if (ops::trace_hook()) {
+    Tensor z = zeros({}, m.dtype).expand(m.shape);
+    t_zero_cotangents.insert(&z.impl());
+    return z;
+  }
   return zeros(m.shape, m.dtype);
 }
+
+struct ZeroCotangentsReset {  // forgets them when a backward pass ends (addresses get reused)
+  ~ZeroCotangentsReset() { t_zero_cotangents.clear(); }
+};
 
 struct Pending {
   std::unordered_map<Node*, ops::Tensors> node_grads;    // per node, per output
@@ -85,6 +101,7 @@ struct Pending {
 using LeafReady = std::function<void(TensorImpl*, const Tensor&)>;
 void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool create_graph,
                   const LeafReady& leaf_ready = nullptr) {
+  ZeroCotangentsReset forget_zeros;
   std::unique_ptr<NoGradGuard> no_grad;
   if (!create_graph) no_grad = std::make_unique<NoGradGuard>();
   if (!root.impl().grad_fn) {  // the root is a leaf itself

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "autograd/node.h"
 #include "ops/op.h"
 #include "spore/autograd.h"
 #include "spore/ops.h"
@@ -110,10 +111,10 @@ Attrs with_input_shape(const Attrs& a, const Shape& s, const char* key = "input_
   return r;
 }
 
-// True unless g is known to be all zeros (the engine's cotangent for an unused output). Symbolic
-// tensors count as non-zero, so Graph mode keeps the terms and lets its passes fold them.
+// True unless g is known to be all zeros (the engine's cotangent for an unused output, e.g.
+// BatchNorm's batch mean and invstd in training). Other symbolic tensors count as non-zero.
 bool maybe_nonzero(const Tensor& g) {
-  if (!g.defined()) return false;
+  if (!g.defined() || autograd::is_zero_cotangent(g)) return false;
   if (g.is_symbolic()) return true;
   NoGradGuard ng;
   for (double v : g.to_vector<double>())
