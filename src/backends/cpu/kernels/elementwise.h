@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backends/cpu/kernels/half_convert.h"
 #include "backends/cpu/strided.h"
 #include "ops/op.h"
 
@@ -89,6 +90,18 @@ void simd_unary_f32(SimdUnary op, const float* x, float* y, int64_t n, UnaryPara
 void simd_binary_f32(SimdBinary op, const float* a, int64_t sa, const float* b, int64_t sb,
                      float* d, int64_t n);
 
+// Loads m 16-bit floats (stride s) into a float buffer / stores them back; contiguous rows use the
+// vectorised conversions.
+template <class T>
+inline void load_f32(const T* src, int64_t s, float* buf, int64_t m) {
+  if (s == 1) return to_f32(src, buf, m);
+  for (int64_t j = 0; j < m; ++j) buf[j] = float(src[j * s]);
+}
+template <class T>
+inline void store_f32(const float* buf, T* dst, int64_t m) {
+  from_f32(buf, dst, m);
+}
+
 // ---- loops
 // ----------------------------------------------------------------------------------------
 inline constexpr int64_t kChunk = 256;  // float16/bfloat16 rows go through float buffers this long
@@ -126,9 +139,9 @@ void unary_kernel(ops::KernelContext& ctx) {
               float buf[kChunk];
               for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
                 const int64_t m = std::min(kChunk, n - i0);
-                for (int64_t j = 0; j < m; ++j) buf[j] = float(s[(i0 + j) * ss]);
+                load_f32(s + i0 * ss, ss, buf, m);
                 simd_unary_f32(Op::simd, buf, buf, m, op.params());
-                for (int64_t j = 0; j < m; ++j) d[i0 + j] = T(buf[j]);
+                store_f32(buf, d + i0, m);
               }
               return;
             }
@@ -168,13 +181,15 @@ void binary_kernel(ops::KernelContext& ctx) {
             if constexpr (std::is_same_v<T, float>) {
               if (sa <= 1 && sb <= 1) return simd_binary_f32(Op::simd, pa, sa, pb, sb, d, n);
             } else if constexpr (is_half_v<T>) {
-              float ba[kChunk], bb[kChunk];
+              float ba[kChunk], bb[kChunk], bo[kChunk];
               for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
                 const int64_t m = std::min(kChunk, n - i0);
-                for (int64_t j = 0; j < m; ++j) ba[j] = float(pa[(i0 + j) * sa]);
-                for (int64_t j = 0; j < m; ++j) bb[j] = float(pb[(i0 + j) * sb]);
-                simd_binary_f32(Op::simd, ba, 1, bb, 1, ba, m);
-                for (int64_t j = 0; j < m; ++j) d[i0 + j] = T(ba[j]);
+                // A broadcast operand (stride 0) is one value: load it once.
+                const int64_t ma = sa == 0 ? 1 : m, mb = sb == 0 ? 1 : m;
+                load_f32(pa + i0 * sa, sa == 0 ? 1 : sa, ba, ma);
+                load_f32(pb + i0 * sb, sb == 0 ? 1 : sb, bb, mb);
+                simd_binary_f32(Op::simd, ba, sa == 0 ? 0 : 1, bb, sb == 0 ? 0 : 1, bo, m);
+                store_f32(bo, d + i0, m);
               }
               return;
             }

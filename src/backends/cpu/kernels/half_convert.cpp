@@ -96,6 +96,20 @@ HWY_EXPORT(F32ToBF16);
 HWY_EXPORT(BF16ToF32);
 }  // namespace halfcvt
 
+static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2, "16-bit float types hold only their bits");
+void to_f32(const Half* src, float* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(halfcvt::F16ToF32)(reinterpret_cast<const uint16_t*>(src), dst, n);
+}
+void to_f32(const BFloat16* src, float* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(halfcvt::BF16ToF32)(reinterpret_cast<const uint16_t*>(src), dst, n);
+}
+void from_f32(const float* src, Half* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(halfcvt::F32ToF16)(src, reinterpret_cast<uint16_t*>(dst), n);
+}
+void from_f32(const float* src, BFloat16* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(halfcvt::F32ToBF16)(src, reinterpret_cast<uint16_t*>(dst), n);
+}
+
 bool fast_half_cast(const Tensor& src, Tensor& dst) {
   const DType s = src.dtype(), d = dst.dtype();
   const bool to_half = s == kFloat32 && (d == kFloat16 || d == kBFloat16);

@@ -11,4 +11,11 @@ namespace spore::cpu {
 // float16/bfloat16 or back; returns false (and does nothing) otherwise.
 bool fast_half_cast(const Tensor& src, Tensor& dst);
 
+// The same conversions on n contiguous elements, on the calling thread (kernels that compute
+// 16-bit types in float32 blocks use them).
+void to_f32(const Half* src, float* dst, int64_t n);
+void to_f32(const BFloat16* src, float* dst, int64_t n);
+void from_f32(const float* src, Half* dst, int64_t n);
+void from_f32(const float* src, BFloat16* dst, int64_t n);
+
 }  // namespace spore::cpu
