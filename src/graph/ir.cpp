@@ -138,8 +138,12 @@ std::vector<const Value*> mutated_values(const Graph& g) {
   for (const auto& n : g.nodes) {
     if (!n->is_effect()) continue;
     // Every optimizer primitive mutates all inputs but the last (the gradient); Assign mutates
-    // input 0. Taking all but the last is right for both.
-    for (size_t i = 0; i + 1 < n->inputs.size(); ++i) {
+    // input 0. Taking all but the last is right for both. The fused updates take n groups of
+    // tensors (params..., states..., grads...): all but the last group.
+    size_t mutated = n->inputs.size() - 1;
+    if (n->op == ops::OpId::FusedApplyMomentum) mutated = n->inputs.size() / 3 * 2;
+    if (n->op == ops::OpId::FusedApplyAdam) mutated = n->inputs.size() / 4 * 3;
+    for (size_t i = 0; i < mutated; ++i) {
       out.push_back(n->inputs[i]);
       out.push_back(view_base(n->inputs[i]));
     }

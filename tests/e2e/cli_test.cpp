@@ -98,8 +98,8 @@ TEST(Cli, BadInputsGiveClearErrors) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("alexnet"), std::string::npos) << r.out;
 
-  // Graph mode (src/graph) trains through the compiled step.
-  r = run("train lenet --mode graph --epochs 1 --limit 64 --eval-limit 64 --out /tmp/spore_e2e_graph");
+  // Graph mode is the default; the eager path stays available.
+  r = run("train lenet --mode pynative --epochs 1 --limit 64 --eval-limit 64 --out /tmp/spore_e2e_eager");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("final test accuracy"), std::string::npos) << r.out;
 
