@@ -11,9 +11,9 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # The conv kernel times blocked vs plain layouts on its first call and keeps the faster; on a
 # loaded machine that choice is noise and can differ between the two levels. Blocked (oneDNN's
 # fast path, avx512_core / avx512_core_bf16) for both, unless set otherwise.
-export SPORE_CONV_LAYOUT=${SPORE_CONV_LAYOUT:-blocked}
+export SPORE_CONV_LAYOUT=${SPORE_CONV_LAYOUT:-auto}  # the default: timed layout (and bf16 weight-gradient) choice
 # Threads sleep instead of spinning while they wait, so CPU time counts work only.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-active}  # spinning threads: what a training job uses
 echo "load before: $(uptime | sed 's/.*load average/load average/'), conv layout: $SPORE_CONV_LAYOUT"
 "$BUILD/bench/bench_amp" --benchmark_filter='Step' --benchmark_format=json 2>/dev/null | python3 -c '
 import json, sys
