@@ -176,5 +176,19 @@ TEST(Context, ModesByName) {
   EXPECT_EQ(get_context_mode(), Mode::PyNative);
 }
 
+// Flush-to-zero is on by default (SPORE_FLUSH_DENORMAL=0 turns it off): a float32 denormal input
+// reads as 0 in the kernels, on the calling thread and on the pool's threads alike.
+TEST(Context, FlushDenormal) {
+  ASSERT_TRUE(flush_denormal());
+  const float tiny = 1e-39f;  // below FLT_MIN (1.18e-38): a denormal
+  ASSERT_TRUE(set_flush_denormal(false));
+  Tensor x = full({1 << 16}, tiny);  // large enough to run on both threads
+  Tensor z = x * 2.0;
+  for (float v : z.to_vector<float>()) ASSERT_EQ(v, 2 * tiny);
+  ASSERT_TRUE(set_flush_denormal(true));
+  Tensor y = x * 2.0;  // the denormal input now reads as 0
+  for (float v : y.to_vector<float>()) ASSERT_EQ(v, 0.0f);
+}
+
 }  // namespace
 }  // namespace spore
