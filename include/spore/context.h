@@ -29,11 +29,12 @@ uint64_t get_seed();
 void set_num_threads(int n);
 int get_num_threads();
 
-// Flush-to-zero / denormals-are-zero for float arithmetic on the compute threads (PyTorch's
+// Flush-to-zero / denormals-are-zero for float arithmetic in Spore's kernels (PyTorch's
 // torch.set_flush_denormal). On by default (as TensorFlow does): values below 1.2e-38 in float32
 // become 0 instead of costing up to 100x per operation on x86 (gradients and momentum buffers
-// reach them late in training). SPORE_FLUSH_DENORMAL=0 turns the default off. Returns false
-// where the CPU has no such mode.
+// reach them late in training). Each thread that runs a kernel (the caller and the OpenMP pool
+// oneDNN shares) switches to the mode before it; SPORE_FLUSH_DENORMAL=0 turns the default off.
+// Returns false where the CPU has no such mode.
 bool set_flush_denormal(bool on);
 bool flush_denormal();
 

@@ -125,7 +125,9 @@ std::shared_ptr<nn::Cell> build_train_network(std::shared_ptr<nn::Cell> network,
   SPORE_CHECK(optimizer != nullptr, "[build_train_network] optimizer is null");
   const DType dtype = cast_model_type.value_or(kFloat16);
   check_low_dtype(dtype, "build_train_network");
-  auto_mixed_precision(*network, level, dtype, keep_batchnorm_fp32.value_or(level == Level::O2));
+  // O0 leaves the cells as they are (a user's to_float islands included).
+  if (level != Level::O0)
+    auto_mixed_precision(*network, level, dtype, keep_batchnorm_fp32.value_or(level == Level::O2));
   nn::CellPtr net = network;
   if (loss_fn) {
     if (level == Level::O2 || level == Level::O3) net = with_float32_output(net);

@@ -34,12 +34,17 @@ bool should_record(const ops::OpDef& def, const ops::Tensors& inputs) {
   return false;
 }
 
-// The symbolic zero cotangents of the backward pass now running on this thread: gradient rules
-// ask is_zero_cotangent() to skip terms that vanish (a traced tensor's values are unknown).
-thread_local std::unordered_set<const TensorImpl*> t_zero_cotangents;
+// The symbolic zero cotangents of the backward passes now running on this thread: gradient rules
+// ask is_zero_cotangent() to skip terms that vanish (a traced tensor's values are unknown). The
+// tensors are held, not just their addresses, so a freed one's address cannot be reused by a
+// real gradient during the pass.
+thread_local std::vector<Tensor> t_zero_cotangents;
 
 bool is_zero_cotangent(const Tensor& g) {
-  return g.defined() && t_zero_cotangents.count(&g.impl()) > 0;
+  if (!g.defined()) return false;
+  for (const Tensor& z : t_zero_cotangents)
+    if (z.is_same(g)) return true;
+  return false;
 }
 
 void record(ops::OpId op, const ops::Attrs& attrs, const ops::Tensors& inputs, ops::Tensors& outputs) {
@@ -81,14 +86,15 @@ Tensor fit_to(const Tensor& g, const Tensor& input) {
 Tensor zero_cotangent(const ops::TensorMeta& m) {
   if (ops::trace_hook()) {
     Tensor z = zeros({}, m.dtype).expand(m.shape);
-    t_zero_cotangents.insert(&z.impl());
+    t_zero_cotangents.push_back(z);
     return z;
   }
   return zeros(m.shape, m.dtype);
 }
 
-struct ZeroCotangentsReset {  // forgets them when a backward pass ends (addresses get reused)
-  ~ZeroCotangentsReset() { t_zero_cotangents.clear(); }
+struct ZeroCotangentsReset {  // forgets this pass's zeros when it ends (nested passes nest)
+  size_t mark = t_zero_cotangents.size();
+  ~ZeroCotangentsReset() { t_zero_cotangents.resize(mark); }
 };
 
 struct Pending {

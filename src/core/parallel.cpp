@@ -12,41 +12,53 @@
 #include "spore/context.h"
 
 namespace spore {
+namespace detail {
+std::atomic<int> g_fp_mode_version{1};
+thread_local int t_fp_mode_version = 0;
+}  // namespace detail
+
 namespace {
 int g_threads = 0;  // 0: not set, use omp_get_max_threads()
-bool g_flush = false;
+// Flush-to-zero: on unless SPORE_FLUSH_DENORMAL=0 (read once, when the library loads).
+std::atomic<bool> g_flush{[] {
+  const char* e = std::getenv("SPORE_FLUSH_DENORMAL");
+  return !(e && std::strcmp(e, "0") == 0);
+}()};
+std::atomic<int> g_pool_version{0};  // the version the whole pool was last brought to
+}  // namespace
 
-// The MXCSR bits are per thread: set them on this one and on every thread of the OpenMP pool
-// (which oneDNN shares), which keeps its threads alive between parallel regions.
-void apply_flush_mode() {
+namespace detail {
+void apply_fp_mode() {
+  const int v = g_fp_mode_version.load();
 #ifdef SPORE_HAVE_MXCSR
   constexpr unsigned kFtzDaz = 0x8040;  // FTZ (bit 15) | DAZ (bit 6)
-  const bool on = g_flush;
-  auto set = [on] { _mm_setcsr(on ? (_mm_getcsr() | kFtzDaz) : (_mm_getcsr() & ~kFtzDaz)); };
-  set();
-#pragma omp parallel num_threads(get_num_threads())
-  set();
+  _mm_setcsr(g_flush ? (_mm_getcsr() | kFtzDaz) : (_mm_getcsr() & ~kFtzDaz));
 #endif
+  t_fp_mode_version = v;
 }
+}  // namespace detail
 
-const bool g_flush_default = [] {
-  const char* e = std::getenv("SPORE_FLUSH_DENORMAL");
-  set_flush_denormal(!(e && std::strcmp(e, "0") == 0));
-  return true;
-}();
-}  // namespace
+void use_fp_mode_on_pool() {
+  use_fp_mode();
+  const int v = detail::g_fp_mode_version.load(std::memory_order_relaxed);
+  if (g_pool_version.load(std::memory_order_relaxed) == v || omp_in_parallel()) return;
+#pragma omp parallel num_threads(get_num_threads())
+  use_fp_mode();
+  g_pool_version = v;
+}
 
 int get_num_threads() { return g_threads > 0 ? g_threads : omp_get_max_threads(); }
 void set_num_threads(int n) {
   g_threads = n > 0 ? n : 0;
   if (n > 0) omp_set_num_threads(n);
-  if (g_flush) apply_flush_mode();  // threads the pool may have added
+  g_pool_version = 0;  // threads the pool may add get the mode at their next region
 }
 
 bool set_flush_denormal(bool on) {
 #ifdef SPORE_HAVE_MXCSR
   g_flush = on;
-  apply_flush_mode();
+  ++detail::g_fp_mode_version;  // every thread re-applies before its next kernel
+  use_fp_mode();
   return true;
 #else
   return !on;

@@ -49,6 +49,11 @@ size_t fuse_softmax_cross_entropy(Graph& g);
 // program (ops/fused_program.h); run after the conv/matmul post-op fusion. Returns nodes made.
 size_t fuse_elementwise(Graph& g);
 
+// relu_grad(dy, x) where y = relu(x) runs before it -> relu_grad(dy, y) (y > 0 exactly where
+// x > 0, NaN and -0 included): x then has no reader besides the relu, so the fusion passes can
+// fold it into its producer. Returns how many were rewritten.
+size_t point_relu_grads_at_outputs(Graph& g);
+
 // verify, then the passes in order until nothing changes (at most a few rounds), verify again;
 // each stage is dumped when SPORE_DUMP_IR is set.
 void run_pipeline(Graph& g);

@@ -227,4 +227,14 @@ std::string Cell::str(int indent) const {
   return s + pad + ">";
 }
 
+std::string Cell::trace_key() const {
+  std::string k = training() ? "T" : "E";
+  if (amp_policy()) k += amp_policy()->str();
+  for (const auto& [name, c] : named_cells()) {
+    k += c->training() ? 'T' : 'E';
+    if (c->amp_policy()) k += c->amp_policy()->str();  // the traced casts depend on it
+  }
+  return k;
+}
+
 }  // namespace spore::nn

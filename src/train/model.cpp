@@ -59,11 +59,7 @@ std::vector<Tensor> forward_maybe_compiled(const nn::CellPtr& net, std::shared_p
   if (!slot) {
     JitOptions opts;
     opts.name = name;
-    opts.extra_key = [net] {  // each cell's train flag (dropout, batch norm) is traced in
-      std::string k = net->training() ? "T" : "E";
-      for (const auto& [_, c] : net->named_cells()) k += c->training() ? 'T' : 'E';
-      return k;
-    };
+    opts.extra_key = [net] { return net->trace_key(); };  // train flags, amp policies
     slot = std::make_shared<JitFunction>(
         [net](const std::vector<Tensor>& in) { return net->forward(in); }, opts);
   }

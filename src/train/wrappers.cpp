@@ -63,11 +63,7 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
       // Attributes traced from host state: the learning rates at this step and, for optimizers
       // whose update takes the step count (Adam's bias correction), the step itself.
       opts.extra_key = [this] {
-        std::string k = network_->training() ? "T" : "E";  // each cell's own train flag
-        for (const auto& [name, c] : network_->named_cells()) {
-          k += c->training() ? 'T' : 'E';
-          if (c->amp_policy()) k += c->amp_policy()->str();  // the traced casts depend on it
-        }
+        std::string k = network_->trace_key();  // train flags, amp policies
         for (size_t i = 0; i < optimizer_->parameters().size(); ++i)
           k += "," + std::to_string(optimizer_->lr_of(i));
         const std::string n = optimizer_->name();
@@ -153,11 +149,7 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Ten
       JitOptions opts;
       opts.name = "train_step_loss_scale";
       opts.extra_key = [this] {
-        std::string k = network()->training() ? "T" : "E";
-        for (const auto& [name, c] : network()->named_cells()) {
-          k += c->training() ? 'T' : 'E';
-          if (c->amp_policy()) k += c->amp_policy()->str();  // the traced casts depend on it
-        }
+        std::string k = network()->trace_key();  // train flags, amp policies
         return k;
       };
       compiled_ls_ = std::make_shared<JitFunction>(
@@ -186,6 +178,10 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Ten
 
 JitStats TrainOneStepCell::jit_stats() const {
   return compiled_ ? std::static_pointer_cast<JitFunction>(compiled_)->stats() : JitStats{};
+}
+
+JitStats TrainOneStepWithLossScaleCell::jit_stats() const {
+  return compiled_ls_ ? std::static_pointer_cast<JitFunction>(compiled_ls_)->stats() : JitStats{};
 }
 
 // ---- WithEvalCell

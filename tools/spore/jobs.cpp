@@ -199,7 +199,12 @@ int train(const TrainArgs& a) {
   const DType amp_dtype = amp::parse_dtype(a.amp_dtype);
   const std::string out = a.out.empty() ? "out/" + a.model : a.out;
   fs::create_directories(out);
-  if (a.model == "mlp-regression") return train_regression(a, out);
+  if (a.model == "mlp-regression") {
+    SPORE_CHECK(amp_level == amp::Level::O0, "--amp ", a.amp,
+                " is not supported for mlp-regression (it trains in float32); drop --amp or train "
+                "an image model (lenet, mlp, resnet18)");
+    return train_regression(a, out);
+  }
   SPORE_CHECK(!is_cifar_model(a.model) || a.data != TrainArgs{}.data, a.model,
               " trains on CIFAR-10: pass --data DIR, a folder with the binary version's "
               "data_batch_1.bin ... data_batch_5.bin and test_batch.bin (www.cs.toronto.edu/~kriz/cifar.html)");

@@ -45,6 +45,9 @@ class Cell {
   void clear_amp_policy() { amp_.reset(); }
   const std::optional<amp::Policy>& amp_policy() const { return amp_; }
   Cell& to_float(DType dtype);
+  // What a compiled (Graph-mode) trace of this tree depends on besides its inputs: every cell's
+  // train flag and amp policy. Compiled callers put it in their cache key.
+  std::string trace_key() const;
 
   // Parameters are float tensors that require grad; buffers are state (e.g. moving statistics)
   // saved in checkpoints but not trained.

@@ -58,7 +58,8 @@ class TrainOneStepCell : public nn::Cell {
   const std::vector<Tensor>& last_grads() const { return last_grads_; }
   // Graph mode: the compiled step's statistics (planned peak, nodes before / after the passes,
   // cache hits); all zero before the first compiled step.
-  JitStats jit_stats() const;
+  // Graph mode: the compiled step's statistics (zeros before the first compiled call).
+  virtual JitStats jit_stats() const;
 
  private:
   nn::CellPtr network_;
@@ -93,6 +94,7 @@ class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
   int64_t overflow_steps() const { return overflow_steps_; }  // overflowed steps so far
   // The unscaled gradients of the last step (inf/nan when it overflowed).
   const std::vector<Tensor>& unscaled_grads() const { return grads_; }
+  JitStats jit_stats() const override;
 
  private:
   // {loss, all_finite, unscaled grads...} for inputs (data..., label) and a float32 scale scalar.

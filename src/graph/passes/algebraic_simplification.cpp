@@ -4,6 +4,7 @@
 // replaced by x only when x has the output's exact shape, dtype and strides, so consumers (views
 // especially) see the same layout. The dead nodes are left for dead_code_elimination.
 #include <algorithm>
+#include <unordered_map>
 
 #include "graph/passes.h"
 
@@ -85,6 +86,23 @@ size_t algebraic_simplification(Graph& g) {
         break;
       default:
         break;
+    }
+  }
+  return changed;
+}
+
+size_t point_relu_grads_at_outputs(Graph& g) {
+  size_t changed = 0;
+  std::unordered_map<const Value*, Value*> relu_of;  // x -> relu(x), for relus seen so far
+  for (auto& up : g.nodes) {
+    Node* n = up.get();
+    if (n->op == ops::OpId::Relu && n->outputs[0]->shape == n->inputs[0]->shape)
+      relu_of.emplace(n->inputs[0], n->outputs[0]);
+    if (n->op != ops::OpId::ReluGrad) continue;
+    auto it = relu_of.find(n->inputs[1]);
+    if (it != relu_of.end() && it->second->dtype == n->inputs[1]->dtype) {
+      n->inputs[1] = it->second;
+      ++changed;
     }
   }
   return changed;

@@ -81,15 +81,7 @@ size_t index_of(const Graph& g, const Node* n) {
 
 size_t fuse_conv_matmul(Graph& g) {
   if (disabled()) return 0;
-  // relu_grad(dy, x) -> relu_grad(dy, relu(x)): frees relu's input for fusion.
-  std::unordered_map<const Value*, Value*> relu_of;
-  for (const auto& n : g.nodes)
-    if (n->op == OpId::Relu) relu_of[n->inputs[0]] = n->outputs[0];
-  for (const auto& n : g.nodes)
-    if (n->op == OpId::ReluGrad) {
-      auto it = relu_of.find(n->inputs[1]);
-      if (it != relu_of.end() && same_meta(it->first, it->second)) n->inputs[1] = it->second;
-    }
+  point_relu_grads_at_outputs(g);  // frees relu's input for fusion
 
   size_t fused = 0;
   std::unordered_set<const Node*> dead;

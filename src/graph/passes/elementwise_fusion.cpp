@@ -139,21 +139,7 @@ size_t fuse_elementwise(Graph& g) {
     return 0;
   // Dead readers (left by earlier fusions) would keep intermediates from joining a group.
   dead_code_elimination(g);
-  // relu_grad(g, x) where y = relu(x) runs before it -> relu_grad(g, y) (y > 0 exactly when
-  // x > 0, NaN and -0 included): the pre-activation then has no reader besides the relu and can
-  // fuse into it.
-  {
-    std::unordered_map<const Value*, Value*> relu_of;  // x -> relu(x), for relus seen so far
-    for (auto& up : g.nodes) {
-      Node* n = up.get();
-      if (n->op == OpId::Relu && n->outputs[0]->shape == n->inputs[0]->shape)
-        relu_of.emplace(n->inputs[0], n->outputs[0]);
-      if (n->op != OpId::ReluGrad) continue;
-      auto it = relu_of.find(n->inputs[1]);
-      if (it != relu_of.end() && it->second->dtype == n->inputs[1]->dtype)
-        n->inputs[1] = it->second;
-    }
-  }
+  point_relu_grads_at_outputs(g);  // the pre-activation can then fuse into the relu
   const size_t n_nodes = g.nodes.size();
   std::unordered_map<const Node*, size_t> pos;
   std::unordered_map<const Value*, std::vector<const Node*>> readers;

@@ -1,6 +1,8 @@
 // oneDNN engine/stream singletons, error reporting and the primitive cache (see onednn.h).
 #include "backends/cpu/onednn/onednn.h"
 
+#include "core/parallel.h"
+
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -113,6 +115,7 @@ std::vector<size_t> Compiled::arg_bytes() const {
 
 void Compiled::run(const void* const* ptr_array, size_t n, const void* dst_init) {
   SPORE_ASSERT(n == args_.size(), "oneDNN primitive run with ", n, " buffers, expected ", args_.size());
+  use_fp_mode_on_pool();  // oneDNN's threads are the OpenMP pool's: flush-to-zero as ours
   std::lock_guard<std::mutex> lock(mu_);
   dnnl::stream& s = stream();
   // Temporaries live until the end of this call; the allocator caches them between calls.
