@@ -14,16 +14,15 @@
 #include "spore/jit.h"
 #include "spore/spore.h"
 
+#include "graph/graph_test_util.h"
+
 using namespace spore;
 using graph::Graph;
 using ops::OpId;
 
 namespace {
 
-std::vector<float> run(std::unique_ptr<Graph> g, const std::vector<Tensor>& args) {
-  graph::Executor ex(std::shared_ptr<Graph>(std::move(g)));
-  return ex.run(args).at(0).to_vector<float>();
-}
+constexpr auto run = test::run_graph;
 
 // |got - want| <= tol * max(1, |want|): relative for large values, absolute near zero (fused
 // primitives accumulate in another order, and oneDNN's erf/tanh are polynomial approximations).

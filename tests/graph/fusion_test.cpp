@@ -15,21 +15,17 @@
 #include "ops/fused_program.h"
 #include "spore/spore.h"
 
+#include "graph/graph_test_util.h"
+
 using namespace spore;
 using graph::Graph;
 using ops::OpId;
 
 namespace {
 
-std::vector<std::vector<float>> run_all(std::unique_ptr<Graph> g, const std::vector<Tensor>& args) {
-  graph::Executor ex(std::shared_ptr<Graph>(std::move(g)));
-  std::vector<std::vector<float>> out;
-  for (const Tensor& t : ex.run(args)) out.push_back(t.to(kFloat32).to_vector<float>());
-  return out;
-}
-std::vector<float> run(std::unique_ptr<Graph> g, const std::vector<Tensor>& args) {
-  return run_all(std::move(g), args).at(0);
-}
+using test::run_graph_all;
+constexpr auto run_all = run_graph_all;
+constexpr auto run = test::run_graph;
 
 // |got - want| <= tol * (1 + |want|) elementwise.
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,

@@ -11,16 +11,15 @@
 #include "graph/trace.h"
 #include "spore/spore.h"
 
+#include "graph/graph_test_util.h"
+
 using namespace spore;
 using graph::Graph;
 using ops::OpId;
 
 namespace {
 
-std::vector<float> run(std::unique_ptr<Graph> g, const std::vector<Tensor>& args) {
-  graph::Executor ex(std::shared_ptr<Graph>(std::move(g)));
-  return ex.run(args).at(0).to_vector<float>();
-}
+constexpr auto run = test::run_graph;
 
 void expect_same(const std::vector<float>& a, const std::vector<float>& b) {
   ASSERT_EQ(a.size(), b.size());
