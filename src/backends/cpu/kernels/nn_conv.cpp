@@ -335,6 +335,7 @@ void epilogue_loop(const ops::Attrs& a, int64_t C, int64_t HW, T* y, const T* sc
                    const T* res, int64_t n) {
   const std::string act = a.has("act") ? a.get_string("act") : std::string();
   const int kind = act.empty() ? 0 : act == "relu" ? 1 : 2;
+  const onednn::Activation activation = onednn::activation_of(a);  // decoded before the loop
   using F = acc_t<T>;
   parallel_for(0, n / HW, std::max<int64_t>(1, 16384 / HW), [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
@@ -345,7 +346,7 @@ void epilogue_loop(const ops::Attrs& a, int64_t C, int64_t HW, T* y, const T* sc
       for (int64_t i = 0; i < HW; ++i) {
         F v = F(yp[i]) * s + b + (rp ? F(rp[i]) : F(0));
         if (kind == 1) v = v > F(0) ? v : F(0);
-        else if (kind == 2) v = F(onednn::apply_activation(a, double(v)));
+        else if (kind == 2) v = F(activation(double(v)));
         yp[i] = T(v);
       }
     }

@@ -214,9 +214,10 @@ void matmul_fused_kernel(ops::KernelContext& ctx) {
       const T* bp = has_bias ? static_cast<const T*>(bias.data_ptr()) : nullptr;
       const T* rp = has_res ? static_cast<const T*>(res.data_ptr()) : nullptr;
       const int64_t N = c.size(-1);
+      const onednn::Activation activation = onednn::activation_of(ctx.attrs);
       for (int64_t i = 0; i < c.numel(); ++i) {
         double v = double(cp[i]) + (bp ? double(bp[i % N]) : 0.0) + (rp ? double(rp[i]) : 0.0);
-        cp[i] = T(onednn::apply_activation(ctx.attrs, v));
+        cp[i] = T(activation(v));
       }
     };
     if (c.dtype() == kFloat64) epilogue(c.data<double>());

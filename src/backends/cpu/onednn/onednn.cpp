@@ -202,9 +202,12 @@ void add_post_op_key(CacheKey& key, const ops::Attrs& a) {
   key.add(act_code(a)).add(bits[0]).add(bits[1]);
 }
 
-double apply_activation(const ops::Attrs& a, double x) {
-  const double alpha = a.get_float("alpha", 0.0), beta = a.get_float("beta", 0.0);
-  switch (act_code(a)) {
+Activation activation_of(const ops::Attrs& a) {
+  return {act_code(a), a.get_float("alpha", 0.0), a.get_float("beta", 0.0)};
+}
+
+double Activation::operator()(double x) const {
+  switch (code) {
     case 1: return x > 0 ? x : 0.0;
     case 2: return x > 0 ? x : alpha * x;
     case 3: return 1.0 / (1.0 + std::exp(-x));

@@ -120,8 +120,14 @@ class Compiled {
 std::vector<int> set_post_ops(dnnl::primitive_attr& attr, const ops::Attrs& a,
                               const dnnl::memory::desc* per_channel = nullptr);
 void add_post_op_key(CacheKey& key, const ops::Attrs& a);
-// The activation in double precision (the float64 fallback and tests).
-double apply_activation(const ops::Attrs& a, double x);
+// The fused activation decoded once from the attributes (act, alpha, beta), applied in double
+// precision (the float64 fallback, the unfused epilogue loops and tests).
+struct Activation {
+  int code = 0;  // index into the activation names; 0: none
+  double alpha = 0, beta = 0;
+  double operator()(double x) const;
+};
+Activation activation_of(const ops::Attrs& a);
 
 // Returns the cached entry for key, creating it with make() on the first call.
 std::shared_ptr<Compiled> cached(const CacheKey& key, const std::function<std::shared_ptr<Compiled>()>& make);
