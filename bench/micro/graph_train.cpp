@@ -9,6 +9,7 @@
 #include <benchmark/benchmark.h>
 
 #include "models/lenet.h"
+#include "models/recipe.h"
 #include "models/resnet.h"
 #include "spore/spore.h"
 
@@ -16,11 +17,7 @@ using namespace spore;
 
 namespace {
 std::shared_ptr<train::TrainOneStepCell> make_step(nn::CellPtr net) {
-  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
-      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  return std::make_shared<train::TrainOneStepCell>(
-      std::make_shared<train::WithLossCell>(net, loss),
-      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  return models::momentum_train_step(std::move(net));
 }
 
 void run(benchmark::State& state, Mode mode, bool resnet) {

@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "models/lenet.h"
+#include "models/recipe.h"
 #include "spore/spore.h"
 
 using namespace spore;
@@ -11,10 +12,8 @@ static void BM_LeNetTrainStep64(benchmark::State& state) {
   set_num_threads(2);
   set_seed(0);
   auto net = std::make_shared<models::LeNet5>();
-  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
-      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  train::TrainOneStepCell step(std::make_shared<train::WithLossCell>(net, loss),
-                               std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  auto step_ptr = models::momentum_train_step(net);
+  train::TrainOneStepCell& step = *step_ptr;
   Tensor x = randn({64, 1, 28, 28}), y = randint(0, 10, {64}, kInt32);
   for (auto _ : state) benchmark::DoNotOptimize(step(x, y));
   state.SetItemsProcessed(state.iterations() * 64);

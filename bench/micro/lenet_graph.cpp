@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include "models/lenet.h"
+#include "models/recipe.h"
 #include "models/resnet.h"
 #include "spore/jit.h"
 #include "spore/spore.h"
@@ -15,22 +16,14 @@ std::shared_ptr<train::TrainOneStepCell> make_step() {
   set_num_threads(2);
   set_seed(0);
   auto net = std::make_shared<models::LeNet5>();
-  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
-      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  return std::make_shared<train::TrainOneStepCell>(
-      std::make_shared<train::WithLossCell>(net, loss),
-      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  return models::momentum_train_step(net);
 }
 
 std::shared_ptr<train::TrainOneStepCell> make_resnet_step() {
   set_num_threads(2);
   set_seed(0);
   auto net = models::resnet18(10, models::ResNetStem::Cifar);
-  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
-      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  return std::make_shared<train::TrainOneStepCell>(
-      std::make_shared<train::WithLossCell>(net, loss),
-      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  return models::momentum_train_step(net);
 }
 
 // alloc_peak_MB: the allocator's peak above what was resident before one step (PyNative: every
@@ -86,11 +79,8 @@ static void BM_LeNetGraphPlannedPeak(benchmark::State& state) {
   set_num_threads(2);
   set_seed(0);
   auto net = std::make_shared<models::LeNet5>();
-  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
-      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  train::TrainOneStepCell step(
-      std::make_shared<train::WithLossCell>(net, loss),
-      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  auto step_ptr = models::momentum_train_step(net);
+  train::TrainOneStepCell& step = *step_ptr;
   auto f = jit([&](const std::vector<Tensor>& a) { return step.forward(a); });
   Tensor x = randn({64, 1, 28, 28}), y = randint(0, 10, {64}, kInt32);
   for (auto _ : state) f({x, y});

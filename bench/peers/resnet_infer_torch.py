@@ -15,42 +15,9 @@ import time
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
-class Block(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout, eps=1e-4)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout, eps=1e-4)
-        self.down = None
-        if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, 0, bias=False),
-                                      nn.BatchNorm2d(cout, eps=1e-4))
-
-    def forward(self, x):
-        y = F.relu(self.bn1(self.conv1(x)))
-        y = self.bn2(self.conv2(y))
-        return F.relu(y + (self.down(x) if self.down is not None else x))
-
-
-class ResNet18Cifar(nn.Module):
-    def __init__(self, num_classes=10):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64, eps=1e-4),
-                                  nn.ReLU())
-        layers, cin = [], 64
-        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-            layers += [Block(cin, cout, stride), Block(cout, cout, 1)]
-            cin = cout
-        self.layers = nn.Sequential(*layers)
-        self.fc = nn.Linear(512, num_classes)
-
-    def forward(self, x):
-        y = self.layers(self.stem(x))
-        return self.fc(y.mean((2, 3)))
+from graph_train_torch import ResNet18Cifar  # the same model as the training peer (this folder)
 
 
 def time_ms(fn, x, runs, calls):

@@ -12,6 +12,7 @@
 #include "graph/passes.h"
 #include "graph/trace.h"
 #include "models/lenet.h"
+#include "models/recipe.h"
 #include "ops/fused_program.h"
 #include "spore/spore.h"
 
@@ -417,11 +418,8 @@ namespace {
 std::vector<float> lenet_losses(bool fuse, int steps, size_t* fused_nodes = nullptr) {
   set_seed(0);
   auto net = std::make_shared<models::LeNet5>();
-  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
-      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  train::TrainOneStepCell step(
-      std::make_shared<train::WithLossCell>(net, loss),
-      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  auto step_ptr = models::momentum_train_step(net);
+  train::TrainOneStepCell& step = *step_ptr;
   set_seed(1);
   std::vector<Tensor> xs, ys;
   for (int i = 0; i < 3; ++i) {

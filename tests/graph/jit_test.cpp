@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "models/lenet.h"
+#include "models/recipe.h"
 #include "models/resnet.h"
 #include "spore/spore.h"
 
@@ -198,11 +199,8 @@ TEST(Jit, CompiledStepAllocatesOnlyItsOutputs) {
 TEST(GraphMode, LeNetStepAllocations) {
   set_seed(0);
   auto net = std::make_shared<models::LeNet5>();
-  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
-      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  train::TrainOneStepCell step(
-      std::make_shared<train::WithLossCell>(net, loss),
-      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  auto step_ptr = models::momentum_train_step(net);
+  train::TrainOneStepCell& step = *step_ptr;
   Tensor x = randn({8, 1, 28, 28}), y = randint(0, 10, {8}, kInt32);
   PyNativeAfter restore;
   step(x, y);
