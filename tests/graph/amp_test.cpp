@@ -402,7 +402,8 @@ constexpr size_t kFcBias = 4;  // index of fc.bias in named_parameters()
 constexpr double kBiasBound = 2e-3;
 
 // The amp pass (plus the clean-up passes, no fusion) against PyNative autocast: the same rule on
-// the same ops. O0 and O1 are bit-equal. O2: the forward is bit-equal at every step; the one
+// the same ops. O0 and O1 are equal up to float32 rounding (the Dense weight gradient's matmul,
+// below). O2: the forward is equal at every step; the one
 // difference is by design: PyNative's autograd engine sums Dense's broadcast bias gradient in the
 // dtype it arrives in (bf16) before casting it to the float32 parameter, while in the graph that
 // reduction is an engine op without a policy and runs in its traced float32 (kBiasBound; the
@@ -424,10 +425,13 @@ TEST(AmpGraph, AmpPassMatchesPyNativeAutocast) {
     print("amp pass only", level, g, d);
     EXPECT_EQ(d.loss[0], 0.0) << "the first forward pass is the same ops on the same values";
     if (level == amp::Level::O0 || level == amp::Level::O1) {
-      EXPECT_EQ(d.max_loss(), 0.0);
-      EXPECT_EQ(d.max_param(), 0.0);
+      // Float32 rounding only: the clean-up passes compute a Dense weight's gradient as
+      // dy^T @ x instead of PyNative's (x^T @ dy)^T, the same products summed by another matmul
+      // call (measured: at most 1.2e-7 relative on a loss, 3e-8 on a parameter).
+      EXPECT_LE(d.max_loss(), 1e-6);
+      EXPECT_LE(d.max_param(), 1.2e-7);
     } else if (level == amp::Level::O2) {
-      EXPECT_EQ(d.max_loss(), 0.0);
+      EXPECT_LE(d.max_loss(), 1e-6);
       for (size_t i = 0; i < d.param.size(); ++i)
         if (i == kFcBias) {
           EXPECT_LE(d.param[i], kBiasBound);

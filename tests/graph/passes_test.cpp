@@ -133,6 +133,34 @@ TEST(GraphPasses, AlgebraicSimplification) {
   expect_same(run(std::move(ref), {x}), run(std::move(g), {x}));
 }
 
+// transpose(x^T @ dy) -> dy^T @ x (how a Dense weight gradient is traced): one matmul on two
+// transpose views, its output contiguous; a product something else also reads is left alone.
+TEST(GraphPasses, TransposeMovesIntoMatmul) {
+  Tensor x = randn({6, 5}), dy = randn({6, 4});
+  auto g = graph::trace(
+      [](const std::vector<Tensor>& a) {
+        Tensor gw = matmul(a[0].permute({1, 0}), a[1]).permute({1, 0});  // (4, 5), strided
+        Tensor shared = matmul(a[0], a[0].permute({1, 0}));
+        return std::vector<Tensor>{gw * 2.0, shared.permute({1, 0}) + shared};
+      },
+      {x, dy});
+  auto ref = g->clone();
+  for (int round = 0; round < 2; ++round) {  // the second round folds permute(permute(x))
+    graph::algebraic_simplification(*g);
+    graph::dead_code_elimination(*g);
+  }
+  graph::verify(*g);
+  EXPECT_EQ(g->count(OpId::Matmul), 2u);
+  for (const auto& n : g->nodes)
+    if (n->op == OpId::Matmul && n->outputs[0]->shape == Shape{4, 5}) {
+      EXPECT_TRUE(n->outputs[0]->is_contiguous());
+      EXPECT_EQ(n->inputs[1]->producer, nullptr);  // x itself: the two transposes cancelled
+    }
+  const auto want = test::run_graph_all(std::move(ref), {x, dy}), got = test::run_graph_all(std::move(g), {x, dy});
+  for (size_t k = 0; k < 2; ++k)
+    for (size_t i = 0; i < want[k].size(); ++i) EXPECT_NEAR(got[k][i], want[k][i], 1e-5) << k << " " << i;
+}
+
 TEST(GraphPasses, PipelineAndDump) {
   const std::string dir = std::string(SPORE_BINARY_DIR) + "/graph_dump_test";
   setenv("SPORE_DUMP_IR", dir.c_str(), 1);

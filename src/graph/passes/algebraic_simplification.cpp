@@ -1,10 +1,15 @@
 // Algebraic simplification: identities that remove a node (x*1, x+0, x-0, x/1, cast to the same
 // dtype, neg(neg(x)), reshape to the same shape, permute chains that cancel) or shorten a chain
-// (reshape(reshape(x)) -> reshape(x); permute(permute(x)) -> one permute). A node's output is
+// (reshape(reshape(x)) -> reshape(x); permute(permute(x)) -> one permute), and moves transposes
+// into matmuls: transpose(a @ b) -> b^T @ a^T when nothing else reads a @ b (a Dense weight's
+// gradient is traced as (x^T @ dy)^T: a strided view the optimizer would walk column by column;
+// as dy^T @ x it is a contiguous matmul output, the transposes being views oneDNN reads by
+// strides). A node's output is
 // replaced by x only when x has the output's exact shape, dtype and strides, so consumers (views
 // especially) see the same layout. The dead nodes are left for dead_code_elimination.
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "graph/passes.h"
 
@@ -21,10 +26,53 @@ bool is_constant_equal(const Value* v, double value) {
 bool same_layout(const Value* a, const Value* b) {
   return a->shape == b->shape && a->dtype == b->dtype && a->strides == b->strides;
 }
+
+bool is_transpose_2d(const Node& n) {
+  return n.op == ops::OpId::Permute && n.attrs.get_ints("axes") == std::vector<int64_t>{1, 0};
+}
+
+// A 2-D transpose view of v inserted at pos (strides swapped: no data moves).
+Value* transpose_view(Graph& g, size_t pos, Value* v, const Node& like) {
+  Node* t = g.insert_node(pos, ops::OpId::Permute, {v}, ops::Attrs().set("axes", std::vector<int64_t>{1, 0}),
+                          {{Shape{v->shape[1], v->shape[0]}, v->dtype}});
+  t->amp = like.amp;
+  Value* o = t->outputs[0];
+  o->strides = {v->strides[1], v->strides[0]};
+  o->offset = v->offset;
+  return o;
+}
+
+// transpose(a @ b) -> b^T @ a^T (2-D, the product read only by the transpose).
+size_t transpose_matmul_products(Graph& g) {
+  std::unordered_map<const Value*, int> reads;
+  std::unordered_set<const Value*> viewed;  // read by a view (whose strides assume its input's)
+  for (const auto& n : g.nodes)
+    for (const Value* in : n->inputs) {
+      ++reads[in];
+      if (n->is_view()) viewed.insert(in);
+    }
+  for (const Value* o : g.outputs) reads[o] += 2;
+  size_t changed = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node* n = g.nodes[i].get();
+    Node* mm = n->inputs.empty() ? nullptr : n->inputs[0]->producer;
+    if (!is_transpose_2d(*n) || !mm || mm->op != ops::OpId::Matmul || mm->inputs.size() != 2 ||
+        mm->inputs[0]->shape.size() != 2 || mm->inputs[1]->shape.size() != 2 || reads[n->inputs[0]] != 1 || viewed.count(n->outputs[0]))
+      continue;
+    Value *a = mm->inputs[0], *b = mm->inputs[1];
+    Value* bt = transpose_view(g, i++, b, *mm);
+    Value* at = transpose_view(g, i++, a, *mm);
+    Node* m = g.insert_node(i++, ops::OpId::Matmul, {bt, at}, mm->attrs, {{n->outputs[0]->shape, n->outputs[0]->dtype}});
+    m->amp = mm->amp;
+    g.replace_all_uses(n->outputs[0], m->outputs[0]);  // n and mm are dead now
+    ++changed;
+  }
+  return changed;
+}
 }  // namespace
 
 size_t algebraic_simplification(Graph& g) {
-  size_t changed = 0;
+  size_t changed = transpose_matmul_products(g);
   auto forward_to = [&](Node* n, Value* x) {
     if (!same_layout(n->outputs[0], x)) return false;
     g.replace_all_uses(n->outputs[0], x);

@@ -130,7 +130,8 @@ size_t fuse_conv_matmul(Graph& g) {
       }
     }
     // -> activation
-    if (Node* u = uses.single(cur); u && same_meta(u->outputs[0], cur) && activation_attrs(*u, post)) {
+    if (Node* u = uses.single(cur); u && u->outputs.size() == 1 && same_meta(u->outputs[0], cur) &&
+                                    activation_attrs(*u, post)) {  // (an effect reader has no outputs)
       cur = u->outputs[0];
       chain.push_back(u);
     }
