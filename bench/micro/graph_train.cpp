@@ -6,7 +6,17 @@
 //                               before it (every intermediate, gradient and scratch buffer)
 // items/s = images per second. The peer script runs it with --benchmark_repetitions and reads the
 // medians.
+//
+// BM_*_Interleaved: the same steps run one after the other in every iteration (PyNative, Graph,
+// Graph compiled without the blocked-layout pass, in rotating order), each timed on its own, and
+// the medians of those per-step times reported as counters (ms) with their ratios. This VM's
+// speed drifts by up to 1.5x over seconds, so steps timed side by side compare better than
+// repetitions run one after another.
 #include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
 
 #include "models/lenet.h"
 #include "models/recipe.h"
@@ -45,7 +55,61 @@ void run(benchmark::State& state, Mode mode, bool resnet) {
   state.SetItemsProcessed(state.iterations() * n);
   set_context({.mode = Mode::PyNative});
 }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+void interleaved(benchmark::State& state, bool resnet) {
+  set_num_threads(2);
+  auto net = [&] {
+    set_seed(0);
+    return resnet ? nn::CellPtr(models::resnet18(10, models::ResNetStem::Cifar))
+                  : nn::CellPtr(std::make_shared<models::LeNet5>());
+  };
+  const int64_t n = resnet ? 32 : 64;
+  set_seed(1);
+  Tensor x = resnet ? randn({n, 3, 32, 32}) : randn({n, 1, 28, 28});
+  Tensor y = randint(0, 10, {n}, kInt32);
+  struct Run {
+    std::shared_ptr<train::TrainOneStepCell> step;
+    Mode mode;
+    std::vector<double> ms;
+  };
+  std::vector<Run> runs{{make_step(net()), Mode::PyNative, {}}, {make_step(net()), Mode::Graph, {}},
+                        {make_step(net()), Mode::Graph, {}}};
+  for (size_t k = 0; k < runs.size(); ++k) {  // warm-up; the third compiles without the pass
+    if (k == 2) setenv("SPORE_NO_BLOCKED_LAYOUT", "1", 1);
+    set_context({.mode = runs[k].mode});
+    (*runs[k].step)(x, y);
+    unsetenv("SPORE_NO_BLOCKED_LAYOUT");
+  }
+  size_t turn = 0;
+  for (auto _ : state) {
+    for (size_t j = 0; j < runs.size(); ++j) {
+      Run& r = runs[(turn + j) % runs.size()];
+      set_context({.mode = r.mode});
+      const auto t0 = std::chrono::steady_clock::now();
+      benchmark::DoNotOptimize((*r.step)(x, y));
+      r.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    ++turn;
+  }
+  set_context({.mode = Mode::PyNative});
+  const double p = median(runs[0].ms), g = median(runs[1].ms), gn = median(runs[2].ms);
+  state.counters["pynative_ms"] = p;
+  state.counters["graph_ms"] = g;
+  state.counters["graph_no_blocked_ms"] = gn;
+  state.counters["graph_speedup"] = p / g;
+  state.counters["blocked_speedup"] = gn / g;
+}
 }  // namespace
+
+static void BM_LeNet5Step64_Interleaved(benchmark::State& s) { interleaved(s, false); }
+static void BM_ResNet18Step32_Interleaved(benchmark::State& s) { interleaved(s, true); }
+BENCHMARK(BM_LeNet5Step64_Interleaved)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(400);
+BENCHMARK(BM_ResNet18Step32_Interleaved)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(12);
 
 static void BM_LeNet5Step64_PyNative(benchmark::State& s) { run(s, Mode::PyNative, false); }
 static void BM_LeNet5Step64_Graph(benchmark::State& s) { run(s, Mode::Graph, false); }

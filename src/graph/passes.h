@@ -48,6 +48,11 @@ size_t fuse_softmax_cross_entropy(Graph& g);
 // shape whose intermediates have no outside reader -> one fused_elementwise node running a small
 // program (ops/fused_program.h); run after the conv/matmul post-op fusion. Returns nodes made.
 size_t fuse_elementwise(Graph& g);
+// Blocked-layout propagation (passes/blocked_layout.cpp): float32 activations between
+// convolutions, pools, batch norms and pointwise ops become oneDNN's nChw16c layout, held as
+// (N, ceil(C/16), H, W, 16) tensors, with to_blocked / from_blocked at the boundaries, where the
+// conv reorders saved outweigh them. Run after the fusions. Returns nodes switched to blocked.
+size_t blocked_layout(Graph& g);
 
 // relu_grad(dy, x) where y = relu(x) runs before it -> relu_grad(dy, y) (y > 0 exactly where
 // x > 0, NaN and -0 included): x then has no reader besides the relu, so the fusion passes can

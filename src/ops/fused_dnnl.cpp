@@ -58,7 +58,8 @@ SPORE_DEFINE_OP(Conv2dFused, {
     SPORE_CHECK(in.size() >= 2, "expected (x, w[, bias][, residual]), got ", in.size(), " inputs");
     // The convolution itself is conv2d's (same checks and messages).
     const Metas conv = op_def(OpId::Conv2d).rules.infer({in[0], in[1]}, a);
-    check_epilogue(in, a, 2, conv[0], {conv[0].shape[1]});
+    // Per-channel inputs have the logical O = w[0] (the output may be blocked: blocked_y).
+    check_epilogue(in, a, 2, conv[0], {in[1].shape[0]});
     return conv;
   },
 });

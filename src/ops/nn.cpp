@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "autograd/node.h"
+#include "ops/blocked.h"
 #include "ops/op.h"
 #include "spore/autograd.h"
 #include "spore/ops.h"
@@ -174,14 +175,37 @@ SPORE_DEFINE_OP(Matmul, {
 
 // ---- conv2d ------------------------------------------------------------------------------------
 
+// Blocked activations (ops/blocked.h): with blocked_x / blocked_y the input / output side is
+// nChw16c; weights, biases and the input_shape / weight_shape attributes stay logical.
+namespace {
+const auto conv_blocked_shape = blocked::shape;
+// The logical (N, C, H, W) of blocked activation m, which must carry C channels.
+Shape conv_unblocked(const TensorMeta& m, int64_t C, const char* what, const char* flag) {
+  SPORE_CHECK(m.shape.size() == 5 && m.shape[4] == 16 && m.shape[1] == blocked::blocks(C), "with ", flag,
+              "=true the ", what, " must be blocked (N, ceil(C/16)=", blocked::blocks(C),
+              ", H, W, 16) for its C=", C, " channels, got shape ", shape_str(m.shape));
+  return {m.shape[0], C, m.shape[2], m.shape[3]};
+}
+void check_blocked_dtype(const TensorMeta& m, const Attrs& a) {
+  if (!a.get_bool("blocked_x", false) && !a.get_bool("blocked_y", false)) return;
+  SPORE_CHECK_TYPE(m.dtype == kFloat32 || m.dtype == kBFloat16 || m.dtype == kFloat16,
+                   "the blocked layout (blocked_x / blocked_y) supports float32, bfloat16 and "
+                   "float16 only, got ", dtype_name(m.dtype), "; run the op unblocked");
+}
+}  // namespace
+
 SPORE_DEFINE_OP(Conv2d, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     SPORE_CHECK(in.size() == 2 || in.size() == 3, "expected (x, w) or (x, w, bias), got ", in.size(),
                 " inputs");
-    const Shape& x = shape4(in[0], "input");
+    const bool bx = a.get_bool("blocked_x", false), by = a.get_bool("blocked_y", false);
+    Shape x;
+    if (!bx) x = shape4(in[0], "input");
     SPORE_CHECK(in[1].shape.size() == 4, "expected weight of rank 4 (O, C/groups, kh, kw), got shape ",
                 shape_str(in[1].shape));
+    if (bx) x = conv_unblocked(in[0], in[1].shape[1] * conv_geom(a).groups, "input", "blocked_x");
     check_float(in[0], "input");
+    check_blocked_dtype(in[0], a);
     SPORE_CHECK_TYPE(in[1].dtype == in[0].dtype, "input is ", dtype_name(in[0].dtype), " but weight is ",
                      dtype_name(in[1].dtype));
     const Shape out = conv_out_shape(x, in[1].shape, conv_geom(a));
@@ -191,10 +215,13 @@ SPORE_DEFINE_OP(Conv2d, {
       SPORE_CHECK_TYPE(in[2].dtype == in[0].dtype, "input is ", dtype_name(in[0].dtype),
                        " but bias is ", dtype_name(in[2].dtype));
     }
-    return {{out, in[0].dtype}};
+    return {{by ? conv_blocked_shape(out) : out, in[0].dtype}};
   },
   .vjp = [](const VjpContext& c) -> Tensors {
     const Tensor &x = c.in(0), &w = c.in(1), &g = c.g();
+    // Graph mode's layout pass makes blocked convolutions only in already differentiated graphs.
+    SPORE_ASSERT(!c.attrs.get_bool("blocked_x", false) && !c.attrs.get_bool("blocked_y", false),
+                 "conv2d with blocked_x / blocked_y has no gradient rule");
     const Attrs base = conv_base_attrs(c.attrs);
     Tensors r(c.inputs.size());
     // The network input's data gradient is the costly one nobody wants (conv1 of a CNN).
@@ -210,33 +237,80 @@ SPORE_DEFINE_OP(Conv2dBackwardData, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     const Shape& xs = a.get_ints("input_shape");
     SPORE_CHECK(xs.size() == 4 && in[1].shape.size() == 4, "bad input_shape ", shape_str(xs));
-    SPORE_CHECK(conv_out_shape(xs, in[1].shape, conv_geom(a)) == in[0].shape, "dy has shape ",
-                shape_str(in[0].shape), ", which no conv2d of input ", shape_str(xs), " and weight ",
-                shape_str(in[1].shape), " produces");
-    return {{xs, in[0].dtype}};
+    if (!a.get_bool("blocked_y", false)) {
+      SPORE_CHECK(conv_out_shape(xs, in[1].shape, conv_geom(a)) == in[0].shape, "dy has shape ",
+                  shape_str(in[0].shape), ", which no conv2d of input ", shape_str(xs), " and weight ",
+                  shape_str(in[1].shape), " produces");
+    } else {
+      const Shape ys = conv_out_shape(xs, in[1].shape, conv_geom(a));
+      SPORE_CHECK(in[0].shape == conv_blocked_shape(ys), "with blocked_y=true dy must be the blocked ",
+                  shape_str(conv_blocked_shape(ys)), " of the conv2d output ", shape_str(ys),
+                  " (input ", shape_str(xs), ", weight ", shape_str(in[1].shape), "), got shape ",
+                  shape_str(in[0].shape));
+    }
+    check_blocked_dtype(in[0], a);
+    return {{a.get_bool("blocked_x", false) ? conv_blocked_shape(xs) : xs, in[0].dtype}};
   },
 });
 
 SPORE_DEFINE_OP(Conv2dBackwardWeight, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     const Shape& ws = a.get_ints("weight_shape");
-    SPORE_CHECK(ws.size() == 4 && in[1].shape.size() == 4, "bad weight_shape ", shape_str(ws));
-    SPORE_CHECK(conv_out_shape(in[1].shape, ws, conv_geom(a)) == in[0].shape, "dy has shape ",
-                shape_str(in[0].shape), ", which no conv2d of input ", shape_str(in[1].shape),
-                " and weight ", shape_str(ws), " produces");
+    const bool bx = a.get_bool("blocked_x", false), by = a.get_bool("blocked_y", false);
+    if (!bx && !by) {
+      SPORE_CHECK(ws.size() == 4 && in[1].shape.size() == 4, "bad weight_shape ", shape_str(ws));
+      SPORE_CHECK(conv_out_shape(in[1].shape, ws, conv_geom(a)) == in[0].shape, "dy has shape ",
+                  shape_str(in[0].shape), ", which no conv2d of input ", shape_str(in[1].shape),
+                  " and weight ", shape_str(ws), " produces");
+    } else {
+      SPORE_CHECK(ws.size() == 4, "bad weight_shape ", shape_str(ws));
+      const Shape xs = bx ? conv_unblocked(in[1], ws[1] * conv_geom(a).groups, "input x", "blocked_x")
+                          : shape4(in[1], "input x");
+      const Shape ys = conv_out_shape(xs, ws, conv_geom(a));
+      const Shape want = by ? conv_blocked_shape(ys) : ys;
+      SPORE_CHECK(in[0].shape == want, "dy has shape ", shape_str(in[0].shape), ", expected ",
+                  shape_str(want), (by ? " (blocked_y=true)" : ""), " for a conv2d of input ",
+                  shape_str(xs), " and weight ", shape_str(ws));
+      check_blocked_dtype(in[0], a);
+    }
     return {{ws, in[0].dtype}};
   },
 });
 
 // ---- pooling -----------------------------------------------------------------------------------
 
+// The `blocked` attribute (graph-internal, set by the blocked-layout pass): nChw16c activations as 5-D
+// (N, ceil(C/16), H, W, 16) tensors; float32 only.
+namespace {
+const auto pool_bn_blocks = blocked::blocks;
+void pool_bn_check_blocked(const TensorMeta& m, const char* op, const char* what) {
+  SPORE_CHECK(m.shape.size() == 5 && m.shape[4] == 16, op, " with blocked=true expects ", what,
+              " of blocked shape (N, ceil(C/16), H, W, 16), got shape ", shape_str(m.shape));
+  SPORE_CHECK_TYPE(m.dtype == kFloat32, op, ": blocked layout supports float32 only, got ", what, " of ",
+                   dtype_name(m.dtype));
+}
+}  // namespace
+
 SPORE_DEFINE_OP(MaxPool2d, {
   .infer = [](const Metas& in, const Attrs& a) -> Metas {
     check_float(in[0], "input");
+    if (a.get_bool("blocked")) {  // (N, Cb, H, W, 16) -> (N, Cb, OH, OW, 16) twice
+      pool_bn_check_blocked(in[0], "max_pool2d", "input");
+      const Shape& x = in[0].shape;
+      // Optional `channels` (logical C): the kernel then zeroes y's padding lanes whatever x holds.
+      const int64_t C = a.get_int("channels", x[1] * 16);
+      SPORE_CHECK(C > 0 && pool_bn_blocks(C) == x[1], "max_pool2d with blocked=true: channels=", C,
+                  " needs input of shape (N, ", pool_bn_blocks(C), ", H, W, 16), got ", shape_str(x));
+      Shape out = pool_out_shape({x[0], x[1], x[2], x[3]}, pool_geom(a));
+      out.push_back(16);
+      return {{out, in[0].dtype}, {out, kInt64}};
+    }
     const Shape out = pool_out_shape(shape4(in[0], "input"), pool_geom(a));
     return {{out, in[0].dtype}, {out, kInt64}};
   },
   .vjp = [](const VjpContext& c) -> Tensors {
+    SPORE_CHECK(!c.attrs.get_bool("blocked"), "max_pool2d with blocked=true is graph-internal and has no "
+                "gradient rule: differentiate the plain op, then run the blocked-layout pass");
     return {call1(OpId::MaxPool2dBackward, {c.g(0), c.out(1)}, with_input_shape(c.attrs, c.in(0).shape()))};
   },
 });
@@ -246,6 +320,19 @@ SPORE_DEFINE_OP(MaxPool2dBackward, {
     SPORE_CHECK(in[0].shape == in[1].shape, "dy ", shape_str(in[0].shape), " and indices ",
                 shape_str(in[1].shape), " differ");
     SPORE_CHECK_TYPE(in[1].dtype == kInt64, "indices must be int64, got ", dtype_name(in[1].dtype));
+    if (a.get_bool("blocked")) {  // input_shape stays logical (N, C, H, W); dx is (N, Cb, H, W, 16)
+      pool_bn_check_blocked(in[0], "max_pool2d_backward", "dy");
+      const Shape& xs = a.get_ints("input_shape");
+      SPORE_CHECK(xs.size() == 4, "max_pool2d_backward with blocked=true expects a logical input_shape "
+                  "(N, C, H, W), got ", shape_str(xs));
+      Shape dys = pool_out_shape(xs, pool_geom(a));
+      dys[1] = pool_bn_blocks(xs[1]);
+      dys.push_back(16);
+      SPORE_CHECK(in[0].shape == dys, "max_pool2d_backward with blocked=true: dy must have shape ",
+                  shape_str(dys), " (the blocked pool output of logical input ", shape_str(xs), "), got ",
+                  shape_str(in[0].shape));
+      return {{{xs[0], pool_bn_blocks(xs[1]), xs[2], xs[3], 16}, in[0].dtype}};
+    }
     return {{a.get_ints("input_shape"), in[0].dtype}};
   },
 });
@@ -306,8 +393,32 @@ void check_bn_input(const TensorMeta& x) {
 }
 }  // namespace
 
+namespace {
+// Blocked batch norm: x (N, Cb, H, W, 16) with the logical C = gamma's length, Cb = ceil(C/16).
+void check_bn_blocked(const char* op, const TensorMeta& x, const TensorMeta& gamma, const TensorMeta& other,
+                      const char* other_name) {
+  pool_bn_check_blocked(x, op, "input");
+  SPORE_CHECK(gamma.shape.size() == 1, op, " with blocked=true: gamma must have shape (C), got ",
+              shape_str(gamma.shape));
+  const int64_t C = gamma.shape[0];
+  SPORE_CHECK(x.shape[1] == pool_bn_blocks(C), op, " with blocked=true: gamma has C=", C,
+              " channels, so the input must have shape (N, ", pool_bn_blocks(C), ", H, W, 16), got ",
+              shape_str(x.shape));
+  SPORE_CHECK(other.shape == gamma.shape, op, ": ", other_name, " must have shape (", C, ") like gamma, got ",
+              shape_str(other.shape));
+  check_float(gamma, "gamma");
+}
+}  // namespace
+
 SPORE_DEFINE_OP(BatchNorm, {
-  .infer = [](const Metas& in, const Attrs&) -> Metas {
+  .infer = [](const Metas& in, const Attrs& a) -> Metas {
+    if (a.get_bool("blocked")) {  // (x_b, gamma (C), beta (C)) -> (y_b, mean (C), invstd (C))
+      check_bn_blocked("batch_norm", in[0], in[1], in[2], "beta");
+      const Shape& x = in[0].shape;
+      SPORE_CHECK(x[0] * x[2] * x[3] > 1, "training needs more than one value per channel, got blocked "
+                  "input shape ", shape_str(x));
+      return {in[0], {in[1].shape, kFloat32}, {in[1].shape, kFloat32}};
+    }
     check_bn_input(in[0]);
     check_channel_param(in[0], in[1], "gamma");
     check_channel_param(in[0], in[2], "beta");
@@ -315,6 +426,8 @@ SPORE_DEFINE_OP(BatchNorm, {
     return {in[0], {c, stats_dtype(in[0].dtype)}, {c, stats_dtype(in[0].dtype)}};
   },
   .vjp = [](const VjpContext& c) -> Tensors {
+    SPORE_CHECK(!c.attrs.get_bool("blocked"), "batch_norm with blocked=true is graph-internal and has no "
+                "gradient rule: differentiate the plain op, then run the blocked-layout pass");
     const Tensor &x = c.in(0), &mean = c.out(1), &invstd = c.out(2);
     Tensors r = call(OpId::BatchNormBackward, {c.g(0), x, c.in(1), mean, invstd}, c.attrs);
     // Terms from uses of the batch statistics themselves (batch_norm_train's mean and variance).
@@ -337,9 +450,13 @@ SPORE_DEFINE_OP(BatchNorm, {
 });
 
 SPORE_DEFINE_OP(BatchNormBackward, {
-  .infer = [](const Metas& in, const Attrs&) -> Metas {
+  .infer = [](const Metas& in, const Attrs& a) -> Metas {
     SPORE_CHECK(in[0].shape == in[1].shape, "dy ", shape_str(in[0].shape), " and x ",
                 shape_str(in[1].shape), " differ");
+    if (a.get_bool("blocked")) {  // (dy_b, x_b, gamma, mean, invstd) -> (dx_b, dgamma (C), dbeta (C))
+      check_bn_blocked("batch_norm_backward", in[1], in[2], in[3], "mean");
+      check_bn_blocked("batch_norm_backward", in[0], in[2], in[4], "invstd");
+    }
     return {in[1], in[2], in[2]};
   },
 });

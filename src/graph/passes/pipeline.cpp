@@ -46,6 +46,8 @@ void run_pipeline(Graph& g) {
     constant_folding(g);  // neg of a constant incoming gradient (a mean's -1/N)
   }
   if (fuse_elementwise(g) > 0) dump_if_enabled(g, index++, "elementwise_fusion");
+  // Layouts last among the activation rewrites: it sees the final conv / pool / pointwise nodes.
+  if (blocked_layout(g) > 0) dump_if_enabled(g, index++, "blocked_layout");
   if (fuse_optimizer(g) > 0) dump_if_enabled(g, index++, "optimizer_fusion");
   dead_code_elimination(g);
   verify(g);

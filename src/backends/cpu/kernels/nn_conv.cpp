@@ -11,6 +11,10 @@
 //     implementation for a post-op set, the plain conv runs and the epilogue follows in a loop.
 //   float16: through float32 when oneDNN has no implementation on this CPU.
 //   float64: plain loops (used by the float64 gradient checks).
+//   Blocked activations (attrs blocked_x / blocked_y, made by Graph mode's layout pass): the
+//     activation's user descriptor is aBcd16b (nChw16c, held as the 5-D (N, Cb, H, W, 16)) instead
+//     of nchw, so the candidates that keep the user's layouts run with no activation reorder; the
+//     padding lanes of blocked outputs are zeroed after each call (zero_blocked_padding, layout.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -24,17 +28,35 @@
 #include "core/parallel.h"
 
 namespace spore::cpu {
+
+void zero_blocked_padding(void* data, int64_t N, int64_t C, int64_t HW, size_t esize);  // layout.cpp
+
 namespace {
 
 struct Geom {
   int64_t N, C, H, W, O, kh, kw, OH, OW;
   int64_t sh, sw, pt, pb, pl, pr, dh, dw, G;
+  bool bx, by;  // x-side / y-side activation blocked (aBcd16b)
 };
 
+// x / y: the activations as the kernel holds them, (N, C, H, W) or blocked (N, Cb, H, W, 16) (H and
+// W sit at the same positions); a blocked x's logical C comes from the weight.
 Geom geom(const Shape& x, const Shape& w, const Shape& y, const ops::Attrs& a) {
   const auto st = a.get_ints("stride"), pad = a.get_ints("padding"), dil = a.get_ints("dilation");
-  return {x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], st[0], st[1],
-          pad[0], pad[1], pad[2], pad[3], dil[0], dil[1], a.get_int("groups", 1)};
+  const int64_t G = a.get_int("groups", 1);
+  const bool bx = a.get_bool("blocked_x", false), by = a.get_bool("blocked_y", false);
+  return {x[0], bx ? w[1] * G : x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], st[0], st[1],
+          pad[0], pad[1], pad[2], pad[3], dil[0], dil[1], G, bx, by};
+}
+
+// Zeros the padding lanes of a blocked output t (N, Cb, H, W, 16) with C logical channels.
+void zero_padding(Tensor& t, int64_t C) {
+  zero_blocked_padding(t.data_ptr(), t.size(0), C, t.size(2) * t.size(3), itemsize(t.dtype()));
+}
+
+void check_blocked_dtype(const Geom& g, DType t) {
+  SPORE_ASSERT(!(g.bx || g.by) || t != kFloat64,
+               "blocked layout supports float32 (bfloat16, float16) only, got float64");
 }
 
 enum class Pass { kForward, kBackwardData, kBackwardWeight };
@@ -43,12 +65,14 @@ onednn::CacheKey conv_key(Pass p, const Geom& g, DType t, bool bias, const ops::
   onednn::CacheKey k;
   k.add(int64_t(post ? ops::OpId::Conv2dFused : ops::OpId::Conv2d)).add(int64_t(p)).add(int64_t(t)).add(bias);
   k.add({g.N, g.C, g.H, g.W, g.O, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr, g.dh, g.dw, g.G});
+  k.add(g.bx).add(g.by);
   if (post) onednn::add_post_op_key(k, *post);
   return k;
 }
 
 struct Descs {
   dnnl::memory::desc x_user, w_user, y_user, b_user, c_user, x_any, w_any, y_any;  // c: (1, O, 1, 1)
+  dnnl::memory::desc x_nchw, y_nchw;  // the plain layouts (the user's unless blocked)
   onednn::dims strides, dil, pad_l, pad_r;
 };
 
@@ -58,11 +82,13 @@ Descs descs(const Geom& g, DType t) {
   const onednn::dims wd = g.G == 1 ? onednn::dims{g.O, g.C, g.kh, g.kw}
                                    : onednn::dims{g.G, g.O / g.G, g.C / g.G, g.kh, g.kw};
   Descs r;
-  r.x_user = {xd, d, onednn::tag::nchw};
-  r.y_user = {yd, d, onednn::tag::nchw};
+  r.x_user = {xd, d, g.bx ? onednn::tag::aBcd16b : onednn::tag::nchw};
+  r.y_user = {yd, d, g.by ? onednn::tag::aBcd16b : onednn::tag::nchw};
   r.w_user = {wd, d, g.G == 1 ? onednn::tag::oihw : onednn::tag::goihw};
   r.b_user = {{g.O}, d, onednn::tag::x};
   r.c_user = {{1, g.O, 1, 1}, d, onednn::tag::nchw};
+  r.x_nchw = {xd, d, onednn::tag::nchw};
+  r.y_nchw = {yd, d, onednn::tag::nchw};
   r.x_any = {xd, d, onednn::tag::any};
   r.y_any = {yd, d, onednn::tag::any};
   r.w_any = {wd, d, onednn::tag::any};
@@ -110,15 +136,25 @@ Layout layout_choice() {
   return l;
 }
 
-// One pass's primitive on oneDNN's preferred (blocked) layouts or on the user's plain ones; null
-// when only a reference implementation would run it (plain, or with post-ops: the caller has a
-// faster way). post: Conv2dFused's attributes (forward only).
+// The layouts a candidate primitive runs on:
+//   kAny: oneDNN's preferred ones (the cached entry reorders the user's tensors in and out);
+//   kUser: exactly the user's (no reorder at all);
+//   kUserActs (blocked activations only): the user's activation layouts, oneDNN's weight layout
+//     (the fast kernels on nChw16c want blocked weights; a weight reorder is cheap next to a conv);
+//   kNchw (blocked activations only): NCHW / OIHW (the plain implementations such as gemm, which
+//     can beat the blocked ones at small channel counts; the blocked activations are reordered).
+enum class Cand { kAny, kUser, kUserActs, kNchw };
+
+// One pass's primitive on the layouts of candidate c; null when only a reference implementation
+// would run it (c != kAny, or with post-ops: the caller has a faster way). post: Conv2dFused's
+// attributes (forward only).
 std::shared_ptr<onednn::Compiled> make_prim(Pass p, Descs s, bool bias, const ops::Attrs* post,
-                                            bool plain, bool inference = false) {
+                                            Cand c, bool inference = false) {
+  const bool plain = c != Cand::kAny;
   if (plain) {
-    s.x_any = s.x_user;
-    s.w_any = s.w_user;
-    s.y_any = s.y_user;
+    s.x_any = c == Cand::kNchw ? s.x_nchw : s.x_user;
+    if (c != Cand::kUserActs) s.w_any = s.w_user;
+    s.y_any = c == Cand::kNchw ? s.y_nchw : s.y_user;
   }
   auto is_ref = [&](const dnnl::primitive_desc_base& pd) {
     return (plain || post) && std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
@@ -191,21 +227,28 @@ size_t fastest(const std::vector<std::shared_ptr<onednn::Compiled>>& cands) {
 }
 
 // The candidates: blocked, plain and (forward) blocked with forward_inference; the fastest wins.
-std::shared_ptr<onednn::Compiled> choose(Pass p, const Descs& s, bool bias, const ops::Attrs* post) {
+// With a blocked activation "plain" means the user's layouts, and two more candidates (kUserActs,
+// kNchw, see Cand) keep the choice at least as good as with NCHW activations.
+std::shared_ptr<onednn::Compiled> choose(Pass p, const Descs& s, bool bias, const ops::Attrs* post,
+                                         bool blocked) {
   const Layout l = layout_choice();
   std::vector<std::shared_ptr<onednn::Compiled>> cands;
-  auto add = [&](bool plain, bool inference) {
+  auto add = [&](Cand cand, bool inference) {
     try {
-      if (auto c = make_prim(p, s, bias, post, plain, inference)) cands.push_back(std::move(c));
+      if (auto c = make_prim(p, s, bias, post, cand, inference)) cands.push_back(std::move(c));
     } catch (const dnnl::error& e) {  // no implementation for this combination
       if (e.status != dnnl_unimplemented) throw;
     }
   };
   if (l != Layout::kPlain) {
-    add(false, false);
-    if (p == Pass::kForward) add(false, true);
+    add(Cand::kAny, false);
+    if (p == Pass::kForward) add(Cand::kAny, true);
   }
-  if (l != Layout::kBlocked) add(true, false);
+  if (l != Layout::kBlocked) add(Cand::kUser, false);
+  if (l != Layout::kBlocked && blocked) {
+    add(Cand::kUserActs, false);
+    add(Cand::kNchw, false);
+  }
   // None: float16 without hardware support (the kernels go through float32), or a post-op set
   // oneDNN cannot fuse (the fused kernel runs the conv, then the epilogue loop).
   if (cands.empty()) return nullptr;
@@ -216,7 +259,7 @@ std::shared_ptr<onednn::Compiled> conv_prim(Pass p, const Geom& g, DType t, bool
                                             const ops::Attrs* post = nullptr) {
   return onednn::cached(conv_key(p, g, t, bias, post), [&]() -> std::shared_ptr<onednn::Compiled> {
     try {
-      return choose(p, descs(g, t), bias, post);
+      return choose(p, descs(g, t), bias, post, g.bx || g.by);
     } catch (const dnnl::error& e) {
       if (e.status == dnnl_unimplemented) return nullptr;
       onednn::throw_dnnl_error("dnnl::convolution primitive_desc", int(e.status), e.what(), __FILE__,
@@ -319,6 +362,7 @@ void conv2d_kernel(ops::KernelContext& ctx) {
   Tensor& y = ctx.outputs[0];
   if (y.numel() == 0) return;
   const Geom g = geom(x.shape(), w.shape(), y.shape(), ctx.attrs);
+  check_blocked_dtype(g, y.dtype());
   if (y.dtype() == kFloat64)
     return conv_fwd_f64(g, x.data<double>(), w.data<double>(), has_bias ? b.data<double>() : nullptr,
                         y.data<double>());
@@ -326,6 +370,7 @@ void conv2d_kernel(ops::KernelContext& ctx) {
   if (!prim) return run_via_f32(ctx, conv2d_kernel);
   if (has_bias) prim->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr()});
   else prim->run({x.data_ptr(), w.data_ptr(), y.data_ptr()});
+  if (g.by) zero_padding(y, g.O);
 }
 
 // The fused epilogue after a plain conv: y = act(y * scale[c] + shift[c] + residual), per (n, c)
@@ -353,6 +398,39 @@ void epilogue_loop(const ops::Attrs& a, int64_t C, int64_t HW, T* y, const T* sc
   });
 }
 
+// The same epilogue on a blocked y (N, Cb, OH, OW, 16): channel cb*16 + l for lane l; padding
+// lanes get scale 1 and shift 0 (their result is zeroed afterwards).
+template <typename T>
+void epilogue_loop_blocked(const ops::Attrs& a, int64_t C, int64_t HW, T* y, const T* scale,
+                           const T* shift, const T* res, int64_t n) {
+  const std::string act = a.has("act") ? a.get_string("act") : std::string();
+  const int kind = act.empty() ? 0 : act == "relu" ? 1 : 2;
+  const onednn::Activation activation = onednn::activation_of(a);
+  using F = acc_t<T>;
+  const int64_t Cb = (C + 15) / 16, plane = HW * 16;
+  parallel_for(0, n / plane, std::max<int64_t>(1, 16384 / plane), [&](int64_t p0, int64_t p1) {
+    F s[16], b[16];
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t cb = p % Cb;
+      for (int64_t l = 0; l < 16; ++l) {
+        const int64_t c = cb * 16 + l;
+        s[l] = scale && c < C ? F(scale[c]) : F(1);
+        b[l] = scale && c < C ? F(shift[c]) : F(0);
+      }
+      T* yp = y + p * plane;
+      const T* rp = res ? res + p * plane : nullptr;
+      for (int64_t i = 0; i < HW; ++i)
+        for (int64_t l = 0; l < 16; ++l) {
+          const int64_t e = i * 16 + l;
+          F v = F(yp[e]) * s[l] + b[l] + (rp ? F(rp[e]) : F(0));
+          if (kind == 1) v = v > F(0) ? v : F(0);
+          else if (kind == 2) v = F(activation(double(v)));
+          yp[e] = T(v);
+        }
+    }
+  });
+}
+
 // For each fused conv (geometry + post-ops): whether the plain conv followed by the epilogue loop
 // beat the fused primitive when both were timed at the first call. The fused primitive with
 // binary post-ops (a folded BatchNorm) has no implementation on plain layouts, so at batch 1 it
@@ -365,7 +443,8 @@ std::unordered_map<onednn::CacheKey, bool, KeyHash> g_unfused_wins;
 
 // Conv2dFused: (x, w[, bias][, scale, shift][, residual]) ->
 //   act((conv(x, w) + bias) * scale + shift + residual), scale and shift per output channel.
-void conv2d_fused_kernel(ops::KernelContext& ctx) {
+void conv2d_fused_kernel(ops::KernelContext& ctx);
+void conv2d_fused_body(ops::KernelContext& ctx) {
   const bool has_bias = ctx.attrs.get_bool("has_bias", false);
   const bool has_scale = ctx.attrs.get_bool("has_scale", false);
   const bool has_res = ctx.attrs.get_bool("has_residual", false);
@@ -388,9 +467,17 @@ void conv2d_fused_kernel(ops::KernelContext& ctx) {
       if (has_bias) plain->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), yp});
       else plain->run({x.data_ptr(), w.data_ptr(), yp});
     }
+    if (g.by) {
+      if constexpr (!std::is_same_v<T, double>)
+        epilogue_loop_blocked<T>(ctx.attrs, g.O, g.OH * g.OW, yp, has_scale ? scale.data<T>() : nullptr,
+                                 has_scale ? shift.data<T>() : nullptr, has_res ? r.data<T>() : nullptr,
+                                 y.numel());
+      return;
+    }
     epilogue_loop<T>(ctx.attrs, g.O, g.OH * g.OW, yp, has_scale ? scale.data<T>() : nullptr,
                      has_scale ? shift.data<T>() : nullptr, has_res ? r.data<T>() : nullptr, y.numel());
   };
+  check_blocked_dtype(g, y.dtype());
   if (y.dtype() == kFloat64) return unfused(y.data<double>());
   auto prim = conv_prim(Pass::kForward, g, y.dtype(), has_bias, &ctx.attrs);
   if (!prim) {
@@ -433,15 +520,24 @@ void conv2d_fused_kernel(ops::KernelContext& ctx) {
   g_unfused_wins[key] = tu < tf;
 }
 
+void conv2d_fused_kernel(ops::KernelContext& ctx) {
+  conv2d_fused_body(ctx);
+  // Post-ops (a sigmoid, a shift) make padding lanes non-zero; the contract wants zeros.
+  if (ctx.attrs.get_bool("blocked_y", false) && ctx.outputs[0].numel() > 0)
+    zero_padding(ctx.outputs[0], ctx.inputs[1].size(0));
+}
+
 void conv2d_backward_data_kernel(ops::KernelContext& ctx) {
   Tensor dy = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
   Tensor& dx = ctx.outputs[0];
   if (dx.numel() == 0) return;
   const Geom g = geom(dx.shape(), w.shape(), dy.shape(), ctx.attrs);
+  check_blocked_dtype(g, dx.dtype());
   if (dx.dtype() == kFloat64) return conv_bwd_data_f64(g, dy.data<double>(), w.data<double>(), dx.data<double>());
   auto prim = conv_prim(Pass::kBackwardData, g, dx.dtype(), false);
   if (!prim) return run_via_f32(ctx, conv2d_backward_data_kernel);
   prim->run({dy.data_ptr(), w.data_ptr(), dx.data_ptr()});
+  if (g.bx) zero_padding(dx, g.C);
 }
 
 void conv2d_backward_weight_kernel(ops::KernelContext& ctx);
@@ -487,6 +583,7 @@ void conv2d_backward_weight_kernel(ops::KernelContext& ctx) {
   Tensor& dw = ctx.outputs[0];
   if (dw.numel() == 0) return;
   const Geom g = geom(x.shape(), dw.shape(), dy.shape(), ctx.attrs);
+  check_blocked_dtype(g, dw.dtype());
   if (dw.dtype() == kFloat64)
     return conv_bwd_weight_f64(g, dy.data<double>(), x.data<double>(), dw.data<double>());
   auto prim = conv_prim(Pass::kBackwardWeight, g, dw.dtype(), false);

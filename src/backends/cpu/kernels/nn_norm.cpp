@@ -5,6 +5,22 @@
 // element's arithmetic type and are combined in double, which keeps float32 within 1e-5 of a
 // double reference for realistic sizes. Mixed precision: x (and dy) may be float16/bfloat16 while
 // gamma/beta/mean/var are float32; the math is float32 and y/dx come out in x's dtype.
+//
+// batch_norm / batch_norm_backward with `blocked` (graph mode's nChw16c activations, 5-D
+// (N, Cb, H, W, 16), float32, C = gamma's length): lane l of block cb is channel cb*16 + l, so the
+// per-channel sums are vertical vector sums over the pixels of each block, no horizontal adds.
+// Work is split into tasks of at most kChunk pixels of one (n, cb) plane (parallel even for small
+// N * Cb); each task sums in float vectors around its own first-pass mean (the task is hot in L1
+// for the second pass) and the tasks combine in double (Chan's formula), which is at least as
+// accurate as the plain kernel's float rows combined in double. Padding lanes of y / dx are zero.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/kernels/nn_norm.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// clang-format on
+
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -12,7 +28,160 @@
 #include "backends/cpu/kernels/nn_util.h"
 #include "core/parallel.h"
 
+#ifndef SPORE_NN_NORM_BLOCKED_GEOM
+#define SPORE_NN_NORM_BLOCKED_GEOM
+namespace spore::cpu::blkbn {
+// A blocked batch-norm tensor: N*Cb planes of S pixels of 16 floats, cut into tasks of at most
+// kChunk pixels (task t: plane t / chunks, pixels from (t % chunks) * kChunk).
+constexpr int64_t kChunk = 512;  // 32 KiB of floats: stays in L1/L2 between a task's passes
+struct Geom {
+  int64_t Cb, C, S, chunks;
+  int64_t tasks(int64_t N) const { return N * Cb * chunks; }
+};
+}  // namespace spore::cpu::blkbn
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace spore::cpu::blkbn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+
+struct Span {
+  int64_t off, n, cb;  // first float of the task, pixels, block
+};
+HWY_INLINE Span span(const Geom& g, int64_t t) {
+  const int64_t q = t / g.chunks, p0 = (t % g.chunks) * kChunk;
+  return {(q * g.S + p0) * 16, std::min(kChunk, g.S - p0), q % g.Cb};
+}
+HWY_INLINE hn::Mask<DF> lanes_valid(const Geom& g, int64_t cb, int64_t j) {
+  const DF d;
+  return hn::FirstN(d, size_t(std::clamp<int64_t>(g.C - cb * 16 - j, 0, int64_t(hn::Lanes(d)))));
+}
+
+// Sum over the task's pixels of f(pixel offset) (a vector), four accumulators.
+template <class F>
+HWY_INLINE hn::Vec<DF> vsum(int64_t n, const F& f) {
+  const DF d;
+  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    a0 = hn::Add(a0, f(i * 16));
+    a1 = hn::Add(a1, f(i * 16 + 16));
+    a2 = hn::Add(a2, f(i * 16 + 32));
+    a3 = hn::Add(a3, f(i * 16 + 48));
+  }
+  for (; i < n; ++i) a0 = hn::Add(a0, f(i * 16));
+  return hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
+}
+
+// Per task t in [t0, t1), per lane: out[t*48 + l] = c (the task's float mean), out[+16] =
+// sum(x - c), out[+32] = sum((x - c)^2).
+HWY_NOINLINE void BnStats(const Geom g, const float* x, double* out, int64_t t0, int64_t t1) {
+  const DF d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  alignas(64) float c[16], s1[16], s2[16];
+  for (int64_t t = t0; t < t1; ++t) {
+    const Span sp = span(g, t);
+    const float* xp = x + sp.off;
+    const auto inv = hn::Set(d, 1.0f / float(sp.n));
+    for (int64_t j = 0; j < 16; j += L) {
+      const float* xj = xp + j;
+      const auto cv = hn::Mul(vsum(sp.n, [&](int64_t o) { return hn::LoadU(d, xj + o); }), inv);
+      hn::Store(cv, d, c + j);
+      hn::Store(vsum(sp.n, [&](int64_t o) { return hn::Sub(hn::LoadU(d, xj + o), cv); }), d, s1 + j);
+      hn::Store(vsum(sp.n,
+                     [&](int64_t o) {
+                       const auto v = hn::Sub(hn::LoadU(d, xj + o), cv);
+                       return hn::Mul(v, v);
+                     }),
+                d, s2 + j);
+    }
+    double* o = out + t * 48;
+    for (int l = 0; l < 16; ++l) {
+      o[l] = c[l];
+      o[16 + l] = s1[l];
+      o[32 + l] = s2[l];
+    }
+  }
+}
+
+// y = x * scale + shift per lane (scale, shift: Cb*16 floats), padding lanes zero.
+HWY_NOINLINE void BnApply(const Geom g, const float* x, const float* scale, const float* shift, float* y,
+                          int64_t t0, int64_t t1) {
+  const DF d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  for (int64_t t = t0; t < t1; ++t) {
+    const Span sp = span(g, t);
+    for (int64_t j = 0; j < 16; j += L) {
+      const auto ok = lanes_valid(g, sp.cb, j);
+      const auto k = hn::LoadU(d, scale + sp.cb * 16 + j), b = hn::LoadU(d, shift + sp.cb * 16 + j);
+      const float* xp = x + sp.off + j;
+      float* yp = y + sp.off + j;
+      for (int64_t i = 0; i < sp.n; ++i)
+        hn::StoreU(hn::IfThenElseZero(ok, hn::MulAdd(hn::LoadU(d, xp + i * 16), k, b)), d, yp + i * 16);
+    }
+  }
+}
+
+// Per task, per lane: out[t*32 + l] = sum(dy), out[+16] = sum(dy * (x - mean)).
+HWY_NOINLINE void BnBwdSums(const Geom g, const float* dy, const float* x, const float* mean, double* out,
+                            int64_t t0, int64_t t1) {
+  const DF d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  alignas(64) float s1[16], s2[16];
+  for (int64_t t = t0; t < t1; ++t) {
+    const Span sp = span(g, t);
+    for (int64_t j = 0; j < 16; j += L) {
+      const float *gp = dy + sp.off + j, *xp = x + sp.off + j;
+      const auto m = hn::LoadU(d, mean + sp.cb * 16 + j);
+      hn::Store(vsum(sp.n, [&](int64_t o) { return hn::LoadU(d, gp + o); }), d, s1 + j);
+      hn::Store(vsum(sp.n, [&](int64_t o) { return hn::Mul(hn::LoadU(d, gp + o), hn::Sub(hn::LoadU(d, xp + o), m)); }),
+                d, s2 + j);
+    }
+    double* o = out + t * 32;
+    for (int l = 0; l < 16; ++l) {
+      o[l] = s1[l];
+      o[16 + l] = s2[l];
+    }
+  }
+}
+
+// dx = k * (dy - mdy - (x - mean) * kx) per lane (each Cb*16 floats), padding lanes zero.
+HWY_NOINLINE void BnBwdApply(const Geom g, const float* dy, const float* x, const float* k, const float* mdy,
+                             const float* kx, const float* mean, float* dx, int64_t t0, int64_t t1) {
+  const DF d;
+  const int64_t L = int64_t(hn::Lanes(d));
+  for (int64_t t = t0; t < t1; ++t) {
+    const Span sp = span(g, t);
+    for (int64_t j = 0; j < 16; j += L) {
+      const int64_t c = sp.cb * 16 + j;
+      const auto ok = lanes_valid(g, sp.cb, j);
+      const auto kv = hn::LoadU(d, k + c), mv = hn::LoadU(d, mdy + c), kxv = hn::LoadU(d, kx + c),
+                 m = hn::LoadU(d, mean + c);
+      const float *gp = dy + sp.off + j, *xp = x + sp.off + j;
+      float* op = dx + sp.off + j;
+      for (int64_t i = 0; i < sp.n; ++i) {
+        const auto xc = hn::Sub(hn::LoadU(d, xp + i * 16), m);
+        const auto r = hn::NegMulAdd(xc, kxv, hn::Sub(hn::LoadU(d, gp + i * 16), mv));  // dy - mdy - xc*kx
+        hn::StoreU(hn::IfThenElseZero(ok, hn::Mul(kv, r)), d, op + i * 16);
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace spore::cpu::blkbn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 namespace spore::cpu {
+namespace blkbn {
+HWY_EXPORT(BnStats);
+HWY_EXPORT(BnApply);
+HWY_EXPORT(BnBwdSums);
+HWY_EXPORT(BnBwdApply);
+}  // namespace blkbn
 namespace {
 
 template <typename F>
@@ -145,7 +314,118 @@ void batch_norm_bwd(const NCS& d, const T* dy, const T* x, const std::vector<dou
   });
 }
 
+// ---- blocked batch norm (x (N, Cb, H, W, 16), gamma (C)) ---------------------------------------
+
+blkbn::Geom bn_blocked_geom(const Tensor& x, int64_t C) {
+  SPORE_ASSERT(x.dtype() == kFloat32, "batch_norm: blocked layout supports float32 only, got ",
+               dtype_name(x.dtype()));
+  const int64_t S = x.size(2) * x.size(3);
+  return {x.size(1), C, S, std::max<int64_t>(1, (S + blkbn::kChunk - 1) / blkbn::kChunk)};
+}
+// Tasks per thread chunk: ~64K floats.
+int64_t bn_grain(const blkbn::Geom& g) {
+  return std::max<int64_t>(1, 4096 / std::max<int64_t>(std::min(g.S, blkbn::kChunk), 1));
+}
+// Per-channel values padded to Cb*16 lanes (padding lanes 0).
+std::vector<float> lanes_of(const std::vector<double>& v, int64_t Cb) {
+  std::vector<float> r(size_t(Cb * 16), 0.0f);
+  for (size_t c = 0; c < v.size(); ++c) r[c] = float(v[c]);
+  return r;
+}
+
+void batch_norm_blocked(ops::KernelContext& ctx) {
+  Tensor x = dense(ctx.inputs[0]);
+  const auto gamma = small_values(ctx.inputs[1]), beta = small_values(ctx.inputs[2]);
+  const double eps = ctx.attrs.get_float("eps", 1e-5);
+  const int64_t N = x.size(0), C = int64_t(gamma.size());
+  const blkbn::Geom g = bn_blocked_geom(x, C);
+  const int64_t T = g.tasks(N);
+  std::vector<double> part(size_t(T * 48));  // per task: c, sum(x - c), sum((x - c)^2) per lane
+  const float* xp = x.data<float>();
+  parallel_for(0, T, bn_grain(g), [&](int64_t t0, int64_t t1) {
+    HWY_DYNAMIC_DISPATCH(blkbn::BnStats)(g, xp, part.data(), t0, t1);
+  });
+  // Chan: sum((x - m)^2) = sum over tasks of q - 2 (m - c) s + n (m - c)^2. Lanes innermost
+  // (contiguous, vectorised): this runs on one thread and small planes make many tasks.
+  const double total = double(N * g.S);
+  const size_t CL = size_t(g.Cb * 16);
+  std::vector<double> sum(CL, 0.0), m2(CL, 0.0);
+  auto count = [&](int64_t t) { return double(std::min(blkbn::kChunk, g.S - (t % g.chunks) * blkbn::kChunk)); };
+  for (int64_t t = 0; t < T; ++t) {
+    const double cnt = count(t), *pt = &part[size_t(t * 48)];
+    double* sp = &sum[size_t((t / g.chunks) % g.Cb * 16)];
+    for (int l = 0; l < 16; ++l) sp[l] += cnt * pt[l] + pt[16 + l];
+  }
+  for (double& v : sum) v /= total;  // now the means
+  for (int64_t t = 0; t < T; ++t) {
+    const double cnt = count(t), *pt = &part[size_t(t * 48)];
+    const size_t o = size_t((t / g.chunks) % g.Cb * 16);
+    for (int l = 0; l < 16; ++l) {
+      const double dm = sum[o + size_t(l)] - pt[l];
+      m2[o + size_t(l)] += pt[32 + l] - 2 * dm * pt[16 + l] + cnt * dm * dm;
+    }
+  }
+  std::vector<float> scale(CL, 0.0f), shift(CL, 0.0f);
+  float *mo = ctx.outputs[1].data<float>(), *io = ctx.outputs[2].data<float>();
+  for (int64_t c = 0; c < C; ++c) {
+    const double mean = sum[size_t(c)], invstd = 1.0 / std::sqrt(std::max(m2[size_t(c)], 0.0) / total + eps);
+    mo[c] = float(mean);
+    io[c] = float(invstd);
+    scale[size_t(c)] = float(invstd * gamma[size_t(c)]);
+    shift[size_t(c)] = float(beta[size_t(c)] - mean * invstd * gamma[size_t(c)]);
+  }
+  float* yp = ctx.outputs[0].data<float>();
+  parallel_for(0, T, bn_grain(g), [&](int64_t t0, int64_t t1) {
+    HWY_DYNAMIC_DISPATCH(blkbn::BnApply)(g, xp, scale.data(), shift.data(), yp, t0, t1);
+  });
+}
+
+void batch_norm_backward_blocked(ops::KernelContext& ctx) {
+  Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
+  SPORE_ASSERT(dy.dtype() == kFloat32, "batch_norm_backward: blocked layout supports float32 only, got dy of ",
+               dtype_name(dy.dtype()));
+  const auto gamma = small_values(ctx.inputs[2]), mean = small_values(ctx.inputs[3]),
+             invstd = small_values(ctx.inputs[4]);
+  const int64_t N = x.size(0), C = int64_t(gamma.size());
+  const blkbn::Geom g = bn_blocked_geom(x, C);
+  const int64_t T = g.tasks(N);
+  const std::vector<float> m = lanes_of(mean, g.Cb);
+  std::vector<double> part(size_t(T * 32));  // per task: sum(dy), sum(dy * (x - mean)) per lane
+  const float *gp = dy.data<float>(), *xp = x.data<float>();
+  parallel_for(0, T, bn_grain(g), [&](int64_t t0, int64_t t1) {
+    HWY_DYNAMIC_DISPATCH(blkbn::BnBwdSums)(g, gp, xp, m.data(), part.data(), t0, t1);
+  });
+  const double n = double(N * g.S);
+  std::vector<double> dgamma(static_cast<size_t>(C)), dbeta(static_cast<size_t>(C));
+  std::vector<float> k(size_t(g.Cb * 16), 0.0f), mdy(k), kx(k);
+  std::vector<double> sdy(size_t(g.Cb * 16), 0.0), sdyx(sdy);
+  for (int64_t t = 0; t < T; ++t) {  // lanes innermost, as the forward
+    const double* pt = &part[size_t(t * 32)];
+    const size_t o = size_t((t / g.chunks) % g.Cb * 16);
+    for (int l = 0; l < 16; ++l) {
+      sdy[o + size_t(l)] += pt[l];
+      sdyx[o + size_t(l)] += pt[16 + l];
+    }
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    // As the plain kernel: the float invstd, dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)).
+    const double is = double(float(invstd[size_t(c)])), a = sdy[size_t(c)], b = sdyx[size_t(c)];
+    dbeta[size_t(c)] = a;
+    dgamma[size_t(c)] = b * is;
+    k[size_t(c)] = float(gamma[size_t(c)] * is);
+    mdy[size_t(c)] = float(a / n);
+    kx[size_t(c)] = float(b / n * is * is);
+  }
+  float* dxp = ctx.outputs[0].data<float>();
+  parallel_for(0, T, bn_grain(g), [&](int64_t t0, int64_t t1) {
+    HWY_DYNAMIC_DISPATCH(blkbn::BnBwdApply)(g, gp, xp, k.data(), mdy.data(), kx.data(), m.data(), dxp, t0, t1);
+  });
+  store(ctx.outputs[1], dgamma);
+  store(ctx.outputs[2], dbeta);
+}
+
 void batch_norm_kernel(ops::KernelContext& ctx) {
+  if (ctx.attrs.get_bool("blocked")) return batch_norm_blocked(ctx);
   if (has_half(ctx)) return via_f32(ctx, batch_norm_kernel);
   Tensor x = dense(ctx.inputs[0]);
   const auto gamma = small_values(ctx.inputs[1]), beta = small_values(ctx.inputs[2]);
@@ -160,6 +440,7 @@ void batch_norm_kernel(ops::KernelContext& ctx) {
 }
 
 void batch_norm_backward_kernel(ops::KernelContext& ctx) {
+  if (ctx.attrs.get_bool("blocked")) return batch_norm_backward_blocked(ctx);
   if (has_half(ctx)) return via_f32(ctx, batch_norm_backward_kernel);
   Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
   const auto gamma = small_values(ctx.inputs[2]);
@@ -319,3 +600,4 @@ SPORE_KERNEL(CPU, LayerNorm, layer_norm_kernel, SPORE_NORM_DTYPES);
 SPORE_KERNEL(CPU, LayerNormBackward, layer_norm_backward_kernel, SPORE_NORM_DTYPES);
 
 }  // namespace spore::cpu
+#endif  // HWY_ONCE
