@@ -161,6 +161,34 @@ TEST(GraphPasses, TransposeMovesIntoMatmul) {
     for (size_t i = 0; i < want[k].size(); ++i) EXPECT_NEAR(got[k][i], want[k][i], 1e-5) << k << " " << i;
 }
 
+// relu -> max pool: the backward's relu_grad moves before the pool's backward, onto the pooled
+// (4x smaller) tensor, and computes the same gradient (exactly: the same mask on the same terms).
+TEST(GraphPasses, ReluGradMovesBeforeMaxPoolBackward) {
+  set_seed(5);
+  Tensor x = randn({2, 4, 8, 8});
+  Tensor w = (randn({8, 4, 3, 3}) * 0.3).set_requires_grad(true), probe = randn({2, 8, 4, 4});
+  auto g = graph::trace(
+      [&](const std::vector<Tensor>& a) {
+        EnableGradGuard eg;
+        Tensor y = max_pool2d(relu(conv2d(a[0], w, {.padding = {1, 1, 1, 1}})), 2);
+        Tensor loss = (y * probe).sum();
+        return std::vector<Tensor>{loss, autograd::grad(loss, {w})[0]};
+      },
+      {x});
+  auto ref = g->clone();
+  EXPECT_GT(graph::algebraic_simplification(*g), 0u);
+  graph::dead_code_elimination(*g);
+  graph::verify(*g);
+  ASSERT_EQ(g->count(OpId::ReluGrad), 1u);
+  for (const auto& n : g->nodes)
+    if (n->op == OpId::ReluGrad) {
+      EXPECT_EQ(n->outputs[0]->shape, (Shape{2, 8, 4, 4}));  // the pooled shape
+      EXPECT_EQ(n->inputs[1]->producer->op, OpId::MaxPool2d);
+    }
+  const auto want = test::run_graph_all(std::move(ref), {x}), got = test::run_graph_all(std::move(g), {x});
+  for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k]);
+}
+
 TEST(GraphPasses, PipelineAndDump) {
   const std::string dir = std::string(SPORE_BINARY_DIR) + "/graph_dump_test";
   setenv("SPORE_DUMP_IR", dir.c_str(), 1);

@@ -4,7 +4,11 @@
 // into matmuls: transpose(a @ b) -> b^T @ a^T when nothing else reads a @ b (a Dense weight's
 // gradient is traced as (x^T @ dy)^T: a strided view the optimizer would walk column by column;
 // as dy^T @ x it is a contiguous matmul output, the transposes being views oneDNN reads by
-// strides). A node's output is
+// strides), and moves relu_grad in front of a max pool's backward, where it masks 4x fewer
+// elements: relu_grad(max_pool2d_backward(dy, idx), x) with pool = max_pool2d(relu(x) or x) ->
+// max_pool2d_backward(relu_grad(dy, pool_out), idx). Exact: the backward writes each window's dy
+// at its argmax p only, and pool_out of that window is the input at p, so both forms test the
+// same value > 0 (NaN included) for every term. A node's output is
 // replaced by x only when x has the output's exact shape, dtype and strides, so consumers (views
 // especially) see the same layout. The dead nodes are left for dead_code_elimination.
 #include <algorithm>
@@ -69,10 +73,42 @@ size_t transpose_matmul_products(Graph& g) {
   }
   return changed;
 }
+
+// relu_grad(max_pool2d_backward(dy, idx), x) -> max_pool2d_backward(relu_grad(dy, pool), idx).
+size_t relu_grad_before_max_pool_backward(Graph& g) {
+  std::unordered_map<const Value*, int> reads;
+  for (const auto& n : g.nodes)
+    for (const Value* in : n->inputs) ++reads[in];
+  for (const Value* o : g.outputs) reads[o] += 2;
+  size_t changed = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node* n = g.nodes[i].get();
+    if (n->op != ops::OpId::ReluGrad || n->attrs.get_bool("blocked", false)) continue;
+    Node* bwd = n->inputs[0]->producer;
+    if (!bwd || bwd->op != ops::OpId::MaxPool2dBackward || reads[n->inputs[0]] != 1 ||
+        bwd->attrs.get_bool("blocked", false))
+      continue;
+    Node* pool = bwd->inputs[1]->producer;  // the indices' producer
+    if (!pool || pool->op != ops::OpId::MaxPool2d) continue;
+    const Value* y = pool->inputs[0];  // what was pooled: x itself, or relu(x)
+    const Value* x = n->inputs[1];
+    const bool same = y == x || (y->producer && y->producer->op == ops::OpId::Relu && y->producer->inputs[0] == x);
+    Value* dy = bwd->inputs[0];
+    if (!same || dy->shape != pool->outputs[0]->shape || dy->dtype != pool->outputs[0]->dtype) continue;
+    Node* rg = g.insert_node(i++, ops::OpId::ReluGrad, {dy, pool->outputs[0]}, n->attrs, {{dy->shape, dy->dtype}});
+    rg->amp = n->amp;
+    Node* b = g.insert_node(i++, ops::OpId::MaxPool2dBackward, {rg->outputs[0], bwd->inputs[1]}, bwd->attrs,
+                            {{n->outputs[0]->shape, n->outputs[0]->dtype}});
+    b->amp = bwd->amp;
+    g.replace_all_uses(n->outputs[0], b->outputs[0]);  // n and bwd are dead now
+    ++changed;
+  }
+  return changed;
+}
 }  // namespace
 
 size_t algebraic_simplification(Graph& g) {
-  size_t changed = transpose_matmul_products(g);
+  size_t changed = transpose_matmul_products(g) + relu_grad_before_max_pool_backward(g);
   auto forward_to = [&](Node* n, Value* x) {
     if (!same_layout(n->outputs[0], x)) return false;
     g.replace_all_uses(n->outputs[0], x);
