@@ -2,7 +2,9 @@
 # Graph mode vs PyNative vs PyTorch eager, training steps in one run (synthetic data, Momentum
 # 0.01/0.9, 2 threads): LeNet-5 at batch 64 and ResNet-18 (CIFAR stem, 3x32x32) at batch 32.
 #   Spore:   build/bench/bench_graph_train (bench/micro/graph_train.cpp), REPS repetitions,
-#            interleaved, medians; also ResNet-18's planned arena vs PyNative's allocator peak.
+#            interleaved, medians; also ResNet-18's planned arena vs PyNative's allocator peak,
+#            and the *_Interleaved runs, where PyNative, Graph and Graph without the blocked-layout
+#            pass take turns step by step (the fairest ratio on a VM whose speed drifts).
 #   PyTorch: bench/peers/graph_train_torch.py, REPS repetitions, medians; run with
 #            OPENBLAS_NUM_THREADS=1 and once more with OMP_WAIT_POLICY=PASSIVE added, the faster
 #            setting kept per model (as a careful user on a 2-core machine would tune it).
@@ -43,6 +45,14 @@ tl, tl_how = torch_best("lenet5_b64_ms"); tr, tr_how = torch_best("resnet18_b32_
 print(f"  LeNet-5 b64     spore pynative {lp:8.3f} ms   graph {lg:8.3f} ms   graph speed-up {lp/lg:5.2f}x (target 1.3x)")
 print(f"  ResNet-18 b32   spore pynative {rp:8.1f} ms   graph {rg:8.1f} ms   graph speed-up {rp/rg:5.2f}x (target 1.1x)")
 planned, _ = med("BM_ResNet18Step32_Graph", "planned_peak_MB"); alloc, _ = med("BM_ResNet18Step32_PyNative", "alloc_peak_MB")
+def counter(name, key):
+    v = [b[key] for b in runs if b["run_name"].split("/")[0] == name and key in b]
+    return st.median(v) if v else float("nan")
+for label, bm in (("LeNet-5 b64  ", "BM_LeNet5Step64_Interleaved"), ("ResNet-18 b32", "BM_ResNet18Step32_Interleaved")):
+    print(f"  {label}   side by side (each step timed between the others, medians): pynative"
+          f" {counter(bm, 'pynative_ms'):.3f} ms, graph {counter(bm, 'graph_ms'):.3f} ms = graph speed-up"
+          f" {counter(bm, 'graph_speedup'):.2f}x; without the blocked-layout pass {counter(bm, 'graph_no_blocked_ms'):.3f} ms"
+          f" (pass speed-up {counter(bm, 'blocked_speedup'):.2f}x)")
 print(f"  ResNet-18 b32   planned peak {planned:.1f} MB vs pynative allocator peak {alloc:.1f} MB = {planned/alloc:.2f}x (target <= 0.7x)")
 print(f"  LeNet-5 b64     images/s: spore graph {64e3/lg:8.0f}, pytorch eager {64e3/tl:8.0f} ({tl_how})"
       f" = {tl/lg:.2f}x (target 2x)")
