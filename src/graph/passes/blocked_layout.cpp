@@ -49,7 +49,10 @@ bool disabled() {
 // times the bytes (LeNet-5's 6 channels: 2.7x, measured a net loss). At most a quarter extra.
 bool too_much_padding(int64_t C) { return C < kLanes || 4 * ops::blocked::blocks(C) * kLanes > 5 * C; }
 
-bool plain_4d_f32(const Value* v) { return v->dtype == kFloat32 && v->shape.size() == 4; }
+// (The blocked kernels are the CPU backend's.)
+bool plain_4d_f32(const Value* v) {
+  return v->dtype == kFloat32 && v->shape.size() == 4 && v->device.type == DeviceType::CPU;
+}
 
 const auto blocked_shape = ops::blocked::shape;
 
@@ -79,7 +82,7 @@ std::vector<Slot> aware_slots(const Node& n) {
   auto in = [&](int i, char side) { s.push_back({i, -1, side}); };
   auto out = [&](int o, char side) { s.push_back({-1, o, side}); };
   if (is_conv(op)) {
-    if (n.inputs[0]->dtype != kFloat32 || n.attrs.get_int("groups", 1) != 1) return {};
+    if (!plain_4d_f32(n.inputs[0]) || n.attrs.get_int("groups", 1) != 1) return {};
     if (op == OpId::Conv2d || op == OpId::Conv2dFused) {
       in(0, 'x');
       out(0, 'y');
@@ -126,7 +129,8 @@ std::vector<Slot> aware_slots(const Node& n) {
   // Pool and batch-norm activations must be 4-D float32 (indices are int64: same layout).
   for (const Slot& sl : s) {
     const Value* v = sl.input >= 0 ? n.inputs[size_t(sl.input)] : n.outputs[size_t(sl.output)];
-    if (v->shape.size() != 4 || (v->dtype != kFloat32 && v->dtype != kInt64)) return {};
+    const bool dtype_ok = v->dtype == kFloat32 || v->dtype == kInt64;
+    if (v->shape.size() != 4 || !dtype_ok || v->device.type != DeviceType::CPU) return {};
   }
   return s;
 }
