@@ -139,8 +139,10 @@ std::vector<const Value*> mutated_values(const Graph& g) {
     if (!n->is_effect()) continue;
     // Every optimizer primitive mutates all inputs but the last (the gradient); Assign mutates
     // input 0. Taking all but the last is right for both. The fused updates take n groups of
-    // tensors (params..., states..., grads...): all but the last group.
+    // tensors (params..., states..., grads...): all but the last group. A trailing hyper input
+    // (the per-step lr / step scalars, hyper_input=true) is read only.
     size_t mutated = n->inputs.size() - 1;
+    if (n->attrs.get_bool("hyper_input", false)) mutated = n->inputs.size() - 2;
     if (n->op == ops::OpId::FusedApplyMomentum) mutated = n->inputs.size() / 3 * 2;
     if (n->op == ops::OpId::FusedApplyAdam) mutated = n->inputs.size() / 4 * 3;
     for (size_t i = 0; i < mutated; ++i) {

@@ -3,7 +3,8 @@
 // the formulas are in backends/cpu/kernels/optim_update.cpp. Optimizers (src/optim/) call these
 // through ops::call so one fused pass touches each parameter once per step.
 // FusedApplyMomentum / FusedApplyAdam are their multi-tensor forms, made by the Graph-mode pass
-// graph/passes/optimizer_fusion.cpp: one node updating every parameter that shares attributes.
+// graph/passes/optimizer_fusion.cpp: one node updating every parameter that shares attributes
+// (and hyper input: Graph mode passes the per-step lr / step as a float64 tensor, not attributes).
 #include <algorithm>
 #include <string>
 
@@ -12,8 +13,16 @@
 namespace spore::ops {
 namespace {
 
+// The optional trailing hyper input (attr hyper_input=true): float64 (k) of per-step scalars
+// (ops.def: Momentum / RMSProp [lr], Adam [lr, step, eps]) read at run time.
+void check_hyper(const TensorMeta& h, size_t k, size_t index) {
+  SPORE_CHECK_TYPE(h.dtype == kFloat64, "hyper (input ", index, ") must be float64, got ", dtype_name(h.dtype));
+  SPORE_CHECK(h.shape == Shape{int64_t(k)}, "hyper (input ", index, ") must have shape (", k, ",), got ",
+              shape_str(h.shape), "; pass the per-step scalars in ops.def's order or drop hyper_input");
+}
+
 // inputs: param first, then state tensors, grad last; all the same shape and float dtype.
-Metas infer_update(const Metas& in, const Attrs&) {
+Metas check_update(const Metas& in) {
   const char* names[] = {"param", "state", "state", "grad"};
   SPORE_CHECK_TYPE(is_floating(in[0].dtype), "param must be floating point, got ", dtype_name(in[0].dtype));
   for (size_t i = 1; i < in.size(); ++i) {
@@ -26,21 +35,37 @@ Metas infer_update(const Metas& in, const Attrs&) {
   return {};
 }
 
-// inputs: `per` lists of n tensors each, ops.def's order (params..., then each state..., grads...):
-// group t is (in[t], in[n + t], ..., in[(per-1) n + t]); each group obeys infer_update, and all
-// groups share one float dtype (the kernel runs one typed loop over all of them).
-template <int per>
-Metas infer_fused_update(const Metas& in, const Attrs& attrs) {
+// `per` operands (param, states..., grad), then hyper (k scalars) when hyper_input is set.
+template <int per, int k>
+Metas infer_update(const Metas& in, const Attrs& attrs) {
+  const bool hyper = attrs.get_bool("hyper_input", false);
+  const size_t want = size_t(per) + (hyper ? 1 : 0);
+  SPORE_CHECK(in.size() == want, "expected ", want, " inputs (", per, " tensors",
+              hyper ? " and the hyper input, as hyper_input=true" : "", "), got ", in.size());
+  if (hyper) check_hyper(in.back(), size_t(k), want - 1);
+  return check_update(hyper ? Metas(in.begin(), in.end() - 1) : in);
+}
+
+// inputs: `per` lists of n tensors each, ops.def's order (params..., then each state..., grads...)
+// and, with hyper_input, one hyper shared by all: group t is (in[t], in[n + t], ...,
+// in[(per-1) n + t]); each group obeys check_update, and all groups share one float dtype (the
+// kernel runs one typed loop over all of them).
+template <int per, int k>
+Metas infer_fused_update(const Metas& all, const Attrs& attrs) {
   static_assert(per == 3 || per == 4);
+  const bool hyper = attrs.get_bool("hyper_input", false);
   const char* layout = per == 3 ? "(params..., accums..., grads...)" : "(params..., ms..., vs..., grads...)";
-  SPORE_CHECK(!in.empty() && in.size() % per == 0, "expected ", per, " lists of equal length ", layout,
-              ", got ", in.size(), " inputs (not a positive multiple of ", per, ")");
+  SPORE_CHECK(!all.empty() && (all.size() - (hyper ? 1 : 0)) % per == 0 && all.size() > (hyper ? 1u : 0u),
+              "expected ", per, " lists of equal length ", layout, hyper ? " and the hyper input" : "", ", got ",
+              all.size(), " inputs");
+  if (hyper) check_hyper(all.back(), size_t(k), all.size() - 1);
+  const Metas in = hyper ? Metas(all.begin(), all.end() - 1) : all;
   const size_t n = in.size() / per;
   for (size_t t = 0; t < n; ++t) {
     Metas group;
-    for (size_t k = 0; k < size_t(per); ++k) group.push_back(in[k * n + t]);
+    for (size_t j = 0; j < size_t(per); ++j) group.push_back(in[j * n + t]);
     try {
-      infer_update(group, attrs);
+      check_update(group);
     } catch (const Error& e) {
       throw Error(e.kind(), "parameter " + std::to_string(t) + " of " + std::to_string(n) + ": " + e.what());
     }
@@ -53,10 +78,10 @@ Metas infer_fused_update(const Metas& in, const Attrs& attrs) {
 
 }  // namespace
 
-SPORE_DEFINE_OP(ApplyMomentum, {.infer = infer_update});
-SPORE_DEFINE_OP(ApplyAdam, {.infer = infer_update});
-SPORE_DEFINE_OP(ApplyRMSProp, {.infer = infer_update});
-SPORE_DEFINE_OP(FusedApplyMomentum, {.infer = infer_fused_update<3>});
-SPORE_DEFINE_OP(FusedApplyAdam, {.infer = infer_fused_update<4>});
+SPORE_DEFINE_OP(ApplyMomentum, {.infer = infer_update<3, 1>});
+SPORE_DEFINE_OP(ApplyAdam, {.infer = infer_update<4, 3>});
+SPORE_DEFINE_OP(ApplyRMSProp, {.infer = infer_update<4, 1>});
+SPORE_DEFINE_OP(FusedApplyMomentum, {.infer = infer_fused_update<3, 1>});
+SPORE_DEFINE_OP(FusedApplyAdam, {.infer = infer_fused_update<4, 3>});
 
 }  // namespace spore::ops

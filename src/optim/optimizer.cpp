@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "spore/autograd.h"
+#include "spore/jit.h"
 #include "spore/ops.h"
 
 namespace spore::optim {
@@ -23,6 +24,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, LearningRate lr, double wei
   SPORE_CHECK(lr.fn != nullptr, "[Optimizer] the learning rate schedule is empty");
   SPORE_CHECK(weight_decay >= 0, "[Optimizer] weight_decay must be >= 0, got ", weight_decay);
   std::unordered_set<const TensorImpl*> seen;
+  slot_lrs_.push_back(lr);  // slot 0: the default schedule, shared by every group without its own
   for (size_t g = 0; g < groups.size(); ++g) {
     const ParamGroup& group = groups[g];
     SPORE_CHECK(group.names.empty() || group.names.size() == group.params.size(),
@@ -44,6 +46,10 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, LearningRate lr, double wei
                                            : group.names[j]);
       weight_decays_.push_back(wd);
       lrs_.push_back(group.lr ? *group.lr : lr);
+      // A group with its own lr gets its own hyper tensor (one per group, so the optimizer
+      // fusion can still take a whole group into one node).
+      if (group.lr && j == 0) slot_lrs_.push_back(*group.lr);
+      hyper_slot_.push_back(group.lr ? slot_lrs_.size() - 1 : 0);
     }
   }
   SPORE_CHECK(!params_.empty(), "[Optimizer] got an empty parameter list");
@@ -56,10 +62,29 @@ void Optimizer::set_loss_scale(double s) {
   loss_scale_ = s;
 }
 
+void Optimizer::write_hyper() {
+  const size_t k = hyper_size();
+  if (k == 0) return;
+  if (hyper_.empty()) {
+    // Plain host tensors (not ops): made even while tracing, they stay concrete captures.
+    for (size_t s = 0; s < slot_lrs_.size(); ++s)
+      hyper_.push_back(Tensor::empty({int64_t(k)}, kFloat64, params_[0].device()));
+  }
+  for (size_t s = 0; s < hyper_.size(); ++s)
+    hyper_values(slot_lrs_[s].at(step_), hyper_[s].data<double>());  // in place: graphs read it
+}
+
+Tensor Optimizer::hyper_for(size_t i) const {
+  if (!is_tracing() || hyper_size() == 0) return {};
+  SPORE_ASSERT(!hyper_.empty(), "[", name(), "] hyper tensors read before write_hyper()");
+  return hyper_[hyper_slot_[i]];
+}
+
 void Optimizer::step(const std::vector<Tensor>& grads) {
   SPORE_CHECK(grads.size() == params_.size(), "[", name(), "] step() got ", grads.size(),
               " gradients for ", params_.size(), " parameters");
   NoGradGuard no_grad;
+  if (is_tracing()) write_hyper();  // the traced graph then starts with this step's values
   std::vector<Tensor> g = grads;
   for (size_t i = 0; i < g.size(); ++i) {
     if (!g[i].defined()) continue;

@@ -25,6 +25,19 @@ void check_range(const char* opt, const char* what, double v, double lo, double 
               v);
 }
 
+// Runs an update primitive: with a hyper tensor (while tracing) the per-step scalars come from it
+// at run time; otherwise they are the attributes `per_step` (PyNative, unchanged).
+void call_update(OpId op, ops::Tensors in, Attrs attrs, const Tensor& hyper,
+                 const Attrs& per_step) {
+  if (hyper.defined()) {
+    in.push_back(hyper);
+    attrs.set("hyper_input", true);
+  } else {
+    for (const auto& [key, v] : per_step.items()) attrs.set(key.c_str(), v);
+  }
+  ops::call(op, in, attrs);
+}
+
 // g + weight_decay * p (L2 regularisation folded into the gradient).
 Tensor decayed(const Tensor& grad, const Tensor& p, double wd) {
   return wd == 0 ? grad : grad + p * wd;
@@ -65,12 +78,12 @@ void SGD::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
   // Without dampening, ApplyMomentum is exactly SGD: accum starts at 0, so the first step gives
   // accum = g as SGD's "buf = g" does.
   if (opts_.dampening == 0) {
-    ops::call(OpId::ApplyMomentum, {p, accum_[i], grad},
-              Attrs()
-                  .set("lr", lr)
-                  .set("momentum", opts_.momentum)
-                  .set("nesterov", opts_.nesterov)
-                  .set("weight_decay", weight_decay));
+    call_update(OpId::ApplyMomentum, {p, accum_[i], grad},
+                Attrs()
+                    .set("momentum", opts_.momentum)
+                    .set("nesterov", opts_.nesterov)
+                    .set("weight_decay", weight_decay),
+                hyper_for(i), Attrs().set("lr", lr));
     return;
   }
   Tensor g = decayed(grad, p, weight_decay);
@@ -104,12 +117,12 @@ std::vector<std::pair<std::string, Tensor>> Momentum::state() const {
 }
 
 void Momentum::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
-  ops::call(OpId::ApplyMomentum, {params_[i], moments_[i], grad},
-            Attrs()
-                .set("lr", lr)
-                .set("momentum", momentum_)
-                .set("nesterov", opts_.nesterov)
-                .set("weight_decay", weight_decay));
+  call_update(OpId::ApplyMomentum, {params_[i], moments_[i], grad},
+              Attrs()
+                  .set("momentum", momentum_)
+                  .set("nesterov", opts_.nesterov)
+                  .set("weight_decay", weight_decay),
+              hyper_for(i), Attrs().set("lr", lr));
 }
 
 // ---- Adam / AdamWeightDecay -------------------------------------------------------------------
@@ -148,17 +161,22 @@ void Adam::update(size_t i, const Tensor& grad, double lr, double weight_decay) 
   // of eps). MindSpore's Adam is p -= lr * sqrt(bc2) / bc1 * m / (sqrt(v) + eps), which is the
   // same with eps' = eps / sqrt(bc2). AdamWeightDecay has no bias correction in MindSpore: a
   // step of 2^62 makes beta^step underflow to 0, so bc1 = bc2 = 1 exactly.
-  int64_t t = decoupled_ ? (int64_t(1) << 62) : step_ + 1;
-  double eps = opts_.eps / std::sqrt(1 - std::pow(opts_.beta2, double(t)));
-  ops::call(OpId::ApplyAdam, {params_[i], m_[i], v_[i], grad},
-            Attrs()
-                .set("lr", lr)
-                .set("beta1", opts_.beta1)
-                .set("beta2", opts_.beta2)
-                .set("eps", eps)
-                .set("weight_decay", weight_decay)
-                .set("step", t)
-                .set("decoupled", decoupled_));
+  double h[3];
+  hyper_values(lr, h);  // lr, step t, eps'
+  call_update(OpId::ApplyAdam, {params_[i], m_[i], v_[i], grad},
+              Attrs()
+                  .set("beta1", opts_.beta1)
+                  .set("beta2", opts_.beta2)
+                  .set("weight_decay", weight_decay)
+                  .set("decoupled", decoupled_),
+              hyper_for(i), Attrs().set("lr", lr).set("eps", h[2]).set("step", int64_t(h[1])));
+}
+
+void Adam::hyper_values(double lr, double* out) const {
+  const int64_t t = decoupled_ ? (int64_t(1) << 62) : step_ + 1;
+  out[0] = lr;
+  out[1] = double(t);  // exact: t <= 2^53, or the power of two 2^62
+  out[2] = opts_.eps / std::sqrt(1 - std::pow(opts_.beta2, double(t)));
 }
 
 namespace {
@@ -204,13 +222,13 @@ std::vector<std::pair<std::string, Tensor>> RMSProp::state() const {
 }
 
 void RMSProp::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
-  ops::call(OpId::ApplyRMSProp,
-            {params_[i], ms_[i], mom_[i], decayed(grad, params_[i], weight_decay)},
-            Attrs()
-                .set("lr", lr)
-                .set("decay", opts_.decay)
-                .set("momentum", opts_.momentum)
-                .set("eps", opts_.epsilon));
+  call_update(OpId::ApplyRMSProp,
+              {params_[i], ms_[i], mom_[i], decayed(grad, params_[i], weight_decay)},
+              Attrs()
+                  .set("decay", opts_.decay)
+                  .set("momentum", opts_.momentum)
+                  .set("eps", opts_.epsilon),
+              hyper_for(i), Attrs().set("lr", lr));
 }
 
 }  // namespace spore::optim

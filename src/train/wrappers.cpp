@@ -60,20 +60,25 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
     if (!compiled_) {
       JitOptions opts;
       opts.name = "train_step";
-      // Attributes traced from host state: the learning rates at this step and, for optimizers
-      // whose update takes the step count (Adam's bias correction), the step itself.
+      // The optimizer's per-step scalars (learning rates, Adam's step) are read by the graph from
+      // its hyper tensors (write_hyper() below), so they are not part of the key: one graph per
+      // signature serves a whole schedule. An optimizer without hyper inputs (SGD without
+      // momentum or with dampening, a custom one) traces them in: key on them as before.
       opts.extra_key = [this] {
         std::string k = network_->trace_key();  // train flags, amp policies
-        for (size_t i = 0; i < optimizer_->parameters().size(); ++i)
-          k += "," + std::to_string(optimizer_->lr_of(i));
-        const std::string n = optimizer_->name();
-        if (n != "Momentum" && n != "SGD") k += ",step=" + std::to_string(optimizer_->global_step());
+        if (!optimizer_->takes_hyper()) {
+          for (size_t i = 0; i < optimizer_->parameters().size(); ++i)
+            k += "," + std::to_string(optimizer_->lr_of(i));
+          const std::string n = optimizer_->name();
+          if (n != "Momentum" && n != "SGD") k += ",step=" + std::to_string(optimizer_->global_step());
+        }
         return k + ",sens=" + std::to_string(sens_);
       };
       compiled_ = std::make_shared<JitFunction>(
           [this](const std::vector<Tensor>& in) { return forward(in); }, opts);
     }
     const int64_t step = optimizer_->global_step();
+    optimizer_->write_hyper();  // this step's lr (and step count) into the tensors the graph reads
     std::vector<Tensor> in;
     for (const Tensor& t : inputs) in.push_back(t.contiguous());
     std::vector<Tensor> out = (*std::static_pointer_cast<JitFunction>(compiled_))(in);

@@ -4,7 +4,7 @@
 // per-parameter kernel, so the split across threads cannot change a bit; the full Graph-mode
 // pipeline, whose other fusions round differently, is compared to float32 rounding), Momentum with nesterov
 // and weight decay, Adam, parameter groups with different attributes kept apart, learning-rate
-// schedules, and the ordering rule (an update is never moved past a read of its parameter).
+// schedules (one graph: the lr is a hyper input), and the ordering rule (an update is never moved past a read of its parameter).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -109,7 +109,8 @@ MakeOpt momentum(double lr, double mom, optim::MomentumOptions o = {}) {
 
 }  // namespace
 
-// LeNet-5's step: 8 apply_momentum nodes become one fused node holding all 24 operands (params, accumulators, gradients) and nothing else changes.
+// LeNet-5's step: 8 apply_momentum nodes become one fused node holding all 24 operands (params,
+// accumulators, gradients) and the optimizer's hyper input (lr, read at run time), and nothing else changes.
 TEST(OptimizerFusion, LeNetMomentumBecomesOneNode) {
   Rig s = make_rig(momentum(0.01, 0.9));
   Batches b = make_batches();
@@ -126,11 +127,15 @@ TEST(OptimizerFusion, LeNetMomentumBecomesOneNode) {
   const graph::Node* f = nullptr;
   for (const auto& n : g->nodes)
     if (n->op == OpId::FusedApplyMomentum) f = n.get();
-  ASSERT_EQ(f->inputs.size(), 3 * params);
-  // Layout: params in trainable_params() order (the optimizer's), then accumulators, then grads.
+  ASSERT_EQ(f->inputs.size(), 3 * params + 1);
+  // Layout: params in trainable_params() order (the optimizer's), then accumulators, then grads,
+  // then the one hyper tensor [lr] every update read (a capture: its value at run time).
   for (size_t i = 0; i < params; ++i)
     EXPECT_TRUE(f->inputs[i]->tensor.is_same(s.net->trainable_params()[i])) << i;
-  EXPECT_EQ(f->attrs.get_float("lr"), 0.01);
+  EXPECT_TRUE(f->attrs.get_bool("hyper_input", false));
+  EXPECT_FALSE(f->attrs.has("lr"));
+  EXPECT_EQ(f->inputs.back()->kind, graph::ValueKind::kCapture);
+  EXPECT_EQ(f->inputs.back()->tensor.to_vector<double>(), std::vector<double>{0.01});
   graph::verify(*g);
   // Idempotent: a second run finds nothing more.
   EXPECT_EQ(graph::fuse_optimizer(*g), 0u);
@@ -197,15 +202,15 @@ TEST(OptimizerFusion, NesterovWeightDecayBitEqualAndGraphMode) {
   EXPECT_LT(st.nodes, st.nodes_traced);
 }
 
-// Adam: one fused node; the step attribute changes every step (bias correction), so each step is
-// a new signature, and every one of them fuses.
+// Adam: one fused node; the step (bias correction) is read from the optimizer's hyper input, so
+// Graph mode compiles one graph for all steps.
 TEST(OptimizerFusion, AdamFusedBitEqualToUnfusedAndPyNative) {
   Batches b = make_batches();
   const MakeOpt adam = [](nn::Cell& net) {
     return std::make_shared<optim::Adam>(net.trainable_params(), 1e-3, optim::AdamOptions{.weight_decay = 1e-4});
   };
   Rig fused = make_rig(adam), plain = make_rig(adam), eager = make_rig(adam), jitted = make_rig(adam);
-  // One traced step each (the step attribute is traced in), repeated 3 times.
+  // One traced step each (tracing writes that step's hyper values), repeated 3 times.
   for (int i = 0; i < 3; ++i) {
     auto cf = run_traced(fused, b, 1, true, OpId::ApplyAdam, OpId::FusedApplyAdam);
     auto cp = run_traced(plain, b, 1, false, OpId::ApplyAdam, OpId::FusedApplyAdam);
@@ -221,7 +226,8 @@ TEST(OptimizerFusion, AdamFusedBitEqualToUnfusedAndPyNative) {
     for (int i = 0; i < 3; ++i) (*jitted.step)(b.x[0], b.y[0]);
   }
   expect_close(params_of(*jitted.net), params_of(*eager.net), "Graph mode vs PyNative");
-  EXPECT_EQ(jitted.step->jit_stats().traces, 3);
+  EXPECT_EQ(jitted.step->jit_stats().traces, 1);
+  EXPECT_EQ(jitted.step->jit_stats().cache_hits, 2);
 }
 
 // Two parameter groups with different weight decay: two fused nodes, never one.
@@ -240,8 +246,9 @@ TEST(OptimizerFusion, DifferentAttributesAreNotMerged) {
   for (const auto& n : g->nodes)
     if (n->op == OpId::FusedApplyMomentum) wd_operands.push_back({n->attrs.get_float("weight_decay"), n->inputs.size()});
   std::sort(wd_operands.begin(), wd_operands.end());
-  // LeNet-5: 3 biases without decay, 5 weights with it; 3 operands per parameter.
-  EXPECT_EQ(wd_operands, (std::vector<std::pair<double, size_t>>{{0.0, 9}, {1e-2, 15}}));
+  // LeNet-5: 3 biases without decay, 5 weights with it; 3 operands per parameter, and the hyper
+  // input both groups share (same lr schedule).
+  EXPECT_EQ(wd_operands, (std::vector<std::pair<double, size_t>>{{0.0, 10}, {1e-2, 16}}));
   // Numbers: DCE + fusion alone (two fused nodes) against PyNative, bitwise.
   Rig f = make_rig(grouped);
   EXPECT_EQ(run_traced(f, b, 3, true, OpId::ApplyMomentum, OpId::FusedApplyMomentum),
@@ -250,9 +257,8 @@ TEST(OptimizerFusion, DifferentAttributesAreNotMerged) {
   expect_bit_equal(params_of(*f.net), params_of(*e.net), "grouped: fused graph vs PyNative");
 }
 
-// A learning-rate list: the rate is an attribute, so each distinct rate is its own compiled
-// graph (TrainOneStepCell's extra_key), each fused with its own rate; the same rate again is a
-// cache hit.
+// A learning-rate list: the rate is read from the optimizer's hyper tensor at run time, so every
+// rate runs the one compiled graph.
 TEST(OptimizerFusion, LearningRateScheduleKeepsWorking) {
   Batches b = make_batches();
   const MakeOpt sched = [](nn::Cell& net) {
@@ -267,8 +273,8 @@ TEST(OptimizerFusion, LearningRateScheduleKeepsWorking) {
   }
   for (int i = 0; i < 5; ++i) (*e.step)(b.x[size_t(i % 3)], b.y[size_t(i % 3)]);
   expect_close(params_of(*g.net), params_of(*e.net), "lr schedule: graph vs PyNative");
-  EXPECT_EQ(g.step->jit_stats().traces, 3);      // 0.05, 0.02, 0.01 (then 0.01 repeats)
-  EXPECT_EQ(g.step->jit_stats().cache_hits, 2);
+  EXPECT_EQ(g.step->jit_stats().traces, 1);  // 0.05, 0.02, 0.01, 0.01, 0.01: one graph
+  EXPECT_EQ(g.step->jit_stats().cache_hits, 4);
 }
 
 // Ordering: an update is not moved past a node that reads its parameter (that node must see the

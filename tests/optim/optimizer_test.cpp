@@ -233,3 +233,31 @@ TEST(Clip, InsideStep) {
   EXPECT_NEAR(p.to_vector<double>()[0], -0.6, 1e-6);
   EXPECT_NEAR(p.to_vector<double>()[1], -0.8, 1e-6);
 }
+
+// The Graph-mode hyper tensors (one per lr schedule, float64): PyNative steps never make them
+// (the updates take attributes, as before); write_hyper() fills them with the current step's
+// values: the default schedule first, then each group with its own lr.
+TEST(Hyper, OneTensorPerScheduleWrittenOnDemand) {
+  Tensor a = param(), b = param(), c = param();
+  std::vector<ParamGroup> groups(2);
+  groups[0].params = {a, b};
+  groups[1].params = {c};
+  groups[1].lr = LearningRate(std::vector<double>{0.5, 0.25});
+  Momentum opt(groups, LearningRate(std::vector<double>{0.1, 0.2, 0.3}), 0.9);
+  EXPECT_TRUE(opt.takes_hyper());
+  opt.step({grad(0), grad(0), grad(0)});
+  EXPECT_TRUE(opt.hyper_tensors().empty());
+  opt.write_hyper();  // step 1
+  ASSERT_EQ(opt.hyper_tensors().size(), 2u);
+  EXPECT_EQ(opt.hyper_tensors()[0].dtype(), kFloat64);
+  EXPECT_EQ(opt.hyper_tensors()[0].to_vector<double>(), std::vector<double>{0.2});
+  EXPECT_EQ(opt.hyper_tensors()[1].to_vector<double>(), std::vector<double>{0.25});
+  const void* storage = opt.hyper_tensors()[0].data_ptr();
+  opt.set_global_step(2);
+  opt.write_hyper();  // in place: a compiled graph holding the tensor sees the new value
+  EXPECT_EQ(opt.hyper_tensors()[0].data_ptr(), storage);
+  EXPECT_EQ(opt.hyper_tensors()[0].to_vector<double>(), std::vector<double>{0.3});
+  // SGD with dampening updates with elementwise ops: no hyper input.
+  EXPECT_FALSE(SGD({param()}, 0.1, {.momentum = 0.9, .dampening = 0.1}).takes_hyper());
+  EXPECT_TRUE(RMSProp({param()}, 0.1).takes_hyper());
+}

@@ -151,6 +151,12 @@ int train_regression(const TrainArgs& a, const std::string& out) {
   std::printf("training mlp-regression on Friedman #1 (%lld train / %lld test samples, 10 features)\n",
               (long long)n_train, (long long)n_test);
   model.fit(a.epochs, train_ds, test_ds, {train::ProgressBar(), epoch_logger(writer, "mse")});
+  if (a.verbose && model.train_network()) {  // Graph mode: one compilation per batch shape, not per step
+    const JitStats js = model.train_network()->jit_stats();
+    if (js.traces > 0)
+      std::printf("compiled train step: %lld compilations, %lld cache hits, %zu cached\n", (long long)js.traces,
+                  (long long)js.cache_hits, js.cache_size);
+  }
   io::save_checkpoint(*net, out + "/mlp-regression.safetensors", {{"model", "mlp-regression"}});
   write_curves(writer, out + "/curves.png", "MLP regression (Friedman #1)", "mae");
   std::printf("outputs: %s/{mlp-regression.safetensors, metrics.jsonl, metrics.csv, curves.png}\n", out.c_str());
@@ -188,10 +194,9 @@ int64_t resume_from(const std::string& file, nn::Cell& net, optim::Optimizer& op
 int train(const TrainArgs& a) {
   set_seed(a.seed);
   if (a.threads > 0) set_num_threads(a.threads);
-  // Graph mode by default; mlp-regression trains with Adam, whose step count is an attribute of
-  // the update (bias correction), so a compiled step would be retraced every step: it stays
-  // PyNative unless --mode graph is asked for.
-  set_context({.mode = mode_from_name(a.model == "mlp-regression" && !a.mode_given ? "pynative" : a.mode)});
+  // Graph mode by default, for every model: the optimizer's lr and step (Adam's bias correction)
+  // are read by the compiled step from tensors, so one graph serves every step.
+  set_context({.mode = mode_from_name(a.mode)});
   // The MNIST pipeline is cheap next to a step: producing batches on demand beats a prefetch
   // thread that preempts the training step's OpenMP threads on a 2-core machine.
   if (!is_cifar_model(a.model)) data::set_prefetch_size(0);

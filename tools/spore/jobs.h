@@ -13,7 +13,6 @@ struct TrainArgs {
   double lr = 0.01;
   double momentum = 0.9;
   std::string mode = "graph";  // graph (compiled train step) | pynative (eager)
-  bool mode_given = false;      // --mode was on the command line
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string out = "";  // default out/<model>
   uint64_t seed = 1;

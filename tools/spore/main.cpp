@@ -99,7 +99,6 @@ int main(int argc, char** argv) {
     return app.exit(err);
   }
   try {
-    t.mode_given = train_cmd->count("--mode") > 0;
     if (*train_cmd) return train(t);
     if (*eval_cmd) return eval(e);
     if (*check_cmd) return run_check();

@@ -3,6 +3,11 @@
 // parameters(). Learning rates may be constant, a per-step list or a schedule (optim/lr.h).
 // Concrete optimizers (SGD, Momentum, Adam, AdamWeightDecay, RMSProp) are in optim/optimizers.h.
 // To add one: derive from Optimizer, allocate state in the constructor, implement update().
+//
+// Graph mode: the per-step scalars of an update (the learning rate; Adam's step and eps) are not
+// traced in as attributes but read at run time from one float64 "hyper" tensor per learning-rate
+// schedule (the default lr, and each group with its own), captured by the traced graph; so one
+// compiled TrainOneStepCell step serves a whole schedule. write_hyper() fills them each step.
 #pragma once
 #include <functional>
 #include <memory>
@@ -57,11 +62,29 @@ class Optimizer {
   void set_loss_scale(double s);
   double loss_scale() const { return loss_scale_; }
   virtual std::string name() const = 0;  // "Momentum", "Adam", ...
+  // Whether the updates take their per-step scalars from the hyper tensors while tracing (one
+  // compiled graph for every lr and step). False (SGD without momentum or with dampening, whose
+  // updates are elementwise ops): the lr is traced in, so callers must key the graph on it.
+  bool takes_hyper() const { return hyper_size() > 0; }
+  // Fills the hyper tensors with the values of the current step (lr_of(i) at global_step(), and
+  // for Adam step + 1 and the corrected eps); a compiled step calls it before every run. step()
+  // calls it too while tracing, so a traced graph starts with the traced step's values.
+  void write_hyper();
+  // The hyper tensors (one per lr schedule: the default, then each group with its own lr), each
+  // float64 (k); empty until the first write_hyper().
+  const std::vector<Tensor>& hyper_tensors() const { return hyper_; }
 
  protected:
   // Updates parameter i in place with its (unscaled, clipped) gradient at learning rate lr; weight
   // decay (0 for a no-decay group) is applied by the implementation, as its algorithm defines.
   virtual void update(size_t i, const Tensor& grad, double lr, double weight_decay) = 0;
+  // Scalars per hyper tensor (ops.def's order for the optimizer's primitive); 0: no hyper input.
+  virtual size_t hyper_size() const { return 0; }
+  // The hyper values for learning rate lr at the current step_ (hyper_size() of them).
+  virtual void hyper_values(double lr, double* out) const { out[0] = lr; }
+  // Parameter i's hyper tensor while tracing (pass it with attr hyper_input=true), else undefined
+  // (PyNative: the values go as attributes, exactly as before).
+  Tensor hyper_for(size_t i) const;
   // One zero tensor per parameter: a state slot.
   std::vector<Tensor> zeros_like_params() const;
   // ("<prefix>.<name>", state[i]) for every parameter.
@@ -71,6 +94,9 @@ class Optimizer {
   std::vector<std::string> names_;
   std::vector<double> weight_decays_;
   std::vector<LearningRate> lrs_;
+  std::vector<size_t> hyper_slot_;        // per parameter: its schedule's hyper tensor
+  std::vector<LearningRate> slot_lrs_;    // per hyper tensor: the schedule it holds
+  mutable std::vector<Tensor> hyper_;     // float64 (hyper_size()) each; made on first use
   int64_t step_ = 0;
   double clip_norm_ = 0;
   double loss_scale_ = 1;

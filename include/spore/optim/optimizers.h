@@ -35,6 +35,8 @@ class SGD : public Optimizer {
 
  protected:
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+  // [lr] for ApplyMomentum; none when the update is elementwise ops (no momentum, dampening).
+  size_t hyper_size() const override { return opts_.momentum > 0 && opts_.dampening == 0 ? 1 : 0; }
 
  private:
   SGDOptions opts_;
@@ -59,6 +61,7 @@ class Momentum : public Optimizer {
 
  protected:
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+  size_t hyper_size() const override { return 1; }  // ApplyMomentum's [lr]
 
  private:
   double momentum_;
@@ -85,6 +88,8 @@ class Adam : public Optimizer {
  protected:
   Adam(std::vector<ParamGroup> groups, LearningRate lr, AdamOptions opts, bool decoupled);
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+  size_t hyper_size() const override { return 3; }  // ApplyAdam's [lr, step, eps]
+  void hyper_values(double lr, double* out) const override;
   AdamOptions opts_;
   bool decoupled_ = false;
   std::vector<Tensor> m_, v_;
@@ -126,6 +131,7 @@ class RMSProp : public Optimizer {
 
  protected:
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+  size_t hyper_size() const override { return 1; }  // ApplyRMSProp's [lr]
 
  private:
   RMSPropOptions opts_;

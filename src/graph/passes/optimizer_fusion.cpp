@@ -7,9 +7,11 @@
 // member, so every gradient it consumes is computed by then, and an earlier member is moved down
 // to it only when no node in between reads or writes that member's parameter or state (it would
 // see the value before the update instead of after) or writes its gradient. Members that cannot
-// move stay where they are, unfused. Learning rates are attributes, so a schedule's steps compile
-// to separate graphs (TrainOneStepCell's extra_key), each with its own fused lr; parameter groups
-// with different lr or weight decay become separate fused nodes.
+// move stay where they are, unfused. In Graph mode the optimizer passes its per-step scalars (lr,
+// Adam's step) as a trailing hyper input (a captured float64 tensor, one per lr schedule) instead
+// of attributes, so one graph serves a whole schedule: only updates reading the SAME hyper value
+// (and with equal attributes) fuse, and the fused node ends with that hyper input. Parameter
+// groups with their own lr or weight decay become separate fused nodes.
 #include <unordered_set>
 
 #include "graph/passes.h"
@@ -34,11 +36,17 @@ constexpr Family kFamilies[] = {
     {ops::OpId::ApplyAdam, ops::OpId::FusedApplyAdam, 4},
 };
 
-// Whether update node `u` may be moved past node `y` (y scheduled after u).
-bool can_move_past(const Node& u, const Node& y) {
+// The hyper input of a single update (its operand after the `per` tensors), or null.
+const Value* hyper_of(const Node& n, const Family& f) {
+  return n.attrs.get_bool("hyper_input", false) ? n.inputs[f.per] : nullptr;
+}
+
+// Whether update node `u` may be moved past node `y` (y scheduled after u). The hyper input is
+// read by every update of its group and written by none, so it constrains nothing.
+bool can_move_past(const Node& u, const Node& y, const Family& f) {
   std::unordered_set<const void*> written, read;
-  for (size_t k = 0; k + 1 < u.inputs.size(); ++k) written.insert(alias_key(u.inputs[k]));
-  read.insert(alias_key(u.inputs.back()));
+  for (size_t k = 0; k + 1 < f.per; ++k) written.insert(alias_key(u.inputs[k]));
+  read.insert(alias_key(u.inputs[f.per - 1]));
   for (const Value* in : y.inputs) {
     const void* key = alias_key(in);
     if (written.count(key)) return false;                // y reads (or updates) u's param/state
@@ -67,7 +75,7 @@ size_t fuse_group(Graph& g, const Family& f, const std::vector<Node*>& members, 
   for (size_t m = pos_of.size() - 1; m-- > 0;) {
     const Node& u = *g.nodes[pos_of[m]];
     bool ok = true;
-    for (size_t j = pos_of[m] + 1; j <= last && ok; ++j) ok = can_move_past(u, *g.nodes[j]);
+    for (size_t j = pos_of[m] + 1; j <= last && ok; ++j) ok = can_move_past(u, *g.nodes[j], f);
     if (ok) {
       joins[pos_of[m]] = true;
       ++joined;
@@ -88,6 +96,7 @@ size_t fuse_group(Graph& g, const Family& f, const std::vector<Node*>& members, 
     ++t;
   }
   const Node& tail = *g.nodes[last];
+  if (tail.attrs.get_bool("hyper_input", false)) ins.push_back(tail.inputs[f.per]);  // shared
   Node* fused = g.insert_node(last, f.fused, std::move(ins), tail.attrs, {});
   fused->amp = tail.amp;
   std::erase_if(g.nodes, [&](const std::unique_ptr<Node>& n) { return gone.count(n.get()) > 0; });
@@ -99,15 +108,16 @@ size_t fuse_group(Graph& g, const Family& f, const std::vector<Node*>& members, 
 size_t fuse_optimizer(Graph& g) {
   size_t fused = 0;
   for (const Family& f : kFamilies) {
-    // Candidates grouped by (attributes, dtype, device), each group in schedule order.
+    // Candidates grouped by (attributes, hyper value, dtype, device), each in schedule order.
     std::vector<std::vector<Node*>> groups;
     for (const auto& up : g.nodes) {
       Node* n = up.get();
-      if (n->op != f.single || n->inputs.size() != f.per) continue;
+      if (n->op != f.single || n->inputs.size() != f.per + (hyper_of(*n, f) ? 1 : 0)) continue;
       bool placed = false;
       for (auto& grp : groups) {
         const Node* r = grp.front();
-        if (r->attrs == n->attrs && r->inputs[0]->dtype == n->inputs[0]->dtype &&
+        if (r->attrs == n->attrs && hyper_of(*r, f) == hyper_of(*n, f) &&
+            r->inputs[0]->dtype == n->inputs[0]->dtype &&
             r->inputs[0]->device == n->inputs[0]->device) {
           grp.push_back(n);
           placed = true;

@@ -11,6 +11,11 @@
 // parallel region: the total element count is split across the threads, so a small bias costs
 // no region of its own and the threads stay balanced whatever the tensor sizes.
 //
+// With attr hyper_input the last input is a float64 (k) tensor of per-step scalars (ops.def:
+// Momentum / RMSProp [lr], Adam [lr, step, eps]) read here once per call in place of those
+// attributes, so one compiled Graph-mode step serves every learning rate and step count. The
+// coefficients are computed from the same doubles either way: bit-identical results.
+//
 // Contiguous float32 / float64 operands go through the Highway loops below (run-time dispatched
 // per x86 target), strided ones through StridedIter. Every contiguous element, the tail too (via
 // a padded buffer), goes through the same vector code, so a fused update and the per-parameter
@@ -187,17 +192,37 @@ void visit_f32_f64(DType t, F&& f) {
   else f(float{});
 }
 
-MomentumCoeffs momentum_coeffs(const ops::Attrs& a) {
-  return {a.get_float("lr"), a.get_float("momentum"), a.get_float("weight_decay", 0.0), a.get_bool("nesterov", false)};
+// The per-step scalars of one call: the hyper input's values (k of them, any stride) when
+// hyper_input is set, else none (the attributes hold them).
+struct Hyper {
+  bool present = false;
+  double v[3] = {};
+};
+Hyper hyper_of(const ops::KernelContext& ctx, size_t k) {
+  Hyper h;
+  if (!ctx.attrs.get_bool("hyper_input", false)) return h;
+  const Tensor& t = ctx.inputs.back();  // float64 (k), checked by the inference rule
+  const double* p = base<double>(t);
+  for (size_t i = 0; i < k; ++i) h.v[i] = p[int64_t(i) * t.strides()[0]];
+  h.present = true;
+  return h;
 }
 
-AdamCoeffs adam_coeffs(const ops::Attrs& a, const char* who) {
-  const double lr = a.get_float("lr"), b1 = a.get_float("beta1", 0.9), b2 = a.get_float("beta2", 0.999),
-               eps = a.get_float("eps", 1e-8), wd = a.get_float("weight_decay", 0.0);
-  const int64_t step = a.get_int("step", 1);
-  SPORE_CHECK(step >= 1, "[", who, "] step is 1-based, got ", step);
+MomentumCoeffs momentum_coeffs(const ops::Attrs& a, const Hyper& h) {
+  return {h.present ? h.v[0] : a.get_float("lr"), a.get_float("momentum"), a.get_float("weight_decay", 0.0),
+          a.get_bool("nesterov", false)};
+}
+
+AdamCoeffs adam_coeffs(const ops::Attrs& a, const Hyper& h, const char* who) {
+  const double lr = h.present ? h.v[0] : a.get_float("lr"), b1 = a.get_float("beta1", 0.9),
+               b2 = a.get_float("beta2", 0.999), eps = h.present ? h.v[2] : a.get_float("eps", 1e-8),
+               wd = a.get_float("weight_decay", 0.0);
+  // A double holds every integer step exactly up to 2^53 (and AdamWeightDecay's 2^62).
+  const double step = h.present ? h.v[1] : double(a.get_int("step", 1));
+  SPORE_CHECK(step >= 1, "[", who, "] step is 1-based, got ", step,
+              h.present ? " (hyper input element 1)" : "");
   const bool decoupled = a.get_bool("decoupled", false);
-  const double bc1 = 1 - std::pow(b1, double(step)), bc2 = 1 - std::pow(b2, double(step));
+  const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
   // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps); the scalars are rounded to T by the loops.
   return {lr / bc1, 1 / std::sqrt(bc2), eps, b1, b2, 1 - b1, 1 - b2, decoupled ? 0.0 : wd,
           decoupled ? 1 - lr * wd : 1.0};
@@ -282,7 +307,7 @@ void multi_update(const ops::Tensors& inputs, size_t groups, Flat&& flat, Stride
 }
 
 void apply_momentum_kernel(ops::KernelContext& ctx) {
-  const MomentumCoeffs c = momentum_coeffs(ctx.attrs);
+  const MomentumCoeffs c = momentum_coeffs(ctx.attrs, hyper_of(ctx, 1));
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<3, T>(
@@ -292,17 +317,19 @@ void apply_momentum_kernel(ops::KernelContext& ctx) {
 }
 
 void fused_apply_momentum_kernel(ops::KernelContext& ctx) {
-  const MomentumCoeffs c = momentum_coeffs(ctx.attrs);
+  const Hyper h = hyper_of(ctx, 1);
+  const MomentumCoeffs c = momentum_coeffs(ctx.attrs, h);
+  const size_t groups = (ctx.inputs.size() - (h.present ? 1 : 0)) / 3;
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<3, T>(
-        ctx.inputs, ctx.inputs.size() / 3, [&](T* const* p, int64_t n) { momentum_flat<T>(p[0], p[1], p[2], n, c); },
+        ctx.inputs, groups, [&](T* const* p, int64_t n) { momentum_flat<T>(p[0], p[1], p[2], n, c); },
         [&](const Tensor* in) { momentum_strided<T>(in, c); });
   });
 }
 
 void apply_adam_kernel(ops::KernelContext& ctx) {
-  const AdamCoeffs c = adam_coeffs(ctx.attrs, "apply_adam");
+  const AdamCoeffs c = adam_coeffs(ctx.attrs, hyper_of(ctx, 3), "apply_adam");
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<4, T>(
@@ -312,11 +339,13 @@ void apply_adam_kernel(ops::KernelContext& ctx) {
 }
 
 void fused_apply_adam_kernel(ops::KernelContext& ctx) {
-  const AdamCoeffs c = adam_coeffs(ctx.attrs, "fused_apply_adam");
+  const Hyper h = hyper_of(ctx, 3);
+  const AdamCoeffs c = adam_coeffs(ctx.attrs, h, "fused_apply_adam");
+  const size_t groups = (ctx.inputs.size() - (h.present ? 1 : 0)) / 4;
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<4, T>(
-        ctx.inputs, ctx.inputs.size() / 4,
+        ctx.inputs, groups,
         [&](T* const* p, int64_t n) { adam_flat<T>(p[0], p[1], p[2], p[3], n, c); },
         [&](const Tensor* in) { adam_strided<T>(in, c); });
   });
@@ -324,7 +353,8 @@ void fused_apply_adam_kernel(ops::KernelContext& ctx) {
 
 void apply_rms_prop_kernel(ops::KernelContext& ctx) {
   const auto& a = ctx.attrs;
-  const double lr = a.get_float("lr"), decay = a.get_float("decay", 0.9), mo = a.get_float("momentum", 0.0),
+  const Hyper h = hyper_of(ctx, 1);
+  const double lr = h.present ? h.v[0] : a.get_float("lr"), decay = a.get_float("decay", 0.9), mo = a.get_float("momentum", 0.0),
                eps = a.get_float("eps", 1e-10);
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
