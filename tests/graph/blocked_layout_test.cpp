@@ -21,15 +21,7 @@ using ops::OpId;
 namespace {
 
 constexpr auto run_all = test::run_graph_all;
-
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    worst = std::max(worst, std::abs(double(got[i]) - want[i]) / std::max(1.0, std::abs(double(want[i]))));
-  EXPECT_LE(worst, tol) << what;
-}
+using test::expect_close;
 
 // The nodes running blocked: convs with a blocked side, pools / batch norms with `blocked`.
 size_t blocked_nodes(const Graph& g) {
@@ -56,9 +48,8 @@ std::unique_ptr<Graph> fused_clone(const Graph& g) {
   return f;
 }
 
-struct NoBlocked {  // SPORE_NO_BLOCKED_LAYOUT=1 for a scope
-  NoBlocked() { setenv("SPORE_NO_BLOCKED_LAYOUT", "1", 1); }
-  ~NoBlocked() { unsetenv("SPORE_NO_BLOCKED_LAYOUT"); }
+struct NoBlocked : test::ScopedEnv {  // SPORE_NO_BLOCKED_LAYOUT=1 for a scope
+  NoBlocked() : ScopedEnv("SPORE_NO_BLOCKED_LAYOUT", "1") {}
 };
 
 }  // namespace

@@ -24,21 +24,12 @@ namespace {
 
 constexpr auto run = test::run_graph;
 
-// |got - want| <= tol * max(1, |want|): relative for large values, absolute near zero (fused
-// primitives accumulate in another order, and oneDNN's erf/tanh are polynomial approximations).
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol = 1e-5) {
-  ASSERT_EQ(got.size(), want.size());
-  double worst = 0;
-  for (size_t i = 0; i < got.size(); ++i)
-    worst = std::max(worst, std::abs(double(got[i]) - want[i]) / std::max(1.0, std::abs(double(want[i]))));
-  EXPECT_LE(worst, tol);
-}
+using test::expect_close;
 
 Conv2dOptions pad1() { return {.padding = {1, 1, 1, 1}}; }
 
-struct NoFusion {  // SPORE_NO_DNNL_FUSION=1 for a scope
-  NoFusion() { setenv("SPORE_NO_DNNL_FUSION", "1", 1); }
-  ~NoFusion() { unsetenv("SPORE_NO_DNNL_FUSION"); }
+struct NoFusion : test::ScopedEnv {  // SPORE_NO_DNNL_FUSION=1 for a scope
+  NoFusion() : ScopedEnv("SPORE_NO_DNNL_FUSION", "1") {}
 };
 
 }  // namespace

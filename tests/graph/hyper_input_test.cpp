@@ -21,6 +21,8 @@
 #include "models/mlp.h"
 #include "spore/spore.h"
 
+#include "graph/graph_test_util.h"
+
 using namespace spore;
 using graph::Graph;
 using ops::Attrs;
@@ -140,15 +142,6 @@ std::vector<float> run_steps(Rig& r, const Batches& b, int steps, Mode mode) {
 // cross-entropy, elementwise chains) round differently from the op-by-op kernels, so equal to
 // float32 rounding (the tolerance of tests/graph/optimizer_fusion_test.cpp), not bitwise; the
 // DCE + fusion graph below is compared bitwise.
-void expect_close(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
-                  const char* what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t p = 0; p < a.size(); ++p) {
-    ASSERT_EQ(a[p].size(), b[p].size()) << what;
-    for (size_t i = 0; i < a[p].size(); ++i)
-      ASSERT_NEAR(a[p][i], b[p][i], 1e-6 + 1e-5 * std::abs(b[p][i])) << what << ": parameter " << p << " element " << i;
-  }
-}
 
 // Graph mode (full pipeline) against PyNative over `steps` steps of one optimizer: one
 // compilation, then cache hits; losses (relative 1e-5) and parameters. Returns the graph rig.
@@ -161,7 +154,7 @@ Rig expect_one_graph_matching_pynative(const MakeOpt& make_opt, int steps, const
   EXPECT_EQ(st.cache_hits, steps - 1) << what;
   for (size_t i = 0; i < lg.size(); ++i)
     EXPECT_NEAR(lg[i], le[i], 1e-5 * std::abs(le[i])) << what << ": loss of step " << i;
-  expect_close(params_of(*g.net), params_of(*e.net), what);
+  test::expect_params_close(params_of(*g.net), params_of(*e.net), what);
   EXPECT_EQ(g.opt->global_step(), steps) << what;
   // The run really moved the parameters.
   EXPECT_NE(params_of(*g.net)[0], params_of(*make_rig(make_opt).net)[0]) << what;
@@ -442,5 +435,5 @@ TEST(HyperInput, PlainSgdScheduleStillKeysOnTheRate) {
   const std::vector<float> lg = run_steps(g, b, 4, Mode::Graph), le = run_steps(e, b, 4, Mode::PyNative);
   EXPECT_EQ(g.step->jit_stats().traces, 2);
   for (size_t i = 0; i < lg.size(); ++i) EXPECT_NEAR(lg[i], le[i], 1e-5 * std::abs(le[i])) << i;
-  expect_close(params_of(*g.net), params_of(*e.net), "plain SGD");
+  test::expect_params_close(params_of(*g.net), params_of(*e.net), "plain SGD");
 }

@@ -17,6 +17,8 @@
 #include "models/resnet.h"
 #include "spore/spore.h"
 
+#include "graph/graph_test_util.h"
+
 using namespace spore;
 using graph::Graph;
 using ops::OpId;
@@ -79,14 +81,6 @@ void expect_bit_equal(const std::vector<std::vector<float>>& a, const std::vecto
 // The production path (Graph-mode TrainOneStepCell: the full pipeline, whose other fusions --
 // conv + bias post-ops, softmax + cross-entropy, elementwise chains -- round differently from the
 // op-by-op kernels) against PyNative: equal to float32 rounding, not bitwise.
-void expect_close(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b, const char* what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t p = 0; p < a.size(); ++p) {
-    ASSERT_EQ(a[p].size(), b[p].size()) << what;
-    for (size_t i = 0; i < a[p].size(); ++i)
-      ASSERT_NEAR(a[p][i], b[p][i], 1e-6 + 1e-5 * std::abs(b[p][i])) << what << ": parameter " << p << " element " << i;
-  }
-}
 
 // Traces one step of s (the step function runs its PyNative body under the tracer), then DCE and
 // optionally the fusion; the executor runs `steps` steps on the batches. Returns the graph's
@@ -195,7 +189,7 @@ TEST(OptimizerFusion, NesterovWeightDecayBitEqualAndGraphMode) {
     set_context({.mode = Mode::Graph});
     for (int i = 0; i < 6; ++i) (*g.step)(b.x[size_t(i % 3)], b.y[size_t(i % 3)]);
   }
-  expect_close(params_of(*g.net), params_of(*e.net), "Graph mode vs PyNative");
+  test::expect_params_close(params_of(*g.net), params_of(*e.net), "Graph mode vs PyNative");
   const JitStats st = g.step->jit_stats();
   EXPECT_EQ(st.traces, 1);
   EXPECT_EQ(st.cache_hits, 5);
@@ -225,7 +219,7 @@ TEST(OptimizerFusion, AdamFusedBitEqualToUnfusedAndPyNative) {
     set_context({.mode = Mode::Graph});
     for (int i = 0; i < 3; ++i) (*jitted.step)(b.x[0], b.y[0]);
   }
-  expect_close(params_of(*jitted.net), params_of(*eager.net), "Graph mode vs PyNative");
+  test::expect_params_close(params_of(*jitted.net), params_of(*eager.net), "Graph mode vs PyNative");
   EXPECT_EQ(jitted.step->jit_stats().traces, 1);
   EXPECT_EQ(jitted.step->jit_stats().cache_hits, 2);
 }
@@ -272,7 +266,7 @@ TEST(OptimizerFusion, LearningRateScheduleKeepsWorking) {
     for (int i = 0; i < 5; ++i) (*g.step)(b.x[size_t(i % 3)], b.y[size_t(i % 3)]);
   }
   for (int i = 0; i < 5; ++i) (*e.step)(b.x[size_t(i % 3)], b.y[size_t(i % 3)]);
-  expect_close(params_of(*g.net), params_of(*e.net), "lr schedule: graph vs PyNative");
+  test::expect_params_close(params_of(*g.net), params_of(*e.net), "lr schedule: graph vs PyNative");
   EXPECT_EQ(g.step->jit_stats().traces, 1);  // 0.05, 0.02, 0.01, 0.01, 0.01: one graph
   EXPECT_EQ(g.step->jit_stats().cache_hits, 4);
 }
