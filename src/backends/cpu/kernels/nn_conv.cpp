@@ -11,6 +11,10 @@
 //     implementation for a post-op set, the plain conv runs and the epilogue follows in a loop.
 //   float16: through float32 when oneDNN has no implementation on this CPU.
 //   float64: plain loops (used by the float64 gradient checks).
+//   Direct kernels (conv_direct.cpp) for float32, groups 1, C_in <= 4, plain layouts: forward
+//     (Conv2d, Conv2dFused with bias / relu only) and weight gradient. oneDNN computes these in its
+//     blocked layouts and the reorders cost as much as the arithmetic; the first call of a geometry
+//     times the direct kernel against the oneDNN path and keeps the faster ("direct or oneDNN").
 //   Blocked activations (attrs blocked_x / blocked_y, made by Graph mode's layout pass): the
 //     activation's user descriptor is aBcd16b (nChw16c, held as the 5-D (N, Cb, H, W, 16)) instead
 //     of nchw, so the candidates that keep the user's layouts run with no activation reorder; the
@@ -20,9 +24,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "backends/cpu/kernels/conv_direct.h"
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/onednn/onednn.h"
 #include "core/parallel.h"
@@ -355,7 +361,7 @@ void conv_bwd_weight_f64(const Geom& g, const double* dy, const double* x, doubl
 
 // ---- kernels -------------------------------------------------------------------------------------
 
-void conv2d_kernel(ops::KernelContext& ctx) {
+void conv2d_onednn_kernel(ops::KernelContext& ctx) {
   const bool has_bias = ctx.inputs.size() == 3;
   Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
   Tensor b = has_bias ? dense(ctx.inputs[2]) : Tensor();
@@ -367,7 +373,7 @@ void conv2d_kernel(ops::KernelContext& ctx) {
     return conv_fwd_f64(g, x.data<double>(), w.data<double>(), has_bias ? b.data<double>() : nullptr,
                         y.data<double>());
   auto prim = conv_prim(Pass::kForward, g, y.dtype(), has_bias);
-  if (!prim) return run_via_f32(ctx, conv2d_kernel);
+  if (!prim) return run_via_f32(ctx, conv2d_onednn_kernel);
   if (has_bias) prim->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr()});
   else prim->run({x.data_ptr(), w.data_ptr(), y.data_ptr()});
   if (g.by) zero_padding(y, g.O);
@@ -520,7 +526,7 @@ void conv2d_fused_body(ops::KernelContext& ctx) {
   g_unfused_wins[key] = tu < tf;
 }
 
-void conv2d_fused_kernel(ops::KernelContext& ctx) {
+void conv2d_fused_onednn_kernel(ops::KernelContext& ctx) {
   conv2d_fused_body(ctx);
   // Post-ops (a sigmoid, a shift) make padding lanes non-zero; the contract wants zeros.
   if (ctx.attrs.get_bool("blocked_y", false) && ctx.outputs[0].numel() > 0)
@@ -578,7 +584,7 @@ bool bf16_weight_grad_via_f32(const Geom& g, ops::KernelContext& ctx, onednn::Co
   return use_f32;
 }
 
-void conv2d_backward_weight_kernel(ops::KernelContext& ctx) {
+void conv2d_backward_weight_onednn_kernel(ops::KernelContext& ctx) {
   Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
   Tensor& dw = ctx.outputs[0];
   if (dw.numel() == 0) return;
@@ -591,6 +597,103 @@ void conv2d_backward_weight_kernel(ops::KernelContext& ctx) {
   if (dw.dtype() == kBFloat16 && bf16_weight_grad_via_f32(g, ctx, *prim))
     return run_via_f32(ctx, conv2d_backward_weight_kernel);
   prim->run({dy.data_ptr(), x.data_ptr(), dw.data_ptr()});
+}
+
+// ---- direct or oneDNN ---------------------------------------------------------------------------
+
+// The direct kernels' geometry, or nullopt when they do not take it (dtype, groups, layouts, C_in).
+std::optional<DirectConvGeom> direct_geom(const Geom& g, DType t) {
+  const DirectConvMode m = direct_conv_mode();
+  if (m == DirectConvMode::kOff || (m == DirectConvMode::kAuto && layout_choice() != Layout::kAuto))
+    return std::nullopt;
+  if (t != kFloat32 || g.G != 1 || g.bx || g.by) return std::nullopt;
+  const DirectConvGeom d{g.N,  g.C,  g.H,  g.W,  g.O,  g.kh, g.kw, g.OH,
+                         g.OW, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw};
+  if (!direct_conv_supported(d)) return std::nullopt;
+  return d;
+}
+
+std::mutex g_direct_mu;
+std::unordered_map<onednn::CacheKey, bool, KeyHash> g_direct_wins;  // by conv_key
+
+// Runs direct() or onednn(), each of which writes the whole output from the inputs. The first call
+// of a key (in kAuto) runs both: a warm-up each (oneDNN builds its primitive), then best of three
+// in turn, then the winner once more so the output is what later calls compute.
+template <typename D, typename F>
+void direct_or_onednn(const onednn::CacheKey& key, D&& direct, F&& onednn) {
+  if (direct_conv_mode() == DirectConvMode::kForce) return direct();
+  {
+    std::lock_guard<std::mutex> lock(g_direct_mu);
+    if (auto it = g_direct_wins.find(key); it != g_direct_wins.end())
+      return it->second ? direct() : onednn();
+  }
+  auto timed = [](auto&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  onednn();
+  direct();
+  double td = 1e30, to = 1e30;
+  for (int k = 0; k < 3; ++k) {
+    to = std::min(to, timed(onednn));
+    td = std::min(td, timed(direct));
+  }
+  const bool wins = td < to;
+  if (!wins) onednn();
+  std::lock_guard<std::mutex> lock(g_direct_mu);
+  g_direct_wins[key] = wins;
+}
+
+void conv2d_kernel(ops::KernelContext& ctx) {
+  Tensor& y = ctx.outputs[0];
+  const Geom g = geom(ctx.inputs[0].shape(), ctx.inputs[1].shape(), y.shape(), ctx.attrs);
+  const auto d = y.numel() ? direct_geom(g, y.dtype()) : std::nullopt;
+  if (!d) return conv2d_onednn_kernel(ctx);
+  const bool has_bias = ctx.inputs.size() == 3;
+  Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
+  Tensor b = has_bias ? dense(ctx.inputs[2]) : Tensor();
+  direct_or_onednn(
+      conv_key(Pass::kForward, g, kFloat32, has_bias, nullptr),
+      [&] {
+        conv2d_direct_forward(*d, x.data<float>(), w.data<float>(),
+                              has_bias ? b.data<float>() : nullptr, false, y.data<float>());
+      },
+      [&] { conv2d_onednn_kernel(ctx); });
+}
+
+// Conv2dFused takes the direct kernel only with a bias and / or relu as its post-ops.
+void conv2d_fused_kernel(ops::KernelContext& ctx) {
+  Tensor& y = ctx.outputs[0];
+  const ops::Attrs& a = ctx.attrs;
+  const std::string act = a.has("act") ? a.get_string("act") : std::string();
+  const bool simple = !a.get_bool("has_scale", false) && !a.get_bool("has_residual", false) &&
+                      (act.empty() || act == "relu");
+  const Geom g = geom(ctx.inputs[0].shape(), ctx.inputs[1].shape(), y.shape(), a);
+  const auto d = simple && y.numel() ? direct_geom(g, y.dtype()) : std::nullopt;
+  if (!d) return conv2d_fused_onednn_kernel(ctx);
+  const bool has_bias = a.get_bool("has_bias", false);
+  Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
+  Tensor b = has_bias ? dense(ctx.inputs[2]) : Tensor();
+  direct_or_onednn(
+      conv_key(Pass::kForward, g, kFloat32, has_bias, &a),
+      [&] {
+        conv2d_direct_forward(*d, x.data<float>(), w.data<float>(),
+                              has_bias ? b.data<float>() : nullptr, !act.empty(), y.data<float>());
+      },
+      [&] { conv2d_fused_onednn_kernel(ctx); });
+}
+
+void conv2d_backward_weight_kernel(ops::KernelContext& ctx) {
+  Tensor& dw = ctx.outputs[0];
+  const Geom g = geom(ctx.inputs[1].shape(), dw.shape(), ctx.inputs[0].shape(), ctx.attrs);
+  const auto d = dw.numel() ? direct_geom(g, dw.dtype()) : std::nullopt;
+  if (!d) return conv2d_backward_weight_onednn_kernel(ctx);
+  Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
+  direct_or_onednn(
+      conv_key(Pass::kBackwardWeight, g, kFloat32, false, nullptr),
+      [&] { conv2d_direct_backward_weight(*d, dy.data<float>(), x.data<float>(), dw.data<float>()); },
+      [&] { conv2d_backward_weight_onednn_kernel(ctx); });
 }
 
 }  // namespace

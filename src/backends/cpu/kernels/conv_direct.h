@@ -1,0 +1,43 @@
+// Direct NCHW float32 convolution for very few input channels (a network's first conv: LeNet's
+// 1 -> 6 5x5, ResNet's CIFAR stem 3 -> 64 3x3): forward (+ bias, + relu) and weight gradient.
+// Defined in conv_direct.cpp; nn_conv.cpp dispatches to it where it beats oneDNN (timed at the
+// first call of each geometry), which at C_in <= 4 mostly pays for its blocked-layout reorders.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spore::cpu {
+
+// groups == 1. OH / OW are given, so the bottom / right padding is implied (rows and columns past
+// the input read as zero); dh / dw are the dilations (1 = dense).
+struct DirectConvGeom {
+  int64_t N, C, H, W, O, kh, kw, OH, OW;
+  int64_t sh, sw, pt, pl, dh, dw;
+};
+
+// Whether the direct kernels take this geometry: C <= 4, at most 256 taps (C * kh * kw) and a
+// per-thread scratch under 32 MiB.
+bool direct_conv_supported(const DirectConvGeom& g);
+
+// y (N, O, OH, OW) = [relu](conv(x (N, C, H, W), w (O, C, kh, kw)) + b (O)); b may be null.
+void conv2d_direct_forward(const DirectConvGeom& g, const float* x, const float* w, const float* b,
+                           bool relu, float* y);
+// dw (O, C, kh, kw) = sum over n, oh, ow of dy (N, O, OH, OW) * x (N, C, H, W) through the window.
+void conv2d_direct_backward_weight(const DirectConvGeom& g, const float* dy, const float* x,
+                                   float* dw);
+
+// kAuto (default): nn_conv times direct against oneDNN at the first call of a geometry and keeps
+// the faster; kOff / kForce: never / always where supported. SPORE_DIRECT_CONV=0 / 1 set it at
+// start-up (SPORE_CONV_LAYOUT=blocked|plain also turns kAuto off); tests and benches override it
+// here.
+enum class DirectConvMode { kOff, kAuto, kForce };
+DirectConvMode direct_conv_mode();
+void set_direct_conv_mode(DirectConvMode m);
+
+// Test hooks: the Highway targets this build has and this CPU runs (names such as "AVX3", "AVX2"),
+// and limiting dispatch to one of them (an empty name restores all). Process-wide: tests only.
+std::vector<std::string> direct_conv_targets();
+void direct_conv_use_target(const std::string& name);
+
+}  // namespace spore::cpu
