@@ -53,6 +53,11 @@ size_t fuse_elementwise(Graph& g);
 // (N, ceil(C/16), H, W, 16) tensors, with to_blocked / from_blocked at the boundaries, where the
 // conv reorders saved outweigh them. Run after the fusions. Returns nodes switched to blocked.
 size_t blocked_layout(Graph& g);
+// Conv + max pool (passes/conv_pool_fusion.cpp), for convs with at most 4 input channels:
+// conv2d[_fused] -> max_pool2d becomes conv2d_pool_fused (the conv output never stored), and
+// max_pool2d_backward -> conv2d_backward_weight becomes conv2d_backward_weight_pooled (only the
+// argmax positions visited). Run after blocked_layout. Returns nodes fused.
+size_t fuse_conv_pool(Graph& g);
 
 // relu_grad(dy, x) where y = relu(x) runs before it -> relu_grad(dy, y) (y > 0 exactly where
 // x > 0, NaN and -0 included): x then has no reader besides the relu, so the fusion passes can

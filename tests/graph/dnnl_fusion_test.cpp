@@ -258,8 +258,10 @@ TEST(DnnlFusion, LeNetTrainingGraphFusesConvsAndDenses) {
       },
       {x, y});
   graph::run_pipeline(*g);
-  // conv1+relu, conv2+relu (the backward reads their outputs), fc1/fc2 + bias + relu, fc3 + bias.
-  EXPECT_EQ(g->count(OpId::Conv2dFused), 2u);
+  // conv1+relu, conv2+relu (the backward reads their outputs), fc1/fc2 + bias + relu, fc3 + bias;
+  // conv1 + relu then goes on with its max pool into one conv2d_pool_fused (conv_pool_fusion).
+  EXPECT_EQ(g->count(OpId::Conv2dFused), 1u);
+  EXPECT_EQ(g->count(OpId::Conv2dPoolFused), 1u);
   EXPECT_EQ(g->count(OpId::MatmulFused), 3u);
   EXPECT_EQ(g->count(OpId::Relu), 0u);
   EXPECT_EQ(g->count(OpId::ReluGrad), 4u);

@@ -48,6 +48,7 @@ void run_pipeline(Graph& g) {
   if (fuse_elementwise(g) > 0) dump_if_enabled(g, index++, "elementwise_fusion");
   // Layouts last among the activation rewrites: it sees the final conv / pool / pointwise nodes.
   if (blocked_layout(g) > 0) dump_if_enabled(g, index++, "blocked_layout");
+  if (fuse_conv_pool(g) > 0) dump_if_enabled(g, index++, "conv_pool_fusion");
   if (fuse_optimizer(g) > 0) dump_if_enabled(g, index++, "optimizer_fusion");
   dead_code_elimination(g);
   verify(g);

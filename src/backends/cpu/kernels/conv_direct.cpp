@@ -64,6 +64,8 @@ constexpr int64_t kWgradOB = 6;  // weight gradient: outputs per task (sharing t
 // The calling thread's scratch of at least n floats, kept (and grown) across calls.
 float* thread_scratch(size_t n);
 float* thread_weights(size_t n);
+float* thread_rows(size_t n);  // conv2d_direct_forward_rows' output rows
+constexpr size_t kRowsSlack = 64;  // readable floats past them (the sink's whole-vector loads)
 }  // namespace spore::cpu::dconv
 #endif
 
@@ -175,7 +177,8 @@ HWY_INLINE void fwd_row(const DirectConvGeom& g, const float* row, const int64_t
   }
   const auto zero = hn::Zero(d);
   SPORE_UNROLL for (int k = 0; k < OB; ++k) SPORE_UNROLL for (int v = 0; v < V; ++v) {
-    const auto r = relu ? hn::Max(acc[k][v], zero) : acc[k][v];
+    // relu keeps NaN (as the relu op and oneDNN do): only values below zero become zero.
+    const auto r = relu ? hn::IfThenZeroElse(hn::Lt(acc[k][v], zero), acc[k][v]) : acc[k][v];
     float* dst = y0 + k * plane + c0 + v * L;
     const int64_t valid = g.OW - (c0 + v * L);
     if (valid >= L)
@@ -224,6 +227,37 @@ void FwdTasks(const DirectConvGeom& g, const float* x, const float* w, const flo
       for (int64_t tap = 0; tap < T; ++tap) wp[tap * cnt + k] = w[(o0 + k) * T + tap];
     table[size_t(cnt - 1)](g, p, xr, off, T, wp, b ? b + o0 : nullptr, relu,
                            y + (n * g.O + o0) * g.OH * g.OW);
+  }
+}
+
+// FwdTasks in groups of R output rows below oh_end, each into a per-thread (cnt, rows, OW) buffer
+// handed to sink (conv2d_direct_forward_rows): fwd_block on a geometry whose OH is the group's
+// row count, so a row's arithmetic is FwdTasks'.
+void FwdRowsTasks(const DirectConvGeom& g, const float* x, const float* w, const float* b,
+                  bool relu, int64_t ob, int64_t nob, int64_t t0, int64_t t1, int64_t R,
+                  int64_t oh_end, DirectRowSink sink, void* ctx) {
+  static constexpr auto table = fwd_table(std::make_index_sequence<kMaxOB>());
+  const Plan p = plan_of(g, VecLanes());
+  const int64_t T = g.C * g.kh * g.kw;
+  float* xr = thread_scratch(size_t(g.C * p.CS));
+  float* wp = thread_weights(size_t(T * kMaxOB) + size_t(T) * 2);
+  int64_t* off = reinterpret_cast<int64_t*>(wp + T * kMaxOB);
+  float* rows_buf = thread_rows(size_t(ob * R * g.OW) + kRowsSlack);
+  tap_offsets(g, p, off);
+  int64_t last_n = -1;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t n = t / nob, o0 = (t % nob) * ob, cnt = std::min(ob, g.O - o0);
+    if (n != last_n) build_rows(g, p, x + n * g.C * g.H * g.W, xr);
+    last_n = n;
+    for (int64_t k = 0; k < cnt; ++k)
+      for (int64_t tap = 0; tap < T; ++tap) wp[tap * cnt + k] = w[(o0 + k) * T + tap];
+    for (int64_t oh0 = 0; oh0 < oh_end; oh0 += R) {
+      DirectConvGeom gr = g;
+      gr.OH = std::min(R, oh_end - oh0);
+      table[size_t(cnt - 1)](gr, p, xr + oh0 * g.sh * p.RW, off, T, wp, b ? b + o0 : nullptr, relu,
+                             rows_buf);
+      sink(ctx, n, o0, cnt, oh0, gr.OH, rows_buf);
+    }
   }
 }
 
@@ -327,6 +361,7 @@ namespace dconv {
 HWY_EXPORT(VecLanes);
 HWY_EXPORT(MaxOB);
 HWY_EXPORT(FwdTasks);
+HWY_EXPORT(FwdRowsTasks);
 HWY_EXPORT(WgradTasks);
 HWY_EXPORT(WgradReduce);
 
@@ -336,6 +371,11 @@ float* thread_scratch(size_t n) {
   return buf.data();
 }
 float* thread_weights(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+float* thread_rows(size_t n) {
   thread_local std::vector<float> buf;
   if (buf.size() < n) buf.resize(n);
   return buf.data();
@@ -364,6 +404,18 @@ void conv2d_direct_forward(const DirectConvGeom& g, const float* x, const float*
   const int64_t nob = (g.O + max_ob - 1) / max_ob, ob = (g.O + nob - 1) / nob;
   parallel_for(0, g.N * nob, 1, [&](int64_t t0, int64_t t1) {
     HWY_DYNAMIC_DISPATCH(dconv::FwdTasks)(g, x, w, b, relu, y, ob, nob, t0, t1);
+  });
+}
+
+void conv2d_direct_forward_rows(const DirectConvGeom& g, const float* x, const float* w,
+                                const float* b, bool relu, int64_t R, int64_t oh_end,
+                                DirectRowSink sink, void* ctx) {
+  SPORE_CHECK(R >= 1 && oh_end >= 0 && oh_end <= g.OH, "conv2d_direct_forward_rows: expected R >= 1 and ",
+              "0 <= oh_end <= OH=", g.OH, ", got R=", R, ", oh_end=", oh_end);
+  const int64_t max_ob = HWY_DYNAMIC_DISPATCH(dconv::MaxOB)();
+  const int64_t nob = (g.O + max_ob - 1) / max_ob, ob = (g.O + nob - 1) / nob;
+  parallel_for(0, g.N * nob, 1, [&](int64_t t0, int64_t t1) {
+    HWY_DYNAMIC_DISPATCH(dconv::FwdRowsTasks)(g, x, w, b, relu, ob, nob, t0, t1, R, oh_end, sink, ctx);
   });
 }
 

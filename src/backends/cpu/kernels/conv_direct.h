@@ -23,6 +23,17 @@ bool direct_conv_supported(const DirectConvGeom& g);
 // y (N, O, OH, OW) = [relu](conv(x (N, C, H, W), w (O, C, kh, kw)) + b (O)); b may be null.
 void conv2d_direct_forward(const DirectConvGeom& g, const float* x, const float* w, const float* b,
                            bool relu, float* y);
+// The forward in groups of output rows handed to a consumer instead of written to y (the conv +
+// max-pool fusion, conv_pool_fused.cpp): per task (n, block of output channels [o0, o0 + cnt)),
+// rows [oh0, oh0 + rows) for oh0 = 0, R, 2R, ... below oh_end are computed (same arithmetic as
+// conv2d_direct_forward) into a per-thread buffer buf (cnt, rows, OW), then
+// sink(ctx, n, o0, cnt, oh0, rows, buf) runs on that thread. Tasks run in parallel; a task's
+// groups in order. 64 floats past the end of buf may be read (whole-vector loads; values unset).
+using DirectRowSink = void (*)(void* ctx, int64_t n, int64_t o0, int64_t cnt, int64_t oh0,
+                               int64_t rows, const float* buf);
+void conv2d_direct_forward_rows(const DirectConvGeom& g, const float* x, const float* w,
+                                const float* b, bool relu, int64_t R, int64_t oh_end,
+                                DirectRowSink sink, void* ctx);
 // dw (O, C, kh, kw) = sum over n, oh, ow of dy (N, O, OH, OW) * x (N, C, H, W) through the window.
 void conv2d_direct_backward_weight(const DirectConvGeom& g, const float* dy, const float* x,
                                    float* dw);
