@@ -9,6 +9,8 @@
 // bench/peers/amp.sh prints the O2/O0 ratios from these.
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -57,10 +59,7 @@ double process_cpu_ms() {
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
 }
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using spore::bench::median;
 
 // median_ms: wall time; cpu_ms: CPU time of all threads (with OMP_WAIT_POLICY=passive, the work
 // itself: on a machine other jobs load, wall time mostly measures waiting for a core).

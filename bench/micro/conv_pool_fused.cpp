@@ -11,6 +11,8 @@
 //        --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -89,10 +91,7 @@ void BM_one(benchmark::State& state, Impl impl) {
   spore::cpu::set_direct_conv_mode(DirectConvMode::kAuto);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using spore::bench::median;
 
 void BM_ab(benchmark::State& state) {
   spore::set_num_threads(threads());

@@ -12,6 +12,8 @@
 //        --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -64,10 +66,7 @@ void BM_unfused(benchmark::State& state, DirectConvMode m) {
   spore::cpu::set_direct_conv_mode(DirectConvMode::kAuto);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using spore::bench::median;
 
 void BM_AB(benchmark::State& state) {
   spore::set_num_threads(2);

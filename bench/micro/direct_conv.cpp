@@ -15,6 +15,8 @@
 //        --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -101,23 +103,15 @@ int reg = [] {
   return 0;
 }();
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using spore::bench::median;
 
 void BM_step_ab(benchmark::State& state, bool resnet, spore::Mode mode) {
   using namespace spore;
   set_num_threads(2);
-  auto net = [&] {
-    set_seed(0);
-    return resnet ? nn::CellPtr(models::resnet18(10, models::ResNetStem::Cifar))
-                  : nn::CellPtr(std::make_shared<models::LeNet5>());
-  };
-  const int64_t n = resnet ? 32 : 64;
-  set_seed(1);
-  Tensor x = resnet ? randn({n, 3, 32, 32}) : randn({n, 1, 28, 28});
-  Tensor y = randint(0, 10, {n}, kInt32);
+  const bench::ClassificationJob job(resnet);
+  auto net = [&] { return job.net(); };
+  const Tensor &x = job.x, &y = job.y;
+  const int64_t n = job.batch;
   set_context({.mode = mode});
   auto off = models::momentum_train_step(net()), on = models::momentum_train_step(net());
   std::vector<double> ms[2];

@@ -14,6 +14,8 @@
 // repetitions run one after another.
 #include <benchmark/benchmark.h>
 
+#include "bench_util.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -56,22 +58,13 @@ void run(benchmark::State& state, Mode mode, bool resnet) {
   set_context({.mode = Mode::PyNative});
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using spore::bench::median;
 
 void interleaved(benchmark::State& state, bool resnet) {
   set_num_threads(2);
-  auto net = [&] {
-    set_seed(0);
-    return resnet ? nn::CellPtr(models::resnet18(10, models::ResNetStem::Cifar))
-                  : nn::CellPtr(std::make_shared<models::LeNet5>());
-  };
-  const int64_t n = resnet ? 32 : 64;
-  set_seed(1);
-  Tensor x = resnet ? randn({n, 3, 32, 32}) : randn({n, 1, 28, 28});
-  Tensor y = randint(0, 10, {n}, kInt32);
+  const bench::ClassificationJob job(resnet);
+  auto net = [&] { return job.net(); };
+  const Tensor &x = job.x, &y = job.y;
   struct Run {
     std::shared_ptr<train::TrainOneStepCell> step;
     Mode mode;

@@ -17,6 +17,7 @@
 #include "op_table.h"
 #include "ops/op.h"
 #include "spore/spore.h"
+#include "test_util.h"
 
 namespace spore::test {
 namespace {
@@ -34,14 +35,7 @@ struct Geo {
 
 // Deterministic values in [lo, hi).
 Tensor filled(const Shape& s, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor t = Tensor::empty(s, kFloat32);
-  float* p = t.data<float>();
-  uint32_t st = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    st = st * 1664525u + 1013904223u;
-    p[i] = lo + float(st >> 8) / float(1 << 24) * (hi - lo);
-  }
-  return t;
+  return from_vector(lcg_values(size_t(shape_numel(s)), seed, lo, hi), s);
 }
 
 Attrs fused_attrs(const Geo& g, bool bias, bool relu) {
@@ -82,16 +76,7 @@ std::pair<Tensor, Tensor> unfused_conv2d_fused(const Geo& g, const Tensor& x, co
       c, Pool2dOptions{.kernel_size = g.pk, .stride = g.ps, .padding = g.pp, .ceil_mode = g.ceil});
 }
 
-class ModeGuard {
- public:
-  explicit ModeGuard(cpu::DirectConvMode m) : old_(cpu::direct_conv_mode()) {
-    cpu::set_direct_conv_mode(m);
-  }
-  ~ModeGuard() { cpu::set_direct_conv_mode(old_); }
-
- private:
-  cpu::DirectConvMode old_;
-};
+using ModeGuard = cpu::ScopedDirectConvMode;
 
 // y within 1e-5 relative (of the element, or of the largest |want| near zero), indices exact.
 void expect_same(const std::pair<Tensor, Tensor>& got, const std::pair<Tensor, Tensor>& want,

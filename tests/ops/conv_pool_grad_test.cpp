@@ -69,16 +69,7 @@ Attrs pool_attrs(const Geo& g) {
   return a;
 }
 
-// Deterministic values in [-1, 1).
-std::vector<float> rnd(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  uint32_t s = seed * 2654435761u + 1;
-  for (float& e : v) {
-    s = s * 1664525u + 1013904223u;
-    e = float(s >> 8) / float(1 << 24) * 2.0f - 1.0f;
-  }
-  return v;
-}
+std::vector<float> rnd(size_t n, uint32_t seed) { return lcg_values(n, seed); }
 Tensor rnd_tensor(const Shape& s, uint32_t seed) { return from_vector(rnd(size_t(shape_numel(s)), seed), s); }
 
 // Float64 dw and S (sum of |terms|) straight from the definition over the argmax positions.

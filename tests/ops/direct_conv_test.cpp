@@ -14,6 +14,7 @@
 #include "backends/cpu/kernels/conv_direct.h"
 #include "ops/op.h"
 #include "spore/spore.h"
+#include "test_util.h"
 
 namespace spore::test {
 namespace {
@@ -43,16 +44,7 @@ DirectConvGeom geom_of(const Case& c) {
   return {c.N, c.C, c.H, c.W, c.O, c.kh, c.kw, OH, OW, c.sh, c.sw, c.pt, c.pl, c.dh, c.dw};
 }
 
-// Deterministic values in [-1, 1).
-std::vector<float> values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  uint32_t s = seed * 2654435761u + 1;
-  for (float& e : v) {
-    s = s * 1664525u + 1013904223u;
-    e = float(s >> 8) / float(1 << 24) * 2.0f - 1.0f;
-  }
-  return v;
-}
+std::vector<float> values(size_t n, uint32_t seed) { return lcg_values(n, seed); }
 
 // Float64 references, straight from the definition (out-of-range input positions are zero).
 std::vector<double> ref_forward(const DirectConvGeom& g, const std::vector<float>& x,
@@ -189,16 +181,7 @@ Attrs conv_attrs(const Case& c) {
   return a;
 }
 
-class ModeGuard {
- public:
-  explicit ModeGuard(cpu::DirectConvMode m) : old_(cpu::direct_conv_mode()) {
-    cpu::set_direct_conv_mode(m);
-  }
-  ~ModeGuard() { cpu::set_direct_conv_mode(old_); }
-
- private:
-  cpu::DirectConvMode old_;
-};
+using ModeGuard = cpu::ScopedDirectConvMode;
 
 TEST(DirectConv, OpsDispatchMatchesFloat64) {
   for (const Case& c : {kCases[0], kCases[1], kCases[3]}) {

@@ -365,27 +365,19 @@ HWY_EXPORT(FwdRowsTasks);
 HWY_EXPORT(WgradTasks);
 HWY_EXPORT(WgradReduce);
 
-float* thread_scratch(size_t n) {
+// Per-thread buffers that grow once and are kept across calls; Slot tells them apart.
+enum class Slot { kScratch, kWeights, kRows, kPartials };
+template <Slot>
+float* thread_buffer(size_t n) {
   thread_local std::vector<float> buf;
   if (buf.size() < n) buf.resize(n);
   return buf.data();
 }
-float* thread_weights(size_t n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
-float* thread_rows(size_t n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
+float* thread_scratch(size_t n) { return thread_buffer<Slot::kScratch>(n); }
+float* thread_weights(size_t n) { return thread_buffer<Slot::kWeights>(n); }
+float* thread_rows(size_t n) { return thread_buffer<Slot::kRows>(n); }
 // Per-call partials of the weight gradient (slots, O, taps, lanes), on the calling thread.
-float* thread_partials(size_t n) {
-  thread_local std::vector<float> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
+float* thread_partials(size_t n) { return thread_buffer<Slot::kPartials>(n); }
 
 std::atomic<int> g_mode{-1};  // -1: not read from the environment yet
 }  // namespace dconv

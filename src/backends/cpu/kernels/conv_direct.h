@@ -45,6 +45,17 @@ void conv2d_direct_backward_weight(const DirectConvGeom& g, const float* dy, con
 enum class DirectConvMode { kOff, kAuto, kForce };
 DirectConvMode direct_conv_mode();
 void set_direct_conv_mode(DirectConvMode m);
+// Sets the mode for a scope (tests, benches).
+class ScopedDirectConvMode {
+ public:
+  explicit ScopedDirectConvMode(DirectConvMode m) : old_(direct_conv_mode()) { set_direct_conv_mode(m); }
+  ~ScopedDirectConvMode() { set_direct_conv_mode(old_); }
+  ScopedDirectConvMode(const ScopedDirectConvMode&) = delete;
+  ScopedDirectConvMode& operator=(const ScopedDirectConvMode&) = delete;
+
+ private:
+  DirectConvMode old_;
+};
 
 // Test hooks: the Highway targets this build has and this CPU runs (names such as "AVX3", "AVX2"),
 // and limiting dispatch to one of them (an empty name restores all). Process-wide: tests only.
