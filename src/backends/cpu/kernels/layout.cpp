@@ -9,14 +9,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels/layout.h"
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/onednn/onednn.h"
 #include "core/parallel.h"
 
 namespace spore::cpu {
 
-// Zeros lanes [C % 16, 16) of the last channel block of a blocked (N, Cb, HW, 16) buffer with
-// elements of `esize` bytes. Nothing to do when C is a multiple of 16.
 void zero_blocked_padding(void* data, int64_t N, int64_t C, int64_t HW, size_t esize) {
   const int64_t used = C % 16;
   if (used == 0 || N * HW == 0) return;

@@ -29,13 +29,12 @@
 #include <unordered_map>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/kernels/layout.h"
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/onednn/onednn.h"
 #include "core/parallel.h"
 
 namespace spore::cpu {
-
-void zero_blocked_padding(void* data, int64_t N, int64_t C, int64_t HW, size_t esize);  // layout.cpp
 
 namespace {
 
