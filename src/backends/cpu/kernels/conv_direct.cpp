@@ -208,10 +208,12 @@ constexpr std::array<FwdBlockFn, sizeof...(I)> fwd_table(std::index_sequence<I..
   return {&fwd_block<int(I) + 1>...};
 }
 
-// Tasks [t0, t1) of (n, block): block bi holds output channels [bi*ob, min(O, bi*ob + ob)).
-void FwdTasks(const DirectConvGeom& g, const float* x, const float* w, const float* b, bool relu,
-              float* y, int64_t ob, int64_t nob, int64_t t0, int64_t t1) {
-  static constexpr auto table = fwd_table(std::make_index_sequence<kMaxOB>());
+// Runs tasks [t0, t1) of (n, block): block bi holds output channels [bi*ob, min(O, bi*ob + ob)).
+// Per task: the image's padded rows (rebuilt when n changes) and the block's packed weights, then
+// f(p, n, o0, cnt, xr, off, T, wp).
+template <class F>
+void for_each_task(const DirectConvGeom& g, const float* x, const float* w, int64_t ob, int64_t nob,
+                   int64_t t0, int64_t t1, F&& f) {
   const Plan p = plan_of(g, VecLanes());
   const int64_t T = g.C * g.kh * g.kw;
   float* xr = thread_scratch(size_t(g.C * p.CS));
@@ -225,9 +227,19 @@ void FwdTasks(const DirectConvGeom& g, const float* x, const float* w, const flo
     last_n = n;
     for (int64_t k = 0; k < cnt; ++k)
       for (int64_t tap = 0; tap < T; ++tap) wp[tap * cnt + k] = w[(o0 + k) * T + tap];
-    table[size_t(cnt - 1)](g, p, xr, off, T, wp, b ? b + o0 : nullptr, relu,
-                           y + (n * g.O + o0) * g.OH * g.OW);
+    f(p, n, o0, cnt, xr, off, T, wp);
   }
+}
+
+void FwdTasks(const DirectConvGeom& g, const float* x, const float* w, const float* b, bool relu,
+              float* y, int64_t ob, int64_t nob, int64_t t0, int64_t t1) {
+  static constexpr auto table = fwd_table(std::make_index_sequence<kMaxOB>());
+  for_each_task(g, x, w, ob, nob, t0, t1,
+                [&](const Plan& p, int64_t n, int64_t o0, int64_t cnt, const float* xr,
+                    const int64_t* off, int64_t T, const float* wp) {
+                  table[size_t(cnt - 1)](g, p, xr, off, T, wp, b ? b + o0 : nullptr, relu,
+                                         y + (n * g.O + o0) * g.OH * g.OW);
+                });
 }
 
 // FwdTasks in groups of R output rows below oh_end, each into a per-thread (cnt, rows, OW) buffer
@@ -237,28 +249,18 @@ void FwdRowsTasks(const DirectConvGeom& g, const float* x, const float* w, const
                   bool relu, int64_t ob, int64_t nob, int64_t t0, int64_t t1, int64_t R,
                   int64_t oh_end, DirectRowSink sink, void* ctx) {
   static constexpr auto table = fwd_table(std::make_index_sequence<kMaxOB>());
-  const Plan p = plan_of(g, VecLanes());
-  const int64_t T = g.C * g.kh * g.kw;
-  float* xr = thread_scratch(size_t(g.C * p.CS));
-  float* wp = thread_weights(size_t(T * kMaxOB) + size_t(T) * 2);
-  int64_t* off = reinterpret_cast<int64_t*>(wp + T * kMaxOB);
   float* rows_buf = thread_rows(size_t(ob * R * g.OW) + kRowsSlack);
-  tap_offsets(g, p, off);
-  int64_t last_n = -1;
-  for (int64_t t = t0; t < t1; ++t) {
-    const int64_t n = t / nob, o0 = (t % nob) * ob, cnt = std::min(ob, g.O - o0);
-    if (n != last_n) build_rows(g, p, x + n * g.C * g.H * g.W, xr);
-    last_n = n;
-    for (int64_t k = 0; k < cnt; ++k)
-      for (int64_t tap = 0; tap < T; ++tap) wp[tap * cnt + k] = w[(o0 + k) * T + tap];
-    for (int64_t oh0 = 0; oh0 < oh_end; oh0 += R) {
-      DirectConvGeom gr = g;
-      gr.OH = std::min(R, oh_end - oh0);
-      table[size_t(cnt - 1)](gr, p, xr + oh0 * g.sh * p.RW, off, T, wp, b ? b + o0 : nullptr, relu,
-                             rows_buf);
-      sink(ctx, n, o0, cnt, oh0, gr.OH, rows_buf);
-    }
-  }
+  for_each_task(g, x, w, ob, nob, t0, t1,
+                [&](const Plan& p, int64_t n, int64_t o0, int64_t cnt, const float* xr,
+                    const int64_t* off, int64_t T, const float* wp) {
+                  for (int64_t oh0 = 0; oh0 < oh_end; oh0 += R) {
+                    DirectConvGeom gr = g;
+                    gr.OH = std::min(R, oh_end - oh0);
+                    table[size_t(cnt - 1)](gr, p, xr + oh0 * g.sh * p.RW, off, T, wp,
+                                           b ? b + o0 : nullptr, relu, rows_buf);
+                    sink(ctx, n, o0, cnt, oh0, gr.OH, rows_buf);
+                  }
+                });
 }
 
 // ---- weight gradient ----------------------------------------------------------------------------
