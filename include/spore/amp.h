@@ -29,6 +29,9 @@ namespace spore {
 namespace nn {
 class Cell;
 }
+namespace ops {
+class PrecisionPolicy;  // the dispatcher's precision hook (internal); amp implements it
+}
 namespace optim {
 class Optimizer;
 }
@@ -63,7 +66,7 @@ class PolicyScope {
   PolicyScope& operator=(const PolicyScope&) = delete;
 
  private:
-  Policy prev_;
+  const ops::PrecisionPolicy* prev_;
 };
 
 // Sets the precision policy on every cell of the tree (MindSpore's auto_mixed_precision). O2 marks

@@ -6,31 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "spore/grad_mode.h"
 #include "spore/tensor.h"
 
 namespace spore {
-
-bool is_grad_enabled();
-// RAII: no recording inside the scope (MindSpore's _no_grad, torch.no_grad).
-class NoGradGuard {
- public:
-  NoGradGuard();
-  ~NoGradGuard();
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
-
- private:
-  bool prev_;
-};
-// Forces grad mode on inside the scope (used for higher-order gradients).
-class EnableGradGuard {
- public:
-  EnableGradGuard();
-  ~EnableGradGuard();
-
- private:
-  bool prev_;
-};
 
 // The same values with no history: gradients do not flow through it.
 Tensor stop_gradient(const Tensor& x);

@@ -3,6 +3,7 @@
 #include "spore/amp.h"
 #include "spore/autograd.h"
 #include "spore/context.h"
+#include "spore/custom_op.h"
 #include "spore/dtype.h"
 #include "spore/error.h"
 #include "spore/jit.h"

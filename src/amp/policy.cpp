@@ -3,65 +3,31 @@
 
 #include <algorithm>
 #include <cctype>
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "spore/error.h"
 
 namespace spore::amp {
 namespace {
-thread_local Policy t_policy;
-
+using ops::AmpClass;
 using ops::OpId;
 
-// MindSpore's O1 white list, with the gradient ops of its members (their backward runs in the
-// same precision as the forward op, as it does in PyNative where their inputs are already low).
-bool in_white_list(OpId op) {
-  switch (op) {
-    case OpId::Conv2d:
-    case OpId::Conv2dBackwardData:
-    case OpId::Conv2dBackwardWeight:
-    case OpId::Matmul:
-    case OpId::Relu:
-    case OpId::ReluGrad:
-    case OpId::LeakyRelu:
-      return true;
-    default:
-      return false;
-  }
+// The inputs cast to float32 in a keep_float32 cell: all but a norm op's leading activations.
+uint32_t keep_float32_mask(const ops::OpDef& d) {
+  if (d.traits.amp != AmpClass::kNorm) return ~0u;  // not a norm op: every input
+  return ~0u << d.traits.amp_activations;
 }
 
-// Norm ops whose data input (x, or dy and x for the backward) keeps its dtype in a keep_float32
-// cell; the mask lists the inputs cast to float32 (parameters and statistics).
-uint32_t norm_param_mask(OpId op) {
-  switch (op) {
-    case OpId::BatchNorm:           // (x, gamma, beta)
-    case OpId::LayerNorm:           // (x, gamma, beta)
-      return 0b110;
-    case OpId::BatchNormInference:  // (x, gamma, beta, mean, var)
-      return 0b11110;
-    case OpId::BatchNormBackward:   // (dy, x, gamma, mean, invstd)
-    case OpId::LayerNormBackward:   // (dy, x, gamma, mean, rstd)
-      return 0b11100;
-    default:
-      return ~0u;  // not a norm op
-  }
-}
-
-// Ops that never get casts: dtype conversions themselves, views (they pass their input's dtype
-// through), in-place state updates (the state keeps its dtype) and ops with no float inputs.
-bool exempt(OpId op) {
-  const ops::OpDef& d = ops::op_def(op);
-  if (d.has(ops::kView) || d.has(ops::kInplace)) return true;
-  switch (op) {
-    case OpId::Cast:
-    case OpId::Copy:
-    case OpId::OneHot:
-    case OpId::Argmax:
-    case OpId::Argmin:
-      return true;
-    default:
-      return false;
-  }
-}
+// An interned policy: the dispatcher's view of one Policy.
+class PolicyPrecision final : public ops::PrecisionPolicy {
+ public:
+  explicit PolicyPrecision(const Policy& p) : policy(p) {}
+  ops::OpPrecision decide(OpId op) const override { return amp::decide(op, policy); }
+  std::string str() const override { return policy.str(); }
+  const Policy policy;
+};
 }  // namespace
 
 const char* level_name(Level l) {
@@ -104,12 +70,15 @@ std::string Policy::str() const {
 
 OpPrecision decide(OpId op, const Policy& p) {
   OpPrecision r;
-  if (!p.active() || exempt(op)) return r;
+  const ops::OpDef& d = ops::op_def(op);
+  // Views pass their input's dtype through; in-place updates keep their state's dtype.
+  if (!p.active() || d.has(ops::kView) || d.has(ops::kInplace) || d.traits.amp == AmpClass::kFollow)
+    return r;
   switch (p.level) {
     case Level::O0:
       return r;
     case Level::O1:
-      if (!in_white_list(op)) return r;
+      if (d.traits.amp != AmpClass::kAllow16) return r;
       r.cast = true;
       r.compute = p.dtype;
       r.input_mask = ~0u;
@@ -119,7 +88,7 @@ OpPrecision decide(OpId op, const Policy& p) {
       if (p.keep_float32) {
         r.cast = true;
         r.compute = kFloat32;
-        r.input_mask = norm_param_mask(op);  // non-norm ops in the cell: every input
+        r.input_mask = keep_float32_mask(d);
         return r;
       }
       [[fallthrough]];
@@ -132,9 +101,29 @@ OpPrecision decide(OpId op, const Policy& p) {
   return r;
 }
 
-const Policy& current_policy() { return t_policy; }
+const ops::PrecisionPolicy* interned(const Policy& p) {
+  if (!p.active()) return nullptr;
+  // Every (level, dtype, keep_float32): a handful, made once, never freed (nodes point at them).
+  static std::mutex mutex;
+  static std::vector<std::unique_ptr<PolicyPrecision>> all;
+  const std::lock_guard lock(mutex);
+  for (const auto& q : all)
+    if (q->policy == p) return q.get();
+  all.push_back(std::make_unique<PolicyPrecision>(p));
+  return all.back().get();
+}
 
-PolicyScope::PolicyScope(const Policy& p) : prev_(t_policy) { t_policy = p; }
-PolicyScope::~PolicyScope() { t_policy = prev_; }
+const Policy& policy_of(const ops::PrecisionPolicy* p) {
+  static const Policy kNone;
+  const auto* q = dynamic_cast<const PolicyPrecision*>(p);
+  return q ? q->policy : kNone;
+}
+
+const Policy& current_policy() { return policy_of(ops::current_precision()); }
+
+PolicyScope::PolicyScope(const Policy& p) : prev_(ops::current_precision()) {
+  ops::set_current_precision(interned(p));
+}
+PolicyScope::~PolicyScope() { ops::set_current_precision(prev_); }
 
 }  // namespace spore::amp

@@ -1,10 +1,13 @@
-// Mixed precision's one rule: which dtype an op computes in under an amp level. decide() is used
-// by the PyNative dispatcher (ops::call casts the inputs while running) and by the Graph-mode pass
-// insert_amp_casts (graph/passes/amp_casts.cpp, casts as graph nodes), so both modes put the same
-// ops in the same dtype. The level comes from the Cell the op runs in: auto_mixed_precision sets a
-// Policy on cells and Cell::operator() makes it current (PolicyScope) while its construct runs;
-// the autograd tape remembers each node's policy and the backward engine makes it current again
-// while that node's gradient rule runs, so backward ops follow their forward op's precision.
+// Mixed precision's one rule: which dtype an op computes in under an amp level. amp implements the
+// dispatcher's precision hook (ops/precision.h) with it: PolicyScope makes the interned
+// ops::PrecisionPolicy of a Policy current, the PyNative dispatcher (ops::call) casts the inputs
+// while running and the Graph-mode pass insert_amp_casts (graph/passes/amp_casts.cpp) inserts the
+// same casts as graph nodes, so both modes put the same ops in the same dtype. The level comes
+// from the Cell the op runs in: auto_mixed_precision sets a Policy on cells and Cell::operator()
+// makes it current while its construct runs; the autograd tape remembers each node's policy and
+// the backward engine makes it current again while that node's gradient rule runs, so backward
+// ops follow their forward op's precision. Which ops are in the O1 white list, never cast, or
+// norm ops is each op's amp trait in ops.def.
 //
 //   O0  nothing changes.
 //   O1  white list only (conv, matmul, relu and their gradients): float inputs cast to the low
@@ -18,6 +21,7 @@
 #include <string>
 
 #include "ops/op.h"
+#include "ops/precision.h"
 #include "spore/amp.h"
 
 namespace spore::amp {
@@ -25,14 +29,12 @@ namespace spore::amp {
 // Level, level_name, parse_level, Policy, current_policy and PolicyScope are public
 // (spore/amp.h); what follows is internal.
 
-// What one op does under a policy.
-struct OpPrecision {
-  bool cast = false;        // false: run the op as it is
-  DType compute = kFloat32; // the dtype the cast inputs get
-  uint32_t input_mask = 0;  // bit i: cast input i to `compute` when it is a float16/bfloat16/
-                            // float32 tensor of another dtype (float64 and integers never cast)
-  bool outputs_to_float32 = false;  // O1: cast float16/bfloat16 outputs back to float32
-};
+using ops::OpPrecision;
 OpPrecision decide(ops::OpId op, const Policy& p);
+// The process-wide precision object of a policy (nullptr for an inactive one): what PolicyScope
+// makes current, and what autograd and graph nodes record.
+const ops::PrecisionPolicy* interned(const Policy& p);
+// The policy of a recorded precision object (O0 for nullptr).
+const Policy& policy_of(const ops::PrecisionPolicy* p);
 
 }  // namespace spore::amp

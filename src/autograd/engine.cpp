@@ -13,22 +13,15 @@
 
 namespace spore {
 namespace {
-thread_local bool t_grad_enabled = true;
 std::atomic<uint64_t> g_seq{0};
 }  // namespace
-
-bool is_grad_enabled() { return t_grad_enabled; }
-NoGradGuard::NoGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { t_grad_enabled = prev_; }
-EnableGradGuard::EnableGradGuard() : prev_(t_grad_enabled) { t_grad_enabled = true; }
-EnableGradGuard::~EnableGradGuard() { t_grad_enabled = prev_; }
 
 Tensor stop_gradient(const Tensor& x) { return x.detach(); }
 
 namespace autograd {
 
 bool should_record(const ops::OpDef& def, const ops::Tensors& inputs) {
-  if (!t_grad_enabled || def.has(ops::kNonDiff) || def.has(ops::kInplace)) return false;
+  if (!is_grad_enabled() || def.has(ops::kNonDiff) || def.has(ops::kInplace)) return false;
   for (const Tensor& t : inputs)
     if (t.defined() && t.requires_grad()) return true;
   return false;
@@ -53,7 +46,7 @@ void record(ops::OpId op, const ops::Attrs& attrs, const ops::Tensors& inputs, o
   node->attrs = attrs;
   node->inputs = inputs;
   node->seq = g_seq.fetch_add(1);
-  node->amp = amp::current_policy();
+  node->precision = ops::current_precision();
   node->outputs.reserve(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     node->outputs.push_back(outputs[i].detach());
@@ -167,7 +160,7 @@ void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool
     ops::VjpContext ctx{n->inputs, n->outputs, cot, n->attrs};
     ops::Tensors grads;
     {
-      amp::PolicyScope precision(n->amp);  // backward ops follow the forward op's precision
+      ops::PrecisionScope precision(n->precision);  // backward ops follow the forward op's precision
       grads = def.rules.vjp(ctx);
     }
     SPORE_ASSERT(grads.size() <= n->inputs.size(), "gradient rule of ", def.name, " returned ",

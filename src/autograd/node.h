@@ -3,8 +3,8 @@
 #pragma once
 #include <cstdint>
 
-#include "amp/policy.h"
 #include "ops/op.h"
+#include "ops/precision.h"
 
 namespace spore::autograd {
 
@@ -15,7 +15,7 @@ struct Node {
   ops::Tensors outputs;           // detached aliases of the outputs
   std::vector<ops::TensorMeta> out_meta;
   uint64_t seq = 0;               // creation order: a node's inputs always have smaller seq
-  amp::Policy amp;                // the precision policy it ran under (its gradient rule runs under it too)
+  const ops::PrecisionPolicy* precision = nullptr;  // the policy it ran under (its gradient rule runs under it too)
 };
 
 // Called by the dispatcher after running a differentiable op with an input that requires grad.

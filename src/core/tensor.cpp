@@ -1,5 +1,6 @@
 // Tensor, Storage and the factories. View methods go through the view primitives (ops/view.cpp)
-// so autograd and Graph-mode tracing see them; only metadata changes.
+// so autograd and Graph-mode tracing see them; only metadata changes. The methods that are sugar
+// for ops of the compiler layer (to, sum, backward...) are in ops/tensor_methods.cpp.
 #include "spore/tensor.h"
 
 #include <cmath>
@@ -8,9 +9,7 @@
 #include "backends/backend.h"
 #include "core/random.h"
 #include "ops/op.h"
-#include "spore/autograd.h"
 #include "spore/context.h"
-#include "spore/ops.h"
 
 namespace spore {
 
@@ -247,7 +246,6 @@ Tensor Tensor::contiguous() const {
   return ops::call1(ops::OpId::Copy, {*this});
 }
 Tensor Tensor::clone() const { return ops::call1(ops::OpId::Copy, {*this}); }
-Tensor Tensor::to(DType t) const { return t == dtype() ? *this : cast(*this, t); }
 Tensor Tensor::detach() const {
   auto impl = std::make_shared<TensorImpl>(this->impl());
   impl->requires_grad = false;
@@ -265,12 +263,6 @@ Tensor& Tensor::set_requires_grad(bool r) {
 }
 Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
 void Tensor::zero_grad() { impl().grad.reset(); }
-void Tensor::backward(const Tensor& gradient) const { autograd::backward(*this, gradient); }
-
-Tensor Tensor::operator-() const { return neg(*this); }
-Tensor Tensor::sum(std::vector<int64_t> axes, bool keepdims) const { return spore::sum(*this, std::move(axes), keepdims); }
-Tensor Tensor::mean(std::vector<int64_t> axes, bool keepdims) const { return spore::mean(*this, std::move(axes), keepdims); }
-Tensor Tensor::matmul(const Tensor& other) const { return spore::matmul(*this, other); }
 
 // ---- factories -------------------------------------------------------------------------------
 namespace {

@@ -40,7 +40,7 @@ std::string to_text(const Graph& g) {
     for (size_t i = 0; i < n->inputs.size(); ++i) os << (i ? ", " : "") << ref(n->inputs[i]);
     os << ")";
     if (!n->attrs.items().empty()) os << " {" << n->attrs.str() << "}";
-    if (n->amp.active()) os << " [amp " << n->amp.str() << "]";
+    if (n->precision != nullptr) os << " [amp " << n->precision->str() << "]";
     if (n->is_effect()) os << "  # effect";
     os << "\n";
   }

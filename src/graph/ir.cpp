@@ -48,6 +48,13 @@ Value* Graph::add_capture(const Tensor& t, ValueKind kind) {
   return v;
 }
 
+size_t Graph::index_of(const Node* n) const {
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].get() == n) return i;
+  SPORE_ASSERT(false, "node ", n->id, " (", n->def().name, ") is not in graph ", name, "'s schedule");
+  return 0;
+}
+
 Node* Graph::insert_node(size_t pos, ops::OpId op, std::vector<Value*> ins, ops::Attrs attrs,
                          const ops::Metas& metas) {
   auto n = std::make_unique<Node>();
@@ -117,7 +124,7 @@ std::unique_ptr<Graph> Graph::clone() const {
     ops::Metas metas;
     for (const Value* o : n->outputs) metas.push_back({o->shape, o->dtype});
     Node* m = g->add_node(n->op, std::move(ins), n->attrs, metas);
-    m->amp = n->amp;
+    m->precision = n->precision;
     for (size_t i = 0; i < n->outputs.size(); ++i) {
       m->outputs[i]->strides = n->outputs[i]->strides;
       m->outputs[i]->offset = n->outputs[i]->offset;

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "amp/policy.h"
 #include "ops/op.h"
+#include "ops/precision.h"
 #include "spore/tensor.h"
 
 namespace spore::graph {
@@ -51,9 +51,9 @@ struct Node {
   ops::Attrs attrs;
   std::vector<Value*> inputs;
   std::vector<Value*> outputs;
-  // The mixed-precision policy the op was traced under (forward: its Cell's; backward: its forward
-  // op's). Tracing records ops in their traced dtypes; graph/passes/amp_casts.cpp applies this.
-  amp::Policy amp;
+  // The precision policy the op was traced under (forward: its Cell's; backward: its forward op's;
+  // nullptr: none). Tracing records ops in their traced dtypes; passes/amp_casts.cpp applies this.
+  const ops::PrecisionPolicy* precision = nullptr;
   const ops::OpDef& def() const { return ops::op_def(op); }
   bool is_effect() const { return def().has(ops::kInplace); }  // mutates inputs, no outputs
   bool is_view() const { return def().has(ops::kView); }
@@ -78,6 +78,7 @@ struct Graph {
   Node* add_node(ops::OpId op, std::vector<Value*> inputs, ops::Attrs attrs,
                  const ops::Metas& metas);
   // Inserts a node before position `pos` of nodes (used by passes).
+  size_t index_of(const Node* n) const;  // its position in the schedule (internal error if absent)
   Node* insert_node(size_t pos, ops::OpId op, std::vector<Value*> inputs, ops::Attrs attrs,
                     const ops::Metas& metas);
 

@@ -1,12 +1,35 @@
-// The graph passes: each a graph -> graph function in its own file under passes/, returning how
-// many nodes it changed or removed. To add one: declare it here, write passes/<name>.cpp, add it
-// to kPipeline in passes/pipeline.cpp and a test in tests/graph/passes_test.cpp.
+// The generic graph passes: each a graph -> graph function in its own file under passes/,
+// returning how many nodes it changed or removed. To add one: declare it here, write
+// passes/<name>.cpp, add it to the pipeline in passes/pipeline.cpp and a test in tests/graph/.
+// Passes that only make sense on one backend (oneDNN post-ops, blocked layouts) live in that
+// backend's folder (backends/<name>/passes/) and join the pipeline through SPORE_REGISTER_PASS.
 #pragma once
 #include <cstddef>
+#include <vector>
 
 #include "graph/ir.h"
 
 namespace spore::graph {
+
+// ---- passes a backend contributes ---------------------------------------------------------------
+using PassFn = size_t (*)(Graph&);
+struct BackendPass {
+  DeviceType device;  // runs only on graphs with a node on this device
+  const char* name;   // its IR dump's stage name
+  int order;          // its place among the fusion stage's passes (kOrder* below)
+  PassFn fn;
+};
+// The fusion stage's generic passes, in order; a backend pass takes a number between them.
+inline constexpr int kOrderFoldBatchnorm = 100;
+inline constexpr int kOrderSoftmaxCrossEntropy = 300;
+inline constexpr int kOrderElementwise = 400;
+inline constexpr int kOrderOptimizer = 700;
+bool register_backend_pass(const BackendPass& p);
+const std::vector<BackendPass>& backend_passes();  // sorted by order
+// SPORE_REGISTER_PASS(CPU, "fuse_conv_matmul", 200, fuse_conv_matmul); in the backend's folder.
+#define SPORE_REGISTER_PASS(Dev, name, order, fn)                                              \
+  [[maybe_unused]] static const bool spore_pass_##fn = ::spore::graph::register_backend_pass( \
+      {::spore::DeviceType::Dev, name, order, fn})
 
 // Throws an internal error unless every node's inputs are defined before it and its outputs'
 // shapes and dtypes are what the op's inference gives for its inputs, on one device.
@@ -32,12 +55,8 @@ size_t insert_amp_casts(Graph& g);
 // f32); casts to the same dtype removed; cast(add/sub/mul(cast(a), cast(b)) -> L) with a, b in L
 // -> the op in L (bit-identical: L kernels compute in float and round once).
 size_t remove_cast_pairs(Graph& g);
-// oneDNN post-op fusion (passes/dnnl_fusion.cpp): conv2d / matmul [+ bias] [+ residual]
-// [-> activation] -> one conv2d_fused / matmul_fused where the intermediates have no other reader
-// (relu_grad is first pointed at relu's output); returns chains fused.
-size_t fuse_conv_matmul(Graph& g);
-// Inference BatchNorm folded into the preceding conv2d's weight and bias (passes/bn_folding.cpp);
-// returns batch norms removed.
+// Inference BatchNorm folded into the preceding conv2d's weight and bias (passes/bn_folding.cpp),
+// so a backend's conv fusion then sees conv + bias; returns batch norms removed.
 size_t fold_batchnorm(Graph& g);
 
 // Softmax + cross-entropy (passes/softmax_ce_fusion.cpp): log_softmax -> gather (-> reshape ->
@@ -46,19 +65,9 @@ size_t fold_batchnorm(Graph& g);
 size_t fuse_softmax_cross_entropy(Graph& g);
 // Elementwise fusion (passes/elementwise_fusion.cpp): connected pointwise nodes of one output
 // shape whose intermediates have no outside reader -> one fused_elementwise node running a small
-// program (ops/fused_program.h); run after the conv/matmul post-op fusion. Returns nodes made.
+// program (ops/fused_program.h); run after the backends' conv/matmul post-op fusions. Returns
+// nodes made.
 size_t fuse_elementwise(Graph& g);
-// Blocked-layout propagation (passes/blocked_layout.cpp): float32 activations between
-// convolutions, pools, batch norms and pointwise ops become oneDNN's nChw16c layout, held as
-// (N, ceil(C/16), H, W, 16) tensors, with to_blocked / from_blocked at the boundaries, where the
-// conv reorders saved outweigh them. Run after the fusions. Returns nodes switched to blocked.
-size_t blocked_layout(Graph& g);
-// Conv + max pool (passes/conv_pool_fusion.cpp), for convs with at most 4 input channels:
-// conv2d[_fused] -> max_pool2d becomes conv2d_pool_fused (the conv output never stored), and
-// max_pool2d_backward -> conv2d_backward_weight becomes conv2d_backward_weight_pooled (only the
-// argmax positions visited). Run after blocked_layout. Returns nodes fused.
-size_t fuse_conv_pool(Graph& g);
-
 // relu_grad(dy, x) where y = relu(x) runs before it -> relu_grad(dy, y) (y > 0 exactly where
 // x > 0, NaN and -0 included): x then has no reader besides the relu, so the fusion passes can
 // fold it into its producer. Returns how many were rewritten.

@@ -68,7 +68,7 @@ class Tracer : public ops::TraceHook {
         x = symbolic(g_.values.back());
       }
       Node* n = g_.add_node(def.id, ins, attrs, metas);
-      n->amp = amp::current_policy();
+      n->precision = ops::current_precision();
       Tensor probe = def.rules.view(x, attrs, metas[0]);
       Value* o = n->outputs[0];
       o->strides = probe.strides();
@@ -92,7 +92,7 @@ class Tracer : public ops::TraceHook {
     SPORE_CHECK_TYPE(k->supports(key), "[", def.name, "] does not support dtype ", dtype_name(key),
                      " on ", device_type_name(device.type));
     Node* n = g_.add_node(def.id, ins, attrs, metas);
-    n->amp = amp::current_policy();
+    n->precision = ops::current_precision();
     return finish(def, inputs, attrs, n);
   }
 

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
+#include <deque>
 #include <functional>
+#include <mutex>
 
-#include "amp/policy.h"
 #include "autograd/node.h"
 #include "backends/backend.h"
+#include "ops/precision.h"
 
 namespace spore::ops {
 
@@ -109,36 +112,83 @@ size_t Attrs::hash() const {
 
 // ---- op table ----------------------------------------------------------------------------------
 namespace {
-std::array<OpDef, kNumOps>& table() {
-  static std::array<OpDef, kNumOps> t = {{
-#define SPORE_OP(Name, str, nin, nout, flags) {OpId::Name, str, nin, nout, uint32_t(flags), {}},
+using F = fused::Opcode;
+using A = AmpClass;
+// Fixed capacity, so a registration at run time never moves an OpDef others hold.
+struct Table {
+  std::array<OpDef, kMaxOps> defs{{
+#define SPORE_OP(Name, str, nin, nout, flags, ...) \
+  {OpId::Name, str, nin, nout, uint32_t(flags), {}, OpTraits{__VA_ARGS__}},
 #include "ops/ops.def"
 #undef SPORE_OP
   }};
+  std::atomic<int> count{kNumOps};
+  std::deque<std::string> names;  // of the ops registered at run time (stable addresses)
+  std::mutex mutex;               // serialises registrations
+};
+Table& table() {
+  static Table t;
   return t;
 }
-std::array<std::array<KernelEntry, kNumDeviceTypes>, kNumOps>& kernels() {
-  static std::array<std::array<KernelEntry, kNumDeviceTypes>, kNumOps> k{};
+std::array<std::array<KernelEntry, kNumDeviceTypes>, kMaxOps>& kernels() {
+  static std::array<std::array<KernelEntry, kNumDeviceTypes>, kMaxOps> k{};
   return k;
 }
 // Per thread: a graph traced on one thread must not capture ops other threads (data pipeline
 // workers) run eagerly meanwhile.
 thread_local TraceHook* g_trace_hook = nullptr;
+thread_local const PrecisionPolicy* g_precision = nullptr;
 }  // namespace
 
-const OpDef& op_def(OpId id) { return table()[size_t(id)]; }
-const char* op_name(OpId id) { return table()[size_t(id)].name; }
+int num_ops() { return table().count.load(std::memory_order_acquire); }
+const OpDef& op_def(OpId id) {
+  SPORE_ASSERT(int(id) < num_ops(), "op id ", int(id), " is not registered");
+  return table().defs[size_t(id)];
+}
+const char* op_name(OpId id) { return op_def(id).name; }
+
+const OpDef* find_op(std::string_view name) {
+  const Table& t = table();
+  for (int i = 0, n = num_ops(); i < n; ++i)
+    if (name == t.defs[size_t(i)].name) return &t.defs[size_t(i)];
+  return nullptr;
+}
+
+OpId register_op(std::string name, int num_inputs, int num_outputs, uint32_t flags, OpTraits traits,
+                 OpRules rules) {
+  Table& t = table();
+  const std::lock_guard lock(t.mutex);
+  SPORE_CHECK(!name.empty(), "[register_op] an op needs a name");
+  SPORE_CHECK(!find_op(name), "[register_op] an op named '", name,
+              "' already exists; give the custom op another name");
+  SPORE_CHECK(rules.infer, "[register_op] op '", name, "' needs an inference rule (infer)");
+  SPORE_CHECK((flags & kNonDiff) || rules.vjp, "[register_op] op '", name,
+              "' needs a gradient rule (bprop), or mark it non-differentiable");
+  const int i = t.count.load();
+  SPORE_CHECK(i < kMaxOps, "[register_op] cannot register '", name, "': the op table holds ", kMaxOps,
+              " ops");
+  t.names.push_back(std::move(name));
+  t.defs[size_t(i)] = OpDef{OpId(i), t.names.back().c_str(), num_inputs, num_outputs, flags, std::move(rules),
+                            traits};
+  t.count.store(i + 1, std::memory_order_release);
+  return OpId(i);
+}
 
 namespace detail {
 bool register_rules(OpId id, OpRules rules) {
-  table()[size_t(id)].rules = rules;
+  table().defs[size_t(id)].rules = std::move(rules);
   return true;
 }
-bool register_kernel(OpId id, DeviceType dev, KernelFn fn, std::initializer_list<DType> dtypes) {
+bool register_kernel(OpId id, DeviceType dev, KernelFn fn, std::initializer_list<DType> dtypes,
+                     RowKernels rows) {
   KernelEntry& e = kernels()[size_t(id)][size_t(dev)];
-  e.fn = fn;
+  e.fn = std::move(fn);
+  e.rows = std::move(rows);
   for (DType t : dtypes) e.dtype_mask |= 1u << int(t);
   return true;
+}
+void register_kernel_dtype(OpId id, DeviceType dev, DType dtype) {
+  kernels()[size_t(id)][size_t(dev)].dtype_mask |= 1u << int(dtype);
 }
 }  // namespace detail
 
@@ -149,6 +199,11 @@ const KernelEntry* find_kernel(OpId id, DeviceType dev) {
 
 void set_trace_hook(TraceHook* hook) { g_trace_hook = hook; }
 TraceHook* trace_hook() { return g_trace_hook; }
+
+const PrecisionPolicy* current_precision() { return g_precision; }
+void set_current_precision(const PrecisionPolicy* p) { g_precision = p; }
+PrecisionScope::PrecisionScope(const PrecisionPolicy* p) : prev_(g_precision) { g_precision = p; }
+PrecisionScope::~PrecisionScope() { g_precision = prev_; }
 
 // ---- shared inference helpers --------------------------------------------------------------------
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
@@ -233,7 +288,7 @@ Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
   return outputs;
 }
 
-// PyNative mixed precision (amp/policy.h): casts the inputs decide() names, runs the op, and under
+// PyNative mixed precision (ops/precision.h): casts the inputs the current policy names, runs the op, and under
 // O1 casts low-precision outputs back to float32. The casts are ordinary Cast ops, so the tape
 // records them and float32 parameters get float32 gradients. Everything runs with the policy
 // suspended: no recursion, and the tape nodes carry O0, so backward ops simply follow the dtypes
@@ -253,9 +308,9 @@ Tensor to_compute(const Tensor& x, DType c) {
   return dispatch(OpId::Cast, {x}, Attrs().set("dtype", c))[0];
 }
 
-Tensors autocast_call(OpId id, Tensors inputs, Attrs attrs, const amp::Policy& p) {
-  const amp::OpPrecision pr = amp::decide(id, p);
-  const amp::PolicyScope suspended(amp::Policy{});
+Tensors autocast_call(OpId id, Tensors inputs, Attrs attrs, const PrecisionPolicy& p) {
+  const OpPrecision pr = p.decide(id);
+  const PrecisionScope suspended(nullptr);
   if (!pr.cast) return dispatch(id, std::move(inputs), std::move(attrs));
   for (size_t i = 0; i < inputs.size(); ++i) {
     Tensor& x = inputs[i];
@@ -275,9 +330,8 @@ Tensors call(OpId id, Tensors inputs, Attrs attrs) {
   // Graph mode records ops as traced (its pass inserts the amp casts); the no-policy path pays
   // one thread-local read.
   if (!g_trace_hook) {
-    const amp::Policy& p = amp::current_policy();
-    if (p.active()) [[unlikely]]
-      return autocast_call(id, std::move(inputs), std::move(attrs), p);
+    if (const PrecisionPolicy* p = g_precision) [[unlikely]]
+      return autocast_call(id, std::move(inputs), std::move(attrs), *p);
   }
   return dispatch(id, std::move(inputs), std::move(attrs));
 }

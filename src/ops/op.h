@@ -7,21 +7,29 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include <functional>
+
+#include "ops/fused_program.h"
 #include "spore/tensor.h"
 
 namespace spore::ops {
 
+// The built-in primitives (ops.def). Ops registered at run time (custom ops, spore/custom_op.h)
+// take the ids from kCount on; num_ops() counts both.
 enum class OpId : uint16_t {
-#define SPORE_OP(Name, str, nin, nout, flags) Name,
+#define SPORE_OP(Name, str, nin, nout, flags, ...) Name,
 #include "ops/ops.def"
 #undef SPORE_OP
   kCount
 };
-inline constexpr int kNumOps = int(OpId::kCount);
+inline constexpr int kNumOps = int(OpId::kCount);  // built-in primitives
+inline constexpr int kMaxOps = 1024;                // built-in + registered at run time
+int num_ops();
 
 enum OpFlags : uint32_t {
   kElementwise = 1u << 0,
@@ -33,6 +41,27 @@ enum OpFlags : uint32_t {
   kInplace = 1u << 6,    // mutates input 0 (and maybe more); no outputs
   kRandom = 1u << 7,     // draws from the global generator
   kCommutative = 1u << 8,
+};
+
+// How mixed precision treats an op (read by amp's rule, src/amp/policy.cpp).
+enum class AmpClass : uint8_t {
+  kDefault,  // low precision under O2 / O3, as written under O0 / O1
+  kAllow16,  // also low precision under O1 (MindSpore's white list: conv, matmul, relu, gradients)
+  kFollow,   // never cast: takes its inputs' dtypes as they come (casts, copies, argmax, one_hot)
+  kNorm,     // in a keep_float32 cell (BatchNorm / LayerNorm under O2) computes in float32: its
+             // first `amp_activations` inputs keep their dtype, the rest (parameters, statistics)
+             // are cast to float32
+};
+
+// What the graph passes and amp may assume about an op: set in its ops.def row, read by name
+// nowhere else. Fields in declaration order (designated initialisers).
+struct OpTraits {
+  fused::Opcode fused = fused::Opcode::kNone;  // its FusedElementwise instruction; kNone: not fused
+                                               // (kCall: the program calls the op's row kernels)
+  bool zero_preserving = false;                // f(0, ..., 0) = 0 (blocked layouts' padding)
+  bool idempotent = false;                     // f(f(x)) = f(x)
+  AmpClass amp = AmpClass::kDefault;
+  int8_t amp_activations = 1;                  // kNorm: leading inputs that keep their dtype
 };
 
 // ---- attributes ------------------------------------------------------------------------------
@@ -95,11 +124,11 @@ struct VjpContext {
 };
 
 // Output metadata from input metadata; throws spore::Error (the dispatcher prefixes "[op] ").
-using InferFn = Metas (*)(const Metas& in, const Attrs& attrs);
+using InferFn = std::function<Metas(const Metas& in, const Attrs& attrs)>;
 // One gradient per input (undefined = no gradient). Written with ops, so it runs in both modes.
 // The engine sums a gradient down to its input's shape when it comes back broadcast, and casts
 // it to the input's dtype, so rules need not do either.
-using VjpFn = Tensors (*)(const VjpContext& ctx);
+using VjpFn = std::function<Tensors(const VjpContext& ctx)>;
 // For kView ops: the aliasing output (metadata only).
 using ViewFn = Tensor (*)(const Tensor& in, const Attrs& attrs, const TensorMeta& out);
 
@@ -116,6 +145,7 @@ struct OpDef {
   int num_outputs;  // -1: decided by infer
   uint32_t flags;
   OpRules rules;
+  OpTraits traits;
   bool has(uint32_t f) const { return (flags & f) != 0; }
 };
 
@@ -125,6 +155,12 @@ const char* op_name(OpId id);
 namespace detail {
 bool register_rules(OpId id, OpRules rules);
 }
+// Adds a primitive at run time (custom ops: spore/custom_op.h) and returns its id. The name must
+// be new; register before other threads run ops (the table grows, it never moves).
+OpId register_op(std::string name, int num_inputs, int num_outputs, uint32_t flags, OpTraits traits,
+                 OpRules rules);
+// The op of that name (built-in or registered), or nullptr.
+const OpDef* find_op(std::string_view name);
 // SPORE_DEFINE_OP(Exp, {.infer = ..., .vjp = ...}); in the op family's .cpp file.
 #define SPORE_DEFINE_OP(Name, ...)                                              \
   [[maybe_unused]] static const bool spore_op_rules_##Name =                    \
@@ -137,15 +173,28 @@ struct KernelContext {
   Tensors& outputs;       // allocated contiguous by the dispatcher from infer's metadata
   const Attrs& attrs;
 };
-using KernelFn = void (*)(KernelContext& ctx);
+using KernelFn = std::function<void(KernelContext& ctx)>;
+
+// A pointwise op's row kernels, for ops whose trait is fused = kCall: out[i] = f(a[i * sa],
+// b[i * sb]) with strides 0 (broadcast) or 1; b is null for a unary op. The fused program calls
+// them on its blocks (float32 also for float16 / bfloat16 values; float64 for float64).
+template <class T>
+using RowFn = std::function<void(const T* a, int64_t sa, const T* b, int64_t sb, T* out, int64_t n)>;
+struct RowKernels {
+  RowFn<float> f32;
+  RowFn<double> f64;
+};
 
 struct KernelEntry {
-  KernelFn fn = nullptr;
+  KernelFn fn;
   uint32_t dtype_mask = 0;  // bit i set: DType(i) supported (checked on the first input, or output)
+  RowKernels rows;          // pointwise ops fused through kCall
   bool supports(DType t) const { return (dtype_mask >> int(t)) & 1u; }
 };
 namespace detail {
-bool register_kernel(OpId id, DeviceType dev, KernelFn fn, std::initializer_list<DType> dtypes);
+bool register_kernel(OpId id, DeviceType dev, KernelFn fn, std::initializer_list<DType> dtypes,
+                     RowKernels rows = {});
+void register_kernel_dtype(OpId id, DeviceType dev, DType dtype);  // one more supported dtype
 }
 const KernelEntry* find_kernel(OpId id, DeviceType dev);
 

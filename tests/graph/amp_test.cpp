@@ -73,7 +73,7 @@ std::unique_ptr<Graph> trace_step(StepSetup& s) {
 bool is_float(DType t) { return t == kFloat16 || t == kBFloat16 || t == kFloat32; }
 
 std::string describe(const graph::Node& n) {
-  std::string s = std::string(n.def().name) + " [" + n.amp.str() + "] (";
+  std::string s = std::string(n.def().name) + " [" + amp::policy_of(n.precision).str() + "] (";
   for (const auto* v : n.inputs) s += std::string(dtype_name(v->dtype)) + " ";
   return s + ")";
 }
@@ -83,12 +83,12 @@ std::string describe(const graph::Node& n) {
 void expect_as_decided(const Graph& g) {
   for (const auto& n : g.nodes) {
     if (n->op == OpId::Cast || n->is_view()) continue;
-    if (n->is_effect() || !n->amp.active()) {
+    if (n->is_effect() || !n->precision) {
       for (const auto* v : n->inputs)
         if (is_float(v->dtype)) EXPECT_EQ(v->dtype, kFloat32) << describe(*n);
       continue;
     }
-    const amp::OpPrecision p = amp::decide(n->op, n->amp);
+    const amp::OpPrecision p = amp::decide(n->op, amp::policy_of(n->precision));
     if (!p.cast) continue;
     for (size_t i = 0; i < n->inputs.size(); ++i)
       if (((p.input_mask >> i) & 1u) && is_float(n->inputs[i]->dtype))
@@ -290,7 +290,7 @@ TEST(AmpGraph, O3EverythingInLowPrecision) {
   // BatchNorm statistics.
   for (const auto& n : g.nodes) {
     // (Views of float32 parameters stay float32 views: the op reading them casts.)
-    if (!n->amp.active() || n->op == OpId::Cast || n->is_effect() || n->is_view() ||
+    if (!n->precision || n->op == OpId::Cast || n->is_effect() || n->is_view() ||
         n->op == OpId::BatchNorm)
       continue;
     for (const auto* v : n->outputs)

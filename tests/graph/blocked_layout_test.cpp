@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "graph/executor.h"
+#include "backends/cpu/passes/passes.h"
 #include "graph/passes.h"
 #include "graph/trace.h"
 #include "ops/op.h"
@@ -43,7 +44,7 @@ void expect_same_outputs(std::unique_ptr<Graph> g, std::unique_ptr<Graph> ref,
 // Fusion first, as in the pipeline: the pass sees conv2d_fused (bias + relu inside).
 std::unique_ptr<Graph> fused_clone(const Graph& g) {
   auto f = g.clone();
-  graph::fuse_conv_matmul(*f);
+  cpu::fuse_conv_matmul(*f);
   graph::dead_code_elimination(*f);
   return f;
 }
@@ -76,7 +77,7 @@ TEST(BlockedLayout, LeNetConvStackForwardAndBackward) {
   auto traced = graph::trace(fn, {x});
   auto ref = traced->clone();
   auto g = fused_clone(*traced);
-  const size_t changed = graph::blocked_layout(*g);
+  const size_t changed = cpu::blocked_layout(*g);
   graph::dead_code_elimination(*g);
   graph::verify(*g);
   // conv2 fwd (y side), pool2, pool2 bwd, conv2 bwd data + weight (dy side): 5 nodes with a
@@ -124,7 +125,7 @@ TEST(BlockedLayout, ResNetBlockWithBatchNormForwardAndBackward) {
   auto traced = graph::trace(fn, {x});
   auto ref = traced->clone();
   auto g = fused_clone(*traced);
-  EXPECT_GT(graph::blocked_layout(*g), 10u);
+  EXPECT_GT(cpu::blocked_layout(*g), 10u);
   graph::dead_code_elimination(*g);
   graph::verify(*g);
   EXPECT_EQ(g->count(OpId::FromBlocked), 1u);  // the mean's input
@@ -145,7 +146,7 @@ TEST(BlockedLayout, NoGainNoChangeAndSmallInputsStayPlain) {
   set_seed(2);
   Tensor x = randn({2, 3, 8, 8}), w = randn({16, 3, 3, 3}) * 0.2, w2 = randn({16, 16, 3, 3}) * 0.1;
   auto lone = graph::trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], w).sum()}; }, {x});
-  EXPECT_EQ(graph::blocked_layout(*lone), 0u);
+  EXPECT_EQ(cpu::blocked_layout(*lone), 0u);
   EXPECT_EQ(lone->count(OpId::ToBlocked) + lone->count(OpId::FromBlocked), 0u);
 
   auto two = graph::trace(
@@ -155,7 +156,7 @@ TEST(BlockedLayout, NoGainNoChangeAndSmallInputsStayPlain) {
       {x});
   auto ref = two->clone();
   auto g = fused_clone(*two);
-  EXPECT_GE(graph::blocked_layout(*g), 1u);
+  EXPECT_GE(cpu::blocked_layout(*g), 1u);
   graph::dead_code_elimination(*g);
   graph::verify(*g);
   for (const auto& n : g->nodes)
@@ -182,7 +183,7 @@ TEST(BlockedLayout, PaddedChannelsOnlyThroughZeroKeepingOps) {
       {x});
   auto ref = traced->clone();
   auto g = fused_clone(*traced);
-  graph::blocked_layout(*g);
+  cpu::blocked_layout(*g);
   graph::dead_code_elimination(*g);
   graph::verify(*g);
   for (const auto& n : g->nodes)
@@ -206,8 +207,8 @@ TEST(BlockedLayout, EnvironmentSwitchTurnsItOff) {
   {
     NoBlocked off;
     auto g = traced->clone();
-    EXPECT_EQ(graph::blocked_layout(*g), 0u);
+    EXPECT_EQ(cpu::blocked_layout(*g), 0u);
   }
   auto g = traced->clone();
-  EXPECT_GT(graph::blocked_layout(*g), 0u);
+  EXPECT_GT(cpu::blocked_layout(*g), 0u);
 }

@@ -4,6 +4,7 @@
 
 #include "backends/cpu/kernels/conv_direct.h"
 #include "graph/executor.h"
+#include "backends/cpu/passes/passes.h"
 #include "graph/passes.h"
 #include "graph/trace.h"
 #include "spore/spore.h"
@@ -21,9 +22,9 @@ namespace {
 void prepare(Graph& g) {
   graph::algebraic_simplification(g);
   graph::dead_code_elimination(g);
-  graph::fuse_conv_matmul(g);
+  cpu::fuse_conv_matmul(g);
   graph::dead_code_elimination(g);
-  graph::blocked_layout(g);
+  cpu::blocked_layout(g);
 }
 
 // LeNet-5's first block, forward and the weight gradients: conv1 (1 -> 6, pad 2) + bias + relu
@@ -55,7 +56,7 @@ TEST(ConvPoolFusion, LeNetFirstBlockForwardAndBackward) {
   auto ref = g->clone();
   prepare(*g);
   const size_t pools_before = g->count(OpId::MaxPool2d);
-  EXPECT_EQ(graph::fuse_conv_pool(*g), 1u);  // the forward; b1's gradient also reads the pool's
+  EXPECT_EQ(cpu::fuse_conv_pool(*g), 1u);  // the forward; b1's gradient also reads the pool's
                                              // backward, so the weight gradient stays as it is
   graph::verify(*g);
   EXPECT_EQ(g->count(OpId::Conv2dPoolFused), 1u);
@@ -91,7 +92,7 @@ TEST(ConvPoolFusion, NoBiasFusesBothDirectionsAndOverlappingPools) {
         {x});
     auto ref = g->clone();
     prepare(*g);
-    EXPECT_EQ(graph::fuse_conv_pool(*g), 2u);
+    EXPECT_EQ(cpu::fuse_conv_pool(*g), 2u);
     graph::verify(*g);
     EXPECT_EQ(g->count(OpId::Conv2dPoolFused), 1u);
     EXPECT_EQ(g->count(OpId::Conv2dBackwardWeightPooled), 1u);
@@ -118,6 +119,6 @@ TEST(ConvPoolFusion, LeavesWideConvsAndSharedOutputsAlone) {
       },
       {x, x1});
   prepare(*g);
-  EXPECT_EQ(graph::fuse_conv_pool(*g), 0u);
+  EXPECT_EQ(cpu::fuse_conv_pool(*g), 0u);
   EXPECT_EQ(g->count(OpId::Conv2dPoolFused), 0u);
 }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "graph/executor.h"
+#include "backends/cpu/passes/passes.h"
 #include "graph/passes.h"
 #include "graph/trace.h"
 #include "models/lenet.h"
@@ -42,7 +43,7 @@ TEST(DnnlFusion, ConvBiasRelu) {
       {x});
   EXPECT_EQ(g->num_nodes(), 2u);  // conv2d (bias inside), relu
   auto ref = g->clone();
-  EXPECT_EQ(graph::fuse_conv_matmul(*g), 1u);
+  EXPECT_EQ(cpu::fuse_conv_matmul(*g), 1u);
   graph::verify(*g);
   EXPECT_EQ(g->num_nodes(), 1u);
   EXPECT_EQ(g->count(OpId::Conv2dFused), 1u);
@@ -67,7 +68,7 @@ TEST(DnnlFusion, ConvBroadcastBiasAddAndResidualRelu) {
       {x, r});
   EXPECT_EQ(g->count(OpId::Add), 2u);
   auto ref = g->clone();
-  EXPECT_EQ(graph::fuse_conv_matmul(*g), 1u);
+  EXPECT_EQ(cpu::fuse_conv_matmul(*g), 1u);
   graph::verify(*g);
   EXPECT_EQ(g->count(OpId::Conv2dFused), 1u);
   EXPECT_EQ(g->count(OpId::Add), 0u);
@@ -85,7 +86,7 @@ TEST(DnnlFusion, MatmulBiasReluLikeDense) {
   EXPECT_EQ(g->count(OpId::Matmul), 1u);
   auto ref = g->clone();
   const size_t before = g->num_nodes();
-  EXPECT_EQ(graph::fuse_conv_matmul(*g), 1u);
+  EXPECT_EQ(cpu::fuse_conv_matmul(*g), 1u);
   graph::verify(*g);
   EXPECT_EQ(g->num_nodes(), before - 2);  // matmul, add, relu -> matmul_fused
   EXPECT_EQ(g->count(OpId::MatmulFused), 1u);
@@ -111,7 +112,7 @@ TEST(DnnlFusion, EveryActivationAndResidualMatmul) {
         [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{act(matmul(a[0], w) + b + a[1])}; },
         {x, r});
     auto ref = g->clone();
-    EXPECT_EQ(graph::fuse_conv_matmul(*g), 1u);
+    EXPECT_EQ(cpu::fuse_conv_matmul(*g), 1u);
     graph::verify(*g);
     ASSERT_EQ(g->num_nodes(), 1u);
     EXPECT_EQ(g->nodes[0]->attrs.get_string("act"), name);
@@ -129,7 +130,7 @@ TEST(DnnlFusion, LeavesIntermediatesOthersRead) {
         return std::vector<Tensor>{relu(y), y};
       },
       {x});
-  EXPECT_EQ(graph::fuse_conv_matmul(*g), 0u);
+  EXPECT_EQ(cpu::fuse_conv_matmul(*g), 0u);
   EXPECT_EQ(g->count(OpId::Conv2d), 1u);
   // Training: leaky_relu's gradient reads its input, so conv + leaky_relu stays two nodes; relu's
   // reads its input too, but relu_grad is pointed at the output, and conv + relu fuses.
@@ -146,7 +147,7 @@ TEST(DnnlFusion, LeavesIntermediatesOthersRead) {
       {x});
   graph::dead_code_elimination(*t);
   auto ref = t->clone();
-  EXPECT_EQ(graph::fuse_conv_matmul(*t), 1u);
+  EXPECT_EQ(cpu::fuse_conv_matmul(*t), 1u);
   graph::verify(*t);
   EXPECT_EQ(t->count(OpId::Conv2dFused), 1u);
   EXPECT_EQ(t->count(OpId::Conv2d), 1u);
@@ -183,7 +184,7 @@ TEST(DnnlFusion, BatchNormFoldingResNetBlock) {
   EXPECT_EQ(g->count(OpId::Conv2dFused), 2u);  // conv * scale + shift
   EXPECT_EQ(g->count(OpId::Relu), 2u);
   auto folded = g->clone();
-  EXPECT_EQ(graph::fuse_conv_matmul(*g), 2u);  // + relu; + residual + relu
+  EXPECT_EQ(cpu::fuse_conv_matmul(*g), 2u);  // + relu; + residual + relu
   graph::dead_code_elimination(*g);
   graph::verify(*g);
   EXPECT_EQ(g->count(OpId::Conv2dFused), 2u);

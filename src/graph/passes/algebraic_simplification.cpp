@@ -1,5 +1,5 @@
 // Algebraic simplification: identities that remove a node (x*1, x+0, x-0, x/1, cast to the same
-// dtype, neg(neg(x)), reshape to the same shape, permute chains that cancel) or shorten a chain
+// dtype, neg(neg(x)), f(f(x)) for ops whose ops.def trait says idempotent, reshape to the same shape, permute chains that cancel) or shorten a chain
 // (reshape(reshape(x)) -> reshape(x); permute(permute(x)) -> one permute), and moves transposes
 // into matmuls: transpose(a @ b) -> b^T @ a^T when nothing else reads a @ b (a Dense weight's
 // gradient is traced as (x^T @ dy)^T: a strided view the optimizer would walk column by column;
@@ -39,7 +39,7 @@ bool is_transpose_2d(const Node& n) {
 Value* transpose_view(Graph& g, size_t pos, Value* v, const Node& like) {
   Node* t = g.insert_node(pos, ops::OpId::Permute, {v}, ops::Attrs().set("axes", std::vector<int64_t>{1, 0}),
                           {{Shape{v->shape[1], v->shape[0]}, v->dtype}});
-  t->amp = like.amp;
+  t->precision = like.precision;
   Value* o = t->outputs[0];
   o->strides = {v->strides[1], v->strides[0]};
   o->offset = v->offset;
@@ -67,7 +67,7 @@ size_t transpose_matmul_products(Graph& g) {
     Value* bt = transpose_view(g, i++, b, *mm);
     Value* at = transpose_view(g, i++, a, *mm);
     Node* m = g.insert_node(i++, ops::OpId::Matmul, {bt, at}, mm->attrs, {{n->outputs[0]->shape, n->outputs[0]->dtype}});
-    m->amp = mm->amp;
+    m->precision = mm->precision;
     g.replace_all_uses(n->outputs[0], m->outputs[0]);  // n and mm are dead now
     ++changed;
   }
@@ -96,10 +96,10 @@ size_t relu_grad_before_max_pool_backward(Graph& g) {
     Value* dy = bwd->inputs[0];
     if (!same || dy->shape != pool->outputs[0]->shape || dy->dtype != pool->outputs[0]->dtype) continue;
     Node* rg = g.insert_node(i++, ops::OpId::ReluGrad, {dy, pool->outputs[0]}, n->attrs, {{dy->shape, dy->dtype}});
-    rg->amp = n->amp;
+    rg->precision = n->precision;
     Node* b = g.insert_node(i++, ops::OpId::MaxPool2dBackward, {rg->outputs[0], bwd->inputs[1]}, bwd->attrs,
                             {{n->outputs[0]->shape, n->outputs[0]->dtype}});
-    b->amp = bwd->amp;
+    b->precision = bwd->precision;
     g.replace_all_uses(n->outputs[0], b->outputs[0]);  // n and bwd are dead now
     ++changed;
   }
@@ -121,6 +121,10 @@ size_t algebraic_simplification(Graph& g) {
     if (n->outputs.size() != 1) continue;
     Value* a = n->inputs.empty() ? nullptr : n->inputs[0];
     Value* b = n->inputs.size() > 1 ? n->inputs[1] : nullptr;
+    // f(f(x)) -> f(x) for an idempotent op (ops.def trait: relu, abs, floor...).
+    if (n->def().traits.idempotent && n->inputs.size() == 1 && a->producer &&
+        a->producer->op == n->op && a->producer->attrs == n->attrs && forward_to(n, a))
+      continue;
     switch (n->op) {
       case OpId::Mul:
         if (!(is_constant_equal(b, 1) && forward_to(n, a)))

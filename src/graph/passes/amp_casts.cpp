@@ -63,7 +63,7 @@ bool same_layout(const Value* a, const Value* b) {
 
 size_t insert_amp_casts(Graph& g) {
   bool any = false;
-  for (const auto& n : g.nodes) any = any || n->amp.active();
+  for (const auto& n : g.nodes) any = any || n->precision != nullptr;
   if (!any) return 0;  // O0: the graph stays exactly as traced
 
   std::unordered_map<const Value*, DType> traced;  // every value's dtype before the pass
@@ -93,9 +93,9 @@ size_t insert_amp_casts(Graph& g) {
   for (auto& up : old) {
     Node* n = up.get();
     const ops::OpDef& def = n->def();
-    const bool keep_traced = n->is_effect() || !n->amp.active();
-    const amp::OpPrecision prec =
-        keep_traced ? amp::OpPrecision{} : amp::decide(n->op, n->amp);
+    const bool keep_traced = n->is_effect() || !n->precision;
+    const ops::OpPrecision prec =
+        keep_traced ? ops::OpPrecision{} : n->precision->decide(n->op);
     bool changed = false;
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       Value* orig = n->inputs[i];
@@ -121,7 +121,7 @@ size_t insert_amp_casts(Graph& g) {
       try {
         out = def.rules.infer(in, n->attrs);
       } catch (const Error& e) {
-        SPORE_THROW(e.kind(), "[amp] ", def.name, " under policy ", n->amp.str(),
+        SPORE_THROW(e.kind(), "[amp] ", def.name, " under policy ", n->precision->str(),
                     " cannot take inputs (", metas_str(n->inputs), "): ", e.what(),
                     ". Keep its cell in float32 (keep_float32) or use a lower amp level.");
       }
@@ -136,7 +136,7 @@ size_t insert_amp_casts(Graph& g) {
         const ops::KernelEntry* k = ops::find_kernel(n->op, dev.type);
         const DType key = !n->inputs.empty() ? n->inputs[0]->dtype : out[0].dtype;
         SPORE_CHECK_TYPE(k && k->supports(key), "[amp] ", def.name, " under policy ",
-                         n->amp.str(), " would run in ", dtype_name(key), " (inputs ",
+                         n->precision->str(), " would run in ", dtype_name(key), " (inputs ",
                          metas_str(n->inputs), ") but its ", device_type_name(dev.type),
                          " kernel does not support that dtype. Keep its cell in float32 "
                          "(keep_float32) or use amp level O1.");

@@ -18,19 +18,18 @@
 #include <unordered_map>
 
 #include "graph/passes.h"
-#include "spore/spore.h"
 
 namespace spore::graph {
 namespace {
 using ops::OpId;
 
-Value* emit(Graph& g, size_t& pos, const amp::Policy& amp, OpId op, std::vector<Value*> ins,
+Value* emit(Graph& g, size_t& pos, const ops::PrecisionPolicy* amp, OpId op, std::vector<Value*> ins,
             ops::Attrs attrs = {}) {
   ops::Metas metas;
   for (const Value* v : ins) metas.push_back({v->shape, v->dtype});
   const ops::Metas out = ops::op_def(op).rules.infer(metas, attrs);
   Node* n = g.insert_node(pos++, op, std::move(ins), std::move(attrs), out);
-  n->amp = amp;
+  n->precision = amp;
   return n->outputs[0];
 }
 }  // namespace
@@ -63,7 +62,7 @@ size_t fold_batchnorm(Graph& g) {
     Value *gamma = bn->inputs[1], *beta = bn->inputs[2], *mean = bn->inputs[3], *var = bn->inputs[4];
     const DType pt = var->dtype;  // the statistics' dtype (float32 under mixed precision)
     size_t pos = ci;  // new nodes go right before the conv
-    const amp::Policy& amp = conv->amp;
+    const ops::PrecisionPolicy* amp = conv->precision;
     auto cast = [&](Value* v, DType to) {
       return v->dtype == to ? v : emit(g, pos, amp, OpId::Cast, {v}, ops::Attrs().set("dtype", to));
     };

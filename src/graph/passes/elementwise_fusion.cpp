@@ -37,71 +37,29 @@ struct Lowered {
   double p0 = 0, p1 = 0;
 };
 
-// The program opcode of a node, when the node is a pointwise op the kernel runs.
+// The program instruction of a node, from its op's trait (ops.def: fused) and its attributes
+// (fz::lowering), when the kernel can run it.
 bool lower(const Node& n, Lowered& L) {
+  const Opcode op = n.def().traits.fused;
+  if (op == Opcode::kNone) return false;
+  const fz::Lowering lw = fz::lowering(op);
+  if (lw.bool_input && (n.inputs[0]->dtype != kBool || !is_floating(n.outputs[0]->dtype))) return false;
   const ops::Attrs& a = n.attrs;
-  switch (n.op) {
-#define SPORE_FUSE_SIMPLE(Id, Code) \
-  case OpId::Id:                    \
-    L.op = Opcode::Code;            \
-    return true;
-    SPORE_FUSE_SIMPLE(Neg, kNeg)
-    SPORE_FUSE_SIMPLE(Abs, kAbs)
-    SPORE_FUSE_SIMPLE(Exp, kExp)
-    SPORE_FUSE_SIMPLE(Log, kLog)
-    SPORE_FUSE_SIMPLE(Sqrt, kSqrt)
-    SPORE_FUSE_SIMPLE(Rsqrt, kRsqrt)
-    SPORE_FUSE_SIMPLE(Sin, kSin)
-    SPORE_FUSE_SIMPLE(Cos, kCos)
-    SPORE_FUSE_SIMPLE(Tanh, kTanh)
-    SPORE_FUSE_SIMPLE(Sigmoid, kSigmoid)
-    SPORE_FUSE_SIMPLE(Relu, kRelu)
-    SPORE_FUSE_SIMPLE(Silu, kSilu)
-    SPORE_FUSE_SIMPLE(Floor, kFloor)
-    SPORE_FUSE_SIMPLE(Ceil, kCeil)
-    SPORE_FUSE_SIMPLE(Round, kRound)
-    SPORE_FUSE_SIMPLE(Sign, kSign)
-    SPORE_FUSE_SIMPLE(Erf, kErf)
-    SPORE_FUSE_SIMPLE(LogicalNot, kLogicalNot)
-    SPORE_FUSE_SIMPLE(Add, kAdd)
-    SPORE_FUSE_SIMPLE(Sub, kSub)
-    SPORE_FUSE_SIMPLE(Mul, kMul)
-    SPORE_FUSE_SIMPLE(Div, kDiv)
-    SPORE_FUSE_SIMPLE(Pow, kPow)
-    SPORE_FUSE_SIMPLE(Maximum, kMax)
-    SPORE_FUSE_SIMPLE(Minimum, kMin)
-    SPORE_FUSE_SIMPLE(ReluGrad, kReluGrad)
-    SPORE_FUSE_SIMPLE(Equal, kEqual)
-    SPORE_FUSE_SIMPLE(NotEqual, kNotEqual)
-    SPORE_FUSE_SIMPLE(Less, kLess)
-    SPORE_FUSE_SIMPLE(LessEqual, kLessEqual)
-    SPORE_FUSE_SIMPLE(Greater, kGreater)
-    SPORE_FUSE_SIMPLE(GreaterEqual, kGreaterEqual)
-    SPORE_FUSE_SIMPLE(LogicalAnd, kLogicalAnd)
-    SPORE_FUSE_SIMPLE(LogicalOr, kLogicalOr)
-    SPORE_FUSE_SIMPLE(LogicalXor, kLogicalXor)
-    SPORE_FUSE_SIMPLE(Where, kWhere)
-#undef SPORE_FUSE_SIMPLE
-    case OpId::LeakyRelu:
-      L = {Opcode::kLeakyRelu, true, false, a.get_float("alpha", 0.01), 0};
-      return true;
-    case OpId::Gelu:
-      L.op = a.get_bool("approximate", false) ? Opcode::kGeluTanh : Opcode::kGeluErf;
-      return true;
-    case OpId::Softplus:
-      L = {Opcode::kSoftplus, true, true, a.get_float("beta", 1), a.get_float("threshold", 20)};
-      return true;
-    case OpId::Clamp:
-      L = {Opcode::kClamp, a.has("min"), a.has("max"), a.get_float("min", 0),
-           a.get_float("max", 0)};
-      return true;
-    case OpId::Cast:  // bool -> float only (a mask used as numbers)
-      if (n.inputs[0]->dtype != kBool || !is_floating(n.outputs[0]->dtype)) return false;
-      L.op = Opcode::kBoolToFloat;
-      return true;
-    default:
-      return false;
+  L.op = lw.variant_attr && a.get_bool(lw.variant_attr, false) ? lw.variant : op;
+  if (lw.param0) {
+    L.has0 = !lw.optional_params || a.has(lw.param0);
+    L.p0 = a.get_float(lw.param0, lw.default0);
   }
+  if (lw.param1) {
+    L.has1 = !lw.optional_params || a.has(lw.param1);
+    L.p1 = a.get_float(lw.param1, lw.default1);
+  }
+  if (op == Opcode::kCall) {  // the backend must have the op's row kernels for the compute type
+    const ops::KernelEntry* k = ops::find_kernel(n.op, DeviceType::CPU);
+    const bool f64 = n.outputs[0]->dtype == kFloat64;
+    return k && n.inputs.size() <= 2 && (f64 ? bool(k->rows.f64) : bool(k->rows.f32));
+  }
+  return true;
 }
 
 // Whether n can join (or root) a group computing in float dtype `t` over `shape`.
@@ -239,7 +197,10 @@ size_t fuse_elementwise(Graph& g) {
       Lowered L;
       lower(*m, L);
       int64_t ins[4] = {int64_t(L.op), -1, -1, -1};
-      if (fz::is_unary(L.op)) {
+      if (L.op == Opcode::kCall) {
+        for (size_t j = 0; j < m->inputs.size(); ++j) ins[1 + j] = index.at(m->inputs[j]);
+        ins[3] = int64_t(m->op);
+      } else if (fz::is_unary(L.op)) {
         ins[1] = index.at(m->inputs[0]);
         if (L.has0) ins[2] = add_const(L.p0);
         if (L.has1) ins[3] = add_const(L.p1);
@@ -266,7 +227,7 @@ size_t fuse_elementwise(Graph& g) {
         .set("expr", text);
     Node* f = g.insert_node(gr.root_pos, OpId::FusedElementwise, inputs, std::move(attrs),
                             {{rout->shape, rout->dtype}});
-    f->amp = root->amp;
+    f->precision = root->precision;
     g.replace_all_uses(const_cast<Value*>(rout), f->outputs[0]);
     for (const Node* m : gr.members) absorbed.insert(m);
     ++made;

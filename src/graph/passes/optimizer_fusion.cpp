@@ -98,7 +98,7 @@ size_t fuse_group(Graph& g, const Family& f, const std::vector<Node*>& members, 
   const Node& tail = *g.nodes[last];
   if (tail.attrs.get_bool("hyper_input", false)) ins.push_back(tail.inputs[f.per]);  // shared
   Node* fused = g.insert_node(last, f.fused, std::move(ins), tail.attrs, {});
-  fused->amp = tail.amp;
+  fused->precision = tail.precision;
   std::erase_if(g.nodes, [&](const std::unique_ptr<Node>& n) { return gone.count(n.get()) > 0; });
   return joined;
 }

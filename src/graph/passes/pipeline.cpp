@@ -1,10 +1,46 @@
 // The default pass pipeline (run by the compiler on every traced graph). Each stage's output is
 // dumped when SPORE_DUMP_IR is set: <dir>/<graph>.<NN>.<stage>.txt.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "graph/passes.h"
 
 namespace spore::graph {
+namespace {
+std::vector<BackendPass>& registry() {
+  static std::vector<BackendPass> r;
+  return r;
+}
+size_t fold_batchnorm_then_fold_constants(Graph& g) {
+  const size_t n = fold_batchnorm(g);
+  if (n > 0) constant_folding(g);  // the folding nodes, when the parameters are constants
+  return n;
+}
+size_t fuse_softmax_ce_then_fold_constants(Graph& g) {
+  const size_t n = fuse_softmax_cross_entropy(g);
+  if (n > 0) constant_folding(g);  // neg of a constant incoming gradient (a mean's -1/N)
+  return n;
+}
+bool has_device(const Graph& g, DeviceType d) {
+  for (const auto& n : g.nodes) {
+    for (const Value* v : n->inputs)
+      if (v->device.type == d) return true;
+    for (const Value* v : n->outputs)
+      if (v->device.type == d) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool register_backend_pass(const BackendPass& p) {
+  auto& r = registry();
+  r.insert(std::upper_bound(r.begin(), r.end(), p,
+                            [](const BackendPass& a, const BackendPass& b) { return a.order < b.order; }),
+           p);
+  return true;
+}
+const std::vector<BackendPass>& backend_passes() { return registry(); }
 
 void run_pipeline(Graph& g) {
   int index = 0;
@@ -33,23 +69,28 @@ void run_pipeline(Graph& g) {
     }
     if (changed == 0) break;
   }
-  // fusion
-  // conv/matmul first (BatchNorm folded into its conv, then its bias / residual / activation
-  // taken as oneDNN post-ops), so they get first pick before the elementwise fusion.
-  if (fold_batchnorm(g) > 0) {
-    dump_if_enabled(g, index++, "fold_batchnorm");
-    constant_folding(g);  // the folding nodes, when the parameters are constants
-  }
-  if (fuse_conv_matmul(g) > 0) dump_if_enabled(g, index++, "fuse_conv_matmul");
-  if (fuse_softmax_cross_entropy(g) > 0) {
-    dump_if_enabled(g, index++, "softmax_ce_fusion");
-    constant_folding(g);  // neg of a constant incoming gradient (a mean's -1/N)
-  }
-  if (fuse_elementwise(g) > 0) dump_if_enabled(g, index++, "elementwise_fusion");
-  // Layouts last among the activation rewrites: it sees the final conv / pool / pointwise nodes.
-  if (blocked_layout(g) > 0) dump_if_enabled(g, index++, "blocked_layout");
-  if (fuse_conv_pool(g) > 0) dump_if_enabled(g, index++, "conv_pool_fusion");
-  if (fuse_optimizer(g) > 0) dump_if_enabled(g, index++, "optimizer_fusion");
+  // Fusion: the generic passes and those the backends contribute, by order. Convs and matmuls
+  // come first (BatchNorm folded into its conv, then a backend's post-op fusion), so they get
+  // first pick before the elementwise fusion; layout passes come last among the activation
+  // rewrites, so they see the final nodes.
+  struct FusionStage {
+    const char* name;
+    int order;
+    PassFn fn;
+  };
+  std::vector<FusionStage> fusion = {
+      {"fold_batchnorm", kOrderFoldBatchnorm, fold_batchnorm_then_fold_constants},
+      {"softmax_ce_fusion", kOrderSoftmaxCrossEntropy, fuse_softmax_ce_then_fold_constants},
+      {"elementwise_fusion", kOrderElementwise, fuse_elementwise},
+      {"optimizer_fusion", kOrderOptimizer, fuse_optimizer},
+  };
+  for (const BackendPass& p : backend_passes())
+    if (has_device(g, p.device)) fusion.push_back({p.name, p.order, p.fn});
+  // Stable: a generic pass runs before a backend pass of the same order.
+  std::stable_sort(fusion.begin(), fusion.end(),
+                   [](const FusionStage& a, const FusionStage& b) { return a.order < b.order; });
+  for (const FusionStage& st : fusion)
+    if (st.fn(g) > 0) dump_if_enabled(g, index++, st.name);
   dead_code_elimination(g);
   verify(g);
   dump_if_enabled(g, index++, "final");

@@ -29,12 +29,6 @@ bool is_zeros(const Value* v) {
   return true;
 }
 
-size_t index_of(const Graph& g, const Node* n) {
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].get() == n) return i;
-  SPORE_ASSERT(false, "softmax_ce_fusion: node not in the graph");
-  return 0;
-}
 
 std::vector<Node*> readers_of(const Graph& g, const Value* v) {
   std::vector<Node*> r;
@@ -97,16 +91,16 @@ bool fuse_one(Graph& g, Node* gather) {
   Node* scatter = nullptr;
   Node* sub = find_backward(g, logp, idx, scatter);
 
-  size_t at = index_of(g, gather);
+  size_t at = g.index_of(gather);
   if (!labels) {
     Node* r = g.insert_node(at++, OpId::Reshape, {idx}, ops::Attrs().set("shape", Shape{n}),
                             {{Shape{n}, idx->dtype}});
-    r->amp = gather->amp;
+    r->precision = gather->precision;
     labels = r->outputs[0];
   }
   Node* f = g.insert_node(at++, OpId::SoftmaxCrossEntropyFused, {z, labels}, {},
                           {{Shape{n}, z->dtype}, {z->shape, z->dtype}});
-  f->amp = ls->amp;
+  f->precision = ls->precision;
   Value* loss = f->outputs[0];
   Value* dlogits = f->outputs[1];
 
@@ -130,18 +124,18 @@ bool fuse_one(Graph& g, Node* gather) {
     Node* ng = g.insert_node(at++, OpId::Neg, {loss}, {}, {{Shape{n}, z->dtype}});
     Node* r = g.insert_node(at++, OpId::Reshape, {ng->outputs[0]},
                             ops::Attrs().set("shape", Shape{n, 1}), {{Shape{n, 1}, z->dtype}});
-    ng->amp = r->amp = gather->amp;
+    ng->precision = r->precision = gather->precision;
     g.replace_all_uses(t, r->outputs[0]);
   }
 
   // Backward: dz = dlogits * -G, placed where the sub was.
   if (sub) {
     Value* G = scatter->inputs[2];
-    size_t sp = index_of(g, sub);
+    size_t sp = g.index_of(sub);
     Node* ng = g.insert_node(sp, OpId::Neg, {G}, {}, {{G->shape, G->dtype}});
     Node* m =
         g.insert_node(sp + 1, OpId::Mul, {dlogits, ng->outputs[0]}, {}, {{z->shape, z->dtype}});
-    ng->amp = m->amp = sub->amp;
+    ng->precision = m->precision = sub->precision;
     g.replace_all_uses(sub->outputs[0], m->outputs[0]);
   }
   return true;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/elementwise.h"
+#include "backends/cpu/kernels/simd_loops-inl.h"
 #include "ops/fused_program.h"
 
 #ifndef SPORE_FUSED_EW_KINDS
@@ -42,32 +43,12 @@ namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 using V = hn::Vec<D>;
 
-// out[i] = f(a[i * sa], b[i * sb]) with sa, sb in {0, 1}; the tail through padded buffers.
-template <class F>
-HWY_INLINE void loop2(const float* a, int64_t sa, const float* b, int64_t sb, float* out, int64_t n,
-                      F f) {
-  const D d;
-  const int64_t L = int64_t(hn::Lanes(d));
-  const V va = hn::Set(d, a[0]), vb = hn::Set(d, b[0]);
-  int64_t i = 0;
-  for (; i + L <= n; i += L)
-    hn::StoreU(f(d, sa ? hn::LoadU(d, a + i) : va, sb ? hn::LoadU(d, b + i) : vb), d, out + i);
-  if (i < n) {
-    HWY_ALIGN float ba[HWY_MAX_BYTES / sizeof(float)] = {};
-    HWY_ALIGN float bb[HWY_MAX_BYTES / sizeof(float)] = {};
-    for (int64_t j = i; j < n; ++j) {
-      ba[j - i] = a[j * sa];
-      bb[j - i] = b[j * sb];
-    }
-    hn::Store(f(d, hn::Load(d, ba), hn::Load(d, bb)), d, ba);
-    std::memcpy(out + i, ba, size_t(n - i) * sizeof(float));
-  }
-}
+using simd::HWY_NAMESPACE::binary_loop;
 
 template <int K>
 HWY_INLINE void compare_loop(const float* a, int64_t sa, const float* b, int64_t sb, float* out,
                              int64_t n) {
-  loop2(a, sa, b, sb, out, n, [](D d, V x, V y) {
+  binary_loop(a, sa, b, sb, out, n, [](D d, V x, V y) {
     const V one = hn::Set(d, 1.0f), zero = hn::Zero(d);
     if constexpr (K == kEq) return hn::IfThenElseZero(hn::Eq(x, y), one);
     if constexpr (K == kNe) return hn::IfThenZeroElse(hn::Eq(x, y), one);  // NaN != NaN
@@ -146,11 +127,13 @@ void where_f32(const float* c, int64_t sc, const float* x, int64_t sx, const flo
   HWY_DYNAMIC_DISPATCH(WhereF32)(c, sc, x, sx, y, sy, out, n);
 }
 
+// One decoded instruction (the program format is ops/fused_program.h).
 struct Instr {
   Opcode op;
   int32_t a = 0, b = 0, c = 0;
   double p0 = 0, p1 = 0;  // the op's parameters (const: its value)
   bool has0 = false, has1 = false;
+  const ops::RowKernels* rows = nullptr;  // kCall: the called op's row kernels
 };
 
 // ---- scalar definitions (float64, and float32 ops without a SIMD path); the same formulas as
@@ -360,6 +343,12 @@ template <class C>
 void exec(const Instr& I, const C* const* rp, const int64_t* rs, C* dst, int64_t n) {
   const C* a = rp[I.a];
   const int64_t sa = rs[I.a];
+  if (I.op == Opcode::kCall) {  // a registered pointwise op: its row kernel
+    const C* b = I.b >= 0 ? rp[I.b] : nullptr;
+    const int64_t sb = I.b >= 0 ? rs[I.b] : 0;
+    if constexpr (std::is_same_v<C, float>) return I.rows->f32(a, sa, b, sb, dst, n);
+    else return I.rows->f64(a, sa, b, sb, dst, n);
+  }
   if (fz::is_unary(I.op)) {
     if constexpr (std::is_same_v<C, float>) {
       const ew::SimdUnary k = simd_unary(I.op);
@@ -505,47 +494,124 @@ C read_scalar(const InputView& v, int64_t off = 0) {
 constexpr int kMaxValues = fz::kMaxInputs + fz::kMaxInstructions;
 constexpr size_t kL1Budget = 32 << 10;  // bytes of block registers per thread
 
-// T: the output's storage type; C: the compute type (float, or double for float64).
-template <class T, class C>
-void run(ops::KernelContext& ctx) {
-  const ops::Attrs& attrs = ctx.attrs;
+// ---- decoder: the program attributes -> instructions -----------------------------------------
+struct Program {
+  Instr instr[fz::kMaxInstructions];
+  int nin = 0, ni = 0;
+  int nv() const { return nin + ni; }  // values: inputs, then one per instruction
+  int final_value() const { return nv() - 1; }
+};
+
+void decode(const ops::Attrs& attrs, int nin, Program& P) {
   const std::vector<int64_t>& prog = attrs.get_ints("program");
   const std::vector<int64_t>& consts = attrs.get_ints("consts");
-  Tensor& out = ctx.outputs[0];
-  const int64_t N = out.numel();
-  if (N == 0) return;
-  const int nin = int(ctx.inputs.size());
-  const int ni = int(prog.size()) / fz::kInstrWidth;
-  const int nv = nin + ni;
-  const int final_v = nv - 1;
-
-  Instr instr[fz::kMaxInstructions];
-  for (int k = 0; k < ni; ++k) {
+  P.nin = nin;
+  P.ni = int(prog.size()) / fz::kInstrWidth;
+  for (int k = 0; k < P.ni; ++k) {
     const int64_t* p = prog.data() + k * fz::kInstrWidth;
-    Instr& I = instr[k];
+    Instr& I = P.instr[k];
     I.op = Opcode(p[0]);
     I.a = int32_t(p[1]);
     I.b = int32_t(p[2]);
     I.c = int32_t(p[3]);
     if (I.op == Opcode::kConst) {
       I.p0 = fz::decode_double(consts[size_t(p[1])]);
+    } else if (I.op == Opcode::kCall) {
+      const ops::KernelEntry* k = ops::find_kernel(ops::OpId(p[3]), DeviceType::CPU);
+      SPORE_ASSERT(k, "fused_elementwise: called op ", p[3], " has no CPU kernel");
+      I.rows = &k->rows;
     } else if (fz::is_unary(I.op)) {
       if ((I.has0 = p[2] >= 0)) I.p0 = fz::decode_double(consts[size_t(p[2])]);
       if ((I.has1 = p[3] >= 0)) I.p1 = fz::decode_double(consts[size_t(p[3])]);
     }
   }
+}
 
-  // Inputs, and each value's kind: kStatic (depends on scalar inputs and constants only:
-  // computed once here), kPerBlock (one value per block), kVector (a block register).
-  enum : uint8_t { kStatic, kPerBlock, kVector };
+// The values instruction I reads (-1: none).
+void operands(const Instr& I, int (&u)[3]) {
+  u[0] = I.op == Opcode::kConst ? -1 : I.a;
+  u[1] = fz::is_unary(I.op) || I.op == Opcode::kConst ? -1 : I.b;  // kCall: -1 when unary
+  u[2] = I.op == Opcode::kWhere ? I.c : -1;
+}
+
+// ---- planner: how inputs are read, which values are computed once / per block / per element,
+// the block registers and the block length ------------------------------------------------------
+enum ValueKind : uint8_t {
+  kStatic,    // depends on scalar inputs and constants only: computed once per call
+  kPerBlock,  // one value per block
+  kVector,    // a block register
+};
+
+template <class C>
+struct Plan {
   InputView view[fz::kMaxInputs];
   uint8_t kind[kMaxValues];
-  C sval[kMaxValues];
-  const Shape& oshape = out.shape();
+  C sval[kMaxValues];      // kStatic values
+  int vslot[kMaxValues];   // the block register of each register-held value (-1: none)
+  int n_slots = 0;
+  int64_t B = 64;          // block length (elements)
+};
+
+template <class C>
+void derive_kinds(const Program& P, Plan<C>& L) {
+  for (int i = 0; i < P.nin; ++i)
+    L.kind[i] = L.view[i].kind == InputView::kScalar         ? kStatic
+                : L.view[i].kind == InputView::kBlockUniform ? kPerBlock
+                                                             : kVector;
+  for (int k = 0; k < P.ni; ++k) {
+    int u[3];
+    operands(P.instr[k], u);
+    uint8_t kd = kStatic;
+    for (int j : u)
+      if (j >= 0) kd = std::max(kd, L.kind[j]);
+    L.kind[P.nin + k] = kd;
+  }
+}
+
+// Register allocation over block buffers: gathered inputs live from the start, kVector results
+// from their instruction, each until its last reader; with direct_out the final result goes
+// straight to the output (the output is in the compute dtype).
+template <class C>
+void allocate_registers(const Program& P, Plan<C>& L, bool direct_out) {
+  const int nv = P.nv();
+  int last_use[kMaxValues];
+  for (int v = 0; v < nv; ++v) last_use[v] = -1;
+  for (int k = 0; k < P.ni; ++k) {
+    int u[3];
+    operands(P.instr[k], u);
+    for (int j : u)
+      if (j >= 0) last_use[j] = k;
+  }
+  int slot[kMaxValues];  // the register a value holds while live
+  int free_slots[kMaxValues], n_free = 0, n_slots = 0;
+  auto take = [&]() { return n_free > 0 ? free_slots[--n_free] : n_slots++; };
+  for (int v = 0; v < nv; ++v) slot[v] = L.vslot[v] = -1;
+  for (int i = 0; i < P.nin; ++i)
+    if (L.view[i].kind == InputView::kGather && last_use[i] >= 0) L.vslot[i] = slot[i] = take();
+  for (int k = 0; k < P.ni; ++k) {
+    const int v = P.nin + k;
+    if (L.kind[v] != kVector) continue;
+    int u[3];
+    operands(P.instr[k], u);
+    for (int j : u) {
+      if (j < 0 || slot[j] < 0 || last_use[j] != k) continue;
+      free_slots[n_free++] = slot[j];  // the result may take it: same element read, then written
+      slot[j] = -1;                    // released once even when read twice
+    }
+    if (v == P.final_value() && direct_out) continue;
+    L.vslot[v] = slot[v] = take();
+  }
+  L.n_slots = n_slots;
+}
+
+template <class C>
+Plan<C> plan(const Program& P, const ops::KernelContext& ctx, bool direct_out) {
+  Plan<C> L;
+  const Shape& oshape = ctx.outputs[0].shape();
   const Shape ostrides = contiguous_strides(oshape);
-  for (int i = 0; i < nin; ++i) {
+  for (int i = 0; i < P.nin; ++i) {
     const Tensor& x = ctx.inputs[size_t(i)];
-    InputView& v = view[i];
+    InputView& v = L.view[i];
     v.base = static_cast<const char*>(x.data_ptr());
     v.dtype = x.dtype();
     const auto it = make_iter<2>(oshape, {ostrides, broadcast_strides(x, oshape)});
@@ -553,7 +619,7 @@ void run(ops::KernelContext& ctx) {
     for (int d = 0; d < it.ndim; ++d) all_zero = all_zero && it.strides[1][d] == 0;
     if (all_zero) {
       v.kind = InputView::kScalar;
-      sval[i] = read_scalar<C>(v);
+      L.sval[i] = read_scalar<C>(v);
     } else if (it.ndim == 1 && it.strides[1][0] == 1 && x.dtype() == dtype_of_v<C>) {
       v.kind = InputView::kDirect;
     } else {
@@ -565,86 +631,29 @@ void run(ops::KernelContext& ctx) {
       }
     }
   }
-  auto operands = [&](const Instr& I, int(&u)[3]) {
-    u[0] = I.op == Opcode::kConst ? -1 : I.a;
-    u[1] = fz::is_unary(I.op) || I.op == Opcode::kConst ? -1 : I.b;
-    u[2] = I.op == Opcode::kWhere ? I.c : -1;
-  };
-  auto derive_kinds = [&]() {
-    for (int i = 0; i < nin; ++i)
-      kind[i] = view[i].kind == InputView::kScalar         ? kStatic
-                : view[i].kind == InputView::kBlockUniform ? kPerBlock
-                                                           : kVector;
-    for (int k = 0; k < ni; ++k) {
-      int u[3];
-      operands(instr[k], u);
-      uint8_t kd = kStatic;
-      for (int j : u)
-        if (j >= 0) kd = std::max(kd, kind[j]);
-      kind[nin + k] = kd;
-    }
-  };
-  derive_kinds();
+  derive_kinds(P, L);
   // kStatic instructions run once here, on one element (stride 1: the blocks' SIMD paths).
   const C* rp0[kMaxValues];
   int64_t rs0[kMaxValues];
-  for (int v = 0; v < nv; ++v) {
-    rp0[v] = &sval[v];
+  for (int v = 0; v < P.nv(); ++v) {
+    rp0[v] = &L.sval[v];
     rs0[v] = 1;
   }
-  for (int k = 0; k < ni; ++k) {
-    const Instr& I = instr[k];
-    if (kind[nin + k] != kStatic) continue;
-    if (I.op == Opcode::kConst)
-      sval[nin + k] = C(I.p0);
-    else
-      exec<C>(I, rp0, rs0, &sval[nin + k], 1);
+  for (int k = 0; k < P.ni; ++k) {
+    const Instr& I = P.instr[k];
+    if (L.kind[P.nin + k] != kStatic) continue;
+    if (I.op == Opcode::kConst) L.sval[P.nin + k] = C(I.p0);
+    else exec<C>(I, rp0, rs0, &L.sval[P.nin + k], 1);
   }
-
-  // Register allocation over block buffers: gathered inputs live from the start, kVector
-  // results from their instruction, each until its last reader; the final result goes straight
-  // to the output when the output is in the compute dtype.
-  constexpr bool kDirectOut = std::is_same_v<T, C>;
-  int last_use[kMaxValues];
-  for (int v = 0; v < nv; ++v) last_use[v] = -1;
-  for (int k = 0; k < ni; ++k) {
-    int u[3];
-    operands(instr[k], u);
-    for (int j : u)
-      if (j >= 0) last_use[j] = k;
-  }
-  int vslot[kMaxValues];  // the block register each kVector value gets
-  auto allocate = [&]() {
-    int slot[kMaxValues];  // the register a value holds while live
-    int free_slots[kMaxValues], n_free = 0, n_slots = 0;
-    auto take = [&]() { return n_free > 0 ? free_slots[--n_free] : n_slots++; };
-    for (int v = 0; v < nv; ++v) slot[v] = vslot[v] = -1;
-    for (int i = 0; i < nin; ++i)
-      if (view[i].kind == InputView::kGather && last_use[i] >= 0) vslot[i] = slot[i] = take();
-    for (int k = 0; k < ni; ++k) {
-      const int v = nin + k;
-      if (kind[v] != kVector) continue;
-      int u[3];
-      operands(instr[k], u);
-      for (int j : u) {
-        if (j < 0 || slot[j] < 0 || last_use[j] != k) continue;
-        free_slots[n_free++] = slot[j];  // the result may take it: same element read, then written
-        slot[j] = -1;                    // released once even when read twice
-      }
-      if (v == final_v && kDirectOut) continue;
-      vslot[v] = slot[v] = take();
-    }
-    return n_slots;
-  };
-  int n_slots = allocate();
+  allocate_registers(P, L, direct_out);
   // Block length: a multiple of 64 elements, registers within the L1 budget...
-  int64_t B = int64_t(kL1Budget / (size_t(std::max(n_slots, 1)) * sizeof(C)));
+  int64_t B = int64_t(kL1Budget / (size_t(std::max(L.n_slots, 1)) * sizeof(C)));
   B = std::clamp<int64_t>(B / 64 * 64, 64, 4096);
   // ...or the length R of a per-channel input's broadcast run (H * W for (C, 1, 1)), or a divisor
   // of it, when R >= 256: every block then lies inside one run and reads that input as one value.
   int64_t run_len = 0;
-  for (int i = 0; i < nin; ++i) {
-    const InputView& v = view[i];
+  for (int i = 0; i < P.nin; ++i) {
+    const InputView& v = L.view[i];
     if (v.kind != InputView::kGather || v.strides[v.ndim - 1] != 0) continue;
     const int64_t r = v.sizes[v.ndim - 1];
     if (r >= 256 && (run_len == 0 || r < run_len)) run_len = r;
@@ -655,65 +664,80 @@ void run(ops::KernelContext& ctx) {
       ++k;  // ...that divide R evenly into multiples of 16
     if (k <= run_len / 256) {
       B = run_len / k;
-      for (int i = 0; i < nin; ++i) {
-        InputView& v = view[i];
+      for (int i = 0; i < P.nin; ++i) {
+        InputView& v = L.view[i];
         if (v.kind == InputView::kGather && v.strides[v.ndim - 1] == 0 &&
             v.sizes[v.ndim - 1] % B == 0)
           v.kind = InputView::kBlockUniform;
       }
-      derive_kinds();
-      n_slots = allocate();
+      derive_kinds(P, L);
+      allocate_registers(P, L, direct_out);
     }
   }
-  const int64_t nblocks = (N + B - 1) / B;
+  L.B = B;
+  return L;
+}
+
+// ---- the block loop: T is the output's storage type, C the compute type (float, or double for
+// float64) ------------------------------------------------------------------------------------------
+template <class T, class C>
+void run(ops::KernelContext& ctx) {
+  Tensor& out = ctx.outputs[0];
+  const int64_t N = out.numel();
+  if (N == 0) return;
+  constexpr bool kDirectOut = std::is_same_v<T, C>;
+  Program P;
+  decode(ctx.attrs, int(ctx.inputs.size()), P);
+  const Plan<C> L = plan<C>(P, ctx, kDirectOut);
+  const int nin = P.nin, nv = P.nv(), final_v = P.final_value();
+  const int64_t B = L.B, nblocks = (N + B - 1) / B;
   T* dst = static_cast<T*>(out.data_ptr());
-  const int total_slots = n_slots;
 
   parallel_for(0, nblocks, std::max<int64_t>(1, 32768 / B), [&](int64_t b0, int64_t b1) {
     thread_local std::vector<C> scratch;
-    if (scratch.size() < size_t(total_slots * B)) scratch.resize(size_t(total_slots * B));
+    if (scratch.size() < size_t(L.n_slots * B)) scratch.resize(size_t(L.n_slots * B));
     C* regs = scratch.data();
     const C* rp[kMaxValues];
     int64_t rs[kMaxValues];
     C bval[kMaxValues];  // kPerBlock values of the current block
     for (int v = 0; v < nv; ++v) {
-      rp[v] = kind[v] == kStatic ? &sval[v] : &bval[v];  // kVector ones are set per block
+      rp[v] = L.kind[v] == kStatic ? &L.sval[v] : &bval[v];  // kVector ones are set per block
       rs[v] = 0;
     }
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t f = blk * B, n = std::min(B, N - f);
       for (int i = 0; i < nin; ++i) {
-        const InputView& v = view[i];
+        const InputView& v = L.view[i];
         if (v.kind == InputView::kDirect) {
           rp[i] = reinterpret_cast<const C*>(v.base) + f;
           rs[i] = 1;
         } else if (v.kind == InputView::kBlockUniform) {
           bval[i] = read_scalar<C>(v, offset_of(v, f));
-        } else if (v.kind == InputView::kGather && vslot[i] >= 0) {
-          C* r = regs + vslot[i] * B;
+        } else if (v.kind == InputView::kGather && L.vslot[i] >= 0) {
+          C* r = regs + L.vslot[i] * B;
           gather<C>(v, f, n, r);
           rp[i] = r;
           rs[i] = 1;
         }
       }
-      for (int k = 0; k < ni; ++k) {
+      for (int k = 0; k < P.ni; ++k) {
         const int v = nin + k;
-        if (kind[v] == kStatic) continue;
-        if (kind[v] == kPerBlock) {
-          exec<C>(instr[k], rp, rs, &bval[v], 1);
+        if (L.kind[v] == kStatic) continue;
+        if (L.kind[v] == kPerBlock) {
+          exec<C>(P.instr[k], rp, rs, &bval[v], 1);
           continue;
         }
         C* d;
         if constexpr (kDirectOut) {
-          d = v == final_v ? reinterpret_cast<C*>(dst) + f : regs + vslot[v] * B;
+          d = v == final_v ? reinterpret_cast<C*>(dst) + f : regs + L.vslot[v] * B;
         } else {
-          d = regs + vslot[v] * B;
+          d = regs + L.vslot[v] * B;
         }
-        exec<C>(instr[k], rp, rs, d, n);
+        exec<C>(P.instr[k], rp, rs, d, n);
         rp[v] = d;
         rs[v] = 1;
       }
-      if (kind[final_v] != kVector) {
+      if (L.kind[final_v] != kVector) {
         const T val = T(rp[final_v][0]);
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) dst[f + i] = val;

@@ -5,7 +5,7 @@
 
 #include "backends/cpu/kernels/half_convert.h"
 #include "ops/op.h"
-#include "spore/autograd.h"
+#include "spore/grad_mode.h"
 
 namespace spore::cpu {
 

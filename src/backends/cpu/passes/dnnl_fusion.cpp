@@ -20,9 +20,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "graph/passes.h"
+#include "backends/cpu/passes/passes.h"
 
-namespace spore::graph {
+namespace spore::cpu {
+using namespace graph;
 namespace {
 using ops::OpId;
 
@@ -71,11 +72,6 @@ struct Uses {
 
 bool same_meta(const Value* a, const Value* b) { return a->shape == b->shape && a->dtype == b->dtype; }
 
-size_t index_of(const Graph& g, const Node* n) {
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].get() == n) return i;
-  SPORE_ASSERT(false, "fuse_conv_matmul: node not in the schedule");
-}
 
 }  // namespace
 
@@ -137,7 +133,7 @@ size_t fuse_conv_matmul(Graph& g) {
     }
     if (chain.size() == 1) continue;  // nothing to take
     // Nothing in between may mutate what the chain reads.
-    const size_t first = index_of(g, n), last = index_of(g, chain.back());
+    const size_t first = g.index_of(n), last = g.index_of(chain.back());
     bool effect = false;
     for (size_t i = first; i <= last && !effect; ++i) effect = g.nodes[i]->is_effect();
     if (effect) continue;
@@ -147,7 +143,7 @@ size_t fuse_conv_matmul(Graph& g) {
       Node* r = g.insert_node(pos++, OpId::Reshape, {bias_to_reshape},
                               ops::Attrs().set("shape", Shape{channels}),
                               {{Shape{channels}, bias->dtype}});
-      r->amp = n->amp;
+      r->precision = n->precision;
       bias = r->outputs[0];
     }
     std::vector<Value*> ins = prefused ? n->inputs : std::vector<Value*>{n->inputs[0], n->inputs[1]};
@@ -160,7 +156,7 @@ size_t fuse_conv_matmul(Graph& g) {
     for (const Value* v : ins) in_metas.push_back({v->shape, v->dtype});
     const ops::Metas out = ops::op_def(op).rules.infer(in_metas, post);
     Node* f = g.insert_node(pos, op, std::move(ins), std::move(post), out);
-    f->amp = n->amp;
+    f->precision = n->precision;
     g.replace_all_uses(cur, f->outputs[0]);
     for (Node* c : chain) dead.insert(c);
     std::erase_if(g.nodes, [&](const auto& up) { return dead.count(up.get()) > 0; });
@@ -171,4 +167,6 @@ size_t fuse_conv_matmul(Graph& g) {
   return fused;
 }
 
-}  // namespace spore::graph
+SPORE_REGISTER_PASS(CPU, "fuse_conv_matmul", kOrderConvMatmulFusion, fuse_conv_matmul);
+
+}  // namespace spore::cpu

@@ -21,9 +21,10 @@
 #include <string>
 #include <unordered_map>
 
-#include "graph/passes.h"
+#include "backends/cpu/passes/passes.h"
 
-namespace spore::graph {
+namespace spore::cpu {
+using namespace graph;
 namespace {
 using ops::OpId;
 
@@ -53,19 +54,14 @@ bool fusable_conv(const Node& n) {
          (act.empty() || act == "relu");
 }
 
-size_t index_of(const Graph& g, const Node* n) {
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].get() == n) return i;
-  SPORE_ASSERT(false, "fuse_conv_pool: node not in the schedule");
-}
 
 Node* insert_like(Graph& g, const Node* at, OpId op, std::vector<Value*> ins, ops::Attrs attrs,
-                  const amp::Policy& policy) {
+                  const ops::PrecisionPolicy* policy) {
   ops::Metas metas;
   for (const Value* v : ins) metas.push_back({v->shape, v->dtype});
   const ops::Metas out = ops::op_def(op).rules.infer(metas, attrs);
-  Node* f = g.insert_node(index_of(g, at), op, std::move(ins), std::move(attrs), out);
-  f->amp = policy;
+  Node* f = g.insert_node(g.index_of(at), op, std::move(ins), std::move(attrs), out);
+  f->precision = policy;
   return f;
 }
 
@@ -94,7 +90,7 @@ size_t fuse_conv_pool(Graph& g) {
         .set("pool_stride", p->attrs.get_ints("stride"))
         .set("pool_padding", p->attrs.get_ints("padding"))
         .set("pool_ceil_mode", p->attrs.get_bool("ceil_mode", false));
-    Node* f = insert_like(g, p, OpId::Conv2dPoolFused, c->inputs, std::move(a), c->amp);
+    Node* f = insert_like(g, p, OpId::Conv2dPoolFused, c->inputs, std::move(a), c->precision);
     g.replace_all_uses(p->outputs[0], f->outputs[0]);
     g.replace_all_uses(p->outputs[1], f->outputs[1]);
     ++fused;  // c and p are dead: dead_code_elimination removes them
@@ -111,7 +107,7 @@ size_t fuse_conv_pool(Graph& g) {
         .set("weight_shape", w->attrs.get_ints("weight_shape"))
         .set("conv_output_shape", b->attrs.get_ints("input_shape"));
     Node* f = insert_like(g, w, OpId::Conv2dBackwardWeightPooled, {b->inputs[0], b->inputs[1], w->inputs[1]},
-                          std::move(a), w->amp);
+                          std::move(a), w->precision);
     g.replace_all_uses(w->outputs[0], f->outputs[0]);
     ++fused;
   }
@@ -119,4 +115,6 @@ size_t fuse_conv_pool(Graph& g) {
   return fused;
 }
 
-}  // namespace spore::graph
+SPORE_REGISTER_PASS(CPU, "conv_pool_fusion", kOrderConvPoolFusion, fuse_conv_pool);
+
+}  // namespace spore::cpu

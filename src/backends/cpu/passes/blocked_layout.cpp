@@ -30,11 +30,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "graph/passes.h"
+#include "backends/cpu/passes/passes.h"
 #include "ops/blocked.h"
 #include "ops/op.h"
 
-namespace spore::graph {
+namespace spore::cpu {
+using namespace graph;
 namespace {
 using ops::OpId;
 
@@ -61,11 +62,8 @@ bool is_conv(OpId op) {
          op == OpId::Conv2dBackwardWeight;
 }
 
-// Pointwise ops that map all-zero inputs to zero (so padding lanes stay zero).
-bool keeps_zero(OpId op) {
-  return op == OpId::Relu || op == OpId::ReluGrad || op == OpId::Add || op == OpId::Sub ||
-         op == OpId::Mul || op == OpId::Neg;
-}
+// Pointwise ops that map all-zero inputs to zero, so padding lanes stay zero (ops.def trait).
+bool keeps_zero(OpId op) { return ops::op_def(op).traits.zero_preserving; }
 
 // A slot: one activation operand of a layout-aware node. Input slots have input >= 0, output
 // slots output >= 0. side: 'x' / 'y' for a convolution's two sides, 'p' for the others (one
@@ -223,7 +221,7 @@ size_t blocked_layout(Graph& g) {
         Value*& twin = blocked_twin[v];
         if (!twin) {
           Node* t = g.insert_node(i++, OpId::ToBlocked, {v}, {}, {{blocked_shape(v->shape), v->dtype}});
-          t->amp = n->amp;
+          t->precision = n->precision;
           twin = t->outputs[0];
         }
         n->inputs[size_t(sl.input)] = twin;
@@ -251,7 +249,7 @@ size_t blocked_layout(Graph& g) {
       Node* sl = g.insert_node(i + 2, OpId::Slice, {r->outputs[0]},
                                ops::Attrs().set("dim", int64_t(0)).set("start", int64_t(0)).set("end", C).set("step", int64_t(1)),
                                {{Shape{C}, v->dtype}});
-      r->amp = sl->amp = n->amp;
+      r->precision = sl->precision = n->precision;
       for (size_t j = i + 3; j < g.nodes.size(); ++j)
         for (Value*& in : g.nodes[j]->inputs)
           if (in == v) in = sl->outputs[0];
@@ -271,7 +269,7 @@ size_t blocked_layout(Graph& g) {
       if (v->dtype != kFloat32 || (reads[v] == aware_reads[v] && !returned.count(v))) continue;
       Node* f = g.insert_node(i + 1, OpId::FromBlocked, {v}, ops::Attrs().set("channels", plain[1]),
                               {{plain, v->dtype}});
-      f->amp = n->amp;
+      f->precision = n->precision;
       Value* p = f->outputs[0];
       // Readers that are not blocked slots of v read the plain twin.
       for (size_t j = i + 2; j < g.nodes.size(); ++j) {
@@ -292,4 +290,6 @@ size_t blocked_layout(Graph& g) {
   return changed;
 }
 
-}  // namespace spore::graph
+SPORE_REGISTER_PASS(CPU, "blocked_layout", kOrderBlockedLayout, blocked_layout);
+
+}  // namespace spore::cpu

@@ -1,0 +1,33 @@
+// The CPU backend's graph passes: rewrites that only pay off with oneDNN and the CPU kernels. Each
+// registers itself into the Graph-mode pipeline (graph/passes.h, SPORE_REGISTER_PASS) at its
+// order among the generic fusion passes, and runs on graphs with CPU nodes. This folder belongs to
+// the compiler layer (it reads and rewrites graph IR); the rest of backends/cpu is the device layer.
+#pragma once
+#include <cstddef>
+
+#include "graph/passes.h"
+
+namespace spore::cpu {
+
+// Pipeline order (between graph::kOrderFoldBatchnorm 100 and kOrderSoftmaxCrossEntropy 300, and
+// after kOrderElementwise 400).
+inline constexpr int kOrderConvMatmulFusion = 200;
+inline constexpr int kOrderBlockedLayout = 500;
+inline constexpr int kOrderConvPoolFusion = 600;
+
+// oneDNN post-op fusion (dnnl_fusion.cpp): conv2d / matmul [+ bias] [+ residual] [-> activation]
+// -> one conv2d_fused / matmul_fused where the intermediates have no other reader (relu_grad is
+// first pointed at relu's output); returns chains fused.
+size_t fuse_conv_matmul(graph::Graph& g);
+// Blocked-layout propagation (blocked_layout.cpp): float32 activations between convolutions,
+// pools, batch norms and pointwise ops become oneDNN's nChw16c layout, held as
+// (N, ceil(C/16), H, W, 16) tensors, with to_blocked / from_blocked at the boundaries, where the
+// conv reorders saved outweigh them. Runs after the fusions. Returns nodes switched to blocked.
+size_t blocked_layout(graph::Graph& g);
+// Conv + max pool (conv_pool_fusion.cpp), for convs with at most 4 input channels:
+// conv2d[_fused] -> max_pool2d becomes conv2d_pool_fused (the conv output never stored), and
+// max_pool2d_backward -> conv2d_backward_weight becomes conv2d_backward_weight_pooled (only the
+// argmax positions visited). Runs after blocked_layout. Returns nodes fused.
+size_t fuse_conv_pool(graph::Graph& g);
+
+}  // namespace spore::cpu
