@@ -199,10 +199,16 @@ void register_kernel_dtype(OpId id, DeviceType dev, DType dtype);  // one more s
 const KernelEntry* find_kernel(OpId id, DeviceType dev);
 
 // SPORE_KERNEL(CPU, Exp, exp_kernel, kFloat32, kFloat64, ...);
+// SPORE_KERNEL_ROWS(CPU, Name, kernel, (ops::RowKernels{f32_row, f64_row}), dtypes...): a pointwise
+// op whose ops.def trait is fused = kCall also hands the fused program its row kernels.
 #define SPORE_KERNEL(Dev, Name, fn, ...)                                                       \
   [[maybe_unused]] static const bool spore_kernel_##Dev##_##Name =                             \
       ::spore::ops::detail::register_kernel(::spore::ops::OpId::Name, ::spore::DeviceType::Dev, \
                                             fn, {__VA_ARGS__})
+#define SPORE_KERNEL_ROWS(Dev, Name, fn, rows, ...)                                            \
+  [[maybe_unused]] static const bool spore_kernel_##Dev##_##Name =                             \
+      ::spore::ops::detail::register_kernel(::spore::ops::OpId::Name, ::spore::DeviceType::Dev, \
+                                            fn, {__VA_ARGS__}, rows)
 
 // ---- dispatch ------------------------------------------------------------------------------------
 // Runs a primitive: infer, (trace in Graph mode), allocate, kernel, record for autograd.
