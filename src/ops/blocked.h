@@ -1,4 +1,4 @@
-// Graph mode's blocked activation layout (graph/passes/blocked_layout.cpp), oneDNN's nChw16c: an
+// Graph mode's blocked activation layout (backends/cpu/passes/blocked_layout.cpp), oneDNN's nChw16c: an
 // activation of logical shape (N, C, H, W) held as the ordinary contiguous 5-D tensor
 // (N, ceil(C/16), H, W, 16), element [n, cb, h, w, l] = logical [n, cb*16 + l, h, w]. Lanes with
 // cb*16 + l >= C are padding: every op that produces a blocked tensor writes zeros there, and

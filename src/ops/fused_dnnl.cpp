@@ -1,4 +1,4 @@
-// Graph-internal fused primitives made by graph/passes/dnnl_fusion.cpp (and bn_folding.cpp's conv
+// Graph-internal fused primitives made by backends/cpu/passes/dnnl_fusion.cpp (and bn_folding.cpp's conv
 // that then takes an activation): a convolution or matmul with its bias, a residual add and an
 // activation done by one oneDNN primitive (post-ops). Kernels: backends/cpu/kernels/nn_conv.cpp and
 // nn_matmul.cpp.

@@ -1,4 +1,4 @@
-// Blocked-layout propagation (graph/passes/blocked_layout.cpp): which values go blocked, where
+// Blocked-layout propagation (backends/cpu/passes/blocked_layout.cpp): which values go blocked, where
 // the re-layouts land, and the rewritten graph computing what the plain one does (both run by
 // the executor), forward and backward.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Conv + max-pool fusion (graph/passes/conv_pool_fusion.cpp): which nodes it makes, and the fused
+// Conv + max-pool fusion (backends/cpu/passes/conv_pool_fusion.cpp): which nodes it makes, and the fused
 // graph computing what the unfused one does (both run by the executor), forward and backward.
 #include <gtest/gtest.h>
 

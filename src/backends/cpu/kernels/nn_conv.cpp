@@ -4,7 +4,7 @@
 //     (the reorder primitives are cached, the buffers come from the allocator). Each pass also
 //     tries the plain layouts themselves and keeps whichever runs faster (see
 //     "forward layout choice"). The bias, when given, is added inside the forward primitive.
-//   Conv2dFused (graph-internal, made by graph/passes/dnnl_fusion.cpp): the same forward primitive
+//   Conv2dFused (graph-internal, made by backends/cpu/passes/dnnl_fusion.cpp): the same forward primitive
 //     with oneDNN post-ops: a per-channel scale and shift (binary mul / add: a folded BatchNorm), a
 //     sum for the residual (reordered straight into the primitive's destination buffer) and an
 //     eltwise activation; one primitive per post-op set in the cache. Where oneDNN has no

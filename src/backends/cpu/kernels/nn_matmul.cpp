@@ -6,7 +6,7 @@
 // Batch dims that broadcast (a (B, M, K) @ b (K, N)) fold into M when they can, else go to oneDNN
 // as a batch of 1; any other layout is made contiguous first.
 //
-// MatmulFused (graph-internal, from graph/passes/dnnl_fusion.cpp): the same primitive with a bias
+// MatmulFused (graph-internal, from backends/cpu/passes/dnnl_fusion.cpp): the same primitive with a bias
 // (N) broadcast over rows, a sum post-op for a residual and an eltwise activation.
 #include <algorithm>
 #include <cstring>
