@@ -1,5 +1,6 @@
 // Execution context: the mode (Graph or PyNative, MindSpore's names and values) and the device.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "spore/device.h"
@@ -8,12 +9,20 @@ namespace spore {
 
 enum class Mode { Graph = 0, PyNative = 1 };
 
+// set_context changes only the fields given (MindSpore's keyword arguments):
+//   set_context({.mode = Mode::Graph});
+//   set_context({.save_graphs = true, .save_graphs_path = "out/ir"});
 struct ContextOptions {
-  Mode mode = Mode::PyNative;
+  std::optional<Mode> mode;                     // default PyNative
+  std::optional<bool> save_graphs;              // Graph mode: write the IR after every pass
+  std::optional<std::string> save_graphs_path;  // ... into this folder (default "./graphs")
 };
 
 void set_context(const ContextOptions& opts);
 Mode get_context_mode();
+// Where Graph mode dumps its IR (one text file per pass and a Graphviz .dot of the final graph),
+// or "" when it does not: set_context's save_graphs, else the SPORE_DUMP_IR variable.
+std::string save_graphs_path();
 // set_device("CPU" | "GPU" | "Ascend", id): throws, naming the targets this build supports,
 // when the target is absent.
 void set_device(const std::string& target, int device_id = 0);

@@ -7,6 +7,7 @@
 #include "spore/dtype.h"
 #include "spore/error.h"
 #include "spore/jit.h"
+#include "spore/profiler.h"
 #include "spore/ops.h"
 #include "spore/tensor.h"
 // The framework layer: cells and layers, optimizers, training, data, checkpoints.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include "backends/backend.h"
 #include "spore/error.h"
@@ -11,6 +12,8 @@
 namespace spore {
 namespace {
 Mode g_mode = Mode::PyNative;
+bool g_save_graphs = false;
+std::string g_save_graphs_path = "./graphs";
 Device g_device;
 bool (*g_graph_available)() = nullptr;
 }  // namespace
@@ -21,12 +24,23 @@ void set_graph_mode_available(bool (*fn)()) { g_graph_available = fn; }
 }  // namespace detail
 
 void set_context(const ContextOptions& opts) {
+  if (opts.save_graphs) g_save_graphs = *opts.save_graphs;
+  if (opts.save_graphs_path) {
+    SPORE_CHECK(!opts.save_graphs_path->empty(), "[set_context] save_graphs_path is empty; give a folder");
+    g_save_graphs_path = *opts.save_graphs_path;
+  }
+  if (!opts.mode) return;
   if (opts.mode == Mode::Graph && !(g_graph_available && g_graph_available()))
     SPORE_THROW(ErrorKind::NotImplemented,
                 "Graph mode is not available in this build yet: the graph compiler (tracing, passes, "
                 "memory planning) is still being written. Use Mode::PyNative (`--mode pynative`), "
                 "which runs the same ops eagerly.");
-  g_mode = opts.mode;
+  g_mode = *opts.mode;
+}
+std::string save_graphs_path() {
+  if (g_save_graphs) return g_save_graphs_path;
+  const char* env = std::getenv("SPORE_DUMP_IR");
+  return env && *env ? env : "";
 }
 Mode get_context_mode() { return g_mode; }
 

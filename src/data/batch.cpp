@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "spore/profiler.h"
 #include "data/node.h"
 #include "data/tensor_util.h"
 #include "spore/context.h"
@@ -91,6 +92,7 @@ class BatchNode : public UnaryNode {
 
   // (B, ...) stacks of rows[i][c] for every column c (padded where asked).
   Row stack(std::vector<Row>& rows, const std::vector<SampleId>& ids) const {
+    const profiling::Span span("data", "batch");
     const size_t ncols = rows[0].size();
     auto which = [&](size_t i) {
       const std::string d = i < ids.size() ? describe(ids[i]) : "";

@@ -1,6 +1,7 @@
 // The OrderedPool (see executor.h), the bad-sample policy (Raise / Skip, the skip counter and its
 // log line), sample descriptions for error messages, and the default worker count.
 #include "data/executor.h"
+#include "spore/profiler.h"
 
 #include <atomic>
 #include <cstdio>
@@ -72,9 +73,10 @@ std::optional<std::map<std::string, Tensor>> DictIterator::next() {
 
 namespace spore::data::detail {
 
-OrderedPool::OrderedPool(int workers, int64_t capacity, Pull pull, Work work)
+OrderedPool::OrderedPool(int workers, int64_t capacity, Pull pull, Work work, const char* stage)
     : pull_(std::move(pull)),
       work_(std::move(work)),
+      stage_(stage),
       workers_(workers),
       capacity_(std::max<int64_t>(capacity, workers)) {
   for (int i = 0; i < workers_; ++i) threads_.emplace_back([this] { run_worker(); });
@@ -87,6 +89,11 @@ OrderedPool::~OrderedPool() {
   }
   cv_work_.notify_all();
   for (auto& t : threads_) t.join();
+}
+
+void OrderedPool::run_work(int64_t seq, Task& task) {
+  const profiling::Span span("data", stage_);
+  work_(seq, task);
 }
 
 void OrderedPool::run_worker() {
@@ -124,7 +131,7 @@ void OrderedPool::run_worker() {
       }
     }
     try {
-      work_(seq, task);
+      run_work(seq, task);
     } catch (...) {
       task.err = std::current_exception();
     }
@@ -155,7 +162,7 @@ std::optional<Task> OrderedPool::next() {
         return std::nullopt;
       }
       try {
-        work_(seq, task);
+        run_work(seq, task);
       } catch (...) {
         task.err = std::current_exception();
       }

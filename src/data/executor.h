@@ -34,7 +34,8 @@ class OrderedPool {
   // handed out at that seq and ends the pass). work(seq, task): processes it; it may throw.
   using Pull = std::function<bool(int64_t seq, Task& task)>;
   using Work = std::function<void(int64_t seq, Task& task)>;
-  OrderedPool(int workers, int64_t capacity, Pull pull, Work work);
+  // stage: the profiler's name for this pool's work ("map", "source"; a string literal).
+  OrderedPool(int workers, int64_t capacity, Pull pull, Work work, const char* stage = "data");
   ~OrderedPool();
   OrderedPool(const OrderedPool&) = delete;
   OrderedPool& operator=(const OrderedPool&) = delete;
@@ -44,8 +45,10 @@ class OrderedPool {
 
  private:
   void run_worker();
+  void run_work(int64_t seq, Task& task);  // work_ in a profiler span
   Pull pull_;
   Work work_;
+  const char* stage_;
   int workers_;
   int64_t capacity_;
   std::mutex pull_mu_;  // one puller at a time; taken before mu_, never after

@@ -114,7 +114,7 @@ RowIteratorPtr SourceNode::make_iterator() {
           handle_sample_error(t.id, std::current_exception());
           t.skipped = true;
         }
-      });
+      }, "source");
   return it;
 }
 

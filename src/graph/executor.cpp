@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "spore/autograd.h"
+#include "spore/profiler.h"
 
 namespace spore::graph {
 namespace {
@@ -60,7 +61,7 @@ void Executor::bind() {
   }
   steps_.clear();
   for (const auto& n : graph_->nodes) {
-    Step s{&n->def(), nullptr, &n->attrs, {}, {}, {}};
+    Step s{&n->def(), nullptr, &n->attrs, {}, {}, {}, {}};
     for (const Value* in : n->inputs) s.inputs.push_back(rt.at(in));
     if (n->is_view()) {
       const Value* o = n->outputs[0];
@@ -75,6 +76,10 @@ void Executor::bind() {
       s.outputs.push_back(rt[o]);
     }
     s.slots = s.outputs;
+    ops::Metas in, out;
+    for (const Value* v : n->inputs) in.push_back({v->shape, v->dtype});
+    for (const Value* v : n->outputs) out.push_back({v->shape, v->dtype});
+    s.prof_args = "\"node\": " + std::to_string(n->id) + ", " + ops::profile_args(in, out);
     steps_.push_back(std::move(s));
   }
   outputs_.clear();
@@ -101,8 +106,10 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
   static const ops::Attrs kNoAttrs;
   if (profile_) step_seconds_.resize(steps_.size());
   ++runs_;
+  const profiling::Span graph_span("graph", graph_->name.c_str());
   for (size_t si = 0; si < steps_.size(); ++si) {
     Step& s = steps_[si];
+    const profiling::Span span("op", s.def->name, &s.prof_args);  // planned memory: no bytes allocated
     ops::KernelContext ctx{*s.def, s.inputs, s.outputs, *s.attrs};
     if (profile_) {
       const auto t0 = std::chrono::steady_clock::now();

@@ -4,6 +4,7 @@
 // schedule order with no allocation. Outputs are copied out of the arena.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "graph/ir.h"
@@ -27,6 +28,7 @@ class Executor {
     ops::KernelFn fn;
     const ops::Attrs* attrs;
     ops::Tensors inputs, outputs, slots;  // slots: the planned outputs
+    std::string prof_args;                // the profiler's description of the node
   };
   void bind();  // (re)builds the runtime tensors; again when a captured tensor's storage changed
   std::shared_ptr<Graph> graph_;

@@ -101,7 +101,9 @@ const Value* view_base(const Value* v);
 
 // Text form of a graph (what SPORE_DUMP_IR writes).
 std::string to_text(const Graph& g);
-// Writes to_text(g) to $SPORE_DUMP_IR/<name>.<index>.<stage>.txt when that variable is set.
+std::string to_dot(const Graph& g);  // Graphviz: values and nodes, edges from producers
+// Writes to_text(g) to <dir>/<name>.<index>.<stage>.txt, and for the "final" stage to_dot(g) to
+// <...>.dot, when IR dumps are on (save_graphs_path(): set_context save_graphs or SPORE_DUMP_IR).
 void dump_if_enabled(const Graph& g, int index, const std::string& stage);
 
 }  // namespace spore::graph

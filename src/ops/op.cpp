@@ -13,6 +13,7 @@
 #include "autograd/node.h"
 #include "backends/backend.h"
 #include "ops/precision.h"
+#include "spore/profiler.h"
 
 namespace spore::ops {
 
@@ -234,6 +235,16 @@ std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t ra
 }
 
 // ---- dispatch ------------------------------------------------------------------------------------
+std::string profile_args(const Metas& in, const Metas& out) {
+  auto list = [](const Metas& ms) {
+    std::string s = "[";
+    for (size_t i = 0; i < ms.size(); ++i)
+      s += (i ? ", \"" : "\"") + std::string(dtype_name(ms[i].dtype)) + shape_str(ms[i].shape) + "\"";
+    return s + "]";
+  };
+  return "\"inputs\": " + list(in) + ", \"outputs\": " + list(out);
+}
+
 namespace {
 Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
   const OpDef& def = op_def(id);
@@ -279,8 +290,18 @@ Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
       SPORE_THROW(ErrorKind::TypeError, "[", def.name, "] does not support dtype ", dtype_name(key),
                   " on ", device_type_name(device.type), "; supported: ", list);
     }
+    std::string prof_args;  // the profiler's shapes, built only while it records
+    profiling::Span span("op", def.name, &prof_args);
     outputs.reserve(out_meta.size());
-    for (const TensorMeta& m : out_meta) outputs.push_back(Tensor::empty(m.shape, m.dtype, device));
+    int64_t bytes = 0;
+    for (const TensorMeta& m : out_meta) {
+      outputs.push_back(Tensor::empty(m.shape, m.dtype, device));
+      bytes += int64_t(outputs.back().nbytes());
+    }
+    if (span.active()) {
+      prof_args = profile_args(in_meta, out_meta);
+      span.set_bytes(bytes);
+    }
     KernelContext ctx{def, inputs, outputs, attrs};
     k->fn(ctx);
   }

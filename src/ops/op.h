@@ -232,6 +232,9 @@ inline bool VjpContext::needs(size_t i) const {
   return inputs[i].requires_grad();
 }
 
+// The profiler's description of an op's operands: "inputs": [...], "outputs": [...] (JSON members).
+std::string profile_args(const Metas& in, const Metas& out);
+
 // Shared inference helpers for op families.
 Shape broadcast_shapes(const Shape& a, const Shape& b);  // throws with both shapes on mismatch
 int64_t normalize_axis(int64_t axis, int64_t rank);      // throws IndexError when out of range

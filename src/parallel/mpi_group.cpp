@@ -19,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "spore/profiler.h"
 #include "parallel/internal.h"
 #include "spore/parallel/parallel.h"
 
@@ -216,6 +217,7 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
   void all_reduce(const Tensor& t, ReduceOp op) override {
     detail::check_tensor(t, "all_reduce");
     detail::check_mean_dtype(t.dtype(), op, "all_reduce");
+    const profiling::Span span("comm", "all_reduce", nullptr, int64_t(t.nbytes()));
     const double timeout = get_comm_timeout();
     if (timeout > 0) watchdog_.arm(timeout, [this, timeout, n = t.nbytes()] {
       return lost_message("all_reduce of " + std::to_string(n / 1024) + " KB", -1, timeout);
@@ -334,6 +336,8 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     std::vector<Tensor> keep;    // buffers MPI reads or writes until completion
     std::shared_ptr<const MpiGroup> group;
     std::string what;
+    const char* op = "";   // the collective's name (the profiler's span)
+    int64_t bytes = -1;
     int peer = -1;
     bool finished = false;
 
@@ -353,6 +357,7 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
       return finished;
     }
     void wait() override {
+      const profiling::Span span("comm", op, nullptr, bytes);  // the time a caller waits for it
       using Clock = std::chrono::steady_clock;
       const double timeout = get_comm_timeout();
       const auto t0 = Clock::now();
@@ -374,6 +379,8 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
   std::shared_ptr<MpiWork> make_work(const char* op, const Tensor& t) {
     auto w = std::make_shared<MpiWork>();
     w->group = shared_from_this();
+    w->op = op;
+    w->bytes = t.defined() ? int64_t(t.nbytes()) : -1;
     w->what = t.defined() ? std::string(op) + " of " + human_bytes(t.nbytes()) + " (" + dtype_name(t.dtype()) + ")"
                           : std::string(op);
     if (t.defined()) w->keep.push_back(t);

@@ -1,5 +1,6 @@
 // Model::train / eval / fit / predict (train/model.h): the epoch and step loops, the RunContext
 // bookkeeping and the callback calls. Training runs the TrainOneStepCell eagerly (PyNative).
+#include "spore/profiler.h"
 #include "spore/train/model.h"
 
 #include <chrono>
@@ -169,7 +170,11 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
       each(callbacks, [&](Callback& c) { c.on_step_begin(ctx); });
       const auto ts = Clock::now();
       ctx.lr = optimizer_->current_lr();  // the rate this step uses
-      Tensor loss = train_network_->forward(*row).at(0);
+      Tensor loss;
+      {
+        const profiling::Span span("train", "step");
+        loss = train_network_->forward(*row).at(0);
+      }
       ctx.loss = scalar_of(loss);
       ctx.step_time = seconds_since(ts);
       ctx.epoch_samples += ctx.batch_size;

@@ -15,7 +15,7 @@ LAYERS = [
     ("core", [  # Tensor, DType, Error, Context, and the two contracts the devices implement
         "src/core/", "include/spore/dtype.h", "include/spore/error.h", "include/spore/device.h",
         "include/spore/allocator.h", "include/spore/tensor.h", "include/spore/context.h",
-        "include/spore/grad_mode.h",
+        "include/spore/grad_mode.h", "include/spore/profiler.h",
         "src/backends/backend.h", "src/backends/registry.cpp",  # the backend interface
         "src/ops/op.h", "src/ops/ops.def", "src/ops/precision.h",  # the op interface kernels see
         "src/ops/fused_program.h", "src/ops/blocked.h"]),

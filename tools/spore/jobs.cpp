@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "core/parallel.h"
 #include "core/random.h"
@@ -136,6 +138,14 @@ std::pair<Tensor, Tensor> friedman1(int64_t n) {
   return {x, from_vector(y, {n, 1})};
 }
 
+// The run's hyper-parameters as RUN_DIR/run.json (what `spore dashboard` shows).
+void write_run_json(const TrainArgs& a, const std::string& dir) {
+  const nlohmann::json j = {{"model", a.model}, {"epochs", a.epochs}, {"batch_size", a.batch_size}, {"lr", a.lr},
+                            {"momentum", a.momentum}, {"mode", a.mode}, {"seed", a.seed}, {"data", a.data},
+                            {"amp", a.amp}, {"amp_dtype", a.amp_dtype}, {"threads", a.threads}};
+  std::ofstream(fs::path(dir) / "run.json") << j.dump(2) << "\n";
+}
+
 int train_regression(const TrainArgs& a, const std::string& out) {
   const int64_t n_train = a.limit > 0 ? a.limit : 8000, n_test = a.eval_limit > 0 ? a.eval_limit : 2000;
   auto [xtr, ytr] = friedman1(n_train);
@@ -148,6 +158,7 @@ int train_regression(const TrainArgs& a, const std::string& out) {
   auto opt = std::make_shared<optim::Adam>(net->trainable_params(), a.lr == 0.01 ? 3e-3 : a.lr);
   train::Model model(net, loss, opt, {"mse", "mae"});
   io::MetricsWriter writer(out + "/metrics");
+  write_run_json(a, out);
   std::printf("training mlp-regression on Friedman #1 (%lld train / %lld test samples, 10 features)\n",
               (long long)n_train, (long long)n_test);
   model.fit(a.epochs, train_ds, test_ds, {train::ProgressBar(), epoch_logger(writer, "mse")});
@@ -191,7 +202,7 @@ int64_t resume_from(const std::string& file, nn::Cell& net, optim::Optimizer& op
 
 }  // namespace
 
-int train(const TrainArgs& a) {
+int train_job(const TrainArgs& a) {
   set_seed(a.seed);
   if (a.threads > 0) set_num_threads(a.threads);
   // Graph mode by default, for every model: the optimizer's lr and step (Adam's bias correction)
@@ -254,6 +265,7 @@ int train(const TrainArgs& a) {
   if (dist.print) fs::create_directories(rank_out);
   std::unique_ptr<io::MetricsWriter> writer_ptr;
   if (dist.print) writer_ptr = std::make_unique<io::MetricsWriter>(rank_out + "/metrics");
+  if (dist.print) write_run_json(a, rank_out);
   auto ckpt = std::make_shared<train::ModelCheckpoint>(
       a.model, out + "/checkpoints",
       train::CheckpointConfig{.save_checkpoint_steps = 0, .save_checkpoint_epochs = 1, .keep_checkpoint_max = 3});
@@ -305,6 +317,15 @@ int train(const TrainArgs& a) {
               "%s/checkpoints/\n", acc, path.c_str(), out.c_str(), out.c_str(), out.c_str());
   parallel::release();
   return 0;
+}
+
+int train(const TrainArgs& a) {
+  if (!a.dump_ir.empty()) set_context({.save_graphs = true, .save_graphs_path = a.dump_ir});
+  if (a.profile.empty()) return train_job(a);
+  Profiler prof({.output_path = a.profile});
+  const int rc = train_job(a);
+  std::cout << prof.analyse();
+  return rc;
 }
 
 int eval(const EvalArgs& a) {

@@ -24,6 +24,8 @@ struct TrainArgs {
   double comm_timeout = 60;    // seconds before a silent peer rank counts as lost
   std::string amp = "O0";        // mixed precision level O0..O3 (spore/amp.h)
   std::string amp_dtype = "fp16";  // its low-precision dtype: fp16 | bf16
+  std::string profile = "";        // write a profiler trace + summary into this folder
+  std::string dump_ir = "";        // Graph mode: write the IR after every pass into this folder
 };
 int train(const TrainArgs& a);
 
@@ -37,6 +39,15 @@ struct EvalArgs {
 int eval(const EvalArgs& a);
 
 int run_check();
+
+// `spore dashboard RUN_DIR` (dashboard.cpp): serves the run's curves, hyper-parameters, checkpoints
+// and profiler summary on one page until interrupted.
+struct DashboardArgs {
+  std::string run_dir;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+};
+int dashboard(const DashboardArgs& a);
 
 // `spore launch -n N [--hostfile FILE] [--all-ranks-print] -- <command...>` (launch.cpp): runs the
 // command as N MPI ranks through mpiexec with the flags this build needs.

@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
                                               "(out/<model>/checkpoints/<model>-<epoch>_<step>.safetensors)");
   train_cmd->add_option("--amp", t.amp, "mixed precision level: O0 (float32), O1 (conv/matmul/relu in low "
                                         "precision), O2 (all but BatchNorm, dynamic loss scaling), O3 (all)")->default_val(t.amp);
+  train_cmd->add_option("--profile", t.profile, "record a profile into this folder: trace.json (Chrome trace "
+                        "events: open in ui.perfetto.dev or chrome://tracing) and summary.txt (top ops)");
+  train_cmd->add_option("--dump-ir", t.dump_ir, "Graph mode: write the compiled step's IR after every pass "
+                        "(<graph>.<NN>.<pass>.txt) and the final graph as Graphviz .dot into this folder");
   train_cmd->add_option("--amp-dtype", t.amp_dtype, "low-precision dtype for --amp: fp16 | bf16")->default_val(t.amp_dtype);
   train_cmd->add_option("--comm-timeout", t.comm_timeout, "under spore launch / mpirun: seconds before a "
                                                           "silent rank counts as lost")->default_val(t.comm_timeout)->check(kPositive);
@@ -90,6 +94,13 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--batch-size", e.batch_size, "samples per step")->default_val(e.batch_size)->check(kPositive);
   eval_cmd->add_option("--limit", e.limit, "use only the first N test samples")->check(kPositive);
 
+  DashboardArgs d;
+  auto* dash_cmd = app.add_subcommand("dashboard", "serve a training run's curves, hyper-parameters, checkpoints "
+                                                   "and profiler summary as a web page (updates while it trains)");
+  dash_cmd->add_option("run_dir", d.run_dir, "the --out folder of a `spore train` run, e.g. out/lenet")->required();
+  dash_cmd->add_option("--port", d.port, "TCP port")->default_val(d.port)->check(CLI::Range(1, 65535));
+  dash_cmd->add_option("--host", d.host, "address to listen on (127.0.0.1: this machine only)")->default_val(d.host);
+
   auto* check_cmd = app.add_subcommand("run-check", "print the build (version, backends, libraries, "
                                                     "CPU features) and run one tiny training step");
 
@@ -103,6 +114,7 @@ int main(int argc, char** argv) {
     if (*eval_cmd) return eval(e);
     if (*check_cmd) return run_check();
     if (*launch_cmd) return launch(l);
+    if (*dash_cmd) return dashboard(d);
   } catch (const spore::Error& err) {
     std::cerr << "spore" << rank_tag() << ": " << spore::error_kind_name(err.kind()) << ": " << err.what() << "\n";
     stop_all_ranks();
