@@ -10,6 +10,7 @@ set -euo pipefail
 A=${1:?usage: ab_builds.sh OLD_BUILD NEW_BUILD}
 B=${2:?usage: ab_builds.sh OLD_BUILD NEW_BUILD}
 ROUNDS=${ROUNDS:-5}
+FILTER=${FILTER:-Interleaved}  # e.g. LeNet5Step64_Interleaved for the quick half
 for b in "$A" "$B"; do
   [ -x "$b/bench/bench_graph_train" ] || { echo "ab_builds: no $b/bench/bench_graph_train (configure with -DSPORE_BUILD_BENCH=ON, build target bench_graph_train)"; exit 2; }
 done
@@ -18,7 +19,7 @@ trap 'rm -rf "$out"' EXIT
 for r in $(seq "$ROUNDS"); do
   for side in A B; do
     dir=$A; [ "$side" = B ] && dir=$B
-    OMP_NUM_THREADS=2 "$dir/bench/bench_graph_train" --benchmark_filter=Interleaved \
+    OMP_NUM_THREADS=2 "$dir/bench/bench_graph_train" --benchmark_filter="$FILTER" \
       --benchmark_format=json > "$out/$side.$r.json" 2> "$out/$side.$r.err" || { cat "$out/$side.$r.err"; exit 1; }
   done
 done
@@ -34,6 +35,8 @@ def vals(side, bm, key):
     return v
 print(f"A = {a}, B = {b}; medians over {rounds} alternating rounds")
 for label, bm in (("LeNet-5 b64  ", "BM_LeNet5Step64_Interleaved"), ("ResNet-18 b32", "BM_ResNet18Step32_Interleaved")):
+    if not vals("A", bm, "graph_ms"):
+        continue
     row = {}
     for side in "AB":
         row[side] = (st.median(vals(side, bm, "graph_ms")), st.median(vals(side, bm, "pynative_ms")),
