@@ -4,7 +4,8 @@
 set -euo pipefail
 BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev libgtest-dev libgmock-dev
   libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev zlib1g-dev dataset-fashion-mnist
-  libopenmpi-dev openmpi-bin libopencv-dev libturbojpeg0-dev libsimdjson-dev ocl-icd-opencl-dev)
+  libopenmpi-dev openmpi-bin libopencv-dev libturbojpeg0-dev libsimdjson-dev ocl-icd-opencl-dev
+  libspdlog-dev libfmt-dev)
 # Only the peer benchmarks (bench/peers) need these; `setup.sh --bench` installs them.
 BENCH_PKGS=(python3-torch python3-numpy python3-torchvision python3-pil)
 want=("${BUILD_PKGS[@]}")
