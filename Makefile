@@ -24,8 +24,10 @@ build: configure
 run: build
 	$(BUILD)/spore train lenet --out out/lenet
 
+# The closing summary lists each skipped test with its reason and counts passed / failed / skipped.
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --output-junit junit.xml; rc=$$?; \
+	  python3 $(CURDIR)/scripts/test_summary.py junit.xml; exit $$rc
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
