@@ -1,10 +1,12 @@
 # The two commands of the README: `make run` and `make test`. Both install what is missing,
-# configure and build as needed.
+# configure and build as needed. `make install PREFIX=DIR` installs the library, headers, CLI,
+# CMake package and pkg-config file (cmake --install; default PREFIX /usr/local).
 BUILD ?= build
 JOBS ?= $(shell nproc)
+PREFIX ?= /usr/local
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DSPORE_BUILD_BENCH=OFF
 
-.PHONY: all setup configure build run test bench clean format
+.PHONY: all setup configure build run test install bench clean format
 
 all: build
 
@@ -22,8 +24,13 @@ build: configure
 run: build
 	$(BUILD)/spore train lenet --out out/lenet
 
+# The closing summary lists each skipped test with its reason and counts passed / failed / skipped.
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --output-junit junit.xml; rc=$$?; \
+	  python3 $(CURDIR)/scripts/test_summary.py junit.xml; exit $$rc
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # Benchmarks are built only here, so `make run` / `make test` do not pay for them.
 bench: configure

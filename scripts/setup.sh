@@ -1,22 +1,41 @@
 #!/usr/bin/env bash
-# Installs every Debian package Spore's build, tests and benchmarks need. Idempotent: a package that
-# is already installed is skipped, so a second run costs a second.
+# Installs every package Spore's build, tests and benchmarks need. Idempotent: a Debian package that
+# is already installed and a Python module that already imports are skipped, so a second run costs
+# about a second.
 set -euo pipefail
 BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev libgtest-dev libgmock-dev
   libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev zlib1g-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin libopencv-dev libturbojpeg0-dev libsimdjson-dev ocl-icd-opencl-dev
-  libcpp-httplib-dev libjs-chart.js chromium)
+  libspdlog-dev libfmt-dev libcpp-httplib-dev libjs-chart.js chromium)
+# The tests' Python cross-checks (tests/io/safetensors_crosscheck.py) run on Debian's interpreter,
+# /usr/bin/python3 (the one Debian's python3-* packages serve; CMake's SPORE_TEST_PYTHON), with the
+# modules in PY_MODULES. Debian 12 packages numpy but not safetensors, which comes from PyPI.
+TEST_PKGS=(python3 python3-pip python3-numpy)
+PY_MODULES=(safetensors==0.8.0)
 # Only the peer benchmarks (bench/peers) need these; `setup.sh --bench` installs them.
 BENCH_PKGS=(python3-torch python3-numpy python3-torchvision python3-pil)
-want=("${BUILD_PKGS[@]}")
+want=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
 if [[ "${1:-}" == "--bench" ]]; then want+=("${BENCH_PKGS[@]}"); fi
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if ((${#missing[@]} == 0)); then exit 0; fi
-echo "setup: installing ${missing[*]}"
 SUDO=""; if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq || true
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if ((${#missing[@]} > 0)); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq || true
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# PyPI modules, into Debian's python3 only when they do not import already (Debian 12 marks its
+# Python externally managed, hence --break-system-packages; nothing Debian ships is replaced).
+PY=/usr/bin/python3
+py_missing=()
+for m in "${PY_MODULES[@]}"; do
+  "$PY" -c "import ${m%%[=<>]*}" 2>/dev/null || py_missing+=("$m")
+done
+if ((${#py_missing[@]} > 0)); then
+  echo "setup: pip installing ${py_missing[*]} for $PY"
+  $SUDO "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --no-warn-script-location --break-system-packages "${py_missing[@]}"
+fi

@@ -10,6 +10,7 @@
 #include "spore/profiler.h"
 #include "spore/ops.h"
 #include "spore/tensor.h"
+#include "spore/version.h"
 // The framework layer: cells and layers, optimizers, training, data, checkpoints.
 #include "spore/data/dataset.h"
 #include "spore/io/checkpoint.h"

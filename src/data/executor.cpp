@@ -4,14 +4,14 @@
 #include "spore/profiler.h"
 
 #include <atomic>
-#include <cstdio>
+
+#include "core/log.h"
 
 namespace spore::data {
 
 namespace {
 std::atomic<int> g_policy{int(ErrorPolicy::Raise)};
 std::atomic<int64_t> g_skipped{0};
-std::mutex g_log_mu;
 }  // namespace
 
 void set_error_policy(ErrorPolicy policy) { g_policy = int(policy); }
@@ -51,9 +51,7 @@ void handle_sample_error(const SampleId& id, std::exception_ptr err) {
     } catch (const Error& e) {
       ++g_skipped;
       const std::string where = describe(id);
-      std::lock_guard<std::mutex> lk(g_log_mu);
-      std::fprintf(stderr, "[spore.data] skipped %s: %s\n",
-                   where.empty() ? "a sample" : where.c_str(), e.what());
+      log::warn("data: skipped {}: {}", where.empty() ? "a sample" : where, e.what());
       return;
     } catch (...) {
     }

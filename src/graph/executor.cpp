@@ -3,11 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <unordered_map>
 
+#include "core/log.h"
 #include "spore/autograd.h"
 #include "spore/profiler.h"
 
@@ -150,11 +150,11 @@ Executor::~Executor() {
   std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_op.begin(), by_op.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-  std::fprintf(stderr, "[profile] graph %s: %lld runs, %.3f ms per run in kernels\n",
-               graph_->name.c_str(), (long long)runs_, 1e3 * total / double(runs_));
+  log::info("profile: graph {}: {} runs, {:.3f} ms per run in kernels", graph_->name, runs_,
+            1e3 * total / double(runs_));
   for (const auto& [name, e] : rows)
-    std::fprintf(stderr, "[profile]   %-28s %3d nodes %8.3f ms/run %5.1f%%\n", name.c_str(),
-                 e.second, 1e3 * e.first / double(runs_), 100 * e.first / std::max(total, 1e-12));
+    log::info("profile:   {:<28} {:3} nodes {:8.3f} ms/run {:5.1f}%", name, e.second,
+              1e3 * e.first / double(runs_), 100 * e.first / std::max(total, 1e-12));
 }
 
 }  // namespace spore::graph

@@ -15,10 +15,10 @@
 #include <functional>
 #include <sstream>
 #include <atomic>
-#include <iostream>
 #include <mutex>
 #include <thread>
 
+#include "core/log.h"
 #include "spore/profiler.h"
 #include "parallel/internal.h"
 #include "spore/parallel/parallel.h"
@@ -160,7 +160,7 @@ class Watchdog {
       if (start == 0) continue;
       std::lock_guard<std::mutex> lk(mu_);
       if (start_ns_.load() == start && double(now_ns() - start) * 1e-9 > seconds_) {
-        std::cerr << "spore: RuntimeError: " << message_() << std::endl;
+        log::critical("RuntimeError: {}", message_());
         std::_Exit(1);
       }
     }

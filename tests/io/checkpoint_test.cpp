@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "io/checkpoint_internal.h"
+#include "spore/ops.h"
 
 using namespace spore;
 
@@ -278,15 +279,20 @@ TEST(Checkpoint, LoadIntoTensorsInPlaceWithReport) {
   EXPECT_TRUE(io::load_into_tensors({{"fc.weight", w}}, {{"fc.weight", w_src}}, true).ok());
 }
 
-// With Hugging Face's `safetensors` importable (python from $SPORE_PYTHON, else python3): files
-// written here must pass the reference reader, and the reference writer's files must load here.
-TEST(Checkpoint, CrossCheckWithReferenceSafetensors) {
+// The Python of the cross-checks: $SPORE_PYTHON, else the one CMake chose (SPORE_TEST_PYTHON:
+// Debian's python3, which scripts/setup.sh gives safetensors and numpy).
+std::string crosscheck_python() {
   const char* env = std::getenv("SPORE_PYTHON");
-  const std::string py = env ? env : "python3";
+  return env && *env ? env : SPORE_TEST_PYTHON;
+}
+
+// With Hugging Face's `safetensors` importable: files written here must pass the reference reader,
+// and the reference writer's files must load here.
+TEST(Checkpoint, CrossCheckWithReferenceSafetensors) {
+  const std::string py = crosscheck_python();
   if (std::system((py + " -c 'import safetensors' >/dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP()
-        << "python `safetensors` not importable (pip install safetensors; set SPORE_PYTHON "
-           "to a python that has it)";
+    GTEST_SKIP() << py << " cannot import safetensors (bash scripts/setup.sh installs it; or set "
+                          "SPORE_PYTHON to a python that has it)";
   const std::string script = std::string(SPORE_SOURCE_DIR) + "/tests/io/safetensors_crosscheck.py";
   const std::string dir = temp_dir();
   // Spore -> reference.
@@ -334,6 +340,74 @@ TEST(Checkpoint, CrossCheckWithReferenceSafetensors) {
   EXPECT_EQ(ck.find("flags")->data<bool>()[3], true);
   EXPECT_EQ(ck.find("u8")->dim(), 0);
   EXPECT_EQ(ck.find("u8")->data<uint8_t>()[0], 200);
+}
+
+// The way most Python users read and write these files: safetensors.numpy into numpy arrays. Every
+// dtype numpy has (not bfloat16) must read back byte for byte, and numpy's files must load here
+// with their values.
+TEST(Checkpoint, CrossCheckWithNumpy) {
+  const std::string py = crosscheck_python();
+  if (std::system((py + " -c 'import numpy, safetensors.numpy' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << py << " cannot import numpy and safetensors.numpy (bash scripts/setup.sh "
+                          "installs them; or set SPORE_PYTHON to a python that has them)";
+  const std::string script = std::string(SPORE_SOURCE_DIR) + "/tests/io/safetensors_crosscheck.py";
+  const std::string dir = temp_dir();
+  // Spore -> numpy.
+  const std::pair<DType, const char*> dtypes[] = {
+      {kFloat32, "float32"}, {kFloat64, "float64"}, {kFloat16, "float16"}, {kInt8, "int8"},
+      {kUInt8, "uint8"},     {kInt32, "int32"},     {kInt64, "int64"},     {kBool, "bool"}};
+  io::NamedTensors ts;
+  std::vector<std::string> expect;
+  int salt = 0;
+  for (const auto& [dt, numpy_name] : dtypes) {
+    Tensor t = patterned({3, 2}, dt, ++salt);
+    if (dt == kFloat32 || dt == kFloat64 || dt == kFloat16)  // finite values: no NaN bit patterns
+      t = (arange(-2.5, 3.5, 1.0).reshape({3, 2}) * double(salt)).to(dt).contiguous();
+    std::string hex;
+    char b[3];
+    for (uint8_t v : bytes_of(t)) std::snprintf(b, sizeof b, "%02x", v), hex += b;
+    const std::string name = std::string("t_") + dtype_name(dt);
+    expect.push_back(name + " " + numpy_name + " 3,2 " + hex);
+    ts.emplace_back(name, t);
+  }
+  std::sort(expect.begin(), expect.end());
+  io::save_checkpoint(ts, dir + "/spore.safetensors");
+  ASSERT_EQ(std::system((py + " " + script + " numpy-dump " + dir + "/spore.safetensors " + dir +
+                         "/numpy.txt")
+                            .c_str()),
+            0);
+  std::ifstream dump(dir + "/numpy.txt");
+  std::vector<std::string> got;
+  for (std::string line; std::getline(dump, line);) got.push_back(line);
+  EXPECT_EQ(got, expect);
+  // numpy -> Spore.
+  ASSERT_EQ(std::system((py + " " + script + " numpy-write " + dir + "/numpy.safetensors").c_str()),
+            0);
+  const auto ck = io::load_checkpoint(dir + "/numpy.safetensors");
+  EXPECT_EQ(ck.metadata, (io::Metadata{{"framework", "numpy"}}));
+  ASSERT_EQ(ck.tensors.size(), 6u);
+  const auto values = [&](const char* name) {
+    const Tensor* t = ck.find(name);
+    EXPECT_TRUE(t) << name;
+    return t ? t->to_vector<double>() : std::vector<double>{};
+  };
+  ASSERT_TRUE(ck.find("weight"));
+  EXPECT_EQ(ck.find("weight")->dtype(), kFloat32);
+  EXPECT_EQ(ck.find("weight")->shape(), (Shape{3, 4}));
+  std::vector<double> quarters(12);
+  for (int i = 0; i < 12; ++i) quarters[size_t(i)] = i / 4.0;
+  EXPECT_EQ(values("weight"), quarters);
+  EXPECT_EQ(ck.find("half")->dtype(), kFloat16);
+  EXPECT_EQ(values("half"), (std::vector<double>{0.5, -1.25, 65504.0}));
+  EXPECT_EQ(ck.find("ids")->dtype(), kInt64);
+  EXPECT_EQ(ck.find("ids")->data<int64_t>()[3], int64_t(1) << 40);
+  EXPECT_EQ(values("ids"), (std::vector<double>{1, -2, 3, double(int64_t(1) << 40)}));
+  EXPECT_EQ(ck.find("mask")->dtype(), kBool);
+  EXPECT_EQ(values("mask"), (std::vector<double>{1, 0, 1}));
+  EXPECT_EQ(ck.find("transposed")->shape(), (Shape{3, 2}));
+  EXPECT_EQ(values("transposed"), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(ck.find("scalar")->dim(), 0);
+  EXPECT_EQ(values("scalar"), (std::vector<double>{2.5}));
 }
 
 namespace {
