@@ -24,6 +24,7 @@ struct TrainArgs {
   double comm_timeout = 60;    // seconds before a silent peer rank counts as lost
   std::string amp = "O0";        // mixed precision level O0..O3 (spore/amp.h)
   std::string amp_dtype = "fp16";  // its low-precision dtype: fp16 | bf16
+  std::string device = "CPU";      // MindSpore's device_target: CPU | GPU | Ascend
 };
 int train(const TrainArgs& a);
 
@@ -33,6 +34,8 @@ struct EvalArgs {
   std::string data = "/usr/share/datasets/fashion-mnist";
   int64_t batch_size = 256;
   int64_t limit = -1;
+  std::string device = "CPU";
+  bool strict_load = false;  // entries the network lacks (optimizer state) are errors, not skipped
 };
 int eval(const EvalArgs& a);
 
