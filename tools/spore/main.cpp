@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
-    return app.exit(err);
+    return app.exit(err) == 0 ? 0 : 2;  // --help / --version: 0; usage errors: 2 (CLI11 uses 100+)
   }
   try {
     if (*train_cmd) return train(t);
