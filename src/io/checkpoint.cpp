@@ -274,14 +274,17 @@ Checkpoint load_checkpoint(const std::string& path) {
     SPORE_CHECK_KIND(ErrorKind::IOError, dtype_from_safetensors(code, &e.dtype), what,
                      "unknown or unsupported dtype \"", code,
                      "\" (supported: F32, F64, F16, BF16, I8, U8, I32, I64, BOOL)");
-    // Element count with an overflow guard: no tensor can hold more bytes than the file.
-    u128 numel = 1;
+    // Element count with an overflow guard: no tensor can hold more bytes than the file. The
+    // product of the non-zero dims must fit in int64 too (the tensor's strides are products of
+    // dims, so [0, 2^62, 4] has no data yet cannot be described).
+    u128 numel = 1, nonzero = 1;
     for (const auto& d : v["shape"]) {
       SPORE_CHECK_KIND(ErrorKind::IOError, d.is_number_unsigned(), what,
                        "shape entries must be non-negative integers, got ", d.dump());
       const uint64_t dim = d.get<uint64_t>();
-      SPORE_CHECK_KIND(ErrorKind::IOError, dim <= uint64_t(INT64_MAX), what, "dimension ", dim,
-                       " is too large");
+      if (dim) nonzero *= dim;
+      SPORE_CHECK_KIND(ErrorKind::IOError, nonzero <= u128(INT64_MAX), what, "shape ",
+                       v["shape"].dump(), " has more elements than a tensor can index (2^63)");
       e.shape.push_back(int64_t(dim));
       numel *= dim;
       if (numel > file_size) numel = u128(file_size) + 1;  // saturate (unless a 0 follows)

@@ -151,4 +151,37 @@ put("image_decode", "gray1bit_8x1.png", png(8, 1, 0, 1, [b"\xa5"]))
 bmp_px = b"".join(bytes([0, 0, 255, 0, 255, 0]) + b"\0\0" for _ in range(2))
 put("image_decode", "rgb_2x2.bmp", b"BM" + struct.pack("<IHHI", 54 + len(bmp_px), 0, 0, 54) +
     struct.pack("<IiiHHIIiiII", 40, 2, 2, 1, 24, 0, len(bmp_px), 2835, 2835, 0, 0) + bmp_px)
+
+
+# -- regression inputs for bugs found by review while writing the targets (each crashed a sanitizer
+#    build or allocated without bound before its fix; see docs/hardening.md)
+def put_regress(target, name, data):
+    d = os.path.join(ROOT, target)
+    with open(os.path.join(d, "regress_" + name), "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+# IDX dims multiplying past int64 (UB in the element count), then a huge allocation
+put_regress("idx", "dims_2pow96", bytes([0, 0, 8, 3]) + b"\xff" * 12 + b"abc")
+# no data (a zero dim) but the other dims overflow the strides
+put_regress("idx", "zero_dim_huge_others", bytes([0, 0, 8, 3]) + b"\0\0\0\0" + b"\xff" * 8)
+# safetensors: no data, yet dims whose product overflows int64 strides
+put_regress("safetensors_header", "stride_overflow",
+            '{"x":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}}\0')
+# float64 values beyond float32 into LeNet's float32 parameters (an out-of-range cast is UB)
+text, data = st_header([("fc3.bias", "F64", [10], struct.pack("<10d", *([1e300, -1e300, float("nan"), 1.0, 0.0] * 2)))])
+put_regress("checkpoint_model", "f64_beyond_float", text.encode() + b"\0" + data)
+# COCO: a bbox value beyond float32; a category id beyond int32
+put_regress("coco", "bbox_1e300.json", '{"images":[{"id":1,"file_name":"a.jpg"}],'
+            '"annotations":[{"image_id":1,"category_id":1,"bbox":[1e300,0,1,1]}]}')
+put_regress("coco", "category_2pow40.json", '{"images":[{"id":1,"file_name":"a.jpg"}],'
+            '"annotations":[{"image_id":1,"category_id":1099511627776,"bbox":[0,0,1,1]}]}')
+# CSV: a float32 column value beyond float32
+put_regress("csv", "float_1e300.csv", "i,f,s\n1,1e300,x\n")
+# JPEG whose header claims 65500 x 65500 pixels (12 GiB decoded) in a few hundred bytes
+with open(os.path.join(ROOT, "image_decode", "seed_baseline_9x7.jpg"), "rb") as f:
+    jpg = bytearray(f.read())
+sof = jpg.find(b"\xff\xc0")
+jpg[sof + 5:sof + 9] = struct.pack(">HH", 65500, 65500)
+put_regress("image_decode", "jpeg_65500x65500.jpg", bytes(jpg))
 print("seeds written under", ROOT)
