@@ -40,8 +40,9 @@ CLI::Validator integer_in(__int128 lo, __int128 hi) {
   return CLI::Validator(
       [lo, hi, range](std::string& s) -> std::string {
         __int128 v = 0;
-        if (parse_integer(s, &v) && v >= lo && v <= hi) return "";
-        return "expected an integer in " + range + ", got '" + s + "'";
+        if (!parse_integer(s, &v) || v < lo || v > hi) return "expected an integer in " + range + ", got '" + s + "'";
+        s = int128_str(v);  // canonical: CLI11 would read "010" as octal
+        return "";
       },
       "INT in " + range);
 }
