@@ -6,7 +6,17 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release -DSPORE_BUILD_BENCH=OFF
 
-.PHONY: all setup configure build run test install bench clean format
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_S ?= 60
+# The sanitizer build: GCC (as the default build) with AddressSanitizer + UBSan, -O1, MPI off (the
+# io, data and CLI suites need no MPI, and OpenMPI's own allocations drown LeakSanitizer's report).
+ASAN_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPORE_SANITIZE=ON -DSPORE_MPI=OFF -DSPORE_BUILD_BENCH=OFF
+ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+.PHONY: all setup configure build run test install bench clean format fuzz test-asan
 
 all: build
 
@@ -39,8 +49,21 @@ bench: configure
 	cmake --build $(BUILD) -j $(JOBS)
 	@bash bench/run_all.sh $(BUILD)
 
+# Hardening (docs/hardening.md). test-asan: the io, data and CLI suites and every fuzz-corpus file,
+# built with -fsanitize=address,undefined (CI runs it). fuzz: each libFuzzer target for FUZZ_S
+# seconds (clang; a separate build folder), with execs/s and edges recorded.
+test-asan: setup
+	@bash scripts/setup.sh --asan
+	@test -f $(ASAN_BUILD)/CMakeCache.txt || cmake -S . -B $(ASAN_BUILD) $(ASAN_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS)
+
+fuzz:
+	@bash scripts/setup.sh --fuzz
+	@bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_S)
+
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp')
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -14,8 +14,17 @@ TEST_PKGS=(python3 python3-pip python3-numpy)
 PY_MODULES=(safetensors==0.8.0)
 # Only the peer benchmarks (bench/peers) need these; `setup.sh --bench` installs them.
 BENCH_PKGS=(python3-torch python3-numpy python3-torchvision python3-pil)
+# `make test-asan` (setup.sh --asan): GCC's AddressSanitizer and UBSan runtimes (g++ brings them;
+# named so that a minimal image still gets them). `make fuzz` (setup.sh --fuzz): clang and its
+# runtime libraries (libFuzzer, the sanitizers) and OpenMP for clang.
+ASAN_PKGS=(libasan8 libubsan1)
+FUZZ_PKGS=(clang libclang-rt-14-dev libomp-14-dev)
 want=("${BUILD_PKGS[@]}" "${TEST_PKGS[@]}")
-if [[ "${1:-}" == "--bench" ]]; then want+=("${BENCH_PKGS[@]}"); fi
+case "${1:-}" in
+  --bench) want+=("${BENCH_PKGS[@]}") ;;
+  --asan) want+=("${ASAN_PKGS[@]}") ;;
+  --fuzz) want+=("${FUZZ_PKGS[@]}") ;;
+esac
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

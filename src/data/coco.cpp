@@ -6,6 +6,8 @@
 // Malformed annotations are errors naming the file, the entry and the field.
 #include <simdjson.h>
 
+#include <cfloat>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
@@ -97,7 +99,9 @@ void parse_ann(od::object obj, Where& w, CocoAnn& a) {
       a.image_id = get_id(f.value(), w);
     } else if (key == "category_id") {
       w.field = "category_id";
-      a.category = int32_t(get_id(f.value(), w));
+      const int64_t c = get_id(f.value(), w);
+      if (c < INT32_MIN || c > INT32_MAX) fail(w, "category id " + std::to_string(c) + " does not fit int32");
+      a.category = int32_t(c);
       has_cat = true;
     } else if (key == "iscrowd") {
       w.field = "iscrowd";
@@ -112,6 +116,9 @@ void parse_ann(od::object obj, Where& w, CocoAnn& a) {
       for (auto e : arr) {
         double d;
         if (e.get_double().get(d)) fail(w, "expected numbers [x, y, w, h]");
+        // Checked as a double: converting one beyond the float range is undefined behaviour.
+        if (!(std::fabs(d) <= double(FLT_MAX)))
+          fail(w, "width and height must be finite and >= 0, and every value within float32's range");
         if (k < 4) a.bbox[k] = float(d);
         ++k;
       }

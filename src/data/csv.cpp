@@ -4,6 +4,9 @@
 // number before training starts. Numeric columns are stored as one (N,) tensor each (rows are
 // views); text columns as strings, returned as uint8 (nbytes,) tensors.
 #include <cerrno>
+#include <cfloat>
+#include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -153,8 +156,18 @@ Dataset CSVDataset(const std::vector<std::string>& files, const CSVOptions& opts
               opts.column_defaults.size(), " column_defaults for ", ncols, " columns ",
               join_names(names));
   std::vector<Kind> kinds(ncols, Kind::Text);
-  for (size_t c = 0; c < opts.column_defaults.size(); ++c)
+  for (size_t c = 0; c < opts.column_defaults.size(); ++c) {
     kinds[c] = Kind(opts.column_defaults[c].index());
+    if (kinds[c] == Kind::Int) {
+      const int64_t d = std::get<0>(opts.column_defaults[c]);
+      SPORE_CHECK(d >= INT32_MIN && d <= INT32_MAX, "[CSVDataset] the default of column \"", names[c], "\", ",
+                  d, ", does not fit int32");
+    } else if (kinds[c] == Kind::Float) {
+      const double d = std::get<1>(opts.column_defaults[c]);
+      SPORE_CHECK(!std::isfinite(d) || std::fabs(d) <= FLT_MAX, "[CSVDataset] the default of column \"",
+                  names[c], "\", ", d, ", is out of float32's range");
+    }
+  }
   int64_t n = 0;
   for (const auto& fr : all) n += int64_t(fr.recs.size());
   std::vector<Tensor> numeric(ncols);
@@ -196,6 +209,11 @@ Dataset CSVDataset(const std::vector<std::string>& files, const CSVOptions& opts
             SPORE_CHECK_KIND(ErrorKind::IOError, *end == '\0', "[CSVDataset] ", fr.path, ":",
                              rec.line, ", column \"", names[c], "\": cannot read \"", s,
                              "\" as a number");
+            // inf and nan are kept; a finite value beyond float32's range is an error (the
+            // conversion would be undefined behaviour, and silently making it inf hides typos).
+            SPORE_CHECK_KIND(ErrorKind::IOError, !std::isfinite(v) || std::fabs(v) <= FLT_MAX,
+                             "[CSVDataset] ", fr.path, ":", rec.line, ", column \"", names[c],
+                             "\": \"", s, "\" is out of float32's range (+-3.4e38)");
           }
         }
         if (kinds[c] == Kind::Int)

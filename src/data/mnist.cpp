@@ -6,8 +6,10 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <string>
 
 #include "data/node.h"
 #include "data/tensor_util.h"
@@ -100,18 +102,43 @@ Tensor read_idx(const std::string& path, uint32_t magic_expected, const char* wh
     dims.push_back(int64_t(uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 |
                            uint32_t(b[3])));
   }
-  const int64_t expected = shape_numel(dims);
+  // The dims come from the file: the data is read in chunks and the tensor allocated only once
+  // that many bytes were there, so a corrupt header cannot ask for more memory than the file
+  // holds (three 32-bit dims multiply to up to 2^96 bytes; the product is kept in 128 bits).
+  unsigned __int128 expected = 1, nonzero = 1;
+  for (int64_t d : dims) {
+    expected *= uint64_t(d);
+    if (d) nonzero *= uint64_t(d);
+  }
+  // Even with no data (a zero dim), the other dims must make a shape a tensor can describe.
+  SPORE_CHECK_KIND(ErrorKind::IOError, nonzero <= uint64_t(INT64_MAX), "[MnistDataset] ", path,
+                   ": dims ", shape_str(dims), " are too large for any IDX file; the header is corrupt");
+  std::string data;
+  constexpr size_t kChunk = size_t(1) << 24;
+  while (data.size() < expected) {
+    const size_t old = data.size();
+    const size_t chunk = size_t(std::min<unsigned __int128>(expected - old, kChunk));
+    data.resize(old + chunk);
+    const size_t r = read_some(gz.f, path, data.data() + old, chunk);
+    data.resize(old + r);
+    if (r < chunk) break;
+  }
+  auto count = [](unsigned __int128 v) {
+    return v >> 64 ? std::string("more than 2^64") : std::to_string(uint64_t(v));
+  };
+  SPORE_CHECK_KIND(ErrorKind::IOError, data.size() == expected, "[MnistDataset] ", path,
+                   " is truncated: dims ", shape_str(dims), " need ", count(expected),
+                   " bytes of data, found ", data.size());
   Tensor t = Tensor::empty(dims, kUInt8);
-  const size_t got = read_some(gz.f, path, t.data_ptr(), size_t(expected));
-  SPORE_CHECK_KIND(ErrorKind::IOError, got == size_t(expected), "[MnistDataset] ", path,
-                   " is truncated: dims ", shape_str(dims), " need ", expected,
-                   " bytes of data, found ", got);
+  if (!data.empty()) std::memcpy(t.data_ptr(), data.data(), data.size());
+  const int64_t got = int64_t(data.size());
+  data = std::string();
   unsigned char extra[4096];
   size_t more = 0;
   for (size_t r; (r = read_some(gz.f, path, extra, sizeof extra)) > 0;) more += r;
   SPORE_CHECK_KIND(ErrorKind::IOError, more == 0, "[MnistDataset] ", path, ": dims ",
-                   shape_str(dims), " need ", expected, " bytes of data, found ",
-                   expected + int64_t(more), " (", more, " bytes of trailing data)");
+                   shape_str(dims), " need ", got, " bytes of data, found ", got + int64_t(more),
+                   " (", more, " bytes of trailing data)");
   return t;
 }
 

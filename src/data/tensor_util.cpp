@@ -1,7 +1,9 @@
 // Implementation of the data-movement helpers (see tensor_util.h).
 #include "data/tensor_util.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -103,6 +105,23 @@ namespace {
 template <typename T>
 constexpr bool is_int_like = std::is_integral_v<T>;  // includes bool
 
+// double -> float as IEEE rounding does it: beyond the float range is +-inf. (A C++ cast of an
+// out-of-range value is undefined behaviour; a float64 checkpoint can hold such values.)
+inline float to_float(double x) {
+  if (x > double(std::numeric_limits<float>::max())) return std::numeric_limits<float>::infinity();
+  if (x < -double(std::numeric_limits<float>::max())) return -std::numeric_limits<float>::infinity();
+  return float(x);
+}
+
+// Floating -> integer: truncation toward zero, saturated at the type's range; NaN becomes 0.
+template <typename D>
+D to_int(double x) {
+  if (std::isnan(x)) return D(0);
+  if (x <= double(std::numeric_limits<D>::min())) return std::numeric_limits<D>::min();
+  if (x >= double(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+  return D(int64_t(x));
+}
+
 template <typename S, typename D>
 void convert_loop(const S* src, D* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
@@ -110,10 +129,12 @@ void convert_loop(const S* src, D* dst, int64_t n) {
       dst[i] = double(src[i]) != 0.0;
     } else if constexpr (is_int_like<S> && is_int_like<D>) {
       dst[i] = D(int64_t(src[i]));  // exact for every int64 value
-    } else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
-      dst[i] = D(float(double(src[i])));
-    } else {
-      dst[i] = D(double(src[i]));
+    } else if constexpr (is_int_like<D>) {
+      dst[i] = to_int<D>(double(src[i]));
+    } else if constexpr (std::is_same_v<D, double>) {
+      dst[i] = double(src[i]);
+    } else {  // float, Half, BFloat16
+      dst[i] = D(to_float(double(src[i])));
     }
   }
 }

@@ -50,6 +50,32 @@ constexpr Code kCodes[] = {{kFloat32, "F32"},   {kFloat64, "F64"}, {kFloat16, "F
 
 std::string errno_str() { return std::strerror(errno); }
 
+// What a failed write means for the user, by errno: the cause in words and what to do. The save is
+// atomic, so the message also says that the file at `path` (if any) was not touched.
+std::string write_failure(int err, const std::string& path) {
+  std::string why = std::strerror(err);
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+      why += " (the file system holding " + path + " is full; free space or save elsewhere)";
+      break;
+    case EFBIG:
+      why += " (the file-size limit was reached, e.g. `ulimit -f`; raise it or save elsewhere)";
+      break;
+    case EROFS:
+    case EACCES:
+    case EPERM:
+      why += " (the folder is not writable; save elsewhere)";
+      break;
+    default:
+      break;
+  }
+  struct stat st;
+  why += ::stat(path.c_str(), &st) == 0 ? "; the existing " + path + " is unchanged"
+                                        : "; nothing was written to " + path;
+  return why;
+}
+
 std::string parent_dir(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -57,11 +83,11 @@ std::string parent_dir(const std::string& path) {
 }
 
 // Writes everything to the temp file; throws on the first failure (the caller cleans up).
-void write_file(std::FILE* f, const std::string& tmp, const std::string& header,
-                const NamedTensors& tensors, detail::SaveFault fault) {
+void write_file(std::FILE* f, const std::string& tmp, const std::string& path,
+                const std::string& header, const NamedTensors& tensors, detail::SaveFault fault) {
   auto put = [&](const void* p, size_t n) {
     SPORE_CHECK_KIND(ErrorKind::IOError, n == 0 || std::fwrite(p, 1, n, f) == n,
-                     "[save_checkpoint] writing ", tmp, " failed: ", errno_str());
+                     "[save_checkpoint] writing ", tmp, " failed: ", write_failure(errno, path));
   };
   const uint64_t n = header.size();
   put(&n, 8);
@@ -73,9 +99,9 @@ void write_file(std::FILE* f, const std::string& tmp, const std::string& header,
     put(c.data_ptr(), c.nbytes());
   }
   SPORE_CHECK_KIND(ErrorKind::IOError, std::fflush(f) == 0, "[save_checkpoint] writing ", tmp,
-                   " failed: ", errno_str());
+                   " failed: ", write_failure(errno, path));
   SPORE_CHECK_KIND(ErrorKind::IOError, ::fsync(fileno(f)) == 0, "[save_checkpoint] fsync of ", tmp,
-                   " failed: ", errno_str());
+                   " failed: ", write_failure(errno, path));
 }
 
 }  // namespace
@@ -139,13 +165,13 @@ void save_checkpoint(const NamedTensors& tensors, const std::string& path,
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   SPORE_CHECK_KIND(ErrorKind::IOError, f, "[save_checkpoint] cannot create ", tmp, " (to write ",
-                   path, "): ", errno_str());
+                   path, "): ", write_failure(errno, path));
   try {
-    write_file(f, tmp, text, tensors, fault);
+    write_file(f, tmp, path, text, tensors, fault);
     const int rc = std::fclose(f);
     f = nullptr;
     SPORE_CHECK_KIND(ErrorKind::IOError, rc == 0, "[save_checkpoint] closing ", tmp,
-                     " failed: ", errno_str());
+                     " failed: ", write_failure(errno, path));
     SPORE_CHECK_KIND(ErrorKind::IOError, fault != detail::SaveFault::BeforeRename,
                      "[save_checkpoint] renaming ", tmp, " to ", path,
                      " failed: simulated failure");
@@ -248,14 +274,17 @@ Checkpoint load_checkpoint(const std::string& path) {
     SPORE_CHECK_KIND(ErrorKind::IOError, dtype_from_safetensors(code, &e.dtype), what,
                      "unknown or unsupported dtype \"", code,
                      "\" (supported: F32, F64, F16, BF16, I8, U8, I32, I64, BOOL)");
-    // Element count with an overflow guard: no tensor can hold more bytes than the file.
-    u128 numel = 1;
+    // Element count with an overflow guard: no tensor can hold more bytes than the file. The
+    // product of the non-zero dims must fit in int64 too (the tensor's strides are products of
+    // dims, so [0, 2^62, 4] has no data yet cannot be described).
+    u128 numel = 1, nonzero = 1;
     for (const auto& d : v["shape"]) {
       SPORE_CHECK_KIND(ErrorKind::IOError, d.is_number_unsigned(), what,
                        "shape entries must be non-negative integers, got ", d.dump());
       const uint64_t dim = d.get<uint64_t>();
-      SPORE_CHECK_KIND(ErrorKind::IOError, dim <= uint64_t(INT64_MAX), what, "dimension ", dim,
-                       " is too large");
+      if (dim) nonzero *= dim;
+      SPORE_CHECK_KIND(ErrorKind::IOError, nonzero <= u128(INT64_MAX), what, "shape ",
+                       v["shape"].dump(), " has more elements than a tensor can index (2^63)");
       e.shape.push_back(int64_t(dim));
       numel *= dim;
       if (numel > file_size) numel = u128(file_size) + 1;  // saturate (unless a 0 follows)
@@ -314,6 +343,44 @@ std::string LoadReport::str() const {
     os << "unexpected (in the checkpoint, not in the net): " << u << "\n";
   for (const auto& m : mismatched) os << "shape mismatch: " << m << "\n";
   return os.str();
+}
+
+std::string summarize_names(const std::vector<std::string>& names, size_t max_names) {
+  std::vector<std::pair<std::string, size_t>> items;  // (name or "prefix.*", count)
+  if (names.size() <= max_names) {
+    for (const auto& n : names) items.emplace_back(n, 1);
+  } else {
+    for (const auto& n : names) {
+      const size_t dot = n.find('.');
+      const std::string key = dot == std::string::npos ? n : n.substr(0, dot) + ".*";
+      auto it = std::find_if(items.begin(), items.end(), [&](const auto& i) { return i.first == key; });
+      if (it == items.end())
+        items.emplace_back(key, 1);
+      else
+        ++it->second;
+    }
+  }
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < max_names; ++i) {
+    if (i) out += ", ";
+    out += items[i].first;
+    if (items[i].second > 1) out += " (" + std::to_string(items[i].second) + ")";
+  }
+  if (items.size() > max_names) out += ", ... and " + std::to_string(items.size() - max_names) + " more";
+  return out;
+}
+
+std::string LoadReport::summary(size_t max_names) const {
+  std::string out;
+  auto part = [&](const std::vector<std::string>& v, const char* what) {
+    if (v.empty()) return;
+    if (!out.empty()) out += "; ";
+    out += std::to_string(v.size()) + " " + what + ": " + summarize_names(v, max_names);
+  };
+  part(missing, "missing (in the net, not in the checkpoint)");
+  part(mismatched, "with another shape");
+  part(unexpected, "unexpected (in the checkpoint, not in the net)");
+  return out;
 }
 
 LoadReport load_into_tensors(const NamedTensors& targets, const NamedTensors& loaded, bool strict) {

@@ -2,8 +2,10 @@
 // EarlyStopping, History and ProgressBar.
 #include "spore/train/callbacks.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -74,6 +76,23 @@ bool prefix_in_use(const fs::path& dir, const std::string& prefix) {
   }
   return false;
 }
+
+// A save killed mid-write (kill -9, power loss) leaves "<file>.safetensors.tmp.<pid>" behind; the
+// final names are never partial (save_checkpoint renames a complete file). Removes such leftovers
+// of processes that no longer run; a live writer's temp file is left alone.
+void remove_stale_temp_files(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    const size_t at = n.rfind(".safetensors.tmp.");
+    if (at == std::string::npos) continue;
+    const std::string pid = n.substr(at + 17);
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    if (::kill(pid_t(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
+    std::error_code rm;
+    fs::remove(e.path(), rm);
+  }
+}
 }  // namespace
 
 void ModelCheckpoint::on_train_begin(RunContext&) {
@@ -84,6 +103,7 @@ void ModelCheckpoint::on_train_begin(RunContext&) {
                    "[ModelCheckpoint] cannot create "
                    "the checkpoint directory '",
                    dir.string(), "': ", ec.message());
+  remove_stale_temp_files(dir);
   used_prefix_ = prefix_;
   for (int i = 1; prefix_in_use(dir, used_prefix_); ++i)
     used_prefix_ = prefix_ + "_" + std::to_string(i);

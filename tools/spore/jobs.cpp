@@ -1,12 +1,19 @@
 // The training and evaluation jobs behind `spore train` / `spore eval`: the MindSpore six-step
 // workflow (context, data, network, loss + optimizer + metrics, Model, train with callbacks) for
 // the model zoo, writing a checkpoint, a metrics file and a training-curve PNG.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/parallel.h"
 #include "core/random.h"
@@ -177,18 +184,22 @@ int train_regression(const TrainArgs& a, const std::string& out) {
 // --resume: parameters, optimizer state (moments) and step from an epoch-end checkpoint of
 // ModelCheckpoint; returns the epochs already done. The shuffle is advanced past them so the
 // resumed run sees the same batches as an uninterrupted one.
-int64_t resume_from(const std::string& file, nn::Cell& net, optim::Optimizer& opt, const data::Dataset& train_ds,
-                    int64_t epochs) {
-  io::Checkpoint ck = io::load_checkpoint(file);
+int64_t resume_from(const std::string& file, const io::Checkpoint& ck, nn::Cell& net, optim::Optimizer& opt,
+                    const data::Dataset& train_ds, int64_t epochs) {
   io::LoadReport rep = io::load_param_into_net(net, ck);
-  SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "--resume ", file, " does not fit the network:\n",
-              rep.str());
+  SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "--resume ", file, " does not fit the network: ",
+              rep.summary(), "; pass a checkpoint from <out>/checkpoints/ written by `spore train` for this model");
   io::load_into_tensors(opt.state(), ck.tensors);
   auto meta = [&](const char* k) -> int64_t {
     auto it = ck.metadata.find(k);
     SPORE_CHECK(it != ck.metadata.end(), "--resume ", file, " has no '", k, "' metadata; use a checkpoint "
                 "from <out>/checkpoints/ written by spore train");
-    return std::stoll(it->second);
+    int64_t v = 0;
+    const auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+    SPORE_CHECK(ec == std::errc() && p == it->second.data() + it->second.size() && v >= 0, "--resume ", file,
+                ": metadata '", k, "' is '", it->second, "', not a non-negative integer; use a checkpoint from "
+                "<out>/checkpoints/ written by spore train");
+    return v;
   };
   const int64_t epoch = meta("epoch"), step = meta("step"), global_step = meta("global_step");
   SPORE_CHECK(step == train_ds.get_dataset_size(), "--resume ", file, " was written at step ", step, " of epoch ",
@@ -200,9 +211,36 @@ int64_t resume_from(const std::string& file, nn::Cell& net, optim::Optimizer& op
   return epoch;
 }
 
+// --out: created when missing, and written to once (a probe file) so that a folder that cannot be
+// used is an error now, before the data is read and training starts, not at the first save.
+void prepare_out_dir(const std::string& out) {
+  const std::string fix = "; pass --out with a folder you can write to (it is created when missing)";
+  std::error_code ec;
+  const fs::file_status st = fs::status(out, ec);
+  SPORE_CHECK_KIND(ErrorKind::IOError, !fs::exists(st) || fs::is_directory(st), "--out ", out,
+                   " exists and is not a folder", fix);
+  fs::create_directories(out, ec);
+  SPORE_CHECK_KIND(ErrorKind::IOError, !ec && fs::is_directory(out), "--out ", out, ": cannot create the folder: ",
+                   ec ? ec.message() : "it is not a folder", fix);
+  const std::string probe = out + "/.spore-write-test." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int err = errno;
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
+  SPORE_CHECK_KIND(ErrorKind::IOError, fd >= 0, "--out ", out, " is not writable: ", std::strerror(err), fix);
+}
+
 }  // namespace
 
 int train_job(const TrainArgs& a) {
+  // Checks that need no data first: the device, the output folder, the checkpoint to resume from.
+  set_device(a.device);
+  const std::string out = a.out.empty() ? "out/" + a.model : a.out;
+  prepare_out_dir(out);
+  std::optional<io::Checkpoint> resume_ck;
+  if (!a.resume.empty()) resume_ck = io::load_checkpoint(a.resume);
   set_seed(a.seed);
   if (a.threads > 0) set_num_threads(a.threads);
   // Graph mode by default, for every model: the optimizer's lr and step (Adam's bias correction)
@@ -213,8 +251,6 @@ int train_job(const TrainArgs& a) {
   if (!is_cifar_model(a.model)) data::set_prefetch_size(0);
   const amp::Level amp_level = amp::parse_level(a.amp);     // bad values: errors naming the valid ones
   const DType amp_dtype = amp::parse_dtype(a.amp_dtype);
-  const std::string out = a.out.empty() ? "out/" + a.model : a.out;
-  fs::create_directories(out);
   if (a.model == "mlp-regression") {
     SPORE_CHECK(amp_level == amp::Level::O0, "--amp ", a.amp,
                 " is not supported for mlp-regression (it trains in float32); drop --amp or train "
@@ -240,7 +276,7 @@ int train_job(const TrainArgs& a) {
                      amp_dtype);
   auto loss_scale_cell = std::dynamic_pointer_cast<train::TrainOneStepWithLossScaleCell>(model.train_network());
   int64_t initial_epoch = 0;
-  if (!a.resume.empty()) initial_epoch = resume_from(a.resume, *net, *opt, train_ds, a.epochs);
+  if (resume_ck) initial_epoch = resume_from(a.resume, *resume_ck, *net, *opt, train_ds, a.epochs);
 
   if (dist.size > 1 && dist.print)
     std::printf("data parallel: %d ranks, rank %d printing, %lld images per rank per step\n", dist.size,
@@ -329,11 +365,22 @@ int train(const TrainArgs& a) {
 }
 
 int eval(const EvalArgs& a) {
+  set_device(a.device);
   nn::CellPtr net = make_classifier(a.model);
   io::Checkpoint ckpt = io::load_checkpoint(a.ckpt);
+  // As MindSpore's load_param_into_net: the network's parameters are loaded; what the checkpoint has
+  // beyond them (the optimizer's moments.* in an epoch checkpoint) is training state, skipped and
+  // reported. A parameter the checkpoint lacks, or one of another shape, is an error.
   io::LoadReport rep = io::load_param_into_net(*net, ckpt, /*strict=*/false);
-  SPORE_CHECK(rep.ok(), "checkpoint ", a.ckpt, " does not fit the ", a.model, " network:\n", rep.str(),
-              "Was it written by `spore train ", a.model, "`?");
+  const bool fits = rep.missing.empty() && rep.mismatched.empty() && (!a.strict_load || rep.unexpected.empty());
+  SPORE_CHECK(fits, "checkpoint ", a.ckpt, " does not fit the ", a.model, " network", a.strict_load ? " (--strict-load)" : "",
+              ": ", rep.summary(), "; pass a checkpoint written by `spore train ", a.model, "`",
+              a.strict_load && rep.missing.empty() && rep.mismatched.empty() ? " or drop --strict-load" : "");
+  if (!rep.unexpected.empty())
+    std::printf("loaded %zu parameters from %s; skipped %zu entries the network does not have (%s): training state, "
+                "not needed to evaluate (--strict-load makes them an error)\n",
+                net->parameters_and_buffers().size(), a.ckpt.c_str(), rep.unexpected.size(),
+                io::summarize_names(rep.unexpected).c_str());
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   train::Model model(net, loss, nullptr, {"accuracy", "loss"});

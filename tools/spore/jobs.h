@@ -26,6 +26,7 @@ struct TrainArgs {
   std::string amp_dtype = "fp16";  // its low-precision dtype: fp16 | bf16
   std::string profile = "";        // write a profiler trace + summary into this folder
   std::string dump_ir = "";        // Graph mode: write the IR after every pass into this folder
+  std::string device = "CPU";      // MindSpore's device_target: CPU | GPU | Ascend
 };
 int train(const TrainArgs& a);
 
@@ -35,6 +36,8 @@ struct EvalArgs {
   std::string data = "/usr/share/datasets/fashion-mnist";
   int64_t batch_size = 256;
   int64_t limit = -1;
+  std::string device = "CPU";
+  bool strict_load = false;  // entries the network lacks (optimizer state) are errors, not skipped
 };
 int eval(const EvalArgs& a);
 

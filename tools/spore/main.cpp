@@ -1,34 +1,86 @@
-// `spore`: the command line (CLI11). Subcommands: train, eval, run-check, launch. Every spore::Error ends
-// as one clear line on stderr and exit code 1; bad flags get CLI11's message and exit code 2.
+// `spore`: the command line (CLI11). Subcommands: train, eval, run-check, launch. Every error a user
+// can cause ends as one line on stderr naming what was wrong, what was expected and what to do:
+// a spore::Error with exit code 1, a bad flag or value (CLI11) with exit code 2.
 #include <CLI/CLI.hpp>
+#include <csignal>
+#include <charconv>
+#include <cmath>
 #include <iostream>
+#include <new>
+#include <sstream>
 
 #include "jobs.h"
 #include "spore/parallel/parallel.h"
 #include "spore/spore.h"
 
 namespace {
-// "--epochs: expected a positive number, got 'zero'" (CLI11's own range message prints 1.8e308).
-CLI::Validator number_check(bool allow_zero) {
-  return CLI::Validator(
-      [allow_zero](std::string& s) -> std::string {
-        try {
-          size_t pos = 0;
-          const double v = std::stod(s, &pos);
-          if (pos == s.size() && (v > 0 || (allow_zero && v == 0))) return "";
-        } catch (const std::exception&) {
-        }
-        return std::string("expected a ") + (allow_zero ? "non-negative" : "positive") + " number, got '" + s + "'";
-      },
-      allow_zero ? "NONNEGATIVE" : "POSITIVE");
+// Numeric flags take a value in a stated range, checked here before CLI11 converts it, so every
+// bad value (negative, zero, not a number, NaN, infinite, huge) gets one line naming the flag, the
+// accepted range and the value: "--epochs: expected an integer in [1, 1000000], got '-5'".
+// CLI11 prefixes the flag; the failure message below adds what to do.
+constexpr int64_t kMaxCount = 2147483647;  // --limit / --eval-limit: samples
+
+// Integers in [lo, hi]: an optional '-' and digits only (no exponent, fraction or spaces).
+bool parse_integer(const std::string& s, __int128* out) {
+  const bool neg = !s.empty() && s[0] == '-';
+  const char* b = s.data() + (neg ? 1 : 0);
+  const char* e = s.data() + s.size();
+  if (b == e) return false;
+  uint64_t mag = 0;
+  const auto [p, ec] = std::from_chars(b, e, mag);
+  if (ec != std::errc() || p != e) return false;
+  *out = neg ? -__int128(mag) : __int128(mag);
+  return true;
 }
-const CLI::Validator kPositive = number_check(false), kNonNegative = number_check(true);
+std::string int128_str(__int128 v) {
+  return v < 0 ? "-" + std::to_string(uint64_t(-v)) : std::to_string(uint64_t(v));
+}
+CLI::Validator integer_in(__int128 lo, __int128 hi) {
+  const std::string range = "[" + int128_str(lo) + ", " + int128_str(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range](std::string& s) -> std::string {
+        __int128 v = 0;
+        if (!parse_integer(s, &v) || v < lo || v > hi) return "expected an integer in " + range + ", got '" + s + "'";
+        s = int128_str(v);  // canonical: CLI11 would read "010" as octal
+        return "";
+      },
+      "INT in " + range);
+}
+// Finite reals in [lo, hi], or (lo, hi] when lo_open; hi_open likewise.
+CLI::Validator real_in(double lo, bool lo_open, double hi, bool hi_open) {
+  auto num = [](double v) {
+    std::ostringstream os;
+    os << v;
+    return os.str();
+  };
+  const std::string range = (lo_open ? "(" : "[") + num(lo) + ", " + num(hi) + (hi_open ? ")" : "]");
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        double v = 0;
+        const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        const bool ok = !s.empty() && ec == std::errc() && p == s.data() + s.size() && std::isfinite(v) &&
+                        (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+        return ok ? "" : "expected a number in " + range + ", got '" + s + "'";
+      },
+      "NUMBER in " + range);
+}
+const CLI::Validator kEpochs = integer_in(1, 1000000), kBatch = integer_in(1, 65536),
+                     kSamples = integer_in(1, kMaxCount), kThreads = integer_in(0, 1024),
+                     kSeed = integer_in(0, __int128(UINT64_MAX)), kRanks = integer_in(1, 1024),
+                     kLr = real_in(0, true, 100, false), kMomentum = real_in(0, false, 1, true),
+                     kSeconds = real_in(0, true, 86400, false);
 
 // Under spore launch / mpirun: " (rank 1)" in error lines, and an error on one rank stops them all
 // (the others would otherwise wait for it until the communication deadline).
 std::string rank_tag() {
   const auto [rank, size] = spore::parallel::launcher_rank_size();
   return size > 1 ? " (rank " + std::to_string(rank) + ")" : "";
+}
+// Errors print as one line: a message that lists several problems on separate lines is joined.
+std::string one_line(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  for (size_t i; (i = s.find('\n')) != std::string::npos;) s.replace(i, 1, "; ");
+  return s;
 }
 void stop_all_ranks() {
   std::cerr.flush();
@@ -42,6 +94,12 @@ int main(int argc, char** argv) {
                "Examples:\n  spore train lenet                 train LeNet-5 on Fashion-MNIST\n"
                "  spore eval lenet --ckpt out/lenet/lenet.safetensors\n  spore run-check"};
   app.require_subcommand(1);
+  // A bad flag or value: one line, then what to do (CLI11's default adds a second line).
+  app.failure_message([](const CLI::App* top, const CLI::Error& err) {
+    std::string cmd = "spore";
+    for (const CLI::App* sub : top->get_subcommands()) cmd += " " + sub->get_name();
+    return "spore: " + std::string(err.what()) + " (see `" + cmd + " --help`)\n";
+  });
   app.set_version_flag("--version", std::string("spore ") + SPORE_VERSION);
 
   TrainArgs t;
@@ -51,18 +109,18 @@ int main(int argc, char** argv) {
                                           "mlp-regression (generated Friedman #1 data), resnet18 (CIFAR-10 in --data DIR)")
       ->check(CLI::IsMember({"lenet", "mlp", "mlp-regression", "resnet18"}))
       ->default_val("lenet");
-  train_cmd->add_option("--epochs", t.epochs, "training epochs")->default_val(t.epochs)->check(kPositive);
-  train_cmd->add_option("--batch-size", t.batch_size, "samples per step")->default_val(t.batch_size)->check(kPositive);
-  train_cmd->add_option("--lr", t.lr, "learning rate")->default_val(t.lr)->check(kPositive);
-  train_cmd->add_option("--momentum", t.momentum, "momentum of the Momentum optimizer")->default_val(t.momentum);
+  train_cmd->add_option("--epochs", t.epochs, "training epochs")->default_val(t.epochs)->check(kEpochs);
+  train_cmd->add_option("--batch-size", t.batch_size, "samples per step")->default_val(t.batch_size)->check(kBatch);
+  train_cmd->add_option("--lr", t.lr, "learning rate")->default_val(t.lr)->check(kLr);
+  train_cmd->add_option("--momentum", t.momentum, "momentum of the Momentum optimizer")->default_val(t.momentum)->check(kMomentum);
   train_cmd->add_option("--mode", t.mode, "execution mode: graph (the training step traced and compiled "
                                         "once, then run as one optimised graph) or pynative (op by op, eager)")->check(CLI::IsMember({"graph", "pynative"}))->default_val(t.mode);
   train_cmd->add_option("--data", t.data, "folder with the IDX files (train-images-idx3-ubyte[.gz], ...)")->default_val(t.data);
   train_cmd->add_option("--out", t.out, "output folder (default out/<model>)");
-  train_cmd->add_option("--seed", t.seed, "random seed (initialisation, shuffling)")->default_val(t.seed);
-  train_cmd->add_option("--threads", t.threads, "threads (0: all cores)")->default_val(t.threads)->check(kNonNegative);
-  train_cmd->add_option("--limit", t.limit, "use only the first N training samples")->check(kPositive);
-  train_cmd->add_option("--eval-limit", t.eval_limit, "use only the first N test samples")->check(kPositive);
+  train_cmd->add_option("--seed", t.seed, "random seed (initialisation, shuffling)")->default_val(t.seed)->check(kSeed);
+  train_cmd->add_option("--threads", t.threads, "threads (0: all cores)")->default_val(t.threads)->check(kThreads);
+  train_cmd->add_option("--limit", t.limit, "use only the first N training samples")->check(kSamples);
+  train_cmd->add_option("--eval-limit", t.eval_limit, "use only the first N test samples")->check(kSamples);
   train_cmd->add_flag("--verbose", t.verbose, "print the network, parameter counts, memory use and (graph mode) the compiled "
                                             "step's node counts, planned peak memory and cache statistics");
   train_cmd->add_option("--resume", t.resume, "continue from a checkpoint written at an epoch end "
@@ -74,16 +132,18 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--dump-ir", t.dump_ir, "Graph mode: write the compiled step's IR after every pass "
                         "(<graph>.<NN>.<pass>.txt) and the final graph as Graphviz .dot into this folder");
   train_cmd->add_option("--amp-dtype", t.amp_dtype, "low-precision dtype for --amp: fp16 | bf16")->default_val(t.amp_dtype);
+  train_cmd->add_option("--device", t.device, "device target (MindSpore's device_target): CPU, GPU or Ascend; "
+                                            "`spore run-check` lists the targets this build has")->default_val(t.device);
   train_cmd->add_option("--comm-timeout", t.comm_timeout, "under spore launch / mpirun: seconds before a "
-                                                          "silent rank counts as lost")->default_val(t.comm_timeout)->check(kPositive);
+                                                          "silent rank counts as lost")->default_val(t.comm_timeout)->check(kSeconds);
 
   LaunchArgs l;
   auto* launch_cmd = app.add_subcommand("launch", "run a command as N MPI ranks (data-parallel training): "
                                                   "spore launch -n 2 -- spore train lenet");
-  launch_cmd->add_option("-n,--np", l.n, "number of ranks (processes)")->default_val(l.n)->check(kPositive);
+  launch_cmd->add_option("-n,--np", l.n, "number of ranks (processes)")->default_val(l.n)->check(kRanks);
   launch_cmd->add_option("--hostfile", l.hostfile, "OpenMPI hostfile (one 'host slots=K' per line) for several hosts");
   launch_cmd->add_flag("--all-ranks-print", l.all_ranks_print, "every rank prints its progress (default: rank 0 only)");
-  launch_cmd->add_option("--comm-timeout", l.comm_timeout, "seconds before a silent rank counts as lost (default 60)")->check(kPositive);
+  launch_cmd->add_option("--comm-timeout", l.comm_timeout, "seconds before a silent rank counts as lost (default 60)")->check(kSeconds);
   launch_cmd->add_option("command", l.command, "the command after --, e.g. -- spore train lenet")->required();
 
   EvalArgs e;
@@ -91,8 +151,12 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("model", e.model, "lenet | mlp | resnet18")->check(CLI::IsMember({"lenet", "mlp", "resnet18"}))->default_val("lenet");
   eval_cmd->add_option("--ckpt", e.ckpt, "checkpoint file (.safetensors) written by `spore train`")->required();
   eval_cmd->add_option("--data", e.data, "folder with the IDX files")->default_val(e.data);
-  eval_cmd->add_option("--batch-size", e.batch_size, "samples per step")->default_val(e.batch_size)->check(kPositive);
-  eval_cmd->add_option("--limit", e.limit, "use only the first N test samples")->check(kPositive);
+  eval_cmd->add_option("--batch-size", e.batch_size, "samples per step")->default_val(e.batch_size)->check(kBatch);
+  eval_cmd->add_option("--limit", e.limit, "use only the first N test samples")->check(kSamples);
+  eval_cmd->add_option("--device", e.device, "device target: CPU, GPU or Ascend")->default_val(e.device);
+  eval_cmd->add_flag("--strict-load", e.strict_load, "fail when the checkpoint holds entries the network lacks "
+                                                     "(by default training state such as the optimizer's moments.* is "
+                                                     "skipped and reported, as MindSpore's load_param_into_net does)");
 
   DashboardArgs d;
   auto* dash_cmd = app.add_subcommand("dashboard", "serve a training run's curves, hyper-parameters, checkpoints "
@@ -104,10 +168,13 @@ int main(int argc, char** argv) {
   auto* check_cmd = app.add_subcommand("run-check", "print the build (version, backends, libraries, "
                                                     "CPU features) and run one tiny training step");
 
+  // Under a file-size limit (ulimit -f) a write past it would kill the process with SIGXFSZ; ignored,
+  // the write fails with EFBIG and the checkpoint writer reports it (and keeps the previous file).
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
-    return app.exit(err);
+    return app.exit(err) == 0 ? 0 : 2;  // --help / --version: 0; usage errors: 2 (CLI11 uses 100+)
   }
   try {
     if (*train_cmd) return train(t);
@@ -116,11 +183,18 @@ int main(int argc, char** argv) {
     if (*launch_cmd) return launch(l);
     if (*dash_cmd) return dashboard(d);
   } catch (const spore::Error& err) {
-    std::cerr << "spore" << rank_tag() << ": " << spore::error_kind_name(err.kind()) << ": " << err.what() << "\n";
+    std::cerr << "spore" << rank_tag() << ": " << spore::error_kind_name(err.kind()) << ": " << one_line(err.what())
+              << "\n";
+    stop_all_ranks();
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "spore" << rank_tag() << ": out of memory; use a smaller --batch-size or model, or free memory\n";
     stop_all_ranks();
     return 1;
   } catch (const std::exception& err) {
-    std::cerr << "spore" << rank_tag() << ": error: " << err.what() << "\n";
+    // Not a spore::Error: a failure the library did not put into words (a bug worth reporting).
+    std::cerr << "spore" << rank_tag() << ": internal error: " << one_line(err.what())
+              << " (please report it with the command line that caused it)\n";
     stop_all_ranks();
     return 1;
   }

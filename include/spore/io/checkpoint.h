@@ -46,7 +46,15 @@ struct LoadReport {
   std::vector<std::string> mismatched;  // "name: expected (3, 4), found (4, 3)"
   bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
   std::string str() const;  // all problems, one per line; "" when ok
+  // One line for messages: "2 missing (in the net, not in the checkpoint): conv1.weight, fc3.bias;
+  // 10 unexpected (...): moments.* (10)". Names sharing a first component are grouped ("moments.*")
+  // once more than max_names would be listed. "" when ok.
+  std::string summary(size_t max_names = 6) const;
 };
+
+// Names grouped for a one-line message: up to max_names names; beyond that names are grouped by
+// their first dotted component ("moments.* (10)"), and the tail is "... and N more".
+std::string summarize_names(const std::vector<std::string>& names, size_t max_names = 6);
 
 // Copies each loaded tensor into the target of the same name IN PLACE (into its storage, cast
 // when dtypes differ), so optimizers holding the targets keep working. Shape mismatches are

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <opencv2/imgcodecs.hpp>
@@ -81,14 +82,31 @@ JpegInfo jpeg_header(tjhandle tj, const Bytes& b, const char* op) {
   return info;
 }
 
+// The largest image decoded, in pixels: OpenCV's limit (CV_IO_MAX_IMAGE_PIXELS, default 2^30),
+// which its PNG / WebP / TIFF decoders apply, applied to the JPEG path too. A header is a few bytes
+// and can claim 65535 x 65535 pixels (12 GiB), so the check comes before any allocation.
+int64_t max_image_pixels() {
+  static const int64_t limit = [] {
+    const char* env = std::getenv("CV_IO_MAX_IMAGE_PIXELS");
+    char* end = nullptr;
+    const long long v = env ? std::strtoll(env, &end, 10) : 0;
+    return env && *env && *end == '\0' && v > 0 ? int64_t(v) : int64_t(1) << 30;
+  }();
+  return limit;
+}
+
 // Decodes into an (sh, sw, 3) RGB tensor at scaling factor sf; errors (and warnings) throw.
 Tensor jpeg_decode(tjhandle tj, const Bytes& b, const JpegInfo& info, tjscalingfactor sf,
                    const char* op) {
+  SPORE_CHECK(int64_t(info.w) * info.h <= max_image_pixels(), "[vision.", op, "] the JPEG is ",
+              info.w, "x", info.h, " pixels, more than the decoder's limit of ", max_image_pixels(),
+              " (set CV_IO_MAX_IMAGE_PIXELS to raise it), or its header is corrupt");
   const int sw = TJSCALED(info.w, sf), sh = TJSCALED(info.h, sf);
   Tensor out = Tensor::empty({sh, sw, 3}, kUInt8);
+  // LIMITSCANS: a progressive JPEG with thousands of scans is rejected instead of taking minutes.
   const int rc = tjDecompress2(tj, b.data(), static_cast<unsigned long>(b.size()),
                                static_cast<unsigned char*>(out.data_ptr()), sw, sw * 3, sh,
-                               TJPF_RGB, TJFLAG_STOPONWARNING);
+                               TJPF_RGB, TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS);
   if (rc != 0) {
     const bool warning = tjGetErrorCode(tj) == TJERR_WARNING;
     const std::string why = take_error(tj);
