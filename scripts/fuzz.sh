@@ -62,4 +62,21 @@ for t in "${targets[@]}"; do
   fi
 done
 echo "results appended to $results"
+# Totals over every run recorded in this build folder (what the hardening notes report).
+python3 - "$results" <<'PY'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+tot = {}
+for r in runs:
+    t = tot.setdefault(r["target"], {"runs": 0, "seconds": 0, "execs": 0, "edges": 0, "crashes": 0})
+    t["runs"] += 1
+    t["seconds"] += r["seconds"]
+    t["execs"] += r["execs"]
+    t["edges"] = max(t["edges"], r["edges"])
+    t["crashes"] += r["crashes"]
+print("all runs so far: %-18s %5s %8s %12s %9s %6s %7s" % ("target", "runs", "seconds", "execs", "execs/s", "edges", "crashes"))
+for name, t in sorted(tot.items()):
+    eps = t["execs"] / t["seconds"] if t["seconds"] else 0
+    print("                 %-18s %5d %8d %12d %9.0f %6d %7d" % (name, t["runs"], t["seconds"], t["execs"], eps, t["edges"], t["crashes"]))
+PY
 exit $failed

@@ -104,7 +104,7 @@ Tensor read_idx(const std::string& path, uint32_t magic_expected, const char* wh
   }
   // The dims come from the file: the data is read in chunks and the tensor allocated only once
   // that many bytes were there, so a corrupt header cannot ask for more memory than the file
-  // holds (three 32-bit dims multiply to up to 2^96 bytes; the product is kept in 128 bits).
+  // holds (three 32-bit dims multiply to up to 2^96; the products are kept in 128 bits).
   unsigned __int128 expected = 1, nonzero = 1;
   for (int64_t d : dims) {
     expected *= uint64_t(d);
@@ -123,11 +123,8 @@ Tensor read_idx(const std::string& path, uint32_t magic_expected, const char* wh
     data.resize(old + r);
     if (r < chunk) break;
   }
-  auto count = [](unsigned __int128 v) {
-    return v >> 64 ? std::string("more than 2^64") : std::to_string(uint64_t(v));
-  };
   SPORE_CHECK_KIND(ErrorKind::IOError, data.size() == expected, "[MnistDataset] ", path,
-                   " is truncated: dims ", shape_str(dims), " need ", count(expected),
+                   " is truncated: dims ", shape_str(dims), " need ", uint64_t(expected),
                    " bytes of data, found ", data.size());
   Tensor t = Tensor::empty(dims, kUInt8);
   if (!data.empty()) std::memcpy(t.data_ptr(), data.data(), data.size());

@@ -22,7 +22,13 @@ TEST(ParserHardening, IdxDimsBeyondTheFileAreAnErrorNotAnAllocation) {
   write_file(d / "train-images-idx3-ubyte", std::string("\0\0\x08\x03", 4) + be32(0xffffffff) +
                                                 be32(0xffffffff) + be32(0xffffffff) + "abc");
   std::string msg = error_of([&] { data::MnistDataset(d.str(), "train"); });
-  EXPECT_NE(msg.find("is truncated: dims (4294967295, 4294967295, 4294967295) need more than 2^64 bytes"),
+  EXPECT_NE(msg.find("dims (4294967295, 4294967295, 4294967295) are too large for any IDX file"),
+            std::string::npos) << msg;
+  // 2^48 bytes claimed, 3 there: truncated, found without allocating 256 TiB.
+  write_file(d / "train-images-idx3-ubyte", std::string("\0\0\x08\x03", 4) + be32(65536) + be32(65536) +
+                                                be32(65536) + "abc");
+  msg = error_of([&] { data::MnistDataset(d.str(), "train"); });
+  EXPECT_NE(msg.find("is truncated: dims (65536, 65536, 65536) need 281474976710656 bytes of data, found 3"),
             std::string::npos) << msg;
   write_file(d / "train-images-idx3-ubyte",
              std::string("\0\0\x08\x03", 4) + be32(0) + be32(0xffffffff) + be32(0xffffffff));

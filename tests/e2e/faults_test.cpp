@@ -394,7 +394,7 @@ TEST(Faults, DeviceTargets) {
   Result r = run("train lenet --device CPU --epochs 1" + kQuick + "--out " + out.string());
   EXPECT_EQ(r.code, 0) << r.out;
   const std::vector<std::string> have = spore::available_device_targets();
-  for (const std::string target : {"GPU", "Ascend"}) {
+  for (const std::string target : {std::string("GPU"), std::string("Ascend")}) {
     if (std::find(have.begin(), have.end(), target) != have.end()) continue;
     for (const std::string& cmd : std::vector<std::string>{"train lenet --epochs 1 --out " + out.string(), "eval lenet --ckpt nowhere"}) {
       r = run(cmd + " --device " + target);
