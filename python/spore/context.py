@@ -1,0 +1,87 @@
+"""MindSpore's context: execution mode, device, seed. ``ms.set_context(mode=ms.GRAPH_MODE)``,
+``ms.set_device("CPU")``, ``ms.get_context("device_target")``.
+
+GRAPH_MODE (0): a Cell's ``construct`` (or a ``@ms.jit`` function) is traced into one graph through
+the C++ tracer and compiled; PYNATIVE_MODE (1, the default as in MindSpore 2.x): ops run as they
+are called, with the autograd tape.
+"""
+import warnings
+
+from . import _C
+
+GRAPH_MODE = 0
+PYNATIVE_MODE = 1
+
+_settings = {"device_id": 0, "max_call_depth": 1000, "save_graphs": False, "jit_level": "O0"}
+
+
+def set_device(device_target, device_id=None):
+    """Selects the device ("CPU"; "GPU" / "Ascend" raise naming what this build supports)."""
+    _C.set_device(device_target, 0 if device_id is None else int(device_id))
+    _settings["device_id"] = 0 if device_id is None else int(device_id)
+
+
+def set_context(**kwargs):
+    """MindSpore's set_context. Known keys: mode, device_target, device_id; others are stored and
+    returned by get_context (MindSpore options such as save_graphs, max_call_depth, jit_config)."""
+    if "device_target" in kwargs:
+        warnings.warn("For 'context.set_context', the parameter 'device_target' will be deprecated and removed "
+                      "in a future version. Please use the api mindspore.set_device() instead.",
+                      DeprecationWarning, stacklevel=2)
+        set_device(kwargs.pop("device_target"), kwargs.pop("device_id", None))
+    if "device_id" in kwargs:
+        set_device(_C.current_device(), kwargs.pop("device_id"))
+    if "mode" in kwargs:
+        mode = kwargs.pop("mode")
+        if mode not in (GRAPH_MODE, PYNATIVE_MODE):
+            raise ValueError(f"For 'context.set_context', the argument 'mode' should be context.GRAPH_MODE (0) "
+                             f"or context.PYNATIVE_MODE (1), but got {mode!r}.")
+        _C.set_mode(mode)
+    _settings.update(kwargs)
+
+
+def get_context(attr_key):
+    """Current value of a context key: "mode", "device_target", "device_id", "device_num", ..."""
+    if attr_key == "mode":
+        return _C.get_mode()
+    if attr_key == "device_target":
+        return _C.current_device()
+    if attr_key == "device_id":
+        return _C.current_device_id()
+    if attr_key == "device_num":
+        return 1
+    if attr_key in _settings:
+        return _settings[attr_key]
+    raise ValueError(f"For 'context.get_context', the argument 'attr_key' {attr_key!r} is not supported; "
+                     f"known keys: mode, device_target, device_id, device_num, {', '.join(sorted(_settings))}")
+
+
+def set_seed(seed):
+    """Seeds Spore's generator (initializers, random ops, dataset shuffles) and numpy's, as MindSpore."""
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"The argument 'seed' must be a non-negative int, but got {seed!r}.")
+    _C.set_seed(seed)
+    import numpy as np
+    np.random.seed(seed % (2 ** 32))
+
+
+def get_seed():
+    return _C.get_seed()
+
+
+class ParallelMode:
+    STAND_ALONE = "stand_alone"
+    DATA_PARALLEL = "data_parallel"
+    SEMI_AUTO_PARALLEL = "semi_auto_parallel"
+    AUTO_PARALLEL = "auto_parallel"
+
+
+def set_auto_parallel_context(**kwargs):
+    mode = kwargs.get("parallel_mode", ParallelMode.STAND_ALONE)
+    if mode != ParallelMode.STAND_ALONE:
+        raise NotImplementedError("the Python API runs stand-alone; data-parallel training is available from "
+                                  "the CLI: spore launch -n N -- spore train ...")
+
+
+def get_auto_parallel_context(attr_key):
+    return {"parallel_mode": ParallelMode.STAND_ALONE, "device_num": 1, "gradients_mean": False}.get(attr_key)

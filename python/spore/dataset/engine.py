@@ -1,0 +1,262 @@
+"""The dataset pipeline (mindspore.dataset) over the C++ engine (spore/data): sources, map / batch /
+shuffle / repeat / ..., tuple and dict iterators.
+
+Rows reach Python code as numpy arrays (a map function, a per_batch_map) and iterators give
+ms.Tensor rows (numpy with output_numpy=True). Python callables run on the engine's worker threads
+and hold the GIL only while they run, so C++ transforms of the same pipeline are not serialised
+behind them.
+
+Differences from MindSpore: labels of MnistDataset / Cifar10Dataset are int32 (MindSpore: uint32);
+python_multiprocessing is ignored (threads); prefetch_size sets the engine-wide prefetch
+(ds.config.set_prefetch_size).
+"""
+import numpy as np
+
+from .. import _C
+from ..common.tensor import Tensor
+
+
+def _cols(c):
+    if c is None:
+        return []
+    return [c] if isinstance(c, str) else list(c)
+
+
+def _n(v, default):
+    return default if v is None else int(v)
+
+
+class Dataset:
+    """A pipeline node; every operation returns a new Dataset."""
+
+    def __init__(self, ds, sources=()):
+        self._ds = ds
+        self._sources = tuple(sources)  # Python objects the C++ pipeline calls (kept alive here)
+
+    def _wrap(self, ds, extra=()):
+        return Dataset(ds, self._sources + tuple(extra))
+
+    # ---- pipeline operations ----
+    def map(self, operations, input_columns=None, output_columns=None, column_order=None, num_parallel_workers=None,
+            python_multiprocessing=False, cache=None, callbacks=None, max_rowsize=16, offload=None):
+        ops = operations if isinstance(operations, (list, tuple)) else [operations]
+        ds = self._ds.map(list(ops), _cols(input_columns), _cols(output_columns), _n(num_parallel_workers, 0))
+        if column_order is not None:
+            ds = ds.project(_cols(column_order))
+        return self._wrap(ds, ops)
+
+    def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None, per_batch_map=None,
+              input_columns=None, output_columns=None, column_order=None, pad_info=None,
+              python_multiprocessing=False, max_rowsize=16):
+        pads = {}
+        for k, v in (pad_info or {}).items():
+            shape, value = v if v is not None else (None, 0)
+            pads[k] = (None if shape is None else list(shape), float(value or 0))
+        ds = self._ds.batch(int(batch_size), bool(drop_remainder), per_batch_map, _cols(input_columns), pads)
+        if output_columns is not None and input_columns is not None:
+            ds = ds.rename(_cols(input_columns), _cols(output_columns))
+        if column_order is not None:
+            ds = ds.project(_cols(column_order))
+        return self._wrap(ds, (per_batch_map,))
+
+    def shuffle(self, buffer_size):
+        return self._wrap(self._ds.shuffle(int(buffer_size)))
+
+    def repeat(self, count=None):
+        if count is None or count == -1:
+            raise ValueError("Dataset.repeat: an endless repeat has no size here; loop over epochs (or give a count)")
+        return self._wrap(self._ds.repeat(int(count)))
+
+    def take(self, count=-1):
+        return self if count == -1 else self._wrap(self._ds.take(int(count)))
+
+    def skip(self, count):
+        return self._wrap(self._ds.skip(int(count)))
+
+    def project(self, columns):
+        return self._wrap(self._ds.project(_cols(columns)))
+
+    def rename(self, input_columns, output_columns):
+        return self._wrap(self._ds.rename(_cols(input_columns), _cols(output_columns)))
+
+    def zip(self, datasets):
+        others = datasets if isinstance(datasets, (list, tuple)) else [datasets]
+        ds, srcs = self._ds, list(self._sources)
+        for o in others:
+            ds = ds.zip(o._ds)
+            srcs.extend(o._sources)
+        return Dataset(ds, srcs)
+
+    def concat(self, datasets):
+        others = datasets if isinstance(datasets, (list, tuple)) else [datasets]
+        ds, srcs = self._ds, list(self._sources)
+        for o in others:
+            ds = ds.concat(o._ds)
+            srcs.extend(o._sources)
+        return Dataset(ds, srcs)
+
+    def __add__(self, other):
+        return self.concat(other)
+
+    def split(self, sizes, randomize=True):
+        return [self._wrap(d) for d in self._ds.split([float(s) for s in sizes], bool(randomize))]
+
+    # ---- information ----
+    def get_dataset_size(self):
+        return self._ds.get_dataset_size()
+
+    def get_batch_size(self):
+        return self._ds.get_batch_size()
+
+    def get_col_names(self):
+        return list(self._ds.get_column_names())
+
+    def output_shapes(self, estimate=False):
+        row = next(iter(self.create_tuple_iterator(output_numpy=True)))
+        return [list(a.shape) for a in row]
+
+    def output_types(self):
+        row = next(iter(self.create_tuple_iterator(output_numpy=True)))
+        return [a.dtype for a in row]
+
+    def __len__(self):
+        return self.get_dataset_size()
+
+    # ---- iteration ----
+    def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False, do_copy=True):
+        ds = self if columns is None else self.project(columns)
+        return _Iterator(ds, output_numpy, None)
+
+    def create_dict_iterator(self, num_epochs=-1, output_numpy=False, do_copy=True):
+        return _Iterator(self, output_numpy, self.get_col_names())
+
+    def __iter__(self):
+        return iter(self.create_tuple_iterator())
+
+    def device_que(self, *args, **kwargs):
+        return self
+
+
+class _Iterator:
+    """One pass per `for` loop: after the end of a pass, the next loop starts a new epoch."""
+
+    def __init__(self, ds, output_numpy, names):
+        self._ds, self._numpy, self._names, self._it = ds, output_numpy, names, None
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._it is None:
+            self._it = self._ds._ds.create_tuple_iterator()
+        row = self._it.next()
+        if row is None:
+            self._it = None
+            raise StopIteration
+        if self._numpy:
+            row = [t.asnumpy() for t in row]
+        if self._names is not None:
+            return dict(zip(self._names, row))
+        return row
+
+    def stop(self):
+        self._it = None
+
+    def __del__(self):
+        self._it = None
+
+
+# ---- sources -------------------------------------------------------------------------------------
+def _source_args(num_samples, shuffle, num_shards, shard_id, sampler, workers, default_shuffle=True):
+    if sampler is not None and not isinstance(sampler, _C.Sampler):
+        sampler = getattr(sampler, "_sampler", sampler)
+    sh = default_shuffle if shuffle is None else bool(shuffle)
+    if sampler is not None:
+        sh = False
+    return (_n(num_samples, -1), sh, _n(num_shards, 1), _n(shard_id, 0), sampler, _n(workers, 0))
+
+
+def MnistDataset(dataset_dir, usage=None, num_samples=None, num_parallel_workers=None, shuffle=None, sampler=None,
+                 num_shards=None, shard_id=None, cache=None):
+    """MNIST / Fashion-MNIST IDX files: columns "image" uint8 (28, 28, 1), "label" int32. shuffle
+    defaults to True as MindSpore's."""
+    return Dataset(_C.MnistDataset(str(dataset_dir), usage or "all",
+                                   *_source_args(num_samples, shuffle, num_shards, shard_id, sampler,
+                                                 num_parallel_workers)))
+
+
+def Cifar10Dataset(dataset_dir, usage=None, num_samples=None, num_parallel_workers=None, shuffle=None, sampler=None,
+                   num_shards=None, shard_id=None, cache=None):
+    return Dataset(_C.Cifar10Dataset(str(dataset_dir), usage or "all",
+                                     *_source_args(num_samples, shuffle, num_shards, shard_id, sampler,
+                                                   num_parallel_workers)))
+
+
+def Cifar100Dataset(dataset_dir, usage=None, num_samples=None, num_parallel_workers=None, shuffle=None, sampler=None,
+                    num_shards=None, shard_id=None, cache=None):
+    return Dataset(_C.Cifar100Dataset(str(dataset_dir), usage or "all",
+                                      *_source_args(num_samples, shuffle, num_shards, shard_id, sampler,
+                                                    num_parallel_workers)))
+
+
+def ImageFolderDataset(dataset_dir, num_samples=None, num_parallel_workers=None, shuffle=None, sampler=None,
+                       extensions=None, class_indexing=None, decode=False, num_shards=None, shard_id=None,
+                       cache=None, decrypt=None):
+    return Dataset(_C.ImageFolderDataset(str(dataset_dir), list(extensions or []), dict(class_indexing or {}),
+                                         bool(decode), *_source_args(num_samples, shuffle, num_shards, shard_id,
+                                                                     sampler, num_parallel_workers)))
+
+
+def CocoDataset(dataset_dir, annotation_file, task="Detection", num_samples=None, num_parallel_workers=None,
+                shuffle=None, decode=False, sampler=None, num_shards=None, shard_id=None, cache=None,
+                extra_metadata=False, decrypt=None):
+    return Dataset(_C.CocoDataset(str(dataset_dir), str(annotation_file), task, bool(decode),
+                                  *_source_args(num_samples, shuffle, num_shards, shard_id, sampler,
+                                                num_parallel_workers)))
+
+
+def GeneratorDataset(source, column_names=None, column_types=None, schema=None, num_samples=None,
+                     num_parallel_workers=1, shuffle=None, sampler=None, num_shards=None, shard_id=None,
+                     python_multiprocessing=True, max_rowsize=None, prefetch_size=None):
+    """Rows from a Python source: random access (__getitem__ and __len__, returning a tuple of
+    arrays), an iterable, or a generator function. shuffle defaults to True for random-access
+    sources (as MindSpore). prefetch_size sets the engine's prefetch queue (rows per stage)."""
+    if column_names is None:
+        raise ValueError("GeneratorDataset: column_names is required")
+    random_access = hasattr(source, "__getitem__") and hasattr(source, "__len__")
+    if not random_access and shuffle:
+        raise ValueError("GeneratorDataset: shuffle needs a random-access source (__getitem__ and __len__)")
+    if prefetch_size is not None:
+        _C.set_prefetch_size(int(prefetch_size))
+    args = _source_args(num_samples, shuffle, num_shards, shard_id, sampler, num_parallel_workers,
+                        default_shuffle=random_access)
+    return Dataset(_C.GeneratorDataset(source, _cols(column_names), *args), (source,))
+
+
+def NumpySlicesDataset(data, column_names=None, num_samples=None, num_parallel_workers=1, shuffle=None,
+                       sampler=None, num_shards=None, shard_id=None):
+    """Rows sliced along the first dimension of arrays: a list / tuple of arrays, a dict
+    {column: array} or one array. shuffle defaults to True (as MindSpore)."""
+    if isinstance(data, dict):
+        names = list(data.keys())
+        cols = list(data.values())
+    elif isinstance(data, (list, tuple)) and len(data) and not np.isscalar(data[0]) and \
+            isinstance(data[0], (np.ndarray, Tensor, list, tuple)) and not isinstance(data, np.ndarray):
+        cols = list(data) if isinstance(data, tuple) or isinstance(data[0], (np.ndarray, Tensor)) else [data]
+        names = None
+    else:
+        cols, names = [data], None
+    cols = [c if isinstance(c, Tensor) else Tensor(np.ascontiguousarray(np.asarray(c))) for c in cols]
+    if column_names is not None:
+        names = _cols(column_names)
+    if names is None:
+        names = [f"column_{i}" for i in range(len(cols))]
+    ds = Dataset(_C.TensorDataset(cols, names))
+    if num_shards is not None and num_shards > 1:
+        n = cols[0].shape[0] // num_shards
+        ds = ds.skip(shard_id * n).take(n)
+    if (shuffle is None or shuffle) and sampler is None:
+        ds = ds.shuffle(cols[0].shape[0])
+    if num_samples is not None:
+        ds = ds.take(num_samples)
+    return ds

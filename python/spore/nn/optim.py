@@ -1,0 +1,227 @@
+"""Optimizers (MindSpore's nn.Optimizer family) over the C++ ones (spore/optim): SGD, Momentum,
+Adam, AdamWeightDecay (AdamW), RMSProp. `optimizer(grads)` applies one update in place, with the
+gradients in the order of `optimizer.parameters`.
+
+Parameters are a list (e.g. net.trainable_params()) or MindSpore's group dicts:
+    [{"params": decay_params, "weight_decay": 0.01}, {"params": other_params, "lr": 0.01},
+     {"order_params": net.trainable_params()}]
+Without groups, weight_decay applies to parameters whose names contain neither "beta" nor "gamma"
+(MindSpore's default decay filter). learning_rate: a number, a list (one value per step), a
+Tensor, or a LearningRateSchedule (nn.CosineDecayLR, ...) / Python callable of the step.
+"""
+from .. import _C
+from ..common import api
+from ..common.tensor import Parameter, ParameterTuple, Tensor
+from .cell import Cell
+
+
+def _default_decay(p):
+    name = getattr(p, "name", "")
+    return "beta" not in name and "gamma" not in name
+
+
+def _lr_arg(lr):
+    if isinstance(lr, Tensor):
+        return lr
+    return lr
+
+
+class Optimizer(Cell):
+    """Base class: builds the groups and holds the C++ optimizer (`_opt`)."""
+
+    def __init__(self, learning_rate, parameters, weight_decay=0.0, loss_scale=1.0):
+        super().__init__(auto_prefix=False)
+        params = list(parameters)
+        if not params:
+            raise ValueError(f"For '{type(self).__name__}', the argument 'params' must not be empty.")
+        self.__dict__["_groups"] = self._make_groups(params, float(weight_decay))
+        self.__dict__["learning_rate"] = learning_rate
+        self.__dict__["weight_decay"] = weight_decay
+        self.__dict__["loss_scale"] = loss_scale
+
+    @staticmethod
+    def _make_groups(params, weight_decay):
+        if isinstance(params[0], dict):
+            groups, order = [], None
+            for g in params:
+                if "order_params" in g:
+                    order = list(g["order_params"])
+                    continue
+                ps = list(g["params"])
+                wd = g.get("weight_decay")
+                groups.append((ps, None if wd is None else float(wd), g.get("lr"), [p.name for p in ps]))
+            if order is not None:  # MindSpore: the update order follows order_params
+                where = {}
+                for gi, (ps, *_r) in enumerate(groups):
+                    for p in ps:
+                        where[p._impl_id()] = gi
+                regrouped = [([], g[1], g[2], []) for g in groups]
+                for p in order:
+                    gi = where.get(p._impl_id())
+                    if gi is not None:
+                        regrouped[gi][0].append(p)
+                        regrouped[gi][3].append(p.name)
+                groups = [g for g in regrouped if g[0]]
+            return groups
+        if weight_decay == 0.0:
+            return [(params, None, None, [getattr(p, "name", f"p{i}") for i, p in enumerate(params)])]
+        # Consecutive runs with the same decay flag, so the parameter order is kept.
+        groups = []
+        for i, p in enumerate(params):
+            wd = weight_decay if _default_decay(p) else 0.0
+            if not groups or groups[-1][1] != wd:
+                groups.append(([], wd, None, []))
+            groups[-1][0].append(p)
+            groups[-1][3].append(getattr(p, "name", f"p{i}"))
+        return groups
+
+    def _build(self, opt):
+        self.__dict__["_opt"] = opt
+        by_id = {}
+        for ps, *_r in self._groups:
+            for p in ps:
+                by_id[p._impl_id()] = p
+        self.__dict__["parameters"] = ParameterTuple(by_id[t._impl_id()] for t in opt.parameters())
+
+    def __call__(self, gradients):
+        if _C.is_tracing():
+            api.record_optimizer(self)
+        self._opt.step(list(gradients))
+        return True
+
+    def construct(self, gradients):
+        return self(gradients)
+
+    def _state_key(self):
+        """What a compiled step that calls this optimizer must be keyed on (see api.GraphCache)."""
+        if self._opt.takes_hyper():
+            return ""
+        k = ",".join(str(self._opt.lr_of(i)) for i in range(len(self.parameters)))
+        if self._opt.name() not in ("Momentum", "SGD"):
+            k += f",step={self._opt.global_step}"
+        return k
+
+    def get_lr(self):
+        return Tensor(self._opt.current_lr())
+
+    def get_lr_parameter(self, param):
+        ps = list(self.parameters)
+        for i, p in enumerate(ps):
+            if p is param or p._impl_id() == param._impl_id():
+                return Tensor(self._opt.lr_of(i))
+        raise ValueError(f"{getattr(param, 'name', param)} is not a parameter of this optimizer")
+
+    @property
+    def global_step(self):
+        return Tensor(self._opt.global_step)
+
+    def state(self):
+        """The optimizer's state tensors by name ("moments.conv1.weight", ...)."""
+        return list(self._opt.state())
+
+    def extend_repr(self):
+        return f"learning_rate={self.learning_rate}"
+
+    def __repr__(self):
+        return f"{type(self).__name__}<{self.extend_repr()}>"
+
+
+class SGD(Optimizer):
+    def __init__(self, params, learning_rate=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                 loss_scale=1.0):
+        super().__init__(learning_rate, params, weight_decay, loss_scale)
+        self._build(_C.SGD(self._groups, learning_rate, float(momentum), float(dampening), float(weight_decay),
+                           bool(nesterov), float(loss_scale)))
+
+
+class Momentum(Optimizer):
+    def __init__(self, params, learning_rate, momentum, weight_decay=0.0, loss_scale=1.0, use_nesterov=False):
+        super().__init__(learning_rate, params, weight_decay, loss_scale)
+        self.__dict__["momentum"] = momentum
+        self._build(_C.Momentum(self._groups, learning_rate, float(momentum), float(weight_decay),
+                                bool(use_nesterov), float(loss_scale)))
+
+
+class Adam(Optimizer):
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, use_locking=False,
+                 use_nesterov=False, weight_decay=0.0, loss_scale=1.0, use_amsgrad=False, **kwargs):
+        if use_amsgrad or use_nesterov:
+            raise NotImplementedError("Adam: use_amsgrad and use_nesterov are not supported")
+        super().__init__(learning_rate, params, weight_decay, loss_scale)
+        self._build(_C.Adam(self._groups, learning_rate, float(beta1), float(beta2), float(eps),
+                            float(weight_decay), float(loss_scale)))
+
+
+class AdamWeightDecay(Optimizer):
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.0):
+        super().__init__(learning_rate, params, weight_decay)
+        self._build(_C.AdamWeightDecay(self._groups, learning_rate, float(beta1), float(beta2), float(eps),
+                                       float(weight_decay), 1.0))
+
+
+AdamW = AdamWeightDecay
+
+
+class RMSProp(Optimizer):
+    def __init__(self, params, learning_rate=0.1, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking=False,
+                 centered=False, loss_scale=1.0, weight_decay=0.0):
+        if centered:
+            raise NotImplementedError("RMSProp: centered=True is not supported")
+        super().__init__(learning_rate, params, weight_decay, loss_scale)
+        self._build(_C.RMSProp(self._groups, learning_rate, float(decay), float(momentum), float(epsilon),
+                               float(weight_decay), float(loss_scale)))
+
+
+# ---- learning-rate schedules (nn.*LR cells) and per-step lists (nn.*_lr) -------------------------
+class LearningRateSchedule(Cell):
+    """A learning rate as a function of the global step; `_schedule` is the C++ schedule."""
+
+    def __init__(self, schedule):
+        super().__init__()
+        self.__dict__["_schedule"] = schedule
+
+    def construct(self, global_step):
+        return Tensor(self._schedule(int(global_step)))
+
+    def __call__(self, global_step):
+        return self.construct(global_step)
+
+
+class ExponentialDecayLR(LearningRateSchedule):
+    def __init__(self, learning_rate, decay_rate, decay_steps, is_stair=False):
+        super().__init__(_C.lr_exponential_decay(learning_rate, decay_rate, decay_steps, is_stair))
+
+
+class NaturalExpDecayLR(LearningRateSchedule):
+    def __init__(self, learning_rate, decay_rate, decay_steps, is_stair=False):
+        super().__init__(_C.lr_natural_exp_decay(learning_rate, decay_rate, decay_steps, is_stair))
+
+
+class InverseDecayLR(LearningRateSchedule):
+    def __init__(self, learning_rate, decay_rate, decay_steps, is_stair=False):
+        super().__init__(_C.lr_inverse_decay(learning_rate, decay_rate, decay_steps, is_stair))
+
+
+class CosineDecayLR(LearningRateSchedule):
+    def __init__(self, min_lr, max_lr, decay_steps):
+        super().__init__(_C.lr_cosine_decay(min_lr, max_lr, decay_steps))
+
+
+class PolynomialDecayLR(LearningRateSchedule):
+    def __init__(self, learning_rate, end_learning_rate, decay_steps, power, update_decay_steps=False):
+        super().__init__(_C.lr_polynomial_decay(learning_rate, end_learning_rate, decay_steps, power,
+                                                update_decay_steps))
+
+
+class WarmUpLR(LearningRateSchedule):
+    def __init__(self, learning_rate, warmup_steps):
+        super().__init__(_C.lr_warmup(learning_rate, warmup_steps))
+
+
+piecewise_constant_lr = _C.piecewise_constant_lr
+exponential_decay_lr = _C.exponential_decay_lr
+natural_exp_decay_lr = _C.natural_exp_decay_lr
+inverse_decay_lr = _C.inverse_decay_lr
+cosine_decay_lr = _C.cosine_decay_lr
+polynomial_decay_lr = _C.polynomial_decay_lr
+warmup_lr = _C.warmup_lr

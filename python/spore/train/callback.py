@@ -1,0 +1,304 @@
+"""Callbacks (mindspore.train.Callback family). Subclass Callback and override the hooks you need:
+on_train_begin, on_train_epoch_begin, on_train_step_begin, on_train_step_end, on_train_epoch_end,
+on_train_end, on_eval_begin, on_eval_epoch_begin, on_eval_step_begin, on_eval_step_end,
+on_eval_epoch_end, on_eval_end (the 1.x names begin, epoch_begin, step_begin, step_end,
+epoch_end, end work too). run_context.original_args() gives the callback parameters
+(cur_epoch_num, cur_step_num, batch_num, net_outputs, ...); run_context.request_stop() ends
+training after the current step.
+
+Model's loop is C++: a Python callback is called through a C++ adapter, only for the hooks it
+overrides. LossMonitor, TimeMonitor, ModelCheckpoint, History and EarlyStopping are the C++ ones.
+"""
+import time
+
+from .. import _C
+from ..common.tensor import Tensor
+
+
+class _CallbackParam:
+    """MindSpore's cb_params: attributes read from the C++ RunContext when a hook runs."""
+
+    def __init__(self, ctx, model, mode):
+        self._ctx = ctx
+        self.mode = mode
+        self.cur_epoch_num = ctx.epoch
+        self.epoch_num = ctx.epoch_num
+        self.cur_step_num = ctx.global_step
+        self.batch_num = ctx.steps_per_epoch
+        self.cur_step_in_epoch = ctx.step
+        self.step_num = ctx.steps_per_epoch * ctx.epoch_num
+        self.net_outputs = Tensor(float(ctx.loss)) if ctx.loss == ctx.loss else None
+        self.epoch_loss = ctx.epoch_loss
+        self.lr = ctx.lr
+        self.batch_size = ctx.batch_size
+        self.metrics = dict(ctx.metrics)
+        self.eval_results = dict(ctx.metrics)
+        self.epoch_elapsed = ctx.epoch_elapsed
+        self.step_time = ctx.step_time
+        self.cur_eval_step = ctx.eval_step
+        if model is not None:
+            self.train_network = model.train_network
+            self.network = model._network
+            self.optimizer = model._optimizer
+            self.loss_fn = model._loss_fn
+            self.eval_network = model.eval_network
+
+
+class RunContext:
+    """What a hook receives: original_args(), request_stop(), get_stop_requested()."""
+
+    def __init__(self, ctx, model=None, mode="train"):
+        self._ctx = ctx
+        self._params = _CallbackParam(ctx, model, mode)
+
+    def original_args(self):
+        return self._params
+
+    def request_stop(self):
+        self._ctx.request_stop()
+
+    def get_stop_requested(self):
+        return self._ctx.stop_requested
+
+
+class Callback:
+    """Base class of Python callbacks. The new-style hooks call the 1.x-style ones by default."""
+
+    def begin(self, run_context):
+        pass
+
+    def epoch_begin(self, run_context):
+        pass
+
+    def epoch_end(self, run_context):
+        pass
+
+    def step_begin(self, run_context):
+        pass
+
+    def step_end(self, run_context):
+        pass
+
+    def end(self, run_context):
+        pass
+
+    def on_train_begin(self, run_context):
+        self.begin(run_context)
+
+    def on_train_epoch_begin(self, run_context):
+        self.epoch_begin(run_context)
+
+    def on_train_epoch_end(self, run_context):
+        self.epoch_end(run_context)
+
+    def on_train_step_begin(self, run_context):
+        self.step_begin(run_context)
+
+    def on_train_step_end(self, run_context):
+        self.step_end(run_context)
+
+    def on_train_end(self, run_context):
+        self.end(run_context)
+
+    def on_eval_begin(self, run_context):
+        pass
+
+    def on_eval_epoch_begin(self, run_context):
+        pass
+
+    def on_eval_epoch_end(self, run_context):
+        pass
+
+    def on_eval_step_begin(self, run_context):
+        pass
+
+    def on_eval_step_end(self, run_context):
+        pass
+
+    def on_eval_end(self, run_context):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *err):
+        pass
+
+    _cpp = None  # the C++ callback of the built-in ones
+
+
+# C++ hook -> the Python hooks it calls (new name, 1.x name).
+_HOOKS = {
+    "on_train_begin": (("on_train_begin", "begin"), "train"),
+    "on_epoch_begin": (("on_train_epoch_begin", "epoch_begin"), "train"),
+    "on_step_begin": (("on_train_step_begin", "step_begin"), "train"),
+    "on_step_end": (("on_train_step_end", "step_end"), "train"),
+    "on_epoch_end": (("on_train_epoch_end", "epoch_end"), "train"),
+    "on_train_end": (("on_train_end", "end"), "train"),
+    "on_eval_begin": (("on_eval_begin", "on_eval_epoch_begin"), "eval"),
+    "on_eval_step_begin": (("on_eval_step_begin",), "eval"),
+    "on_eval_step_end": (("on_eval_step_end",), "eval"),
+    "on_eval_end": (("on_eval_epoch_end", "on_eval_end"), "eval"),
+}
+_CHAINED = {"on_train_begin": "begin", "on_train_epoch_begin": "epoch_begin", "on_train_step_begin": "step_begin",
+            "on_train_step_end": "step_end", "on_train_epoch_end": "epoch_end", "on_train_end": "end"}
+
+
+def _overrides(cb, name):
+    return getattr(type(cb), name, None) is not getattr(Callback, name, None)
+
+
+def _adapter(cb, model):
+    """A C++ callback calling the Python hooks `cb` overrides (none: None)."""
+    hooks = []
+    for cpp_name in _C.CALLBACK_HOOKS:
+        names, mode = _HOOKS[cpp_name]
+        fns = []
+        for n in names:
+            if _overrides(cb, n):
+                fns.append(getattr(cb, n))
+            elif n in _CHAINED and _overrides(cb, _CHAINED[n]):
+                fns.append(getattr(cb, _CHAINED[n]))
+        if fns:
+            def hook(ctx, fns=tuple(fns), mode=mode):
+                rc = RunContext(ctx, model, mode)
+                for f in fns:
+                    f(rc)
+            hooks.append(hook)
+        else:
+            hooks.append(None)
+    if all(h is None for h in hooks):
+        return None
+    return _C.PyCallback(hooks)
+
+
+def to_cpp(callbacks, model=None):
+    """Python callbacks -> the C++ callback list Model runs."""
+    if callbacks is None:
+        return []
+    if not isinstance(callbacks, (list, tuple)):
+        callbacks = [callbacks]
+    out = []
+    for cb in callbacks:
+        if isinstance(cb, CallbackList):
+            out.extend(to_cpp(cb._list, model))
+            continue
+        if not isinstance(cb, Callback):
+            raise TypeError(f"callbacks must be Callback instances, got {type(cb).__name__}")
+        if cb._cpp is not None:
+            out.append(cb._cpp)
+        a = _adapter(cb, model)
+        if a is not None:
+            out.append(a)
+    return out
+
+
+class CallbackList(Callback):
+    def __init__(self, callbacks):
+        self._list = list(callbacks)
+
+
+class LossMonitor(Callback):
+    """Prints "epoch: 1 step: 10, loss is 0.2345" every per_print_times steps; stops on a NaN/inf loss."""
+
+    def __init__(self, per_print_times=1):
+        if not isinstance(per_print_times, int) or per_print_times < 0:
+            raise ValueError(f"The argument 'per_print_times' must be int and >= 0, but got {per_print_times}")
+        self._cpp = _C.LossMonitor(per_print_times)
+
+
+class TimeMonitor(Callback):
+    """Prints the epoch time and the per-step time at each epoch end."""
+
+    def __init__(self, data_size=None, data_time=False):
+        self._cpp = _C.TimeMonitor()
+
+
+class CheckpointConfig:
+    def __init__(self, save_checkpoint_steps=1, save_checkpoint_seconds=0, keep_checkpoint_max=5,
+                 keep_checkpoint_per_n_minutes=0, integrated_save=True, async_save=False, saved_network=None,
+                 append_info=None, enc_key=None, enc_mode="AES-GCM", exception_save=False, **kwargs):
+        self.save_checkpoint_steps = save_checkpoint_steps or 0
+        self.keep_checkpoint_max = keep_checkpoint_max
+        self.save_checkpoint_epochs = kwargs.get("save_checkpoint_epochs", 0)
+        self._cpp = _C.CheckpointConfig(int(self.save_checkpoint_steps), int(self.save_checkpoint_epochs),
+                                        int(keep_checkpoint_max), True, True)
+
+
+class ModelCheckpoint(Callback):
+    """Saves "<directory>/<prefix>-<epoch>_<step>.safetensors" (parameters and optimizer state)."""
+
+    def __init__(self, prefix="CKP", directory=None, config=None):
+        config = config or CheckpointConfig()
+        self._cpp = _C.ModelCheckpoint(prefix, directory or "", config._cpp)
+
+    @property
+    def latest_ckpt_file_name(self):
+        return self._cpp.latest_checkpoint()
+
+    def saved_files(self):
+        return self._cpp.saved_files()
+
+
+class History(Callback):
+    """Records the epoch losses and validation results: history.history["loss"], .epoch."""
+
+    def __init__(self):
+        self._cpp = _C.History()
+
+    @property
+    def epoch(self):
+        return self._cpp.epochs()
+
+    @property
+    def history(self):
+        return self._cpp.history()
+
+
+class EarlyStopping(Callback):
+    def __init__(self, monitor="eval_loss", min_delta=0, patience=0, verbose=False, mode="auto", baseline=None,
+                 restore_best_weights=False):
+        self._cpp = _C.EarlyStopping(monitor, patience, float(min_delta), mode, baseline, restore_best_weights)
+
+    @property
+    def stopped_epoch(self):
+        return self._cpp.stopped_epoch()
+
+
+class LambdaCallback(Callback):
+    """Hooks as functions: LambdaCallback(on_train_epoch_end=lambda run_context: ...)."""
+
+    def __init__(self, **hooks):
+        for name, fn in hooks.items():
+            if not hasattr(Callback, name):
+                raise ValueError(f"LambdaCallback: unknown hook '{name}'")
+            setattr(self, name, fn)
+
+
+def _lambda_overrides(cb, name):
+    return name in cb.__dict__
+
+
+_base_overrides = _overrides
+
+
+def _overrides(cb, name):  # noqa: F811  (LambdaCallback sets hooks per instance)
+    return _lambda_overrides(cb, name) or _base_overrides(cb, name)
+
+
+class ReduceLROnPlateau(Callback):
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("ReduceLROnPlateau is not available yet; use a learning-rate schedule")
+
+
+class _StepTimer(Callback):
+    """Used by tests and benchmarks: wall time per step."""
+
+    def __init__(self):
+        self.times = []
+
+    def on_train_step_begin(self, run_context):
+        self._t = time.perf_counter()
+
+    def on_train_step_end(self, run_context):
+        self.times.append(time.perf_counter() - self._t)
