@@ -52,7 +52,11 @@ class Dataset:
         for k, v in (pad_info or {}).items():
             shape, value = v if v is not None else (None, 0)
             pads[k] = (None if shape is None else list(shape), float(value or 0))
-        ds = self._ds.batch(int(batch_size), bool(drop_remainder), per_batch_map, _cols(input_columns), pads)
+        fn = None
+        if per_batch_map is not None:
+            def fn(*args, _user=per_batch_map):
+                return _user(*args[:-1], BatchInfo(*args[-1]))
+        ds = self._ds.batch(int(batch_size), bool(drop_remainder), fn, _cols(input_columns), pads)
         if output_columns is not None and input_columns is not None:
             ds = ds.rename(_cols(input_columns), _cols(output_columns))
         if column_order is not None:
@@ -135,6 +139,19 @@ class Dataset:
 
     def device_que(self, *args, **kwargs):
         return self
+
+
+class BatchInfo:
+    """What per_batch_map gets last: get_batch_num(), get_epoch_num()."""
+
+    def __init__(self, batch_num, epoch_num):
+        self._b, self._e = batch_num, epoch_num
+
+    def get_batch_num(self):
+        return self._b
+
+    def get_epoch_num(self):
+        return self._e
 
 
 class _Iterator:

@@ -1,0 +1,66 @@
+"""The MindSpore-style scripts in examples/python run (short settings) and learn."""
+import os
+import runpy
+import sys
+
+import numpy as np
+import pytest
+
+import spore as ms
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+needs_fashion = pytest.mark.skipif(not os.path.isdir(FASHION), reason="dataset-fashion-mnist not installed")
+
+
+def run_example(root, name, args):
+    path = os.path.join(root, "examples", "python", name)
+    with open(path) as f:
+        src = f.read()
+    # "only the import changed": no other Spore-specific import in the script
+    imports = [line.strip() for line in src.splitlines() if line.startswith(("import ", "from "))]
+    assert "import spore as ms" in imports
+    assert all(i in ("import spore as ms", "import argparse", "import json", "import os", "import numpy as np")
+               for i in imports), imports
+    mod = runpy.run_path(path, run_name="example")
+    old = sys.argv
+    try:
+        return mod["main"](args)
+    finally:
+        sys.argv = old
+
+
+@needs_fashion
+def test_lenet_model_train(root_dir, capfd):
+    net, record, acc = run_example(root_dir, "lenet_fashion_mnist.py",
+                                   ["--epochs", "1", "--limit", "1920", "--eval-limit", "512", "--print-every", "10"])
+    out = capfd.readouterr().out
+    assert "epoch: 1 step: 10, loss is" in out and "per step time" in out
+    assert np.mean(record.steps[-5:]) < np.mean(record.steps[:5]) and acc > 0.5
+
+
+@needs_fashion
+@pytest.mark.parametrize("mode", ["pynative", "graph"])
+def test_custom_training_loop(root_dir, mode):
+    losses, acc = run_example(root_dir, "custom_training_loop.py", ["--epochs", "1", "--limit", "1280",
+                                                                    "--mode", mode])
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) and acc > 0.4
+
+
+def test_generator_dataset_prefetch(root_dir):
+    acc = run_example(root_dir, "generator_dataset.py", ["--samples", "960", "--epochs", "2"])
+    assert acc > 0.8
+    assert ms.dataset.config.get_prefetch_size() == 32
+
+
+@needs_fashion
+def test_amp_o2(root_dir):
+    losses = run_example(root_dir, "amp_o2.py", ["--steps", "60"])
+    assert np.isfinite(losses).all() and np.mean(losses[-10:]) < np.mean(losses[:10])
+
+
+def test_linear_regression(root_dir, tmp_path):
+    curve = tmp_path / "curve.csv"
+    w, b, losses = run_example(root_dir, "linear_regression.py", ["--epochs", "8", "--curve", str(curve)])
+    assert abs(w - 2) < 0.1 and abs(b - 3) < 0.5
+    assert losses[-1] < 0.1 * losses[0]
+    assert curve.read_text().splitlines()[0] == "epoch,loss" and len(curve.read_text().splitlines()) == 9
