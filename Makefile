@@ -22,8 +22,11 @@ build: configure
 run: build
 	$(BUILD)/spore train lenet --out out/lenet
 
+# ctest runs the C++ suites and the Python tests (python_tests: pytest over tests/python); the
+# pytest summary line is printed from ctest's log so it shows in the CI log on success too.
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS); status=$$?; \
+	  grep -hE '^[0-9]+ (passed|failed|error)' Testing/Temporary/LastTest.log; exit $$status
 
 # Benchmarks are built only here, so `make run` / `make test` do not pay for them.
 bench: configure

@@ -142,22 +142,22 @@ Tensor make_tensor(py::object data, py::object dtype, py::object shape, py::obje
   return init.attr("_make")(py::cast(s), py::cast(dt.value_or(kFloat32))).cast<Tensor>();
 }
 
-int64_t norm_dim(int64_t d, int64_t n) { return d < 0 ? d + n : d; }
-
 }  // namespace
 
 void bind_tensor(py::module_& m) {
   // MindSpore prints dtypes as Float32, Int64, ...
   py::enum_<DType> dtype(m, "DType");
   for (int i = 0; i < kNumDTypes; ++i) dtype.value(dtype_name(DType(i)), DType(i));
-  dtype.def("__repr__", [](DType t) {
+  // Replaces (not overloads) py::enum_'s own __repr__ / __str__.
+  auto ms_name = [](DType t) {
     std::string n = dtype_name(t);
     if (n == "bfloat16") return std::string("BFloat16");
     if (n.rfind("uint", 0) == 0) return "UInt" + n.substr(4);
     n[0] = char(std::toupper(n[0]));
     return n;
-  });
-  dtype.def("__str__", [](py::object self) { return py::repr(self); });
+  };
+  dtype.attr("__repr__") = py::cpp_function(ms_name, py::name("__repr__"), py::is_method(dtype));
+  dtype.attr("__str__") = py::cpp_function(ms_name, py::name("__str__"), py::is_method(dtype));
   dtype.def_property_readonly("itemsize", [](DType t) { return itemsize(t); });
   dtype.def_property_readonly("is_floating_point", [](DType t) { return is_floating(t); });
   m.def("dtype_from_any", &to_dtype);
@@ -295,6 +295,8 @@ void bind_tensor(py::module_& m) {
     return is_floating(r) ? out : out.to(r);
   });
   binary("__pow__", "__rpow__", [](const Tensor& a, const Tensor& b) { return pow(a, b); });
+  T.def("__eq__", [](const Tensor&, py::none) { return false; });
+  T.def("__ne__", [](const Tensor&, py::none) { return true; });
   binary("__eq__", nullptr, [](const Tensor& a, const Tensor& b) { return equal(a, b); });
   binary("__ne__", nullptr, [](const Tensor& a, const Tensor& b) { return not_equal(a, b); });
   binary("__lt__", nullptr, [](const Tensor& a, const Tensor& b) { return less(a, b); });
@@ -344,7 +346,6 @@ void bind_tensor(py::module_& m) {
   m.def("is_tracing", &is_tracing);
   m.def("is_grad_enabled", &is_grad_enabled);
   m.attr("__version__") = SPORE_VERSION;
-  (void)norm_dim;
 }
 
 }  // namespace spore::python

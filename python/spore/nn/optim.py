@@ -218,10 +218,31 @@ class WarmUpLR(LearningRateSchedule):
         super().__init__(_C.lr_warmup(learning_rate, warmup_steps))
 
 
-piecewise_constant_lr = _C.piecewise_constant_lr
-exponential_decay_lr = _C.exponential_decay_lr
-natural_exp_decay_lr = _C.natural_exp_decay_lr
-inverse_decay_lr = _C.inverse_decay_lr
-cosine_decay_lr = _C.cosine_decay_lr
-polynomial_decay_lr = _C.polynomial_decay_lr
-warmup_lr = _C.warmup_lr
+def piecewise_constant_lr(milestone, learning_rates):
+    return _C.piecewise_constant_lr(list(milestone), [float(v) for v in learning_rates])
+
+
+def exponential_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+    return _C.exponential_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair)
+
+
+def natural_exp_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+    return _C.natural_exp_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair)
+
+
+def inverse_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+    return _C.inverse_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair)
+
+
+def cosine_decay_lr(min_lr, max_lr, total_step, step_per_epoch, decay_epoch):
+    return _C.cosine_decay_lr(min_lr, max_lr, total_step, step_per_epoch, decay_epoch)
+
+
+def polynomial_decay_lr(learning_rate, end_learning_rate, total_step, step_per_epoch, decay_epoch, power,
+                        update_decay_epoch=False):
+    return _C.polynomial_decay_lr(learning_rate, end_learning_rate, total_step, step_per_epoch, decay_epoch, power,
+                                  update_decay_epoch)
+
+
+def warmup_lr(learning_rate, total_step, step_per_epoch, warmup_epoch):
+    return _C.warmup_lr(learning_rate, total_step, step_per_epoch, warmup_epoch)
