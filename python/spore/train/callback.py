@@ -127,14 +127,14 @@ class Callback:
     _cpp = None  # the C++ callback of the built-in ones
 
 
-# C++ hook -> the Python hooks it calls (new name, 1.x name).
+# C++ hook -> the Python hooks it calls (a 1.x name is called when only it is overridden).
 _HOOKS = {
-    "on_train_begin": (("on_train_begin", "begin"), "train"),
-    "on_epoch_begin": (("on_train_epoch_begin", "epoch_begin"), "train"),
-    "on_step_begin": (("on_train_step_begin", "step_begin"), "train"),
-    "on_step_end": (("on_train_step_end", "step_end"), "train"),
-    "on_epoch_end": (("on_train_epoch_end", "epoch_end"), "train"),
-    "on_train_end": (("on_train_end", "end"), "train"),
+    "on_train_begin": (("on_train_begin",), "train"),
+    "on_epoch_begin": (("on_train_epoch_begin",), "train"),
+    "on_step_begin": (("on_train_step_begin",), "train"),
+    "on_step_end": (("on_train_step_end",), "train"),
+    "on_epoch_end": (("on_train_epoch_end",), "train"),
+    "on_train_end": (("on_train_end",), "train"),
     "on_eval_begin": (("on_eval_begin", "on_eval_epoch_begin"), "eval"),
     "on_eval_step_begin": (("on_eval_step_begin",), "eval"),
     "on_eval_step_end": (("on_eval_step_end",), "eval"),
