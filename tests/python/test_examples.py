@@ -33,7 +33,7 @@ def run_example(root, name, args):
 def test_lenet_model_train(root_dir, capfd):
     net, record, acc = run_example(root_dir, "lenet_fashion_mnist.py",
                                    ["--epochs", "1", "--limit", "5120", "--lr", "0.1", "--eval-limit", "512",
-                                    "--print-every", "10"])
+                                    "--print-every", "10", "--record-steps"])
     out = capfd.readouterr().out
     assert "epoch: 1 step: 10, loss is" in out and "per step time" in out
     assert len(record.steps) == 80
