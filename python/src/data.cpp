@@ -257,7 +257,11 @@ void bind_data(py::module_& m) {
       .value("CONSTANT", vision::Border::Constant).value("EDGE", vision::Border::Edge)
       .value("REFLECT", vision::Border::Reflect).value("SYMMETRIC", vision::Border::Symmetric);
   m.def("Rescale", [op](double r, double s) { return op(vision::Rescale(r, s)); });
-  m.def("HWC2CHW", [op] { return op(vision::HWC2CHW()); });
+  // A batch (N, H, W, C) also works (-> (N, C, H, W)), so a pipeline can batch first and then
+  // transform whole batches, as `spore train` does.
+  m.def("HWC2CHW", [op] {
+    return op([f = vision::HWC2CHW()](const Tensor& x) { return x.dim() == 4 ? x.permute({0, 3, 1, 2}).contiguous() : f(x); });
+  });
   m.def("Normalize", [op](std::vector<double> mean, std::vector<double> std, bool hwc) {
     return op(vision::Normalize(mean, std, hwc));
   });
