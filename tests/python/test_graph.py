@@ -142,3 +142,25 @@ def test_jit_function_static_args():
     np.testing.assert_allclose(f(x, 3.0).asnumpy(), x.asnumpy() * 3 + 1, rtol=1e-6)
     np.testing.assert_allclose(f(x, 2.0, flag=False).asnumpy(), x.asnumpy() * 2, rtol=1e-6)
     np.testing.assert_allclose(f(x, 3.0).asnumpy(), x.asnumpy() * 3 + 1, rtol=1e-6)
+
+
+def test_cpp_errors_while_tracing_name_the_line():
+    class Wrong(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(4, 3)
+
+        def construct(self, x):
+            y = self.fc(x)
+            return ops.matmul(y, y)  # (8, 3) @ (8, 3): a shape error
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    with pytest.raises(ValueError) as e:
+        Wrong()(data())
+    assert "matmul" in str(e.value) and "return ops.matmul(y, y)" in str(e.value)
+    assert "while tracing for GRAPH_MODE" in str(e.value)
+    # the same cell inside Model / TrainOneStepCell (traced by C++)
+    net = Wrong()
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1))
+    with pytest.raises(ValueError, match=r"return ops.matmul\(y, y\)"):
+        step(data(), ms.Tensor(np.zeros((8, 8), np.float32)))
