@@ -164,3 +164,37 @@ def test_cpp_errors_while_tracing_name_the_line():
     step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1))
     with pytest.raises(ValueError, match=r"return ops.matmul\(y, y\)"):
         step(data(), ms.Tensor(np.zeros((8, 8), np.float32)))
+
+
+def test_python_train_cell_with_grad_operation_both_modes():
+    """A MindSpore-style TrainOneStepCell written in Python (GradOperation + optimizer in
+    construct): GRAPH_MODE compiles the whole step, with the same results as PYNATIVE_MODE."""
+
+    class MyTrainStep(nn.Cell):
+        def __init__(self, network, optimizer):
+            super().__init__(auto_prefix=False)
+            self.network = network
+            self.optimizer = optimizer
+            self.weights = optimizer.parameters
+            self.grad = ops.GradOperation(get_by_list=True)
+
+        def construct(self, x, y):
+            loss = self.network(x, y)
+            grads = self.grad(self.network, self.weights)(x, y)
+            self.optimizer(grads)
+            return loss
+
+    x = data()
+    y = ms.Tensor(np.array([0, 1] * 4, np.int32))
+    losses = {}
+    for mode in (ms.PYNATIVE_MODE, ms.GRAPH_MODE):
+        ms.set_context(mode=mode)
+        ms.set_seed(21)
+        net = nn.Dense(4, 2)
+        opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+        step = MyTrainStep(nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")),
+                           opt)
+        losses[mode] = [float(step(x, y).asnumpy()) for _ in range(5)]
+        assert opt._opt.global_step == 5
+    np.testing.assert_allclose(losses[ms.GRAPH_MODE], losses[ms.PYNATIVE_MODE], rtol=1e-5)
+    assert losses[ms.GRAPH_MODE][-1] < losses[ms.GRAPH_MODE][0]
