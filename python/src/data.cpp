@@ -27,7 +27,10 @@ struct SamplerHandle {  // samplers are shared_ptr<const Sampler>, which pybind1
 struct IterHandle {
   std::unique_ptr<data::Iterator> it;
   ~IterHandle() {
-    if (it && Py_IsInitialized() && !_Py_IsFinalizing() && PyGILState_Check()) {
+    if (!it) return;
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+      (void)it.release();  // workers may be parked on the GIL for good: do not join them
+    } else if (PyGILState_Check()) {
       py::gil_scoped_release r;
       it.reset();
     }
