@@ -34,9 +34,12 @@ build: configure
 run: build
 	$(BUILD)/spore train lenet --out out/lenet
 
-# The closing summary lists each skipped test with its reason and counts passed / failed / skipped.
+# ctest runs the C++ suites and the Python tests (python_tests: pytest over tests/python). The closing
+# summary lists each skipped test with its reason and counts passed / failed / skipped; the pytest
+# summary line is printed from ctest's log so it shows in the CI log on success too.
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --output-junit junit.xml; rc=$$?; \
+	  grep -hE '^=* ?[0-9]+ (passed|failed|error)' Testing/Temporary/LastTest.log; \
 	  python3 $(CURDIR)/scripts/test_summary.py junit.xml; exit $$rc
 
 install: build

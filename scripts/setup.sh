@@ -6,12 +6,14 @@ set -euo pipefail
 BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev libgtest-dev libgmock-dev
   libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev zlib1g-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin libopencv-dev libturbojpeg0-dev libsimdjson-dev ocl-icd-opencl-dev
-  libspdlog-dev libfmt-dev libcpp-httplib-dev libjs-chart.js chromium)
-# The tests' Python cross-checks (tests/io/safetensors_crosscheck.py) run on Debian's interpreter,
-# /usr/bin/python3 (the one Debian's python3-* packages serve; CMake's SPORE_TEST_PYTHON), with the
-# modules in PY_MODULES. Debian 12 packages numpy but not safetensors, which comes from PyPI.
-TEST_PKGS=(python3 python3-pip python3-numpy)
-PY_MODULES=(safetensors==0.8.0)
+  libspdlog-dev libfmt-dev libcpp-httplib-dev libjs-chart.js chromium
+  pybind11-dev python3-dev)
+# The tests' Python cross-checks (tests/io/safetensors_crosscheck.py) and the Python package's tests
+# (tests/python, pytest) run on Debian's interpreter, /usr/bin/python3 (the one Debian's python3-*
+# packages serve; CMake's SPORE_TEST_PYTHON), with the modules in PY_MODULES. Debian 12 packages
+# numpy and pytest but not safetensors, nor scikit-build-core (`pip install .`), which come from PyPI.
+TEST_PKGS=(python3 python3-pip python3-numpy python3-pytest)
+PY_MODULES=(safetensors==0.8.0 scikit-build-core==0.10.7)
 # Only the peer benchmarks (bench/peers) need these; `setup.sh --bench` installs them.
 BENCH_PKGS=(python3-torch python3-numpy python3-torchvision python3-pil)
 # `make test-asan` (setup.sh --asan): GCC's AddressSanitizer and UBSan runtimes (g++ brings them;
@@ -41,7 +43,8 @@ fi
 PY=/usr/bin/python3
 py_missing=()
 for m in "${PY_MODULES[@]}"; do
-  "$PY" -c "import ${m%%[=<>]*}" 2>/dev/null || py_missing+=("$m")
+  mod=${m%%[=<>]*}
+  "$PY" -c "import ${mod//-/_}" 2>/dev/null || py_missing+=("$m")
 done
 if ((${#py_missing[@]} > 0)); then
   echo "setup: pip installing ${py_missing[*]} for $PY"

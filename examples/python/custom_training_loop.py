@@ -35,6 +35,7 @@ def main(argv=None):
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--mode", choices=["graph", "pynative"], default="pynative")
     args = p.parse_args(argv)
     ms.set_context(mode=ms.GRAPH_MODE if args.mode == "graph" else ms.PYNATIVE_MODE)
@@ -43,7 +44,7 @@ def main(argv=None):
     test_dataset = datapipe(args.data, "test", 256, args.limit)
     model = MLP()
     loss_fn = ms.nn.CrossEntropyLoss()
-    optimizer = ms.nn.SGD(model.trainable_params(), 1e-2)
+    optimizer = ms.nn.SGD(model.trainable_params(), args.lr)
 
     def forward_fn(data, label):
         logits = model(data)

@@ -19,12 +19,18 @@ struct TensorOpHandle {
 struct RowOpHandle {
   data::RowOp op;
 };
+struct SamplerHandle {  // samplers are shared_ptr<const Sampler>, which pybind11 cannot hold
+  data::SamplerPtr p;
+};
 // An epoch's iterator. Its worker threads may be waiting for the GIL (Python transforms), so it
 // is destroyed with the GIL released.
 struct IterHandle {
   std::unique_ptr<data::Iterator> it;
   ~IterHandle() {
-    if (it && Py_IsInitialized() && !_Py_IsFinalizing() && PyGILState_Check()) {
+    if (!it) return;
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) {
+      (void)it.release();  // workers may be parked on the GIL for good: do not join them
+    } else if (PyGILState_Check()) {
       py::gil_scoped_release r;
       it.reset();
     }
@@ -69,7 +75,7 @@ data::SourceOptions source_options(int64_t num_samples, bool shuffle, int64_t nu
   o.shuffle = shuffle;
   o.num_shards = num_shards;
   o.shard_id = shard_id;
-  if (!sampler.is_none()) o.sampler = sampler.cast<data::SamplerPtr>();
+  if (!sampler.is_none()) o.sampler = sampler.cast<SamplerHandle>().p;
   o.num_parallel_workers = workers;
   return o;
 }
@@ -145,16 +151,21 @@ void bind_data(py::module_& m) {
     py::gil_scoped_release r;
     return h.op(in);
   });
-  py::class_<data::Sampler, data::SamplerPtr>(m, "Sampler")
-      .def("indices", &data::Sampler::indices)
-      .def("size", &data::Sampler::size)
-      .def("name", &data::Sampler::name);
-  m.def("SequentialSampler", &data::SequentialSampler);
-  m.def("RandomSampler", &data::RandomSampler);
-  m.def("DistributedSampler", &data::DistributedSampler);
-  m.def("SubsetRandomSampler", &data::SubsetRandomSampler);
-  m.def("SubsetSampler", &data::SubsetSampler);
-  m.def("WeightedRandomSampler", &data::WeightedRandomSampler);
+  py::class_<SamplerHandle>(m, "Sampler")
+      .def("indices", [](const SamplerHandle& s, int64_t n, uint64_t seed) { return s.p->indices(n, seed); })
+      .def("size", [](const SamplerHandle& s, int64_t n) { return s.p->size(n); })
+      .def("name", [](const SamplerHandle& s) { return s.p->name(); });
+  using SH = SamplerHandle;
+  m.def("SequentialSampler", [](int64_t s, int64_t n) { return SH{data::SequentialSampler(s, n)}; });
+  m.def("RandomSampler", [](bool r, int64_t n) { return SH{data::RandomSampler(r, n)}; });
+  m.def("DistributedSampler", [](int64_t ns, int64_t id, bool sh, int64_t n) {
+    return SH{data::DistributedSampler(ns, id, sh, n)};
+  });
+  m.def("SubsetRandomSampler", [](std::vector<int64_t> i, int64_t n) { return SH{data::SubsetRandomSampler(i, n)}; });
+  m.def("SubsetSampler", [](std::vector<int64_t> i, int64_t n) { return SH{data::SubsetSampler(i, n)}; });
+  m.def("WeightedRandomSampler", [](std::vector<double> w, int64_t n, bool r) {
+    return SH{data::WeightedRandomSampler(w, n, r)};
+  });
 
   py::class_<IterHandle>(m, "DataIterator").def("next", [](IterHandle& h) { return h.it->next(); }, nogil);
   py::class_<Dataset>(m, "Dataset")
@@ -217,7 +228,7 @@ void bind_data(py::module_& m) {
     data::ImageFolderOptions o;
     o.extensions = ext, o.class_indexing = ci, o.decode = decode;
     o.num_samples = ns, o.shuffle = sh, o.num_shards = nsh, o.shard_id = sid, o.num_parallel_workers = w;
-    if (!sampler.is_none()) o.sampler = sampler.cast<data::SamplerPtr>();
+    if (!sampler.is_none()) o.sampler = sampler.cast<SamplerHandle>().p;
     return data::ImageFolderDataset(dir, o);
   });
   m.def("CocoDataset", [](std::string dir, std::string ann, std::string task, bool decode, int64_t ns, bool sh,
@@ -225,7 +236,7 @@ void bind_data(py::module_& m) {
     data::CocoOptions o;
     o.task = task, o.decode = decode;
     o.num_samples = ns, o.shuffle = sh, o.num_shards = nsh, o.shard_id = sid, o.num_parallel_workers = w;
-    if (!sampler.is_none()) o.sampler = sampler.cast<data::SamplerPtr>();
+    if (!sampler.is_none()) o.sampler = sampler.cast<SamplerHandle>().p;
     return data::CocoDataset(dir, ann, o);
   });
   m.def("TensorDataset", [](std::vector<Tensor> cols, std::vector<std::string> names) {
@@ -249,7 +260,11 @@ void bind_data(py::module_& m) {
       .value("CONSTANT", vision::Border::Constant).value("EDGE", vision::Border::Edge)
       .value("REFLECT", vision::Border::Reflect).value("SYMMETRIC", vision::Border::Symmetric);
   m.def("Rescale", [op](double r, double s) { return op(vision::Rescale(r, s)); });
-  m.def("HWC2CHW", [op] { return op(vision::HWC2CHW()); });
+  // A batch (N, H, W, C) also works (-> (N, C, H, W)), so a pipeline can batch first and then
+  // transform whole batches, as `spore train` does.
+  m.def("HWC2CHW", [op] {
+    return op([f = vision::HWC2CHW()](const Tensor& x) { return x.dim() == 4 ? x.permute({0, 3, 1, 2}).contiguous() : f(x); });
+  });
   m.def("Normalize", [op](std::vector<double> mean, std::vector<double> std, bool hwc) {
     return op(vision::Normalize(mean, std, hwc));
   });

@@ -70,7 +70,7 @@ nn::Initializer init_of(py::handle h) {
 }
 DType dtype_or(py::handle h, DType d) { return h.is_none() ? d : to_dtype(h); }
 
-template <typename C, typename... Args>
+template <typename C>
 auto cell_class(py::module_& m, const char* name) {
   return py::class_<C, Cell, std::shared_ptr<C>>(m, name);
 }

@@ -32,18 +32,20 @@ def run_example(root, name, args):
 @needs_fashion
 def test_lenet_model_train(root_dir, capfd):
     net, record, acc = run_example(root_dir, "lenet_fashion_mnist.py",
-                                   ["--epochs", "1", "--limit", "1920", "--eval-limit", "512", "--print-every", "10"])
+                                   ["--epochs", "1", "--limit", "5120", "--lr", "0.1", "--eval-limit", "512",
+                                    "--print-every", "10", "--record-steps"])
     out = capfd.readouterr().out
     assert "epoch: 1 step: 10, loss is" in out and "per step time" in out
-    assert np.mean(record.steps[-5:]) < np.mean(record.steps[:5]) and acc > 0.5
+    assert len(record.steps) == 80
+    assert np.mean(record.steps[-10:]) < np.mean(record.steps[:10]) - 0.2 and acc > 0.3
 
 
 @needs_fashion
 @pytest.mark.parametrize("mode", ["pynative", "graph"])
 def test_custom_training_loop(root_dir, mode):
-    losses, acc = run_example(root_dir, "custom_training_loop.py", ["--epochs", "1", "--limit", "1280",
-                                                                    "--mode", mode])
-    assert np.mean(losses[-5:]) < np.mean(losses[:5]) and acc > 0.4
+    losses, acc = run_example(root_dir, "custom_training_loop.py", ["--epochs", "1", "--limit", "1920",
+                                                                    "--lr", "0.1", "--mode", mode])
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.3 and acc > 0.5
 
 
 def test_generator_dataset_prefetch(root_dir):
@@ -62,5 +64,5 @@ def test_linear_regression(root_dir, tmp_path):
     curve = tmp_path / "curve.csv"
     w, b, losses = run_example(root_dir, "linear_regression.py", ["--epochs", "8", "--curve", str(curve)])
     assert abs(w - 2) < 0.1 and abs(b - 3) < 0.5
-    assert losses[-1] < 0.1 * losses[0]
+    assert losses[-1] < 0.2 * losses[0] and losses[-1] < 1.6  # the noise has variance 1
     assert curve.read_text().splitlines()[0] == "epoch,loss" and len(curve.read_text().splitlines()) == 9

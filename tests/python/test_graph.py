@@ -92,11 +92,12 @@ def test_value_and_grad_and_jit_train_step_in_graph_mode():
             opt(grads)
             return loss
 
-        results[mode] = [float(train_step(x, y).asnumpy()) for _ in range(4)]
+        step = train_step if mode == ms.GRAPH_MODE else train_step._fn  # PyNative: the plain function
+        results[mode] = [float(step(x, y).asnumpy()) for _ in range(4)]
         # value_and_grad alone (compiled by itself in GRAPH_MODE)
         (loss, _), grads = grad_fn(x, y)
         results[mode].append(float(loss.asnumpy()))
-        assert len(grads) == 2 and tuple(grads[0].shape) == (2, 4)
+        assert [tuple(g.shape) for g in grads] == [tuple(p.shape) for p in opt.parameters]
         assert opt._opt.global_step == 4
     np.testing.assert_allclose(results[ms.GRAPH_MODE], results[ms.PYNATIVE_MODE], rtol=1e-5)
 
@@ -141,3 +142,59 @@ def test_jit_function_static_args():
     np.testing.assert_allclose(f(x, 3.0).asnumpy(), x.asnumpy() * 3 + 1, rtol=1e-6)
     np.testing.assert_allclose(f(x, 2.0, flag=False).asnumpy(), x.asnumpy() * 2, rtol=1e-6)
     np.testing.assert_allclose(f(x, 3.0).asnumpy(), x.asnumpy() * 3 + 1, rtol=1e-6)
+
+
+def test_cpp_errors_while_tracing_name_the_line():
+    class Wrong(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Dense(4, 3)
+
+        def construct(self, x):
+            y = self.fc(x)
+            return ops.matmul(y, y)  # (8, 3) @ (8, 3): a shape error
+
+    ms.set_context(mode=ms.GRAPH_MODE)
+    with pytest.raises(ValueError) as e:
+        Wrong()(data())
+    assert "matmul" in str(e.value) and "return ops.matmul(y, y)" in str(e.value)
+    assert "while tracing for GRAPH_MODE" in str(e.value)
+    # the same cell inside Model / TrainOneStepCell (traced by C++)
+    net = Wrong()
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1))
+    with pytest.raises(ValueError, match=r"return ops.matmul\(y, y\)"):
+        step(data(), ms.Tensor(np.zeros((8, 8), np.float32)))
+
+
+def test_python_train_cell_with_grad_operation_both_modes():
+    """A MindSpore-style TrainOneStepCell written in Python (GradOperation + optimizer in
+    construct): GRAPH_MODE compiles the whole step, with the same results as PYNATIVE_MODE."""
+
+    class MyTrainStep(nn.Cell):
+        def __init__(self, network, optimizer):
+            super().__init__(auto_prefix=False)
+            self.network = network
+            self.optimizer = optimizer
+            self.weights = optimizer.parameters
+            self.grad = ops.GradOperation(get_by_list=True)
+
+        def construct(self, x, y):
+            loss = self.network(x, y)
+            grads = self.grad(self.network, self.weights)(x, y)
+            self.optimizer(grads)
+            return loss
+
+    x = data()
+    y = ms.Tensor(np.array([0, 1] * 4, np.int32))
+    losses = {}
+    for mode in (ms.PYNATIVE_MODE, ms.GRAPH_MODE):
+        ms.set_context(mode=mode)
+        ms.set_seed(21)
+        net = nn.Dense(4, 2)
+        opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+        step = MyTrainStep(nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")),
+                           opt)
+        losses[mode] = [float(step(x, y).asnumpy()) for _ in range(5)]
+        assert opt._opt.global_step == 5
+    np.testing.assert_allclose(losses[ms.GRAPH_MODE], losses[ms.PYNATIVE_MODE], rtol=1e-5)
+    assert losses[ms.GRAPH_MODE][-1] < losses[ms.GRAPH_MODE][0]

@@ -236,3 +236,18 @@ def test_to_float_and_parameter_set_data():
     np.testing.assert_array_equal(net.fc2.weight.asnumpy(), 0)
     with pytest.raises(ValueError, match="expected shape"):
         w.set_data(np.zeros((2, 2), np.float32))
+
+
+def test_overriding_construct_of_a_builtin_layer_is_refused():
+    class MyDense(nn.Dense):
+        def construct(self, x):
+            return x
+
+    with pytest.raises(TypeError, match="subclass nn.Cell and hold the layer as an attribute"):
+        MyDense(2, 2)
+
+    class Wider(nn.Dense):  # subclassing without a construct is fine
+        def __init__(self):
+            super().__init__(2, 4)
+
+    assert Wider()(ms.Tensor(np.ones((1, 2), np.float32))).shape == (1, 4)

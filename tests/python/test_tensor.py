@@ -178,3 +178,23 @@ def test_seed_reproduces_random_ops():
     b = ops.randn(4, 4).asnumpy()
     np.testing.assert_array_equal(a, b)
     assert ms.get_seed() == 7
+
+
+def test_initializers():
+    from spore.common.initializer import Normal, One, initializer
+    ms.set_seed(3)
+    t = ms.Tensor(shape=(200, 50), dtype=ms.float32, init=Normal(0.5))
+    a = t.asnumpy()
+    assert a.shape == (200, 50) and abs(a.std() - 0.5) < 0.02 and abs(a.mean()) < 0.02
+    np.testing.assert_array_equal(initializer(One(), [2, 2]).asnumpy(), np.ones((2, 2)))
+    np.testing.assert_array_equal(initializer("zeros", (3,), ms.int32).asnumpy(), [0, 0, 0])
+    p = ms.Parameter(initializer("ones", (2,)), name="b")
+    assert p.name == "b" and p.requires_grad
+
+
+def test_grad_positions():
+    x = ms.Tensor(np.array([1.0, 2.0], np.float32))
+    y = ms.Tensor(np.array([3.0, -1.0], np.float32))
+    gx, gy = ops.grad(lambda a, b: (a * a * b).sum(), grad_position=(0, 1))(x, y)
+    np.testing.assert_allclose(gx.asnumpy(), 2 * x.asnumpy() * y.asnumpy())
+    np.testing.assert_allclose(gy.asnumpy(), x.asnumpy() ** 2)

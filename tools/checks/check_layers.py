@@ -27,9 +27,9 @@ LAYERS = [
     ("framework", [  # what users call
         "src/nn/", "src/optim/", "src/train/", "src/amp/", "src/data/", "src/io/", "src/parallel/",
         "include/spore/"]),
-    ("apps", ["models/", "tools/", "examples/"]),  # the model zoo, the CLI, examples
+    ("apps", ["models/", "tools/", "examples/", "python/"]),  # the model zoo, the CLI, examples, the Python bindings
 ]
-CHECKED = ("src/", "include/", "models/", "tools/", "examples/")
+CHECKED = ("src/", "include/", "models/", "tools/", "examples/", "python/")
 SUFFIXES = (".h", ".cpp", ".def")
 INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([^">]+)[">]', re.M)
 

@@ -224,7 +224,7 @@ def _normalize_key(self, key):
             out.extend([slice(None)] * (self.ndim - n_dims))
         else:
             out.append(k)
-    if Ellipsis not in key:
+    if not any(k is Ellipsis for k in key):
         out.extend([slice(None)] * max(0, self.ndim - n_dims))
     return out
 
@@ -307,7 +307,25 @@ def __deepcopy__(self, memo):
     return Tensor(np.array(self.asnumpy()))
 
 
+_eq, _ne = Tensor.__eq__, Tensor.__ne__
+
+
+def __eq__(self, other):  # elementwise; objects that are not array-like compare unequal
+    try:
+        return _eq(self, other)
+    except TypeError:
+        return NotImplemented
+
+
+def __ne__(self, other):
+    try:
+        return _ne(self, other)
+    except TypeError:
+        return NotImplemented
+
+
 _METHODS = {
+    "__eq__": __eq__, "__ne__": __ne__,
     "asnumpy": asnumpy, "numpy": asnumpy, "item": item, "__bool__": __bool__, "__float__": __float__,
     "__int__": __int__, "tolist": tolist, "reshape": reshape, "view": view, "transpose": transpose,
     "squeeze": squeeze, "flatten": flatten, "expand_as": expand_as, "ravel": ravel, "sum": _sum, "mean": mean,

@@ -185,7 +185,7 @@ class _Iterator:
 
 # ---- sources -------------------------------------------------------------------------------------
 def _source_args(num_samples, shuffle, num_shards, shard_id, sampler, workers, default_shuffle=True):
-    if sampler is not None and not isinstance(sampler, _C.Sampler):
+    if sampler is not None and not isinstance(sampler, _C.Sampler):  # a samplers.Sampler
         sampler = getattr(sampler, "_sampler", sampler)
     sh = default_shuffle if shuffle is None else bool(shuffle)
     if sampler is not None:

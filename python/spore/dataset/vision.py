@@ -33,6 +33,8 @@ class Normalize(TensorOperation):
 
 
 class HWC2CHW(TensorOperation):
+    """(H, W, C) -> (C, H, W); a batch (N, H, W, C) -> (N, C, H, W)."""
+
     def __init__(self):
         self._op = _C.HWC2CHW()
 

@@ -30,6 +30,10 @@ class Cell:
 
     def __init__(self, auto_prefix=True, flags=None, *, _cpp=None):
         d = self.__dict__
+        if _cpp is not None and type(self).construct is not Cell.construct:
+            raise TypeError(f"'{type(self).__name__}' overrides construct() of the built-in layer "
+                            f"'{_cpp.cls_name()}', whose computation is C++; subclass nn.Cell and hold the "
+                            f"layer as an attribute instead (self.layer = ...; construct calls self.layer(x))")
         d["_cells"] = OrderedDict()
         d["_params"] = OrderedDict()
         d["_builtin"] = _cpp is not None

@@ -16,32 +16,35 @@ from ..common.tensor import Tensor
 
 
 class _CallbackParam:
-    """MindSpore's cb_params: attributes read from the C++ RunContext when a hook runs."""
+    """MindSpore's cb_params, read from the C++ RunContext when asked (a hook that never calls
+    original_args() costs no conversion)."""
+
+    _FIELDS = {"cur_epoch_num": "epoch", "epoch_num": "epoch_num", "cur_step_num": "global_step",
+               "batch_num": "steps_per_epoch", "cur_step_in_epoch": "step", "epoch_loss": "epoch_loss",
+               "lr": "lr", "batch_size": "batch_size", "epoch_elapsed": "epoch_elapsed", "step_time": "step_time",
+               "cur_eval_step": "eval_step"}
 
     def __init__(self, ctx, model, mode):
-        self._ctx = ctx
-        self.mode = mode
-        self.cur_epoch_num = ctx.epoch
-        self.epoch_num = ctx.epoch_num
-        self.cur_step_num = ctx.global_step
-        self.batch_num = ctx.steps_per_epoch
-        self.cur_step_in_epoch = ctx.step
-        self.step_num = ctx.steps_per_epoch * ctx.epoch_num
-        self.net_outputs = Tensor(float(ctx.loss)) if ctx.loss == ctx.loss else None
-        self.epoch_loss = ctx.epoch_loss
-        self.lr = ctx.lr
-        self.batch_size = ctx.batch_size
-        self.metrics = dict(ctx.metrics)
-        self.eval_results = dict(ctx.metrics)
-        self.epoch_elapsed = ctx.epoch_elapsed
-        self.step_time = ctx.step_time
-        self.cur_eval_step = ctx.eval_step
+        self._ctx, self._model, self.mode = ctx, model, mode
+
+    def __getattr__(self, name):
+        ctx = self.__dict__["_ctx"]
+        if name in _CallbackParam._FIELDS:
+            return getattr(ctx, _CallbackParam._FIELDS[name])
+        if name == "net_outputs":
+            return Tensor(float(ctx.loss)) if ctx.loss == ctx.loss else None
+        if name in ("metrics", "eval_results"):
+            return dict(ctx.metrics)
+        if name == "step_num":
+            return ctx.steps_per_epoch * ctx.epoch_num
+        model = self.__dict__["_model"]
         if model is not None:
-            self.train_network = model.train_network
-            self.network = model._network
-            self.optimizer = model._optimizer
-            self.loss_fn = model._loss_fn
-            self.eval_network = model.eval_network
+            attrs = {"train_network": lambda: model.train_network, "network": lambda: model._network,
+                     "optimizer": lambda: model._optimizer, "loss_fn": lambda: model._loss_fn,
+                     "eval_network": lambda: model.eval_network}
+            if name in attrs:
+                return attrs[name]()
+        raise AttributeError(f"cb_params has no attribute '{name}'")
 
 
 class RunContext:
@@ -127,14 +130,14 @@ class Callback:
     _cpp = None  # the C++ callback of the built-in ones
 
 
-# C++ hook -> the Python hooks it calls (new name, 1.x name).
+# C++ hook -> the Python hooks it calls (a 1.x name is called when only it is overridden).
 _HOOKS = {
-    "on_train_begin": (("on_train_begin", "begin"), "train"),
-    "on_epoch_begin": (("on_train_epoch_begin", "epoch_begin"), "train"),
-    "on_step_begin": (("on_train_step_begin", "step_begin"), "train"),
-    "on_step_end": (("on_train_step_end", "step_end"), "train"),
-    "on_epoch_end": (("on_train_epoch_end", "epoch_end"), "train"),
-    "on_train_end": (("on_train_end", "end"), "train"),
+    "on_train_begin": (("on_train_begin",), "train"),
+    "on_epoch_begin": (("on_train_epoch_begin",), "train"),
+    "on_step_begin": (("on_train_step_begin",), "train"),
+    "on_step_end": (("on_train_step_end",), "train"),
+    "on_epoch_end": (("on_train_epoch_end",), "train"),
+    "on_train_end": (("on_train_end",), "train"),
     "on_eval_begin": (("on_eval_begin", "on_eval_epoch_begin"), "eval"),
     "on_eval_step_begin": (("on_eval_step_begin",), "eval"),
     "on_eval_step_end": (("on_eval_step_end",), "eval"),

@@ -2,6 +2,8 @@
 metrics. The loop is the C++ Model's (the same as `spore train`'s), run with the GIL released:
 Python callbacks, datasets and cells take it only for their own calls. In GRAPH_MODE the training
 step (forward, loss, backward, optimizer) runs as one compiled graph."""
+import sys
+
 from .. import _C
 from .._metrics import Metric
 from ..amp import _manager_of
@@ -65,12 +67,14 @@ class Model:
         accepted and ignored (CPU: no sink)."""
         if self._optimizer is None:
             raise ValueError("For 'Model.train', the model was built without an optimizer")
+        sys.stdout.flush()  # the C++ callbacks print through std::cout
         self._cpp.train(int(epoch), train_dataset._ds, _cb.to_cpp(callbacks, self), int(initial_epoch))
 
     def fit(self, epoch, train_dataset, valid_dataset=None, valid_frequency=1, callbacks=None,
             dataset_sink_mode=False, valid_dataset_sink_mode=False, sink_size=-1, initial_epoch=0):
         if valid_dataset is None:
             return self.train(epoch, train_dataset, callbacks, initial_epoch=initial_epoch)
+        sys.stdout.flush()
         self._cpp.fit(int(epoch), train_dataset._ds, valid_dataset._ds, _cb.to_cpp(callbacks, self),
                       int(valid_frequency), int(initial_epoch))
 
