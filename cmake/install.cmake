@@ -32,6 +32,9 @@ install(FILES ${CMAKE_BINARY_DIR}/SporeConfig.cmake ${CMAKE_BINARY_DIR}/SporeCon
 # must be plain words (no quotes or spaces), as `g++ $(pkg-config --cflags spore)` passes them.
 set(SPORE_PC_CFLAGS "-fopenmp")
 get_target_property(_spore_defs spore INTERFACE_COMPILE_DEFINITIONS)
+if(NOT _spore_defs)  # none (e.g. SPORE_MPI=OFF): the property reads as _spore_defs-NOTFOUND
+  set(_spore_defs "")
+endif()
 foreach(_def IN LISTS _spore_defs)
   if(NOT _def MATCHES "^[A-Za-z0-9_=.]+$")
     message(FATAL_ERROR "public definition '${_def}' cannot go into spore.pc as a plain word")
