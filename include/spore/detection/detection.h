@@ -12,6 +12,7 @@
 // results are new float32 / int64 tensors. These are not ops: no gradients, not traced.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "spore/tensor.h"
@@ -61,5 +62,12 @@ struct LetterboxGeometry {
 LetterboxGeometry letterbox_geometry(int64_t h, int64_t w, int64_t th, int64_t tw, bool scaleup = true);
 // xyxy boxes in the letterboxed image -> the original image, clipped to [0, w] x [0, h].
 Tensor unletterbox_boxes(const Tensor& boxes, const LetterboxGeometry& g);
+
+// Images as RGB (H, W, 3) uint8 tensors (the data engine's decoded layout), through OpenCV.
+Tensor read_image(const std::string& path);                      // JPEG, PNG, ...
+void write_image(const std::string& path, const Tensor& image);  // format from the extension
+// A copy of image with each detection (n, 6) [x1, y1, x2, y2, score, class] drawn as a box in its
+// class's colour and labelled "name score" (names[class], or the class number).
+Tensor draw_detections(const Tensor& image, const Tensor& dets, const std::vector<std::string>& names = {});
 
 }  // namespace spore::detection
