@@ -14,6 +14,8 @@
 // The framework layer: cells and layers, optimizers, training, data, checkpoints.
 #include "spore/data/dataset.h"
 #include "spore/io/checkpoint.h"
+#include "spore/detection/detection.h"
+#include "spore/detection/shapes.h"
 #include "spore/metrics/coco_eval.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/lr.h"

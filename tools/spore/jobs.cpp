@@ -357,6 +357,13 @@ int train_job(const TrainArgs& a) {
 
 int train(const TrainArgs& a) {
   if (!a.dump_ir.empty()) set_context({.save_graphs = true, .save_graphs_path = a.dump_ir});
+  if (a.model.rfind("yolov5", 0) == 0) {
+    if (a.profile.empty()) return train_detector(a);
+    Profiler prof({.output_path = a.profile});
+    const int rc = train_detector(a);
+    std::cout << prof.analyse();
+    return rc;
+  }
   if (a.profile.empty()) return train_job(a);
   Profiler prof({.output_path = a.profile});
   const int rc = train_job(a);
@@ -365,6 +372,7 @@ int train(const TrainArgs& a) {
 }
 
 int eval(const EvalArgs& a) {
+  if (a.model.rfind("yolov5", 0) == 0) return eval_detector(a);
   set_device(a.device);
   nn::CellPtr net = make_classifier(a.model);
   io::Checkpoint ckpt = io::load_checkpoint(a.ckpt);

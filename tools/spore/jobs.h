@@ -1,5 +1,6 @@
 // The CLI's jobs: what `spore train <model>`, `spore eval <model>` and `spore run-check` do.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -27,8 +28,16 @@ struct TrainArgs {
   std::string profile = "";        // write a profiler trace + summary into this folder
   std::string dump_ir = "";        // Graph mode: write the IR after every pass into this folder
   std::string device = "CPU";      // MindSpore's device_target: CPU | GPU | Ascend
+  // Detection (yolov5n|s|m, detection_jobs.cpp):
+  int64_t img = 320;               // letterboxed image size (a multiple of 32)
+  bool lr_given = false;           // --lr was passed (else YOLOv5's lr0 0.01)
+  bool batch_given = false;        // --batch-size was passed (else 16 for a detector)
+  bool no_mosaic = false;          // train without the 4-image mosaic
+  bool cos_lr = false;             // one-cycle cosine instead of the linear schedule
+  int64_t eval_every = 0;          // evaluate the EMA model every N epochs (0: at the end only)
 };
 int train(const TrainArgs& a);
+int train_detector(const TrainArgs& a);
 
 struct EvalArgs {
   std::string model = "lenet";
@@ -38,8 +47,35 @@ struct EvalArgs {
   int64_t limit = -1;
   std::string device = "CPU";
   bool strict_load = false;  // entries the network lacks (optimizer state) are errors, not skipped
+  int64_t img = 0;           // detection: image size (0: the checkpoint's)
+  std::string save_json;     // detection: write the detections as a COCO results file
 };
 int eval(const EvalArgs& a);
+int eval_detector(const EvalArgs& a);
+
+// `spore predict yolov5s --ckpt CKPT IMAGE [--out FILE]` (detection_jobs.cpp): boxes drawn on a copy.
+struct PredictArgs {
+  std::string model = "yolov5s";
+  std::string ckpt, image, out;
+  int64_t img = 0;  // 0: the checkpoint's
+  double conf = 0.25, iou = 0.45;
+};
+int predict(const PredictArgs& a);
+
+// `spore coco-eval GT.json RESULTS.json [--json]`: pycocotools' 12 numbers.
+struct CocoEvalArgs {
+  std::string gt, results;
+  bool json = false;
+};
+int coco_eval(const CocoEvalArgs& a);
+
+// `spore data make-shapes --out DIR [--train N] [--val N] [--size S] [--seed S]`.
+struct MakeShapesArgs {
+  std::string out;
+  int64_t train = 8000, val = 1000, size = 320, max_objects = 7;
+  uint64_t seed = 0;
+};
+int make_shapes(const MakeShapesArgs& a);
 
 int run_check();
 

@@ -1,4 +1,5 @@
-// `spore`: the command line (CLI11). Subcommands: train, eval, run-check, launch. Every error a user
+// `spore`: the command line (CLI11). Subcommands: train, eval, predict, coco-eval, data, run-check,
+// launch, dashboard. Every error a user
 // can cause ends as one line on stderr naming what was wrong, what was expected and what to do:
 // a spore::Error with exit code 1, a bad flag or value (CLI11) with exit code 2.
 #include <CLI/CLI.hpp>
@@ -68,7 +69,8 @@ const CLI::Validator kEpochs = integer_in(1, 1000000), kBatch = integer_in(1, 65
                      kSamples = integer_in(1, kMaxCount), kThreads = integer_in(0, 1024),
                      kSeed = integer_in(0, __int128(UINT64_MAX)), kRanks = integer_in(1, 1024),
                      kLr = real_in(0, true, 100, false), kMomentum = real_in(0, false, 1, true),
-                     kSeconds = real_in(0, true, 86400, false);
+                     kSeconds = real_in(0, true, 86400, false), kImg = integer_in(64, 4096),
+                     kUnit = real_in(0, false, 1, false), kImages = integer_in(0, 10000000);
 
 // Under spore launch / mpirun: " (rank 1)" in error lines, and an error on one rank stops them all
 // (the others would otherwise wait for it until the communication deadline).
@@ -92,7 +94,9 @@ int main(int argc, char** argv) {
   using namespace spore::cli;
   CLI::App app{"Spore: a C++ deep-learning framework with MindSpore's API.\n"
                "Examples:\n  spore train lenet                 train LeNet-5 on Fashion-MNIST\n"
-               "  spore eval lenet --ckpt out/lenet/lenet.safetensors\n  spore run-check"};
+               "  spore eval lenet --ckpt out/lenet/lenet.safetensors\n"
+               "  spore data make-shapes --out data/shapes && spore train yolov5s --data data/shapes\n"
+               "  spore coco-eval instances_val2017.json detections.json\n  spore run-check"};
   app.require_subcommand(1);
   // A bad flag or value: one line, then what to do (CLI11's default adds a second line).
   app.failure_message([](const CLI::App* top, const CLI::Error& err) {
@@ -106,8 +110,9 @@ int main(int argc, char** argv) {
   auto* train_cmd = app.add_subcommand("train", "train a model from the zoo and save its checkpoint, "
                                                 "metrics and training curves");
   train_cmd->add_option("model", t.model, "lenet (Fashion-MNIST), mlp (Fashion-MNIST), "
-                                          "mlp-regression (generated Friedman #1 data), resnet18 (CIFAR-10 in --data DIR)")
-      ->check(CLI::IsMember({"lenet", "mlp", "mlp-regression", "resnet18"}))
+                                          "mlp-regression (generated Friedman #1 data), resnet18 (CIFAR-10 in --data DIR), "
+                                          "yolov5n | yolov5s | yolov5m (a COCO-layout folder in --data DIR)")
+      ->check(CLI::IsMember({"lenet", "mlp", "mlp-regression", "resnet18", "yolov5n", "yolov5s", "yolov5m"}))
       ->default_val("lenet");
   train_cmd->add_option("--epochs", t.epochs, "training epochs")->default_val(t.epochs)->check(kEpochs);
   train_cmd->add_option("--batch-size", t.batch_size, "samples per step")->default_val(t.batch_size)->check(kBatch);
@@ -115,7 +120,13 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--momentum", t.momentum, "momentum of the Momentum optimizer")->default_val(t.momentum)->check(kMomentum);
   train_cmd->add_option("--mode", t.mode, "execution mode: graph (the training step traced and compiled "
                                         "once, then run as one optimised graph) or pynative (op by op, eager)")->check(CLI::IsMember({"graph", "pynative"}))->default_val(t.mode);
-  train_cmd->add_option("--data", t.data, "folder with the IDX files (train-images-idx3-ubyte[.gz], ...)")->default_val(t.data);
+  train_cmd->add_option("--data", t.data, "folder with the IDX files (train-images-idx3-ubyte[.gz], ...); for yolov5*: "
+                        "train2017/, val2017/ and annotations/instances_{train,val}2017.json (spore data make-shapes)")->default_val(t.data);
+  train_cmd->add_option("--img", t.img, "yolov5*: image size (letterboxed, a multiple of 32)")->default_val(t.img)->check(kImg);
+  train_cmd->add_flag("--cos-lr", t.cos_lr, "yolov5*: one-cycle cosine learning-rate schedule instead of linear");
+  train_cmd->add_flag("--no-mosaic", t.no_mosaic, "yolov5*: train without the 4-image mosaic augmentation");
+  train_cmd->add_option("--eval-every", t.eval_every, "yolov5*: evaluate the EMA weights on val every N epochs "
+                        "(and always after the last)")->check(kEpochs);
   train_cmd->add_option("--out", t.out, "output folder (default out/<model>)");
   train_cmd->add_option("--seed", t.seed, "random seed (initialisation, shuffling)")->default_val(t.seed)->check(kSeed);
   train_cmd->add_option("--threads", t.threads, "threads (0: all cores)")->default_val(t.threads)->check(kThreads);
@@ -148,7 +159,10 @@ int main(int argc, char** argv) {
 
   EvalArgs e;
   auto* eval_cmd = app.add_subcommand("eval", "evaluate a saved checkpoint on the test set");
-  eval_cmd->add_option("model", e.model, "lenet | mlp | resnet18")->check(CLI::IsMember({"lenet", "mlp", "resnet18"}))->default_val("lenet");
+  eval_cmd->add_option("model", e.model, "lenet | mlp | resnet18 | yolov5n | yolov5s | yolov5m (prints COCO's 12 numbers)")
+      ->check(CLI::IsMember({"lenet", "mlp", "resnet18", "yolov5n", "yolov5s", "yolov5m"}))->default_val("lenet");
+  eval_cmd->add_option("--img", e.img, "yolov5*: image size (default: the checkpoint's)")->check(kImg);
+  eval_cmd->add_option("--save-json", e.save_json, "yolov5*: also write the detections as a COCO results file");
   eval_cmd->add_option("--ckpt", e.ckpt, "checkpoint file (.safetensors) written by `spore train`")->required();
   eval_cmd->add_option("--data", e.data, "folder with the IDX files")->default_val(e.data);
   eval_cmd->add_option("--batch-size", e.batch_size, "samples per step")->default_val(e.batch_size)->check(kBatch);
@@ -157,6 +171,36 @@ int main(int argc, char** argv) {
   eval_cmd->add_flag("--strict-load", e.strict_load, "fail when the checkpoint holds entries the network lacks "
                                                      "(by default training state such as the optimizer's moments.* is "
                                                      "skipped and reported, as MindSpore's load_param_into_net does)");
+
+  PredictArgs pr;
+  auto* predict_cmd = app.add_subcommand("predict", "detect objects in an image with a trained checkpoint and write "
+                                                    "the image with the boxes drawn");
+  predict_cmd->add_option("model", pr.model, "yolov5n | yolov5s | yolov5m")->check(CLI::IsMember({"yolov5n", "yolov5s", "yolov5m"}))->required();
+  predict_cmd->add_option("image", pr.image, "a JPEG or PNG image")->required();
+  predict_cmd->add_option("--ckpt", pr.ckpt, "checkpoint (.safetensors) written by `spore train`")->required();
+  predict_cmd->add_option("--out", pr.out, "output image (default <image name>_pred.jpg)");
+  predict_cmd->add_option("--img", pr.img, "image size (default: the checkpoint's)")->check(kImg);
+  predict_cmd->add_option("--conf", pr.conf, "confidence threshold")->default_val(pr.conf)->check(kUnit);
+  predict_cmd->add_option("--iou", pr.iou, "NMS IoU threshold")->default_val(pr.iou)->check(kUnit);
+
+  CocoEvalArgs ce;
+  auto* coco_cmd = app.add_subcommand("coco-eval", "COCO detection metrics (pycocotools' 12 numbers, 'bbox') of a results "
+                                                   "file against ground truth");
+  coco_cmd->add_option("gt", ce.gt, "ground truth: a COCO instances JSON (images, annotations, categories)")->required();
+  coco_cmd->add_option("results", ce.results, "detections: a JSON list of {image_id, category_id, bbox, score}")->required();
+  coco_cmd->add_flag("--json", ce.json, "print the 12 numbers as JSON with full precision");
+
+  MakeShapesArgs ms;
+  auto* data_cmd = app.add_subcommand("data", "data-set tools");
+  data_cmd->require_subcommand(1);
+  auto* shapes_cmd = data_cmd->add_subcommand("make-shapes", "write a generated detection data set (8 shape classes) in "
+                                                             "COCO's layout: JPEG images and instances JSON");
+  shapes_cmd->add_option("--out", ms.out, "output folder")->required();
+  shapes_cmd->add_option("--train", ms.train, "training images")->default_val(ms.train)->check(kImages);
+  shapes_cmd->add_option("--val", ms.val, "validation images")->default_val(ms.val)->check(kImages);
+  shapes_cmd->add_option("--size", ms.size, "longer image side in pixels")->default_val(ms.size)->check(kImg);
+  shapes_cmd->add_option("--max-objects", ms.max_objects, "objects per image at most")->default_val(ms.max_objects)->check(integer_in(1, 100));
+  shapes_cmd->add_option("--seed", ms.seed, "random seed")->default_val(ms.seed)->check(kSeed);
 
   DashboardArgs d;
   auto* dash_cmd = app.add_subcommand("dashboard", "serve a training run's curves, hyper-parameters, checkpoints "
@@ -177,8 +221,15 @@ int main(int argc, char** argv) {
     return app.exit(err) == 0 ? 0 : 2;  // --help / --version: 0; usage errors: 2 (CLI11 uses 100+)
   }
   try {
-    if (*train_cmd) return train(t);
+    if (*train_cmd) {
+      t.lr_given = train_cmd->count("--lr") > 0;
+      t.batch_given = train_cmd->count("--batch-size") > 0;
+      return train(t);
+    }
     if (*eval_cmd) return eval(e);
+    if (*predict_cmd) return predict(pr);
+    if (*coco_cmd) return coco_eval(ce);
+    if (*shapes_cmd) return make_shapes(ms);
     if (*check_cmd) return run_check();
     if (*launch_cmd) return launch(l);
     if (*dash_cmd) return dashboard(d);

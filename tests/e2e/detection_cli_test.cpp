@@ -1,0 +1,107 @@
+// End to end, the detection commands of `spore`: data make-shapes writes a COCO-layout set,
+// coco-eval scores a results file (perfect detections score 1), train yolov5n runs a short training
+// with evaluation and writes its checkpoint, metrics and curves, eval and predict read the
+// checkpoint back; bad inputs are one-line errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "spore/metrics/coco_eval.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kSpore = std::string(SPORE_BINARY_DIR) + "/spore";
+
+struct Result {
+  int code;
+  std::string out;
+};
+Result run(const std::string& args) {
+  std::string cmd = "OMP_NUM_THREADS=2 " + kSpore + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("spore_e2e_det_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+TEST(DetectionCli, MakeShapesThenCocoEval) {
+  const fs::path d = temp_dir("shapes");
+  Result r = run("data make-shapes --out " + d.string() + " --train 6 --val 10 --size 128 --seed 5");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("wrote 16 images"), std::string::npos) << r.out;
+  const std::string gt = (d / "annotations/instances_val2017.json").string();
+  ASSERT_TRUE(fs::exists(gt));
+  ASSERT_TRUE(fs::exists(d / "train2017/000000000006.jpg"));
+  // The ground truth as detections: AP 1.000 wherever there is ground truth.
+  const auto coco = spore::metrics::Coco::load(gt);
+  std::vector<spore::metrics::CocoDetection> dets;
+  for (const auto& a : coco.annotations())
+    if (!a.iscrowd) dets.push_back({a.image_id, a.category_id, a.bbox, 0.9});
+  spore::metrics::save_detections(dets, (d / "res.json").string());
+  r = run("coco-eval " + gt + " " + (d / "res.json").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(" Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 1.000"), std::string::npos)
+      << r.out;
+  r = run("coco-eval " + gt + " " + (d / "res.json").string() + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"AP\": 0.9999999999999998"), std::string::npos) << r.out;
+  // Errors: a missing file, results on an image the ground truth lacks.
+  r = run("coco-eval " + gt + " " + (d / "nope.json").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("nope.json"), std::string::npos) << r.out;
+  std::ofstream(d / "bad.json") << R"([{"image_id": 12345, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 1}])";
+  r = run("coco-eval " + gt + " " + (d / "bad.json").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("image id 12345"), std::string::npos) << r.out;
+  r = run("data make-shapes --out " + d.string() + " --size 10");
+  EXPECT_EQ(r.code, 2) << r.out;
+  fs::remove_all(d);
+}
+
+TEST(DetectionCli, TrainYolov5nThenEvalAndPredict) {
+  const fs::path d = temp_dir("train");
+  Result r = run("data make-shapes --out " + (d / "data").string() + " --train 16 --val 8 --size 128 --seed 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const fs::path out = d / "run";
+  r = run("train yolov5n --data " + (d / "data").string() + " --img 128 --epochs 2 --batch-size 8 --out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("epoch 2/2: loss"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("val mAP@[.5:.95]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" Average Recall     (AR) @[ IoU=0.50:0.95 | area= large | maxDets=100 ]"), std::string::npos) << r.out;
+  for (const char* f : {"yolov5n.safetensors", "metrics.jsonl", "metrics.csv", "curves.png"})
+    EXPECT_TRUE(fs::exists(out / f)) << f << "\n" << r.out;
+  const std::string ckpt = (out / "yolov5n.safetensors").string();
+  r = run("eval yolov5n --ckpt " + ckpt + " --data " + (d / "data").string() + " --save-json " + (d / "dets.json").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(" Average Precision  (AP) @[ IoU=0.50      | area=   all | maxDets=100 ]"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(d / "dets.json"));
+  r = run("predict yolov5n --ckpt " + ckpt + " " + (d / "data/val2017/000000000001.jpg").string() + " --conf 0.01 --out " +
+          (d / "pred.jpg").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("detections; wrote"), std::string::npos) << r.out;
+  EXPECT_GT(fs::file_size(d / "pred.jpg"), 1000u);
+  // A checkpoint of another model, a data folder that is not COCO-shaped.
+  r = run("eval yolov5s --ckpt " + ckpt + " --data " + (d / "data").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("holds a yolov5n, not a yolov5s"), std::string::npos) << r.out;
+  r = run("train yolov5n --data " + d.string() + " --epochs 1 --out " + (d / "x").string());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("spore data make-shapes"), std::string::npos) << r.out;
+  fs::remove_all(d);
+}
+
+}  // namespace
