@@ -1,6 +1,7 @@
 // The detection commands of `spore`: coco-eval (pycocotools' numbers for a results file), data
 // make-shapes (the generated COCO-layout set), and train / eval / predict for yolov5n|s|m on a
 // COCO-layout folder (docs/detection.md).
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -149,6 +150,9 @@ int train_detector(const TrainArgs& a) {
       rec.emplace_back("mAP", s[0]);
       rec.emplace_back("mAP50", s[1]);
       std::printf(", val mAP@[.5:.95] %.4f, mAP@.5 %.4f", s[0], s[1]);
+    } else {  // not evaluated this epoch: null in metrics.jsonl, a gap in the curve
+      rec.emplace_back("mAP", std::nan(""));
+      rec.emplace_back("mAP50", std::nan(""));
     }
     std::printf("\n");
     std::fflush(stdout);
