@@ -68,6 +68,36 @@ void augment_hsv(Tensor& img, double hg, double sg, double vg) {
 
 }  // namespace
 
+// ---- the step ----------------------------------------------------------------------------------
+
+YoloStep::YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph, std::vector<Tensor> params)
+    : net_(std::move(net)), hyp_(hyp), params_(params.empty() ? net_->trainable_params() : std::move(params)) {
+  if (graph) {
+    auto* net_ptr = net_.get();
+    compiled_ = std::make_shared<JitFunction>([this](const std::vector<Tensor>& in) { return run(in); },
+                                              JitOptions{.name = "yolo_train_step",
+                                                         .extra_key = [net_ptr] { return net_ptr->trace_key(); },
+                                                         .max_cache = 16});
+  }
+}
+
+std::vector<Tensor> YoloStep::run(const std::vector<Tensor>& in) {
+  EnableGradGuard eg;
+  const std::vector<Tensor> raw = net_->forward({in[0]});
+  const YoloLoss L = yolo_loss(raw, std::vector<Tensor>(in.begin() + 1, in.end()), hyp_);
+  std::vector<Tensor> out{L.loss.detach(), L.lbox.detach(), L.lobj.detach(), L.lcls.detach()};
+  for (Tensor& g : autograd::grad(L.loss, params_)) out.push_back(g);
+  return out;
+}
+
+std::vector<Tensor> YoloStep::operator()(const Tensor& images, const std::array<LevelTargets, 3>& targets) {
+  std::vector<Tensor> in{images};
+  for (const Tensor& t : flatten_targets(targets)) in.push_back(t);
+  return compiled_ ? (*compiled_)(in) : run(in);
+}
+
+JitStats YoloStep::stats() const { return compiled_ ? compiled_->stats() : JitStats{}; }
+
 // ---- optimizer and EMA ------------------------------------------------------------------------
 
 YoloSGD::YoloSGD(std::vector<optim::ParamGroup> groups, double lr, double momentum)
@@ -253,24 +283,10 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const s
     return (1 - double(e) / double(o.epochs)) * (1.0 - o.lrf) + o.lrf;
   };
   const int64_t nw = std::max<int64_t>(int64_t(std::llround(o.warmup_epochs * double(nb))), 100);
-  const std::vector<Tensor> params = opt->parameters();
   const Tensor anchors = net->detect().anchors();
   const std::array<std::pair<int64_t, int64_t>, 3> grids{{{o.img / 8, o.img / 8}, {o.img / 16, o.img / 16}, {o.img / 32, o.img / 32}}};
 
-  // One step's forward + loss + backward: {loss, lbox, lobj, lcls, grads...}.
-  auto step_fn = [net, hyp, params](const std::vector<Tensor>& in) {
-    EnableGradGuard eg;
-    const std::vector<Tensor> raw = net->forward({in[0]});
-    const YoloLoss L = yolo_loss(raw, std::vector<Tensor>(in.begin() + 1, in.end()), hyp);
-    std::vector<Tensor> out{L.loss.detach(), L.lbox.detach(), L.lobj.detach(), L.lcls.detach()};
-    for (Tensor& g : autograd::grad(L.loss, params)) out.push_back(g);
-    return out;
-  };
-  std::shared_ptr<JitFunction> compiled;
-  if (o.graph)
-    compiled = std::make_shared<JitFunction>(step_fn, JitOptions{.name = "yolo_train_step",
-                                                                 .extra_key = [net] { return net->trace_key(); },
-                                                                 .max_cache = 16});
+  YoloStep step(net, hyp, o.graph, opt->parameters());  // gradients in the optimizer's order
   net->set_train(true);
   data::Dataset ds = yolo_train_dataset(split, o.img, o.aug, o.num_workers);
   std::vector<Tensor> acc;
@@ -308,10 +324,7 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const s
         for (size_t g = 0; g < opt->num_groups(); ++g) opt->set_group_lr(g, o.lr0 * lf(epoch));
         opt->set_momentum(o.momentum);
       }
-      const auto lt = build_targets(targets, B, anchors, grids, nc, hyp);
-      std::vector<Tensor> in{to_chw_float(imgs)};
-      for (const Tensor& t : flatten_targets(lt)) in.push_back(t);
-      const std::vector<Tensor> out = compiled ? (*compiled)(in) : step_fn(in);
+      const std::vector<Tensor> out = step(to_chw_float(imgs), build_targets(targets, B, anchors, grids, nc, hyp));
       {
         NoGradGuard ng;
         if (acc.empty()) {

@@ -46,6 +46,24 @@ class YoloSGD : public optim::Optimizer {
   std::vector<Tensor> bufs_;
 };
 
+// One training step's forward, loss and backward: {loss, lbox, lobj, lcls, grads of params
+// (default net->trainable_params(); pass an optimizer's parameters() to get its order)...}. Graph mode: one compiled graph per input signature (the targets'
+// padded capacity is part of it); PyNative: eager with the tape.
+class YoloStep {
+ public:
+  YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph, std::vector<Tensor> params = {});
+  std::vector<Tensor> operator()(const Tensor& images, const std::array<LevelTargets, 3>& targets);
+  const std::vector<Tensor>& params() const { return params_; }
+  JitStats stats() const;
+
+ private:
+  std::vector<Tensor> run(const std::vector<Tensor>& in);
+  std::shared_ptr<YoloV5> net_;
+  YoloLossHyp hyp_;
+  std::vector<Tensor> params_;
+  std::shared_ptr<JitFunction> compiled_;
+};
+
 // The three groups of YOLOv5's smart_optimizer: biases, BatchNorm gammas (no decay), others.
 std::vector<optim::ParamGroup> yolo_param_groups(const nn::Cell& net, double weight_decay);
 
