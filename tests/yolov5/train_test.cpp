@@ -1,0 +1,128 @@
+// The YOLOv5 training pieces: the compiled step equals the eager one (loss and gradients), the loss
+// falls on a fixed batch in both modes, the optimizer's groups and nesterov update, and the EMA.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "models/yolov5/train.h"
+#include "spore/context.h"
+#include "spore/grad_mode.h"
+#include "spore/ops.h"
+#include "test_util.h"
+
+namespace spore {
+namespace {
+
+constexpr int64_t kImg = 64;
+
+std::array<models::LevelTargets, 3> two_image_targets(const models::YoloV5& net) {
+  Tensor t = Tensor::empty({3, 6}, kFloat32);
+  const float v[] = {0, 1, 0.5f, 0.5f, 0.4f, 0.3f, 0, 2, 0.25f, 0.3f, 0.2f, 0.25f, 1, 0, 0.6f, 0.55f, 0.5f, 0.6f};
+  std::copy(v, v + 18, t.data<float>());
+  return models::build_targets(t, 2, const_cast<models::YoloV5&>(net).detect().anchors(),
+                               {{{kImg / 8, kImg / 8}, {kImg / 16, kImg / 16}, {kImg / 32, kImg / 32}}}, 3,
+                               models::scaled_hyp(3, kImg));
+}
+
+TEST(YoloTrain, GraphStepEqualsPyNative) {
+  set_seed(5);
+  auto net = models::yolov5("n", 3);
+  net->set_train(true);
+  const Tensor x = rand({2, 3, kImg, kImg});
+  const auto t = two_image_targets(*net);
+  const auto hyp = models::scaled_hyp(3, kImg);
+  // BatchNorm's moving statistics change with every step: save and restore them between the runs.
+  std::vector<Tensor> saved;
+  for (auto& [n, b] : net->named_buffers()) saved.push_back(b.clone());
+  models::YoloStep eager(net, hyp, false);
+  const auto e = eager(x, t);
+  size_t k = 0;
+  for (auto& [n, b] : net->named_buffers()) assign(b, saved[k++]);
+  models::YoloStep graph(net, hyp, true);
+  const auto g = graph(x, t);
+  EXPECT_EQ(graph.stats().traces, 1);
+  ASSERT_EQ(e.size(), g.size());
+  EXPECT_NEAR(g[0].item<double>(), e[0].item<double>(), 1e-4 * std::abs(e[0].item<double>()));
+  double worst = 0;
+  for (size_t i = 4; i < e.size(); ++i) {
+    const auto a = e[i].to_vector<float>(), b = g[i].to_vector<float>();
+    double scale = 1e-6;
+    for (float v : a) scale = std::max(scale, double(std::abs(v)));
+    for (size_t j = 0; j < a.size(); ++j) worst = std::max(worst, std::abs(double(a[j]) - double(b[j])) / scale);
+  }
+  EXPECT_LT(worst, 2e-3);
+}
+
+void loss_falls(bool graph) {
+  set_seed(6);
+  auto net = models::yolov5("n", 3);
+  net->set_train(true);
+  auto opt = std::make_shared<models::YoloSGD>(models::yolo_param_groups(*net, 5e-4), 0.02, 0.9);
+  models::YoloStep step(net, models::scaled_hyp(3, kImg), graph, opt->parameters());
+  const Tensor x = rand({2, 3, kImg, kImg});
+  const auto t = two_image_targets(*net);
+  // The loss is noisy step to step (the objectness target is the prediction's own IoU): compare the
+  // first step with the mean of the last four.
+  double first = 0, last = 0;
+  const int steps = 30;
+  for (int i = 0; i < steps; ++i) {
+    const auto out = step(x, t);
+    opt->step(std::vector<Tensor>(out.begin() + 4, out.end()));
+    if (i == 0) first = out[0].item<double>();
+    if (i >= steps - 4) last += out[0].item<double>() / 4;
+    if (std::getenv("SPORE_TEST_VERBOSE")) std::printf("%s step %d loss %.6f\n", graph ? "graph" : "pynative", i, out[0].item<double>());
+  }
+  EXPECT_LT(last, 0.75 * first) << (graph ? "graph" : "pynative") << ": " << first << " -> " << last;
+  if (graph) EXPECT_EQ(step.stats().traces, 1);
+}
+TEST(YoloTrain, LossFallsGraph) { loss_falls(true); }
+TEST(YoloTrain, LossFallsPyNative) { loss_falls(false); }
+
+TEST(YoloTrain, ParamGroupsAndNesterovUpdate) {
+  auto net = models::yolov5("n", 3);
+  const auto groups = models::yolo_param_groups(*net, 5e-4);
+  ASSERT_EQ(groups.size(), 3u);
+  // biases (conv biases + BN betas), conv weights (decay), BN gammas.
+  EXPECT_EQ(groups[0].weight_decay.value(), 0.0);
+  EXPECT_EQ(groups[1].weight_decay.value(), 5e-4);
+  EXPECT_EQ(groups[2].weight_decay.value(), 0.0);
+  for (const auto& n : groups[0].names) EXPECT_TRUE(n.ends_with("bias") || n.ends_with("beta")) << n;
+  for (const auto& n : groups[2].names) EXPECT_TRUE(n.ends_with("gamma")) << n;
+  EXPECT_EQ(groups[1].names.front(), "model.0.conv.weight");
+  EXPECT_EQ(groups[0].params.size(), groups[2].params.size() + 3);  // + Detect's three conv biases
+  // One parameter by hand: p = 1, g = 0.5, wd 0.1, lr 0.1, momentum 0.9 (buf 0):
+  // g' = 0.6, buf = 0.6, p -= 0.1 (0.6 + 0.9 * 0.6) = 0.114 -> 0.886; then set_momentum(0.5), same g:
+  // g' = 0.5 + 0.0886 = 0.5886, buf = 0.3 + 0.5886 = 0.8886, p -= 0.1 (0.5886 + 0.4443).
+  Tensor p = ones({1});
+  p.set_requires_grad(true);
+  models::YoloSGD opt({{.params = {p}, .weight_decay = 0.1}}, 0.1, 0.9);
+  opt.step({full_like(p.detach(), 0.5)});
+  EXPECT_NEAR(p.item<double>(), 0.886, 1e-6);
+  opt.set_momentum(0.5);
+  opt.set_group_lr(0, 0.1);
+  opt.step({full_like(p.detach(), 0.5)});
+  EXPECT_NEAR(p.item<double>(), 0.886 - 0.1 * (0.5886 + 0.5 * 0.8886), 1e-6);
+}
+
+TEST(YoloTrain, EmaFollowsWithWarmingDecay) {
+  set_seed(7);
+  auto net = models::yolov5("n", 3), ema_net = models::yolov5("n", 3);
+  models::ModelEMA ema(*net, ema_net);
+  const Tensor w = net->named_parameters()[0].second;
+  const Tensor e = ema_net->named_parameters()[0].second;
+  EXPECT_EQ(w.to_vector<float>(), e.to_vector<float>());  // starts as a copy
+  const float w0 = w.to_vector<float>()[0];
+  {
+    NoGradGuard ng;
+    assign(w, w + 1.0);
+  }
+  ema.update(*net);  // d = 0.9999 (1 - exp(-1 / 2000)) ~ 5e-4: the EMA moves almost all the way
+  const double d = 0.9999 * (1 - std::exp(-1.0 / 2000));
+  EXPECT_NEAR(e.to_vector<float>()[0], d * w0 + (1 - d) * (w0 + 1), 1e-5);
+  EXPECT_FALSE(ema_net->training());
+}
+
+}  // namespace
+}  // namespace spore
