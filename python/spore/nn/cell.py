@@ -189,11 +189,18 @@ class Cell:
             stack.extend(c._cells.values())
 
     def parameters_and_names(self, name_prefix="", expand=True):
-        """(dotted name, Parameter) for every parameter of the tree, in registration order."""
+        """(dotted name, Parameter) for every parameter of the tree, in registration order, then
+        the state the C++ cells keep as buffers (BatchNorm's moving_mean / moving_variance), as
+        Parameters with requires_grad=False: MindSpore makes those Parameters too, so they are
+        listed (and checkpointed) under the same names, and trainable_params() leaves them out."""
         known = self._python_params()
         for name, t in self._cpp.named_parameters(name_prefix):
             p = known.get(t._impl_id())
             yield name, as_parameter(p if p is not None else t, name)
+        for name, t in self._cpp.named_buffers(name_prefix):
+            p = as_parameter(t, name)
+            p.requires_grad = False
+            yield name, p
 
     def get_parameters(self, expand=True):
         for _, p in self.parameters_and_names():
