@@ -195,7 +195,8 @@ data::TensorOp DecodeResize(std::vector<int64_t> size, Inter interpolation) {
 
 data::TensorOp RandomCropDecodeResize(std::vector<int64_t> size, std::vector<double> scale,
                                       std::vector<double> ratio, Inter interpolation) {
-  const auto [th, tw] = detail::size_hw(size, "RandomCropDecodeResize");
+  const auto hw = detail::size_hw(size, "RandomCropDecodeResize");  // no structured binding: lambdas capture these (clang 14)
+  const int64_t th = hw.first, tw = hw.second;
   detail::check_rrc_params(scale, ratio, "RandomCropDecodeResize");
   return [=](const Tensor& x) {
     const char* op = "RandomCropDecodeResize";
