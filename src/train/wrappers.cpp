@@ -68,8 +68,10 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
   // Graph mode: the whole step (forward, loss, backward, optimizer update) is traced once per
   // signature by jit() and then runs compiled; the traced body is step_eager. With accumulation a
   // second graph (forward, backward, add into the buffers) serves the other micro-batches.
-  // A grad reducer / grad-ready hook (data parallel) is host code, so those steps stay eager.
-  if (get_context_mode() == Mode::Graph && !is_tracing() && !reducer_ && !grad_ready_) {
+  // A grad reducer / grad-ready hook (data parallel) or an optimizer that communicates (sharded)
+  // is host code, so those steps stay eager.
+  if (get_context_mode() == Mode::Graph && !is_tracing() && !reducer_ && !grad_ready_ &&
+      optimizer_->traceable()) {
     std::shared_ptr<void>& slot = apply ? compiled_ : compiled_acc_;
     if (!slot) {
       JitOptions opts;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "spore/optim/optimizer.h"
 #include "spore/parallel/comm.h"
 #include "spore/tensor.h"
 
@@ -55,6 +56,12 @@ struct AutoParallelContext {
   bool gradients_mean = true;
   CommFusion comm_fusion;
   bool overlap = true;  // start buckets during backward (false: all after backward)
+  // Optimizer sharding (ZeRO stage 1): each data-parallel rank keeps 1/size of the optimizer
+  // state and updates that part of the parameters (ShardedOptimizer below).
+  bool enable_parallel_optimizer = false;
+  // Gradient accumulation: a Model's training step updates every k batches (the batches are
+  // micro-batches; see TrainOneStepCell::set_grad_accumulation). Also outside data parallel.
+  int64_t gradient_accumulation_steps = 1;
 };
 void set_auto_parallel_context(const AutoParallelContext& ctx);
 const AutoParallelContext& get_auto_parallel_context();
@@ -95,6 +102,48 @@ class DistributedGradReducer {
   std::vector<Tensor> buffers_;
   std::vector<WorkPtr> works_;
 };
+
+// Optimizer sharding (MindSpore's enable_parallel_optimizer; ZeRO stage 1). The optimizer's
+// parameters, flattened in its order into one vector of E elements, are cut into `size` equal
+// ranges; rank r keeps the state (moments...) of range r only, as an optimizer of the same kind
+// rebuilt over views of the parameters' elements in that range (Optimizer::rebuild). step(grads):
+//   pack the local gradients into one flat buffer (E padded to a multiple of size)
+//   reduce-scatter (mean)  -> this rank's range of the summed gradient
+//   the shard optimizer    -> updates this rank's range of the parameters in place
+//   all-gather             -> every rank has every updated element; copied back into the parameters
+// The update rules are elementwise, so this equals the unsharded step (global-norm clipping is
+// not, and is refused). The wrapped optimizer's state is freed. The sharded state is not written
+// to checkpoints yet (they hold the parameters; a resumed run restarts the optimizer state).
+class ShardedOptimizer : public optim::Optimizer {
+ public:
+  ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bool mean = true);
+  void step(const std::vector<Tensor>& grads) override;
+  bool traceable() const override { return false; }  // it communicates
+  std::string name() const override { return inner_->name(); }
+  const optim::Optimizer& shard() const { return *shard_; }
+  // This rank's element range [begin, end) of the flattened parameters.
+  int64_t shard_begin() const { return begin_; }
+  int64_t shard_end() const { return end_; }
+  // Bytes of optimizer state this rank holds.
+  size_t state_bytes() const;
+
+ protected:
+  void update(size_t, const Tensor&, double, double) override {}  // step() does the work
+
+ private:
+  optim::OptimizerPtr inner_, shard_;
+  GroupPtr group_;
+  bool mean_;
+  std::vector<int64_t> offset_;      // per parameter: its first element in the flat vector
+  int64_t begin_ = 0, end_ = 0, per_rank_ = 0;
+  std::vector<size_t> shard_param_;  // per shard tensor: the parameter it is a range of
+  Tensor flat_grads_, my_grads_, my_params_, flat_params_;  // persistent buffers
+  std::vector<Tensor> shard_grads_;  // views into my_grads_, one per shard tensor
+  std::vector<Tensor> shard_views_;  // views into the parameters, one per shard tensor
+};
+
+// Bytes of an optimizer's state tensors (ShardedOptimizer: this rank's shard).
+size_t optimizer_state_bytes(const optim::Optimizer& opt);
 
 // Broadcasts the network's parameters and buffers from rank 0 (checking they match) and installs a
 // DistributedGradReducer on `step` with the auto-parallel context's options. named: the network's
