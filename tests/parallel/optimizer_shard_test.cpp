@@ -71,11 +71,12 @@ double run_sharded(const std::string& kind, double* state_ratio) {
     worst = std::max(worst, std::abs(l.item<double>() - lr) / std::abs(lr));
   }
   EXPECT_EQ(sharded->global_step(), 20);
-  // The parameters equal the reference's on every rank.
+  // The parameters equal the reference's on every rank (to float32 summation order: the reference
+  // sums the whole batch's gradient at once, the ranks their slices, then the reduce-scatter).
   auto a = ref.net->trainable_params(), b = zero.net->trainable_params();
   for (size_t i = 0; i < a.size(); ++i) {
     auto va = a[i].to_vector<float>(), vb = b[i].to_vector<float>();
-    for (size_t k = 0; k < va.size(); ++k) EXPECT_NEAR(va[k], vb[k], 1e-5 * (1 + std::abs(va[k]))) << i << "[" << k << "]";
+    for (size_t k = 0; k < va.size(); ++k) EXPECT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << i << "[" << k << "]";
   }
   return worst;
 }

@@ -27,6 +27,8 @@ struct TrainArgs {
   std::string profile = "";        // write a profiler trace + summary into this folder
   std::string dump_ir = "";        // Graph mode: write the IR after every pass into this folder
   std::string device = "CPU";      // MindSpore's device_target: CPU | GPU | Ascend
+  int64_t grad_accum = 1;          // batches summed per optimizer update (gradient accumulation)
+  bool parallel_optimizer = false; // under spore launch: shard the optimizer state (ZeRO-1)
 };
 int train(const TrainArgs& a);
 

@@ -134,6 +134,11 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--amp-dtype", t.amp_dtype, "low-precision dtype for --amp: fp16 | bf16")->default_val(t.amp_dtype);
   train_cmd->add_option("--device", t.device, "device target (MindSpore's device_target): CPU, GPU or Ascend; "
                                             "`spore run-check` lists the targets this build has")->default_val(t.device);
+  train_cmd->add_option("--grad-accum", t.grad_accum, "gradient accumulation: each optimizer update sums the "
+                        "gradients of this many batches of --batch-size (1: update on every batch)")
+      ->default_val(t.grad_accum)->check(integer_in(1, 4096));
+  train_cmd->add_flag("--parallel-optimizer", t.parallel_optimizer, "under spore launch: each rank keeps and "
+                      "updates 1/N of the optimizer state (MindSpore's enable_parallel_optimizer, ZeRO-1)");
   train_cmd->add_option("--comm-timeout", t.comm_timeout, "under spore launch / mpirun: seconds before a "
                                                           "silent rank counts as lost")->default_val(t.comm_timeout)->check(kSeconds);
 
