@@ -10,11 +10,13 @@
 // parameter names, shapes and dtypes, and all-reduces gradients in fused buckets that start
 // while the backward pass is still running (autograd's on_grad_ready hook).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "spore/nn/cell.h"
 #include "spore/optim/optimizer.h"
 #include "spore/parallel/comm.h"
 #include "spore/tensor.h"
@@ -140,6 +142,54 @@ class ShardedOptimizer : public optim::Optimizer {
   Tensor flat_grads_, my_grads_, my_params_, flat_params_;  // persistent buffers
   std::vector<Tensor> shard_grads_;  // views into my_grads_, one per shard tensor
   std::vector<Tensor> shard_views_;  // views into the parameters, one per shard tensor
+};
+
+// Pipeline parallelism (MindSpore's pipeline_stages + nn.PipelineCell): the network is a list of
+// stages run one after the other, stage s on rank s of the group (the group's size is the number
+// of stages); every rank builds every stage (same seed: the same initial weights) and keeps only
+// its own. A step cuts the batch into `micro_batches` micro-batches and runs them in the 1F1B
+// order: stage s does (stages - 1 - s) forwards first, then alternates one forward and one
+// backward, then finishes the remaining backwards. Activations go to the next stage and their
+// gradients come back by send/recv; the parameter gradients of all micro-batches are summed (the
+// loss of each is divided by micro_batches, so a mean loss gives the whole batch's gradient), and
+// each rank's optimizer (over its stage's parameters only) steps once.
+struct PipelineStats {
+  double step_seconds = 0;     // wall time of the last step on this rank
+  double compute_seconds = 0;  // of which forward + backward work (the rest: waiting, sending)
+  double bubble() const { return step_seconds > 0 ? 1 - compute_seconds / step_seconds : 0; }
+};
+class PipelineTrainer {
+ public:
+  // stages[s]: the cells of stage s (x -> y); loss_fn(last output, label); make_optimizer builds
+  // the optimizer over this rank's stage parameters.
+  PipelineTrainer(std::vector<nn::CellPtr> stages, nn::CellPtr loss_fn,
+                  std::function<optim::OptimizerPtr(std::vector<Tensor>)> make_optimizer, int64_t micro_batches,
+                  GroupPtr group = nullptr);
+  // One training step on the whole batch (every rank passes the same data and label; stage 0 reads
+  // data, the last stage label). Returns the batch's loss on every rank.
+  Tensor step(const Tensor& data, const Tensor& label);
+  const nn::CellPtr& stage() const { return stages_[size_t(rank_)]; }
+  const optim::OptimizerPtr& optimizer() const { return opt_; }
+  const PipelineStats& stats() const { return stats_; }
+  int64_t micro_batches() const { return m_; }
+
+ private:
+  Tensor forward(int64_t i, const Tensor& data, const Tensor& label);  // micro-batch i
+  void backward(int64_t i);
+  std::vector<nn::CellPtr> stages_;
+  nn::CellPtr loss_fn_;
+  optim::OptimizerPtr opt_;
+  int64_t m_;
+  GroupPtr group_;
+  int rank_ = 0, size_ = 1;
+  std::vector<Tensor> params_, grads_;
+  // Per micro-batch in flight: the stage's input (a leaf needing grad, from the previous stage)
+  // and its output (or the micro-batch loss on the last stage).
+  std::vector<Tensor> inputs_, outputs_;
+  std::vector<WorkPtr> pending_;   // sends not known to be done (waited at the end of the step)
+  std::vector<Tensor> in_flight_;  // ... and the tensors they read
+  Tensor loss_sum_;
+  PipelineStats stats_;
 };
 
 // Bytes of an optimizer's state tensors (ShardedOptimizer: this rank's shard).
