@@ -133,6 +133,9 @@ class Cell:
                 api.record_cell(self)
             _trace_depth[0] += 1
             try:
+                if cpp.is_recompute():  # Cell.recompute(): its forward nodes get a recompute scope
+                    with _C.RecomputeScope():
+                        return self._run_construct(args, kwargs)
                 return self._run_construct(args, kwargs)
             finally:
                 _trace_depth[0] -= 1
@@ -232,6 +235,13 @@ class Cell:
     def cells(self):
         return list(self._cells.values())
 
+    def recompute(self, mode=True, **kwargs):
+        """MindSpore's Cell.recompute(): in GRAPH_MODE this cell's activations are recomputed for the
+        backward pass instead of kept (less memory, more compute); PYNATIVE_MODE ignores it. The
+        parallel-communication options MindSpore takes (mp_comm_recompute ...) are accepted."""
+        self._cpp.recompute(bool(mode))
+        return self
+
     # ---- modes -----------------------------------------------------------------------------------
     @property
     def training(self):
@@ -260,9 +270,6 @@ class Cell:
     def add_flags_recursive(self, **flags):
         for c in self._walk_python():
             c.add_flags(**flags)
-        return self
-
-    def recompute(self, **kwargs):
         return self
 
     def set_boost(self, boost_type):
