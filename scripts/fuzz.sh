@@ -45,8 +45,8 @@ for t in "${targets[@]}"; do
     -artifact_prefix="$crashes/" "${dict[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
-  execs=$(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$')
-  eps=$(grep -m1 -o 'stat::average_exec_per_sec: [0-9]*' "$log" | grep -o '[0-9]*$')
+  execs=$(grep -m1 -oE 'stat::number_of_executed_units:[[:space:]]*[0-9]+' "$log" | grep -o '[0-9]*$')
+  eps=$(grep -m1 -oE 'stat::average_exec_per_sec:[[:space:]]*[0-9]+' "$log" | grep -o '[0-9]*$')
   last=$(grep -E '^#[0-9]+' "$log" | grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*' | tail -1)
   cov=$(echo "$last" | awk '{print $2}') ft=$(echo "$last" | awk '{print $4}') corp=$(echo "$last" | awk '{print $6}')
   found=$(( $(find "$crashes" -type f | wc -l) - before ))
