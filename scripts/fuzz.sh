@@ -40,7 +40,8 @@ for t in "${targets[@]}"; do
   before=$(find "$crashes" -type f | wc -l)
   start=$(date +%s)
   # -timeout: an input taking over 10 s is a hang; -rss_limit_mb: the default 2 GiB is the budget.
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} OMP_NUM_THREADS=1 \
+  # OPENCV_IO_MAX_IMAGE_PIXELS: OpenCV reads it when it loads; see tests/fuzz/fuzz_image_decode.cpp.
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} OMP_NUM_THREADS=1 OPENCV_IO_MAX_IMAGE_PIXELS=4194304 \
     "$build/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$crashes/" "${dict[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1
   rc=$?

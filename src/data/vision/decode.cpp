@@ -82,12 +82,12 @@ JpegInfo jpeg_header(tjhandle tj, const Bytes& b, const char* op) {
   return info;
 }
 
-// The largest image decoded, in pixels: OpenCV's limit (CV_IO_MAX_IMAGE_PIXELS, default 2^30),
+// The largest image decoded, in pixels: OpenCV's limit (OPENCV_IO_MAX_IMAGE_PIXELS, default 2^30),
 // which its PNG / WebP / TIFF decoders apply, applied to the JPEG path too. A header is a few bytes
 // and can claim 65535 x 65535 pixels (12 GiB), so the check comes before any allocation.
 int64_t max_image_pixels() {
   static const int64_t limit = [] {
-    const char* env = std::getenv("CV_IO_MAX_IMAGE_PIXELS");
+    const char* env = std::getenv("OPENCV_IO_MAX_IMAGE_PIXELS");
     char* end = nullptr;
     const long long v = env ? std::strtoll(env, &end, 10) : 0;
     return env && *env && *end == '\0' && v > 0 ? int64_t(v) : int64_t(1) << 30;
@@ -100,7 +100,7 @@ Tensor jpeg_decode(tjhandle tj, const Bytes& b, const JpegInfo& info, tjscalingf
                    const char* op) {
   SPORE_CHECK(int64_t(info.w) * info.h <= max_image_pixels(), "[vision.", op, "] the JPEG is ",
               info.w, "x", info.h, " pixels, more than the decoder's limit of ", max_image_pixels(),
-              " (set CV_IO_MAX_IMAGE_PIXELS to raise it), or its header is corrupt");
+              " (set OPENCV_IO_MAX_IMAGE_PIXELS to raise it), or its header is corrupt");
   const int sw = TJSCALED(info.w, sf), sh = TJSCALED(info.h, sf);
   Tensor out = Tensor::empty({sh, sw, 3}, kUInt8);
   // LIMITSCANS: a progressive JPEG with thousands of scans is rejected instead of taking minutes.
@@ -131,6 +131,10 @@ Tensor cv_decode(const Bytes& b, const char* op) {
     const cv::Mat raw(1, int(b.size()), CV_8UC1, const_cast<unsigned char*>(b.data()));
     bgr = cv::imdecode(raw, cv::IMREAD_COLOR);
   } catch (const cv::Exception& e) {
+    // OpenCV's size check (validateInputImageSize) names its internal macro; say what to set.
+    SPORE_CHECK(std::string(e.what()).find("CV_IO_MAX_IMAGE_PIXELS") == std::string::npos, "[vision.", op,
+                "] the image (", b.size(), " bytes) claims more pixels than the decoder's limit of ",
+                max_image_pixels(), " (set OPENCV_IO_MAX_IMAGE_PIXELS to raise it), or its header is corrupt");
     SPORE_THROW(ErrorKind::ValueError, "[vision.", op, "] cannot decode the image (", b.size(),
                 " bytes): ", e.what());
   }
