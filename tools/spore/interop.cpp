@@ -80,6 +80,11 @@ int export_model(const ExportArgs& a) {
   Shape in = zm.input;
   in[0] = a.static_batch ? a.batch : 1;
   export_onnx(*zm.net, Tensor::empty(in), out, {.dynamic_batch = !a.static_batch});
+  if (!a.input.empty()) {  // the network's own output, for comparing runtimes
+    SPORE_CHECK(!a.output.empty(), "--input needs --output (where to write the network's output)");
+    zm.net->set_train(false);
+    io::save_npy((*zm.net)(io::load_npy(a.input)), a.output);
+  }
   std::printf("exported %s%s to %s (ONNX opset 17, input \"input\" %s, output \"output\")\n", a.model.c_str(),
               a.ckpt.empty() ? " (initial weights)" : (" (" + a.ckpt + ")").c_str(), out.c_str(),
               a.static_batch ? shape_str(in).c_str()

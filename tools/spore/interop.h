@@ -22,6 +22,7 @@ struct ExportArgs {
   std::string out;
   bool static_batch = false;
   int64_t batch = 1;  // the batch of the exported input when --static-batch
+  std::string input, output;  // optional: run the network on input (.npy), write its output (.npy)
 };
 int export_model(const ExportArgs& a);
 

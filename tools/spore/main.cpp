@@ -189,6 +189,8 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--format", ex.format, "onnx")->check(CLI::IsMember({"onnx"}))->default_val(ex.format);
   export_cmd->add_option("--out", ex.out, "output file (default <model>.onnx)");
   export_cmd->add_flag("--static-batch", ex.static_batch, "a fixed batch size (--batch) instead of the symbolic N");
+  export_cmd->add_option("--input", ex.input, "also run the network (inference mode) on this array (.npy) ...");
+  export_cmd->add_option("--output", ex.output, "... and write its output here (.npy), to compare with a runtime");
   export_cmd->add_option("--batch", ex.batch, "the batch size with --static-batch")->default_val(ex.batch)->check(kBatch);
 
   InferArgs inf;
