@@ -51,6 +51,8 @@ class OnnxModel {
   std::vector<std::string> unsupported_ops() const;
   // Runs the model. graph_mode: traced and compiled (cached per input shapes); otherwise op by op.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, bool graph_mode = true);
+  // The op types the model's graph uses, in order of first use.
+  std::vector<std::string> op_types() const;
   // Every ONNX op type the importer maps (sorted).
   static std::vector<std::string> supported_ops();
 
@@ -59,5 +61,8 @@ class OnnxModel {
  private:
   std::shared_ptr<Impl> impl_;
 };
+
+// A serialized ONNX TensorProto file (the .pb inputs and outputs of the ONNX test data).
+Tensor load_onnx_tensor(const std::string& path);
 
 }  // namespace spore

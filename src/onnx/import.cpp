@@ -130,6 +130,21 @@ std::vector<std::string> OnnxModel::supported_ops() {
   return out;
 }
 
+std::vector<std::string> OnnxModel::op_types() const {
+  std::vector<std::string> out;
+  for (const auto& n : impl_->graph.node())
+    if (std::find(out.begin(), out.end(), n.op_type()) == out.end()) out.push_back(n.op_type());
+  return out;
+}
+
+Tensor load_onnx_tensor(const std::string& path) {
+  const std::string bytes = onnx_detail::read_file(path, "onnx");
+  ::onnx::TensorProto p;
+  SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() < (size_t(1) << 31) && p.ParseFromString(bytes), "[onnx] ",
+                   path, ": not a serialized TensorProto (the protobuf does not parse)");
+  return onnx_detail::from_tensor_proto(p, "[onnx] " + path + ": ");
+}
+
 std::vector<std::string> OnnxModel::unsupported_ops() const {
   std::set<std::string> out;
   for (const auto& n : impl_->graph.node()) {
@@ -205,8 +220,9 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& args, bool graph_m
   if (!graph_mode) return im.interpret(args);
   if (!im.jit) {
     Impl* self = &im;  // the jit function is owned by the Impl it calls
-    im.jit = std::make_unique<JitFunction>(
-        jit([self](const std::vector<Tensor>& a) { return self->interpret(a); }, {.name = "onnx"}));
+    JitOptions opts;
+    opts.name = "onnx";
+    im.jit = std::make_unique<JitFunction>(jit([self](const std::vector<Tensor>& a) { return self->interpret(a); }, opts));
   }
   return (*im.jit)(args);
 }

@@ -496,7 +496,7 @@ V range_op(Ctx& c) {
   const double s = c.x(0).item<double>(), l = c.x(1).item<double>(), d = c.x(2).item<double>();
   SPORE_CHECK_KIND(ErrorKind::IOError, d != 0, c.where, "Range delta is 0");
   const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((l - s) / d)));
-  std::vector<double> v(size_t(n));
+  std::vector<double> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = s + double(i) * d;
   return {from_buffer(v.data(), {n}, kFloat64).to(c.x(0).dtype())};
 }

@@ -1,0 +1,153 @@
+// The ONNX backend node tests Debian's libonnx-testdata ships (data/node/test_*/model.onnx with
+// test_data_set_*/input_*.pb and output_*.pb), run through Spore's importer in Graph mode.
+// Every test whose ops the importer maps must match the expected outputs (ONNX's tolerance:
+// rtol 1e-3, atol 1e-7); at least 95% of them pass. Every test with an op it does not map must
+// fail with "unsupported ONNX op X", never crash. The per-op table is printed and written to
+// <build>/onnx_node_report.txt.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "spore/onnx.h"
+#include "spore/ops.h"
+
+using namespace spore;
+
+namespace {
+
+const char* kData = "/usr/share/libonnx-testdata/data/node";
+
+std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') out.push_back(e->d_name);
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+bool exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+// "" when a matches b within ONNX's tolerance, else what differs.
+std::string compare(const Tensor& got, const Tensor& want) {
+  if (got.shape() != want.shape())
+    return "shape " + shape_str(got.shape()) + " != expected " + shape_str(want.shape());
+  const bool fl = is_floating(want.dtype());
+  const std::vector<double> g = got.to(kFloat64).to_vector<double>(), w = want.to(kFloat64).to_vector<double>();
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (std::isnan(w[i]) && std::isnan(g[i])) continue;
+    if (std::isinf(w[i]) && g[i] == w[i]) continue;
+    const double tol = fl ? 1e-7 + 1e-3 * std::abs(w[i]) : 0;
+    if (!(std::abs(g[i] - w[i]) <= tol))
+      return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " != expected " + std::to_string(w[i]);
+  }
+  return "";
+}
+
+// The op a test is about: the one whose name is in the test's name, else the graph's first op.
+std::string op_of(const std::string& test, const std::vector<std::string>& ops) {
+  std::string t;
+  for (char ch : test.substr(5)) t += ch == '_' ? ch : char(std::tolower(static_cast<unsigned char>(ch)));
+  std::string best;
+  for (const auto& op : ops) {
+    std::string lo;
+    for (char ch : op) lo += char(std::tolower(static_cast<unsigned char>(ch)));
+    std::string flat = t;
+    flat.erase(std::remove(flat.begin(), flat.end(), '_'), flat.end());
+    if (flat.rfind(lo, 0) == 0 && lo.size() > best.size()) best = op;
+  }
+  return best.empty() ? (ops.empty() ? "?" : ops[0]) : best;
+}
+
+struct Tally {
+  int tests = 0, passed = 0, failed = 0, unsupported = 0;
+};
+
+}  // namespace
+
+TEST(OnnxNodeTests, ConformanceOfSupportedOps) {
+  if (!exists(kData)) GTEST_SKIP() << kData << " is missing (Debian package libonnx-testdata; scripts/setup.sh installs it)";
+  std::map<std::string, Tally> per_op;
+  std::vector<std::string> failures, crashes;
+  for (const std::string& test : list_dir(kData)) {
+    const std::string dir = std::string(kData) + "/" + test;
+    if (!exists(dir + "/model.onnx")) continue;
+    std::string op = test;
+    try {
+      OnnxModel m = OnnxModel::load(dir + "/model.onnx");
+      op = op_of(test, m.op_types());
+      Tally& t = per_op[op];
+      ++t.tests;
+      if (!m.unsupported_ops().empty()) {
+        ++t.unsupported;
+        // The error a user sees: it names the op (and nothing crashes).
+        std::vector<Tensor> ins;
+        for (const auto& in : m.inputs()) {
+          Shape s;
+          for (int64_t d : in.shape) s.push_back(d < 0 ? 1 : d);
+          ins.push_back(zeros(s, in.dtype));
+        }
+        try {
+          m.run(ins);
+          crashes.push_back(test + ": ran although it has unsupported ops");
+        } catch (const Error& e) {
+          const std::string msg = e.what();
+          if (msg.find("unsupported ONNX op") == std::string::npos)
+            crashes.push_back(test + ": error without \"unsupported ONNX op\": " + msg.substr(0, 200));
+        }
+        continue;
+      }
+      std::string why;
+      for (const std::string& ds : list_dir(dir)) {
+        if (ds.rfind("test_data_set_", 0) != 0) continue;
+        std::vector<Tensor> ins, want;
+        for (size_t k = 0; exists(dir + "/" + ds + "/input_" + std::to_string(k) + ".pb"); ++k)
+          ins.push_back(load_onnx_tensor(dir + "/" + ds + "/input_" + std::to_string(k) + ".pb"));
+        for (size_t k = 0; exists(dir + "/" + ds + "/output_" + std::to_string(k) + ".pb"); ++k)
+          want.push_back(load_onnx_tensor(dir + "/" + ds + "/output_" + std::to_string(k) + ".pb"));
+        const std::vector<Tensor> got = m.run(ins);
+        for (size_t k = 0; k < want.size() && why.empty(); ++k) {
+          if (k >= got.size()) why = "missing output " + std::to_string(k);
+          else if (std::string d = compare(got[k], want[k]); !d.empty()) why = "output " + std::to_string(k) + ": " + d;
+        }
+        if (!why.empty()) break;
+      }
+      if (why.empty()) ++t.passed;
+      else ++t.failed, failures.push_back(test + ": " + why);
+    } catch (const Error& e) {
+      Tally& t = per_op[op];
+      if (op == test) ++t.tests;  // failed before its op was known
+      ++t.failed;
+      failures.push_back(test + ": " + std::string(e.what()).substr(0, 300));
+    }
+  }
+  int tests = 0, passed = 0, failed = 0, unsupported = 0;
+  std::string report = "op                          tests passed failed unsupported\n";
+  for (const auto& [op, t] : per_op) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%-27s %5d %6d %6d %11d\n", op.c_str(), t.tests, t.passed, t.failed, t.unsupported);
+    report += line;
+    tests += t.tests, passed += t.passed, failed += t.failed, unsupported += t.unsupported;
+  }
+  char total[200];
+  std::snprintf(total, sizeof total,
+                "total: %d tests; %d with supported ops: %d passed, %d failed (%.1f%%); %d with unsupported ops\n",
+                tests, passed + failed, passed, failed, 100.0 * passed / std::max(1, passed + failed), unsupported);
+  report += total;
+  report += "\nfailures:\n";
+  for (const auto& f : failures) report += "  " + f + "\n";
+  std::ofstream(std::string(SPORE_BINARY_DIR) + "/onnx_node_report.txt") << report;
+  std::printf("%s", report.c_str());
+  for (const auto& c : crashes) ADD_FAILURE() << c;
+  EXPECT_GE(passed, int(0.95 * (passed + failed))) << total;
+}
