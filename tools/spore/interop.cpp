@@ -88,7 +88,7 @@ int export_model(const ExportArgs& a) {
   std::printf("exported %s%s to %s (ONNX opset 17, input \"input\" %s, output \"output\")\n", a.model.c_str(),
               a.ckpt.empty() ? " (initial weights)" : (" (" + a.ckpt + ")").c_str(), out.c_str(),
               a.static_batch ? shape_str(in).c_str()
-                             : ("(N" + shape_str(Shape(in.begin() + 1, in.end())).substr(1)).c_str());
+                             : ("(N, " + shape_str(Shape(in.begin() + 1, in.end())).substr(1)).c_str());
   return 0;
 }
 
