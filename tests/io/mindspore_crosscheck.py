@@ -79,7 +79,8 @@ def main():
         return
     side = HERE / "ms_lenet.py"
     # 1-2: a Spore checkpoint into MindSpore.
-    run(spore, "train", "lenet", "--epochs", 1, "--limit", 3000, "--eval-limit", 500, "--out", work / "train")
+    run(spore, "train", "lenet", "--epochs", 3, "--limit", 12000, "--eval-limit", 500, "--lr", 0.05,
+        "--out", work / "train")
     run(spore, "convert", work / "train" / "lenet.safetensors", work / "spore.ckpt")
     x = work / "x.npy"
     run(py, "-c", f"import sys; sys.path.insert(0, {str(HERE)!r}); import numpy as np, ms_lenet; "
