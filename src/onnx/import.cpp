@@ -9,6 +9,7 @@
 // are computed on the spot, outside the trace, so that Reshape targets, Slice bounds and the
 // like are known numbers when the graph is built.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -157,7 +158,19 @@ std::vector<std::string> OnnxModel::unsupported_ops() const {
 
 std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) {
   const std::string where = "[onnx] " + path + ": ";
-  std::map<std::string, Tensor> env = initializers;
+  std::map<std::string, Tensor> env;
+  if (is_tracing()) {
+    // Fresh copies only the graph will hold: the tracer then treats the weights as constants, so
+    // the passes fold them (BatchNorm into the conv weights, transposes, ...) once, at compile time.
+    NoTrace guard;
+    for (const auto& [name, t] : initializers) {
+      Tensor c = Tensor::empty(t.shape(), t.dtype());
+      if (t.nbytes()) std::memcpy(c.data_ptr(), t.data_ptr(), t.nbytes());
+      env[name] = c;
+    }
+  } else {
+    env = initializers;
+  }
   for (size_t i = 0; i < inputs.size(); ++i) env[inputs[i].name] = args[i];
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto& n = graph.node(i);
