@@ -156,7 +156,7 @@ TEST(MindSporeCkpt, MalformedFilesNameTheFileAndField) {
   const Case cases[] = {
       {"truncated", good.substr(0, good.size() - 3), "truncated"},
       {"short_content", value("w", tensor_proto({3}, "Float32", f32s({1, 2}))), "tensor_content"},
-      {"huge_dims", value("w", tensor_proto({1LL << 40, 1LL << 40}, "Float32", f32s({1}))), "tensor_content"},
+      {"huge_dims", value("w", tensor_proto({1LL << 30, 1LL << 30}, "Float32", f32s({1}))), "tensor_content"},
       {"overflow_dims", value("w", tensor_proto({1LL << 62, 1LL << 62}, "Float32", f32s({1}))), "dims"},
       {"negative_dims", value("w", tensor_proto({-2}, "Float32", f32s({1}))), "dims"},
       {"bad_type", value("w", tensor_proto({1}, "Complex64", f32s({1}))), "tensor_type"},
@@ -183,7 +183,8 @@ TEST(MindSporeCkpt, MalformedFilesNameTheFileAndField) {
   EXPECT_NE(d.find("MindSpore"), std::string::npos) << d;
 }
 
-// Every prefix of a valid file fails cleanly (or loads, for the empty prefix... which is not a .ckpt).
+// Every prefix of a valid file fails cleanly, naming the file; a cut exactly between two entries is
+// itself a valid .ckpt (the format is a concatenation of messages) and loads the entries before it.
 TEST(MindSporeCkpt, EveryTruncationFailsCleanly) {
   const std::string dir = temp_dir();
   io::NamedTensors ts{{"a", patterned({3, 2}, kFloat32, 1)}, {"b", patterned({5}, kInt64, 2)}};
@@ -191,8 +192,10 @@ TEST(MindSporeCkpt, EveryTruncationFailsCleanly) {
   const std::string full = read_file(dir + "/full.ckpt");
   for (size_t n = 0; n < full.size(); ++n) {
     write_file(dir + "/cut.ckpt", full.substr(0, n));
-    const std::string e = error_of([&] { io::load_checkpoint(dir + "/cut.ckpt"); });
-    EXPECT_NE(e.find("cut.ckpt"), std::string::npos) << n << ": " << e;
+    size_t loaded = 0;
+    const std::string e = error_of([&] { loaded = io::load_checkpoint(dir + "/cut.ckpt").tensors.size(); });
+    if (e == "(no error)") EXPECT_LT(loaded, ts.size()) << n;
+    else EXPECT_NE(e.find("cut.ckpt"), std::string::npos) << n << ": " << e;
   }
 }
 

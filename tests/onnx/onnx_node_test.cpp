@@ -3,10 +3,13 @@
 // Every test whose ops the importer maps must match the expected outputs (ONNX's tolerance:
 // rtol 1e-3, atol 1e-7); at least 95% of them pass. Every test with an op it does not map must
 // fail with "unsupported ONNX op X", never crash. The per-op table is printed and written to
-// <build>/onnx_node_report.txt.
+// <build>/onnx_node_report.txt. Each test runs in a child process, so a crash is reported as a
+// failure of that test (and counts against the importer) instead of ending the run.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -73,6 +76,58 @@ struct Tally {
   int tests = 0, passed = 0, failed = 0, unsupported = 0;
 };
 
+// Runs one node test; returns "op\tkind\tmessage".
+std::string run_one(const std::string& test, const std::string& dir) {
+  std::string op = test;
+  auto line = [&](const char* kind, const std::string& msg) {
+    std::string m = msg.substr(0, 300);
+    std::replace(m.begin(), m.end(), '\n', ' ');
+    return op + "\t" + kind + "\t" + m;
+  };
+  try {
+    OnnxModel m = OnnxModel::load(dir + "/model.onnx");
+    op = op_of(test, m.op_types());
+    if (!m.unsupported_ops().empty()) {
+      // The error a user sees: it names the op (and nothing crashes).
+      std::vector<Tensor> ins;
+      for (const auto& in : m.inputs()) {
+        Shape s;
+        for (int64_t d : in.shape) s.push_back(d < 0 ? 1 : d);
+        ins.push_back(zeros(s, in.dtype));
+      }
+      try {
+        m.run(ins);
+        return line("bad_unsupported", "ran although it has unsupported ops");
+      } catch (const Error& e) {
+        const std::string msg = e.what();
+        if (msg.find("unsupported ONNX op") == std::string::npos)
+          return line("bad_unsupported", "error without \"unsupported ONNX op\": " + msg);
+      }
+      return line("unsupported", "");
+    }
+    for (const std::string& ds : list_dir(dir)) {
+      if (ds.rfind("test_data_set_", 0) != 0) continue;
+      std::vector<Tensor> ins, want;
+      for (size_t k = 0; exists(dir + "/" + ds + "/input_" + std::to_string(k) + ".pb"); ++k)
+        ins.push_back(load_onnx_tensor(dir + "/" + ds + "/input_" + std::to_string(k) + ".pb"));
+      for (size_t k = 0; exists(dir + "/" + ds + "/output_" + std::to_string(k) + ".pb"); ++k)
+        want.push_back(load_onnx_tensor(dir + "/" + ds + "/output_" + std::to_string(k) + ".pb"));
+      const std::vector<Tensor> got = m.run(ins);
+      for (size_t k = 0; k < want.size(); ++k) {
+        if (k >= got.size()) return line("fail", "missing output " + std::to_string(k));
+        if (std::string d = compare(got[k], want[k]); !d.empty())
+          return line("fail", "output " + std::to_string(k) + ": " + d);
+      }
+    }
+    return line("pass", "");
+  } catch (const Error& e) {
+    return line("fail", e.what());
+  } catch (const std::exception& e) {
+    return line("fail", std::string("not a spore::Error: ") + e.what());
+  }
+}
+
+
 }  // namespace
 
 TEST(OnnxNodeTests, ConformanceOfSupportedOps) {
@@ -82,54 +137,39 @@ TEST(OnnxNodeTests, ConformanceOfSupportedOps) {
   for (const std::string& test : list_dir(kData)) {
     const std::string dir = std::string(kData) + "/" + test;
     if (!exists(dir + "/model.onnx")) continue;
-    std::string op = test;
-    try {
-      OnnxModel m = OnnxModel::load(dir + "/model.onnx");
-      op = op_of(test, m.op_types());
-      Tally& t = per_op[op];
-      ++t.tests;
-      if (!m.unsupported_ops().empty()) {
-        ++t.unsupported;
-        // The error a user sees: it names the op (and nothing crashes).
-        std::vector<Tensor> ins;
-        for (const auto& in : m.inputs()) {
-          Shape s;
-          for (int64_t d : in.shape) s.push_back(d < 0 ? 1 : d);
-          ins.push_back(zeros(s, in.dtype));
-        }
-        try {
-          m.run(ins);
-          crashes.push_back(test + ": ran although it has unsupported ops");
-        } catch (const Error& e) {
-          const std::string msg = e.what();
-          if (msg.find("unsupported ONNX op") == std::string::npos)
-            crashes.push_back(test + ": error without \"unsupported ONNX op\": " + msg.substr(0, 200));
-        }
-        continue;
-      }
-      std::string why;
-      for (const std::string& ds : list_dir(dir)) {
-        if (ds.rfind("test_data_set_", 0) != 0) continue;
-        std::vector<Tensor> ins, want;
-        for (size_t k = 0; exists(dir + "/" + ds + "/input_" + std::to_string(k) + ".pb"); ++k)
-          ins.push_back(load_onnx_tensor(dir + "/" + ds + "/input_" + std::to_string(k) + ".pb"));
-        for (size_t k = 0; exists(dir + "/" + ds + "/output_" + std::to_string(k) + ".pb"); ++k)
-          want.push_back(load_onnx_tensor(dir + "/" + ds + "/output_" + std::to_string(k) + ".pb"));
-        const std::vector<Tensor> got = m.run(ins);
-        for (size_t k = 0; k < want.size() && why.empty(); ++k) {
-          if (k >= got.size()) why = "missing output " + std::to_string(k);
-          else if (std::string d = compare(got[k], want[k]); !d.empty()) why = "output " + std::to_string(k) + ": " + d;
-        }
-        if (!why.empty()) break;
-      }
-      if (why.empty()) ++t.passed;
-      else ++t.failed, failures.push_back(test + ": " + why);
-    } catch (const Error& e) {
-      Tally& t = per_op[op];
-      if (op == test) ++t.tests;  // failed before its op was known
-      ++t.failed;
-      failures.push_back(test + ": " + std::string(e.what()).substr(0, 300));
+    int fd[2];
+    ASSERT_EQ(pipe(fd), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {  // child: one line "op\tkind\tmessage", kind one of pass fail unsupported bad_unsupported
+      close(fd[0]);
+      const std::string line = run_one(test, dir);
+      if (write(fd[1], line.data(), line.size()) < 0) _exit(2);
+      _exit(0);
     }
+    close(fd[1]);
+    std::string line;
+    char buf[4096];
+    for (ssize_t n; (n = read(fd[0], buf, sizeof buf)) > 0;) line.append(buf, size_t(n));
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (line.empty() || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      Tally& t = per_op[test];
+      ++t.tests, ++t.failed;
+      failures.push_back(test + ": the process died (" +
+                         (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : std::string("no result")) + ")");
+      crashes.push_back(test + ": crashed");
+      continue;
+    }
+    const size_t a = line.find('\t'), b = line.find('\t', a + 1);
+    const std::string op = line.substr(0, a), kind = line.substr(a + 1, b - a - 1), msg = line.substr(b + 1);
+    Tally& t = per_op[op];
+    ++t.tests;
+    if (kind == "pass") ++t.passed;
+    else if (kind == "unsupported") ++t.unsupported;
+    else if (kind == "bad_unsupported") ++t.unsupported, crashes.push_back(test + ": " + msg);
+    else ++t.failed, failures.push_back(test + ": " + msg);
   }
   int tests = 0, passed = 0, failed = 0, unsupported = 0;
   std::string report = "op                          tests passed failed unsupported\n";
