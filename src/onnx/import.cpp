@@ -30,6 +30,10 @@ struct OnnxModel::Impl {
   std::map<std::string, Tensor> initializers;
   std::vector<OnnxValueInfo> inputs, outputs;
   std::unique_ptr<JitFunction> jit;
+  // Graph mode: small integer and bool inputs (shapes, axes, indices, flags) are compile-time
+  // values: baked into the graph and part of the cache key, so ops that need numbers get them.
+  std::vector<Tensor> host;  // per input: the value, or undefined for a traced input
+  std::string host_key;
 
   std::vector<Tensor> interpret(const std::vector<Tensor>& args);
 };
@@ -46,13 +50,13 @@ struct NoTrace {
 OnnxValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& where) {
   OnnxValueInfo info;
   info.name = v.name();
-  SPORE_CHECK_KIND(ErrorKind::IOError, v.has_type() && v.type().has_tensor_type(), where, "value \"", v.name(),
-                   "\": field type: only tensor inputs and outputs are supported (not sequences, maps or "
-                   "optionals)");
+  SPORE_CHECK_KIND(ErrorKind::IOError, v.has_type(), where, "value \"", v.name(), "\": field type is missing");
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, v.type().has_tensor_type(), where, "value \"", v.name(),
+                   "\": unsupported ONNX type (a sequence, map or optional); Spore's importer takes tensors only");
   const auto& tt = v.type().tensor_type();
   SPORE_CHECK_KIND(ErrorKind::NotImplemented, onnx_detail::dtype_from_onnx(tt.elem_type(), &info.dtype), where,
-                   "value \"", v.name(), "\": field elem_type: ", onnx_detail::onnx_dtype_name(tt.elem_type()),
-                   " is not supported");
+                   "value \"", v.name(), "\": field elem_type: unsupported ONNX type ",
+                   onnx_detail::onnx_dtype_name(tt.elem_type()), " tensors");
   if (tt.has_shape()) {
     for (int i = 0; i < tt.shape().dim_size(); ++i) {
       const auto& d = tt.shape().dim(i);
@@ -83,9 +87,9 @@ OnnxModel OnnxModel::load(const std::string& path) {
   im.path = path;
   for (const auto& o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx") im.opset = o.version();
-  SPORE_CHECK_KIND(ErrorKind::IOError, im.opset > 0 || model.opset_import_size() == 0, where,
-                   "field opset_import names no version of the default (ai.onnx) domain");
-  if (im.opset == 0) im.opset = 1;  // IR version 1 models had no opset_import
+  // No default-domain opset (IR version 1 models, or only other domains' ops, which are then
+  // reported as unsupported): read the default ops as opset 1.
+  if (im.opset == 0) im.opset = 1;
   im.graph = std::move(*model.mutable_graph());
   const auto& g = im.graph;
 
@@ -171,7 +175,8 @@ std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) 
   } else {
     env = initializers;
   }
-  for (size_t i = 0; i < inputs.size(); ++i) env[inputs[i].name] = args[i];
+  for (size_t i = 0, a = 0; i < inputs.size(); ++i)
+    env[inputs[i].name] = i < host.size() && host[i].defined() ? host[i] : args.at(a++);
   for (int i = 0; i < graph.node_size(); ++i) {
     const auto& n = graph.node(i);
     const std::string w = where + "node #" + std::to_string(i) + " (" + n.op_type() +
@@ -230,14 +235,36 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& args, bool graph_m
     SPORE_CHECK(fits, where, "input \"", info.name, "\" must have shape (", info.dim_names, "), got ",
                 shape_str(args[i].shape()));
   }
+  const auto bad = unsupported_ops();
+  if (!bad.empty()) {
+    std::string list;
+    for (const auto& b : bad) list += (list.empty() ? "" : ", ") + b;
+    SPORE_THROW(ErrorKind::NotImplemented, where, "unsupported ONNX op ", list, " (Spore's importer maps ",
+                onnx_detail::handlers().size(), " ops: OnnxModel::supported_ops())");
+  }
+  im.host.clear();
   if (!graph_mode) return im.interpret(args);
+  std::vector<Tensor> traced;
+  im.host_key.clear();
+  for (const Tensor& t : args) {
+    const bool host = (t.dtype() == kInt64 || t.dtype() == kInt32 || t.dtype() == kBool) && t.numel() <= 1024;
+    im.host.push_back(host ? t.contiguous() : Tensor());
+    if (!host) {
+      traced.push_back(t);
+      continue;
+    }
+    im.host_key += shape_str(t.shape()) + ":";
+    for (int64_t v : t.to_vector<int64_t>()) im.host_key += std::to_string(v) + ",";
+    im.host_key += ";";
+  }
   if (!im.jit) {
     Impl* self = &im;  // the jit function is owned by the Impl it calls
     JitOptions opts;
     opts.name = "onnx";
+    opts.extra_key = [self] { return self->host_key; };
     im.jit = std::make_unique<JitFunction>(jit([self](const std::vector<Tensor>& a) { return self->interpret(a); }, opts));
   }
-  return (*im.jit)(args);
+  return (*im.jit)(traced);
 }
 
 }  // namespace spore

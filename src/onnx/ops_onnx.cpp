@@ -151,7 +151,24 @@ V conv(Ctx& c) {
 }
 
 V pool(Ctx& c, bool max) {
-  const Tensor& x = c.x(0);
+  const Tensor& x0 = c.x(0);
+  if (x0.dim() == 3) {  // 1-D: as 2-D over (1, L)
+    const std::string ap = c.s("auto_pad", "NOTSET");
+    if (ap != "NOTSET" && ap != "VALID") c.unsupported("auto_pad " + ap + " in 1-D");
+    if (max && c.node.output_size() > 1 && !c.node.output(1).empty()) c.unsupported("the Indices output");
+    if (c.ints("dilations", {1}) != std::vector<int64_t>{1}) c.unsupported("dilations");
+    const auto p = ap == "VALID" ? std::vector<int64_t>{0, 0} : c.ints("pads", {0, 0});
+    Pool2dOptions o;
+    o.kernel_size = {1, c.ints("kernel_shape").at(0)};
+    o.stride = {1, c.ints("strides", {1}).at(0)};
+    o.padding = {0, 0, p.at(0), p.at(1)};
+    o.ceil_mode = c.i("ceil_mode", 0) != 0;
+    o.count_include_pad = c.i("count_include_pad", 0) != 0;
+    const Tensor x = x0.unsqueeze(2);
+    return {(max ? max_pool2d(x, o) : avg_pool2d(x, o)).squeeze(2)};
+  }
+  const bool integer = !is_floating(x0.dtype());
+  const Tensor x = integer ? x0.to(kFloat32) : x0;
   need_2d(c, x);
   if (max && c.node.output_size() > 1 && !c.node.output(1).empty()) c.unsupported("the Indices output");
   const auto dil = c.ints("dilations", {1, 1});
@@ -164,7 +181,26 @@ V pool(Ctx& c, bool max) {
   o.padding = spatial_pads(c, x.shape(), o.kernel_size, o.stride, dil);
   o.ceil_mode = c.i("ceil_mode", 0) != 0;
   o.count_include_pad = c.i("count_include_pad", 0) != 0;
-  return {max ? max_pool2d(x, o) : avg_pool2d(x, o)};
+  const auto& pd = o.padding;
+  const bool wide = 2 * std::max(pd[0], pd[1]) > o.kernel_size[0] || 2 * std::max(pd[2], pd[3]) > o.kernel_size[1];
+  Tensor y;
+  if (!wide) {
+    y = max ? max_pool2d(x, o) : avg_pool2d(x, o);
+  } else {  // pads wider than half the kernel (ONNX allows them): pad explicitly, pool unpadded
+    const std::vector<int64_t> sp{pd[2], pd[3], pd[0], pd[1]};  // (left, right, top, bottom)
+    Pool2dOptions u = o;
+    u.padding = {0, 0, 0, 0};
+    u.count_include_pad = true;
+    if (max) {
+      y = max_pool2d(pad(x, sp, -INFINITY), u);
+    } else if (o.count_include_pad) {
+      y = avg_pool2d(pad(x, sp, 0), u);
+    } else {  // average over the real elements only: pooled values / pooled mask
+      const Tensor ones = full({1, 1, x.shape()[2], x.shape()[3]}, 1.0, x.dtype());
+      y = div(avg_pool2d(pad(x, sp, 0), u), avg_pool2d(pad(ones, sp, 0), u));
+    }
+  }
+  return {integer ? y.to(x0.dtype()) : y};
 }
 
 V batch_norm(Ctx& c) {
@@ -427,18 +463,19 @@ V pad_op(Ctx& c) {
 }
 
 V clip_op(Ctx& c) {
-  const Tensor& x = c.x(0);
-  std::optional<double> lo, hi;
-  if (c.opset >= 11) {
-    for (size_t k = 1; k <= 2; ++k)
-      if (c.has_in(k)) {
-        SPORE_CHECK_KIND(ErrorKind::NotImplemented, !c.x(k).is_symbolic(), c.where, "min/max must be constants");
-        (k == 1 ? lo : hi) = c.x(k).item<double>();
-      }
-  } else {
-    if (c.has("min")) lo = c.f("min", 0);
-    if (c.has("max")) hi = c.f("max", 0);
+  Tensor x = c.x(0);
+  if (c.opset >= 11) {  // min / max inputs: numbers when constant, else elementwise max / min
+    for (size_t k = 1; k <= 2; ++k) {
+      if (!c.has_in(k)) continue;
+      const Tensor& b = c.x(k);
+      if (b.is_symbolic()) x = k == 1 ? maximum(x, b.to(x.dtype())) : minimum(x, b.to(x.dtype()));
+      else x = k == 1 ? clamp(x, b.item<double>(), std::nullopt) : clamp(x, std::nullopt, b.item<double>());
+    }
+    return {x};
   }
+  std::optional<double> lo, hi;
+  if (c.has("min")) lo = c.f("min", 0);
+  if (c.has("max")) hi = c.f("max", 0);
   if (!lo && !hi) return {x};
   return {clamp(x, lo, hi)};
 }
@@ -524,10 +561,16 @@ V elu(Ctx& c, double alpha, double gamma) {
 
 V argm(Ctx& c, bool max) {
   const Tensor& x = c.x(0);
-  if (c.i("select_last_index", 0)) c.unsupported("select_last_index = 1");
   const int64_t ax = norm_axis(c.i("axis", 0), x.dim(), c);
   const bool keep = c.i("keepdims", 1) != 0;
-  return {max ? argmax(x, ax, keep) : argmin(x, ax, keep)};
+  if (!c.i("select_last_index", 0)) return {max ? argmax(x, ax, keep) : argmin(x, ax, keep)};
+  // The last index of the extreme: the first in the reversed axis, counted from the end.
+  const int64_t n = x.shape()[size_t(ax)];
+  std::vector<int64_t> rev(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) rev[size_t(i)] = n - 1 - i;
+  const Tensor xr = index_select(x, ax, from_buffer(rev.data(), {n}, kInt64));
+  const Tensor i = max ? argmax(xr, ax, keep) : argmin(xr, ax, keep);
+  return {sub(full({}, double(n - 1), kInt64), i)};
 }
 
 V topk_op(Ctx& c) {
@@ -539,13 +582,13 @@ V topk_op(Ctx& c) {
 }
 
 V cumsum_op(Ctx& c) {
-  if (c.i("exclusive", 0)) c.unsupported("exclusive = 1");
   const Tensor& x = c.x(0);
   const int64_t ax = norm_axis(c.const_ints(1, "axis").at(0), x.dim(), c);
-  if (!c.i("reverse", 0)) return {cumsum(x, ax)};
-  // reverse: total - cumsum + x
+  const bool exclusive = c.i("exclusive", 0) != 0;
   const Tensor cs = cumsum(x, ax);
-  return {add(sub(sum(x, {ax}, true), cs), x)};
+  Tensor y = c.i("reverse", 0) ? add(sub(sum(x, {ax}, true), cs), x) : cs;  // reverse: total - cumsum + x
+  if (exclusive) y = sub(y, x);
+  return {y};
 }
 
 V layer_norm_op(Ctx& c) {
