@@ -22,6 +22,7 @@
 namespace spore {
 
 using onnx_detail::Ctx;
+using onnx_detail::NoTrace;
 
 struct OnnxModel::Impl {
   std::string path;
@@ -39,13 +40,6 @@ struct OnnxModel::Impl {
 };
 
 namespace {
-
-// Turns the tracer off while constants are computed (the result is a concrete tensor).
-struct NoTrace {
-  ops::TraceHook* prev;
-  NoTrace() : prev(ops::trace_hook()) { ops::set_trace_hook(nullptr); }
-  ~NoTrace() { ops::set_trace_hook(prev); }
-};
 
 OnnxValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& where) {
   OnnxValueInfo info;

@@ -7,9 +7,18 @@
 #include <vector>
 
 #include "onnx/onnx.pb.h"
+#include "ops/op.h"
 #include "spore/tensor.h"
 
 namespace spore::onnx_detail {
+
+// Turns the tracer off while constants are computed or read (the result is a concrete tensor;
+// a dtype conversion inside to_vector / item would otherwise be traced).
+struct NoTrace {
+  ops::TraceHook* prev;
+  NoTrace() : prev(ops::trace_hook()) { ops::set_trace_hook(nullptr); }
+  ~NoTrace() { ops::set_trace_hook(prev); }
+};
 
 struct Ctx {
   const ::onnx::NodeProto& node;
@@ -28,6 +37,8 @@ struct Ctx {
   bool has_in(size_t k) const { return k < in.size() && in[k].defined(); }
   // The values of a constant input (initializer or computed from constants), as integers.
   std::vector<int64_t> const_ints(size_t k, const char* what) const;
+  // The value of a one-element constant input.
+  double const_scalar(size_t k, const char* what) const;
   [[noreturn]] void unsupported(const std::string& what) const;
 };
 

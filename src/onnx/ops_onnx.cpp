@@ -52,7 +52,17 @@ std::vector<int64_t> Ctx::const_ints(size_t k, const char* what) const {
   SPORE_CHECK_KIND(ErrorKind::NotImplemented, !t.is_symbolic(), where, "input ", k, " (", what,
                    ") depends on the model's input data; Spore needs it to be a constant (an initializer, "
                    "a Constant, or computed from shapes)");
+  NoTrace guard;
   return t.to_vector<int64_t>();
+}
+double Ctx::const_scalar(size_t k, const char* what) const {
+  const Tensor& t = x(k);
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, !t.is_symbolic(), where, "input ", k, " (", what,
+                   ") depends on the model's input data; Spore needs it to be a constant");
+  SPORE_CHECK_KIND(ErrorKind::IOError, t.numel() == 1, where, "input ", k, " (", what, ") must hold one value, has ",
+                   t.numel());
+  NoTrace guard;
+  return t.to_vector<double>()[0];
 }
 void Ctx::unsupported(const std::string& what) const {
   SPORE_THROW(ErrorKind::NotImplemented, where, "unsupported ONNX op ", node.op_type(), " with ", what);
@@ -446,11 +456,16 @@ V pad_op(Ctx& c) {
   double value = 0;
   if (c.opset >= 11) {
     p = c.const_ints(1, "pads");
-    if (c.has_in(2)) {
-      SPORE_CHECK_KIND(ErrorKind::NotImplemented, !c.x(2).is_symbolic(), c.where, "constant_value must be a constant");
-      value = c.x(2).item<double>();
-    }
     if (c.has_in(3)) c.unsupported("the axes input");
+    if (c.has_in(2) && c.x(2).is_symbolic()) {  // a value computed from the data: x padded with 0 + v * border
+      const size_t r = size_t(x.dim());
+      SPORE_CHECK_KIND(ErrorKind::IOError, p.size() == 2 * r, c.where, "pads has ", p.size(), " values for rank ", r);
+      std::vector<int64_t> sp;
+      for (size_t k = 0; k < r; ++k) sp.push_back(p[r - 1 - k]), sp.push_back(p[2 * r - 1 - k]);
+      const Tensor border = sub(full({}, 1.0, x.dtype()), pad(ones(x.shape(), x.dtype()), sp, 0));
+      return {add(pad(x, sp, 0), mul(border, c.x(2).to(x.dtype()).reshape({})))};
+    }
+    if (c.has_in(2)) value = c.const_scalar(2, "constant_value");
   } else {
     p = c.ints(c.opset >= 2 ? "pads" : "paddings");
     value = c.f("value", 0);
@@ -469,7 +484,7 @@ V clip_op(Ctx& c) {
       if (!c.has_in(k)) continue;
       const Tensor& b = c.x(k);
       if (b.is_symbolic()) x = k == 1 ? maximum(x, b.to(x.dtype())) : minimum(x, b.to(x.dtype()));
-      else x = k == 1 ? clamp(x, b.item<double>(), std::nullopt) : clamp(x, std::nullopt, b.item<double>());
+      else x = k == 1 ? clamp(x, c.const_scalar(1, "min"), std::nullopt) : clamp(x, std::nullopt, c.const_scalar(2, "max"));
     }
     return {x};
   }
@@ -529,8 +544,9 @@ V shape_op(Ctx& c) {
 
 V range_op(Ctx& c) {
   for (size_t k = 0; k < 3; ++k)
-    SPORE_CHECK_KIND(ErrorKind::NotImplemented, !c.x(k).is_symbolic(), c.where, "Range bounds must be constants");
-  const double s = c.x(0).item<double>(), l = c.x(1).item<double>(), d = c.x(2).item<double>();
+    if (c.x(k).is_symbolic())
+      c.unsupported("bounds computed from the input data in Graph mode (the output's shape would depend on the data)");
+  const double s = c.const_scalar(0, "start"), l = c.const_scalar(1, "limit"), d = c.const_scalar(2, "delta");
   SPORE_CHECK_KIND(ErrorKind::IOError, d != 0, c.where, "Range delta is 0");
   const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((l - s) / d)));
   std::vector<double> v(static_cast<size_t>(n));
@@ -575,7 +591,7 @@ V argm(Ctx& c, bool max) {
 
 V topk_op(Ctx& c) {
   const Tensor& x = c.x(0);
-  const int64_t k = c.opset >= 10 ? c.const_ints(1, "K").at(0) : c.i("k", 1);
+  const int64_t k = c.opset >= 10 ? c.const_ints(1, "K").at(0) : c.i("k", 1);  // K: a 1-element tensor
   const int64_t ax = norm_axis(c.i("axis", -1), x.dim(), c);
   auto [v, i] = topk(x, k, ax, c.i("largest", 1) != 0, c.i("sorted", 1) != 0);
   return {v, i};
@@ -633,8 +649,8 @@ V global_pool(Ctx& c, bool max) {
 }
 
 V dropout_op(Ctx& c) {
-  if (c.opset >= 12 && c.has_in(2) && !c.x(2).is_symbolic() && c.x(2).item<double>() != 0)
-    c.unsupported("training_mode = true");
+  if (c.opset >= 12 && c.has_in(2) && (c.x(2).is_symbolic() || c.const_scalar(2, "training_mode") != 0))
+    c.unsupported("training_mode = true (random masks)");
   V out{c.x(0)};
   if (c.node.output_size() > 1) out.push_back(full(c.x(0).shape(), 1, kBool));
   return out;
