@@ -19,6 +19,7 @@
 #include "core/random.h"
 #include "jobs.h"
 #include "models/lenet.h"
+#include "models/mindspore_names.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
 #include "spore/data/vision.h"
@@ -383,6 +384,8 @@ int eval(const EvalArgs& a) {
   set_device(a.device);
   nn::CellPtr net = make_classifier(a.model);
   io::Checkpoint ckpt = io::load_checkpoint(a.ckpt);
+  // A MindSpore .ckpt names parameters as MindSpore's model zoo does.
+  if (ckpt.format == io::CheckpointFormat::MindSpore) ckpt.tensors = models::from_mindspore_names(a.model, ckpt.tensors);
   // As MindSpore's load_param_into_net: the network's parameters are loaded; what the checkpoint has
   // beyond them (the optimizer's moments.* in an epoch checkpoint) is training state, skipped and
   // reported. A parameter the checkpoint lacks, or one of another shape, is an error.
