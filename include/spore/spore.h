@@ -14,6 +14,7 @@
 // The framework layer: cells and layers, optimizers, training, data, checkpoints.
 #include "spore/data/dataset.h"
 #include "spore/io/checkpoint.h"
+#include "spore/metrics/coco_eval.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/lr.h"
 #include "spore/optim/optimizers.h"
