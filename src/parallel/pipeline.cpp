@@ -101,7 +101,9 @@ void PipelineTrainer::backward(int64_t i) {
   std::vector<Tensor> g;
   {
     profiling::Span span("train", "pipeline_backward");
-    g = autograd::grad(outputs_[size_t(i)], wrt, {.sens = sens});
+    autograd::GradOptions opts;
+    opts.sens = sens;  // the next stage's gradient of our output (undefined on the last: ones)
+    g = autograd::grad(outputs_[size_t(i)], wrt, opts);
     for (size_t j = 0; j < params_.size(); ++j)
       grads_[j] = grads_[j].defined() ? grads_[j] + g[j] : g[j];
   }
