@@ -40,13 +40,14 @@ for t in "${targets[@]}"; do
   before=$(find "$crashes" -type f | wc -l)
   start=$(date +%s)
   # -timeout: an input taking over 10 s is a hang; -rss_limit_mb: the default 2 GiB is the budget.
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} OMP_NUM_THREADS=1 \
+  # OPENCV_IO_MAX_IMAGE_PIXELS: OpenCV reads it when it loads; see tests/fuzz/fuzz_image_decode.cpp.
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} OMP_NUM_THREADS=1 OPENCV_IO_MAX_IMAGE_PIXELS=4194304 \
     "$build/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$crashes/" "${dict[@]}" "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
-  execs=$(grep -m1 -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$')
-  eps=$(grep -m1 -o 'stat::average_exec_per_sec: [0-9]*' "$log" | grep -o '[0-9]*$')
+  execs=$(grep -m1 -oE 'stat::number_of_executed_units:[[:space:]]*[0-9]+' "$log" | grep -o '[0-9]*$')
+  eps=$(grep -m1 -oE 'stat::average_exec_per_sec:[[:space:]]*[0-9]+' "$log" | grep -o '[0-9]*$')
   last=$(grep -E '^#[0-9]+' "$log" | grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*' | tail -1)
   cov=$(echo "$last" | awk '{print $2}') ft=$(echo "$last" | awk '{print $4}') corp=$(echo "$last" | awk '{print $6}')
   found=$(( $(find "$crashes" -type f | wc -l) - before ))

@@ -7,13 +7,19 @@ BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev lib
   libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev zlib1g-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin libopencv-dev libturbojpeg0-dev libsimdjson-dev ocl-icd-opencl-dev
   libspdlog-dev libfmt-dev libcpp-httplib-dev libjs-chart.js chromium
-  pybind11-dev python3-dev)
+  pybind11-dev python3-dev libprotobuf-dev protobuf-compiler libonnx-dev
+  python3 python3-pip python3-numpy python3-pytest libonnx-testdata python3-pil)
 # The tests' Python cross-checks (tests/io/safetensors_crosscheck.py) and the Python package's tests
 # (tests/python, pytest) run on Debian's interpreter, /usr/bin/python3 (the one Debian's python3-*
 # packages serve; CMake's SPORE_TEST_PYTHON), with the modules in PY_MODULES. Debian 12 packages
 # numpy and pytest but not safetensors, nor scikit-build-core (`pip install .`), which come from PyPI.
-TEST_PKGS=(python3 python3-pip python3-numpy python3-pytest)
-PY_MODULES=(safetensors==0.8.0 scikit-build-core==0.10.7)
+# libonnx-testdata: the ONNX backend node tests the importer runs (tests/onnx). onnxruntime and
+# mindspore (PyPI) are optional cross-check tools, not installed here: their tests check committed
+# fixtures when the packages are not importable (docs/interop.md).
+# python3-pil: torchvision (in the image) imports it, and the NMS cross-check imports torchvision.
+# These test packages are in BUILD_PKGS itself (../shared/tools/check-fresh-deps reads that list).
+TEST_PKGS=()
+PY_MODULES=(safetensors==0.8.0 "scikit-build-core>=0.8")
 # Only the peer benchmarks (bench/peers) need these; `setup.sh --bench` installs them.
 BENCH_PKGS=(python3-torch python3-numpy python3-torchvision python3-pil)
 # `make test-asan` (setup.sh --asan): GCC's AddressSanitizer and UBSan runtimes (g++ brings them;

@@ -57,4 +57,21 @@ JitFunction jit(JitFunction::Fn fn, JitOptions opts = {});
 // True while a graph is being traced (code that must not run then can check).
 bool is_tracing();
 
+// Recompute (MindSpore's Cell.recompute()): while a graph is traced, the forward ops run inside
+// a RecomputeScope are marked with the scope's id; the recompute pass then drops the activations
+// they produce after the forward pass and recomputes them, from the scope's inputs, just before the
+// backward pass needs them (less memory held between forward and backward, more compute).
+// nn::Cell opens one around construct() for cells marked with recompute().
+class RecomputeScope {
+ public:
+  RecomputeScope();
+  ~RecomputeScope();
+  RecomputeScope(const RecomputeScope&) = delete;
+  RecomputeScope& operator=(const RecomputeScope&) = delete;
+
+ private:
+  int prev_;
+};
+int current_recompute_scope();  // 0: none
+
 }  // namespace spore

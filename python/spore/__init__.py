@@ -14,8 +14,9 @@ from .common.dtype import (DType, bfloat16, bool_, double, float16, float32, flo
 from .common.initializer import initializer
 from .common.tensor import Parameter, ParameterTuple, Tensor
 from . import context
-from .context import (GRAPH_MODE, PYNATIVE_MODE, ParallelMode, get_context, get_seed, set_auto_parallel_context,
-                      set_context, set_device, set_seed)
+from .context import (GRAPH_MODE, PYNATIVE_MODE, ParallelMode, get_auto_parallel_context, get_context, get_seed,
+                      reset_auto_parallel_context, set_auto_parallel_context, set_context, set_device, set_seed)
+from . import communication
 from . import ops
 from . import nn
 from . import amp

@@ -76,12 +76,39 @@ class ParallelMode:
     AUTO_PARALLEL = "auto_parallel"
 
 
+_AUTO_PARALLEL = {"parallel_mode": ParallelMode.STAND_ALONE, "gradients_mean": False,
+                  "enable_parallel_optimizer": False, "gradient_accumulation_steps": 1}
+
+
 def set_auto_parallel_context(**kwargs):
-    mode = kwargs.get("parallel_mode", ParallelMode.STAND_ALONE)
-    if mode != ParallelMode.STAND_ALONE:
-        raise NotImplementedError("the Python API runs stand-alone; data-parallel training is available from "
-                                  "the CLI: spore launch -n N -- spore train ...")
+    """MindSpore's set_auto_parallel_context: parallel_mode ("stand_alone" or "data_parallel"),
+    gradients_mean, device_num (must equal the launched ranks), enable_parallel_optimizer
+    (ZeRO-1 optimizer sharding) and gradient_accumulation_steps. Model reads them when built."""
+    known = set(_AUTO_PARALLEL) | {"device_num", "global_rank"}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise NotImplementedError(f"set_auto_parallel_context: {', '.join(unknown)} not supported yet; "
+                                  f"supported: {', '.join(sorted(known))}")
+    if "device_num" in kwargs and kwargs["device_num"] != _C.get_group_size():
+        raise ValueError(f"set_auto_parallel_context: device_num={kwargs['device_num']} but this job has "
+                         f"{_C.get_group_size()} rank(s); start it with `mpirun -n {kwargs['device_num']}` "
+                         f"(and call spore.communication.init() first) or drop device_num")
+    new = dict(_AUTO_PARALLEL)
+    new.update({k: v for k, v in kwargs.items() if k in _AUTO_PARALLEL})
+    _C.set_auto_parallel_context(str(new["parallel_mode"]), bool(new["gradients_mean"]),
+                                 bool(new["enable_parallel_optimizer"]), int(new["gradient_accumulation_steps"]))
+    _AUTO_PARALLEL.update(new)
+
+
+def reset_auto_parallel_context():
+    _C.reset_auto_parallel_context()
+    _AUTO_PARALLEL.update(parallel_mode=ParallelMode.STAND_ALONE, gradients_mean=False,
+                          enable_parallel_optimizer=False, gradient_accumulation_steps=1)
 
 
 def get_auto_parallel_context(attr_key):
-    return {"parallel_mode": ParallelMode.STAND_ALONE, "device_num": 1, "gradients_mean": False}.get(attr_key)
+    if attr_key == "device_num":
+        return _C.get_group_size()
+    if attr_key == "global_rank":
+        return _C.get_rank()
+    return _AUTO_PARALLEL.get(attr_key)

@@ -119,6 +119,8 @@ void bind_nn(py::module_& m) {
       })
       .def("clear_amp_policy", &Cell::clear_amp_policy)
       .def("trace_key", &Cell::trace_key)
+      .def("recompute", &Cell::recompute, py::arg("mode") = true)
+      .def("is_recompute", &Cell::is_recompute)
       .def("cls_name", &Cell::cls_name)
       .def("extend_repr", &Cell::extend_repr)
       .def("str", &Cell::str, py::arg("indent") = 0);

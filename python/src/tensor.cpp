@@ -344,6 +344,14 @@ void bind_tensor(py::module_& m) {
   m.def("set_num_threads", &set_num_threads);
   m.def("get_num_threads", &get_num_threads);
   m.def("is_tracing", &is_tracing);
+  // `with _C.RecomputeScope():` around a Python cell's construct while tracing (Cell.recompute()).
+  struct PyRecomputeScope {
+    std::optional<RecomputeScope> scope;
+  };
+  py::class_<PyRecomputeScope>(m, "RecomputeScope")
+      .def(py::init<>())
+      .def("__enter__", [](PyRecomputeScope& s) { s.scope.emplace(); })
+      .def("__exit__", [](PyRecomputeScope& s, py::object, py::object, py::object) { s.scope.reset(); });
   m.def("is_grad_enabled", &is_grad_enabled);
   m.attr("__version__") = SPORE_VERSION;
 }

@@ -3,6 +3,7 @@
 // Model.train / eval / fit release the GIL: the loop is C++, and Python callbacks, datasets and
 // cells take it back only for their own calls.
 #include "common.h"
+#include "spore/parallel/parallel.h"
 
 namespace spore::python {
 namespace {
@@ -85,6 +86,24 @@ auto cb_class(py::module_& m, const char* name) {
 void bind_train(py::module_& m) {
   auto nogil = py::call_guard<py::gil_scoped_release>();
   using nn::Cell;
+  // ---- communication and the auto-parallel context (mindspore.communication, set_auto_parallel_context) ----
+  m.def("parallel_init", [](const std::string& backend) { parallel::init(backend); }, py::arg("backend") = "mpi");
+  m.def("parallel_release", &parallel::release);
+  m.def("get_rank", [] { return parallel::get_rank(); });
+  m.def("get_group_size", [] { return parallel::get_group_size(); });
+  m.def("set_auto_parallel_context", [](const std::string& mode, bool gradients_mean, bool parallel_optimizer,
+                                        int64_t grad_accum) {
+    SPORE_CHECK(mode == "stand_alone" || mode == "data_parallel", "set_auto_parallel_context: parallel_mode '",
+                mode, "' is not supported yet; use 'stand_alone' or 'data_parallel'");
+    parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
+    ctx.parallel_mode = mode == "data_parallel" ? parallel::ParallelMode::DataParallel
+                                                : parallel::ParallelMode::StandAlone;
+    ctx.gradients_mean = gradients_mean;
+    ctx.enable_parallel_optimizer = parallel_optimizer;
+    ctx.gradient_accumulation_steps = grad_accum;
+    parallel::set_auto_parallel_context(ctx);
+  });
+  m.def("reset_auto_parallel_context", &parallel::reset_auto_parallel_context);
   // ---- wrappers ----
   py::class_<train::WithLossCell, Cell, std::shared_ptr<train::WithLossCell>>(m, "WithLossCell")
       .def(py::init<CellPtr, CellPtr>());

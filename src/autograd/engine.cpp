@@ -98,8 +98,15 @@ struct Pending {
 // Runs the tape backwards from root with cotangent seed; fills pending.leaf_grads.
 // leaf_ready (optional): called with a leaf and its gradient once no node left can add to it.
 using LeafReady = std::function<void(TensorImpl*, const Tensor&)>;
+thread_local int t_backward_depth = 0;
+struct InBackward {
+  InBackward() { ++t_backward_depth; }
+  ~InBackward() { --t_backward_depth; }
+};
+
 void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool create_graph,
                   const LeafReady& leaf_ready = nullptr) {
+  InBackward in_backward;
   ZeroCotangentsReset forget_zeros;
   std::unique_ptr<NoGradGuard> no_grad;
   if (!create_graph) no_grad = std::make_unique<NoGradGuard>();
@@ -237,6 +244,8 @@ void backward(const Tensor& root, const Tensor& gradient) {
     impl->grad = impl->grad ? add(Tensor(impl->grad), d).impl_ptr() : d.contiguous().impl_ptr();
   }
 }
+
+bool in_backward() { return t_backward_depth > 0; }
 
 }  // namespace autograd
 }  // namespace spore

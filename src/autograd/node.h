@@ -21,6 +21,8 @@ struct Node {
 // Called by the dispatcher after running a differentiable op with an input that requires grad.
 void record(ops::OpId op, const ops::Attrs& attrs, const ops::Tensors& inputs, ops::Tensors& outputs);
 bool should_record(const ops::OpDef& def, const ops::Tensors& inputs);
+// True while this thread runs a backward pass (the tracer marks the nodes it records then).
+bool in_backward();
 // True for the engine's all-zero cotangent of an output nobody used (Graph mode: symbolic, so
 // gradient rules cannot look at its values).
 bool is_zero_cotangent(const Tensor& g);

@@ -54,6 +54,8 @@ struct Node {
   // The precision policy the op was traced under (forward: its Cell's; backward: its forward op's;
   // nullptr: none). Tracing records ops in their traced dtypes; passes/amp_casts.cpp applies this.
   const ops::PrecisionPolicy* precision = nullptr;
+  int recompute_scope = 0;  // forward ops of a recompute cell: its scope's id (0: none)
+  bool backward = false;    // traced by the backward pass (autograd::grad while tracing)
   const ops::OpDef& def() const { return ops::op_def(op); }
   bool is_effect() const { return def().has(ops::kInplace); }  // mutates inputs, no outputs
   bool is_view() const { return def().has(ops::kView); }

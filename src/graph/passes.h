@@ -73,6 +73,12 @@ size_t fuse_elementwise(Graph& g);
 // fold it into its producer. Returns how many were rewritten.
 size_t point_relu_grads_at_outputs(Graph& g);
 
+// Recompute (passes/recompute.cpp): backward reads of activations made by the forward nodes of a
+// recompute cell (Node::recompute_scope) go to copies of those nodes inserted before their first
+// backward reader, so the originals die in the forward pass. Run after CSE (which would merge the
+// copies back). Returns nodes copied.
+size_t recompute(Graph& g);
+
 // verify, then the passes in order until nothing changes (at most a few rounds), verify again;
 // each stage is dumped when SPORE_DUMP_IR is set.
 void run_pipeline(Graph& g);

@@ -3,6 +3,7 @@
 #include "graph/trace.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -14,6 +15,16 @@
 #include "graph/passes.h"
 #include "spore/autograd.h"
 #include "spore/jit.h"
+
+namespace spore {
+namespace {
+thread_local int t_recompute_scope = 0;
+std::atomic<int> g_next_recompute_scope{0};
+}  // namespace
+RecomputeScope::RecomputeScope() : prev_(t_recompute_scope) { t_recompute_scope = ++g_next_recompute_scope; }
+RecomputeScope::~RecomputeScope() { t_recompute_scope = prev_; }
+int current_recompute_scope() { return t_recompute_scope; }
+}  // namespace spore
 
 namespace spore::graph {
 namespace {
@@ -68,7 +79,7 @@ class Tracer : public ops::TraceHook {
         x = symbolic(g_.values.back());
       }
       Node* n = g_.add_node(def.id, ins, attrs, metas);
-      n->precision = ops::current_precision();
+      mark(n);
       Tensor probe = def.rules.view(x, attrs, metas[0]);
       Value* o = n->outputs[0];
       o->strides = probe.strides();
@@ -92,11 +103,17 @@ class Tracer : public ops::TraceHook {
     SPORE_CHECK_TYPE(k->supports(key), "[", def.name, "] does not support dtype ", dtype_name(key),
                      " on ", device_type_name(device.type));
     Node* n = g_.add_node(def.id, ins, attrs, metas);
-    n->precision = ops::current_precision();
+    mark(n);
     return finish(def, inputs, attrs, n);
   }
 
  private:
+  // What the passes need to know of where a node came from.
+  static void mark(Node* n) {
+    n->precision = ops::current_precision();
+    n->backward = autograd::in_backward();
+    if (!n->backward) n->recompute_scope = current_recompute_scope();
+  }
   ops::Tensors finish(const ops::OpDef& def, const ops::Tensors& inputs, const ops::Attrs& attrs,
                       Node* n) {
     ops::Tensors outs;

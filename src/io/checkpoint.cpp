@@ -14,7 +14,9 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cctype>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -37,6 +39,7 @@ void set_save_fault(SaveFault f) { g_fault = f; }
 
 namespace {
 
+using Put = std::function<void(const void*, size_t)>;
 using u128 = unsigned __int128;
 constexpr uint64_t kMaxHeader = uint64_t(100) << 20;  // the reference reader's limit
 
@@ -82,26 +85,39 @@ std::string parent_dir(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// Writes everything to the temp file; throws on the first failure (the caller cleans up).
+// Writes the file's bytes (produced by `body`, which calls put) to the temp file; throws on the
+// first failure (the caller cleans up).
 void write_file(std::FILE* f, const std::string& tmp, const std::string& path,
-                const std::string& header, const NamedTensors& tensors, detail::SaveFault fault) {
+                const std::function<void(const Put&)>& body) {
   auto put = [&](const void* p, size_t n) {
     SPORE_CHECK_KIND(ErrorKind::IOError, n == 0 || std::fwrite(p, 1, n, f) == n,
                      "[save_checkpoint] writing ", tmp, " failed: ", write_failure(errno, path));
   };
-  const uint64_t n = header.size();
-  put(&n, 8);
-  put(header.data(), header.size());
-  SPORE_CHECK_KIND(ErrorKind::IOError, fault != detail::SaveFault::AfterHeader,
-                   "[save_checkpoint] writing ", tmp, " failed: simulated failure");
-  for (const auto& [name, t] : tensors) {
-    const Tensor c = data::detail::contiguous_copy(t);
-    put(c.data_ptr(), c.nbytes());
-  }
+  body(put);
   SPORE_CHECK_KIND(ErrorKind::IOError, std::fflush(f) == 0, "[save_checkpoint] writing ", tmp,
                    " failed: ", write_failure(errno, path));
   SPORE_CHECK_KIND(ErrorKind::IOError, ::fsync(fileno(f)) == 0, "[save_checkpoint] fsync of ", tmp,
                    " failed: ", write_failure(errno, path));
+}
+
+// Every tensor must be saveable: named, unique, with data on the CPU.
+void check_tensors(const NamedTensors& tensors, const std::string& path) {
+  std::set<std::string> seen;
+  for (const auto& [name, t] : tensors) {
+    SPORE_CHECK(!name.empty(), "[save_checkpoint] a tensor has an empty name (saving ", path, ")");
+    SPORE_CHECK(seen.insert(name).second, "[save_checkpoint] duplicate tensor name \"", name,
+                "\" (saving ", path, ")");
+    SPORE_CHECK(t.defined(), "[save_checkpoint] tensor \"", name, "\" is undefined");
+    SPORE_CHECK(!t.is_symbolic(), "[save_checkpoint] tensor \"", name,
+                "\" is symbolic (traced, no data); save after the graph has run");
+    SPORE_CHECK(t.device().type == DeviceType::CPU, "[save_checkpoint] tensor \"", name,
+                "\" is on ", to_string(t.device()), "; copy it to the CPU first");
+  }
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 }  // namespace
@@ -127,47 +143,37 @@ const Tensor* Checkpoint::find(const std::string& name) const {
   return nullptr;
 }
 
-void save_checkpoint(const NamedTensors& tensors, const std::string& path,
-                     const Metadata& metadata) {
-  const detail::SaveFault fault = detail::g_fault.exchange(detail::SaveFault::None);
-  SPORE_CHECK(!path.empty(), "[save_checkpoint] empty path");
-  // The header: __metadata__ first (as the reference writer does), then tensors in order.
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
-    nlohmann::ordered_json m = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    header["__metadata__"] = m;
+const char* format_name(CheckpointFormat f) {
+  switch (f) {
+    case CheckpointFormat::SafeTensors: return "safetensors";
+    case CheckpointFormat::MindSpore: return "MindSpore .ckpt";
+    default: return "auto";
   }
-  std::set<std::string> seen;
-  uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    SPORE_CHECK(!name.empty(), "[save_checkpoint] a tensor has an empty name (saving ", path, ")");
-    SPORE_CHECK(name != "__metadata__",
-                "[save_checkpoint] \"__metadata__\" is reserved by the "
-                "format and cannot name a tensor (saving ",
-                path, ")");
-    SPORE_CHECK(seen.insert(name).second, "[save_checkpoint] duplicate tensor name \"", name,
-                "\" (saving ", path, ")");
-    SPORE_CHECK(t.defined(), "[save_checkpoint] tensor \"", name, "\" is undefined");
-    SPORE_CHECK(!t.is_symbolic(), "[save_checkpoint] tensor \"", name,
-                "\" is symbolic (traced, no data); save after the graph has run");
-    SPORE_CHECK(t.device().type == DeviceType::CPU, "[save_checkpoint] tensor \"", name,
-                "\" is on ", to_string(t.device()), "; copy it to the CPU first");
-    const uint64_t nb = t.nbytes();
-    header[name] = {{"dtype", safetensors_dtype(t.dtype())},
-                    {"shape", t.shape()},
-                    {"data_offsets", {offset, offset + nb}}};
-    offset += nb;
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned
+}
 
+CheckpointFormat format_for_path(const std::string& path) {
+  const std::string p = lower(path);
+  return p.size() >= 5 && p.compare(p.size() - 5, 5, ".ckpt") == 0 ? CheckpointFormat::MindSpore
+                                                                   : CheckpointFormat::SafeTensors;
+}
+
+void detail::write_atomically(const std::string& path,
+                              const std::function<void(const std::function<void(const void*, size_t)>&)>& body) {
+  const detail::SaveFault fault = detail::g_fault.exchange(detail::SaveFault::None);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   SPORE_CHECK_KIND(ErrorKind::IOError, f, "[save_checkpoint] cannot create ", tmp, " (to write ",
                    path, "): ", write_failure(errno, path));
   try {
-    write_file(f, tmp, path, text, tensors, fault);
+    size_t written = 0;
+    write_file(f, tmp, path, [&](const Put& put) {
+      body([&](const void* p, size_t n) {
+        put(p, n);
+        // The simulated failure strikes after the first piece (the header) is out.
+        SPORE_CHECK_KIND(ErrorKind::IOError, !(fault == detail::SaveFault::AfterHeader && written++ == 0),
+                         "[save_checkpoint] writing ", tmp, " failed: simulated failure");
+      });
+    });
     const int rc = std::fclose(f);
     f = nullptr;
     SPORE_CHECK_KIND(ErrorKind::IOError, rc == 0, "[save_checkpoint] closing ", tmp,
@@ -190,6 +196,49 @@ void save_checkpoint(const NamedTensors& tensors, const std::string& path,
   }
 }
 
+void save_checkpoint(const NamedTensors& tensors, const std::string& path,
+                     const Metadata& metadata, CheckpointFormat format) {
+  SPORE_CHECK(!path.empty(), "[save_checkpoint] empty path");
+  check_tensors(tensors, path);
+  if (format == CheckpointFormat::Auto) format = format_for_path(path);
+  if (format == CheckpointFormat::MindSpore) {
+    detail::save_mindspore_checkpoint(tensors, path);
+    return;
+  }
+  // The header: __metadata__ first (as the reference writer does), then tensors in order.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) m[k] = v;
+    header["__metadata__"] = m;
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    SPORE_CHECK(name != "__metadata__",
+                "[save_checkpoint] \"__metadata__\" is reserved by the "
+                "format and cannot name a tensor (saving ",
+                path, ")");
+    const uint64_t nb = t.nbytes();
+    header[name] = {{"dtype", safetensors_dtype(t.dtype())},
+                    {"shape", t.shape()},
+                    {"data_offsets", {offset, offset + nb}}};
+    offset += nb;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data section 8-byte aligned
+  detail::write_atomically(path, [&](const Put& put) {
+    const uint64_t n = text.size();
+    std::string head(8, '\0');
+    std::memcpy(head.data(), &n, 8);
+    head += text;
+    put(head.data(), head.size());
+    for (const auto& [name, t] : tensors) {
+      const Tensor c = data::detail::contiguous_copy(t);
+      put(c.data_ptr(), c.nbytes());
+    }
+  });
+}
+
 namespace {
 
 struct Entry {
@@ -208,7 +257,7 @@ struct FileCloser {
 
 }  // namespace
 
-Checkpoint load_checkpoint(const std::string& path) {
+Checkpoint load_safetensors(const std::string& path) {
   const std::string where = "[load_checkpoint] " + path + ": ";
   FileCloser fc{std::fopen(path.c_str(), "rb")};
   SPORE_CHECK_KIND(ErrorKind::IOError, fc.f, "[load_checkpoint] cannot open ", path, ": ",
@@ -334,6 +383,47 @@ Checkpoint load_checkpoint(const std::string& path) {
     ck.tensors.emplace_back(e.name, std::move(t));
   }
   return ck;
+}
+
+namespace {
+
+// The format from the first bytes: SafeTensors, MindSpore, or Auto when it is neither.
+CheckpointFormat probe_format(const std::string& path) {
+  FileCloser fc{std::fopen(path.c_str(), "rb")};
+  SPORE_CHECK_KIND(ErrorKind::IOError, fc.f, "[load_checkpoint] cannot open ", path, ": ",
+                   errno_str());
+  struct stat st;
+  SPORE_CHECK_KIND(ErrorKind::IOError, ::fstat(fileno(fc.f), &st) == 0 && S_ISREG(st.st_mode),
+                   "[load_checkpoint] ", path, ": not a regular file");
+  unsigned char head[9] = {};
+  const size_t got = std::fread(head, 1, sizeof head, fc.f);
+  const uint64_t size = uint64_t(st.st_size);
+  // safetensors: an 8-byte little-endian header length that fits the file, then '{'.
+  if (got == 9 && head[8] == '{') {
+    uint64_t n = 0;
+    std::memcpy(&n, head, 8);
+    if (n <= size - 8) return CheckpointFormat::SafeTensors;
+  }
+  if (detail::looks_like_mindspore(head, got)) return CheckpointFormat::MindSpore;
+  return CheckpointFormat::Auto;
+}
+
+}  // namespace
+
+CheckpointFormat detect_checkpoint_format(const std::string& path) {
+  const CheckpointFormat f = probe_format(path);
+  SPORE_CHECK_KIND(ErrorKind::IOError, f != CheckpointFormat::Auto, "[load_checkpoint] ", path,
+                   ": neither a safetensors file (an 8-byte header length, then a JSON '{') nor a "
+                   "MindSpore .ckpt (a protobuf Checkpoint message, first byte 0x0A). Check the "
+                   "path, or re-save the checkpoint");
+  return f;
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  // Content that is not recognisably a .ckpt goes to the safetensors reader, whose errors say
+  // what is wrong in detail (truncated header, bad JSON, ...).
+  if (probe_format(path) == CheckpointFormat::MindSpore) return detail::load_mindspore_checkpoint(path);
+  return load_safetensors(path);
 }
 
 std::string LoadReport::str() const {

@@ -230,9 +230,11 @@ std::string Cell::str(int indent) const {
 std::string Cell::trace_key() const {
   std::string k = training() ? "T" : "E";
   if (amp_policy()) k += amp_policy()->str();
+  if (recompute_) k += 'R';
   for (const auto& [name, c] : named_cells()) {
     k += c->training() ? 'T' : 'E';
     if (c->amp_policy()) k += c->amp_policy()->str();  // the traced casts depend on it
+    if (c->is_recompute()) k += 'R';                   // and the recompute marks
   }
   return k;
 }

@@ -80,7 +80,14 @@ Tensor Optimizer::hyper_for(size_t i) const {
   return hyper_[hyper_slot_[i]];
 }
 
+void Optimizer::release_state(const std::string& replaced_by) {
+  free_state();
+  replaced_by_ = replaced_by;
+}
+
 void Optimizer::step(const std::vector<Tensor>& grads) {
+  SPORE_CHECK(replaced_by_.empty(), "[", name(), "] this optimizer's state moved to ", replaced_by_,
+              "; step that one (the training cell already does)");
   SPORE_CHECK(grads.size() == params_.size(), "[", name(), "] step() got ", grads.size(),
               " gradients for ", params_.size(), " parameters");
   NoGradGuard no_grad;

@@ -69,6 +69,14 @@ std::vector<std::pair<std::string, Tensor>> SGD::state() const {
   return out;
 }
 
+std::shared_ptr<Optimizer> SGD::rebuild(std::vector<ParamGroup> groups) const {
+  return std::make_shared<SGD>(std::move(groups), default_lr(), opts_);
+}
+void SGD::free_state() {
+  accum_.clear();
+  started_.clear();
+}
+
 void SGD::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
   const Tensor& p = params_[i];
   if (opts_.momentum == 0) {  // p -= lr * (g + wd p)
@@ -116,6 +124,11 @@ std::vector<std::pair<std::string, Tensor>> Momentum::state() const {
   return out;
 }
 
+std::shared_ptr<Optimizer> Momentum::rebuild(std::vector<ParamGroup> groups) const {
+  return std::make_shared<Momentum>(std::move(groups), default_lr(), momentum_, opts_);
+}
+void Momentum::free_state() { moments_.clear(); }
+
 void Momentum::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
   call_update(OpId::ApplyMomentum, {params_[i], moments_[i], grad},
               Attrs()
@@ -154,6 +167,14 @@ std::vector<std::pair<std::string, Tensor>> Adam::state() const {
   append_state(out, decoupled_ ? "adam_m" : "moment1", m_);
   append_state(out, decoupled_ ? "adam_v" : "moment2", v_);
   return out;
+}
+
+std::shared_ptr<Optimizer> Adam::rebuild(std::vector<ParamGroup> groups) const {
+  return std::shared_ptr<Optimizer>(new Adam(std::move(groups), default_lr(), opts_, decoupled_));
+}
+void Adam::free_state() {
+  m_.clear();
+  v_.clear();
 }
 
 void Adam::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
@@ -197,6 +218,13 @@ AdamWeightDecay::AdamWeightDecay(std::vector<ParamGroup> groups, LearningRate lr
                                  AdamWeightDecayOptions opts)
     : Adam(std::move(groups), std::move(lr), adam_options(opts), true) {}
 
+std::shared_ptr<Optimizer> AdamWeightDecay::rebuild(std::vector<ParamGroup> groups) const {
+  return std::make_shared<AdamWeightDecay>(
+      std::move(groups), default_lr(),
+      AdamWeightDecayOptions{.beta1 = opts_.beta1, .beta2 = opts_.beta2, .eps = opts_.eps,
+                             .weight_decay = opts_.weight_decay, .loss_scale = opts_.loss_scale});
+}
+
 // ---- RMSProp
 // --------------------------------------------------------------------------------------
 
@@ -219,6 +247,14 @@ std::vector<std::pair<std::string, Tensor>> RMSProp::state() const {
   append_state(out, "mean_square", ms_);
   append_state(out, "moment", mom_);
   return out;
+}
+
+std::shared_ptr<Optimizer> RMSProp::rebuild(std::vector<ParamGroup> groups) const {
+  return std::make_shared<RMSProp>(std::move(groups), default_lr(), opts_);
+}
+void RMSProp::free_state() {
+  ms_.clear();
+  mom_.clear();
 }
 
 void RMSProp::update(size_t i, const Tensor& grad, double lr, double weight_decay) {

@@ -199,6 +199,9 @@ void set_auto_parallel_context(const AutoParallelContext& ctx) {
   for (size_t i = 1; i < ctx.comm_fusion.fusion_indices.size(); ++i)
     SPORE_CHECK(ctx.comm_fusion.fusion_indices[i] > ctx.comm_fusion.fusion_indices[i - 1],
                 "[set_auto_parallel_context] comm_fusion.fusion_indices must increase");
+  SPORE_CHECK(ctx.gradient_accumulation_steps >= 1,
+              "[set_auto_parallel_context] gradient_accumulation_steps must be >= 1, got ",
+              ctx.gradient_accumulation_steps, " (1 updates on every batch)");
   g_ctx = ctx;
 }
 const AutoParallelContext& get_auto_parallel_context() { return g_ctx; }

@@ -81,6 +81,16 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
       optimizer_(std::move(optimizer)) {
   SPORE_CHECK(network_ != nullptr, "[Model] network is null");
   for (const std::string& name : metrics) metrics_[name] = make_metric(name);
+  const parallel::AutoParallelContext& pctx = parallel::get_auto_parallel_context();
+  const bool data_parallel =
+      pctx.parallel_mode == parallel::ParallelMode::DataParallel && parallel::get_group_size() > 1;
+  // Optimizer sharding: every rank starts from rank 0's parameters, then each keeps 1/size of the
+  // optimizer state (the gradients are reduce-scattered by the sharded optimizer, not all-reduced).
+  const bool sharded = optimizer_ && data_parallel && pctx.enable_parallel_optimizer;
+  if (sharded) {
+    parallel::broadcast_parameters(network_->parameters_and_buffers(), *parallel::world());
+    optimizer_ = std::make_shared<parallel::ShardedOptimizer>(optimizer_, parallel::world(), pctx.gradients_mean);
+  }
   const amp::Level level = amp::parse_level(amp_level);
   const bool amp_on = level != amp::Level::O0 || loss_scale_manager;
   if (optimizer_ && amp_on) {
@@ -96,9 +106,8 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
     if (!train_network_) train_network_ = std::make_shared<TrainOneStepCell>(loss_net, optimizer_);
     // Data parallel (set_auto_parallel_context): broadcast rank 0's parameters, check that every
     // rank has the same ones, and all-reduce the gradients (MindSpore's Model does the same).
-    if (parallel::get_auto_parallel_context().parallel_mode == parallel::ParallelMode::DataParallel &&
-        parallel::get_group_size() > 1)
-      parallel::setup_data_parallel(*train_network_, network_->parameters_and_buffers());
+    if (data_parallel && !sharded) parallel::setup_data_parallel(*train_network_, network_->parameters_and_buffers());
+    if (pctx.gradient_accumulation_steps > 1) train_network_->set_grad_accumulation(pctx.gradient_accumulation_steps);
   }
   if (!eval_network_ && loss_fn_) {
     const bool to32 = level == amp::Level::O2 || level == amp::Level::O3;

@@ -52,40 +52,75 @@ Tensor TrainOneStepCell::construct(const Tensor& data, const Tensor& label) {
   return forward({data, label}).at(0);
 }
 
+void TrainOneStepCell::set_grad_accumulation(int64_t k) {
+  SPORE_CHECK(k >= 1, "[TrainOneStepCell] gradient accumulation steps must be >= 1, got ", k,
+              "; use 1 to update on every call");
+  SPORE_CHECK(micro_ == 0, "[TrainOneStepCell] cannot change gradient accumulation in the middle of "
+              "an accumulation (", micro_, " of ", accum_steps_, " micro-batches done); change it after an update");
+  accum_steps_ = k;
+  accum_.clear();
+  if (k > 1)
+    for (const Tensor& p : optimizer_->parameters()) accum_.push_back(zeros_like(p));
+}
+
 std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs) {
+  const bool apply = micro_ + 1 >= accum_steps_;  // this call updates the parameters
   // Graph mode: the whole step (forward, loss, backward, optimizer update) is traced once per
-  // signature by jit() and then runs compiled; the traced body is this function's PyNative path.
-  // A grad reducer / grad-ready hook (data parallel) is host code, so those steps stay eager.
-  if (get_context_mode() == Mode::Graph && !is_tracing() && !reducer_ && !grad_ready_) {
-    if (!compiled_) {
+  // signature by jit() and then runs compiled; the traced body is step_eager. With accumulation a
+  // second graph (forward, backward, add into the buffers) serves the other micro-batches.
+  // A grad reducer / grad-ready hook (data parallel) or an optimizer that communicates (sharded)
+  // is host code, so those steps stay eager.
+  if (get_context_mode() == Mode::Graph && !is_tracing() && !reducer_ && !grad_ready_ &&
+      optimizer_->traceable()) {
+    std::shared_ptr<void>& slot = apply ? compiled_ : compiled_acc_;
+    if (!slot) {
       JitOptions opts;
-      opts.name = "train_step";
+      opts.name = apply ? "train_step" : "train_step_accumulate";
       // The optimizer's per-step scalars (learning rates, Adam's step) are read by the graph from
       // its hyper tensors (write_hyper() below), so they are not part of the key: one graph per
       // signature serves a whole schedule. An optimizer without hyper inputs (SGD without
       // momentum or with dampening, a custom one) traces them in: key on them as before.
-      opts.extra_key = [this] {
+      opts.extra_key = [this, apply] {
         std::string k = network_->trace_key();  // train flags, amp policies
-        if (!optimizer_->takes_hyper()) {
+        if (apply && !optimizer_->takes_hyper()) {
           for (size_t i = 0; i < optimizer_->parameters().size(); ++i)
             k += "," + std::to_string(optimizer_->lr_of(i));
           const std::string n = optimizer_->name();
           if (n != "Momentum" && n != "SGD") k += ",step=" + std::to_string(optimizer_->global_step());
         }
-        return k + ",sens=" + std::to_string(sens_);
+        return k + ",sens=" + std::to_string(sens_) + ",accum=" + std::to_string(accum_steps_);
       };
-      compiled_ = std::make_shared<JitFunction>(
-          [this](const std::vector<Tensor>& in) { return forward(in); }, opts);
+      slot = std::make_shared<JitFunction>(
+          [this, apply](const std::vector<Tensor>& in) {
+            tracing_own_step_ = true;
+            struct Reset {
+              bool& b;
+              ~Reset() { b = false; }
+            } reset{tracing_own_step_};
+            return step_eager(in, apply);
+          },
+          opts);
     }
     const int64_t step = optimizer_->global_step();
-    optimizer_->write_hyper();  // this step's lr (and step count) into the tensors the graph reads
+    if (apply) optimizer_->write_hyper();  // this step's lr (and step count) into the graph's tensors
     std::vector<Tensor> in;
     for (const Tensor& t : inputs) in.push_back(t.contiguous());
-    std::vector<Tensor> out = (*std::static_pointer_cast<JitFunction>(compiled_))(in);
-    optimizer_->set_global_step(step + 1);  // tracing advanced it once; a cached run did not
-    last_grads_.clear();                    // the gradients live inside the compiled step
+    std::vector<Tensor> out = (*std::static_pointer_cast<JitFunction>(slot))(in);
+    if (apply) optimizer_->set_global_step(step + 1);  // tracing advanced it once; a cached run did not
+    micro_ = apply ? 0 : micro_ + 1;
+    last_grads_.clear();  // the gradients live inside the compiled step
     return out;
   }
+  SPORE_CHECK(accum_steps_ == 1 || !is_tracing() || tracing_own_step_,
+              "[TrainOneStepCell] gradient accumulation (", accum_steps_, " steps) cannot run inside "
+              "another traced function (its micro-batch counter lives on the host); call the cell "
+              "directly, which compiles its own graphs in GRAPH_MODE");
+  std::vector<Tensor> out = step_eager(inputs, apply);
+  micro_ = apply ? 0 : micro_ + 1;
+  return out;
+}
+
+std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inputs, bool apply) {
   EnableGradGuard enable;
   Tensor loss = network_->forward(inputs).at(0);
   SPORE_CHECK(is_floating(loss.dtype()),
@@ -95,11 +130,31 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
   SPORE_CHECK(loss.requires_grad(),
               "[TrainOneStepCell] the loss does not depend on any parameter "
               "that requires grad; check that the network's parameters are trainable");
-  std::vector<Tensor> grads =
-      autograd::grad(loss, optimizer_->parameters(),
-                     {.sens = full_like(loss.detach(), sens_), .on_grad_ready = grad_ready_});
+  const bool accumulate = accum_steps_ > 1;
+  // With accumulation the reducer runs once per update on the sums, so nothing starts early.
+  std::vector<Tensor> grads = autograd::grad(
+      loss, optimizer_->parameters(),
+      {.sens = full_like(loss.detach(), sens_), .on_grad_ready = accumulate ? nullptr : grad_ready_});
+  if (accumulate) {
+    const double inv = 1.0 / double(accum_steps_);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      Tensor sum = accum_[i] + grads[i] * inv;
+      if (!apply) {
+        assign(accum_[i], sum);
+      } else {
+        grads[i] = sum;
+      }
+    }
+    if (!apply) {
+      last_grads_.clear();
+      return {loss.detach()};
+    }
+  }
   if (reducer_) grads = reducer_(std::move(grads));
   optimizer_->step(grads);
+  if (accumulate)
+    for (const Tensor& a : accum_) assign(a, zeros_like(a));
   last_grads_ = std::move(grads);
   return {loss.detach()};
 }
@@ -146,6 +201,9 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::scaled_grads(const std::vecto
 }
 
 std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Tensor>& inputs) {
+  SPORE_CHECK(grad_accumulation() == 1, "[TrainOneStepWithLossScaleCell] gradient accumulation is not "
+              "supported with loss scaling yet; use TrainOneStepCell (amp level O0/O1 without a loss "
+              "scale manager) or set gradient_accumulation_steps to 1");
   const double s = manager_->get_loss_scale();
   const Tensor scale = scalar_tensor(s, kFloat32);
   std::vector<Tensor> r;

@@ -79,7 +79,7 @@ TEST(ParserHardening, JpegHeaderClaimingBillionsOfPixelsIsAnError) {
   b[sof + 6] = b[sof + 8] = 0xDC;
   const std::string msg = error_of([&] { vision::Decode()(jpg); });
   EXPECT_NE(msg.find("65500x65500 pixels, more than the decoder's limit"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("CV_IO_MAX_IMAGE_PIXELS"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("OPENCV_IO_MAX_IMAGE_PIXELS"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -9,8 +9,10 @@
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // Images up to 4 Mpixel while fuzzing: larger ones are legal, but each costs a large allocation
   // that would hide real findings behind out-of-memory reports (libjpeg-turbo's own fuzzers do
-  // the same). The limit is the one users set, OpenCV's CV_IO_MAX_IMAGE_PIXELS.
-  setenv("CV_IO_MAX_IMAGE_PIXELS", "4194304", 0);
+  // the same). The limit is the one users set, OpenCV's OPENCV_IO_MAX_IMAGE_PIXELS. OpenCV reads
+  // it when its library loads, before this runs, so scripts/fuzz.sh and the corpus replay's ctest
+  // entry set it in the environment; this covers Spore's own JPEG check when run by hand.
+  setenv("OPENCV_IO_MAX_IMAGE_PIXELS", "4194304", 0);
   return 0;
 }
 

@@ -20,8 +20,10 @@ namespace spore::fuzz {
 
 // A scratch folder for this process (parsers that take paths read the input from a file there):
 // /dev/shm when it exists (no disk traffic), else $TMPDIR or /tmp.
+// (Never destroyed: the exit handler that removes the folder runs after static destructors of
+// objects whose initialisation finished after it was registered, this one included.)
 inline const std::string& scratch_dir() {
-  static const std::string dir = [] {
+  static const std::string& dir = *new std::string([] {
     std::string base = "/dev/shm";
     if (::access(base.c_str(), W_OK) != 0) {
       const char* t = std::getenv("TMPDIR");
@@ -36,7 +38,7 @@ inline const std::string& scratch_dir() {
       }
     });
     return d;
-  }();
+  }());
   return dir;
 }
 

@@ -470,9 +470,11 @@ TEST(AmpGraph, CompiledStepMatchesPyNativeAutocast) {
     print("compiled", level, g, d);
     if (level == amp::Level::O0 || level == amp::Level::O1) {
       // The float32 fusions (elementwise chains, the fused optimizer update) may contract into
-      // FMAs or reorder: a few float32 ulps per step, nothing more.
-      EXPECT_LE(d.max_loss(), 1e-6);
-      EXPECT_LE(d.max_param(), 1e-6);
+      // FMAs or reorder, and the compiled convolutions may run another kernel (blocked layout,
+      // fused epilogue) that sums in another order: float32 rounding, nothing more. (1e-6 failed
+      // once under load at 3.35e-6, when the timed kernel choice differed between the modes.)
+      EXPECT_LE(d.max_loss(), 1e-5);
+      EXPECT_LE(d.max_param(), 1e-5);
     } else {
       EXPECT_LE(d.loss[0], 1e-3);
       EXPECT_LE(d.max_loss(), 5e-2);

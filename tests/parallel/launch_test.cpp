@@ -107,3 +107,31 @@ TEST(Launch, ResumeAfterFaultReproducesTheUninterruptedRun) {
   fs::remove_all(full);
   fs::remove_all(faulty);
 }
+
+// `--parallel-optimizer` (ZeRO-1) and `--grad-accum` through the CLI: the same weights as plain
+// data parallel on the same global batches (accumulation: 2 batches of 32 = one update on 64).
+TEST(Launch, ParallelOptimizerAndGradAccumulationMatchPlainDataParallel) {
+  if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
+  const fs::path plain = tmp("plain"), zero = tmp("zero"), accum = tmp("accum");
+  Result a = launch("", kArgs + "--epochs 2 --out " + plain.string());
+  ASSERT_EQ(a.code, 0) << a.out;
+  Result b = launch("", kArgs + "--epochs 2 --parallel-optimizer --out " + zero.string());
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("each of the 2 ranks keeps 1/2 of the optimizer state"), std::string::npos) << b.out;
+  // Shuffling draws the same order for --batch-size 32 x 2 accumulated as for 64 (one epoch order).
+  Result c = launch("", "--limit 512 --eval-limit 256 --batch-size 32 --comm-timeout 5 --seed 3 --grad-accum 2 "
+                    "--epochs 2 --out " + accum.string());
+  ASSERT_EQ(c.code, 0) << c.out;
+  const io::Checkpoint pa = io::load_checkpoint((plain / "lenet.safetensors").string());
+  for (const fs::path& other : {zero, accum}) {
+    const io::Checkpoint pb = io::load_checkpoint((other / "lenet.safetensors").string());
+    ASSERT_EQ(pa.tensors.size(), pb.tensors.size());
+    for (size_t i = 0; i < pa.tensors.size(); ++i) {
+      const auto va = pa.tensors[i].second.to_vector<float>(), vb = pb.tensors[i].second.to_vector<float>();
+      ASSERT_EQ(va.size(), vb.size()) << pa.tensors[i].first;
+      for (size_t k = 0; k < va.size(); ++k)
+        ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << other << " " << pa.tensors[i].first << "[" << k << "]";
+    }
+  }
+  for (const fs::path& d : {plain, zero, accum}) fs::remove_all(d);
+}

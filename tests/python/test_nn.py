@@ -96,7 +96,10 @@ def test_conv_pool_batchnorm_layers():
     ref = (x - x.mean((0, 2, 3), keepdims=True)) / np.sqrt(x.var((0, 2, 3), keepdims=True) + 1e-5)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(bn.moving_mean.asnumpy(), 0.1 * x.mean((0, 2, 3)), rtol=1e-4, atol=1e-6)
-    assert [n for n, _ in bn.parameters_and_names()] == ["gamma", "beta"]
+    # MindSpore lists the moving statistics as Parameters that are not trained.
+    assert [n for n, _ in bn.parameters_and_names()] == ["gamma", "beta", "moving_mean", "moving_variance"]
+    assert [p.name for p in bn.trainable_params()] == ["gamma", "beta"]
+    assert [p.name for p in bn.untrainable_params()] == ["moving_mean", "moving_variance"]
 
 
 def test_losses_match_numpy():

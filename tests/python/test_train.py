@@ -168,3 +168,14 @@ def test_amp_build_train_network_o2(mode):
     plain = ms.amp.build_train_network(net, opt, loss, level="O2",
                                        loss_scale_manager=ms.FixedLossScaleManager(128.0, False))
     assert plain(ms.Tensor(x), ms.Tensor(y)).shape == ()
+
+
+def test_mindspore_ckpt_format(tmp_path):
+    """format="ckpt" writes MindSpore's protobuf .ckpt (first byte 0x0A); load_checkpoint reads it by content."""
+    path = str(tmp_path / "ms.ckpt")
+    ms.save_checkpoint([{"name": "a", "data": ms.Tensor(np.arange(3, dtype=np.float32))}], path, format="ckpt")
+    with open(path, "rb") as f:
+        assert f.read(1) == b"\x0a"
+    assert ms.load_checkpoint(path)["a"].asnumpy().tolist() == [0, 1, 2]
+    with pytest.raises(ValueError):
+        ms.save_checkpoint([{"name": "a", "data": ms.Tensor(np.zeros(1, np.float32))}], path, format="npz")

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "spore/context.h"
 #include "spore/optim/optimizers.h"
 #include "train/train_util.h"
 
@@ -77,4 +78,80 @@ TEST(Wrappers, Errors) {
   EXPECT_THROW(WithLossCell(nullptr, std::make_shared<MSELossCell>()), Error);
   auto net = std::make_shared<Linear>(3, 1);
   EXPECT_THROW(TrainOneStepCell(net, nullptr), Error);
+}
+
+// Gradient accumulation: k micro-batches of b rows, then one update, equals one step on the k*b
+// rows (mean loss), in PyNative and in Graph mode (two compiled graphs, each traced once).
+namespace {
+struct TwoLayer : nn::Cell {  // (N, 3) -> (N, 1) with a tanh in between
+  TwoLayer() {
+    std::vector<float> w1, w2;
+    for (int i = 0; i < 3 * 4; ++i) w1.push_back(0.1f * float((i * 5) % 7) - 0.3f);
+    for (int i = 0; i < 4; ++i) w2.push_back(0.2f * float(i) - 0.3f);
+    register_parameter("w1", from_vector<float>(w1, {3, 4}));
+    register_parameter("b1", zeros({4}));
+    register_parameter("w2", from_vector<float>(w2, {4, 1}));
+  }
+  Tensor construct(const Tensor& x) override {
+    return matmul(tanh(matmul(x, parameter("w1")) + parameter("b1")), parameter("w2"));
+  }
+};
+
+// Parameters after `updates` updates on 32-row batches, each as k micro-batches of 32 / k rows.
+std::vector<std::vector<float>> train_accumulated(int64_t k, int updates, Mode mode) {
+  set_context({.mode = mode});
+  auto net = std::make_shared<TwoLayer>();
+  auto loss_net = std::make_shared<WithLossCell>(net, std::make_shared<MSELossCell>());
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.1, 0.9);
+  TrainOneStepCell step(loss_net, opt);
+  step.set_grad_accumulation(k);
+  auto data = spore::test::regression_data(32 * updates);
+  const int64_t b = 32 / k;
+  for (int u = 0; u < updates; ++u)
+    for (int64_t m = 0; m < k; ++m) {
+      const int64_t start = u * 32 + m * b;
+      step(data.x.slice(0, start, start + b), data.y.slice(0, start, start + b));
+      EXPECT_EQ(step.micro_step(), (m + 1) % k);
+    }
+  EXPECT_EQ(opt->global_step(), updates);
+  if (mode == Mode::Graph && k > 1) {
+    EXPECT_EQ(step.jit_stats().traces, 1);  // the update graph, traced once
+  }
+  set_context({.mode = Mode::PyNative});
+  std::vector<std::vector<float>> out;
+  for (const Tensor& p : net->trainable_params()) out.push_back(p.to_vector<float>());
+  return out;
+}
+
+void expect_close(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
+                  const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t p = 0; p < a.size(); ++p)
+    for (size_t i = 0; i < a[p].size(); ++i)
+      EXPECT_NEAR(a[p][i], b[p][i], 1e-5 * (1 + std::abs(b[p][i]))) << what << " param " << p << " [" << i << "]";
+}
+}  // namespace
+
+TEST(Wrappers, GradAccumulationEqualsTheWholeBatch) {
+  const auto whole = train_accumulated(1, 20, Mode::PyNative);
+  expect_close(train_accumulated(4, 20, Mode::PyNative), whole, "pynative k=4");
+  expect_close(train_accumulated(2, 20, Mode::PyNative), whole, "pynative k=2");
+  expect_close(train_accumulated(4, 20, Mode::Graph), whole, "graph k=4");
+  expect_close(train_accumulated(1, 20, Mode::Graph), whole, "graph k=1");
+}
+
+TEST(Wrappers, GradAccumulationBadValuesAreErrors) {
+  auto net = std::make_shared<Linear>(3, 1);
+  auto loss_net = std::make_shared<WithLossCell>(net, std::make_shared<MSELossCell>());
+  TrainOneStepCell step(loss_net, std::make_shared<optim::SGD>(net->trainable_params(), 0.1));
+  EXPECT_THROW(step.set_grad_accumulation(0), Error);
+  step.set_grad_accumulation(3);
+  auto data = spore::test::regression_data(8);
+  step(data.x, data.y);
+  try {
+    step.set_grad_accumulation(2);
+    ADD_FAILURE() << "changing k mid-accumulation should fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("1 of 3 micro-batches"), std::string::npos) << e.what();
+  }
 }

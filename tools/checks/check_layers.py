@@ -26,7 +26,7 @@ LAYERS = [
         "include/spore/custom_op.h"]),
     ("framework", [  # what users call
         "src/nn/", "src/optim/", "src/train/", "src/amp/", "src/data/", "src/io/", "src/parallel/",
-        "src/metrics/", "src/detection/",
+        "src/onnx/", "src/metrics/", "src/detection/",
         "include/spore/"]),
     ("apps", ["models/", "tools/", "examples/", "python/"]),  # the model zoo, the CLI, examples, the Python bindings
 ]

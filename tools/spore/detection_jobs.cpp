@@ -107,6 +107,8 @@ int train_detector(const TrainArgs& a) {
   set_context({.mode = a.mode == "pynative" ? Mode::PyNative : Mode::Graph});
   set_seed(a.seed);
   if (a.threads > 0) set_num_threads(a.threads);
+  SPORE_CHECK(a.grad_accum == 1 && !a.parallel_optimizer, "--grad-accum and --parallel-optimizer are for the "
+              "classifiers; ", a.model, " accumulates gradients to a nominal batch of 64 by itself (YOLOv5's recipe)");
   SPORE_CHECK(a.amp == "O0", "--amp ", a.amp, " is not supported for ", a.model, " yet; use --amp O0");
   const std::string variant = variant_of(a.model);
   const std::string out = a.out.empty() ? "out/" + a.model : a.out;

@@ -19,6 +19,7 @@
 #include "core/random.h"
 #include "jobs.h"
 #include "models/lenet.h"
+#include "models/mindspore_names.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
 #include "spore/data/vision.h"
@@ -263,6 +264,14 @@ int train_job(const TrainArgs& a) {
 
   // Under spore launch / mpirun: data parallel, a shard and batch / size images per rank.
   const DistInfo dist = setup_distributed(a.comm_timeout);
+  SPORE_CHECK(!(a.parallel_optimizer && !a.resume.empty()), "--parallel-optimizer cannot be combined with "
+              "--resume yet (the sharded optimizer state is not in the checkpoints); resume without it");
+  {
+    parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
+    ctx.gradient_accumulation_steps = a.grad_accum;
+    ctx.enable_parallel_optimizer = a.parallel_optimizer;
+    parallel::set_auto_parallel_context(ctx);
+  }
   SPORE_CHECK(a.batch_size % dist.size == 0, "--batch-size ", a.batch_size, " (the global batch) must be a "
               "multiple of the number of ranks, ", dist.size);
   auto train_ds = classifier_data(a.model, a.data, "train", a.limit, true, a.batch_size / dist.size, dist);
@@ -286,6 +295,13 @@ int train_job(const TrainArgs& a) {
               a.model.c_str(), data_name(a.model), a.data.c_str(), (long long)(a.limit > 0 ? a.limit : is_cifar_model(a.model) ? 50000 : 60000),
               (long long)(a.eval_limit > 0 ? a.eval_limit : 10000), (long long)a.batch_size, a.lr,
               a.momentum, a.mode.c_str(), get_num_threads(), (long long)count_params(*net));
+  if (dist.print && a.grad_accum > 1)
+    std::printf("gradient accumulation: %lld batches per update (effective batch %lld)\n", (long long)a.grad_accum,
+                (long long)(a.grad_accum * a.batch_size));
+  if (dist.print && a.parallel_optimizer)
+    std::printf("optimizer sharding: %s\n", dist.size > 1 ? ("each of the " + std::to_string(dist.size) +
+                " ranks keeps 1/" + std::to_string(dist.size) + " of the optimizer state").c_str()
+                : "off (a single process has nothing to shard with)");
   if (dist.print && amp_level != amp::Level::O0) {
     std::printf("mixed precision: %s, %s", amp::level_name(amp_level), dtype_name(amp_dtype));
     if (loss_scale_cell)
@@ -376,6 +392,8 @@ int eval(const EvalArgs& a) {
   set_device(a.device);
   nn::CellPtr net = make_classifier(a.model);
   io::Checkpoint ckpt = io::load_checkpoint(a.ckpt);
+  // A MindSpore .ckpt names parameters as MindSpore's model zoo does.
+  if (ckpt.format == io::CheckpointFormat::MindSpore) ckpt.tensors = models::from_mindspore_names(a.model, ckpt.tensors);
   // As MindSpore's load_param_into_net: the network's parameters are loaded; what the checkpoint has
   // beyond them (the optimizer's moments.* in an epoch checkpoint) is training state, skipped and
   // reported. A parameter the checkpoint lacks, or one of another shape, is an error.

@@ -28,6 +28,8 @@ struct TrainArgs {
   std::string profile = "";        // write a profiler trace + summary into this folder
   std::string dump_ir = "";        // Graph mode: write the IR after every pass into this folder
   std::string device = "CPU";      // MindSpore's device_target: CPU | GPU | Ascend
+  int64_t grad_accum = 1;          // batches summed per optimizer update (gradient accumulation)
+  bool parallel_optimizer = false; // under spore launch: shard the optimizer state (ZeRO-1)
   // Detection (yolov5n|s|m, detection_jobs.cpp):
   int64_t img = 320;               // letterboxed image size (a multiple of 32)
   bool lr_given = false;           // --lr was passed (else YOLOv5's lr0 0.01)

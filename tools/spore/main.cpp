@@ -1,5 +1,5 @@
 // `spore`: the command line (CLI11). Subcommands: train, eval, predict, coco-eval, data, run-check,
-// launch, dashboard. Every error a user
+// launch, dashboard, convert, export, infer. Every error a user
 // can cause ends as one line on stderr naming what was wrong, what was expected and what to do:
 // a spore::Error with exit code 1, a bad flag or value (CLI11) with exit code 2.
 #include <CLI/CLI.hpp>
@@ -10,6 +10,7 @@
 #include <new>
 #include <sstream>
 
+#include "interop.h"
 #include "jobs.h"
 #include "spore/parallel/parallel.h"
 #include "spore/spore.h"
@@ -145,6 +146,11 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--amp-dtype", t.amp_dtype, "low-precision dtype for --amp: fp16 | bf16")->default_val(t.amp_dtype);
   train_cmd->add_option("--device", t.device, "device target (MindSpore's device_target): CPU, GPU or Ascend; "
                                             "`spore run-check` lists the targets this build has")->default_val(t.device);
+  train_cmd->add_option("--grad-accum", t.grad_accum, "gradient accumulation: each optimizer update sums the "
+                        "gradients of this many batches of --batch-size (1: update on every batch)")
+      ->default_val(t.grad_accum)->check(integer_in(1, 4096));
+  train_cmd->add_flag("--parallel-optimizer", t.parallel_optimizer, "under spore launch: each rank keeps and "
+                      "updates 1/N of the optimizer state (MindSpore's enable_parallel_optimizer, ZeRO-1)");
   train_cmd->add_option("--comm-timeout", t.comm_timeout, "under spore launch / mpirun: seconds before a "
                                                           "silent rank counts as lost")->default_val(t.comm_timeout)->check(kSeconds);
 
@@ -163,7 +169,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"lenet", "mlp", "resnet18", "yolov5n", "yolov5s", "yolov5m"}))->default_val("lenet");
   eval_cmd->add_option("--img", e.img, "yolov5*: image size (default: the checkpoint's)")->check(kImg);
   eval_cmd->add_option("--save-json", e.save_json, "yolov5*: also write the detections as a COCO results file");
-  eval_cmd->add_option("--ckpt", e.ckpt, "checkpoint file (.safetensors) written by `spore train`")->required();
+  eval_cmd->add_option("--ckpt", e.ckpt, "checkpoint file: .safetensors written by `spore train`, or a "
+                                         "MindSpore .ckpt (zoo parameter names)")->required();
   eval_cmd->add_option("--data", e.data, "folder with the IDX files")->default_val(e.data);
   eval_cmd->add_option("--batch-size", e.batch_size, "samples per step")->default_val(e.batch_size)->check(kBatch);
   eval_cmd->add_option("--limit", e.limit, "use only the first N test samples")->check(kSamples);
@@ -209,6 +216,45 @@ int main(int argc, char** argv) {
   dash_cmd->add_option("--port", d.port, "TCP port")->default_val(d.port)->check(CLI::Range(1, 65535));
   dash_cmd->add_option("--host", d.host, "address to listen on (127.0.0.1: this machine only)")->default_val(d.host);
 
+  ConvertArgs cv;
+  auto* convert_cmd = app.add_subcommand("convert", "convert a checkpoint between safetensors and MindSpore .ckpt "
+                                                    "(the input's format is read from its content, the output's "
+                                                    "from its extension)");
+  convert_cmd->add_option("in", cv.in, "checkpoint to read (.safetensors or .ckpt)")->required();
+  convert_cmd->add_option("out", cv.out, "checkpoint to write: .ckpt (MindSpore) or .safetensors")->required();
+  convert_cmd->add_option("--model", cv.model, "rename parameters between Spore's and MindSpore's model zoo for "
+                                               "this family when the format changes: auto (guess from the names), "
+                                               "lenet, mlp, resnet18, resnet34, resnet50, none (keep names)")
+      ->check(CLI::IsMember({"auto", "lenet", "mlp", "resnet18", "resnet34", "resnet50", "none"}))
+      ->default_val(cv.model);
+
+  ExportArgs ex;
+  auto* export_cmd = app.add_subcommand("export", "export a zoo model to ONNX (opset 17, dynamic batch): "
+                                                  "spore export lenet --ckpt out/lenet/lenet.safetensors --out lenet.onnx");
+  export_cmd->add_option("model", ex.model, "lenet | mlp | resnet18")
+      ->check(CLI::IsMember({"lenet", "mlp", "resnet18"}))->required();
+  export_cmd->add_option("--ckpt", ex.ckpt, "weights (.safetensors or MindSpore .ckpt); without it the initial weights");
+  export_cmd->add_option("--format", ex.format, "onnx")->check(CLI::IsMember({"onnx"}))->default_val(ex.format);
+  export_cmd->add_option("--out", ex.out, "output file (default <model>.onnx)");
+  export_cmd->add_flag("--static-batch", ex.static_batch, "a fixed batch size (--batch) instead of the symbolic N");
+  export_cmd->add_option("--input", ex.input, "also run the network (inference mode) on this array (.npy) ...");
+  export_cmd->add_option("--output", ex.output, "... and write its output here (.npy), to compare with a runtime");
+  export_cmd->add_option("--batch", ex.batch, "the batch size with --static-batch")->default_val(ex.batch)->check(kBatch);
+
+  InferArgs inf;
+  auto* infer_cmd = app.add_subcommand("infer", "run an ONNX model with Spore (Graph mode): "
+                                                "spore infer model.onnx --input x.npy --output y.npy [--bench]");
+  infer_cmd->add_option("model", inf.model, "the .onnx file")->required();
+  infer_cmd->add_option("--input", inf.input, "input array (.npy)");
+  infer_cmd->add_option("--output", inf.output, "write the first output here (.npy)");
+  infer_cmd->add_flag("--bench", inf.bench, "measure: repeated runs after a warm-up, median time and samples/s");
+  infer_cmd->add_option("--batch", inf.batch, "with --bench and no --input: random input of this batch size")
+      ->default_val(inf.batch)->check(kBatch);
+  infer_cmd->add_option("--seconds", inf.seconds, "with --bench: how long to measure")->default_val(inf.seconds)
+      ->check(kSeconds);
+  infer_cmd->add_option("--mode", inf.mode, "graph (traced, optimised, compiled once per input shape) or pynative")
+      ->check(CLI::IsMember({"graph", "pynative"}))->default_val(inf.mode);
+
   auto* check_cmd = app.add_subcommand("run-check", "print the build (version, backends, libraries, "
                                                     "CPU features) and run one tiny training step");
 
@@ -233,6 +279,9 @@ int main(int argc, char** argv) {
     if (*check_cmd) return run_check();
     if (*launch_cmd) return launch(l);
     if (*dash_cmd) return dashboard(d);
+    if (*convert_cmd) return convert(cv);
+    if (*export_cmd) return export_model(ex);
+    if (*infer_cmd) return infer(inf);
   } catch (const spore::Error& err) {
     std::cerr << "spore" << rank_tag() << ": " << spore::error_kind_name(err.kind()) << ": " << one_line(err.what())
               << "\n";

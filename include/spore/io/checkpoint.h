@@ -1,4 +1,8 @@
-// Checkpoints in the safetensors format (readable by Hugging Face's `safetensors` package):
+// Checkpoints in two formats: safetensors (Spore's own, readable by Hugging Face's `safetensors`
+// package) and MindSpore's .ckpt (a protobuf Checkpoint message; docs/interop.md). Loading picks
+// the format by the file's content; saving by the path's extension (".ckpt": MindSpore) unless a
+// format is given.
+// safetensors:
 //   8 bytes: N, the header length, little-endian uint64
 //   N bytes: a JSON object {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [b, e]},
 //            ..., "__metadata__": {"key": "value"}}, padded with spaces to a multiple of 8
@@ -21,24 +25,41 @@ namespace spore::io {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using Metadata = std::map<std::string, std::string>;
 
+enum class CheckpointFormat {
+  Auto,         // saving: by extension (".ckpt" is MindSpore, anything else safetensors)
+  SafeTensors,  // .safetensors
+  MindSpore,    // MindSpore's .ckpt (protobuf)
+};
+const char* format_name(CheckpointFormat f);  // "safetensors", "MindSpore .ckpt", "auto"
+// The format Auto resolves to when saving to path.
+CheckpointFormat format_for_path(const std::string& path);
+
 struct Checkpoint {
   NamedTensors tensors;  // in file data order (the order they were saved in)
-  Metadata metadata;     // the header's "__metadata__" (string values)
+  Metadata metadata;     // the header's "__metadata__" (string values); empty for .ckpt files
+  CheckpointFormat format = CheckpointFormat::SafeTensors;  // what the file was
   const Tensor* find(const std::string& name) const;  // nullptr when absent
 };
 
 // Writes tensors (any dtype, any strides; CPU) and metadata to path, atomically. Names must be
 // unique, non-empty and not "__metadata__". Throws spore::Error (IOError) on failure, leaving
-// any previous file at path untouched.
+// any previous file at path untouched. A MindSpore .ckpt has no place for metadata: it is not
+// written there. Tensors over 512 MiB are split across consecutive entries as MindSpore does.
 void save_checkpoint(const NamedTensors& tensors, const std::string& path,
-                     const Metadata& metadata = {});
+                     const Metadata& metadata = {},
+                     CheckpointFormat format = CheckpointFormat::Auto);
 inline void save_checkpoint(const nn::Cell& net, const std::string& path,
-                            const Metadata& metadata = {}) {
-  save_checkpoint(net.parameters_and_buffers(), path, metadata);
+                            const Metadata& metadata = {},
+                            CheckpointFormat format = CheckpointFormat::Auto) {
+  save_checkpoint(net.parameters_and_buffers(), path, metadata, format);
 }
 
-// Reads and validates a whole file; every malformed case is an IOError naming the file.
+// Reads and validates a whole file, safetensors or MindSpore .ckpt, told apart by content (not by
+// extension); every malformed case is an IOError naming the file and the field. A .ckpt saved
+// with crc_check=True has its CRC verified; an encrypted one (enc_key) is refused.
 Checkpoint load_checkpoint(const std::string& path);
+// Which format the file at path holds, from its first bytes; throws IOError when neither.
+CheckpointFormat detect_checkpoint_format(const std::string& path);
 
 struct LoadReport {
   std::vector<std::string> missing;     // in the net, not in the checkpoint

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "spore/amp.h"
+#include "spore/jit.h"
 #include "spore/tensor.h"
 
 namespace spore::nn {
@@ -27,16 +28,23 @@ class Cell {
   virtual Tensor construct(const Tensor& x, const Tensor& y);
   virtual std::vector<Tensor> forward(const std::vector<Tensor>& inputs);
   // Calls make the cell's amp policy current while construct runs (none: the caller's stays).
+  // In Graph mode a cell marked with recompute() also opens a RecomputeScope (spore/jit.h).
   Tensor operator()(const Tensor& x) {
-    if (!amp_) return construct(x);
-    amp::PolicyScope scope(*amp_);
+    if (!amp_ && !recompute_) return construct(x);
+    CallScopes scopes(*this);
     return construct(x);
   }
   Tensor operator()(const Tensor& x, const Tensor& y) {
-    if (!amp_) return construct(x, y);
-    amp::PolicyScope scope(*amp_);
+    if (!amp_ && !recompute_) return construct(x, y);
+    CallScopes scopes(*this);
     return construct(x, y);
   }
+
+  // MindSpore's Cell.recompute(): in Graph mode, the activations of this cell's forward pass are
+  // not kept for the backward pass but recomputed from the cell's inputs when it needs them (the
+  // recompute pass). Trades compute for memory; PyNative ignores it.
+  void recompute(bool mode = true) { recompute_ = mode; }
+  bool is_recompute() const { return recompute_; }
 
   // Mixed precision (spore/amp.h): the policy this cell's ops run under. Usually set on the whole
   // tree by amp::auto_mixed_precision; to_float(dtype) is MindSpore's: this cell and its sub-cells
@@ -90,6 +98,16 @@ class Cell {
   std::vector<std::pair<std::string, Cell*>> cells_;
   std::vector<std::shared_ptr<Cell>> owned_;
   std::optional<amp::Policy> amp_;
+  bool recompute_ = false;
+  // While construct runs: the cell's amp policy, and (tracing a recompute cell) its recompute scope.
+  struct CallScopes {
+    std::optional<amp::PolicyScope> amp;
+    std::optional<RecomputeScope> recompute;
+    explicit CallScopes(const Cell& c) {
+      if (c.amp_) amp.emplace(*c.amp_);
+      if (c.recompute_ && is_tracing()) recompute.emplace();
+    }
+  };
 };
 
 using CellPtr = std::shared_ptr<Cell>;

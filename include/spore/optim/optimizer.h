@@ -45,7 +45,23 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Applies one update with grads[i] for parameters()[i]; advances the global step.
   // An undefined gradient leaves its parameter (and state) untouched.
-  void step(const std::vector<Tensor>& grads);
+  virtual void step(const std::vector<Tensor>& grads);
+  // False when step() communicates (the sharded optimizer of parallel/): a training step holding
+  // such an optimizer runs eagerly instead of as one compiled graph.
+  virtual bool traceable() const { return true; }
+  // The same kind of optimizer with the same options over other parameters, each group carrying
+  // its own lr and weight decay (optimizer sharding builds one over each rank's slices); nullptr
+  // when the optimizer cannot be rebuilt (a custom one that does not override this).
+  virtual std::shared_ptr<Optimizer> rebuild(std::vector<ParamGroup> groups) const {
+    (void)groups;
+    return nullptr;
+  }
+  // Frees the state (moments...) once another optimizer has taken over the update (the sharded
+  // one); step() is then an error naming the optimizer that replaced it.
+  void release_state(const std::string& replaced_by);
+  const LearningRate& lr_schedule(size_t i) const { return lrs_[i]; }
+  double weight_decay_of(size_t i) const { return weight_decays_[i]; }
+  double clip_grad_norm() const { return clip_norm_; }
   const std::vector<Tensor>& parameters() const { return params_; }
   const std::vector<std::string>& parameter_names() const { return names_; }
   int64_t global_step() const { return step_; }
@@ -85,6 +101,10 @@ class Optimizer {
   // Parameter i's hyper tensor while tracing (pass it with attr hyper_input=true), else undefined
   // (PyNative: the values go as attributes, exactly as before).
   Tensor hyper_for(size_t i) const;
+  // Drops the state tensors (release_state()).
+  virtual void free_state() {}
+  // The default schedule (slot 0), for rebuild().
+  const LearningRate& default_lr() const { return slot_lrs_[0]; }
   // One zero tensor per parameter: a state slot.
   std::vector<Tensor> zeros_like_params() const;
   // ("<prefix>.<name>", state[i]) for every parameter.
@@ -100,6 +120,7 @@ class Optimizer {
   int64_t step_ = 0;
   double clip_norm_ = 0;
   double loss_scale_ = 1;
+  std::string replaced_by_;  // set by release_state()
 };
 
 using OptimizerPtr = std::shared_ptr<Optimizer>;

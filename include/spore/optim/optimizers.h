@@ -32,8 +32,10 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, LearningRate lr = 0.1, SGDOptions opts = {});
   std::string name() const override { return "SGD"; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  std::shared_ptr<Optimizer> rebuild(std::vector<ParamGroup> groups) const override;
 
  protected:
+  void free_state() override;
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
   // [lr] for ApplyMomentum; none when the update is elementwise ops (no momentum, dampening).
   size_t hyper_size() const override { return opts_.momentum > 0 && opts_.dampening == 0 ? 1 : 0; }
@@ -58,8 +60,10 @@ class Momentum : public Optimizer {
            MomentumOptions opts = {});
   std::string name() const override { return "Momentum"; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  std::shared_ptr<Optimizer> rebuild(std::vector<ParamGroup> groups) const override;
 
  protected:
+  void free_state() override;
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
   size_t hyper_size() const override { return 1; }  // ApplyMomentum's [lr]
 
@@ -84,8 +88,10 @@ class Adam : public Optimizer {
   Adam(std::vector<ParamGroup> groups, LearningRate lr = 1e-3, AdamOptions opts = {});
   std::string name() const override { return "Adam"; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  std::shared_ptr<Optimizer> rebuild(std::vector<ParamGroup> groups) const override;
 
  protected:
+  void free_state() override;
   Adam(std::vector<ParamGroup> groups, LearningRate lr, AdamOptions opts, bool decoupled);
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
   size_t hyper_size() const override { return 3; }  // ApplyAdam's [lr, step, eps]
@@ -111,6 +117,7 @@ class AdamWeightDecay : public Adam {
   AdamWeightDecay(std::vector<ParamGroup> groups, LearningRate lr = 1e-3,
                   AdamWeightDecayOptions opts = {});
   std::string name() const override { return "AdamWeightDecay"; }
+  std::shared_ptr<Optimizer> rebuild(std::vector<ParamGroup> groups) const override;
 };
 using AdamW = AdamWeightDecay;
 
@@ -128,8 +135,10 @@ class RMSProp : public Optimizer {
   RMSProp(std::vector<ParamGroup> groups, LearningRate lr = 0.1, RMSPropOptions opts = {});
   std::string name() const override { return "RMSProp"; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  std::shared_ptr<Optimizer> rebuild(std::vector<ParamGroup> groups) const override;
 
  protected:
+  void free_state() override;
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
   size_t hyper_size() const override { return 1; }  // ApplyRMSProp's [lr]
 

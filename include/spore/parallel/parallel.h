@@ -10,11 +10,14 @@
 // parameter names, shapes and dtypes, and all-reduces gradients in fused buckets that start
 // while the backward pass is still running (autograd's on_grad_ready hook).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "spore/nn/cell.h"
+#include "spore/optim/optimizer.h"
 #include "spore/parallel/comm.h"
 #include "spore/tensor.h"
 
@@ -55,6 +58,12 @@ struct AutoParallelContext {
   bool gradients_mean = true;
   CommFusion comm_fusion;
   bool overlap = true;  // start buckets during backward (false: all after backward)
+  // Optimizer sharding (ZeRO stage 1): each data-parallel rank keeps 1/size of the optimizer
+  // state and updates that part of the parameters (ShardedOptimizer below).
+  bool enable_parallel_optimizer = false;
+  // Gradient accumulation: a Model's training step updates every k batches (the batches are
+  // micro-batches; see TrainOneStepCell::set_grad_accumulation). Also outside data parallel.
+  int64_t gradient_accumulation_steps = 1;
 };
 void set_auto_parallel_context(const AutoParallelContext& ctx);
 const AutoParallelContext& get_auto_parallel_context();
@@ -95,6 +104,96 @@ class DistributedGradReducer {
   std::vector<Tensor> buffers_;
   std::vector<WorkPtr> works_;
 };
+
+// Optimizer sharding (MindSpore's enable_parallel_optimizer; ZeRO stage 1). The optimizer's
+// parameters, flattened in its order into one vector of E elements, are cut into `size` equal
+// ranges; rank r keeps the state (moments...) of range r only, as an optimizer of the same kind
+// rebuilt over views of the parameters' elements in that range (Optimizer::rebuild). step(grads):
+//   pack the local gradients into one flat buffer (E padded to a multiple of size)
+//   reduce-scatter (mean)  -> this rank's range of the summed gradient
+//   the shard optimizer    -> updates this rank's range of the parameters in place
+//   all-gather             -> every rank has every updated element; copied back into the parameters
+// The update rules are elementwise, so this equals the unsharded step (global-norm clipping is
+// not, and is refused). The wrapped optimizer's state is freed. The sharded state is not written
+// to checkpoints yet (they hold the parameters; a resumed run restarts the optimizer state).
+class ShardedOptimizer : public optim::Optimizer {
+ public:
+  ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bool mean = true);
+  void step(const std::vector<Tensor>& grads) override;
+  bool traceable() const override { return false; }  // it communicates
+  std::string name() const override { return inner_->name(); }
+  const optim::Optimizer& shard() const { return *shard_; }
+  // This rank's element range [begin, end) of the flattened parameters.
+  int64_t shard_begin() const { return begin_; }
+  int64_t shard_end() const { return end_; }
+  // Bytes of optimizer state this rank holds.
+  size_t state_bytes() const;
+
+ protected:
+  void update(size_t, const Tensor&, double, double) override {}  // step() does the work
+
+ private:
+  optim::OptimizerPtr inner_, shard_;
+  GroupPtr group_;
+  bool mean_;
+  std::vector<int64_t> offset_;      // per parameter: its first element in the flat vector
+  int64_t begin_ = 0, end_ = 0, per_rank_ = 0;
+  std::vector<size_t> shard_param_;  // per shard tensor: the parameter it is a range of
+  Tensor flat_grads_, my_grads_, my_params_, flat_params_;  // persistent buffers
+  std::vector<Tensor> shard_grads_;  // views into my_grads_, one per shard tensor
+  std::vector<Tensor> shard_views_;  // views into the parameters, one per shard tensor
+};
+
+// Pipeline parallelism (MindSpore's pipeline_stages + nn.PipelineCell): the network is a list of
+// stages run one after the other, stage s on rank s of the group (the group's size is the number
+// of stages); every rank builds every stage (same seed: the same initial weights) and keeps only
+// its own. A step cuts the batch into `micro_batches` micro-batches and runs them in the 1F1B
+// order: stage s does (stages - 1 - s) forwards first, then alternates one forward and one
+// backward, then finishes the remaining backwards. Activations go to the next stage and their
+// gradients come back by send/recv; the parameter gradients of all micro-batches are summed (the
+// loss of each is divided by micro_batches, so a mean loss gives the whole batch's gradient), and
+// each rank's optimizer (over its stage's parameters only) steps once.
+struct PipelineStats {
+  double step_seconds = 0;     // wall time of the last step on this rank
+  double compute_seconds = 0;  // of which forward + backward work (the rest: waiting, sending)
+  double bubble() const { return step_seconds > 0 ? 1 - compute_seconds / step_seconds : 0; }
+};
+class PipelineTrainer {
+ public:
+  // stages[s]: the cells of stage s (x -> y); loss_fn(last output, label); make_optimizer builds
+  // the optimizer over this rank's stage parameters.
+  PipelineTrainer(std::vector<nn::CellPtr> stages, nn::CellPtr loss_fn,
+                  std::function<optim::OptimizerPtr(std::vector<Tensor>)> make_optimizer, int64_t micro_batches,
+                  GroupPtr group = nullptr);
+  // One training step on the whole batch (every rank passes the same data and label; stage 0 reads
+  // data, the last stage label). Returns the batch's loss on every rank.
+  Tensor step(const Tensor& data, const Tensor& label);
+  const nn::CellPtr& stage() const { return stages_[size_t(rank_)]; }
+  const optim::OptimizerPtr& optimizer() const { return opt_; }
+  const PipelineStats& stats() const { return stats_; }
+  int64_t micro_batches() const { return m_; }
+
+ private:
+  Tensor forward(int64_t i, const Tensor& data, const Tensor& label);  // micro-batch i
+  void backward(int64_t i);
+  std::vector<nn::CellPtr> stages_;
+  nn::CellPtr loss_fn_;
+  optim::OptimizerPtr opt_;
+  int64_t m_;
+  GroupPtr group_;
+  int rank_ = 0, size_ = 1;
+  std::vector<Tensor> params_, grads_;
+  // Per micro-batch in flight: the stage's input (a leaf needing grad, from the previous stage)
+  // and its output (or the micro-batch loss on the last stage).
+  std::vector<Tensor> inputs_, outputs_;
+  std::vector<WorkPtr> pending_;   // sends not known to be done (waited at the end of the step)
+  std::vector<Tensor> in_flight_;  // ... and the tensors they read
+  Tensor loss_sum_;
+  PipelineStats stats_;
+};
+
+// Bytes of an optimizer's state tensors (ShardedOptimizer: this rank's shard).
+size_t optimizer_state_bytes(const optim::Optimizer& opt);
 
 // Broadcasts the network's parameters and buffers from rank 0 (checking they match) and installs a
 // DistributedGradReducer on `step` with the auto-parallel context's options. named: the network's

@@ -52,23 +52,38 @@ class TrainOneStepCell : public nn::Cell {
   const GradReadyHook& grad_ready_hook() const { return grad_ready_; }
   void set_sens(double sens) { sens_ = sens; }
   double sens() const { return sens_; }
+  // Gradient accumulation (MindSpore's gradient_accumulation_steps): each call is one micro-batch;
+  // its gradients, times 1/k, are summed in float buffers, and the k-th call adds its own, runs
+  // the reducer and the optimizer on the sum and clears the buffers. With a mean loss, k calls on
+  // micro-batches of b rows train as one call on their k*b rows. Graph mode compiles two graphs
+  // (accumulate, and accumulate + update), each once. k = 1 (default): every call updates.
+  void set_grad_accumulation(int64_t k);
+  int64_t grad_accumulation() const { return accum_steps_; }
+  // Micro-batches accumulated since the last update (0 .. k-1).
+  int64_t micro_step() const { return micro_; }
   const nn::CellPtr& network() const { return network_; }
   const optim::OptimizerPtr& optimizer() const { return optimizer_; }
   // The gradients of the last step, after the reducer (for inspection and tests).
+  // (Empty after a micro-step that only accumulated.)
   const std::vector<Tensor>& last_grads() const { return last_grads_; }
   // Graph mode: the compiled step's statistics (planned peak, nodes before / after the passes,
   // cache hits); all zero before the first compiled step.
-  // Graph mode: the compiled step's statistics (zeros before the first compiled call).
   virtual JitStats jit_stats() const;
 
  private:
+  // The step itself (PyNative, and the body Graph mode traces): apply = false only accumulates.
+  std::vector<Tensor> step_eager(const std::vector<Tensor>& inputs, bool apply);
   nn::CellPtr network_;
   optim::OptimizerPtr optimizer_;
   double sens_;
   GradReducer reducer_;
   GradReadyHook grad_ready_;
   std::vector<Tensor> last_grads_;
+  int64_t accum_steps_ = 1, micro_ = 0;
+  std::vector<Tensor> accum_;       // one buffer per parameter (its dtype) while accum_steps_ > 1
+  bool tracing_own_step_ = false;   // inside compiled_ / compiled_acc_'s trace
   std::shared_ptr<void> compiled_;  // Graph mode: the jit'ed step (src/graph), built on first use
+  std::shared_ptr<void> compiled_acc_;  // ... and the accumulate-only step (accum_steps_ > 1)
 };
 
 // TrainOneStepCell with loss scaling (MindSpore's nn.TrainOneStepWithLossScaleCell): the loss

@@ -133,6 +133,9 @@ class Cell:
                 api.record_cell(self)
             _trace_depth[0] += 1
             try:
+                if cpp.is_recompute():  # Cell.recompute(): its forward nodes get a recompute scope
+                    with _C.RecomputeScope():
+                        return self._run_construct(args, kwargs)
                 return self._run_construct(args, kwargs)
             finally:
                 _trace_depth[0] -= 1
@@ -189,11 +192,18 @@ class Cell:
             stack.extend(c._cells.values())
 
     def parameters_and_names(self, name_prefix="", expand=True):
-        """(dotted name, Parameter) for every parameter of the tree, in registration order."""
+        """(dotted name, Parameter) for every parameter of the tree, in registration order, then
+        the state the C++ cells keep as buffers (BatchNorm's moving_mean / moving_variance), as
+        Parameters with requires_grad=False: MindSpore makes those Parameters too, so they are
+        listed (and checkpointed) under the same names, and trainable_params() leaves them out."""
         known = self._python_params()
         for name, t in self._cpp.named_parameters(name_prefix):
             p = known.get(t._impl_id())
             yield name, as_parameter(p if p is not None else t, name)
+        for name, t in self._cpp.named_buffers(name_prefix):
+            p = as_parameter(t, name)
+            p.requires_grad = False
+            yield name, p
 
     def get_parameters(self, expand=True):
         for _, p in self.parameters_and_names():
@@ -225,6 +235,13 @@ class Cell:
     def cells(self):
         return list(self._cells.values())
 
+    def recompute(self, mode=True, **kwargs):
+        """MindSpore's Cell.recompute(): in GRAPH_MODE this cell's activations are recomputed for the
+        backward pass instead of kept (less memory, more compute); PYNATIVE_MODE ignores it. The
+        parallel-communication options MindSpore takes (mp_comm_recompute ...) are accepted."""
+        self._cpp.recompute(bool(mode))
+        return self
+
     # ---- modes -----------------------------------------------------------------------------------
     @property
     def training(self):
@@ -253,9 +270,6 @@ class Cell:
     def add_flags_recursive(self, **flags):
         for c in self._walk_python():
             c.add_flags(**flags)
-        return self
-
-    def recompute(self, **kwargs):
         return self
 
     def set_boost(self, boost_type):

@@ -1,6 +1,7 @@
 """Checkpoints: ms.save_checkpoint / ms.load_checkpoint / ms.load_param_into_net over the C++
-safetensors writer and reader (spore/io/checkpoint.h). Files are safetensors whatever their
-extension (a ".ckpt" name is kept as given); names are MindSpore's dotted parameter names."""
+writer and reader (spore/io/checkpoint.h). save_checkpoint writes safetensors by default whatever
+the extension (a ".ckpt" name is kept as given), or MindSpore's protobuf .ckpt with format="ckpt";
+load_checkpoint reads either, told apart by content. Names are MindSpore's dotted parameter names."""
 import os
 
 from .. import _C
@@ -47,7 +48,9 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
     d = os.path.dirname(path)
     if d:
         os.makedirs(d, exist_ok=True)
-    _C.save_checkpoint(tensors, path, meta)
+    if format not in ("safetensors", "ckpt"):
+        raise ValueError(f"For 'save_checkpoint', the format must be 'safetensors' or 'ckpt', but got {format}.")
+    _C.save_checkpoint(tensors, path, meta, format)
 
 
 def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=None, dec_key=None,

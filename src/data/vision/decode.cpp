@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cctype>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <opencv2/imgcodecs.hpp>
@@ -41,6 +43,26 @@ bool jpeg_magic(const Bytes& b) {
 bool png_magic(const Bytes& b) {
   static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
   return b.size() >= 8 && std::memcmp(b.data(), sig, 8) == 0;
+}
+
+// The formats OpenCV decodes for Spore, by their signature; nullptr for anything else. Only these
+// reach cv::imdecode: it also tries every other reader it was built with (Debian's has GDAL, DICOM
+// through GDCM, JPEG 2000, ...), and some of those abort the process on malformed input (GDCM's
+// asserts, found by fuzz_image_decode). A DICOM signature at byte 128 is refused too, as GDCM
+// would claim the file before the TIFF / PNM readers do.
+const char* cv_format(const Bytes& b) {
+  const unsigned char* d = b.data();
+  const size_t n = b.size();
+  if (n >= 132 && std::memcmp(d + 128, "DICM", 4) == 0) return nullptr;
+  if (png_magic(b)) return "PNG";
+  if (n >= 2 && d[0] == 'B' && d[1] == 'M') return "BMP";
+  if (n >= 4 && ((d[0] == 'I' && d[1] == 'I' && d[2] == 42 && d[3] == 0) ||
+                 (d[0] == 'M' && d[1] == 'M' && d[2] == 0 && d[3] == 42)))
+    return "TIFF";
+  if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return "WebP";
+  if (n >= 3 && d[0] == 'P' && d[1] >= '1' && d[1] <= '6' && std::isspace(d[2])) return "PNM";
+  if (jpeg_magic(b)) return "JPEG";  // CMYK / YCCK JPEGs, which libjpeg-turbo cannot make RGB
+  return nullptr;
 }
 
 // One decompressor per thread (map workers decode in parallel). A handle that saw an error can
@@ -82,12 +104,12 @@ JpegInfo jpeg_header(tjhandle tj, const Bytes& b, const char* op) {
   return info;
 }
 
-// The largest image decoded, in pixels: OpenCV's limit (CV_IO_MAX_IMAGE_PIXELS, default 2^30),
+// The largest image decoded, in pixels: OpenCV's limit (OPENCV_IO_MAX_IMAGE_PIXELS, default 2^30),
 // which its PNG / WebP / TIFF decoders apply, applied to the JPEG path too. A header is a few bytes
 // and can claim 65535 x 65535 pixels (12 GiB), so the check comes before any allocation.
 int64_t max_image_pixels() {
   static const int64_t limit = [] {
-    const char* env = std::getenv("CV_IO_MAX_IMAGE_PIXELS");
+    const char* env = std::getenv("OPENCV_IO_MAX_IMAGE_PIXELS");
     char* end = nullptr;
     const long long v = env ? std::strtoll(env, &end, 10) : 0;
     return env && *env && *end == '\0' && v > 0 ? int64_t(v) : int64_t(1) << 30;
@@ -100,7 +122,7 @@ Tensor jpeg_decode(tjhandle tj, const Bytes& b, const JpegInfo& info, tjscalingf
                    const char* op) {
   SPORE_CHECK(int64_t(info.w) * info.h <= max_image_pixels(), "[vision.", op, "] the JPEG is ",
               info.w, "x", info.h, " pixels, more than the decoder's limit of ", max_image_pixels(),
-              " (set CV_IO_MAX_IMAGE_PIXELS to raise it), or its header is corrupt");
+              " (set OPENCV_IO_MAX_IMAGE_PIXELS to raise it), or its header is corrupt");
   const int sw = TJSCALED(info.w, sf), sh = TJSCALED(info.h, sf);
   Tensor out = Tensor::empty({sh, sw, 3}, kUInt8);
   // LIMITSCANS: a progressive JPEG with thousands of scans is rejected instead of taking minutes.
@@ -117,8 +139,19 @@ Tensor jpeg_decode(tjhandle tj, const Bytes& b, const JpegInfo& info, tjscalingf
   return out;
 }
 
-// OpenCV's decoders for PNG and everything else, as RGB.
+// OpenCV's decoders for PNG and the other formats of cv_format(), as RGB.
 Tensor cv_decode(const Bytes& b, const char* op) {
+  if (!cv_format(b)) {
+    std::string head;
+    for (size_t i = 0; i < std::min<size_t>(b.size(), 8); ++i) {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%02x", unsigned(b.data()[i]));
+      head += (i ? " " : "") + std::string(hex);
+    }
+    SPORE_THROW(ErrorKind::ValueError, "[vision.", op, "] unsupported or corrupt image (", b.size(),
+                " bytes, starting ", head.empty() ? "with nothing" : head,
+                "): the supported formats are JPEG, PNG, BMP, TIFF, WebP and PNM; convert the file to one");
+  }
   if (png_magic(b)) {
     // A PNG ends with the 12-byte IEND chunk; without it the file was cut short.
     static const unsigned char iend[8] = {0, 0, 0, 0, 'I', 'E', 'N', 'D'};
@@ -131,6 +164,10 @@ Tensor cv_decode(const Bytes& b, const char* op) {
     const cv::Mat raw(1, int(b.size()), CV_8UC1, const_cast<unsigned char*>(b.data()));
     bgr = cv::imdecode(raw, cv::IMREAD_COLOR);
   } catch (const cv::Exception& e) {
+    // OpenCV's size check (validateInputImageSize) names its internal macro; say what to set.
+    SPORE_CHECK(std::string(e.what()).find("CV_IO_MAX_IMAGE_PIXELS") == std::string::npos, "[vision.", op,
+                "] the image (", b.size(), " bytes) claims more pixels than the decoder's limit of ",
+                max_image_pixels(), " (set OPENCV_IO_MAX_IMAGE_PIXELS to raise it), or its header is corrupt");
     SPORE_THROW(ErrorKind::ValueError, "[vision.", op, "] cannot decode the image (", b.size(),
                 " bytes): ", e.what());
   }
@@ -195,7 +232,8 @@ data::TensorOp DecodeResize(std::vector<int64_t> size, Inter interpolation) {
 
 data::TensorOp RandomCropDecodeResize(std::vector<int64_t> size, std::vector<double> scale,
                                       std::vector<double> ratio, Inter interpolation) {
-  const auto [th, tw] = detail::size_hw(size, "RandomCropDecodeResize");
+  const auto hw = detail::size_hw(size, "RandomCropDecodeResize");  // no structured binding: lambdas capture these (clang 14)
+  const int64_t th = hw.first, tw = hw.second;
   detail::check_rrc_params(scale, ratio, "RandomCropDecodeResize");
   return [=](const Tensor& x) {
     const char* op = "RandomCropDecodeResize";

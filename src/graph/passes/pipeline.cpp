@@ -69,6 +69,12 @@ void run_pipeline(Graph& g) {
     }
     if (changed == 0) break;
   }
+  // After the CSE loop (it would merge the copies back into the originals), before fusion (which
+  // then fuses the copies as it fuses the originals).
+  if (recompute(g) > 0) {
+    verify(g);
+    dump_if_enabled(g, index++, "recompute");
+  }
   // Fusion: the generic passes and those the backends contribute, by order. Convs and matmuls
   // come first (BatchNorm folded into its conv, then a backend's post-op fusion), so they get
   // first pick before the elementwise fusion; layout passes come last among the activation

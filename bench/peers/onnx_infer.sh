@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `spore infer --bench` vs ONNX Runtime on the same exported ResNet-18 (CIFAR stem, 3x32x32,
+# opset 17, dynamic batch) at batch 1 and 64, 2 threads each, in one run: the two sides take turns
+# for REPS rounds (a load spike on a shared machine then hits both). Reported: the median ms per
+# batch over the rounds and ONNX Runtime time / Spore time (> 1: Spore faster). Needs onnxruntime
+# (PyPI) for /usr/bin/python3; without it only Spore's figures are printed.
+set -euo pipefail
+BUILD=${1:-build}
+REPS=${REPS:-3}
+SECONDS_PER=${SECONDS_PER:-3}
+cd "$(dirname "$0")/../.."
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$BUILD/spore" export resnet18 --out "$out/resnet18.onnx" > /dev/null
+have_ort=1
+/usr/bin/python3 -c "import onnxruntime" 2>/dev/null || have_ort=0
+for r in $(seq "$REPS"); do
+  for b in 1 64; do
+    OMP_NUM_THREADS=2 "$BUILD/spore" infer "$out/resnet18.onnx" --bench --batch "$b" --seconds "$SECONDS_PER" \
+      | sed -n 's/^bench: .*median \([0-9.]*\) ms.*/\1/p' > "$out/spore.$b.$r"
+    if [[ $have_ort == 1 ]]; then
+      /usr/bin/python3 bench/peers/onnx_infer_ort.py "$out/resnet18.onnx" "$b" 2 "$SECONDS_PER" > "$out/ort.$b.$r"
+    fi
+  done
+done
+python3 - "$out" "$REPS" "$have_ort" <<'PY'
+import json, statistics, sys
+out, reps, have_ort = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+print(f"ResNet-18 (CIFAR stem) from ONNX, 2 threads, median ms per batch over {reps} rounds:")
+for b in (1, 64):
+    s = statistics.median(float(open(f"{out}/spore.{b}.{r}").read()) for r in range(1, reps + 1))
+    line = f"  batch {b:3d}: spore infer {s:8.2f} ms ({b * 1000 / s:8.1f} img/s)"
+    if have_ort:
+        rs = [json.load(open(f"{out}/ort.{b}.{r}")) for r in range(1, reps + 1)]
+        o = statistics.median(x["median_ms"] for x in rs)
+        line += f" | onnxruntime {rs[0]['ort']} {o:8.2f} ms ({b * 1000 / o:8.1f} img/s) | ort/spore {o / s:.2f}x"
+    print(line)
+if not have_ort:
+    print("  (onnxruntime not importable for /usr/bin/python3: pip install onnxruntime to compare)")
+PY

@@ -1,0 +1,222 @@
+// NumPy .npy reader and writer (spore/io/npy.h). The format: "\x93NUMPY", major and minor version
+// bytes, the header length (2 bytes little-endian in version 1, 4 in versions 2 and 3), an ASCII
+// Python dict literal {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with
+// spaces and a newline so that the data starts at a multiple of 64, then the raw data. The
+// header is parsed by a small strict reader of exactly that dict (keys in any order).
+#include "spore/io/npy.h"
+
+#include <cctype>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "data/tensor_util.h"
+#include "io/checkpoint_internal.h"
+
+namespace spore::io {
+namespace {
+
+struct Descr {
+  const char* code;  // without the byte-order character
+  DType dtype;
+  size_t file_size;
+};
+constexpr Descr kDescrs[] = {{"f4", kFloat32, 4}, {"f8", kFloat64, 8}, {"f2", kFloat16, 2}, {"i1", kInt8, 1},
+                             {"u1", kUInt8, 1},   {"i4", kInt32, 4},   {"i8", kInt64, 8},   {"b1", kBool, 1},
+                             {"i2", kInt32, 2},   {"u2", kInt32, 2}};
+
+const char* descr_of(DType t) {
+  switch (t) {
+    case kFloat32: return "<f4";
+    case kFloat64: return "<f8";
+    case kFloat16: return "<f2";
+    case kInt8: return "|i1";
+    case kUInt8: return "|u1";
+    case kInt32: return "<i4";
+    case kInt64: return "<i8";
+    case kBool: return "|b1";
+    default: return nullptr;
+  }
+}
+
+// A cursor over the header dict; every failure names the field.
+struct Reader {
+  const std::string& s;
+  size_t i = 0;
+  const std::string& where;
+  void ws() {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  }
+  bool eat(char c) {
+    ws();
+    if (i < s.size() && s[i] == c) return ++i, true;
+    return false;
+  }
+  void expect(char c, const char* what) {
+    SPORE_CHECK_KIND(ErrorKind::IOError, eat(c), where, "header: expected '", c, "' ", what, " at offset ", i,
+                     " of \"", s, "\"");
+  }
+  std::string str(const char* what) {
+    ws();
+    SPORE_CHECK_KIND(ErrorKind::IOError, i < s.size() && (s[i] == '\'' || s[i] == '"'), where, "header: expected a quoted ",
+                     what, " at offset ", i);
+    const char q = s[i++];
+    const size_t b = i;
+    while (i < s.size() && s[i] != q) ++i;
+    SPORE_CHECK_KIND(ErrorKind::IOError, i < s.size(), where, "header: unterminated string for ", what);
+    return s.substr(b, i++ - b);
+  }
+  int64_t integer(const char* what) {
+    ws();
+    const size_t b = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    SPORE_CHECK_KIND(ErrorKind::IOError, i > b && i - b <= 12, where, "header: field ", what,
+                     ": expected a non-negative integer (at most 12 digits) at offset ", b);
+    if (i < s.size() && s[i] == 'L') ++i;  // Python 2 longs
+    return std::stoll(s.substr(b, i - b));
+  }
+};
+
+}  // namespace
+
+Tensor parse_npy(const std::string& bytes, const std::string& where0) {
+  const std::string where = where0 + ": ";
+  SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() >= 10 && bytes.compare(0, 6, "\x93NUMPY") == 0, where,
+                   "not a .npy file (it does not start with \\x93NUMPY)");
+  const int major = static_cast<unsigned char>(bytes[6]);
+  SPORE_CHECK_KIND(ErrorKind::IOError, major >= 1 && major <= 3, where, "field version: ", major, ".",
+                   int(static_cast<unsigned char>(bytes[7])), " is not a .npy version Spore reads (1.0-3.0)");
+  size_t hlen = 0, start = 0;
+  if (major == 1) {
+    hlen = size_t(static_cast<unsigned char>(bytes[8])) | size_t(static_cast<unsigned char>(bytes[9])) << 8;
+    start = 10;
+  } else {
+    SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() >= 12, where, "truncated header length");
+    for (int k = 3; k >= 0; --k) hlen = hlen << 8 | static_cast<unsigned char>(bytes[8 + size_t(k)]);
+    start = 12;
+  }
+  SPORE_CHECK_KIND(ErrorKind::IOError, hlen <= bytes.size() - start, where, "field header_len: ", hlen,
+                   " bytes, but only ", bytes.size() - start, " follow; the file is truncated");
+  const std::string header = bytes.substr(start, hlen);
+  Reader r{header, 0, where};
+  r.expect('{', "to open the header dict");
+  std::string descr;
+  bool fortran = false, have_descr = false, have_shape = false, have_order = false;
+  Shape shape;
+  while (!r.eat('}')) {
+    const std::string key = r.str("key");
+    r.expect(':', "after a key");
+    if (key == "descr") {
+      descr = r.str("descr"), have_descr = true;
+    } else if (key == "fortran_order") {
+      r.ws();
+      if (header.compare(r.i, 4, "True") == 0) fortran = true, r.i += 4;
+      else if (header.compare(r.i, 5, "False") == 0) r.i += 5;
+      else SPORE_THROW(ErrorKind::IOError, where, "header: field fortran_order: expected True or False");
+      have_order = true;
+    } else if (key == "shape") {
+      r.expect('(', "to open the shape tuple");
+      while (!r.eat(')')) {
+        shape.push_back(r.integer("shape"));
+        SPORE_CHECK_KIND(ErrorKind::IOError, shape.size() <= 32, where, "header: field shape has more than 32 dims");
+        if (!r.eat(',')) {
+          r.expect(')', "to close the shape tuple");
+          break;
+        }
+      }
+      have_shape = true;
+    } else {
+      SPORE_THROW(ErrorKind::IOError, where, "header: unexpected key '", key, "' (expected descr, fortran_order, shape)");
+    }
+    if (!r.eat(',')) {
+      r.expect('}', "to close the header dict");
+      break;
+    }
+  }
+  SPORE_CHECK_KIND(ErrorKind::IOError, have_descr && have_shape && have_order, where,
+                   "header: missing field ", !have_descr ? "descr" : !have_shape ? "shape" : "fortran_order");
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, !fortran, where,
+                   "field fortran_order: Fortran-ordered arrays are not supported; save np.ascontiguousarray(x)");
+  SPORE_CHECK_KIND(ErrorKind::IOError, descr.size() >= 3, where, "field descr: '", descr, "' is not a dtype");
+  const char order = descr[0];
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, order == '<' || order == '|' || order == '=', where, "field descr: '",
+                   descr, "' is big-endian; save the array as little-endian (x.astype(x.dtype.newbyteorder('<')))");
+  const Descr* d = nullptr;
+  for (const auto& c : kDescrs)
+    if (descr.compare(1, std::string::npos, c.code) == 0) d = &c;
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, d, where, "field descr: dtype '", descr,
+                   "' is not supported (float16/32/64, int8/16/32/64, uint8/16, bool)");
+  uint64_t numel = 1;
+  bool zero = false;
+  for (int64_t s : shape) {
+    if (s == 0) zero = true;
+    else {
+      SPORE_CHECK_KIND(ErrorKind::IOError, uint64_t(s) <= bytes.size() / numel + 1, where, "field shape ",
+                       shape_str(shape), " needs more bytes than the file has");
+      numel *= uint64_t(s);
+    }
+  }
+  if (zero) numel = 0;
+  const size_t data = start + hlen;
+  SPORE_CHECK_KIND(ErrorKind::IOError, numel <= (bytes.size() - data) / d->file_size &&
+                                           (bytes.size() - data) == numel * d->file_size,
+                   where, "data: shape ", shape_str(shape), " of ", descr, " needs ", numel * d->file_size,
+                   " bytes, the file has ", bytes.size() - data, " after the header");
+  Tensor t = Tensor::empty(shape, d->dtype);
+  const auto* src = reinterpret_cast<const unsigned char*>(bytes.data() + data);
+  if (d->file_size == itemsize(d->dtype)) {
+    if (numel) std::memcpy(t.data_ptr(), src, numel * d->file_size);
+    if (d->dtype == kBool)
+      for (uint64_t i = 0; i < numel; ++i) static_cast<uint8_t*>(t.data_ptr())[i] = src[i] != 0;
+  } else {  // int16 / uint16 -> int32
+    const bool is_signed = descr[1] == 'i';
+    for (uint64_t i = 0; i < numel; ++i) {
+      uint16_t v;
+      std::memcpy(&v, src + 2 * i, 2);
+      static_cast<int32_t*>(t.data_ptr())[i] = is_signed ? int32_t(int16_t(v)) : int32_t(v);
+    }
+  }
+  return t;
+}
+
+std::string encode_npy(const Tensor& t0) {
+  Tensor t = t0;
+  if (t.dtype() == kBFloat16) t = t.to(kFloat32);  // numpy has no bfloat16
+  const char* descr = descr_of(t.dtype());
+  SPORE_ASSERT(descr, "every dtype but bfloat16 has a descr");
+  std::ostringstream h;
+  h << "{'descr': '" << descr << "', 'fortran_order': False, 'shape': (";
+  for (size_t i = 0; i < t.shape().size(); ++i) h << t.shape()[i] << (t.shape().size() == 1 || i + 1 < t.shape().size() ? ", " : "");
+  h << "), }";
+  std::string header = h.str();
+  const size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += char(1);
+  out += char(0);
+  out += char(header.size() & 0xff);
+  out += char(header.size() >> 8);
+  out += header;
+  const Tensor c = data::detail::contiguous_copy(t);
+  out.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
+  return out;
+}
+
+Tensor load_npy(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[load_npy] cannot open ", path);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return parse_npy(ss.str(), "[load_npy] " + path);
+}
+
+void save_npy(const Tensor& t, const std::string& path) {
+  SPORE_CHECK(t.defined() && !t.is_symbolic(), "[save_npy] the tensor has no data (saving ", path, ")");
+  const std::string bytes = encode_npy(t);
+  detail::write_atomically(path, [&](const std::function<void(const void*, size_t)>& put) {
+    put(bytes.data(), bytes.size());
+  });
+}
+
+}  // namespace spore::io

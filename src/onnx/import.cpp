@@ -1,0 +1,264 @@
+// ONNX import (spore/onnx.h). load() parses the ModelProto and checks it as hostile input: a
+// graph must exist, every node input must name a graph input, an initializer or an earlier
+// node's output, and every initializer must hold as many bytes as its dims say. run() interprets
+// the nodes in order by calling Spore's ops (ops_onnx.cpp has one handler per ONNX op type), under
+// jit in Graph mode so the model is traced into Spore's IR, optimised by the passes and run by
+// the executor; one compiled graph per input signature.
+//
+// Values computed only from constants (initializers, Constant nodes, Shape of a traced tensor)
+// are computed on the spot, outside the trace, so that Reshape targets, Slice bounds and the
+// like are known numbers when the graph is built.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "onnx/import_internal.h"
+#include "onnx/onnx_util.h"
+#include "ops/op.h"
+#include "spore/jit.h"
+#include "spore/onnx.h"
+
+namespace spore {
+
+using onnx_detail::Ctx;
+using onnx_detail::NoTrace;
+
+struct OnnxModel::Impl {
+  std::string path;
+  ::onnx::GraphProto graph;
+  int64_t opset = 0;
+  std::map<std::string, Tensor> initializers;
+  std::vector<OnnxValueInfo> inputs, outputs;
+  std::unique_ptr<JitFunction> jit;
+  // Graph mode: small integer and bool inputs (shapes, axes, indices, flags) are compile-time
+  // values: baked into the graph and part of the cache key, so ops that need numbers get them.
+  std::vector<Tensor> host;  // per input: the value, or undefined for a traced input
+  std::string host_key;
+
+  std::vector<Tensor> interpret(const std::vector<Tensor>& args);
+};
+
+namespace {
+
+OnnxValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& where) {
+  OnnxValueInfo info;
+  info.name = v.name();
+  SPORE_CHECK_KIND(ErrorKind::IOError, v.has_type(), where, "value \"", v.name(), "\": field type is missing");
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, v.type().has_tensor_type(), where, "value \"", v.name(),
+                   "\": unsupported ONNX type (a sequence, map or optional); Spore's importer takes tensors only");
+  const auto& tt = v.type().tensor_type();
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, onnx_detail::dtype_from_onnx(tt.elem_type(), &info.dtype), where,
+                   "value \"", v.name(), "\": field elem_type: unsupported ONNX type ",
+                   onnx_detail::onnx_dtype_name(tt.elem_type()), " tensors");
+  if (tt.has_shape()) {
+    for (int i = 0; i < tt.shape().dim_size(); ++i) {
+      const auto& d = tt.shape().dim(i);
+      info.shape.push_back(d.has_dim_value() ? d.dim_value() : -1);
+      if (i) info.dim_names += ",";
+      info.dim_names += d.has_dim_value() ? std::to_string(d.dim_value()) : d.dim_param();
+    }
+  }
+  return info;
+}
+
+}  // namespace
+
+OnnxModel OnnxModel::load(const std::string& path) {
+  const std::string where = "[onnx] " + path + ": ";
+  const std::string bytes = onnx_detail::read_file(path, "onnx");
+  SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() < (size_t(1) << 31), where, "the file is ", bytes.size(),
+                   " bytes; protobuf models are limited to 2 GiB (larger ones keep weights in external data, "
+                   "which Spore does not read)");
+  ::onnx::ModelProto model;
+  SPORE_CHECK_KIND(ErrorKind::IOError, model.ParseFromString(bytes), where,
+                   "not a valid ONNX model (the protobuf ModelProto does not parse); the file is corrupt or "
+                   "not an .onnx file");
+  SPORE_CHECK_KIND(ErrorKind::IOError, model.has_graph(), where, "field graph is missing");
+  OnnxModel m;
+  m.impl_ = std::make_shared<Impl>();
+  Impl& im = *m.impl_;
+  im.path = path;
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") im.opset = o.version();
+  // No default-domain opset (IR version 1 models, or only other domains' ops, which are then
+  // reported as unsupported): read the default ops as opset 1.
+  if (im.opset == 0) im.opset = 1;
+  im.graph = std::move(*model.mutable_graph());
+  const auto& g = im.graph;
+
+  std::set<std::string> defined;
+  for (const auto& t : g.initializer()) {
+    const std::string w = where + "initializer \"" + t.name() + "\": ";
+    SPORE_CHECK_KIND(ErrorKind::IOError, !t.name().empty(), where, "an initializer has no name");
+    im.initializers[t.name()] = onnx_detail::from_tensor_proto(t, w);
+    defined.insert(t.name());
+  }
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, g.sparse_initializer_size() == 0, where,
+                   "field sparse_initializer: sparse initializers are not supported");
+  for (const auto& v : g.input()) {
+    if (im.initializers.count(v.name())) continue;  // an input with a default: the initializer
+    im.inputs.push_back(value_info(v, where));
+    defined.insert(v.name());
+  }
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    const std::string w = where + "node #" + std::to_string(i) + " (" + n.op_type() + " \"" + n.name() + "\"): ";
+    for (const auto& in : n.input())
+      SPORE_CHECK_KIND(ErrorKind::IOError, in.empty() || defined.count(in), w, "field input: \"", in,
+                       "\" is not a graph input, an initializer or the output of an earlier node (the "
+                       "graph is not topologically sorted, or the name is wrong)");
+    for (const auto& out : n.output())
+      if (!out.empty()) defined.insert(out);
+  }
+  for (const auto& v : g.output()) {
+    SPORE_CHECK_KIND(ErrorKind::IOError, defined.count(v.name()), where, "graph output \"", v.name(),
+                     "\" is produced by no node");
+    im.outputs.push_back(value_info(v, where));
+  }
+  return m;
+}
+
+const std::vector<OnnxValueInfo>& OnnxModel::inputs() const { return impl_->inputs; }
+const std::vector<OnnxValueInfo>& OnnxModel::outputs() const { return impl_->outputs; }
+
+std::vector<std::string> OnnxModel::supported_ops() {
+  std::vector<std::string> out;
+  for (const auto& [name, h] : onnx_detail::handlers()) out.push_back(name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> OnnxModel::op_types() const {
+  std::vector<std::string> out;
+  for (const auto& n : impl_->graph.node())
+    if (std::find(out.begin(), out.end(), n.op_type()) == out.end()) out.push_back(n.op_type());
+  return out;
+}
+
+Tensor load_onnx_tensor(const std::string& path) {
+  const std::string bytes = onnx_detail::read_file(path, "onnx");
+  ::onnx::TensorProto p;
+  SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() < (size_t(1) << 31) && p.ParseFromString(bytes), "[onnx] ",
+                   path, ": not a serialized TensorProto (the protobuf does not parse)");
+  return onnx_detail::from_tensor_proto(p, "[onnx] " + path + ": ");
+}
+
+std::vector<std::string> OnnxModel::unsupported_ops() const {
+  std::set<std::string> out;
+  for (const auto& n : impl_->graph.node()) {
+    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    if (!default_domain || !onnx_detail::handlers().count(n.op_type()))
+      out.insert(default_domain ? n.op_type() : n.domain() + "::" + n.op_type());
+  }
+  return {out.begin(), out.end()};
+}
+
+std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) {
+  const std::string where = "[onnx] " + path + ": ";
+  std::map<std::string, Tensor> env;
+  if (is_tracing()) {
+    // Fresh copies only the graph will hold: the tracer then treats the weights as constants, so
+    // the passes fold them (BatchNorm into the conv weights, transposes, ...) once, at compile time.
+    NoTrace guard;
+    for (const auto& [name, t] : initializers) {
+      Tensor c = Tensor::empty(t.shape(), t.dtype());
+      if (t.nbytes()) std::memcpy(c.data_ptr(), t.data_ptr(), t.nbytes());
+      env[name] = c;
+    }
+  } else {
+    env = initializers;
+  }
+  for (size_t i = 0, a = 0; i < inputs.size(); ++i)
+    env[inputs[i].name] = i < host.size() && host[i].defined() ? host[i] : args.at(a++);
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto& n = graph.node(i);
+    const std::string w = where + "node #" + std::to_string(i) + " (" + n.op_type() +
+                          (n.name().empty() ? "" : " \"" + n.name() + "\"") + "): ";
+    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+    auto it = onnx_detail::handlers().find(n.op_type());
+    SPORE_CHECK_KIND(ErrorKind::NotImplemented, default_domain && it != onnx_detail::handlers().end(), w,
+                     "unsupported ONNX op ", default_domain ? n.op_type() : n.domain() + "::" + n.op_type(),
+                     " (opset ", opset, "); Spore's importer maps ", onnx_detail::handlers().size(),
+                     " ops (OnnxModel::supported_ops())");
+    Ctx c{n, {}, opset, w};
+    bool all_const = true;
+    for (const auto& in : n.input()) {
+      if (in.empty()) {
+        c.in.emplace_back();
+        continue;
+      }
+      c.in.push_back(env.at(in));
+      all_const = all_const && !c.in.back().is_symbolic();
+    }
+    std::vector<Tensor> outs;
+    if (all_const && is_tracing()) {
+      NoTrace guard;  // constants only: compute now, the graph sees the result
+      outs = it->second(c);
+    } else {
+      outs = it->second(c);
+    }
+    for (int k = 0; k < n.output_size() && k < int(outs.size()); ++k)
+      if (!n.output(k).empty()) {
+        SPORE_CHECK_KIND(ErrorKind::NotImplemented, outs[size_t(k)].defined(), w, "output ", k, " (\"",
+                         n.output(k), "\") is not produced by Spore's mapping of ", n.op_type());
+        env[n.output(k)] = outs[size_t(k)];
+      }
+    for (int k = int(outs.size()); k < n.output_size(); ++k)
+      SPORE_CHECK_KIND(ErrorKind::NotImplemented, n.output(k).empty(), w, "output ", k, " (\"", n.output(k),
+                       "\") of ", n.op_type(), " is not produced by Spore's mapping");
+  }
+  std::vector<Tensor> result;
+  for (const auto& o : outputs) result.push_back(env.at(o.name));
+  return result;
+}
+
+std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& args, bool graph_mode) {
+  Impl& im = *impl_;
+  const std::string where = "[onnx] " + im.path + ": ";
+  SPORE_CHECK(args.size() == im.inputs.size(), where, "the model takes ", im.inputs.size(), " input(s), got ",
+              args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto& info = im.inputs[i];
+    SPORE_CHECK(args[i].defined(), where, "input \"", info.name, "\" is undefined");
+    SPORE_CHECK_TYPE(args[i].dtype() == info.dtype, where, "input \"", info.name, "\" must be ",
+                     dtype_name(info.dtype), ", got ", dtype_name(args[i].dtype()));
+    bool fits = info.shape.empty() || info.shape.size() == size_t(args[i].dim());
+    for (size_t d = 0; fits && d < info.shape.size(); ++d)
+      fits = info.shape[d] < 0 || info.shape[d] == args[i].shape()[d];
+    SPORE_CHECK(fits, where, "input \"", info.name, "\" must have shape (", info.dim_names, "), got ",
+                shape_str(args[i].shape()));
+  }
+  const auto bad = unsupported_ops();
+  if (!bad.empty()) {
+    std::string list;
+    for (const auto& b : bad) list += (list.empty() ? "" : ", ") + b;
+    SPORE_THROW(ErrorKind::NotImplemented, where, "unsupported ONNX op ", list, " (Spore's importer maps ",
+                onnx_detail::handlers().size(), " ops: OnnxModel::supported_ops())");
+  }
+  im.host.clear();
+  if (!graph_mode) return im.interpret(args);
+  std::vector<Tensor> traced;
+  im.host_key.clear();
+  for (const Tensor& t : args) {
+    const bool host = (t.dtype() == kInt64 || t.dtype() == kInt32 || t.dtype() == kBool) && t.numel() <= 1024;
+    im.host.push_back(host ? t.contiguous() : Tensor());
+    if (!host) {
+      traced.push_back(t);
+      continue;
+    }
+    im.host_key += shape_str(t.shape()) + ":";
+    for (int64_t v : t.to_vector<int64_t>()) im.host_key += std::to_string(v) + ",";
+    im.host_key += ";";
+  }
+  if (!im.jit) {
+    Impl* self = &im;  // the jit function is owned by the Impl it calls
+    JitOptions opts;
+    opts.name = "onnx";
+    opts.extra_key = [self] { return self->host_key; };
+    im.jit = std::make_unique<JitFunction>(jit([self](const std::vector<Tensor>& a) { return self->interpret(a); }, opts));
+  }
+  return (*im.jit)(traced);
+}
+
+}  // namespace spore

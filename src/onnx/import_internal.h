@@ -1,0 +1,48 @@
+// The importer's op table: one handler per ONNX op type (ops_onnx.cpp), called with the node, its
+// input tensors (undefined for an omitted optional input) and the model's opset.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "onnx/onnx.pb.h"
+#include "ops/op.h"
+#include "spore/tensor.h"
+
+namespace spore::onnx_detail {
+
+// Turns the tracer off while constants are computed or read (the result is a concrete tensor;
+// a dtype conversion inside to_vector / item would otherwise be traced).
+struct NoTrace {
+  ops::TraceHook* prev;
+  NoTrace() : prev(ops::trace_hook()) { ops::set_trace_hook(nullptr); }
+  ~NoTrace() { ops::set_trace_hook(prev); }
+};
+
+struct Ctx {
+  const ::onnx::NodeProto& node;
+  std::vector<Tensor> in;
+  int64_t opset;
+  std::string where;  // "[onnx] model.onnx: node #3 (Conv \"conv1\"): "
+
+  const ::onnx::AttributeProto* attr(const char* name) const;
+  int64_t i(const char* name, int64_t dflt) const;
+  double f(const char* name, double dflt) const;
+  std::string s(const char* name, const std::string& dflt) const;
+  std::vector<int64_t> ints(const char* name, std::vector<int64_t> dflt = {}) const;
+  bool has(const char* name) const { return attr(name) != nullptr; }
+  // Input k, required (an error naming it when absent).
+  const Tensor& x(size_t k) const;
+  bool has_in(size_t k) const { return k < in.size() && in[k].defined(); }
+  // The values of a constant input (initializer or computed from constants), as integers.
+  std::vector<int64_t> const_ints(size_t k, const char* what) const;
+  // The value of a one-element constant input.
+  double const_scalar(size_t k, const char* what) const;
+  [[noreturn]] void unsupported(const std::string& what) const;
+};
+
+using Handler = std::function<std::vector<Tensor>(Ctx&)>;
+const std::map<std::string, Handler>& handlers();
+
+}  // namespace spore::onnx_detail

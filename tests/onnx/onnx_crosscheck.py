@@ -1,0 +1,70 @@
+"""ONNX export cross-check, run by ctest (onnx_crosscheck) with the spore CLI:
+
+    onnx_crosscheck.py SPORE_BIN WORK_DIR [--make-fixtures]
+
+For LeNet-5, the MLP and ResNet-18 (initial weights, fixed seed): `spore export` writes the
+ONNX model and the network's own output on a fixed input. With `onnxruntime` importable, ONNX
+Runtime runs the model on that input (batch 2) and on another batch size (the batch is dynamic):
+its outputs equal Spore's to 1e-4. Without it, the outputs ONNX Runtime gave when the fixtures
+were made (tests/onnx/fixtures) are the reference. Either way `spore infer` runs the exported
+model through Spore's ONNX importer and must agree too.
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+FIX = HERE / "fixtures"
+MODELS = {"lenet": (1, 28, 28), "mlp": (1, 28, 28), "resnet18": (3, 32, 32)}
+TOL = 1e-4
+
+
+def run(*cmd):
+    import subprocess
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(map(str, cmd))}\n{r.stdout}\n{r.stderr}")
+    return r.stdout
+
+
+def main():
+    spore, work = sys.argv[1], Path(sys.argv[2])
+    make = "--make-fixtures" in sys.argv
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+        print("onnxruntime not importable; comparing with the outputs it gave when the fixtures were made")
+    for name, chw in MODELS.items():
+        x = np.random.RandomState(0).standard_normal((2, *chw)).astype(np.float32)
+        np.save(work / "x.npy", x)
+        onnx = work / f"{name}.onnx"
+        run(spore, "export", name, "--out", onnx, "--input", work / "x.npy", "--output", work / "native.npy")
+        native = np.load(work / "native.npy")
+        run(spore, "infer", onnx, "--input", work / "x.npy", "--output", work / "imported.npy")
+        imported = np.load(work / "imported.npy")
+        e_imp = float(np.abs(imported - native).max())
+        assert e_imp <= TOL, f"{name}: spore infer on the exported model differs from the network by {e_imp}"
+        if ort is not None:
+            sess = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
+            ref = sess.run(None, {"input": x})[0]
+            x5 = np.random.RandomState(1).standard_normal((5, *chw)).astype(np.float32)
+            y5 = sess.run(None, {"input": x5})[0]
+            assert y5.shape == (5, 10), f"{name}: dynamic batch: ONNX Runtime gave shape {y5.shape} for batch 5"
+            assert np.abs(y5[:2] - sess.run(None, {"input": x5[:2]})[0]).max() <= TOL
+            if make:
+                np.save(FIX / f"ort_{name}.npy", ref)
+        else:
+            ref = np.load(FIX / f"ort_{name}.npy")
+        err = float(np.abs(native - ref).max())
+        assert err <= TOL, (f"{name}: Spore's output and ONNX Runtime's differ by {err} (with fixtures: did the "
+                            "initial weights change? regenerate with --make-fixtures where onnxruntime is installed)")
+        print(f"{name}: ONNX Runtime{'' if ort else ' (fixture)'} vs Spore max error {err:.2e}; "
+              f"spore infer vs Spore {e_imp:.2e}")
+    print("onnx cross-check: passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""The auto-parallel context from Python: gradient accumulation in Model (one process), the
+context's checks, and mindspore.communication in a job of one."""
+import numpy as np
+import pytest
+
+import spore as ms
+from spore import nn
+
+
+class Tiny(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Dense(4, 1, weight_init="zeros")
+
+    def construct(self, x):
+        return self.fc(x)
+
+
+def _train(accum, batch):
+    ms.set_seed(1)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 4)).astype(np.float32)
+    y = (x @ np.array([[1.0], [-2.0], [0.5], [0.3]], np.float32)).astype(np.float32)
+    ms.set_auto_parallel_context(gradient_accumulation_steps=accum)
+    try:
+        net = Tiny()
+        opt = nn.Momentum(net.trainable_params(), 0.05, 0.9)
+        model = ms.train.Model(net, nn.MSELoss(), opt)
+        data = ms.dataset.NumpySlicesDataset((x, y), ["x", "y"], shuffle=False).batch(batch)
+        model.train(2, data)
+        return net.fc.weight.asnumpy().copy(), opt.global_step if hasattr(opt, "global_step") else None
+    finally:
+        ms.reset_auto_parallel_context()
+
+
+@pytest.mark.parametrize("mode", [ms.PYNATIVE_MODE, ms.GRAPH_MODE])
+def test_gradient_accumulation_in_model_equals_the_whole_batch(mode):
+    ms.set_context(mode=mode)
+    try:
+        whole, _ = _train(1, 16)
+        accumulated, _ = _train(4, 4)  # 4 micro-batches of 4 = one update on 16 rows
+    finally:
+        ms.set_context(mode=ms.PYNATIVE_MODE)
+    np.testing.assert_allclose(accumulated, whole, rtol=1e-5, atol=1e-6)
+    assert np.abs(whole).sum() > 0.1  # it trained
+
+
+def test_auto_parallel_context_checks():
+    with pytest.raises(NotImplementedError, match="pipeline_stages"):
+        ms.set_auto_parallel_context(pipeline_stages=2)
+    with pytest.raises(ValueError, match="device_num=8"):
+        ms.set_auto_parallel_context(device_num=8)
+    with pytest.raises(ValueError, match="gradient_accumulation_steps must be >= 1"):
+        ms.set_auto_parallel_context(gradient_accumulation_steps=0)
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.DATA_PARALLEL, enable_parallel_optimizer=True)
+    assert ms.get_auto_parallel_context("enable_parallel_optimizer") is True
+    assert ms.get_auto_parallel_context("device_num") == 1
+    ms.reset_auto_parallel_context()
+    assert ms.get_auto_parallel_context("parallel_mode") == ms.ParallelMode.STAND_ALONE
+
+
+def test_communication_in_a_job_of_one():
+    from spore.communication import get_group_size, get_rank, init
+    init()
+    assert (get_rank(), get_group_size()) == (0, 1)

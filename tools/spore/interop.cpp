@@ -1,0 +1,137 @@
+// spore convert / export / infer (interop.h): checkpoints between safetensors and MindSpore's
+// .ckpt, ONNX export of the model zoo, and running ONNX models with Spore's Graph mode.
+#include "interop.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "models/lenet.h"
+#include "models/mindspore_names.h"
+#include "models/mlp.h"
+#include "models/resnet.h"
+#include "spore/io/checkpoint.h"
+#include "spore/io/npy.h"
+#include "spore/onnx.h"
+#include "spore/spore.h"
+
+namespace spore::cli {
+namespace {
+
+// The zoo's models and the input each takes (one image).
+struct ZooModel {
+  nn::CellPtr net;
+  Shape input;
+};
+ZooModel make_model(const std::string& m) {
+  if (m == "lenet") return {std::make_shared<models::LeNet5>(), {1, 1, 28, 28}};
+  if (m == "mlp") return {std::make_shared<models::MLP>(std::vector<int64_t>{784, 512, 256, 10}), {1, 1, 28, 28}};
+  if (m == "resnet18") return {models::resnet18(10, models::ResNetStem::Cifar), {1, 3, 32, 32}};
+  SPORE_THROW(ErrorKind::ValueError, "unknown model '", m, "'; expected lenet, mlp or resnet18");
+}
+
+double mib(const io::NamedTensors& ts) {
+  size_t n = 0;
+  for (const auto& [name, t] : ts) n += t.nbytes();
+  return double(n) / 1048576.0;
+}
+
+}  // namespace
+
+int convert(const ConvertArgs& a) {
+  io::Checkpoint ck = io::load_checkpoint(a.in);
+  const io::CheckpointFormat to = io::format_for_path(a.out);
+  io::NamedTensors ts = ck.tensors;
+  std::string renamed;
+  if (a.model != "none" && ck.format != to) {
+    const std::string family = a.model == "auto" ? models::guess_naming(ts) : a.model;
+    io::NamedTensors mapped = to == io::CheckpointFormat::MindSpore ? models::to_mindspore_names(family, ts)
+                                                                    : models::from_mindspore_names(family, ts);
+    size_t n = 0;
+    for (size_t i = 0; i < ts.size(); ++i) n += mapped[i].first != ts[i].first;
+    if (n)
+      renamed = "; renamed " + std::to_string(n) + " names " +
+                (to == io::CheckpointFormat::MindSpore ? "Spore -> MindSpore zoo" : "MindSpore zoo -> Spore") + " (" +
+                family + ")";
+    ts = std::move(mapped);
+  }
+  if (to == io::CheckpointFormat::MindSpore && !ck.metadata.empty())
+    std::printf("note: the %zu metadata entries of %s are not kept (.ckpt has no place for them)\n",
+                ck.metadata.size(), a.in.c_str());
+  io::save_checkpoint(ts, a.out, ck.metadata, to);
+  std::printf("converted %zu tensors (%.2f MiB) from %s (%s) to %s (%s)%s\n", ts.size(), mib(ts), a.in.c_str(),
+              io::format_name(ck.format), a.out.c_str(), io::format_name(to), renamed.c_str());
+  return 0;
+}
+
+int export_model(const ExportArgs& a) {
+  SPORE_CHECK(a.format == "onnx", "--format ", a.format, " is not supported; expected onnx");
+  ZooModel zm = make_model(a.model);
+  if (!a.ckpt.empty()) {
+    io::Checkpoint ck = io::load_checkpoint(a.ckpt);
+    io::NamedTensors ts = ck.format == io::CheckpointFormat::MindSpore
+                              ? models::from_mindspore_names(a.model, ck.tensors)
+                              : ck.tensors;
+    io::LoadReport rep = io::load_param_into_net(*zm.net, ts, false);
+    SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "checkpoint ", a.ckpt, " does not fit the ", a.model,
+                " network: ", rep.summary(), "; pass a checkpoint of this model");
+  }
+  const std::string out = a.out.empty() ? a.model + ".onnx" : a.out;
+  Shape in = zm.input;
+  in[0] = a.static_batch ? a.batch : 1;
+  export_onnx(*zm.net, Tensor::empty(in), out, {.dynamic_batch = !a.static_batch});
+  if (!a.input.empty()) {  // the network's own output, for comparing runtimes
+    SPORE_CHECK(!a.output.empty(), "--input needs --output (where to write the network's output)");
+    zm.net->set_train(false);
+    io::save_npy((*zm.net)(io::load_npy(a.input)), a.output);
+  }
+  std::printf("exported %s%s to %s (ONNX opset 17, input \"input\" %s, output \"output\")\n", a.model.c_str(),
+              a.ckpt.empty() ? " (initial weights)" : (" (" + a.ckpt + ")").c_str(), out.c_str(),
+              a.static_batch ? shape_str(in).c_str()
+                             : ("(N, " + shape_str(Shape(in.begin() + 1, in.end())).substr(1)).c_str());
+  return 0;
+}
+
+int infer(const InferArgs& a) {
+  OnnxModel m = OnnxModel::load(a.model);
+  const auto bad = m.unsupported_ops();
+  if (!bad.empty()) {
+    std::string list;
+    for (const auto& b : bad) list += (list.empty() ? "" : ", ") + b;
+    SPORE_THROW(ErrorKind::NotImplemented, a.model, " uses ONNX ops Spore does not support: ", list);
+  }
+  SPORE_CHECK(m.inputs().size() == 1, a.model, " takes ", m.inputs().size(),
+              " inputs; spore infer feeds models with one input");
+  Tensor x;
+  if (!a.input.empty()) {
+    x = io::load_npy(a.input);
+  } else {
+    SPORE_CHECK(a.bench, "--input x.npy is required (or --bench with --batch N for random data)");
+    Shape s;
+    for (int64_t d : m.inputs()[0].shape) s.push_back(d < 0 ? a.batch : d);
+    x = randn(s).to(m.inputs()[0].dtype);
+  }
+  const bool graph = a.mode == "graph";
+  std::vector<Tensor> y = m.run({x}, graph);
+  if (!a.output.empty()) io::save_npy(y[0], a.output);
+  std::printf("%s: input %s %s -> output %s %s%s%s\n", a.model.c_str(), shape_str(x.shape()).c_str(),
+              dtype_name(x.dtype()), shape_str(y[0].shape()).c_str(), dtype_name(y[0].dtype()),
+              a.output.empty() ? "" : ", written to ", a.output.c_str());
+  if (!a.bench) return 0;
+  // Warm-up done above (compilation); then as many runs as fit in --seconds, at least 5.
+  using clk = std::chrono::steady_clock;
+  std::vector<double> ms;
+  const auto t0 = clk::now();
+  while (ms.size() < 5 || std::chrono::duration<double>(clk::now() - t0).count() < a.seconds) {
+    const auto s = clk::now();
+    y = m.run({x}, graph);
+    ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - s).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double med = ms[ms.size() / 2];
+  std::printf("bench: batch %lld, %zu runs, median %.3f ms, best %.3f ms, %.1f samples/s\n",
+              (long long)x.shape()[0], ms.size(), med, ms.front(), double(x.shape()[0]) * 1000.0 / med);
+  return 0;
+}
+
+}  // namespace spore::cli

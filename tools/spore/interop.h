@@ -1,0 +1,41 @@
+// The CLI's interop commands (interop.cpp): spore convert, spore export, spore infer.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace spore::cli {
+
+// `spore convert IN OUT`: between safetensors and MindSpore .ckpt (OUT's extension picks the
+// format; IN's is read from its content). Names are mapped between Spore's and MindSpore's model
+// zoo when the format changes (--model auto guesses the family; none keeps the names).
+struct ConvertArgs {
+  std::string in, out;
+  std::string model = "auto";
+};
+int convert(const ConvertArgs& a);
+
+// `spore export MODEL --ckpt FILE --format onnx --out model.onnx`
+struct ExportArgs {
+  std::string model = "lenet";
+  std::string ckpt;  // optional: without it the freshly initialised weights are exported
+  std::string format = "onnx";
+  std::string out;
+  bool static_batch = false;
+  int64_t batch = 1;  // the batch of the exported input when --static-batch
+  std::string input, output;  // optional: run the network on input (.npy), write its output (.npy)
+};
+int export_model(const ExportArgs& a);
+
+// `spore infer model.onnx --input x.npy [--output y.npy] [--bench]`
+struct InferArgs {
+  std::string model;
+  std::string input;   // .npy; without it (with --bench) random data of --batch
+  std::string output;  // .npy for the first output (default: print a summary only)
+  bool bench = false;
+  int64_t batch = 1;       // --bench without --input: the batch size
+  double seconds = 3;      // --bench: how long to measure
+  std::string mode = "graph";  // graph | pynative
+};
+int infer(const InferArgs& a);
+
+}  // namespace spore::cli
