@@ -5,9 +5,13 @@
 // header is parsed by a small strict reader of exactly that dict (keys in any order).
 #include "spore/io/npy.h"
 
+#include <zip.h>
+
 #include <cctype>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <set>
 #include <sstream>
 
 #include "data/tensor_util.h"
@@ -214,6 +218,121 @@ Tensor load_npy(const std::string& path) {
 void save_npy(const Tensor& t, const std::string& path) {
   SPORE_CHECK(t.defined() && !t.is_symbolic(), "[save_npy] the tensor has no data (saving ", path, ")");
   const std::string bytes = encode_npy(t);
+  detail::write_atomically(path, [&](const std::function<void(const void*, size_t)>& put) {
+    put(bytes.data(), bytes.size());
+  });
+}
+
+// ---- .npz: a zip archive of .npy members (libzip) ----------------------------------------------
+
+namespace {
+// The largest member Spore inflates: a hostile archive can claim any size (a zip bomb).
+constexpr zip_uint64_t kMaxMemberBytes = zip_uint64_t(1) << 34;  // 16 GiB
+
+std::string zip_error_text(int code) {
+  zip_error_t e;
+  zip_error_init_with_code(&e, code);
+  std::string s = zip_error_strerror(&e);
+  zip_error_fini(&e);
+  return s;
+}
+
+struct ArchiveCloser {
+  void operator()(zip_t* z) const { zip_discard(z); }  // read-only: nothing to write back
+};
+}  // namespace
+
+NamedArrays load_npz(const std::string& path) {
+  const std::string where = "[load_npz] " + path;
+  int code = 0;
+  std::unique_ptr<zip_t, ArchiveCloser> z(zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
+  SPORE_CHECK_KIND(ErrorKind::IOError, z != nullptr, where, ": cannot open it as an .npz (zip) archive: ",
+                   zip_error_text(code), "; write it with numpy.savez or numpy.savez_compressed");
+  const zip_int64_t n = zip_get_num_entries(z.get(), 0);
+  NamedArrays out;
+  std::set<std::string> seen;
+  for (zip_int64_t i = 0; i < n; ++i) {
+    zip_stat_t st;
+    zip_stat_init(&st);
+    SPORE_CHECK_KIND(ErrorKind::IOError, zip_stat_index(z.get(), zip_uint64_t(i), 0, &st) == 0 &&
+                                             (st.valid & ZIP_STAT_NAME) && (st.valid & ZIP_STAT_SIZE),
+                     where, ": member ", i, " has no readable directory entry: ", zip_strerror(z.get()));
+    const std::string name = st.name;
+    const std::string mwhere = where + " member '" + name + "'";
+    if (!name.empty() && name.back() == '/') continue;  // a folder entry
+    SPORE_CHECK_KIND(ErrorKind::IOError, name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0, mwhere,
+                     ": not a .npy member (an .npz holds only NAME.npy files)");
+    SPORE_CHECK_KIND(ErrorKind::IOError, !(st.valid & ZIP_STAT_ENCRYPTION_METHOD) || st.encryption_method == ZIP_EM_NONE,
+                     mwhere, ": the member is encrypted; numpy writes unencrypted archives");
+    SPORE_CHECK_KIND(ErrorKind::IOError, st.size <= kMaxMemberBytes, mwhere, ": claims ", st.size,
+                     " bytes uncompressed, more than the ", kMaxMemberBytes, " Spore reads");
+    const std::string key = name.substr(0, name.size() - 4);
+    SPORE_CHECK_KIND(ErrorKind::IOError, seen.insert(key).second, mwhere, ": a second array named '", key, "'");
+    zip_file_t* f = zip_fopen_index(z.get(), zip_uint64_t(i), 0);
+    SPORE_CHECK_KIND(ErrorKind::IOError, f != nullptr, mwhere, ": cannot open it: ", zip_strerror(z.get()));
+    std::string bytes(size_t(st.size), '\0');
+    const zip_int64_t got = zip_fread(f, bytes.data(), st.size);
+    const std::string ferr = got < 0 ? zip_error_strerror(zip_file_get_error(f)) : "";
+    zip_fclose(f);
+    SPORE_CHECK_KIND(ErrorKind::IOError, got >= 0 && zip_uint64_t(got) == st.size, mwhere, ": read ", got, " of ",
+                     st.size, " bytes", ferr.empty() ? "" : ": ", ferr, " (a truncated or corrupt archive)");
+    out.emplace_back(key, parse_npy(bytes, mwhere));
+  }
+  return out;
+}
+
+void save_npz(const NamedArrays& arrays, const std::string& path, bool compressed) {
+  const std::string where = "[save_npz] " + path;
+  // The archive is built in memory, then written with the same atomic rename as every other file
+  // Spore saves (a crash never leaves half an archive under the name).
+  std::vector<std::string> members;
+  std::set<std::string> seen;
+  for (const auto& [name, t] : arrays) {
+    SPORE_CHECK(!name.empty() && seen.insert(name).second, where, ": array names must be unique and non-empty, got '",
+                name, "'");
+    SPORE_CHECK(t.defined() && !t.is_symbolic(), where, ": array '", name, "' has no data");
+    members.push_back(encode_npy(t));
+  }
+  zip_error_t err;
+  zip_error_init(&err);
+  zip_source_t* mem = zip_source_buffer_create(nullptr, 0, 0, &err);
+  SPORE_CHECK(mem != nullptr, where, ": ", zip_error_strerror(&err));
+  zip_t* z = zip_open_from_source(mem, ZIP_TRUNCATE, &err);
+  if (!z) {
+    zip_source_free(mem);
+    SPORE_THROW(ErrorKind::IOError, where, ": ", zip_error_strerror(&err));
+  }
+  zip_source_keep(mem);  // outlives zip_close, which writes the archive into it
+  auto fail = [&](const std::string& what) {
+    const std::string msg = zip_strerror(z);
+    zip_discard(z);
+    zip_source_free(mem);
+    SPORE_THROW(ErrorKind::IOError, where, ": ", what, ": ", msg);
+  };
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    zip_source_t* src = zip_source_buffer(z, members[i].data(), members[i].size(), 0);
+    if (!src) fail("buffering '" + arrays[i].first + "'");
+    const zip_int64_t idx = zip_file_add(z, (arrays[i].first + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8);
+    if (idx < 0) {
+      zip_source_free(src);
+      fail("adding '" + arrays[i].first + "'");
+    }
+    if (zip_set_file_compression(z, zip_uint64_t(idx), compressed ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0) != 0)
+      fail("setting the compression of '" + arrays[i].first + "'");
+  }
+  if (zip_close(z) != 0) fail("writing the archive");
+  std::string bytes;
+  zip_stat_t st;
+  zip_stat_init(&st);
+  const bool ok = zip_source_stat(mem, &st) == 0 && zip_source_open(mem) == 0;
+  if (ok) {
+    bytes.resize(size_t(st.size));
+    const zip_int64_t got = zip_source_read(mem, bytes.data(), st.size);
+    zip_source_close(mem);
+    bytes.resize(got < 0 ? 0 : size_t(got));
+  }
+  zip_source_free(mem);
+  SPORE_CHECK_KIND(ErrorKind::IOError, ok && bytes.size() == st.size, where, ": could not read back the archive built in memory");
   detail::write_atomically(path, [&](const std::function<void(const void*, size_t)>& put) {
     put(bytes.data(), bytes.size());
   });

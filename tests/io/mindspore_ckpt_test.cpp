@@ -4,6 +4,7 @@
 // (an IOError naming the file and the field, never a crash), and the zoo name mapping.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <set>
 #include <fstream>
@@ -255,4 +256,71 @@ TEST(Npy, RoundTripAndMalformed) {
     EXPECT_NE(e.find("bad.npy"), std::string::npos) << e;
     EXPECT_NE(e.find(expect), std::string::npos) << expect << ": " << e;
   }
+}
+
+// .npz: numpy's own archives (committed fixtures written by numpy 1.24 with np.savez and
+// np.savez_compressed), Spore's round trip stored and deflated, read back by numpy when
+// SPORE_TEST_PYTHON imports it, and malformed archives.
+TEST(Npz, ReadsNumpyArchivesAndRoundTrips) {
+  const std::string fix = std::string(SPORE_SOURCE_DIR) + "/tests/io/fixtures/";
+  io::NamedArrays a = io::load_npz(fix + "numpy_savez_compressed.npz");
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[0].first, "x");
+  EXPECT_EQ(a[0].second.shape(), (Shape{2, 3}));
+  EXPECT_FLOAT_EQ(a[0].second.to(kFloat64).data<double>()[5], 1.25);  // arange(6) / 4
+  EXPECT_EQ(a[1].first, "idx");
+  EXPECT_EQ(a[1].second.dtype(), kInt64);
+  EXPECT_EQ(a[1].second.data<int64_t>()[1], -2);
+  EXPECT_EQ(a[2].second.dtype(), kBool);
+  io::NamedArrays b = io::load_npz(fix + "numpy_savez.npz");  // positional names: arr_0, arr_1
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].first, "arr_0");
+  EXPECT_DOUBLE_EQ(b[0].second.data<double>()[3], 0.5);
+  EXPECT_EQ(b[1].second.data<uint8_t>()[4], 4);
+
+  const std::string dir = temp_dir();
+  for (bool compressed : {false, true}) {
+    io::NamedArrays out;
+    for (DType dt : {kFloat32, kFloat64, kFloat16, kInt8, kUInt8, kInt32, kInt64, kBool})
+      out.emplace_back(std::string("t_") + dtype_name(dt), patterned({2, 3, 4}, dt, 5));
+    const std::string path = dir + (compressed ? "/c.npz" : "/s.npz");
+    io::save_npz(out, path, compressed);
+    const io::NamedArrays back = io::load_npz(path);
+    ASSERT_EQ(back.size(), out.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_EQ(back[i].first, out[i].first);
+      EXPECT_TRUE(same_bytes(back[i].second, out[i].second)) << out[i].first;
+    }
+    if (const char* py = SPORE_TEST_PYTHON; *py) {  // numpy reads what Spore wrote
+      const std::string cmd = std::string(py) + " -c \"import numpy as np; z = np.load('" + path +
+                              "'); assert z['t_float32'].shape == (2, 3, 4); assert len(z.files) == 8\" 2>/dev/null";
+      const int rc = std::system((std::string(py) + " -c 'import numpy' 2>/dev/null").c_str());
+      if (rc == 0) EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    }
+  }
+
+  const std::string good = read_file(dir + "/s.npz");
+  const std::pair<std::string, const char*> bad[] = {
+      {"not a zip archive at all", "cannot open it as an .npz"},
+      {good.substr(0, good.size() / 2), "cannot open it as an .npz"},  // cut: no central directory
+      {read_file(fix + "npz_with_text_member.npz"), "not a .npy member"},
+  };
+  for (const auto& [bytes, expect] : bad) {
+    write_file(dir + "/bad.npz", bytes);
+    const std::string e = error_of([&] { io::load_npz(dir + "/bad.npz"); });
+    EXPECT_NE(e.find("bad.npz"), std::string::npos) << e;
+    EXPECT_NE(e.find(expect), std::string::npos) << expect << ": " << e;
+  }
+  // A member whose .npy header is corrupt: the error names the archive and the member.
+  std::string corrupt = good;
+  const size_t at = corrupt.find("\x93NUMPY");
+  ASSERT_NE(at, std::string::npos);
+  corrupt[at + 1] = 'X';  // stored, so the bytes are the member's own (the CRC check catches it)
+  write_file(dir + "/bad.npz", corrupt);
+  const std::string e = error_of([&] { io::load_npz(dir + "/bad.npz"); });
+  EXPECT_NE(e.find("t_float32"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { io::load_npz(dir + "/missing.npz"); }).find("missing.npz"), std::string::npos);
+  EXPECT_NE(error_of([&] { io::save_npz({{"a", full({1}, 1.0)}, {"a", full({1}, 2.0)}}, dir + "/dup.npz"); })
+                .find("unique"),
+            std::string::npos);
 }

@@ -63,7 +63,34 @@ def main():
                             "initial weights change? regenerate with --make-fixtures where onnxruntime is installed)")
         print(f"{name}: ONNX Runtime{'' if ort else ' (fixture)'} vs Spore max error {err:.2e}; "
               f"spore infer vs Spore {e_imp:.2e}")
+    check_npz(spore, work)
     print("onnx cross-check: passed")
+
+
+def check_npz(spore, work):
+    """spore infer with .npz in and out: a two-input model (inputs fed by name) and a three-output
+    one (outputs written by name), from the ONNX node tests Debian ships."""
+    node = Path("/usr/share/libonnx-testdata/data/node")
+    if not node.is_dir():
+        print("libonnx-testdata not installed; .npz leg skipped")
+        return
+    rng = np.random.RandomState(2)
+    x, y = rng.standard_normal((3, 4, 5)).astype(np.float32), rng.standard_normal((3, 4, 5)).astype(np.float32)
+    np.savez(work / "add_in.npz", y=y, x=x)  # by name, in any order
+    run(spore, "infer", node / "test_add" / "model.onnx", "--input", work / "add_in.npz", "--output", work / "add_out.npz")
+    out = np.load(work / "add_out.npz")
+    assert out.files == ["sum"] and np.abs(out["sum"] - (x + y)).max() == 0, out.files
+    np.savez_compressed(work / "split_in.npz", np.arange(6, dtype=np.float32))  # one input: any name
+    model = node / "test_split_equal_parts_1d" / "model.onnx"
+    run(spore, "infer", model, "--input", work / "split_in.npz", "--output", work / "split_out.npz")
+    out = np.load(work / "split_out.npz")
+    assert out.files == ["output_1", "output_2", "output_3"], out.files
+    assert [out[k].tolist() for k in out.files] == [[0, 1], [2, 3], [4, 5]]
+    import subprocess
+    r = subprocess.run([str(spore), "infer", str(model), "--input", str(work / "split_in.npz"), "--output",
+                        str(work / "split_out.npy")], capture_output=True, text=True)
+    assert r.returncode != 0 and "out.npz" in r.stderr, r.stderr
+    print("spore infer .npz in / out: passed")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ ZooModel make_model(const std::string& m) {
   SPORE_THROW(ErrorKind::ValueError, "unknown model '", m, "'; expected lenet, mlp or resnet18");
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 double mib(const io::NamedTensors& ts) {
   size_t n = 0;
   for (const auto& [name, t] : ts) n += t.nbytes();
@@ -100,22 +104,48 @@ int infer(const InferArgs& a) {
     for (const auto& b : bad) list += (list.empty() ? "" : ", ") + b;
     SPORE_THROW(ErrorKind::NotImplemented, a.model, " uses ONNX ops Spore does not support: ", list);
   }
-  SPORE_CHECK(m.inputs().size() == 1, a.model, " takes ", m.inputs().size(),
-              " inputs; spore infer feeds models with one input");
-  Tensor x;
-  if (!a.input.empty()) {
-    x = io::load_npy(a.input);
+  // Inputs: one .npy for a one-input model, or an .npz whose arrays are named as the inputs.
+  const auto& ins = m.inputs();
+  std::vector<Tensor> xs;
+  if (!a.input.empty() && ends_with(a.input, ".npz")) {
+    const io::NamedArrays arrays = io::load_npz(a.input);
+    std::string have;
+    for (const auto& [n, t] : arrays) have += (have.empty() ? "" : ", ") + n;
+    for (const auto& in : ins) {
+      auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto& p) { return p.first == in.name; });
+      if (it == arrays.end() && ins.size() == 1 && arrays.size() == 1) it = arrays.begin();  // any name will do
+      SPORE_CHECK(it != arrays.end(), a.input, " has no array named '", in.name, "' (", a.model, "'s input); it has: ",
+                  have.empty() ? "none" : have, "; save it with numpy.savez(path, **{'", in.name, "': x})");
+      xs.push_back(it->second);
+    }
+  } else if (!a.input.empty()) {
+    SPORE_CHECK(ins.size() == 1, a.model, " takes ", ins.size(), " inputs; pass them in an .npz archive with one array"
+                " per input, named as the inputs (numpy.savez)");
+    xs.push_back(io::load_npy(a.input));
   } else {
-    SPORE_CHECK(a.bench, "--input x.npy is required (or --bench with --batch N for random data)");
-    Shape s;
-    for (int64_t d : m.inputs()[0].shape) s.push_back(d < 0 ? a.batch : d);
-    x = randn(s).to(m.inputs()[0].dtype);
+    SPORE_CHECK(a.bench, "--input x.npy (or in.npz) is required (or --bench with --batch N for random data)");
+    for (const auto& in : ins) {
+      Shape s;
+      for (int64_t d : in.shape) s.push_back(d < 0 ? a.batch : d);
+      xs.push_back(randn(s).to(in.dtype));
+    }
   }
   const bool graph = a.mode == "graph";
-  std::vector<Tensor> y = m.run({x}, graph);
-  if (!a.output.empty()) io::save_npy(y[0], a.output);
-  std::printf("%s: input %s %s -> output %s %s%s%s\n", a.model.c_str(), shape_str(x.shape()).c_str(),
-              dtype_name(x.dtype()), shape_str(y[0].shape()).c_str(), dtype_name(y[0].dtype()),
+  std::vector<Tensor> y = m.run(xs, graph);
+  if (ends_with(a.output, ".npz")) {
+    io::NamedArrays outs;
+    for (size_t i = 0; i < y.size(); ++i)
+      outs.emplace_back(i < m.outputs().size() ? m.outputs()[i].name : "output_" + std::to_string(i), y[i]);
+    io::save_npz(outs, a.output);
+  } else if (!a.output.empty()) {
+    SPORE_CHECK(y.size() == 1, a.model, " has ", y.size(), " outputs; write them with --output out.npz (one array per"
+                " output, by name)");
+    io::save_npy(y[0], a.output);
+  }
+  std::string in_shapes;
+  for (const Tensor& x : xs) in_shapes += (in_shapes.empty() ? "" : ", ") + shape_str(x.shape()) + " " + dtype_name(x.dtype());
+  std::printf("%s: input %s -> output %s %s%s%s%s\n", a.model.c_str(), in_shapes.c_str(), shape_str(y[0].shape()).c_str(),
+              dtype_name(y[0].dtype()), y.size() > 1 ? (" (+" + std::to_string(y.size() - 1) + " more)").c_str() : "",
               a.output.empty() ? "" : ", written to ", a.output.c_str());
   if (!a.bench) return 0;
   // Warm-up done above (compilation); then as many runs as fit in --seconds, at least 5.
@@ -124,13 +154,13 @@ int infer(const InferArgs& a) {
   const auto t0 = clk::now();
   while (ms.size() < 5 || std::chrono::duration<double>(clk::now() - t0).count() < a.seconds) {
     const auto s = clk::now();
-    y = m.run({x}, graph);
+    y = m.run(xs, graph);
     ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - s).count());
   }
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
   std::printf("bench: batch %lld, %zu runs, median %.3f ms, best %.3f ms, %.1f samples/s\n",
-              (long long)x.shape()[0], ms.size(), med, ms.front(), double(x.shape()[0]) * 1000.0 / med);
+              (long long)xs[0].shape()[0], ms.size(), med, ms.front(), double(xs[0].shape()[0]) * 1000.0 / med);
   return 0;
 }
 

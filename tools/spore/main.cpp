@@ -243,10 +243,12 @@ int main(int argc, char** argv) {
 
   InferArgs inf;
   auto* infer_cmd = app.add_subcommand("infer", "run an ONNX model with Spore (Graph mode): "
-                                                "spore infer model.onnx --input x.npy --output y.npy [--bench]");
+                                                "spore infer model.onnx --input x.npy|in.npz --output y.npy|out.npz [--bench]");
   infer_cmd->add_option("model", inf.model, "the .onnx file")->required();
-  infer_cmd->add_option("--input", inf.input, "input array (.npy)");
-  infer_cmd->add_option("--output", inf.output, "write the first output here (.npy)");
+  infer_cmd->add_option("--input", inf.input,
+                        "the input array (.npy), or an .npz with one array per model input, named as the inputs");
+  infer_cmd->add_option("--output", inf.output,
+                        "write the output here (.npy; a model with several outputs needs .npz: one array per output, by name)");
   infer_cmd->add_flag("--bench", inf.bench, "measure: repeated runs after a warm-up, median time and samples/s");
   infer_cmd->add_option("--batch", inf.batch, "with --bench and no --input: random input of this batch size")
       ->default_val(inf.batch)->check(kBatch);
