@@ -266,6 +266,13 @@ NamedArrays load_npz(const std::string& path) {
                      mwhere, ": the member is encrypted; numpy writes unencrypted archives");
     SPORE_CHECK_KIND(ErrorKind::IOError, st.size <= kMaxMemberBytes, mwhere, ": claims ", st.size,
                      " bytes uncompressed, more than the ", kMaxMemberBytes, " Spore reads");
+    // The claimed size is allocated before reading, so it must be one the stored bytes can give:
+    // deflate expands at most 1032:1, a stored member is its own size.
+    if ((st.valid & ZIP_STAT_COMP_SIZE) && (st.valid & ZIP_STAT_COMP_METHOD)) {
+      const zip_uint64_t most = st.comp_method == ZIP_CM_STORE ? st.comp_size : st.comp_size * 1032 + 1024;
+      SPORE_CHECK_KIND(ErrorKind::IOError, st.size <= most, mwhere, ": claims ", st.size, " bytes uncompressed from ",
+                       st.comp_size, " stored bytes, more than they can hold (a corrupt or hostile archive)");
+    }
     const std::string key = name.substr(0, name.size() - 4);
     SPORE_CHECK_KIND(ErrorKind::IOError, seen.insert(key).second, mwhere, ": a second array named '", key, "'");
     zip_file_t* f = zip_fopen_index(z.get(), zip_uint64_t(i), 0);

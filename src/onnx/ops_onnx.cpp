@@ -448,6 +448,51 @@ V tile_op(Ctx& c) {
   return {x.reshape(inter).expand(expanded).contiguous().reshape(out)};
 }
 
+// Resize: nearest-neighbour upsampling of an NCHW tensor by a whole factor s per spatial axis (what
+// YOLOv5's and U-Nets' Upsample export as): output pixel h = q s + r reads input q. That is exact for
+// coordinate_transformation_mode "asymmetric" with nearest_mode "floor" (h / s = q + r / s), and for
+// "half_pixel" / "pytorch_half_pixel" with the round_prefer_* modes ((h + 0.5) / s - 0.5 = q +
+// (2r + 1 - s) / 2s, strictly within half a pixel of q). Other modes, linear / cubic interpolation,
+// downsampling, fractional factors and the roi are refused.
+V resize_op(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const std::string mode = c.s("mode", "nearest");
+  if (mode != "nearest") c.unsupported("mode \"" + mode + "\"");
+  const std::string ctm = c.s("coordinate_transformation_mode", c.opset >= 11 ? "half_pixel" : "asymmetric");
+  const std::string nearest = c.s("nearest_mode", "round_prefer_floor");
+  const bool floor_ok = ctm == "asymmetric" && nearest == "floor";
+  const bool half_ok = (ctm == "half_pixel" || ctm == "pytorch_half_pixel") &&
+                       (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil");
+  if (c.opset >= 11 && !floor_ok && !half_ok)
+    c.unsupported("coordinate_transformation_mode \"" + ctm + "\" and nearest_mode \"" + nearest +
+                  "\" (Spore maps asymmetric + floor, and half_pixel + round_prefer_*)");
+  if (x.dim() != 4) c.unsupported("a rank-" + std::to_string(x.dim()) + " input (Spore maps NCHW)");
+  std::vector<int64_t> out;
+  const bool sizes = c.opset >= 11 && c.has_in(3) && c.x(3).numel() > 0;
+  if (sizes) {
+    if (c.x(3).is_symbolic()) c.unsupported("sizes computed from the model's input data (Spore needs a constant)");
+    out = c.const_ints(3, "sizes");
+  } else {
+    const size_t k = c.opset >= 11 ? 2 : 1;
+    const Tensor& sc = c.x(k);
+    if (sc.is_symbolic()) c.unsupported("scales computed from the model's input data (Spore needs a constant)");
+    std::vector<double> f;
+    {
+      NoTrace guard;
+      f = sc.to(kFloat64).reshape({-1}).to_vector<double>();
+    }
+    SPORE_CHECK_KIND(ErrorKind::IOError, f.size() == 4, c.where, "scales has ", f.size(), " values for a rank-4 input");
+    for (size_t d = 0; d < 4; ++d) out.push_back(int64_t(std::floor(double(x.shape()[d]) * f[d])));
+  }
+  SPORE_CHECK_KIND(ErrorKind::IOError, out.size() == 4, c.where, "sizes has ", out.size(), " values for a rank-4 input");
+  if (out[0] != x.shape()[0] || out[1] != x.shape()[1]) c.unsupported("resizing the batch or channel axis");
+  for (int d = 2; d < 4; ++d)
+    if (out[d] <= 0 || out[d] % x.shape()[d] != 0)
+      c.unsupported("a non-integer scale on axis " + std::to_string(d) + " (" + std::to_string(x.shape()[d]) + " -> " +
+                    std::to_string(out[d]) + ")");
+  return {upsample_nearest2d(x, {out[2], out[3]})};
+}
+
 V pad_op(Ctx& c) {
   const Tensor& x = c.x(0);
   const std::string mode = c.s("mode", "constant");
@@ -768,6 +813,7 @@ const std::map<std::string, Handler>& handlers() {
     t["Expand"] = expand_op;
     t["Tile"] = tile_op;
     t["Pad"] = pad_op;
+    t["Resize"] = resize_op;
     t["Clip"] = clip_op;
     t["Cast"] = cast_op;
     t["CastLike"] = [](Ctx& c) -> V { return {c.x(0).to(c.x(1).dtype())}; };

@@ -2,7 +2,8 @@
 
     onnx_crosscheck.py SPORE_BIN WORK_DIR [--make-fixtures]
 
-For LeNet-5, the MLP and ResNet-18 (initial weights, fixed seed): `spore export` writes the
+For LeNet-5, the MLP, ResNet-18 and YOLOv5s (64 px; its decoded predictions) (initial weights,
+fixed seed): `spore export` writes the
 ONNX model and the network's own output on a fixed input. With `onnxruntime` importable, ONNX
 Runtime runs the model on that input (batch 2) and on another batch size (the batch is dynamic):
 its outputs equal Spore's to 1e-4. Without it, the outputs ONNX Runtime gave when the fixtures
@@ -16,7 +17,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 FIX = HERE / "fixtures"
-MODELS = {"lenet": (1, 28, 28), "mlp": (1, 28, 28), "resnet18": (3, 32, 32)}
+MODELS = {"lenet": (1, 28, 28), "mlp": (1, 28, 28), "resnet18": (3, 32, 32), "yolov5s": (3, 64, 64)}
 TOL = 1e-4
 
 
@@ -41,7 +42,8 @@ def main():
         x = np.random.RandomState(0).standard_normal((2, *chw)).astype(np.float32)
         np.save(work / "x.npy", x)
         onnx = work / f"{name}.onnx"
-        run(spore, "export", name, "--out", onnx, "--input", work / "x.npy", "--output", work / "native.npy")
+        extra = ["--img", str(chw[1])] if name.startswith("yolov5") else []
+        run(spore, "export", name, "--out", onnx, "--input", work / "x.npy", "--output", work / "native.npy", *extra)
         native = np.load(work / "native.npy")
         run(spore, "infer", onnx, "--input", work / "x.npy", "--output", work / "imported.npy")
         imported = np.load(work / "imported.npy")
@@ -52,7 +54,7 @@ def main():
             ref = sess.run(None, {"input": x})[0]
             x5 = np.random.RandomState(1).standard_normal((5, *chw)).astype(np.float32)
             y5 = sess.run(None, {"input": x5})[0]
-            assert y5.shape == (5, 10), f"{name}: dynamic batch: ONNX Runtime gave shape {y5.shape} for batch 5"
+            assert y5.shape == (5, *ref.shape[1:]), f"{name}: dynamic batch: ONNX Runtime gave shape {y5.shape} for batch 5"
             assert np.abs(y5[:2] - sess.run(None, {"input": x5[:2]})[0]).max() <= TOL
             if make:
                 np.save(FIX / f"ort_{name}.npy", ref)

@@ -10,6 +10,7 @@
 #include "models/mindspore_names.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
+#include "models/yolov5/yolov5.h"
 #include "spore/io/checkpoint.h"
 #include "spore/io/npy.h"
 #include "spore/onnx.h"
@@ -23,11 +24,32 @@ struct ZooModel {
   nn::CellPtr net;
   Shape input;
 };
-ZooModel make_model(const std::string& m) {
+// YOLOv5: the class count and image size come from the checkpoint `spore train yolov5*` wrote
+// (metadata class_names, img); without one, COCO's 80 classes at 320 px.
+ZooModel make_yolo(const std::string& m, const std::string& ckpt, int64_t img_override) {
+  int64_t classes = 80, img = 320;
+  if (!ckpt.empty()) {
+    const io::Checkpoint ck = io::load_checkpoint(ckpt);
+    const auto names = ck.metadata.find("class_names"), size = ck.metadata.find("img");
+    SPORE_CHECK(names != ck.metadata.end() && size != ck.metadata.end(), "checkpoint ", ckpt,
+                " has no class_names / img metadata; pass a checkpoint written by `spore train ", m, "`");
+    classes = int64_t(std::count(names->second.begin(), names->second.end(), '\n')) + 1;
+    img = std::stoll(size->second);
+  }
+  if (img_override > 0) img = img_override;
+  SPORE_CHECK(img % 32 == 0, "--img ", img, " is not a multiple of 32 (YOLOv5's largest stride)");
+  auto net = models::yolov5(m.substr(6), classes);
+  net->set_train(false);
+  return {net, {1, 3, img, img}};
+}
+
+ZooModel make_model(const std::string& m, const std::string& ckpt = "", int64_t img = 0) {
+  if (m.rfind("yolov5", 0) == 0) return make_yolo(m, ckpt, img);
+  SPORE_CHECK(img == 0, "--img applies to yolov5* only; ", m, " takes a fixed input size");
   if (m == "lenet") return {std::make_shared<models::LeNet5>(), {1, 1, 28, 28}};
   if (m == "mlp") return {std::make_shared<models::MLP>(std::vector<int64_t>{784, 512, 256, 10}), {1, 1, 28, 28}};
   if (m == "resnet18") return {models::resnet18(10, models::ResNetStem::Cifar), {1, 3, 32, 32}};
-  SPORE_THROW(ErrorKind::ValueError, "unknown model '", m, "'; expected lenet, mlp or resnet18");
+  SPORE_THROW(ErrorKind::ValueError, "unknown model '", m, "'; expected lenet, mlp, resnet18 or yolov5n|s|m");
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -70,7 +92,7 @@ int convert(const ConvertArgs& a) {
 
 int export_model(const ExportArgs& a) {
   SPORE_CHECK(a.format == "onnx", "--format ", a.format, " is not supported; expected onnx");
-  ZooModel zm = make_model(a.model);
+  ZooModel zm = make_model(a.model, a.ckpt, a.img);
   if (!a.ckpt.empty()) {
     io::Checkpoint ck = io::load_checkpoint(a.ckpt);
     io::NamedTensors ts = ck.format == io::CheckpointFormat::MindSpore

@@ -231,14 +231,17 @@ int main(int argc, char** argv) {
   ExportArgs ex;
   auto* export_cmd = app.add_subcommand("export", "export a zoo model to ONNX (opset 17, dynamic batch): "
                                                   "spore export lenet --ckpt out/lenet/lenet.safetensors --out lenet.onnx");
-  export_cmd->add_option("model", ex.model, "lenet | mlp | resnet18")
-      ->check(CLI::IsMember({"lenet", "mlp", "resnet18"}))->required();
+  export_cmd->add_option("model", ex.model, "lenet | mlp | resnet18 | yolov5n | yolov5s | yolov5m (the decoded"
+                                           " predictions (N, boxes, 5 + classes), before NMS)")
+      ->check(CLI::IsMember({"lenet", "mlp", "resnet18", "yolov5n", "yolov5s", "yolov5m"}))->required();
   export_cmd->add_option("--ckpt", ex.ckpt, "weights (.safetensors or MindSpore .ckpt); without it the initial weights");
   export_cmd->add_option("--format", ex.format, "onnx")->check(CLI::IsMember({"onnx"}))->default_val(ex.format);
   export_cmd->add_option("--out", ex.out, "output file (default <model>.onnx)");
   export_cmd->add_flag("--static-batch", ex.static_batch, "a fixed batch size (--batch) instead of the symbolic N");
   export_cmd->add_option("--input", ex.input, "also run the network (inference mode) on this array (.npy) ...");
   export_cmd->add_option("--output", ex.output, "... and write its output here (.npy), to compare with a runtime");
+  export_cmd->add_option("--img", ex.img, "yolov5*: the image size of the exported input (default: the checkpoint's, or 320)")
+      ->check(CLI::Range(32, 4096));
   export_cmd->add_option("--batch", ex.batch, "the batch size with --static-batch")->default_val(ex.batch)->check(kBatch);
 
   InferArgs inf;
