@@ -97,6 +97,18 @@ TEST(DetectionCli, TrainYolov5nThenEvalAndPredict) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("detections; wrote"), std::string::npos) << r.out;
   EXPECT_GT(fs::file_size(d / "pred.jpg"), 1000u);
+  // Fine-tuning from the checkpoint (--weights); --resume is refused with that hint; and the ONNX
+  // export of the trained detector takes its classes and image size from the checkpoint.
+  r = run("train yolov5n --data " + (d / "data").string() + " --img 128 --epochs 1 --batch-size 8 --weights " + ckpt +
+          " --out " + (d / "tuned").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("starting from the weights in"), std::string::npos) << r.out;
+  r = run("train yolov5n --data " + (d / "data").string() + " --img 128 --epochs 1 --resume " + ckpt);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--weights"), std::string::npos) << r.out;
+  r = run("export yolov5n --ckpt " + ckpt + " --out " + (d / "y.onnx").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(N, 3, 128, 128)"), std::string::npos) << r.out;
   // A checkpoint of another model, a data folder that is not COCO-shaped.
   r = run("eval yolov5s --ckpt " + ckpt + " --data " + (d / "data").string());
   EXPECT_EQ(r.code, 1);

@@ -110,6 +110,8 @@ int train_detector(const TrainArgs& a) {
   SPORE_CHECK(a.grad_accum == 1 && !a.parallel_optimizer, "--grad-accum and --parallel-optimizer are for the "
               "classifiers; ", a.model, " accumulates gradients to a nominal batch of 64 by itself (YOLOv5's recipe)");
   SPORE_CHECK(a.amp == "O0", "--amp ", a.amp, " is not supported for ", a.model, " yet; use --amp O0");
+  SPORE_CHECK(a.resume.empty(), "--resume is for the classifiers; ", a.model, "'s checkpoints hold the EMA weights without "
+              "the optimizer state: start from one with --weights ", a.resume, " (fine-tuning, as YOLOv5's --weights)");
   const std::string variant = variant_of(a.model);
   const std::string out = a.out.empty() ? "out/" + a.model : a.out;
   fs::create_directories(out);
@@ -118,6 +120,17 @@ int train_detector(const TrainArgs& a) {
   const int64_t nc = int64_t(train.category_ids.size());
   auto net = models::yolov5(variant, nc);
   auto ema_net = models::yolov5(variant, nc);
+  if (!a.weights.empty()) {  // both start from the checkpoint (YOLOv5 fine-tuning: the EMA copies the model)
+    LoadedYolo w = load_yolo(a.model, a.weights);
+    SPORE_CHECK(w.names == train.class_names, "checkpoint ", a.weights, " was trained on other classes (",
+                w.names.size(), ") than ", a.data, " has (", train.class_names.size(), "); pass weights trained on this data");
+    for (auto* dst : {net.get(), ema_net.get()}) {
+      const io::LoadReport rep = io::load_param_into_net(*dst, io::load_checkpoint(a.weights), false);
+      SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "checkpoint ", a.weights, " does not fit ", a.model, ": ",
+                  rep.summary());
+    }
+    std::printf("starting from the weights in %s\n", a.weights.c_str());
+  }
   int64_t nparams = 0;
   for (const Tensor& p : net->trainable_params()) nparams += p.numel();
   std::printf("%s: %lld parameters, %lld classes, %zu training / %zu validation images at %lld px, batch %lld, "

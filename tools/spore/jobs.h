@@ -37,6 +37,7 @@ struct TrainArgs {
   bool no_mosaic = false;          // train without the 4-image mosaic
   bool cos_lr = false;             // one-cycle cosine instead of the linear schedule
   int64_t eval_every = 0;          // evaluate the EMA model every N epochs (0: at the end only)
+  std::string weights;             // start from these weights (YOLOv5's --weights: fine-tuning)
 };
 int train(const TrainArgs& a);
 int train_detector(const TrainArgs& a);

@@ -126,6 +126,8 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--img", t.img, "yolov5*: image size (letterboxed, a multiple of 32)")->default_val(t.img)->check(kImg);
   train_cmd->add_flag("--cos-lr", t.cos_lr, "yolov5*: one-cycle cosine learning-rate schedule instead of linear");
   train_cmd->add_flag("--no-mosaic", t.no_mosaic, "yolov5*: train without the 4-image mosaic augmentation");
+  train_cmd->add_option("--weights", t.weights, "yolov5*: start from the weights of a checkpoint `spore train yolov5*` "
+                        "wrote (YOLOv5's --weights: fine-tuning; the schedule, warm-up and EMA start afresh)");
   train_cmd->add_option("--eval-every", t.eval_every, "yolov5*: evaluate the EMA weights on val every N epochs "
                         "(and always after the last)")->check(kEpochs);
   train_cmd->add_option("--out", t.out, "output folder (default out/<model>)");
