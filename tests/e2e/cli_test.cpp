@@ -2,6 +2,8 @@
 // its checkpoint, metrics and curves, and `spore eval` reads the checkpoint back; bad flags and
 // bad data give clear errors and non-zero exit codes, never a crash.
 #include <gtest/gtest.h>
+
+#include "e2e/cli_run.h"
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -13,29 +15,12 @@
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kSpore = std::string(SPORE_BINARY_DIR) + "/spore";
+using spore::e2e::kSpore;
 const std::string kData = "/usr/share/datasets/fashion-mnist";
 
-struct Result {
-  int code;
-  std::string out;
-};
-Result run(const std::string& args) {
-  std::string cmd = "OMP_NUM_THREADS=2 " + kSpore + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("spore_e2e_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+using spore::e2e::Result;
+using spore::e2e::run;
+fs::path temp_dir(const std::string& name) { return spore::e2e::temp_dir("spore_e2e_", name); }
 
 TEST(Cli, TrainLenetOnASubsetThenEval) {
   if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";

@@ -124,8 +124,9 @@ int train_detector(const TrainArgs& a) {
     LoadedYolo w = load_yolo(a.model, a.weights);
     SPORE_CHECK(w.names == train.class_names, "checkpoint ", a.weights, " was trained on other classes (",
                 w.names.size(), ") than ", a.data, " has (", train.class_names.size(), "); pass weights trained on this data");
+    const io::Checkpoint ck = io::load_checkpoint(a.weights);
     for (auto* dst : {net.get(), ema_net.get()}) {
-      const io::LoadReport rep = io::load_param_into_net(*dst, io::load_checkpoint(a.weights), false);
+      const io::LoadReport rep = io::load_param_into_net(*dst, ck, false);
       SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "checkpoint ", a.weights, " does not fit ", a.model, ": ",
                   rep.summary());
     }
