@@ -9,6 +9,7 @@
 #include "nn/util.h"
 #include "spore/autograd.h"
 #include "spore/ops.h"
+#include "spore/parallel/parallel.h"
 
 namespace spore::nn {
 
@@ -58,19 +59,55 @@ Dense::Dense(int64_t in_channels, int64_t out_channels, DenseOptions opt)
 }
 
 Tensor Dense::construct(const Tensor& x) {
-  SPORE_CHECK(x.dim() >= 1 && x.size(-1) == in_, "[Dense] expected input with ", in_,
+  // A sharded input (semi_auto_parallel) holds a piece of its last dim: check the whole.
+  const int64_t features = x.dim() >= 1 ? x.size(-1) * parallel::layout_of(x).dims.back().parts : 0;
+  SPORE_CHECK(x.dim() >= 1 && features == in_, "[Dense] expected input with ", in_,
               " features (last dim), got shape ", shape_str(x.shape()));
   // (..., in) -> (M, in) @ (in, out) -> (..., out)
-  const Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, in_});
-  Tensor y = matmul(x2, parameter("weight").t());
+  Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // size(-1): in_, or a piece of it
+  Tensor y;
+  if (x_layout_) {  // sharded (semi_auto_parallel): x to the strategy's layout, then the engine
+    x2 = parallel::redistribute(x2, *x_layout_);
+    std::optional<parallel::OutputLayoutScope> out_req;
+    if (out_layout_) out_req.emplace(*out_layout_);
+    y = matmul(x2, parameter("weight").t());
+  } else {
+    y = matmul(x2, parameter("weight").t());
+  }
   if (has_bias_) y = y + parameter("bias");
   if (x.dim() != 2) {
     Shape s(x.shape().begin(), x.shape().end() - 1);
-    s.push_back(out_);
+    s.push_back(y.size(-1));  // out_, or this rank's piece of it (column parallel)
     y = y.reshape(s);
   }
   if (act_) y = (*act_)(y);
   return y;
+}
+
+Dense& Dense::shard(const parallel::Strategy& in_strategy, const parallel::Strategy& out_strategy) {
+  if (!parallel::semi_auto_active()) return *this;
+  const int64_t n = parallel::get_group_size();
+  const parallel::DenseLayouts l = parallel::dense_layouts(in_strategy, n);
+  parallel::shard_parameter(parameter("weight"), l.weight);
+  if (has_bias_) parallel::shard_parameter(parameter("bias"), l.bias);
+  x_layout_ = l.x;
+  if (!out_strategy.empty()) {
+    SPORE_CHECK(out_strategy.size() == 1 && out_strategy[0].size() == 2, "[Dense.shard] out_strategy is ((m, n),) "
+                "for the output (M, N); got ", out_strategy.size(), " entries");
+    // Same device matrix (m, k, n). The output's dim 0 may take the contraction's ranks (k) when
+    // the input's rows are whole (m = 1): the partial sums are reduce-scattered over them.
+    const int64_t m = in_strategy[0][0], k = in_strategy[0][1], mo = out_strategy[0][0];
+    SPORE_CHECK(out_strategy[0][1] == in_strategy[1][0], "[Dense.shard] out_strategy's n (", out_strategy[0][1],
+                ") must equal the weight's n (", in_strategy[1][0], ")");
+    SPORE_CHECK(mo == m || (m == 1 && mo == k), "[Dense.shard] out_strategy ((", mo, ", ", out_strategy[0][1],
+                "),) is not supported for in_strategy m = ", m, ", k = ", k, "; use m' = m (no reduce-scatter) or, "
+                "with m = 1, m' = k (reduce-scatter the partial sums over the contraction's ranks)");
+    const parallel::Layout dm = parallel::layout_from_strategy({m, k, in_strategy[1][0]}, n);
+    parallel::Layout o;
+    o.dims = {mo == m ? dm.dims[0] : dm.dims[1], l.out.dims[1]};
+    out_layout_ = o;
+  }
+  return *this;
 }
 
 std::string Dense::extend_repr() const {

@@ -13,6 +13,7 @@
 #include "autograd/node.h"
 #include "backends/backend.h"
 #include "ops/precision.h"
+#include "ops/sharding.h"
 #include "spore/profiler.h"
 
 namespace spore::ops {
@@ -139,6 +140,7 @@ std::array<std::array<KernelEntry, kNumDeviceTypes>, kMaxOps>& kernels() {
 // workers) run eagerly meanwhile.
 thread_local TraceHook* g_trace_hook = nullptr;
 thread_local const PrecisionPolicy* g_precision = nullptr;
+thread_local ShardingHook* g_sharding = nullptr;
 }  // namespace
 
 int num_ops() { return table().count.load(std::memory_order_acquire); }
@@ -205,6 +207,10 @@ const PrecisionPolicy* current_precision() { return g_precision; }
 void set_current_precision(const PrecisionPolicy* p) { g_precision = p; }
 PrecisionScope::PrecisionScope(const PrecisionPolicy* p) : prev_(g_precision) { g_precision = p; }
 PrecisionScope::~PrecisionScope() { g_precision = prev_; }
+
+ShardingHook* current_sharding() { return g_sharding; }
+ShardingHookScope::ShardingHookScope(ShardingHook* h) : prev_(g_sharding) { g_sharding = h; }
+ShardingHookScope::~ShardingHookScope() { g_sharding = prev_; }
 
 // ---- shared inference helpers --------------------------------------------------------------------
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
@@ -348,6 +354,15 @@ Tensors autocast_call(OpId id, Tensors inputs, Attrs attrs, const PrecisionPolic
 }  // namespace
 
 Tensors call(OpId id, Tensors inputs, Attrs attrs) {
+  // Operator-level parallelism (ops/sharding.h): the hook runs sharded ops on local pieces.
+  if (ShardingHook* h = g_sharding) [[unlikely]] {
+    std::optional<Tensors> out;
+    {
+      const ShardingHookScope suspended(nullptr);
+      out = h->call(id, inputs, attrs);
+    }
+    if (out) return std::move(*out);
+  }
   // Graph mode records ops as traced (its pass inserts the amp casts); the no-policy path pays
   // one thread-local read.
   if (!g_trace_hook) {

@@ -35,6 +35,34 @@ double g_timeout = env_timeout();
 void set_comm_timeout(double seconds) { g_timeout = seconds; }
 double get_comm_timeout() { return g_timeout; }
 
+std::shared_ptr<Group> Group::split(int, int) {
+  SPORE_THROW(ErrorKind::NotImplemented, "[parallel] the ", backend(),
+              " group cannot form subgroups yet; operator-level sharding needs them (use the MPI group)");
+}
+
+namespace {
+struct FinishedWork : Work {
+  bool test() override { return true; }
+  void wait() override {}
+};
+}  // namespace
+
+WorkPtr Group::all_to_all_async(const Tensor& in, const Tensor& out) {
+  detail::check_tensor(in, "all_to_all");
+  detail::check_tensor(out, "all_to_all");
+  const int64_t n = size();
+  SPORE_CHECK(in.numel() % n == 0 && out.numel() == in.numel() && out.dtype() == in.dtype(),
+              "[parallel] all_to_all: in and out need the same size, a multiple of the group size ", n,
+              "; got ", in.numel(), " and ", out.numel(), " elements");
+  const Tensor all = all_gather(in);  // (n, in...): keep block rank() of every rank's input
+  const size_t block = in.nbytes() / size_t(n);
+  auto* src = static_cast<const char*>(all.data_ptr());
+  auto* dst = static_cast<char*>(out.data_ptr());
+  for (int64_t r = 0; r < n; ++r)
+    std::memcpy(dst + size_t(r) * block, src + size_t(r) * in.nbytes() + size_t(rank()) * block, block);
+  return std::make_shared<FinishedWork>();
+}
+
 Tensor Group::all_gather(const Tensor& in) {
   Shape shape = in.shape();
   shape.insert(shape.begin(), size());
@@ -126,6 +154,7 @@ class LocalGroup : public Group {
     SPORE_THROW(ErrorKind::ValueError, "[parallel] recv from rank ", src, ": a group of one process has no peer");
   }
   void barrier() override {}
+  GroupPtr split(int, int) override { return std::make_shared<LocalGroup>(); }
 
  private:
   static WorkPtr done() { return std::make_shared<DoneWork>(); }
@@ -202,6 +231,11 @@ void set_auto_parallel_context(const AutoParallelContext& ctx) {
   SPORE_CHECK(ctx.gradient_accumulation_steps >= 1,
               "[set_auto_parallel_context] gradient_accumulation_steps must be >= 1, got ",
               ctx.gradient_accumulation_steps, " (1 updates on every batch)");
+  SPORE_CHECK(ctx.device_num >= 0, "[set_auto_parallel_context] device_num must be >= 0 (0: the group size), got ",
+              ctx.device_num);
+  for (const auto& entry : ctx.dataset_strategy)
+    for (int64_t v : entry)
+      SPORE_CHECK(v >= 1, "[set_auto_parallel_context] dataset_strategy entries must be >= 1 pieces, got ", v);
   g_ctx = ctx;
 }
 const AutoParallelContext& get_auto_parallel_context() { return g_ctx; }

@@ -125,6 +125,7 @@ std::string human_bytes(size_t n) {
 
 struct PeerInfo {
   int pid;
+  int world_rank;  // errors name this (a subgroup's own numbering means nothing to the user)
   char host[64];
 };
 
@@ -175,7 +176,8 @@ class Watchdog {
 
 class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
  public:
-  MpiGroup() {
+  // The world (a duplicate of MPI_COMM_WORLD), or, given a communicator, a group over it (owned).
+  explicit MpiGroup(MPI_Comm comm = MPI_COMM_NULL) {
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
@@ -185,12 +187,15 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
       g_mpi_started_here = true;
       std::atexit([] { detail::finalize_mpi(); });
     }
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    if (comm == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    else comm_ = comm;
+    is_subgroup_ = comm != MPI_COMM_NULL;
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     PeerInfo me{};
     me.pid = int(getpid());
+    MPI_Comm_rank(MPI_COMM_WORLD, &me.world_rank);
     gethostname(me.host, sizeof(me.host) - 1);
     host_ = me.host;
     peers_.resize(size_t(size_));
@@ -202,6 +207,11 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend() const override { return "mpi"; }
+  GroupPtr split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    SPORE_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+    return std::make_shared<MpiGroup>(sub);
+  }
 
   WorkPtr all_reduce_async(const Tensor& t, ReduceOp op) override {
     detail::check_tensor(t, "all_reduce");
@@ -259,6 +269,19 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     if (op == ReduceOp::Mean) w->done = [out, n = size_] { detail::scale_in_place(out, 1.0 / n); };
     return w;
   }
+  WorkPtr all_to_all_async(const Tensor& in, const Tensor& out) override {
+    detail::check_tensor(in, "all_to_all");
+    detail::check_tensor(out, "all_to_all");
+    SPORE_CHECK(in.numel() % size_ == 0 && out.numel() == in.numel() && out.dtype() == in.dtype(),
+                "[parallel] all_to_all: in and out need the same size, a multiple of the group size ", size_,
+                "; got ", in.numel(), " and ", out.numel(), " elements");
+    auto w = make_work("all_to_all", in);
+    w->keep.push_back(out);
+    const int block = int(in.numel() / size_);
+    SPORE_MPI_CHECK(MPI_Ialltoall(in.data_ptr(), block, mpi_type(in.dtype()), out.data_ptr(), block,
+                                  mpi_type(in.dtype()), comm_, &w->req));
+    return w;
+  }
   WorkPtr broadcast_async(const Tensor& t, int root) override {
     detail::check_tensor(t, "broadcast");
     check_rank(root, "broadcast");
@@ -307,7 +330,12 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
       else if (size_ == 2) suspects.push_back(1 - rank_);
     }
     std::ostringstream os;
-    os << "[parallel] rank " << rank_ << ": " << what << ": ";
+    os << "[parallel] rank " << peers_[size_t(rank_)].world_rank << ": " << what;
+    if (is_subgroup_) {  // a sharded layer's collective: say which ranks it spans
+      os << " among ranks";
+      for (const PeerInfo& p : peers_) os << " " << p.world_rank;
+    }
+    os << ": ";
     char t[32];
     std::snprintf(t, sizeof(t), "%g", timeout);
     if (suspects.empty()) {
@@ -315,7 +343,7 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     } else {
       for (size_t i = 0; i < suspects.size(); ++i) {
         const int r = suspects[i];
-        os << (i ? "; " : "") << "rank " << r << " did not respond within " << t << " s (lost?)";
+        os << (i ? "; " : "") << "rank " << peers_[size_t(r)].world_rank << " did not respond within " << t << " s (lost?)";
         if (i < why.size()) os << " - its process " << peers_[size_t(r)].pid << " on " << peers_[size_t(r)].host
                                << " " << why[i];
       }
@@ -400,6 +428,7 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  bool is_subgroup_ = false;
   int rank_ = 0, size_ = 1;
   Watchdog watchdog_;
   std::string host_;

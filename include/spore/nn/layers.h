@@ -5,12 +5,14 @@
 // Pooling is in pool.h, normalisation in norm.h, activations in activation.h, losses in loss.h.
 #pragma once
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "spore/nn/activation.h"
 #include "spore/nn/cell.h"
 #include "spore/nn/init.h"
+#include "spore/parallel/sharding.h"
 
 namespace spore::nn {
 
@@ -48,10 +50,19 @@ class Dense : public Cell {
   Tensor& bias() { return parameter("bias"); }
   int64_t in_channels() const { return in_; }
   int64_t out_channels() const { return out_; }
+  // Operator-level sharding (semi_auto_parallel, spore/parallel/sharding.h), MindSpore's MatMul
+  // strategy for x @ weight^T: in_strategy ((m, k), (n, k)) cuts the input (M, K) m x k and the
+  // weight (N, K) n x k (the bias n). n > 1: column parallel; k > 1: row parallel (the partial
+  // outputs are summed). The weight and bias keep only this rank's piece from here on, so call it
+  // after set_auto_parallel_context and before building the optimizer. out_strategy ((m', n'),)
+  // with the contraction's ranks on a dim of the output: a reduce-scatter instead of an all-reduce.
+  // Outside semi_auto_parallel (or on one rank) it does nothing, as in MindSpore.
+  Dense& shard(const parallel::Strategy& in_strategy, const parallel::Strategy& out_strategy = {});
 
  private:
   int64_t in_, out_;
   bool has_bias_;
+  std::optional<parallel::Layout> x_layout_, out_layout_;
   std::string activation_;
   CellPtr act_;
 };

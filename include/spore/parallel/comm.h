@@ -45,10 +45,16 @@ class Group {
   // out (in.numel() / size elements) = this rank's block of the reduction of `in`.
   virtual WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out,
                                        ReduceOp op = ReduceOp::Sum) = 0;
+  // in and out: size blocks of equal length, rank-major; rank r's block j goes to rank j, which
+  // stores it as its block r. Default: an all-gather of the whole of `in` (size times the traffic).
+  virtual WorkPtr all_to_all_async(const Tensor& in, const Tensor& out);
   virtual WorkPtr broadcast_async(const Tensor& t, int root = 0) = 0;
   virtual WorkPtr send_async(const Tensor& t, int dst, int tag = 0) = 0;
   virtual WorkPtr recv_async(const Tensor& t, int src, int tag = 0) = 0;
   virtual void barrier() = 0;
+  // A subgroup (MPI_Comm_split): the ranks calling with the same color form one group, ordered by
+  // key. Every rank of this group must call it, in the same order as the others.
+  virtual std::shared_ptr<Group> split(int color, int key);
 
   // Blocking forms.
   // Virtual: MPI's blocking all-reduce is about 2x faster than its non-blocking one for large
@@ -58,6 +64,7 @@ class Group {
   void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::Sum) {
     reduce_scatter_async(in, out, op)->wait();
   }
+  void all_to_all(const Tensor& in, const Tensor& out) { all_to_all_async(in, out)->wait(); }
   void broadcast(const Tensor& t, int root = 0) { broadcast_async(t, root)->wait(); }
   void send(const Tensor& t, int dst, int tag = 0) { send_async(t, dst, tag)->wait(); }
   void recv(const Tensor& t, int src, int tag = 0) { recv_async(t, src, tag)->wait(); }

@@ -44,7 +44,9 @@ int get_group_size();    // 1 when not initialised
 // initialising anything; {0, 1} when not launched by MPI.
 std::pair<int, int> launcher_rank_size();
 
-enum class ParallelMode { StandAlone, DataParallel };
+// SemiAutoParallel: operator-level sharding from the strategies set with shard()
+// (spore/parallel/sharding.h), combined with data parallelism through dataset_strategy.
+enum class ParallelMode { StandAlone, DataParallel, SemiAutoParallel };
 // Gradient fusion (MindSpore's comm_fusion {"allreduce": {"mode": "size"|"index", "config": ...}}):
 // bucket_mb > 0: buckets of about that many MB; fusion_indices non-empty: buckets split before
 // these parameter indices (in the optimizer's parameter order); bucket_mb == 0 and no indices:
@@ -64,6 +66,13 @@ struct AutoParallelContext {
   // Gradient accumulation: a Model's training step updates every k batches (the batches are
   // micro-batches; see TrainOneStepCell::set_grad_accumulation). Also outside data parallel.
   int64_t gradient_accumulation_steps = 1;
+  // SemiAutoParallel: the ranks the strategies cut over (0: the group size; otherwise it must equal
+  // it), how the step's inputs are cut (one strategy entry per input, MindSpore's dataset_strategy;
+  // empty: each input's first dim over all ranks), and whether every rank is given the whole batch
+  // (full_batch: each takes its piece) or already its own piece.
+  int64_t device_num = 0;
+  std::vector<std::vector<int64_t>> dataset_strategy;
+  bool full_batch = false;
 };
 void set_auto_parallel_context(const AutoParallelContext& ctx);
 const AutoParallelContext& get_auto_parallel_context();

@@ -1,0 +1,127 @@
+// Operator-level sharding (MindSpore's semi_auto_parallel): tensors cut over the ranks, parameters
+// stored as pieces, and the collectives between ops inserted where the layouts of a producer and a
+// consumer differ.
+//
+//   parallel::init();
+//   parallel::set_auto_parallel_context({.parallel_mode = ParallelMode::SemiAutoParallel,
+//                                        .device_num = 4, .dataset_strategy = {{2, 1}, {2}}});
+//   fc1.shard({{2, 1}, {2, 1}});  // column parallel: weight (out, in) cut on out over 2 ranks
+//   fc2.shard({{2, 2}, {1, 2}});  // row parallel: the input and weight cut on in; outputs summed
+//   auto net = std::make_shared<parallel::ShardedCell>(with_loss);  // the step's sharded region
+//
+// How it works: each tensor in the sharded region is this rank's piece, and the engine knows its
+// Layout. Inside ShardedCell, the dispatcher offers every op to the engine
+// (src/parallel/sharding.cpp), which picks the op's output layout from its inputs' (parameters
+// first), redistributes the inputs that do not fit (slice, all-gather, all-to-all) and resolves
+// partial sums (all-reduce, or reduce-scatter when the Dense's out_strategy asks for a cut output).
+// An input kept whole while the op's work is cut over some ranks goes through a "mirror" (identity
+// forward, all-reduce of its gradient backward): Megatron's f operator, and the data-parallel
+// gradient all-reduce of replicated parameters. Every collective is an op with its own gradient
+// rule, so PyNative autograd and Graph mode (traced, compiled) both get the backward collectives.
+// Ops the engine has no rule for run on whole inputs (gathered first), which is always correct.
+//
+// Shapes: inside the region a tensor's shape() is its piece's. Reshapes must take their sizes from
+// the tensors (or -1), as models/transformer.cpp does; a target with the whole tensor's element
+// count is also understood.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spore/nn/cell.h"
+#include "spore/tensor.h"
+
+namespace spore::parallel {
+
+// How one dimension is cut: into `parts` pieces; rank r holds piece (r / stride) % parts.
+struct DimSplit {
+  int64_t stride = 1;
+  int64_t parts = 1;
+  bool cut() const { return parts > 1; }
+  bool operator==(const DimSplit& o) const {
+    return parts == o.parts && (parts == 1 || stride == o.stride);
+  }
+};
+
+// Where a tensor's elements live: one DimSplit per dimension (an empty list or all parts 1: the
+// whole tensor on every rank).
+struct Layout {
+  std::vector<DimSplit> dims;
+  static Layout whole(int64_t rank) { return Layout{std::vector<DimSplit>(size_t(rank))}; }
+  bool is_whole() const;
+  int64_t piece(size_t dim, int rank) const { return (rank / dims[dim].stride) % dims[dim].parts; }
+  bool operator==(const Layout& o) const;
+  std::string str() const;  // "[4@2, 1, 2@1]": dim 0 in 4 pieces over rank stride 2, dim 1 whole...
+};
+
+// MindSpore's strategy tuples: one per op input, one entry per input dimension (pieces).
+using Strategy = std::vector<std::vector<int64_t>>;
+
+// The layout a strategy entry gives a tensor on device_num ranks. Its device matrix is the entry's
+// dims in order, then the repeat (device_num / product) as the fastest-varying rank digit.
+Layout layout_from_strategy(const std::vector<int64_t>& pieces, int64_t device_num);
+
+// A Dense (MatMul with transposed weight) strategy ((m, k), (n, k)): x (M, K) cut m x k, weight
+// (N, K) cut n x k, bias (N) cut n, output (M, N) cut m x n. Device matrix (m, k, n, repeat).
+struct DenseLayouts {
+  Layout x, weight, bias, out;
+};
+DenseLayouts dense_layouts(const Strategy& strategy, int64_t device_num);
+
+// Asks the sharded MatMul run while it lives, when its contraction is cut, to deliver its output
+// cut as l (a reduce-scatter) instead of whole (an all-reduce): MindSpore's MatMul out_strategy.
+class OutputLayoutScope {
+ public:
+  explicit OutputLayoutScope(const Layout& l);
+  ~OutputLayoutScope();
+  OutputLayoutScope(const OutputLayoutScope&) = delete;
+  OutputLayoutScope& operator=(const OutputLayoutScope&) = delete;
+
+ private:
+  const Layout* prev_;
+};
+
+// True while the context's parallel_mode is SemiAutoParallel and there is more than one rank.
+bool semi_auto_active();
+
+// What the engine knows about t (whole when nothing).
+Layout layout_of(const Tensor& t);
+// Marks t as this rank's piece of a tensor with layout l (no data moves).
+Tensor mark_piece(const Tensor& t, const Layout& l);
+// This rank's piece of the whole tensor `full` (a slice, no communication), marked.
+Tensor distribute(const Tensor& full, const Layout& l);
+// Moves x (a piece with layout_of(x)) to layout `to`, with the collectives that needs;
+// differentiable. Outside a sharded region too.
+Tensor redistribute(const Tensor& x, const Layout& to);
+// The whole tensor on every rank (all-gathers).
+Tensor gather_whole(const Tensor& x);
+// In place: p keeps only this rank's piece under l (its storage shrinks), marked. Call before the
+// optimizer is built, so its state is made for the piece.
+void shard_parameter(Tensor& p, const Layout& l);
+
+// The sharded region of a training step: marks the inputs with the context's dataset_strategy
+// (each input cut on its first dims; with full_batch the inputs are whole and each rank takes its
+// piece, else they already are this rank's piece), runs `network` with the engine on, and returns
+// its outputs whole (the loss).
+class ShardedCell : public nn::Cell {
+ public:
+  explicit ShardedCell(nn::CellPtr network);
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+  Tensor construct(const Tensor& x) override { return forward({x}).at(0); }
+  Tensor construct(const Tensor& x, const Tensor& y) override { return forward({x, y}).at(0); }
+  nn::Cell& network() { return *net_; }
+
+ private:
+  nn::CellPtr net_;
+};
+
+// The redistributions the engine inserted (for IR dumps, tests and --verbose): one line each,
+// "all_gather dim 1 of f32[8,16] [1, 2@1] -> [1, 1] (ranks 0 1)".
+std::vector<std::string> redistribution_log();
+void clear_redistribution_log();
+
+// Parameter and optimizer bytes this rank holds (a figure for the memory report).
+int64_t local_bytes(const std::vector<Tensor>& tensors);
+
+}  // namespace spore::parallel
