@@ -10,6 +10,7 @@
 #include "spore/context.h"
 #include "spore/jit.h"
 #include "spore/parallel/parallel.h"
+#include "spore/parallel/sharding.h"
 
 namespace spore::train {
 namespace {
@@ -87,6 +88,9 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
   // Optimizer sharding: every rank starts from rank 0's parameters, then each keeps 1/size of the
   // optimizer state (the gradients are reduce-scattered by the sharded optimizer, not all-reduced).
   const bool sharded = optimizer_ && data_parallel && pctx.enable_parallel_optimizer;
+  const bool semi_auto = parallel::semi_auto_active();
+  SPORE_CHECK(!(semi_auto && pctx.enable_parallel_optimizer), "[Model] enable_parallel_optimizer is not supported "
+              "with semi_auto_parallel yet (the cut layers already keep only their pieces' state); turn one off");
   if (sharded) {
     parallel::broadcast_parameters(network_->parameters_and_buffers(), *parallel::world());
     optimizer_ = std::make_shared<parallel::ShardedOptimizer>(optimizer_, parallel::world(), pctx.gradients_mean);
@@ -103,6 +107,9 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
   }
   if (optimizer_) {
     nn::CellPtr loss_net = loss_fn_ ? std::make_shared<WithLossCell>(network_, loss_fn_) : network_;
+    // semi_auto_parallel: the step's forward pass is the sharded region (its inputs cut by the
+    // dataset strategy, the loss whole); the mirrors all-reduce the gradients, so no reducer.
+    if (semi_auto) loss_net = std::make_shared<parallel::ShardedCell>(loss_net);
     if (!train_network_) train_network_ = std::make_shared<TrainOneStepCell>(loss_net, optimizer_);
     // Data parallel (set_auto_parallel_context): broadcast rank 0's parameters, check that every
     // rank has the same ones, and all-reduce the gradients (MindSpore's Model does the same).
@@ -113,6 +120,7 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
     const bool to32 = level == amp::Level::O2 || level == amp::Level::O3;
     eval_network_ = std::make_shared<WithEvalCell>(to32 ? amp::with_float32_output(network_) : network_,
                                                    loss_fn_);
+    if (semi_auto) eval_network_ = std::make_shared<parallel::ShardedCell>(eval_network_);
   }
 }
 

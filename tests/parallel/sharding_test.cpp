@@ -220,6 +220,27 @@ TEST(Sharding, TransformerShardedEqualsOneProcess) {
   }
 }
 
+// The redistribution report (what the IR dump shows as shard_* nodes): for the transformer on the
+// largest mesh, the Megatron pattern and no op falling back to whole inputs.
+TEST(Sharding, TransformerNeedsNoWholeInputFallback) {
+  const int n = ranks();
+  if (n < 2) GTEST_SKIP() << "needs 2 or 4 MPI ranks";
+  const models::TransformerOptions o{.vocab = 32, .seq = 8, .dim = 32, .heads = 4, .layers = 1, .classes = 10};
+  parallel::clear_redistribution_log();
+  const int64_t dp = n == 4 ? 2 : 1, mp = n / dp;
+  train_transformer(dp, mp, Mode::Graph, o);
+  const auto log = parallel::redistribution_log();
+  bool all_reduce = false, mirror = false;
+  for (const std::string& s : log) {
+    if (parallel::get_rank() == 0) std::printf("[sharding] %s\n", s.c_str());
+    EXPECT_EQ(s.rfind("whole:", 0), std::string::npos) << s;
+    all_reduce |= s.rfind("all_reduce", 0) == 0;
+    mirror |= s.rfind("mirror", 0) == 0;
+  }
+  EXPECT_TRUE(all_reduce) << "row-parallel layers sum their partial outputs";
+  EXPECT_TRUE(mirror) << "column-parallel inputs all-reduce their gradients";
+}
+
 // Memory: with the blocks' Dense layers cut over mp = 2 ranks, each rank's parameters + Momentum state
 // are at most 0.55x of one process's (embedding, norms and head stay whole).
 TEST(Sharding, OperatorShardingHalvesParameterAndOptimizerBytes) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "models/lenet.h"
 #include "models/mindspore_names.h"
 #include "models/mlp.h"
+#include "models/transformer.h"
 #include "models/resnet.h"
 #include "spore/data/vision.h"
 #include "spore/data/dataset.h"
@@ -30,6 +32,7 @@
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
 #include "spore/parallel/parallel.h"
+#include "spore/parallel/sharding.h"
 #include "spore/spore.h"
 #include "spore/train/callbacks.h"
 #include "spore/train/model.h"
@@ -182,6 +185,95 @@ int train_regression(const TrainArgs& a, const std::string& out) {
   return 0;
 }
 
+// --parallel "dp=D,mp=M" (either may be left out): the mesh over the launched ranks. Without it:
+// data parallel over all of them.
+std::pair<int64_t, int64_t> parse_parallel(const std::string& spec, int ranks) {
+  if (spec.empty()) return {ranks, 1};
+  int64_t dp = 0, mp = 1;
+  std::stringstream ss(spec);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    const size_t eq = part.find('=');
+    int64_t v = 0;
+    const char* b = part.data() + (eq == std::string::npos ? 0 : eq + 1);
+    const auto [p, ec] = std::from_chars(b, part.data() + part.size(), v);
+    SPORE_CHECK(eq != std::string::npos && ec == std::errc() && p == part.data() + part.size() && v >= 1 &&
+                    (part.substr(0, eq) == "dp" || part.substr(0, eq) == "mp"),
+                "--parallel '", spec, "': expected a list like dp=2,mp=2 (dp: data-parallel ranks, mp: "
+                "model-parallel ranks that share each layer), got the part '", part, "'");
+    (part.substr(0, eq) == "dp" ? dp : mp) = v;
+  }
+  if (dp == 0) dp = ranks / mp;
+  SPORE_CHECK(dp * mp == ranks, "--parallel ", spec, " needs dp x mp = ", dp * mp, " ranks but the job has ", ranks,
+              "; launch with spore launch -n ", dp * mp, " or change the mesh");
+  return {dp, mp};
+}
+
+// `spore train transformer`: the operator-sharding showcase on a generated sequence task (the label
+// is the most frequent token). Under spore launch with --parallel dp=D,mp=M, the blocks' Dense
+// layers are cut Megatron-style over mp ranks and the batch over dp (semi_auto_parallel).
+int train_transformer(const TrainArgs& a, const std::string& out) {
+  const DistInfo dist = setup_distributed(a.comm_timeout);
+  const auto [dp, mp] = parse_parallel(a.parallel, dist.size);
+  const models::TransformerOptions o;
+  const int64_t n_train = a.limit > 0 ? a.limit : 8192, n_test = a.eval_limit > 0 ? a.eval_limit : 1024;
+  SPORE_CHECK(a.batch_size % dp == 0, "--batch-size ", a.batch_size, " must be a multiple of dp = ", dp);
+  auto [xtr, ytr] = models::make_token_task(n_train, o, a.seed);
+  auto [xte, yte] = models::make_token_task(n_test, o, a.seed + 1000);
+  set_seed(a.seed);  // every rank draws the same batches: each takes its piece (full_batch)
+  auto train_ds = data::TensorDataset({xtr, ytr}, {"ids", "label"}).shuffle(n_train).batch(a.batch_size, true);
+  auto test_ds = data::TensorDataset({xte, yte}, {"ids", "label"}).batch(256 / dp * dp, true);
+  if (dist.size > 1) {
+    parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
+    ctx.parallel_mode = parallel::ParallelMode::SemiAutoParallel;
+    ctx.device_num = dist.size;
+    ctx.dataset_strategy = {{dp, 1}, {dp}};
+    ctx.full_batch = true;
+    parallel::set_auto_parallel_context(ctx);
+  }
+  auto net = std::make_shared<models::TransformerClassifier>(o);
+  const int64_t params = count_params(*net);
+  if (dist.size > 1) net->shard(dp, mp);
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+  auto opt = std::make_shared<optim::Adam>(net->trainable_params(), a.lr_given ? a.lr : 1e-3);
+  train::Model model(net, loss, opt, {"accuracy"});
+  if (dist.print) {
+    std::printf("training transformer (%lld blocks, width %lld, %lld heads) on the generated most-frequent-token "
+                "task: %lld train / %lld test sequences of %lld tokens, batch %lld, Adam(lr=%g), %s mode, %lld "
+                "parameters\n", (long long)o.layers, (long long)o.dim, (long long)o.heads, (long long)n_train,
+                (long long)n_test, (long long)o.seq, (long long)a.batch_size, a.lr_given ? a.lr : 1e-3,
+                a.mode.c_str(), (long long)params);
+    if (dist.size > 1)
+      std::printf("semi_auto_parallel: %d ranks as dp=%lld x mp=%lld; this rank holds %lld of the %lld parameters\n",
+                  dist.size, (long long)dp, (long long)mp, (long long)count_params(*net), (long long)params);
+  }
+  const std::string rank_out = dist.rank == 0 ? out : out + "/rank" + std::to_string(dist.rank);
+  if (dist.print) fs::create_directories(rank_out);
+  std::unique_ptr<io::MetricsWriter> writer;
+  if (dist.print) writer = std::make_unique<io::MetricsWriter>(rank_out + "/metrics");
+  if (dist.print) write_run_json(a, rank_out);
+  train::Callbacks callbacks;
+  if (dist.print) callbacks = {train::ProgressBar({.log_every = 200}), epoch_logger(*writer, "accuracy")};
+  if (auto fault = fault_injector(dist.rank))
+    callbacks.push_back(train::LambdaCallback({.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
+  model.fit(a.epochs, train_ds, test_ds, callbacks);
+  // The checkpoint holds whole tensors: every rank takes part in the gathers, rank 0 writes.
+  io::NamedTensors whole;
+  for (const auto& [name, t] : net->parameters_and_buffers())
+    whole.push_back({name, dist.size > 1 ? parallel::gather_whole(t) : t});
+  if (a.verbose && dist.print)
+    for (const std::string& line : parallel::redistribution_log()) std::printf("redistribution: %s\n", line.c_str());
+  if (dist.rank == 0) {
+    const std::string path = out + "/transformer.safetensors";
+    io::save_checkpoint(whole, path, {{"model", "transformer"}, {"epochs", std::to_string(a.epochs)}});
+    write_curves(*writer, out + "/curves.png", "transformer (generated token task)", "accuracy");
+    std::printf("outputs: %s, %s/metrics.jsonl and .csv, %s/curves.png\n", path.c_str(), out.c_str(), out.c_str());
+  }
+  parallel::release();
+  return 0;
+}
+
 // --resume: parameters, optimizer state (moments) and step from an epoch-end checkpoint of
 // ModelCheckpoint; returns the epochs already done. The shuffle is advanced past them so the
 // resumed run sees the same batches as an uninterrupted one.
@@ -252,6 +344,11 @@ int train_job(const TrainArgs& a) {
   if (!is_cifar_model(a.model)) data::set_prefetch_size(0);
   const amp::Level amp_level = amp::parse_level(a.amp);     // bad values: errors naming the valid ones
   const DType amp_dtype = amp::parse_dtype(a.amp_dtype);
+  if (a.model == "transformer") return train_transformer(a, out);
+  SPORE_CHECK(a.parallel.empty() || a.parallel.find("mp") == std::string::npos ||
+                  a.parallel.find("mp=1") != std::string::npos,
+              "--parallel ", a.parallel, ": operator-level sharding (mp) has strategies for the transformer model only; "
+              "train ", a.model, " with dp (data parallel) or train transformer");
   if (a.model == "mlp-regression") {
     SPORE_CHECK(amp_level == amp::Level::O0, "--amp ", a.amp,
                 " is not supported for mlp-regression (it trains in float32); drop --amp or train "

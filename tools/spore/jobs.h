@@ -30,6 +30,7 @@ struct TrainArgs {
   std::string device = "CPU";      // MindSpore's device_target: CPU | GPU | Ascend
   int64_t grad_accum = 1;          // batches summed per optimizer update (gradient accumulation)
   bool parallel_optimizer = false; // under spore launch: shard the optimizer state (ZeRO-1)
+  std::string parallel;            // under spore launch: "dp=D,mp=M" (mp: transformer only)
   // Detection (yolov5n|s|m, detection_jobs.cpp):
   int64_t img = 320;               // letterboxed image size (a multiple of 32)
   bool lr_given = false;           // --lr was passed (else YOLOv5's lr0 0.01)

@@ -112,8 +112,9 @@ int main(int argc, char** argv) {
                                                 "metrics and training curves");
   train_cmd->add_option("model", t.model, "lenet (Fashion-MNIST), mlp (Fashion-MNIST), "
                                           "mlp-regression (generated Friedman #1 data), resnet18 (CIFAR-10 in --data DIR), "
-                                          "yolov5n | yolov5s | yolov5m (a COCO-layout folder in --data DIR)")
-      ->check(CLI::IsMember({"lenet", "mlp", "mlp-regression", "resnet18", "yolov5n", "yolov5s", "yolov5m"}))
+                                          "yolov5n | yolov5s | yolov5m (a COCO-layout folder in --data DIR), "
+                                          "transformer (a generated token task; the operator-sharding showcase)")
+      ->check(CLI::IsMember({"lenet", "mlp", "mlp-regression", "resnet18", "yolov5n", "yolov5s", "yolov5m", "transformer"}))
       ->default_val("lenet");
   train_cmd->add_option("--epochs", t.epochs, "training epochs")->default_val(t.epochs)->check(kEpochs);
   train_cmd->add_option("--batch-size", t.batch_size, "samples per step")->default_val(t.batch_size)->check(kBatch);
@@ -153,6 +154,9 @@ int main(int argc, char** argv) {
       ->default_val(t.grad_accum)->check(integer_in(1, 4096));
   train_cmd->add_flag("--parallel-optimizer", t.parallel_optimizer, "under spore launch: each rank keeps and "
                       "updates 1/N of the optimizer state (MindSpore's enable_parallel_optimizer, ZeRO-1)");
+  train_cmd->add_option("--parallel", t.parallel, "under spore launch: the mesh \"dp=D,mp=M\" (D x M ranks): "
+                        "mp > 1 cuts the transformer's layers over M ranks (semi_auto_parallel, Megatron-style), "
+                        "dp cuts the batch; default: data parallel over all ranks");
   train_cmd->add_option("--comm-timeout", t.comm_timeout, "under spore launch / mpirun: seconds before a "
                                                           "silent rank counts as lost")->default_val(t.comm_timeout)->check(kSeconds);
 
