@@ -25,11 +25,11 @@ struct Result {
   double seconds;
 };
 
-// Runs `spore launch -n 2 [env] -- spore train lenet <args>` with output captured.
-Result launch(const std::string& env, const std::string& args) {
+// Runs `spore launch -n 2 [env] -- spore train <model> <args>` with output captured.
+Result launch(const std::string& env, const std::string& args, const std::string& model = "lenet") {
   // A clean environment for the inner mpirun (no OMPI_* from an outer one).
   const std::string cmd = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 " + env + " " +
-                          kSpore + " launch -n 2 -- spore train lenet " + args + " 2>&1";
+                          kSpore + " launch -n 2 -- spore train " + model + " " + args + " 2>&1";
   const auto t0 = std::chrono::steady_clock::now();
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
@@ -134,4 +134,34 @@ TEST(Launch, ParallelOptimizerAndGradAccumulationMatchPlainDataParallel) {
     }
   }
   for (const fs::path& d : {plain, zero, accum}) fs::remove_all(d);
+}
+
+// Operator-level sharding through the CLI: the transformer cut over 2 ranks (mp=2) ends with the
+// same weights as one process; a rank that hangs mid-step is named by the survivor within the
+// deadline (the collectives of a cut layer run in subgroups, and their errors name world ranks).
+TEST(Launch, ShardedTransformerMatchesOneProcessAndNamesALostRank) {
+  if (skip()) GTEST_SKIP() << "needs MPI and the spore CLI, outside mpirun";
+  const fs::path one = tmp("tr_one"), two = tmp("tr_two"), lost = tmp("tr_lost");
+  const std::string args = "--limit 512 --eval-limit 256 --epochs 1 --comm-timeout 5 --seed 3 ";
+  const std::string cmd = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 " + kSpore +
+                          " train transformer " + args + "--out " + one.string() + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  Result b = launch("", args + "--parallel mp=2 --out " + two.string(), "transformer");
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("2 ranks as dp=1 x mp=2"), std::string::npos) << b.out;
+  const io::Checkpoint pa = io::load_checkpoint((one / "transformer.safetensors").string());
+  const io::Checkpoint pb = io::load_checkpoint((two / "transformer.safetensors").string());
+  ASSERT_EQ(pa.tensors.size(), pb.tensors.size());
+  for (size_t i = 0; i < pa.tensors.size(); ++i) {
+    const auto va = pa.tensors[i].second.to_vector<float>(), vb = pb.tensors[i].second.to_vector<float>();
+    ASSERT_EQ(va.size(), vb.size()) << pa.tensors[i].first;
+    for (size_t k = 0; k < va.size(); ++k)
+      ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << pa.tensors[i].first << "[" << k << "]";
+  }
+  Result c = launch("SPORE_FAULT_INJECT=1:3:stop", args + "--parallel mp=2 --out " + lost.string(), "transformer");
+  std::printf("exit %d after %.1f s:\n%s\n", c.code, c.seconds, c.out.c_str());
+  EXPECT_NE(c.code, 0);
+  EXPECT_LT(c.seconds, 45);
+  EXPECT_NE(c.out.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << c.out;
+  for (const fs::path& d : {one, two, lost}) fs::remove_all(d);
 }
