@@ -77,13 +77,16 @@ class ParallelMode:
 
 
 _AUTO_PARALLEL = {"parallel_mode": ParallelMode.STAND_ALONE, "gradients_mean": False,
-                  "enable_parallel_optimizer": False, "gradient_accumulation_steps": 1}
+                  "enable_parallel_optimizer": False, "gradient_accumulation_steps": 1,
+                  "dataset_strategy": "data_parallel", "full_batch": False}
 
 
 def set_auto_parallel_context(**kwargs):
-    """MindSpore's set_auto_parallel_context: parallel_mode ("stand_alone" or "data_parallel"),
-    gradients_mean, device_num (must equal the launched ranks), enable_parallel_optimizer
-    (ZeRO-1 optimizer sharding) and gradient_accumulation_steps. Model reads them when built."""
+    """MindSpore's set_auto_parallel_context: parallel_mode ("stand_alone", "data_parallel" or
+    "semi_auto_parallel": the layers' shard() strategies cut them over the ranks), gradients_mean,
+    device_num (must equal the launched ranks), enable_parallel_optimizer (ZeRO-1 optimizer
+    sharding), gradient_accumulation_steps, and for semi_auto_parallel dataset_strategy (one tuple
+    per input, or "data_parallel") and full_batch. Model reads them when built."""
     known = set(_AUTO_PARALLEL) | {"device_num", "global_rank"}
     unknown = sorted(set(kwargs) - known)
     if unknown:
@@ -95,15 +98,19 @@ def set_auto_parallel_context(**kwargs):
                          f"(and call spore.communication.init() first) or drop device_num")
     new = dict(_AUTO_PARALLEL)
     new.update({k: v for k, v in kwargs.items() if k in _AUTO_PARALLEL})
+    ds = new["dataset_strategy"]
+    ds = [] if ds == "data_parallel" else [[int(v) for v in entry] for entry in ds]
     _C.set_auto_parallel_context(str(new["parallel_mode"]), bool(new["gradients_mean"]),
-                                 bool(new["enable_parallel_optimizer"]), int(new["gradient_accumulation_steps"]))
+                                 bool(new["enable_parallel_optimizer"]), int(new["gradient_accumulation_steps"]),
+                                 ds, bool(new["full_batch"]))
     _AUTO_PARALLEL.update(new)
 
 
 def reset_auto_parallel_context():
     _C.reset_auto_parallel_context()
     _AUTO_PARALLEL.update(parallel_mode=ParallelMode.STAND_ALONE, gradients_mean=False,
-                          enable_parallel_optimizer=False, gradient_accumulation_steps=1)
+                          enable_parallel_optimizer=False, gradient_accumulation_steps=1,
+                          dataset_strategy="data_parallel", full_batch=False)
 
 
 def get_auto_parallel_context(attr_key):

@@ -156,7 +156,9 @@ void bind_nn(py::module_& m) {
       }),
       py::arg("in_channels"), py::arg("out_channels"), py::arg("weight_init") = py::none(),
       py::arg("bias_init") = py::none(), py::arg("has_bias") = true, py::arg("activation") = py::none(),
-      py::arg("dtype") = py::none());
+      py::arg("dtype") = py::none())
+      .def("shard", [](nn::Dense& d, const parallel::Strategy& in, const parallel::Strategy& out) { d.shard(in, out); },
+           py::arg("in_strategy"), py::arg("out_strategy") = parallel::Strategy{});
   cell_class<nn::Conv2d>(m, "Conv2d").def(
       py::init([](int64_t in, int64_t out, py::object k, py::object stride, std::string pad_mode, py::object padding,
                   py::object dilation, int64_t group, bool has_bias, py::object w, py::object b, py::object dt) {

@@ -92,15 +92,21 @@ void bind_train(py::module_& m) {
   m.def("get_rank", [] { return parallel::get_rank(); });
   m.def("get_group_size", [] { return parallel::get_group_size(); });
   m.def("set_auto_parallel_context", [](const std::string& mode, bool gradients_mean, bool parallel_optimizer,
-                                        int64_t grad_accum) {
-    SPORE_CHECK(mode == "stand_alone" || mode == "data_parallel", "set_auto_parallel_context: parallel_mode '",
-                mode, "' is not supported yet; use 'stand_alone' or 'data_parallel'");
+                                        int64_t grad_accum, std::vector<std::vector<int64_t>> dataset_strategy,
+                                        bool full_batch) {
+    SPORE_CHECK(mode == "stand_alone" || mode == "data_parallel" || mode == "semi_auto_parallel",
+                "set_auto_parallel_context: parallel_mode '", mode, "' is not supported yet; use 'stand_alone', "
+                "'data_parallel' or 'semi_auto_parallel' (auto_parallel's strategy search is not implemented: "
+                "set the strategies with shard())");
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
-    ctx.parallel_mode = mode == "data_parallel" ? parallel::ParallelMode::DataParallel
-                                                : parallel::ParallelMode::StandAlone;
+    ctx.parallel_mode = mode == "data_parallel"        ? parallel::ParallelMode::DataParallel
+                        : mode == "semi_auto_parallel" ? parallel::ParallelMode::SemiAutoParallel
+                                                       : parallel::ParallelMode::StandAlone;
     ctx.gradients_mean = gradients_mean;
     ctx.enable_parallel_optimizer = parallel_optimizer;
     ctx.gradient_accumulation_steps = grad_accum;
+    ctx.dataset_strategy = std::move(dataset_strategy);
+    ctx.full_batch = full_batch;
     parallel::set_auto_parallel_context(ctx);
   });
   m.def("reset_auto_parallel_context", &parallel::reset_auto_parallel_context);

@@ -63,3 +63,29 @@ def test_communication_in_a_job_of_one():
     from spore.communication import get_group_size, get_rank, init
     init()
     assert (get_rank(), get_group_size()) == (0, 1)
+
+
+def test_semi_auto_parallel_dense_shard_matches_one_process():
+    """Dense.shard under semi_auto_parallel, 2 MPI ranks, through Model: the same evaluation loss as
+    one process (and each rank holds half of fc1's weight)."""
+    import os
+    import re
+    import shutil
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "sharded_dense_job.py")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI"))}
+    env["OMP_NUM_THREADS"] = "1"
+    one = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        pytest.skip("mpirun is not installed")
+    two = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "2", sys.executable, script],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stdout + two.stderr
+    pat = r"RANKS (\d+) WEIGHT_ROWS (\d+) EVAL_LOSS ([0-9.eE+-]+)"
+    a, b = re.search(pat, one.stdout), re.search(pat, two.stdout)
+    assert a and b, one.stdout + two.stdout
+    assert (a.group(1), a.group(2)) == ("1", "32") and (b.group(1), b.group(2)) == ("2", "16")
+    np.testing.assert_allclose(float(b.group(3)), float(a.group(3)), rtol=1e-5)

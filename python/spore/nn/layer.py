@@ -20,6 +20,12 @@ class Dense(Cell):
                                        has_bias, act, _dt(dtype)))
         self.in_channels, self.out_channels, self.has_bias = in_channels, out_channels, has_bias
 
+    def shard(self, in_strategy, out_strategy=None):
+        """semi_auto_parallel: MindSpore's MatMul strategy for x @ weight^T, ((m, k), (n, k)); the
+        weight and bias keep only this rank's piece (call before building the optimizer)."""
+        self._cpp.shard([list(s) for s in in_strategy], [list(s) for s in (out_strategy or ())])
+        return self
+
     def extend_repr(self):
         return self._cpp.extend_repr()
 

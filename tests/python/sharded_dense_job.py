@@ -1,0 +1,41 @@
+"""Run by test_parallel.py as 1 process and as `mpirun -n 2`: an MLP whose two Dense layers are cut
+Megatron-style (fc1 column parallel, fc2 row parallel) under semi_auto_parallel, trained through
+Model in Graph mode; prints the evaluation loss, which must not depend on the number of ranks."""
+import numpy as np
+
+import spore as ms
+from spore import nn
+from spore.communication import get_group_size, get_rank, init
+
+init()
+n = get_group_size()
+ms.set_context(mode=ms.GRAPH_MODE)
+if n > 1:
+    ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n,
+                                 dataset_strategy=((1, 1), (1, 1)), full_batch=True)
+
+
+class MLP(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Dense(8, 32)
+        self.relu = nn.ReLU()
+        self.fc2 = nn.Dense(32, 1)
+        self.fc1.shard(((1, 1), (n, 1)))  # no-ops outside semi_auto_parallel, as in MindSpore
+        self.fc2.shard(((1, n), (1, n)))
+
+    def construct(self, x):
+        return self.fc2(self.relu(self.fc1(x)))
+
+
+ms.set_seed(3)
+net = MLP()
+rng = np.random.default_rng(0)
+x = rng.standard_normal((64, 8)).astype(np.float32)
+y = np.sin(x.sum(1, keepdims=True)).astype(np.float32)
+model = ms.train.Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.05, 0.9), metrics={"loss"})
+data = ms.dataset.NumpySlicesDataset((x, y), ["x", "y"], shuffle=False).batch(16)
+model.train(3, data)
+res = model.eval(data)
+if get_rank() == 0:
+    print(f"RANKS {n} WEIGHT_ROWS {net.fc1.weight.shape[0]} EVAL_LOSS {res['loss']:.9f}", flush=True)
