@@ -20,11 +20,12 @@ int tag_of(int64_t micro, int kind) { return int(micro * 4 + kind); }  // 0 head
 
 PipelineTrainer::PipelineTrainer(std::vector<nn::CellPtr> stages, nn::CellPtr loss_fn,
                                  std::function<optim::OptimizerPtr(std::vector<Tensor>)> make_optimizer,
-                                 int64_t micro_batches, GroupPtr group)
+                                 int64_t micro_batches, GroupPtr group, GroupPtr data_parallel_group)
     : stages_(std::move(stages)),
       loss_fn_(std::move(loss_fn)),
       m_(micro_batches),
-      group_(group ? std::move(group) : world()) {
+      group_(group ? std::move(group) : world()),
+      dp_group_(std::move(data_parallel_group)) {
   rank_ = group_->rank();
   size_ = group_->size();
   SPORE_CHECK(int64_t(stages_.size()) == size_, "[pipeline] ", stages_.size(), " stages but ", size_,
@@ -138,6 +139,13 @@ Tensor PipelineTrainer::step(const Tensor& data, const Tensor& label) {
   for (const WorkPtr& w : pending_) w->wait();
   pending_.clear();
   in_flight_.clear();
+  if (dp_group_ && dp_group_->size() > 1) {  // dp x pipeline: the replicas' mean gradient
+    profiling::Span span("comm", "pipeline_dp_all_reduce");
+    for (Tensor& g : grads_) {
+      g = g.contiguous().clone();
+      dp_group_->all_reduce(g, ReduceOp::Mean);
+    }
+  }
   {
     const auto t1 = Clock::now();
     opt_->step(grads_);
@@ -147,6 +155,7 @@ Tensor PipelineTrainer::step(const Tensor& data, const Tensor& label) {
   Tensor loss = rank_ == size_ - 1 ? (loss_sum_ * (1.0 / double(m_))).to(kFloat32).contiguous().clone()
                                    : zeros({}, kFloat32);
   group_->broadcast(loss, size_ - 1);
+  if (dp_group_ && dp_group_->size() > 1) dp_group_->all_reduce(loss, ReduceOp::Mean);
   stats_.step_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return loss;
 }

@@ -74,6 +74,43 @@ TEST(Pipeline, LeNetTwoStagesMatchOneProcess) {
   std::printf("[rank %d] pipeline vs one process: max relative loss difference %.3g\n", g->rank(), worst);
 }
 
+// dp x pipeline on 4 ranks: two replicas (dp = 2) of LeNet-5 in 2 stages; replica r trains on its
+// half of each batch and the stages average their gradients over the replicas. 20 steps equal one
+// process on the whole batch.
+TEST(Pipeline, DataParallelTimesPipelineMatchesOneProcess) {
+  parallel::init("mpi");
+  auto g = parallel::world();
+  if (g->size() != 4) GTEST_SKIP() << "needs 4 ranks (ctest parallel_mpi_np4_sharding runs Pipeline.DataParallel*)";
+  const int r = g->rank(), replica = r / 2, stage = r % 2;
+  auto pipe_group = g->split(replica, stage);  // {0, 1}, {2, 3}: one replica's stages
+  auto dp_group = g->split(stage, replica);    // {0, 2}, {1, 3}: one stage's replicas
+  set_seed(5);
+  auto stages = lenet_stages();
+  parallel::PipelineTrainer pipe(stages, ce_loss(), momentum, /*micro_batches=*/4, pipe_group, dp_group);
+  set_seed(5);
+  auto ref_stages = lenet_stages();
+  auto ref_net = std::make_shared<nn::SequentialCell>(ref_stages);
+  train::TrainOneStepCell ref(std::make_shared<train::WithLossCell>(ref_net, ce_loss()), momentum(ref_net->trainable_params()));
+  double worst = 0;
+  for (int s = 0; s < 20; ++s) {
+    set_seed(100 + uint64_t(s));
+    Tensor x = randn({16, 1, 28, 28});
+    Tensor y = randint(0, 10, {16}, kInt32);
+    const double lp = pipe.step(x.slice(0, replica * 8, replica * 8 + 8).contiguous(),
+                                y.slice(0, replica * 8, replica * 8 + 8).contiguous()).item<double>();
+    const double lr = ref(x, y).item<double>();
+    worst = std::max(worst, std::abs(lp - lr) / std::abs(lr));
+  }
+  EXPECT_LE(worst, 1e-5);
+  auto a = pipe.stage()->trainable_params(), b = ref_stages[size_t(stage)]->trainable_params();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto va = a[i].to_vector<float>(), vb = b[i].to_vector<float>();
+    for (size_t k = 0; k < va.size(); ++k) ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(vb[k])));
+  }
+  if (r == 0) std::printf("dp=2 x pp=2 vs one process: max relative loss difference %.3g\n", worst);
+}
+
 // Two equal stages (four 512-wide dense layers each, micro-batches of 128 rows), 8 micro-batches: the bubble each rank
 // measures (1 - compute / step time) against (p-1)/(m+p-1) = 1/9. Printed, and checked loosely
 // (the two ranks share two cores with whatever else runs, so the figure is noisy here).

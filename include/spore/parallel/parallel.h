@@ -171,9 +171,12 @@ class PipelineTrainer {
  public:
   // stages[s]: the cells of stage s (x -> y); loss_fn(last output, label); make_optimizer builds
   // the optimizer over this rank's stage parameters.
+  // dp x pipeline: `group` holds one replica's stages and `data_parallel_group` the ranks running
+  // the same stage in the other replicas (each fed its own part of the batch); the stage gradients
+  // are averaged over it before the update. Build both with Group::split.
   PipelineTrainer(std::vector<nn::CellPtr> stages, nn::CellPtr loss_fn,
                   std::function<optim::OptimizerPtr(std::vector<Tensor>)> make_optimizer, int64_t micro_batches,
-                  GroupPtr group = nullptr);
+                  GroupPtr group = nullptr, GroupPtr data_parallel_group = nullptr);
   // One training step on the whole batch (every rank passes the same data and label; stage 0 reads
   // data, the last stage label). Returns the batch's loss on every rank.
   Tensor step(const Tensor& data, const Tensor& label);
@@ -189,7 +192,7 @@ class PipelineTrainer {
   nn::CellPtr loss_fn_;
   optim::OptimizerPtr opt_;
   int64_t m_;
-  GroupPtr group_;
+  GroupPtr group_, dp_group_;
   int rank_ = 0, size_ = 1;
   std::vector<Tensor> params_, grads_;
   // Per micro-batch in flight: the stage's input (a leaf needing grad, from the previous stage)
