@@ -165,3 +165,32 @@ TEST(Launch, ShardedTransformerMatchesOneProcessAndNamesALostRank) {
   EXPECT_NE(c.out.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << c.out;
   for (const fs::path& d : {one, two, lost}) fs::remove_all(d);
 }
+
+// The other modes lose a rank the same way: a ZeRO-1 job (--parallel-optimizer) and a pipeline
+// (PipelineTrainer, run through the test binary's LaunchChild.PipelineLostRank as a 2-rank job).
+TEST(Launch, LostRankIsNamedWithOptimizerShardingAndInAPipeline) {
+  if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
+  const fs::path out = tmp("zero_lost");
+  Result a = launch("SPORE_FAULT_INJECT=1:5:stop", kArgs + "--epochs 3 --parallel-optimizer --out " + out.string());
+  std::printf("ZeRO-1: exit %d after %.1f s:\n%s\n", a.code, a.seconds, a.out.c_str());
+  EXPECT_NE(a.code, 0);
+  EXPECT_LT(a.seconds, 45);
+  EXPECT_NE(a.out.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << a.out;
+  fs::remove_all(out);
+
+  const std::string bin = std::string(SPORE_BINARY_DIR) + "/tests/test_parallel";
+  const std::string cmd = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 "
+                          "SPORE_PIPELINE_FAULT=1 SPORE_COMM_TIMEOUT=5 " + kSpore + " launch -n 2 -- " + bin +
+                          " --gtest_filter=LaunchChild.PipelineLostRank 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof(buf), p)) text.append(buf, n);
+  const int status = pclose(p);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("pipeline: exit status %d after %.1f s:\n%s\n", status, secs, text.c_str());
+  EXPECT_NE(status, 0);
+  EXPECT_LT(secs, 45);
+  EXPECT_NE(text.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << text;
+}

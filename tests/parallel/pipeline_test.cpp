@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
 
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
@@ -154,5 +156,22 @@ TEST(Pipeline, StagesMustMatchTheRanks) {
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("pipeline_stages must equal the ranks"), std::string::npos) << e.what();
+  }
+}
+
+// Run by Launch.PipelineLostRankIsNamed as its own 2-rank job (skipped otherwise): rank 1 stops
+// itself at step 3, so rank 0's wait for its gradient passes the deadline and fails naming rank 1.
+TEST(LaunchChild, PipelineLostRank) {
+  if (!std::getenv("SPORE_PIPELINE_FAULT")) GTEST_SKIP() << "run by Launch.PipelineLostRankIsNamed";
+  parallel::init("mpi");
+  auto g = parallel::world();
+  ASSERT_EQ(g->size(), 2);
+  set_seed(5);
+  parallel::PipelineTrainer pipe(lenet_stages(), ce_loss(), momentum, 4, g);
+  Tensor x = randn({16, 1, 28, 28});
+  Tensor y = randint(0, 10, {16}, kInt32);
+  for (int s = 0; s < 10; ++s) {
+    if (s == 3 && g->rank() == 1) std::raise(SIGSTOP);
+    pipe.step(x, y);  // rank 0: throws "rank 1 did not respond within ... (lost?)"
   }
 }
