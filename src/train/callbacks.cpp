@@ -17,6 +17,8 @@
 #include "spore/autograd.h"
 #include "spore/io/checkpoint.h"
 #include "spore/ops.h"
+#include "spore/parallel/parallel.h"
+#include "spore/parallel/sharding.h"
 
 namespace spore::train {
 namespace fs = std::filesystem;
@@ -97,6 +99,7 @@ void remove_stale_temp_files(const fs::path& dir) {
 
 void ModelCheckpoint::on_train_begin(RunContext&) {
   fs::path dir = directory_.empty() ? fs::path(".") : fs::path(directory_);
+
   std::error_code ec;
   fs::create_directories(dir, ec);
   SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_directory(dir),
@@ -147,6 +150,19 @@ void ModelCheckpoint::save(RunContext& ctx) {
     meta["optimizer"] = ctx.optimizer->name();
   }
   fs::path dir = directory_.empty() ? fs::path(".") : fs::path(directory_);
+  // semi_auto_parallel: each rank holds pieces of the cut parameters (and of their optimizer
+  // state), so each rank writes its own checkpoint under rank_<r>/ (MindSpore's per-rank
+  // checkpoints), with every cut tensor's layout in the metadata. Add the callback on every rank.
+  if (parallel::semi_auto_active()) {
+    dir /= "rank_" + std::to_string(parallel::get_rank());
+    meta["rank"] = std::to_string(parallel::get_rank());
+    meta["group_size"] = std::to_string(parallel::get_group_size());
+    for (const auto& [name, t] : ctx.network->parameters_and_buffers()) {
+      const parallel::Layout l = parallel::layout_of(t);
+      if (!l.is_whole()) meta["layout." + name] = l.str();
+    }
+    fs::create_directories(dir);
+  }
   std::string file = (dir / (used_prefix_ + "-" + std::to_string(ctx.epoch) + "_" +
                              std::to_string(ctx.step) + ".safetensors"))
                          .string();

@@ -14,6 +14,12 @@
 #include "spore/parallel/sharding.h"
 #include "spore/spore.h"
 #include "spore/train/wrappers.h"
+#include "spore/train/model.h"
+#include "spore/train/callbacks.h"
+#include "spore/io/checkpoint.h"
+#include "spore/data/dataset.h"
+#include <filesystem>
+#include <unistd.h>
 
 using namespace spore;
 using parallel::DimSplit;
@@ -255,4 +261,33 @@ TEST(Sharding, OperatorShardingHalvesParameterAndOptimizerBytes) {
                 (long long)one.state_bytes, ratio);
   EXPECT_LE(ratio, 0.55);
   for (double l : two.losses) EXPECT_TRUE(std::isfinite(l));
+}
+
+// ModelCheckpoint under semi_auto_parallel: each rank writes its pieces under rank_<r>/ with the
+// cut tensors' layouts in the metadata (nothing of another rank's is lost or overwritten).
+TEST(Sharding, CheckpointsArePerRankWithLayouts) {
+  const int n = ranks();
+  if (n < 2) GTEST_SKIP() << "needs 2 or 4 MPI ranks";
+  const SemiAuto ctx({{1, 1}, {1}});
+  const models::TransformerOptions o{.vocab = 32, .seq = 8, .dim = 32, .heads = 4, .layers = 1, .classes = 10};
+  set_seed(21);
+  auto net = std::make_shared<models::TransformerClassifier>(o);
+  net->shard(1, n);
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.02, 0.9);
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+  train::Model model(net, loss, opt);
+  auto [ids, labels] = models::make_token_task(32, o, 7);
+  auto ds = data::TensorDataset({ids, labels}, {"ids", "label"}).batch(16);
+  const std::string dir = "/tmp/spore_sharded_ckpt_" + std::to_string(getppid());
+  auto ckpt = std::make_shared<train::ModelCheckpoint>("tr", dir, train::CheckpointConfig{.save_checkpoint_epochs = 1});
+  model.train(1, ds, {ckpt});
+  const std::string mine = dir + "/rank_" + std::to_string(parallel::get_rank()) + "/tr-1_2.safetensors";
+  const io::Checkpoint c = io::load_checkpoint(mine);
+  EXPECT_EQ(c.metadata.at("group_size"), std::to_string(n));
+  EXPECT_EQ(c.metadata.at("layout.block0.q.weight"), "[" + std::to_string(n) + "@1, 1]");
+  for (const auto& [name, t] : c.tensors)
+    if (name == "block0.q.weight") EXPECT_EQ(t.shape(), (Shape{32 / n, 32}));
+  parallel::world()->barrier();
+  if (parallel::get_rank() == 0) std::filesystem::remove_all(dir);
 }
