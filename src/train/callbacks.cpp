@@ -99,7 +99,6 @@ void remove_stale_temp_files(const fs::path& dir) {
 
 void ModelCheckpoint::on_train_begin(RunContext&) {
   fs::path dir = directory_.empty() ? fs::path(".") : fs::path(directory_);
-
   std::error_code ec;
   fs::create_directories(dir, ec);
   SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_directory(dir),
