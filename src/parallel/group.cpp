@@ -236,6 +236,10 @@ void set_auto_parallel_context(const AutoParallelContext& ctx) {
   for (const auto& entry : ctx.dataset_strategy)
     for (int64_t v : entry)
       SPORE_CHECK(v >= 1, "[set_auto_parallel_context] dataset_strategy entries must be >= 1 pieces, got ", v);
+  SPORE_CHECK(ctx.pipeline_stages >= 1, "[set_auto_parallel_context] pipeline_stages must be >= 1, got ",
+              ctx.pipeline_stages);
+  SPORE_CHECK(ctx.micro_batch_num >= 0, "[set_auto_parallel_context] micro_batch_num must be >= 0 (0: twice the "
+              "stages), got ", ctx.micro_batch_num);
   g_ctx = ctx;
 }
 const AutoParallelContext& get_auto_parallel_context() { return g_ctx; }

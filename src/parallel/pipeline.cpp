@@ -160,4 +160,9 @@ Tensor PipelineTrainer::step(const Tensor& data, const Tensor& label) {
   return loss;
 }
 
+void PipelineTrainer::sync_stages() {
+  for (size_t s = 0; s < stages_.size(); ++s)
+    for (const auto& p : stages_[s]->parameters_and_buffers()) group_->broadcast(p.second, int(s));
+}
+
 }  // namespace spore::parallel

@@ -3,12 +3,14 @@
 #include "spore/profiler.h"
 #include "spore/train/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "spore/autograd.h"
 #include "spore/context.h"
 #include "spore/jit.h"
+#include "spore/nn/container.h"
 #include "spore/parallel/parallel.h"
 #include "spore/parallel/sharding.h"
 
@@ -116,12 +118,76 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
     if (data_parallel && !sharded) parallel::setup_data_parallel(*train_network_, network_->parameters_and_buffers());
     if (pctx.gradient_accumulation_steps > 1) train_network_->set_grad_accumulation(pctx.gradient_accumulation_steps);
   }
+  if (optimizer_ && pctx.pipeline_stages > 1 && parallel::get_group_size() > 1) setup_pipeline(amp_on);
   if (!eval_network_ && loss_fn_) {
     const bool to32 = level == amp::Level::O2 || level == amp::Level::O3;
     eval_network_ = std::make_shared<WithEvalCell>(to32 ? amp::with_float32_output(network_) : network_,
                                                    loss_fn_);
     if (semi_auto) eval_network_ = std::make_shared<parallel::ShardedCell>(eval_network_);
   }
+}
+
+// pipeline_stages = P over R ranks: R / P replicas (data parallel) of P stages. The stages are runs
+// of the SequentialCell's cells (by their pipeline_stage, or equal runs); every rank keeps the whole
+// network, trains its stage with an optimizer of the user's kind over that stage's parameters, and
+// receives the other stages' parameters after each step (so evaluation and checkpoints see the
+// trained network).
+void Model::setup_pipeline(bool amp_on) {
+  const parallel::AutoParallelContext& pctx = parallel::get_auto_parallel_context();
+  const int64_t P = pctx.pipeline_stages, R = parallel::get_group_size();
+  const char* who = "[Model] pipeline_stages";
+  SPORE_CHECK(R % P == 0, who, " = ", P, " does not divide the ", R, " ranks; launch a multiple of ", P,
+              " ranks (each replica of the pipeline needs one rank per stage)");
+  auto seq = std::dynamic_pointer_cast<nn::SequentialCell>(network_);
+  SPORE_CHECK(seq != nullptr, who, " needs the network as an nn::SequentialCell of its layers (set each one's "
+              "pipeline_stage, or none for equal runs); got a ", network_->cls_name());
+  SPORE_CHECK(loss_fn_ != nullptr, who, " needs a loss_fn: the last stage computes the loss");
+  SPORE_CHECK(!amp_on && pctx.gradient_accumulation_steps == 1 && !pctx.enable_parallel_optimizer &&
+                  pctx.parallel_mode != parallel::ParallelMode::SemiAutoParallel,
+              who, " cannot be combined with amp, gradient_accumulation_steps, enable_parallel_optimizer or "
+              "semi_auto_parallel yet; micro-batches already accumulate gradients");
+  const std::vector<nn::CellPtr>& cells = seq->cells();
+  const int64_t n = int64_t(cells.size());
+  SPORE_CHECK(n >= P, who, " = ", P, " but the network has only ", n, " cells");
+  const bool marked = std::any_of(cells.begin(), cells.end(), [](const nn::CellPtr& c) { return c->pipeline_stage() >= 0; });
+  std::vector<std::vector<nn::CellPtr>> runs(static_cast<size_t>(P));
+  int64_t prev = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t s = marked ? cells[size_t(i)]->pipeline_stage() : i * P / n;
+    SPORE_CHECK(s >= 0 && s < P, who, ": cell ", i, " (", cells[size_t(i)]->cls_name(), ") has pipeline_stage ", s,
+                "; set every cell's stage to 0 .. ", P - 1, " (or none)");
+    SPORE_CHECK(i == 0 || s >= prev, who, ": cell ", i, " (", cells[size_t(i)]->cls_name(), ") is on stage ", s,
+                " after a cell on stage ", prev, "; a stage's cells must be consecutive, in stage order");
+    prev = s;
+    runs[size_t(s)].push_back(cells[size_t(i)]);
+  }
+  std::vector<nn::CellPtr> stages;
+  for (int64_t s = 0; s < P; ++s) {
+    SPORE_CHECK(!runs[size_t(s)].empty(), who, ": stage ", s, " has no cells");
+    stages.push_back(std::make_shared<nn::SequentialCell>(runs[size_t(s)]));
+  }
+  parallel::broadcast_parameters(network_->parameters_and_buffers(), *parallel::world());
+  auto world = parallel::world();
+  const int r = world->rank(), replica = int(r / P), stage = int(r % P);
+  auto pipe_group = world->split(replica, stage);
+  auto dp_group = R > P ? world->split(stage, replica) : nullptr;
+  optim::OptimizerPtr user = optimizer_;
+  auto make_opt = [user](std::vector<Tensor> params) {
+    std::vector<optim::ParamGroup> groups;  // one per parameter: each keeps its lr and weight decay
+    const auto& all = user->parameters();
+    for (const Tensor& p : params)
+      for (size_t i = 0; i < all.size(); ++i)
+        if (all[i].is_same(p))
+          groups.push_back({.params = {p}, .weight_decay = user->weight_decay_of(i), .lr = user->lr_schedule(i),
+                            .names = {user->parameter_names()[i]}});
+    auto opt = user->rebuild(std::move(groups));
+    SPORE_CHECK(opt != nullptr, "[Model] pipeline_stages: the optimizer ", user->name(),
+                " cannot be rebuilt over a stage's parameters (it does not implement Optimizer::rebuild)");
+    return opt;
+  };
+  pipeline_ = std::make_shared<parallel::PipelineTrainer>(
+      stages, loss_fn_, make_opt, pctx.micro_batch_num > 0 ? pctx.micro_batch_num : 2 * P, pipe_group, dp_group);
+  optimizer_ = pipeline_->optimizer();  // the one that steps (its lr and global step)
 }
 
 void Model::add_metric(const std::string& name, MetricPtr metric) {
@@ -190,7 +256,14 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
       Tensor loss;
       {
         const profiling::Span span("train", "step");
-        loss = train_network_->forward(*row).at(0);
+        if (pipeline_) {
+          SPORE_CHECK(row->size() == 2, "[Model.train] pipeline_stages needs (data, label) rows, got ", row->size(),
+                      " columns");
+          loss = pipeline_->step((*row)[0], (*row)[1]);
+          pipeline_->sync_stages();
+        } else {
+          loss = train_network_->forward(*row).at(0);
+        }
       }
       ctx.loss = scalar_of(loss);
       ctx.step_time = seconds_since(ts);

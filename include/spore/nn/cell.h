@@ -45,6 +45,10 @@ class Cell {
   // recompute pass). Trades compute for memory; PyNative ignores it.
   void recompute(bool mode = true) { recompute_ = mode; }
   bool is_recompute() const { return recompute_; }
+  // MindSpore's cell.pipeline_stage: the stage this cell runs on when the auto-parallel context
+  // has pipeline_stages > 1 (-1: unassigned; Model then cuts the network into equal runs of cells).
+  void set_pipeline_stage(int64_t stage) { pipeline_stage_ = stage; }
+  int64_t pipeline_stage() const { return pipeline_stage_; }
 
   // Mixed precision (spore/amp.h): the policy this cell's ops run under. Usually set on the whole
   // tree by amp::auto_mixed_precision; to_float(dtype) is MindSpore's: this cell and its sub-cells
@@ -99,6 +103,7 @@ class Cell {
   std::vector<std::shared_ptr<Cell>> owned_;
   std::optional<amp::Policy> amp_;
   bool recompute_ = false;
+  int64_t pipeline_stage_ = -1;
   // While construct runs: the cell's amp policy, and (tracing a recompute cell) its recompute scope.
   struct CallScopes {
     std::optional<amp::PolicyScope> amp;

@@ -19,6 +19,7 @@ class SequentialCell : public Cell {
   void append(CellPtr cell);
   Cell& operator[](size_t i) const;
   size_t size() const { return list_.size(); }
+  const std::vector<CellPtr>& cells() const { return list_; }
   Tensor construct(const Tensor& x) override;  // x -> cell0 -> cell1 -> ...
 
  private:

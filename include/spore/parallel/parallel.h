@@ -73,6 +73,12 @@ struct AutoParallelContext {
   int64_t device_num = 0;
   std::vector<std::vector<int64_t>> dataset_strategy;
   bool full_batch = false;
+  // Pipeline parallelism through Model (MindSpore's pipeline_stages and PipelineCell's micro_size):
+  // the network (a SequentialCell) is cut into this many stages, one per rank of each replica
+  // (ranks / pipeline_stages replicas train data parallel), each step in micro_batch_num
+  // micro-batches (0: 2 x pipeline_stages) on the 1F1B schedule.
+  int64_t pipeline_stages = 1;
+  int64_t micro_batch_num = 0;
 };
 void set_auto_parallel_context(const AutoParallelContext& ctx);
 const AutoParallelContext& get_auto_parallel_context();
@@ -181,6 +187,9 @@ class PipelineTrainer {
   // data, the last stage label). Returns the batch's loss on every rank.
   Tensor step(const Tensor& data, const Tensor& label);
   const nn::CellPtr& stage() const { return stages_[size_t(rank_)]; }
+  // Every rank receives every stage's current parameters from the rank that trains it, so each
+  // holds the whole trained network (for evaluation and checkpoints).
+  void sync_stages();
   const optim::OptimizerPtr& optimizer() const { return opt_; }
   const PipelineStats& stats() const { return stats_; }
   int64_t micro_batches() const { return m_; }

@@ -21,6 +21,10 @@
 #include "spore/train/metrics.h"
 #include "spore/train/wrappers.h"
 
+namespace spore::parallel {
+class PipelineTrainer;
+}
+
 namespace spore::train {
 
 class Model {
@@ -77,6 +81,9 @@ class Model {
   nn::CellPtr network_, loss_fn_, eval_network_;
   optim::OptimizerPtr optimizer_;
   std::shared_ptr<TrainOneStepCell> train_network_;
+  // pipeline_stages > 1 (the auto-parallel context): the 1F1B trainer that runs the steps.
+  std::shared_ptr<parallel::PipelineTrainer> pipeline_;
+  void setup_pipeline(bool amp_on);
   std::map<std::string, MetricPtr> metrics_;
   // Graph mode: the eval network and the network compiled by spore::jit (model.cpp).
   std::shared_ptr<void> compiled_eval_, compiled_predict_;
