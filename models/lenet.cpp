@@ -22,4 +22,23 @@ Tensor LeNet5::construct(const Tensor& x) {
   return fc3_(y);                                 // (N, num_class)
 }
 
+std::shared_ptr<nn::SequentialCell> lenet5_sequential(int64_t stages, int64_t num_class) {
+  using nn::CellPtr;
+  auto conv1 = std::make_shared<nn::Conv2d>(1, 6, 5, nn::Conv2dOptions{.pad_mode = "pad", .padding = 2});
+  auto conv2 = std::make_shared<nn::Conv2d>(6, 16, 5, nn::Conv2dOptions{.pad_mode = "valid"});
+  auto fc1 = std::make_shared<nn::Dense>(16 * 5 * 5, 120, nn::DenseOptions{.weight_init = nn::Normal(0.02)});
+  auto fc2 = std::make_shared<nn::Dense>(120, 84, nn::DenseOptions{.weight_init = nn::Normal(0.02)});
+  auto fc3 = std::make_shared<nn::Dense>(84, num_class, nn::DenseOptions{.weight_init = nn::Normal(0.02)});
+  std::vector<std::pair<std::string, CellPtr>> cells = {
+      {"conv1", conv1}, {"relu1", std::make_shared<nn::ReLU>()}, {"pool1", std::make_shared<nn::MaxPool2d>(2, 2)},
+      {"conv2", conv2}, {"relu2", std::make_shared<nn::ReLU>()}, {"pool2", std::make_shared<nn::MaxPool2d>(2, 2)},
+      {"flatten", std::make_shared<nn::Flatten>()},        // (N, 400): the end of stage 0
+      {"fc1", fc1}, {"relu3", std::make_shared<nn::ReLU>()}, {"fc2", fc2}, {"relu4", std::make_shared<nn::ReLU>()},
+      {"fc3", fc3}};
+  if (stages == 2)
+    for (size_t i = 0; i < cells.size(); ++i) cells[i].second->set_pipeline_stage(i < 7 ? 0 : 1);
+  auto net = std::make_shared<nn::SequentialCell>(cells);
+  return net;
+}
+
 }  // namespace spore::models

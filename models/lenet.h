@@ -16,4 +16,9 @@ class LeNet5 : public nn::Cell {
   nn::Dense fc1_, fc2_, fc3_;
 };
 
+// The same network (layers, initialisation order, parameter names: its checkpoints load into
+// LeNet5) as one SequentialCell, for pipeline_stages: with 2 stages the convolutions are stage 0 and
+// the Dense layers stage 1; otherwise the cells are left for Model to cut into equal runs.
+std::shared_ptr<nn::SequentialCell> lenet5_sequential(int64_t stages = 1, int64_t num_class = 10);
+
 }  // namespace spore::models

@@ -194,3 +194,28 @@ TEST(Launch, LostRankIsNamedWithOptimizerShardingAndInAPipeline) {
   EXPECT_LT(secs, 45);
   EXPECT_NE(text.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << text;
 }
+
+// Pipeline stages from the CLI: lenet cut into 2 stages (--parallel pp=2) ends with the weights of
+// one process (the same batches: both stages read the whole data).
+TEST(Launch, PipelineStagesMatchOneProcess) {
+  if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
+  const fs::path one = tmp("pp_one"), two = tmp("pp_two");
+  const std::string args = "--limit 512 --eval-limit 256 --epochs 1 --comm-timeout 5 --seed 3 ";
+  const std::string cmd = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 " + kSpore +
+                          " train lenet " + args + "--out " + one.string() + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  Result b = launch("", args + "--parallel pp=2 --out " + two.string());
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("pipeline parallel: 2 stages x 1 replicas"), std::string::npos) << b.out;
+  const io::Checkpoint pa = io::load_checkpoint((one / "lenet.safetensors").string());
+  const io::Checkpoint pb = io::load_checkpoint((two / "lenet.safetensors").string());
+  ASSERT_EQ(pa.tensors.size(), pb.tensors.size());
+  for (size_t i = 0; i < pa.tensors.size(); ++i) {
+    EXPECT_EQ(pa.tensors[i].first, pb.tensors[i].first);
+    const auto va = pa.tensors[i].second.to_vector<float>(), vb = pb.tensors[i].second.to_vector<float>();
+    ASSERT_EQ(va.size(), vb.size()) << pa.tensors[i].first;
+    for (size_t k = 0; k < va.size(); ++k)
+      ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << pa.tensors[i].first << "[" << k << "]";
+  }
+  for (const fs::path& d : {one, two}) fs::remove_all(d);
+}

@@ -185,28 +185,35 @@ int train_regression(const TrainArgs& a, const std::string& out) {
   return 0;
 }
 
-// --parallel "dp=D,mp=M" (either may be left out): the mesh over the launched ranks. Without it:
+// --parallel "dp=D,mp=M,pp=P" (any may be left out): the mesh over the launched ranks. Without it:
 // data parallel over all of them.
-std::pair<int64_t, int64_t> parse_parallel(const std::string& spec, int ranks) {
-  if (spec.empty()) return {ranks, 1};
-  int64_t dp = 0, mp = 1;
+struct Mesh {
+  int64_t dp = 1, mp = 1, pp = 1;
+};
+Mesh parse_parallel(const std::string& spec, int ranks) {
+  if (spec.empty()) return {ranks, 1, 1};
+  Mesh m{0, 1, 1};
   std::stringstream ss(spec);
   std::string part;
   while (std::getline(ss, part, ',')) {
     const size_t eq = part.find('=');
+    const std::string key = eq == std::string::npos ? part : part.substr(0, eq);
     int64_t v = 0;
-    const char* b = part.data() + (eq == std::string::npos ? 0 : eq + 1);
+    const char* b = part.data() + (eq == std::string::npos ? part.size() : eq + 1);
     const auto [p, ec] = std::from_chars(b, part.data() + part.size(), v);
     SPORE_CHECK(eq != std::string::npos && ec == std::errc() && p == part.data() + part.size() && v >= 1 &&
-                    (part.substr(0, eq) == "dp" || part.substr(0, eq) == "mp"),
-                "--parallel '", spec, "': expected a list like dp=2,mp=2 (dp: data-parallel ranks, mp: "
-                "model-parallel ranks that share each layer), got the part '", part, "'");
-    (part.substr(0, eq) == "dp" ? dp : mp) = v;
+                    (key == "dp" || key == "mp" || key == "pp"),
+                "--parallel '", spec, "': expected a list like dp=2,mp=2 or dp=2,pp=2 (dp: data-parallel replicas, "
+                "mp: ranks that share each layer, pp: pipeline stages), got the part '", part, "'");
+    (key == "dp" ? m.dp : key == "mp" ? m.mp : m.pp) = v;
   }
-  if (dp == 0) dp = ranks / mp;
-  SPORE_CHECK(dp * mp == ranks, "--parallel ", spec, " needs dp x mp = ", dp * mp, " ranks but the job has ", ranks,
-              "; launch with spore launch -n ", dp * mp, " or change the mesh");
-  return {dp, mp};
+  SPORE_CHECK(m.mp == 1 || m.pp == 1, "--parallel ", spec, ": mp and pp together are not supported yet; use "
+              "dp x mp or dp x pp");
+  if (m.dp == 0) m.dp = ranks / (m.mp * m.pp);
+  SPORE_CHECK(m.dp * m.mp * m.pp == ranks, "--parallel ", spec, " needs ", m.dp * m.mp * m.pp,
+              " ranks but the job has ", ranks, "; launch with spore launch -n ", m.dp * m.mp * m.pp,
+              " or change the mesh");
+  return m;
 }
 
 // `spore train transformer`: the operator-sharding showcase on a generated sequence task (the label
@@ -214,7 +221,10 @@ std::pair<int64_t, int64_t> parse_parallel(const std::string& spec, int ranks) {
 // layers are cut Megatron-style over mp ranks and the batch over dp (semi_auto_parallel).
 int train_transformer(const TrainArgs& a, const std::string& out) {
   const DistInfo dist = setup_distributed(a.comm_timeout);
-  const auto [dp, mp] = parse_parallel(a.parallel, dist.size);
+  const Mesh mesh = parse_parallel(a.parallel, dist.size);
+  SPORE_CHECK(mesh.pp == 1, "--parallel ", a.parallel, ": the transformer trains with dp and mp; pipeline "
+              "stages (pp) are for lenet");
+  const int64_t dp = mesh.dp, mp = mesh.mp;
   const models::TransformerOptions o;
   const int64_t n_train = a.limit > 0 ? a.limit : 8192, n_test = a.eval_limit > 0 ? a.eval_limit : 1024;
   SPORE_CHECK(a.batch_size % dp == 0, "--batch-size ", a.batch_size, " must be a multiple of dp = ", dp);
@@ -345,10 +355,6 @@ int train_job(const TrainArgs& a) {
   const amp::Level amp_level = amp::parse_level(a.amp);     // bad values: errors naming the valid ones
   const DType amp_dtype = amp::parse_dtype(a.amp_dtype);
   if (a.model == "transformer") return train_transformer(a, out);
-  SPORE_CHECK(a.parallel.empty() || a.parallel.find("mp") == std::string::npos ||
-                  a.parallel.find("mp=1") != std::string::npos,
-              "--parallel ", a.parallel, ": operator-level sharding (mp) has strategies for the transformer model only; "
-              "train ", a.model, " with dp (data parallel) or train transformer");
   if (a.model == "mlp-regression") {
     SPORE_CHECK(amp_level == amp::Level::O0, "--amp ", a.amp,
                 " is not supported for mlp-regression (it trains in float32); drop --amp or train "
@@ -360,20 +366,35 @@ int train_job(const TrainArgs& a) {
               "data_batch_1.bin ... data_batch_5.bin and test_batch.bin (www.cs.toronto.edu/~kriz/cifar.html)");
 
   // Under spore launch / mpirun: data parallel, a shard and batch / size images per rank.
-  const DistInfo dist = setup_distributed(a.comm_timeout);
+  DistInfo dist = setup_distributed(a.comm_timeout);
+  const Mesh mesh = parse_parallel(a.parallel, dist.size);
+  SPORE_CHECK(mesh.mp == 1, "--parallel ", a.parallel, ": operator-level sharding (mp) has strategies for the "
+              "transformer model only; train ", a.model, " with dp (data parallel) or pp (lenet), or train transformer");
+  SPORE_CHECK(mesh.pp == 1 || a.model == "lenet", "--parallel ", a.parallel, ": pipeline stages (pp) are set up "
+              "for lenet only (its layers as two stages); train lenet or use dp");
+  SPORE_CHECK(mesh.pp <= 2, "--parallel ", a.parallel, ": lenet is cut into at most 2 pipeline stages");
+
   SPORE_CHECK(!(a.parallel_optimizer && !a.resume.empty()), "--parallel-optimizer cannot be combined with "
               "--resume yet (the sharded optimizer state is not in the checkpoints); resume without it");
   {
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
     ctx.gradient_accumulation_steps = a.grad_accum;
     ctx.enable_parallel_optimizer = a.parallel_optimizer;
+    if (mesh.pp > 1) {  // Model runs the pipeline (and its dp replicas) itself
+      ctx.parallel_mode = parallel::ParallelMode::StandAlone;
+      ctx.pipeline_stages = mesh.pp;
+    }
     parallel::set_auto_parallel_context(ctx);
   }
-  SPORE_CHECK(a.batch_size % dist.size == 0, "--batch-size ", a.batch_size, " (the global batch) must be a "
-              "multiple of the number of ranks, ", dist.size);
-  auto train_ds = classifier_data(a.model, a.data, "train", a.limit, true, a.batch_size / dist.size, dist);
+  // The data is cut over the replicas: with pipeline stages, the ranks of one replica read the
+  // same batches.
+  DistInfo data_dist = dist;
+  if (mesh.pp > 1) data_dist = {int(dist.rank / mesh.pp), int(mesh.dp), dist.print};
+  SPORE_CHECK(a.batch_size % data_dist.size == 0, "--batch-size ", a.batch_size, " (the global batch) must be a "
+              "multiple of the number of data-parallel replicas, ", data_dist.size);
+  auto train_ds = classifier_data(a.model, a.data, "train", a.limit, true, a.batch_size / data_dist.size, data_dist);
   auto test_ds = classifier_data(a.model, a.data, "test", a.eval_limit, false, 256);
-  nn::CellPtr net = make_classifier(a.model);
+  nn::CellPtr net = mesh.pp > 1 ? models::lenet5_sequential(mesh.pp) : make_classifier(a.model);
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), a.lr, a.momentum);
@@ -384,7 +405,11 @@ int train_job(const TrainArgs& a) {
   int64_t initial_epoch = 0;
   if (resume_ck) initial_epoch = resume_from(a.resume, *resume_ck, *net, *opt, train_ds, a.epochs);
 
-  if (dist.size > 1 && dist.print)
+  if (dist.size > 1 && dist.print && mesh.pp > 1)
+    std::printf("pipeline parallel: %lld stages x %lld replicas, %lld images per replica per step in %lld "
+                "micro-batches (1F1B)\n", (long long)mesh.pp, (long long)mesh.dp,
+                (long long)(a.batch_size / mesh.dp), (long long)(2 * mesh.pp));
+  else if (dist.size > 1 && dist.print)
     std::printf("data parallel: %d ranks, rank %d printing, %lld images per rank per step\n", dist.size,
                 dist.rank, (long long)(a.batch_size / dist.size));
   if (dist.print) std::printf("training %s on %s (%s): %lld train / %lld test images, batch %lld, "
