@@ -14,6 +14,13 @@ LeNet5::LeNet5(int64_t num_class, int64_t num_channel, bool pad_for_28x28)
   register_cells("conv1", conv1_, "conv2", conv2_, "fc1", fc1_, "fc2", fc2_, "fc3", fc3_);
 }
 
+void LeNet5::shard(int64_t dp, int64_t mp) {
+  conv1_.shard({{dp, 1, 1, 1}, {mp, 1, 1, 1}});
+  conv2_.shard({{dp, mp, 1, 1}, {1, mp, 1, 1}});
+  fc1_.shard({{dp, 1}, {mp, 1}});
+  fc2_.shard({{dp, mp}, {1, mp}});
+}
+
 Tensor LeNet5::construct(const Tensor& x) {
   Tensor y = max_pool2d(relu(conv1_(x)), 2);    // (N, 6, 14, 14)
   y = max_pool2d(relu(conv2_(y)), 2).flatten(1);  // (N, 400)

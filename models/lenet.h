@@ -10,6 +10,9 @@ class LeNet5 : public nn::Cell {
  public:
   explicit LeNet5(int64_t num_class = 10, int64_t num_channel = 1, bool pad_for_28x28 = true);
   Tensor construct(const Tensor& x) override;  // (N, C, 28, 28) -> (N, num_class)
+  // semi_auto_parallel over dp x mp ranks, Megatron-style: conv1 and fc1 cut on their outputs
+  // (mp), conv2 and fc2 on their inputs (partial sums all-reduced), the batch over dp.
+  void shard(int64_t dp, int64_t mp);
 
  private:
   nn::Conv2d conv1_, conv2_;

@@ -110,6 +110,26 @@ Dense& Dense::shard(const parallel::Strategy& in_strategy, const parallel::Strat
   return *this;
 }
 
+Conv2d& Conv2d::shard(const parallel::Strategy& st) {
+  if (!parallel::semi_auto_active()) return *this;
+  SPORE_CHECK(opt_.group == 1, "[Conv2d.shard] grouped convolutions (group ", opt_.group, ") cannot be sharded yet");
+  SPORE_CHECK(st.size() == 2 && st[0].size() == 4 && st[1].size() == 4,
+              "[Conv2d.shard] expected a strategy ((n, c_in, 1, 1), (c_out, c_in, 1, 1)) for the input (N, C, H, W) "
+              "and the weight (O, C, kh, kw), got ", st.size(), " entries");
+  SPORE_CHECK(st[0][2] == 1 && st[0][3] == 1 && st[1][2] == 1 && st[1][3] == 1,
+              "[Conv2d.shard] the spatial dims cannot be cut; use 1 for H, W, kh and kw");
+  SPORE_CHECK(st[0][1] == st[1][1], "[Conv2d.shard] the input's c_in (", st[0][1], ") and the weight's (", st[1][1],
+              ") must be equal: both cut the contraction");
+  // device matrix (n, c_in, c_out), as a Dense's (m, k, n)
+  const parallel::DenseLayouts l =
+      parallel::dense_layouts({{st[0][0], st[0][1]}, {st[1][0], st[1][1]}}, parallel::get_group_size());
+  const parallel::DimSplit none{};
+  parallel::shard_parameter(parameter("weight"), parallel::Layout{{l.weight.dims[0], l.weight.dims[1], none, none}});
+  if (opt_.has_bias) parallel::shard_parameter(parameter("bias"), l.bias);
+  x_layout_ = parallel::Layout{{l.x.dims[0], l.x.dims[1], none, none}};
+  return *this;
+}
+
 std::string Dense::extend_repr() const {
   std::string s = "input_channels=" + std::to_string(in_) +
                   ", output_channels=" + std::to_string(out_) + ", has_bias=" + fmt_bool(has_bias_);
@@ -167,8 +187,11 @@ std::vector<int64_t> Conv2d::pads_for(int64_t h, int64_t w) const {
 }
 
 Tensor Conv2d::construct(const Tensor& x) {
-  SPORE_CHECK(x.dim() == 4 && x.size(1) == in_, "[Conv2d] expected input (N, C, H, W) with ", in_,
+  // A sharded input (semi_auto_parallel) may hold a piece of the channels: check the whole.
+  const int64_t channels = x.dim() == 4 ? x.size(1) * parallel::layout_of(x).dims[1].parts : 0;
+  SPORE_CHECK(x.dim() == 4 && channels == in_, "[Conv2d] expected input (N, C, H, W) with ", in_,
               " channels, got shape ", shape_str(x.shape()));
+  const Tensor xs = x_layout_ ? parallel::redistribute(x, *x_layout_) : x;
   spore::Conv2dOptions o;
   o.stride = opt_.stride.vec();
   o.padding = pads_for(x.size(2), x.size(3));
@@ -180,8 +203,8 @@ Tensor Conv2d::construct(const Tensor& x) {
                   x.size(3) + o.padding[2] + o.padding[3] >= eff_w,
               "[Conv2d] input ", shape_str(x.shape()), " with padding ", shape_str(o.padding),
               " is smaller than the (dilated) kernel (", eff_h, ", ", eff_w, ")");
-  if (opt_.has_bias) return conv2d(x, parameter("weight"), parameter("bias"), o);
-  return conv2d(x, parameter("weight"), o);
+  if (opt_.has_bias) return conv2d(xs, parameter("weight"), parameter("bias"), o);
+  return conv2d(xs, parameter("weight"), o);
 }
 
 std::string Conv2d::extend_repr() const {

@@ -376,6 +376,8 @@ class Engine : public ops::ShardingHook {
     else if (id == OpId::IndexSelect) out = index_select(in, a);
     else if (id == OpId::Gather) out = gather(in, a);
     else if (id == OpId::Slice) out = along_axis(id, in, a, a.get_int("dim"));
+    else if (id == OpId::Conv2d) out = conv2d(in, a);
+    else if (id == OpId::MaxPool2d || id == OpId::AvgPool2d || id == OpId::AdaptiveAvgPool2d) out = pool(id, in, a);
     if (!out) out = on_whole(id, in, a);
     return out;
   }
@@ -508,6 +510,45 @@ class Engine : public ops::ShardingHook {
     }
     set_layout(y, out);
     return ops::Tensors{y};
+  }
+
+  // conv2d(x (N, C, H, W), w (O, C, kh, kw)[, bias (O)]): like a matmul with N rows, O columns and
+  // the contraction over C (the weight's cut first); the spatial dims whole. With a cut contraction
+  // the partial sums are all-reduced before the bias is added (once).
+  static std::optional<ops::Tensors> conv2d(const ops::Tensors& in, const ops::Attrs& a) {
+    if (a.get_int("groups", 1) != 1) return std::nullopt;
+    const Layout lx = fitted(in[0]), lw = fitted(in[1]);
+    const DimSplit k = lw.dims[1].cut() ? lw.dims[1] : lx.dims[1];
+    const Layout out{{lx.dims[0], lw.dims[0], {}, {}}};
+    std::vector<DimSplit> used = {out.dims[0], out.dims[1], k};
+    if (!valid_set(used)) return std::nullopt;
+    used = cuts_of(out);
+    add_cut(used, k);
+    const Layout wx{{out.dims[0], k, {}, {}}}, ww{{out.dims[1], k, {}, {}}}, wb{{out.dims[1]}};
+    ops::Tensors local{mirror(move(in[0], lx, wx), wx, missing(used, wx)),
+                       mirror(move(in[1], lw, ww), ww, missing(used, ww))};
+    Tensor bias;
+    if (in.size() > 2) bias = mirror(move(in[2], fitted(in[2]), wb), wb, missing(used, wb));
+    if (bias.defined() && !k.cut()) local.push_back(bias);
+    Tensor y = ops::call1(ops::OpId::Conv2d, local, a);
+    if (k.cut()) {
+      const Coll c{Kind::AllReduce, -1, -1, {k}};
+      log_coll(c, y, out, out);
+      y = apply(c, y);
+      if (bias.defined()) y = y + bias.reshape({-1, 1, 1});
+    }
+    set_layout(y, out);
+    return ops::Tensors{y};
+  }
+
+  // 2-d pooling works per (N, C): those cuts stay; the spatial dims are made whole.
+  static std::optional<ops::Tensors> pool(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a) {
+    const Layout l = fitted(in[0]);
+    const Layout w{{l.dims[0], l.dims[1], {}, {}}};
+    ops::Tensors out = ops::call(id, {move(in[0], l, w)}, a);
+    for (const Tensor& t : out)
+      if (t.dim() == 4) set_layout(t, w);
+    return out;
   }
 
   static std::optional<ops::Tensors> same_layout(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a) {

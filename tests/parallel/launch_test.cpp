@@ -54,6 +54,26 @@ fs::path tmp(const std::string& name) {
   return d;
 }
 
+// The two checkpoints hold the same tensors, to 1e-4 relative.
+void expect_same_weights(const fs::path& a, const fs::path& b) {
+  const io::Checkpoint pa = io::load_checkpoint(a.string()), pb = io::load_checkpoint(b.string());
+  ASSERT_EQ(pa.tensors.size(), pb.tensors.size());
+  for (size_t i = 0; i < pa.tensors.size(); ++i) {
+    EXPECT_EQ(pa.tensors[i].first, pb.tensors[i].first);
+    const auto va = pa.tensors[i].second.to_vector<float>(), vb = pb.tensors[i].second.to_vector<float>();
+    ASSERT_EQ(va.size(), vb.size()) << pa.tensors[i].first;
+    for (size_t k = 0; k < va.size(); ++k)
+      ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << b << " " << pa.tensors[i].first << "[" << k << "]";
+  }
+}
+
+// `spore train <model> <args>` as one process (no launcher); true when it succeeded.
+bool train_one_process(const std::string& model, const std::string& args) {
+  const std::string cmd = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 " + kSpore +
+                          " train " + model + " " + args + " > /dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
 }  // namespace
 
 TEST(Launch, KilledRankStopsTheJobNamingIt) {
@@ -122,17 +142,7 @@ TEST(Launch, ParallelOptimizerAndGradAccumulationMatchPlainDataParallel) {
   Result c = launch("", "--limit 512 --eval-limit 256 --batch-size 32 --comm-timeout 5 --seed 3 --grad-accum 2 "
                     "--epochs 2 --out " + accum.string());
   ASSERT_EQ(c.code, 0) << c.out;
-  const io::Checkpoint pa = io::load_checkpoint((plain / "lenet.safetensors").string());
-  for (const fs::path& other : {zero, accum}) {
-    const io::Checkpoint pb = io::load_checkpoint((other / "lenet.safetensors").string());
-    ASSERT_EQ(pa.tensors.size(), pb.tensors.size());
-    for (size_t i = 0; i < pa.tensors.size(); ++i) {
-      const auto va = pa.tensors[i].second.to_vector<float>(), vb = pb.tensors[i].second.to_vector<float>();
-      ASSERT_EQ(va.size(), vb.size()) << pa.tensors[i].first;
-      for (size_t k = 0; k < va.size(); ++k)
-        ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << other << " " << pa.tensors[i].first << "[" << k << "]";
-    }
-  }
+  for (const fs::path& other : {zero, accum}) expect_same_weights(plain / "lenet.safetensors", other / "lenet.safetensors");
   for (const fs::path& d : {plain, zero, accum}) fs::remove_all(d);
 }
 
@@ -143,21 +153,11 @@ TEST(Launch, ShardedTransformerMatchesOneProcessAndNamesALostRank) {
   if (skip()) GTEST_SKIP() << "needs MPI and the spore CLI, outside mpirun";
   const fs::path one = tmp("tr_one"), two = tmp("tr_two"), lost = tmp("tr_lost");
   const std::string args = "--limit 512 --eval-limit 256 --epochs 1 --comm-timeout 5 --seed 3 ";
-  const std::string cmd = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 " + kSpore +
-                          " train transformer " + args + "--out " + one.string() + " > /dev/null 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  ASSERT_TRUE(train_one_process("transformer", args + "--out " + one.string()));
   Result b = launch("", args + "--parallel mp=2 --out " + two.string(), "transformer");
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("2 ranks as dp=1 x mp=2"), std::string::npos) << b.out;
-  const io::Checkpoint pa = io::load_checkpoint((one / "transformer.safetensors").string());
-  const io::Checkpoint pb = io::load_checkpoint((two / "transformer.safetensors").string());
-  ASSERT_EQ(pa.tensors.size(), pb.tensors.size());
-  for (size_t i = 0; i < pa.tensors.size(); ++i) {
-    const auto va = pa.tensors[i].second.to_vector<float>(), vb = pb.tensors[i].second.to_vector<float>();
-    ASSERT_EQ(va.size(), vb.size()) << pa.tensors[i].first;
-    for (size_t k = 0; k < va.size(); ++k)
-      ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << pa.tensors[i].first << "[" << k << "]";
-  }
+  expect_same_weights(one / "transformer.safetensors", two / "transformer.safetensors");
   Result c = launch("SPORE_FAULT_INJECT=1:3:stop", args + "--parallel mp=2 --out " + lost.string(), "transformer");
   std::printf("exit %d after %.1f s:\n%s\n", c.code, c.seconds, c.out.c_str());
   EXPECT_NE(c.code, 0);
@@ -195,27 +195,21 @@ TEST(Launch, LostRankIsNamedWithOptimizerShardingAndInAPipeline) {
   EXPECT_NE(text.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << text;
 }
 
-// Pipeline stages from the CLI: lenet cut into 2 stages (--parallel pp=2) ends with the weights of
-// one process (the same batches: both stages read the whole data).
-TEST(Launch, PipelineStagesMatchOneProcess) {
+// Pipeline stages and sharded convolutions from the CLI: lenet cut into 2 stages (--parallel pp=2)
+// and lenet's layers cut over 2 ranks (--parallel mp=2) end with the weights of one process.
+TEST(Launch, PipelineStagesAndShardedLeNetMatchOneProcess) {
   if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
-  const fs::path one = tmp("pp_one"), two = tmp("pp_two");
+  const fs::path one = tmp("pp_one"), pp = tmp("pp_two"), mp = tmp("mp_two");
   const std::string args = "--limit 512 --eval-limit 256 --epochs 1 --comm-timeout 5 --seed 3 ";
-  const std::string cmd = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 " + kSpore +
-                          " train lenet " + args + "--out " + one.string() + " > /dev/null 2>&1";
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
-  Result b = launch("", args + "--parallel pp=2 --out " + two.string());
+  ASSERT_TRUE(train_one_process("lenet", args + "--out " + one.string()));
+  Result b = launch("", args + "--parallel pp=2 --out " + pp.string());
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("pipeline parallel: 2 stages x 1 replicas"), std::string::npos) << b.out;
-  const io::Checkpoint pa = io::load_checkpoint((one / "lenet.safetensors").string());
-  const io::Checkpoint pb = io::load_checkpoint((two / "lenet.safetensors").string());
-  ASSERT_EQ(pa.tensors.size(), pb.tensors.size());
-  for (size_t i = 0; i < pa.tensors.size(); ++i) {
-    EXPECT_EQ(pa.tensors[i].first, pb.tensors[i].first);
-    const auto va = pa.tensors[i].second.to_vector<float>(), vb = pb.tensors[i].second.to_vector<float>();
-    ASSERT_EQ(va.size(), vb.size()) << pa.tensors[i].first;
-    for (size_t k = 0; k < va.size(); ++k)
-      ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << pa.tensors[i].first << "[" << k << "]";
-  }
-  for (const fs::path& d : {one, two}) fs::remove_all(d);
+  expect_same_weights(one / "lenet.safetensors", pp / "lenet.safetensors");
+  Result c = launch("", args + "--parallel mp=2 --out " + mp.string());
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("semi_auto_parallel: 2 ranks as dp=1 x mp=2"), std::string::npos) << c.out;
+  expect_same_weights(one / "lenet.safetensors", mp / "lenet.safetensors");
+  EXPECT_TRUE(fs::exists(mp / "checkpoints" / "rank_1"));  // each rank's pieces
+  for (const fs::path& d : {one, pp, mp}) fs::remove_all(d);
 }

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "models/lenet.h"
 #include "models/transformer.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
@@ -290,4 +291,43 @@ TEST(Sharding, CheckpointsArePerRankWithLayouts) {
     if (name == "block0.q.weight") EXPECT_EQ(t.shape(), (Shape{32 / n, 32}));
   parallel::world()->barrier();
   if (parallel::get_rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// Convolutions cut the same way: LeNet-5 with conv1 / fc1 cut on their outputs and conv2 / fc2 on
+// their inputs (LeNet5::shard), mp alone and dp x mp, 20 steps in Graph mode against one process.
+TEST(Sharding, LeNetConvolutionsShardedEqualOneProcess) {
+  const int n = ranks();
+  if (n < 2) GTEST_SKIP() << "needs 2 or 4 MPI ranks";
+  auto run = [&](int64_t dp, int64_t mp) {
+    set_context({.mode = Mode::Graph});
+    std::optional<SemiAuto> ctx;
+    if (dp * mp > 1) ctx.emplace(std::vector<std::vector<int64_t>>{{dp, 1, 1, 1}, {dp}});
+    set_seed(4);
+    auto net = std::make_shared<models::LeNet5>();
+    if (dp * mp > 1) net->shard(dp, mp);
+    auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9);
+    nn::CellPtr body = std::make_shared<train::WithLossCell>(
+        net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+                 nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"}));
+    if (dp * mp > 1) body = std::make_shared<parallel::ShardedCell>(body);
+    train::TrainOneStepCell step(body, opt);
+    RunResult r;
+    for (int s = 0; s < 20; ++s) {
+      set_seed(50 + uint64_t(s));
+      Tensor x = randn({16, 1, 28, 28});
+      Tensor y = randint(0, 10, {16}, kInt32);
+      r.losses.push_back(step(x, y).item<double>());
+    }
+    for (const Tensor& p : net->trainable_params()) r.params.push_back(dp * mp > 1 ? parallel::gather_whole(p) : p);
+    set_context({.mode = Mode::PyNative});
+    return r;
+  };
+  const RunResult ref = run(1, 1);
+  parallel::clear_redistribution_log();
+  for (auto [dp, mp] : std::vector<std::pair<int64_t, int64_t>>{{1, 2}, {int64_t(n) / 2, 2}}) {
+    SCOPED_TRACE("dp=" + std::to_string(dp) + " mp=" + std::to_string(mp));
+    expect_equal_runs(run(dp, mp), ref);
+  }
+  for (const std::string& s : parallel::redistribution_log())
+    EXPECT_EQ(s.rfind("whole:", 0), std::string::npos) << s;
 }

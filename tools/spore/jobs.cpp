@@ -368,8 +368,10 @@ int train_job(const TrainArgs& a) {
   // Under spore launch / mpirun: data parallel, a shard and batch / size images per rank.
   DistInfo dist = setup_distributed(a.comm_timeout);
   const Mesh mesh = parse_parallel(a.parallel, dist.size);
-  SPORE_CHECK(mesh.mp == 1, "--parallel ", a.parallel, ": operator-level sharding (mp) has strategies for the "
-              "transformer model only; train ", a.model, " with dp (data parallel) or pp (lenet), or train transformer");
+  SPORE_CHECK(mesh.mp == 1 || a.model == "lenet", "--parallel ", a.parallel, ": operator-level sharding (mp) has "
+              "strategies for lenet and the transformer; train ", a.model, " with dp (data parallel)");
+  SPORE_CHECK(mesh.mp == 1 || a.resume.empty(), "--parallel ", a.parallel, " cannot --resume yet (the checkpoints "
+              "of a sharded run are per rank); resume without mp");
   SPORE_CHECK(mesh.pp == 1 || a.model == "lenet", "--parallel ", a.parallel, ": pipeline stages (pp) are set up "
               "for lenet only (its layers as two stages); train lenet or use dp");
   SPORE_CHECK(mesh.pp <= 2, "--parallel ", a.parallel, ": lenet is cut into at most 2 pipeline stages");
@@ -384,17 +386,25 @@ int train_job(const TrainArgs& a) {
       ctx.parallel_mode = parallel::ParallelMode::StandAlone;
       ctx.pipeline_stages = mesh.pp;
     }
+    if (mesh.mp > 1) {  // operator-level sharding: every rank reads the whole batch, keeps its piece
+      ctx.parallel_mode = parallel::ParallelMode::SemiAutoParallel;
+      ctx.device_num = dist.size;
+      ctx.dataset_strategy = {{mesh.dp, 1, 1, 1}, {mesh.dp}};
+      ctx.full_batch = true;
+    }
     parallel::set_auto_parallel_context(ctx);
   }
   // The data is cut over the replicas: with pipeline stages, the ranks of one replica read the
   // same batches.
   DistInfo data_dist = dist;
   if (mesh.pp > 1) data_dist = {int(dist.rank / mesh.pp), int(mesh.dp), dist.print};
+  if (mesh.mp > 1) data_dist = {0, 1, dist.print};
   SPORE_CHECK(a.batch_size % data_dist.size == 0, "--batch-size ", a.batch_size, " (the global batch) must be a "
               "multiple of the number of data-parallel replicas, ", data_dist.size);
   auto train_ds = classifier_data(a.model, a.data, "train", a.limit, true, a.batch_size / data_dist.size, data_dist);
   auto test_ds = classifier_data(a.model, a.data, "test", a.eval_limit, false, 256);
   nn::CellPtr net = mesh.pp > 1 ? models::lenet5_sequential(mesh.pp) : make_classifier(a.model);
+  if (mesh.mp > 1) std::static_pointer_cast<models::LeNet5>(net)->shard(mesh.dp, mesh.mp);  // before the optimizer
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), a.lr, a.momentum);
@@ -405,7 +415,11 @@ int train_job(const TrainArgs& a) {
   int64_t initial_epoch = 0;
   if (resume_ck) initial_epoch = resume_from(a.resume, *resume_ck, *net, *opt, train_ds, a.epochs);
 
-  if (dist.size > 1 && dist.print && mesh.pp > 1)
+  if (dist.size > 1 && dist.print && mesh.mp > 1)
+    std::printf("semi_auto_parallel: %d ranks as dp=%lld x mp=%lld (conv1, fc1 cut on outputs; conv2, fc2 on "
+                "inputs); every rank reads the global batch of %lld and keeps its piece\n", dist.size,
+                (long long)mesh.dp, (long long)mesh.mp, (long long)a.batch_size);
+  else if (dist.size > 1 && dist.print && mesh.pp > 1)
     std::printf("pipeline parallel: %lld stages x %lld replicas, %lld images per replica per step in %lld "
                 "micro-batches (1F1B)\n", (long long)mesh.pp, (long long)mesh.dp,
                 (long long)(a.batch_size / mesh.dp), (long long)(2 * mesh.pp));
@@ -447,7 +461,7 @@ int train_job(const TrainArgs& a) {
   if (dist.print) callbacks = {train::ProgressBar({.log_every = 200}), epoch_logger(*writer_ptr, "accuracy",
                          loss_scale_cell ? std::function<double()>([loss_scale_cell] { return loss_scale_cell->loss_scale(); })
                                          : nullptr)};
-  if (dist.rank == 0) callbacks.push_back(ckpt);
+  if (dist.rank == 0 || mesh.mp > 1) callbacks.push_back(ckpt);  // sharded: each rank writes its pieces
   if (auto fault = fault_injector(dist.rank))
     callbacks.push_back(train::LambdaCallback({.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
   // --verbose, Graph mode: the statistics of the compiled step with the largest planned arena
@@ -460,6 +474,10 @@ int train_job(const TrainArgs& a) {
       graph_stats.traces = js.traces, graph_stats.cache_hits = js.cache_hits, graph_stats.cache_size = js.cache_size;
     }}));
   model.fit(a.epochs, train_ds, test_ds, callbacks, 1, initial_epoch);
+  // The final checkpoint holds whole tensors: with sharded layers every rank takes part in the gathers.
+  io::NamedTensors final_tensors = net->parameters_and_buffers();
+  if (mesh.mp > 1)
+    for (auto& [name, t] : final_tensors) t = parallel::gather_whole(t);
   if (!dist.print) {  // the other ranks' outputs are rank 0's
     parallel::release();
     return 0;
@@ -472,7 +490,7 @@ int train_job(const TrainArgs& a) {
     for (const auto& [k, v] : final_metrics.back())
       if (k == "accuracy") acc = v;
   const std::string path = rank_out + "/" + a.model + ".safetensors";
-  io::save_checkpoint(*net, path, {{"model", a.model}, {"epochs", std::to_string(a.epochs)},
+  io::save_checkpoint(final_tensors, path, {{"model", a.model}, {"epochs", std::to_string(a.epochs)},
                                    {"test_accuracy", std::to_string(acc)}});
   write_curves(writer, rank_out + "/curves.png", a.model + " on " + data_name(a.model), "accuracy");
   if (a.verbose) {

@@ -88,11 +88,17 @@ class Conv2d : public Cell {
   Tensor& bias() { return parameter("bias"); }
   // The (top, bottom, left, right) padding used for an input of spatial size (h, w).
   std::vector<int64_t> pads_for(int64_t h, int64_t w) const;
+  // Operator-level sharding (semi_auto_parallel), MindSpore's Conv2D strategy
+  // ((n, c_in, 1, 1), (c_out, c_in, 1, 1)): the batch over n ranks, the output channels over c_out
+  // (the weight's rows), the input channels over c_in (partial sums, all-reduced). The weight and
+  // bias keep only this rank's piece. Outside semi_auto_parallel it does nothing.
+  Conv2d& shard(const parallel::Strategy& in_strategy);
 
  private:
   int64_t in_, out_;
   Int2 kernel_;
   Conv2dOptions opt_;
+  std::optional<parallel::Layout> x_layout_;
 };
 
 // ---- Embedding: ids (any shape, int) -> ids.shape + (embedding_size,) --------------------------
