@@ -78,7 +78,8 @@ class ParallelMode:
 
 _AUTO_PARALLEL = {"parallel_mode": ParallelMode.STAND_ALONE, "gradients_mean": False,
                   "enable_parallel_optimizer": False, "gradient_accumulation_steps": 1,
-                  "dataset_strategy": "data_parallel", "full_batch": False}
+                  "dataset_strategy": "data_parallel", "full_batch": False, "pipeline_stages": 1,
+                  "micro_batch_num": 0}
 
 
 def set_auto_parallel_context(**kwargs):
@@ -86,7 +87,9 @@ def set_auto_parallel_context(**kwargs):
     "semi_auto_parallel": the layers' shard() strategies cut them over the ranks), gradients_mean,
     device_num (must equal the launched ranks), enable_parallel_optimizer (ZeRO-1 optimizer
     sharding), gradient_accumulation_steps, and for semi_auto_parallel dataset_strategy (one tuple
-    per input, or "data_parallel") and full_batch. Model reads them when built."""
+    per input, or "data_parallel") and full_batch, pipeline_stages (a SequentialCell's cells, each
+    with its cell.pipeline_stage, run as a 1F1B pipeline; micro_batch_num micro-batches per step,
+    0: twice the stages). Model reads them when built."""
     known = set(_AUTO_PARALLEL) | {"device_num", "global_rank"}
     unknown = sorted(set(kwargs) - known)
     if unknown:
@@ -102,7 +105,8 @@ def set_auto_parallel_context(**kwargs):
     ds = [] if ds == "data_parallel" else [[int(v) for v in entry] for entry in ds]
     _C.set_auto_parallel_context(str(new["parallel_mode"]), bool(new["gradients_mean"]),
                                  bool(new["enable_parallel_optimizer"]), int(new["gradient_accumulation_steps"]),
-                                 ds, bool(new["full_batch"]))
+                                 ds, bool(new["full_batch"]), int(new["pipeline_stages"]),
+                                 int(new["micro_batch_num"]))
     _AUTO_PARALLEL.update(new)
 
 
@@ -110,7 +114,8 @@ def reset_auto_parallel_context():
     _C.reset_auto_parallel_context()
     _AUTO_PARALLEL.update(parallel_mode=ParallelMode.STAND_ALONE, gradients_mean=False,
                           enable_parallel_optimizer=False, gradient_accumulation_steps=1,
-                          dataset_strategy="data_parallel", full_batch=False)
+                          dataset_strategy="data_parallel", full_batch=False, pipeline_stages=1,
+                          micro_batch_num=0)
 
 
 def get_auto_parallel_context(attr_key):

@@ -121,6 +121,7 @@ void bind_nn(py::module_& m) {
       .def("trace_key", &Cell::trace_key)
       .def("recompute", &Cell::recompute, py::arg("mode") = true)
       .def("is_recompute", &Cell::is_recompute)
+      .def_property("pipeline_stage", &Cell::pipeline_stage, &Cell::set_pipeline_stage)
       .def("cls_name", &Cell::cls_name)
       .def("extend_repr", &Cell::extend_repr)
       .def("str", &Cell::str, py::arg("indent") = 0);
@@ -177,6 +178,11 @@ void bind_nn(py::module_& m) {
       }),
       py::arg("vocab_size"), py::arg("embedding_size"), py::arg("embedding_table") = py::none(),
       py::arg("padding_idx") = py::none(), py::arg("dtype") = py::none());
+  // The C++ SequentialCell over Python cells' C++ sides: what Model cuts into pipeline stages.
+  cell_class<nn::SequentialCell>(m, "SequentialCell")
+      .def(py::init([](std::vector<std::pair<std::string, CellPtr>> cells) {
+        return std::make_shared<nn::SequentialCell>(std::move(cells));
+      }));
   cell_class<nn::Flatten>(m, "Flatten").def(py::init<int64_t, int64_t>(), py::arg("start_dim") = 1, py::arg("end_dim") = -1);
   cell_class<nn::Dropout>(m, "Dropout").def(py::init([](double p) { return std::make_shared<nn::Dropout>(p); }), py::arg("p") = 0.5);
   cell_class<nn::Upsample>(m, "Upsample").def(

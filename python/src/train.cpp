@@ -93,7 +93,7 @@ void bind_train(py::module_& m) {
   m.def("get_group_size", [] { return parallel::get_group_size(); });
   m.def("set_auto_parallel_context", [](const std::string& mode, bool gradients_mean, bool parallel_optimizer,
                                         int64_t grad_accum, std::vector<std::vector<int64_t>> dataset_strategy,
-                                        bool full_batch) {
+                                        bool full_batch, int64_t pipeline_stages, int64_t micro_batch_num) {
     SPORE_CHECK(mode == "stand_alone" || mode == "data_parallel" || mode == "semi_auto_parallel",
                 "set_auto_parallel_context: parallel_mode '", mode, "' is not supported yet; use 'stand_alone', "
                 "'data_parallel' or 'semi_auto_parallel' (auto_parallel's strategy search is not implemented: "
@@ -107,6 +107,8 @@ void bind_train(py::module_& m) {
     ctx.gradient_accumulation_steps = grad_accum;
     ctx.dataset_strategy = std::move(dataset_strategy);
     ctx.full_batch = full_batch;
+    ctx.pipeline_stages = pipeline_stages;
+    ctx.micro_batch_num = micro_batch_num;
     parallel::set_auto_parallel_context(ctx);
   });
   m.def("reset_auto_parallel_context", &parallel::reset_auto_parallel_context);

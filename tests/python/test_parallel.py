@@ -46,8 +46,11 @@ def test_gradient_accumulation_in_model_equals_the_whole_batch(mode):
 
 
 def test_auto_parallel_context_checks():
-    with pytest.raises(NotImplementedError, match="pipeline_stages"):
-        ms.set_auto_parallel_context(pipeline_stages=2)
+    with pytest.raises(NotImplementedError, match="strategy_ckpt_load_file"):
+        ms.set_auto_parallel_context(strategy_ckpt_load_file="x.ckpt")
+    with pytest.raises(ValueError, match="pipeline_stages must be >= 1"):
+        ms.set_auto_parallel_context(pipeline_stages=0)
+    ms.reset_auto_parallel_context()
     with pytest.raises(ValueError, match="device_num=8"):
         ms.set_auto_parallel_context(device_num=8)
     with pytest.raises(ValueError, match="gradient_accumulation_steps must be >= 1"):
@@ -65,15 +68,15 @@ def test_communication_in_a_job_of_one():
     assert (get_rank(), get_group_size()) == (0, 1)
 
 
-def test_semi_auto_parallel_dense_shard_matches_one_process():
-    """Dense.shard under semi_auto_parallel, 2 MPI ranks, through Model: the same evaluation loss as
-    one process (and each rank holds half of fc1's weight)."""
+def _one_and_two_ranks(script_name, pattern):
+    """Runs tests/python/<script_name> as one process and as 2 MPI ranks; the regex matches of its
+    result line (or a skip when mpirun is missing)."""
     import os
     import re
     import shutil
     import subprocess
     import sys
-    script = os.path.join(os.path.dirname(__file__), "sharded_dense_job.py")
+    script = os.path.join(os.path.dirname(__file__), script_name)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI"))}
     env["OMP_NUM_THREADS"] = "1"
     one = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=300)
@@ -84,8 +87,22 @@ def test_semi_auto_parallel_dense_shard_matches_one_process():
     two = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-n", "2", sys.executable, script],
                          env=env, capture_output=True, text=True, timeout=300)
     assert two.returncode == 0, two.stdout + two.stderr
-    pat = r"RANKS (\d+) WEIGHT_ROWS (\d+) EVAL_LOSS ([0-9.eE+-]+)"
-    a, b = re.search(pat, one.stdout), re.search(pat, two.stdout)
+    a, b = re.search(pattern, one.stdout), re.search(pattern, two.stdout)
     assert a and b, one.stdout + two.stdout
+    return a, b
+
+
+def test_semi_auto_parallel_dense_shard_matches_one_process():
+    """Dense.shard under semi_auto_parallel, 2 MPI ranks, through Model: the same evaluation loss as
+    one process (and each rank holds half of fc1's weight)."""
+    a, b = _one_and_two_ranks("sharded_dense_job.py", r"RANKS (\d+) WEIGHT_ROWS (\d+) EVAL_LOSS ([0-9.eE+-]+)")
     assert (a.group(1), a.group(2)) == ("1", "32") and (b.group(1), b.group(2)) == ("2", "16")
+    np.testing.assert_allclose(float(b.group(3)), float(a.group(3)), rtol=1e-5)
+
+
+def test_pipeline_stages_in_model_match_one_process():
+    """set_auto_parallel_context(pipeline_stages=2) and cell.pipeline_stage, 2 MPI ranks, through
+    Model: the same evaluation loss as one process."""
+    a, b = _one_and_two_ranks("pipeline_job.py", r"RANKS (\d+) STAGE (\d+) EVAL_LOSS ([0-9.eE+-]+)")
+    assert (a.group(1), b.group(1), b.group(2)) == ("1", "2", "0")
     np.testing.assert_allclose(float(b.group(3)), float(a.group(3)), rtol=1e-5)

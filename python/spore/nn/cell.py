@@ -235,6 +235,15 @@ class Cell:
     def cells(self):
         return list(self._cells.values())
 
+    @property
+    def pipeline_stage(self):
+        """MindSpore's cell.pipeline_stage: the stage this cell runs on when pipeline_stages > 1."""
+        return self._cpp.pipeline_stage
+
+    @pipeline_stage.setter
+    def pipeline_stage(self, stage):
+        self._cpp.pipeline_stage = int(stage)
+
     def recompute(self, mode=True, **kwargs):
         """MindSpore's Cell.recompute(): in GRAPH_MODE this cell's activations are recomputed for the
         backward pass instead of kept (less memory, more compute); PYNATIVE_MODE ignores it. The

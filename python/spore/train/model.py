@@ -5,10 +5,12 @@ step (forward, loss, backward, optimizer) runs as one compiled graph."""
 import sys
 
 from .. import _C
+from .. import context as _context
 from .._metrics import Metric
 from ..amp import _manager_of
 from ..common.tensor import Tensor
 from ..nn.cell import Cell, CppCell
+from ..nn.cell import SequentialCell as _SequentialCell
 from . import callback as _cb
 
 
@@ -38,7 +40,11 @@ class Model:
         lsm = kwargs.get("loss_scale_manager")
         self._network, self._loss_fn, self._optimizer = network, loss_fn, optimizer
         self._eval_network_user = eval_network
-        self._cpp = _C.Model(_cpp_of(network, "network"), _cpp_of(loss_fn, "loss_fn"),
+        net_cpp = _cpp_of(network, "network")
+        if _context._AUTO_PARALLEL["pipeline_stages"] > 1 and isinstance(network, _SequentialCell):
+            # Model cuts the C++ SequentialCell of these cells into the pipeline's stages
+            net_cpp = _C.SequentialCell([(name, c._cpp) for name, c in network._cells.items()])
+        self._cpp = _C.Model(net_cpp, _cpp_of(loss_fn, "loss_fn"),
                              optimizer._opt if optimizer is not None else None, names,
                              _cpp_of(eval_network, "eval_network"), amp_level,
                              _manager_of(lsm) if lsm is not None else None, kwargs.get("keep_batchnorm_fp32"),
