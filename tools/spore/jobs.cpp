@@ -512,7 +512,11 @@ int train_job(const TrainArgs& a) {
 }
 
 int train(const TrainArgs& a) {
-  if (!a.dump_ir.empty()) set_context({.save_graphs = true, .save_graphs_path = a.dump_ir});
+  if (!a.dump_ir.empty()) {  // under spore launch each rank dumps its own graphs (rank<r>/)
+    const auto [rank, size] = parallel::launcher_rank_size();
+    set_context({.save_graphs = true,
+                 .save_graphs_path = size > 1 ? a.dump_ir + "/rank" + std::to_string(rank) : a.dump_ir});
+  }
   if (a.model.rfind("yolov5", 0) == 0) {
     if (a.profile.empty()) return train_detector(a);
     Profiler prof({.output_path = a.profile});
