@@ -13,6 +13,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "spore/amp.h"
 #include "spore/autograd.h"
 #include "spore/context.h"
 #include "spore/data/sample_rng.h"
@@ -70,8 +71,12 @@ void augment_hsv(Tensor& img, double hg, double sg, double vg) {
 
 // ---- the step ----------------------------------------------------------------------------------
 
-YoloStep::YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph, std::vector<Tensor> params)
-    : net_(std::move(net)), hyp_(hyp), params_(params.empty() ? net_->trainable_params() : std::move(params)) {
+YoloStep::YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph, std::vector<Tensor> params,
+                   bool loss_scaled)
+    : net_(std::move(net)),
+      hyp_(hyp),
+      params_(params.empty() ? net_->trainable_params() : std::move(params)),
+      loss_scaled_(loss_scaled) {
   if (graph) {
     auto* net_ptr = net_.get();
     compiled_ = std::make_shared<JitFunction>([this](const std::vector<Tensor>& in) { return run(in); },
@@ -83,16 +88,22 @@ YoloStep::YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool gra
 
 std::vector<Tensor> YoloStep::run(const std::vector<Tensor>& in) {
   EnableGradGuard eg;
-  const std::vector<Tensor> raw = net_->forward({in[0]});
-  const YoloLoss L = yolo_loss(raw, std::vector<Tensor>(in.begin() + 1, in.end()), hyp_);
+  std::vector<Tensor> raw = net_->forward({in[0]});
+  for (Tensor& r : raw)  // mixed precision: the loss in float32 (MindSpore's O2 output cast)
+    if (r.dtype() != kFloat32) r = r.to(kFloat32);
+  const size_t n_targets = in.size() - (loss_scaled_ ? 2 : 1);
+  const YoloLoss L = yolo_loss(raw, std::vector<Tensor>(in.begin() + 1, in.begin() + 1 + long(n_targets)), hyp_);
   std::vector<Tensor> out{L.loss.detach(), L.lbox.detach(), L.lobj.detach(), L.lcls.detach()};
-  for (Tensor& g : autograd::grad(L.loss, params_)) out.push_back(g);
+  const Tensor scaled = loss_scaled_ ? L.loss * in.back() : L.loss;
+  for (Tensor& g : autograd::grad(scaled, params_)) out.push_back(g);
   return out;
 }
 
-std::vector<Tensor> YoloStep::operator()(const Tensor& images, const std::array<LevelTargets, 3>& targets) {
+std::vector<Tensor> YoloStep::operator()(const Tensor& images, const std::array<LevelTargets, 3>& targets,
+                                         double loss_scale) {
   std::vector<Tensor> in{images};
   for (const Tensor& t : flatten_targets(targets)) in.push_back(t);
+  if (loss_scaled_) in.push_back(full({}, loss_scale, kFloat32));
   return compiled_ ? (*compiled_)(in) : run(in);
 }
 
@@ -286,7 +297,16 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const s
   const Tensor anchors = net->detect().anchors();
   const std::array<std::pair<int64_t, int64_t>, 3> grids{{{o.img / 8, o.img / 8}, {o.img / 16, o.img / 16}, {o.img / 32, o.img / 32}}};
 
-  YoloStep step(net, hyp, o.graph, opt->parameters());  // gradients in the optimizer's order
+  // Mixed precision: the network's cells compute in amp_dtype (the parameters stay float32);
+  // float16 gradients are protected by a dynamic loss scale, and a batch whose gradients overflow is
+  // skipped (YOLOv5's GradScaler: initial scale 2^16, doubled after 2000 clean steps).
+  const amp::Level amp_level = amp::parse_level(o.amp);
+  std::shared_ptr<amp::DynamicLossScaleManager> scaler;
+  if (amp_level != amp::Level::O0) {
+    amp::auto_mixed_precision(*net, amp_level, o.amp_dtype, amp_level == amp::Level::O2);
+    if (o.amp_dtype == kFloat16) scaler = std::make_shared<amp::DynamicLossScaleManager>(65536.0, 2, 2000);
+  }
+  YoloStep step(net, hyp, o.graph, opt->parameters(), scaler != nullptr);  // gradients in the optimizer's order
   net->set_train(true);
   data::Dataset ds = yolo_train_dataset(split, o.img, o.aug, o.num_workers);
   std::vector<Tensor> acc;
@@ -324,8 +344,18 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const s
         for (size_t g = 0; g < opt->num_groups(); ++g) opt->set_group_lr(g, o.lr0 * lf(epoch));
         opt->set_momentum(o.momentum);
       }
-      const std::vector<Tensor> out = step(to_chw_float(imgs), build_targets(targets, B, anchors, grids, nc, hyp));
-      {
+      const double scale = scaler ? scaler->get_loss_scale() : 1.0;
+      std::vector<Tensor> out = step(to_chw_float(imgs), build_targets(targets, B, anchors, grids, nc, hyp), scale);
+      bool overflow = false;
+      if (scaler) {
+        NoGradGuard ng;
+        for (size_t i = 4; i < out.size() && !overflow; ++i) {
+          out[i] = out[i] * (1.0 / scale);
+          overflow = !std::isfinite(sum(out[i]).item<double>());
+        }
+        scaler->update_loss_scale(overflow);
+      }
+      if (!overflow) {
         NoGradGuard ng;
         if (acc.empty()) {
           acc.assign(out.begin() + 4, out.end());
@@ -333,7 +363,7 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const s
           for (size_t i = 0; i < acc.size(); ++i) acc[i] = acc[i] + out[4 + i];
         }
       }
-      if (ni - last_opt_step >= accumulate) {
+      if (ni - last_opt_step >= accumulate && !acc.empty()) {
         opt->step(acc);
         ema->update(*net);
         acc.clear();

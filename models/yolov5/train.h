@@ -51,8 +51,14 @@ class YoloSGD : public optim::Optimizer {
 // padded capacity is part of it); PyNative: eager with the tape.
 class YoloStep {
  public:
-  YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph, std::vector<Tensor> params = {});
-  std::vector<Tensor> operator()(const Tensor& images, const std::array<LevelTargets, 3>& targets);
+  // loss_scaled: the step takes a loss scale (mixed precision) and returns the gradients of
+  // loss * scale (the caller unscales them); the scale is an input, so one compiled graph serves
+  // every scale.
+  YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph, std::vector<Tensor> params = {},
+           bool loss_scaled = false);
+  // Returns (loss, lbox, lobj, lcls, gradients...).
+  std::vector<Tensor> operator()(const Tensor& images, const std::array<LevelTargets, 3>& targets,
+                                 double loss_scale = 1.0);
   const std::vector<Tensor>& params() const { return params_; }
   JitStats stats() const;
 
@@ -61,6 +67,7 @@ class YoloStep {
   std::shared_ptr<YoloV5> net_;
   YoloLossHyp hyp_;
   std::vector<Tensor> params_;
+  bool loss_scaled_ = false;
   std::shared_ptr<JitFunction> compiled_;
 };
 
@@ -118,7 +125,8 @@ struct YoloTrainOptions {
   bool cos_lr = false;
   double clip_norm = 10.0;
   bool graph = true;    // the forward + loss + backward as one compiled graph
-  std::string amp = "O0";  // "O2": float16 compute with float32 BatchNorm and loss scaling
+  std::string amp = "O0";  // "O2" / "O3": low-precision compute (BatchNorm in float32 under O2)
+  DType amp_dtype = kFloat16;  // float16: dynamic loss scaling (YOLOv5's GradScaler); bfloat16: none
   YoloAugment aug{};
   int num_workers = 2;
   int64_t limit = -1;   // use only the first N training images

@@ -9,6 +9,7 @@
 
 #include "jobs.h"
 #include "models/yolov5/train.h"
+#include "spore/amp.h"
 #include "spore/context.h"
 #include "spore/data/vision.h"
 #include "spore/detection/detection.h"
@@ -109,7 +110,6 @@ int train_detector(const TrainArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   SPORE_CHECK(a.grad_accum == 1 && !a.parallel_optimizer, "--grad-accum and --parallel-optimizer are for the "
               "classifiers; ", a.model, " accumulates gradients to a nominal batch of 64 by itself (YOLOv5's recipe)");
-  SPORE_CHECK(a.amp == "O0", "--amp ", a.amp, " is not supported for ", a.model, " yet; use --amp O0");
   SPORE_CHECK(a.resume.empty(), "--resume is for the classifiers; ", a.model, "'s checkpoints hold the EMA weights without "
               "the optimizer state: start from one with --weights ", a.resume, " (fine-tuning, as YOLOv5's --weights)");
   const std::string variant = variant_of(a.model);
@@ -149,6 +149,11 @@ int train_detector(const TrainArgs& a) {
   if (a.lr_given) o.lr0 = a.lr;
   if (a.no_mosaic) o.aug.mosaic = 0;
   o.cos_lr = a.cos_lr;
+  o.amp = a.amp;
+  o.amp_dtype = amp::parse_dtype(a.amp_dtype);
+  if (amp::parse_level(a.amp) != amp::Level::O0)
+    std::printf("mixed precision: %s, %s%s\n", a.amp.c_str(), dtype_name(o.amp_dtype),
+                o.amp_dtype == kFloat16 ? ", dynamic loss scale (initial 65536)" : "");
   io::MetricsWriter writer(out + "/metrics");
   io::Metadata meta{{"model", a.model}, {"img", std::to_string(a.img)}, {"class_names", join(train.class_names, '\n')}};
   std::vector<double> losses, maps, map50s;
