@@ -40,6 +40,13 @@ PipelineTrainer::PipelineTrainer(std::vector<nn::CellPtr> stages, nn::CellPtr lo
   SPORE_CHECK(opt_ != nullptr, "[pipeline] make_optimizer returned null");
 }
 
+// MPI moves a large message only while its sender is inside an MPI call (the rendezvous needs the
+// sender's answer), so a send left pending through a compute phase can hold up the next stage for
+// that long. Before each compute phase, give the pending sends a turn.
+void PipelineTrainer::progress() {
+  for (const WorkPtr& w : pending_) w->test();
+}
+
 Tensor PipelineTrainer::forward(int64_t i, const Tensor& data, const Tensor& label) {
   const int64_t b = data.shape()[0] / m_;
   Tensor x;
@@ -56,6 +63,7 @@ Tensor PipelineTrainer::forward(int64_t i, const Tensor& data, const Tensor& lab
     group_->recv(x, rank_ - 1, tag_of(i, 1));
     x.set_requires_grad(true);
   }
+  progress();
   const auto t0 = Clock::now();
   Tensor y;
   {
@@ -96,6 +104,7 @@ void PipelineTrainer::backward(int64_t i) {
     sens = Tensor::empty(outputs_[size_t(i)].shape(), outputs_[size_t(i)].dtype());
     group_->recv(sens, rank_ + 1, tag_of(i, 2));
   }
+  progress();
   const auto t0 = Clock::now();
   std::vector<Tensor> wrt = params_;
   if (rank_ > 0) wrt.push_back(inputs_[size_t(i)]);

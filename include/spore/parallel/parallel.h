@@ -197,6 +197,7 @@ class PipelineTrainer {
  private:
   Tensor forward(int64_t i, const Tensor& data, const Tensor& label);  // micro-batch i
   void backward(int64_t i);
+  void progress();  // drives the pending sends
   std::vector<nn::CellPtr> stages_;
   nn::CellPtr loss_fn_;
   optim::OptimizerPtr opt_;
