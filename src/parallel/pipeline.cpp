@@ -52,6 +52,7 @@ Tensor PipelineTrainer::forward(int64_t i, const Tensor& data, const Tensor& lab
   Tensor x;
   if (rank_ == 0) {
     x = data.slice(0, i * b, (i + 1) * b).contiguous();
+    if (data.requires_grad()) x = x.detach().set_requires_grad(true);  // input_grad() wanted
   } else {
     // The previous stage's activation: a header (ndim, dtype, dims) then the values.
     profiling::Span wait("comm", "pipeline_recv_activation");
@@ -107,7 +108,8 @@ void PipelineTrainer::backward(int64_t i) {
   progress();
   const auto t0 = Clock::now();
   std::vector<Tensor> wrt = params_;
-  if (rank_ > 0) wrt.push_back(inputs_[size_t(i)]);
+  const bool want_input = rank_ > 0 || inputs_[size_t(i)].requires_grad();
+  if (want_input) wrt.push_back(inputs_[size_t(i)]);
   std::vector<Tensor> g;
   {
     profiling::Span span("train", "pipeline_backward");
@@ -122,6 +124,8 @@ void PipelineTrainer::backward(int64_t i) {
     const Tensor gin = g.back().contiguous();
     pending_.push_back(group_->send_async(gin, rank_ - 1, tag_of(i, 2)));
     in_flight_.push_back(gin);
+  } else if (want_input) {
+    input_grads_[size_t(i)] = g.back();
   }
   inputs_[size_t(i)] = Tensor();  // this micro-batch's activations are no longer needed
   outputs_[size_t(i)] = Tensor();
@@ -136,6 +140,7 @@ Tensor PipelineTrainer::step(const Tensor& data, const Tensor& label) {
   grads_.assign(params_.size(), Tensor());
   inputs_.assign(size_t(m_), Tensor());
   outputs_.assign(size_t(m_), Tensor());
+  input_grads_.assign(size_t(m_), Tensor());
   // 1F1B: warm-up forwards, then one forward + one backward, then the remaining backwards.
   const int64_t warm = std::min<int64_t>(size_ - 1 - rank_, m_);
   int64_t f = 0, b = 0;
@@ -167,6 +172,11 @@ Tensor PipelineTrainer::step(const Tensor& data, const Tensor& label) {
   if (dp_group_ && dp_group_->size() > 1) dp_group_->all_reduce(loss, ReduceOp::Mean);
   stats_.step_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return loss;
+}
+
+Tensor PipelineTrainer::input_grad() const {
+  if (rank_ != 0 || input_grads_.empty() || !input_grads_[0].defined()) return {};
+  return concat(input_grads_, 0);
 }
 
 void PipelineTrainer::sync_stages() {

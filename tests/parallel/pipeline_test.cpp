@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdlib>
 
+#include "spore/autograd.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
 #include "spore/parallel/parallel.h"
@@ -64,6 +65,20 @@ TEST(Pipeline, LeNetTwoStagesMatchOneProcess) {
     set_seed(100 + uint64_t(s));
     Tensor x = randn({16, 1, 28, 28});
     Tensor y = randint(0, 10, {16}, kInt32);
+    if (s == 0) {  // the data's gradient (input_grad) against one process's, before the first update
+      const Tensor xg = x.clone().set_requires_grad(true);
+      const Tensor want = autograd::grad((*ce_loss())((*ref_net)(xg), y), {xg})[0];
+      x.set_requires_grad(true);
+      pipe.step(x, y);  // the pipeline's first step, with the data's gradient
+      x.set_requires_grad(false);
+      if (g->rank() == 0) {
+        const auto a = pipe.input_grad().to_vector<float>(), b = want.to_vector<float>();
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-5 + 1e-4 * std::abs(b[k])) << k;
+      }
+      ref(x, y);  // the reference's first step
+      continue;
+    }
     const double lp = pipe.step(x, y).item<double>();
     const double lr = ref(x, y).item<double>();
     worst = std::max(worst, std::abs(lp - lr) / std::abs(lr));
@@ -136,11 +151,15 @@ TEST(Pipeline, BubbleOfBalancedStagesIsNearTheory) {
   Tensor x = randn({8 * 128, 512}), y = randn({8 * 128, 512});
   g->broadcast(x, 0);
   g->broadcast(y, 0);
+  // The data's gradient too, so that stage 0's backward does the work stage 1's does (the theory
+  // assumes equal stages; without it stage 0 skips one of its eight backward products).
+  x.set_requires_grad(true);
   std::vector<double> bubbles;
   for (int s = 0; s < 7; ++s) {
     pipe.step(x, y);
     if (s > 1) bubbles.push_back(pipe.stats().bubble());  // after the warm-up steps
   }
+  if (g->rank() == 0) EXPECT_EQ(pipe.input_grad().shape(), x.shape());
   std::sort(bubbles.begin(), bubbles.end());
   const double median = bubbles[bubbles.size() / 2], theory = 1.0 / 9.0;
   std::printf("[rank %d] 2 stages, 8 micro-batches: bubble %.3f (median of %zu steps), 1F1B theory %.3f\n",

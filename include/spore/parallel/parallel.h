@@ -190,6 +190,9 @@ class PipelineTrainer {
   // Every rank receives every stage's current parameters from the rank that trains it, so each
   // holds the whole trained network (for evaluation and checkpoints).
   void sync_stages();
+  // Stage 0, when the last step's data required grad: the gradient of the batch's loss with
+  // respect to the data (the micro-batches' pieces in order). Undefined otherwise.
+  Tensor input_grad() const;
   const optim::OptimizerPtr& optimizer() const { return opt_; }
   const PipelineStats& stats() const { return stats_; }
   int64_t micro_batches() const { return m_; }
@@ -207,7 +210,7 @@ class PipelineTrainer {
   std::vector<Tensor> params_, grads_;
   // Per micro-batch in flight: the stage's input (a leaf needing grad, from the previous stage)
   // and its output (or the micro-batch loss on the last stage).
-  std::vector<Tensor> inputs_, outputs_;
+  std::vector<Tensor> inputs_, outputs_, input_grads_;
   std::vector<WorkPtr> pending_;   // sends not known to be done (waited at the end of the step)
   std::vector<Tensor> in_flight_;  // ... and the tensors they read
   Tensor loss_sum_;
