@@ -17,8 +17,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-inline Result run(const std::string& args) {
-  std::string cmd = "OMP_NUM_THREADS=2 " + kSpore + " " + args + " 2>&1";
+// `spore <args>` through the shell, with `env` ("NAME=value ...") in front.
+inline Result run(const std::string& args, const std::string& env = "") {
+  std::string cmd = "OMP_NUM_THREADS=2 " + env + " " + kSpore + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];

@@ -31,38 +31,20 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "e2e/cli_run.h"
 #include "spore/io/checkpoint.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kSpore = std::string(SPORE_BINARY_DIR) + "/spore";
+using spore::e2e::kSpore;
+using spore::e2e::Result;
+using spore::e2e::run;
 const std::string kData = "/usr/share/datasets/fashion-mnist";
 // 4 steps an epoch, a 64-image evaluation: about a second an epoch.
 const std::string kQuick = " --limit 256 --eval-limit 64 --batch-size 64 --mode pynative --threads 2 ";
 
-struct Result {
-  int code;
-  std::string out;
-};
-
-// Runs `spore <args>` (stdout and stderr together) through the shell.
-Result run(const std::string& args, const std::string& env = "") {
-  std::string cmd = "OMP_NUM_THREADS=2 " + env + " " + kSpore + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("spore_faults_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir(const std::string& name) { return spore::e2e::temp_dir("spore_faults_", name); }
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
