@@ -238,7 +238,8 @@ TEST(Pipeline, ModelWithPipelineStagesMatchesOneProcess) {
     std::printf("Model with pipeline_stages=2 on %d ranks vs one process: max relative loss difference %.3g\n", R, worst);
 }
 
-// Run by Launch.LostRankIsNamedWithOptimizerShardingAndInAPipeline as its own 2-rank job (skipped otherwise): rank 1 stops
+// Run by Launch.LostRankIsNamedWithOptimizerShardingAndInAPipeline as its own 2-rank job (skipped
+// otherwise): rank 1 stops
 // itself at step 3, so rank 0's wait for its gradient passes the deadline and fails naming rank 1.
 TEST(LaunchChild, PipelineLostRank) {
   if (!std::getenv("SPORE_PIPELINE_FAULT")) GTEST_SKIP() << "run by Launch.LostRankIsNamedWithOptimizerShardingAndInAPipeline";
