@@ -239,10 +239,11 @@ TEST(Pipeline, ModelWithPipelineStagesMatchesOneProcess) {
 }
 
 // Run by Launch.LostRankIsNamedWithOptimizerShardingAndInAPipeline as its own 2-rank job (skipped
-// otherwise): rank 1 stops
-// itself at step 3, so rank 0's wait for its gradient passes the deadline and fails naming rank 1.
+// otherwise): rank 1 stops itself at step 3, so rank 0's wait for its gradient passes the deadline
+// and fails naming rank 1.
 TEST(LaunchChild, PipelineLostRank) {
-  if (!std::getenv("SPORE_PIPELINE_FAULT")) GTEST_SKIP() << "run by Launch.LostRankIsNamedWithOptimizerShardingAndInAPipeline";
+  if (!std::getenv("SPORE_PIPELINE_FAULT"))
+    GTEST_SKIP() << "run by Launch.LostRankIsNamedWithOptimizerShardingAndInAPipeline";
   parallel::init("mpi");
   auto g = parallel::world();
   ASSERT_EQ(g->size(), 2);
