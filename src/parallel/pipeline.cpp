@@ -56,12 +56,14 @@ Tensor PipelineTrainer::forward(int64_t i, const Tensor& data, const Tensor& lab
   } else {
     // The previous stage's activation: a header (ndim, dtype, dims) then the values.
     profiling::Span wait("comm", "pipeline_recv_activation");
+    const auto r0 = Clock::now();
     Tensor header = Tensor::empty({2 + kMaxDims}, kInt64);
     group_->recv(header, rank_ - 1, tag_of(i, 0));
     const int64_t* h = header.data<int64_t>();
     Shape shape(h + 2, h + 2 + h[0]);
     x = Tensor::empty(shape, DType(h[1]));
     group_->recv(x, rank_ - 1, tag_of(i, 1));
+    stats_.recv_seconds += std::chrono::duration<double>(Clock::now() - r0).count();
     x.set_requires_grad(true);
   }
   progress();
@@ -103,7 +105,9 @@ void PipelineTrainer::backward(int64_t i) {
   if (rank_ < size_ - 1) {
     profiling::Span wait("comm", "pipeline_recv_gradient");
     sens = Tensor::empty(outputs_[size_t(i)].shape(), outputs_[size_t(i)].dtype());
+    const auto r0 = Clock::now();
     group_->recv(sens, rank_ + 1, tag_of(i, 2));
+    stats_.recv_seconds += std::chrono::duration<double>(Clock::now() - r0).count();
   }
   progress();
   const auto t0 = Clock::now();

@@ -171,6 +171,7 @@ class ShardedOptimizer : public optim::Optimizer {
 struct PipelineStats {
   double step_seconds = 0;     // wall time of the last step on this rank
   double compute_seconds = 0;  // of which forward + backward work (the rest: waiting, sending)
+  double recv_seconds = 0;     // of the rest: waiting for a neighbour's activation or gradient
   double bubble() const { return step_seconds > 0 ? 1 - compute_seconds / step_seconds : 0; }
 };
 class PipelineTrainer {
