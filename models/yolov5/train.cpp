@@ -345,22 +345,20 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const s
         opt->set_momentum(o.momentum);
       }
       const double scale = scaler ? scaler->get_loss_scale() : 1.0;
-      std::vector<Tensor> out = step(to_chw_float(imgs), build_targets(targets, B, anchors, grids, nc, hyp), scale);
+      const std::vector<Tensor> out = step(to_chw_float(imgs), build_targets(targets, B, anchors, grids, nc, hyp), scale);
+      const std::vector<Tensor> grads(out.begin() + 4, out.end());  // times scale
       bool overflow = false;
       if (scaler) {
-        NoGradGuard ng;
-        for (size_t i = 4; i < out.size() && !overflow; ++i) {
-          out[i] = out[i] * (1.0 / scale);
-          overflow = !std::isfinite(sum(out[i]).item<double>());
-        }
+        overflow = !amp::all_finite(grads).item<bool>();  // one pass over every gradient
         scaler->update_loss_scale(overflow);
       }
-      if (!overflow) {
+      if (!overflow) {  // accumulate the unscaled gradients
         NoGradGuard ng;
-        if (acc.empty()) {
-          acc.assign(out.begin() + 4, out.end());
-        } else {
-          for (size_t i = 0; i < acc.size(); ++i) acc[i] = acc[i] + out[4 + i];
+        const double inv = 1.0 / scale;
+        if (acc.empty()) acc.resize(grads.size());
+        for (size_t i = 0; i < grads.size(); ++i) {
+          const Tensor g = scaler ? grads[i] * inv : grads[i];
+          acc[i] = acc[i].defined() ? acc[i] + g : g;
         }
       }
       if (ni - last_opt_step >= accumulate && !acc.empty()) {

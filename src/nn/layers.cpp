@@ -102,10 +102,7 @@ Dense& Dense::shard(const parallel::Strategy& in_strategy, const parallel::Strat
     SPORE_CHECK(mo == m || (m == 1 && mo == k), "[Dense.shard] out_strategy ((", mo, ", ", out_strategy[0][1],
                 "),) is not supported for in_strategy m = ", m, ", k = ", k, "; use m' = m (no reduce-scatter) or, "
                 "with m = 1, m' = k (reduce-scatter the partial sums over the contraction's ranks)");
-    const parallel::Layout dm = parallel::layout_from_strategy({m, k, in_strategy[1][0]}, n);
-    parallel::Layout o;
-    o.dims = {mo == m ? dm.dims[0] : dm.dims[1], l.out.dims[1]};
-    out_layout_ = o;
+    out_layout_ = parallel::Layout{{mo == m ? l.out.dims[0] : l.x.dims[1], l.out.dims[1]}};  // x's dim 1: the k cut
   }
   return *this;
 }

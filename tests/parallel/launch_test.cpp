@@ -25,19 +25,32 @@ struct Result {
   double seconds;
 };
 
-// Runs `spore launch -n 2 [env] -- spore train <model> <args>` with output captured.
-Result launch(const std::string& env, const std::string& args, const std::string& model = "lenet") {
-  // A clean environment for the inner mpirun (no OMPI_* from an outer one).
-  const std::string cmd = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 " + env + " " +
-                          kSpore + " launch -n 2 -- spore train " + model + " " + args + " 2>&1";
+// A clean environment for an inner mpirun (no OMPI_* from an outer one).
+const std::string kCleanEnv = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 ";
+
+// Runs a shell command with its output (stdout and stderr) captured and its wall time.
+Result shell(const std::string& cmd) {
   const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
   std::string out;
   char buf[4096];
   while (size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
   const int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out,
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
+
+// Runs `spore launch -n 2 [env] -- spore train <model> <args>`.
+Result launch(const std::string& env, const std::string& args, const std::string& model = "lenet") {
+  return shell(kCleanEnv + env + " " + kSpore + " launch -n 2 -- spore train " + model + " " + args);
+}
+
+// A job whose rank 1 stopped: it failed within the deadline (5 s) plus start-up, naming rank 1.
+void expect_lost_rank_named(const Result& r, const std::string& what) {
+  std::printf("%s: exit %d after %.1f s:\n%s\n", what.c_str(), r.code, r.seconds, r.out.c_str());
+  EXPECT_NE(r.code, 0) << what;
+  EXPECT_LT(r.seconds, 45) << what;
+  EXPECT_NE(r.out.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << what << "\n" << r.out;
 }
 
 bool skip() {
@@ -69,9 +82,7 @@ void expect_same_weights(const fs::path& a, const fs::path& b) {
 
 // `spore train <model> <args>` as one process (no launcher); true when it succeeded.
 bool train_one_process(const std::string& model, const std::string& args) {
-  const std::string cmd = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 " + kSpore +
-                          " train " + model + " " + args + " > /dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
+  return shell(kCleanEnv + kSpore + " train " + model + " " + args).code == 0;
 }
 
 }  // namespace
@@ -92,11 +103,8 @@ TEST(Launch, KilledRankStopsTheJobNamingIt) {
 TEST(Launch, HungRankIsReportedAfterTheDeadline) {
   if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
   const fs::path out = tmp("stop");
-  Result r = launch("SPORE_FAULT_INJECT=1:5:stop", kArgs + "--epochs 3 --out " + out.string());
-  std::printf("exit %d after %.1f s:\n%s\n", r.code, r.seconds, r.out.c_str());
-  EXPECT_NE(r.code, 0);
-  EXPECT_LT(r.seconds, 45);
-  EXPECT_NE(r.out.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << r.out;
+  expect_lost_rank_named(launch("SPORE_FAULT_INJECT=1:5:stop", kArgs + "--epochs 3 --out " + out.string()),
+                         "data parallel");
   fs::remove_all(out);
 }
 
@@ -158,11 +166,9 @@ TEST(Launch, ShardedTransformerMatchesOneProcessAndNamesALostRank) {
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("2 ranks as dp=1 x mp=2"), std::string::npos) << b.out;
   expect_same_weights(one / "transformer.safetensors", two / "transformer.safetensors");
-  Result c = launch("SPORE_FAULT_INJECT=1:3:stop", args + "--parallel mp=2 --out " + lost.string(), "transformer");
-  std::printf("exit %d after %.1f s:\n%s\n", c.code, c.seconds, c.out.c_str());
-  EXPECT_NE(c.code, 0);
-  EXPECT_LT(c.seconds, 45);
-  EXPECT_NE(c.out.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << c.out;
+  expect_lost_rank_named(
+      launch("SPORE_FAULT_INJECT=1:3:stop", args + "--parallel mp=2 --out " + lost.string(), "transformer"),
+      "semi_auto_parallel");
   for (const fs::path& d : {one, two, lost}) fs::remove_all(d);
 }
 
@@ -171,28 +177,14 @@ TEST(Launch, ShardedTransformerMatchesOneProcessAndNamesALostRank) {
 TEST(Launch, LostRankIsNamedWithOptimizerShardingAndInAPipeline) {
   if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
   const fs::path out = tmp("zero_lost");
-  Result a = launch("SPORE_FAULT_INJECT=1:5:stop", kArgs + "--epochs 3 --parallel-optimizer --out " + out.string());
-  std::printf("ZeRO-1: exit %d after %.1f s:\n%s\n", a.code, a.seconds, a.out.c_str());
-  EXPECT_NE(a.code, 0);
-  EXPECT_LT(a.seconds, 45);
-  EXPECT_NE(a.out.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << a.out;
+  expect_lost_rank_named(
+      launch("SPORE_FAULT_INJECT=1:5:stop", kArgs + "--epochs 3 --parallel-optimizer --out " + out.string()),
+      "ZeRO-1");
   fs::remove_all(out);
-
   const std::string bin = std::string(SPORE_BINARY_DIR) + "/tests/test_parallel";
-  const std::string cmd = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 "
-                          "SPORE_PIPELINE_FAULT=1 SPORE_COMM_TIMEOUT=5 " + kSpore + " launch -n 2 -- " + bin +
-                          " --gtest_filter=LaunchChild.PipelineLostRank 2>&1";
-  const auto t0 = std::chrono::steady_clock::now();
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string text;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) text.append(buf, n);
-  const int status = pclose(p);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("pipeline: exit status %d after %.1f s:\n%s\n", status, secs, text.c_str());
-  EXPECT_NE(status, 0);
-  EXPECT_LT(secs, 45);
-  EXPECT_NE(text.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << text;
+  expect_lost_rank_named(shell(kCleanEnv + "SPORE_PIPELINE_FAULT=1 SPORE_COMM_TIMEOUT=5 " + kSpore +
+                               " launch -n 2 -- " + bin + " --gtest_filter=LaunchChild.PipelineLostRank"),
+                         "pipeline");
 }
 
 // Pipeline stages and sharded convolutions from the CLI: lenet cut into 2 stages (--parallel pp=2)

@@ -1,11 +1,11 @@
 """Run by test_parallel.py as 1 process and as `mpirun -n 2`: an MLP whose two Dense layers are cut
 Megatron-style (fc1 column parallel, fc2 row parallel) under semi_auto_parallel, trained through
 Model in Graph mode; prints the evaluation loss, which must not depend on the number of ranks."""
-import numpy as np
-
 import spore as ms
 from spore import nn
 from spore.communication import get_group_size, get_rank, init
+
+from parallel_job_common import train_and_eval  # beside this script
 
 init()
 n = get_group_size()
@@ -30,12 +30,6 @@ class MLP(nn.Cell):
 
 ms.set_seed(3)
 net = MLP()
-rng = np.random.default_rng(0)
-x = rng.standard_normal((64, 8)).astype(np.float32)
-y = np.sin(x.sum(1, keepdims=True)).astype(np.float32)
-model = ms.train.Model(net, nn.MSELoss(), nn.Momentum(net.trainable_params(), 0.05, 0.9), metrics={"loss"})
-data = ms.dataset.NumpySlicesDataset((x, y), ["x", "y"], shuffle=False).batch(16)
-model.train(3, data)
-res = model.eval(data)
+loss = train_and_eval(net)
 if get_rank() == 0:
-    print(f"RANKS {n} WEIGHT_ROWS {net.fc1.weight.shape[0]} EVAL_LOSS {res['loss']:.9f}", flush=True)
+    print(f"RANKS {n} WEIGHT_ROWS {net.fc1.weight.shape[0]} EVAL_LOSS {loss:.9f}", flush=True)
