@@ -1,0 +1,239 @@
+// Winograd F(2x2, 3x3) (ops/winograd.cpp, backends/cpu/kernels/conv_winograd.cpp) against a direct
+// convolution in float64 plain loops written here: every epilogue combination (bias, folded
+// BatchNorm scale / shift, residual, relu), odd output sizes (edge tiles with one row or column),
+// no padding and asymmetric padding, several channel blocks, tile counts that leave short blocks
+// and short register tiles, one and several threads; the transformed weights against G w Gᵀ by
+// hand; the shape / dtype errors; and op table rows.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "op_table.h"
+#include "ops/op.h"
+#include "spore/spore.h"
+#include "test_util.h"
+
+namespace spore::test {
+namespace {
+
+using ops::Attrs;
+using ops::OpId;
+
+struct Geo {
+  const char* name;
+  int64_t N, C, H, W, O;
+  int64_t pt, pb, pl, pr;
+  bool bias, scale, residual, relu;
+  int64_t OH() const { return H + pt + pb - 2; }
+  int64_t OW() const { return W + pl + pr - 2; }
+};
+
+// (N, C, H, W) doubles -> the blocked (N, C/16, H, W, 16) order (C a multiple of 16).
+std::vector<double> to_blocked(const std::vector<double>& v, int64_t N, int64_t C, int64_t H, int64_t W) {
+  std::vector<double> r(v.size());
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t w = 0; w < W; ++w)
+          r[size_t((((n * (C / 16) + c / 16) * H + h) * W + w) * 16 + c % 16)] =
+              v[size_t(((n * C + c) * H + h) * W + w)];
+  return r;
+}
+
+// act(conv(x, w) * scale + bias * scale + shift + residual) in float64, blocked layouts in and out.
+std::vector<double> reference(const Geo& g, const std::vector<double>& xb, const std::vector<double>& w,
+                              const std::vector<double>& b, const std::vector<double>& s,
+                              const std::vector<double>& sh, const std::vector<double>& rb) {
+  const int64_t Cb = g.C / 16, Ob = g.O / 16, OH = g.OH(), OW = g.OW();
+  std::vector<double> y(size_t(g.N * g.O * OH * OW));
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t o = 0; o < g.O; ++o)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double acc = 0;
+          for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t i = 0; i < 3; ++i)
+              for (int64_t j = 0; j < 3; ++j) {
+                const int64_t ih = oh - g.pt + i, iw = ow - g.pl + j;
+                if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+                acc += xb[size_t((((n * Cb + c / 16) * g.H + ih) * g.W + iw) * 16 + c % 16)] *
+                       w[size_t(((o * g.C + c) * 3 + i) * 3 + j)];
+              }
+          if (g.bias) acc += b[size_t(o)];
+          if (g.scale) acc = acc * s[size_t(o)] + sh[size_t(o)];
+          const size_t at = size_t((((n * Ob + o / 16) * OH + oh) * OW + ow) * 16 + o % 16);
+          if (g.residual) acc += rb[at];
+          if (g.relu) acc = std::max(acc, 0.0);
+          y[at] = acc;
+        }
+  return y;
+}
+
+Attrs weight_attrs(const Geo& g) { return Attrs().set("has_bias", g.bias).set("has_scale", g.scale); }
+Attrs conv_attrs(const Geo& g) {
+  return Attrs()
+      .set("padding", std::vector<int64_t>{g.pt, g.pb, g.pl, g.pr})
+      .set("has_residual", g.residual)
+      .set("act", g.relu ? "relu" : "");
+}
+
+// Runs the two ops on t = (x_b, w[, bias][, scale, shift][, residual_b]).
+Tensor run_winograd(const Geo& g, const Tensors& t) {
+  Tensors wins(t.begin() + 1, t.begin() + 2 + int(g.bias) + 2 * int(g.scale));
+  const Tensors ub = ops::call(OpId::WinogradWeights, wins, weight_attrs(g));
+  Tensors ins{t[0], ub[0], ub[1]};
+  if (g.residual) ins.push_back(t.back());
+  return ops::call(OpId::Conv2dWinograd, ins, conv_attrs(g))[0];
+}
+
+Tensors make(const Geo& g, uint64_t seed) {
+  set_seed(seed);
+  Tensors t{randn({g.N, g.C / 16, g.H, g.W, 16}), randn({g.O, g.C, 3, 3}) * (1.0 / std::sqrt(9.0 * g.C))};
+  if (g.bias) t.push_back(randn({g.O}) * 0.1);
+  if (g.scale) {
+    t.push_back(rand({g.O}) + 0.5);
+    t.push_back(randn({g.O}) * 0.1);
+  }
+  if (g.residual) t.push_back(randn({g.N, g.O / 16, g.OH(), g.OW(), 16}));
+  return t;
+}
+
+std::vector<double> ref_of(const Geo& g, const Tensors& t) {
+  size_t i = 2;
+  const auto b = g.bias ? values(t[i++]) : std::vector<double>();
+  const auto s = g.scale ? values(t[i++]) : std::vector<double>();
+  const auto sh = g.scale ? values(t[i++]) : std::vector<double>();
+  const auto r = g.residual ? values(t[i++]) : std::vector<double>();
+  return reference(g, values(t[0]), values(t[1]), b, s, sh, r);
+}
+
+// |got - want| <= 2e-5 * max |want|: F(2x2, 3x3) rounds differently from a direct sum (its
+// transforms add up to 9 inputs before the multiply), not less accurately.
+void expect_close(const Tensor& got, const std::vector<double>& want, const std::string& what) {
+  const std::vector<double> g = values(got);
+  ASSERT_EQ(g.size(), want.size()) << what;
+  double scale = 0, worst = 0;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::fabs(g[i] - want[i]));
+  EXPECT_LE(worst, 2e-5 * scale) << what << ": worst |diff| " << worst << " of max |y| " << scale;
+}
+
+const Geo kGeos[] = {
+    // name, N, C, H, W, O, pads (t, b, l, r), bias, scale, residual, relu
+    {"resnet_block_relu", 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, true},
+    {"residual_relu", 2, 32, 8, 8, 16, 1, 1, 1, 1, false, true, true, true},
+    {"bias_only", 1, 16, 6, 6, 16, 1, 1, 1, 1, true, false, false, false},
+    {"bias_scale_residual", 1, 16, 6, 6, 16, 1, 1, 1, 1, true, true, true, false},
+    {"odd_output", 3, 16, 7, 5, 16, 1, 1, 1, 1, false, false, false, true},
+    {"no_padding", 2, 16, 9, 6, 16, 0, 0, 0, 0, true, false, false, false},
+    {"asymmetric_padding", 1, 16, 5, 7, 32, 2, 0, 0, 1, false, true, true, true},
+    {"three_channel_blocks", 1, 48, 6, 6, 48, 1, 1, 1, 1, false, true, false, true},
+    // 2 x 10 x 10 = 200 tiles: blocks of 100 on two threads, register tiles of 6 with 4 left over.
+    {"many_tiles", 2, 16, 20, 20, 16, 1, 1, 1, 1, true, false, true, true},
+    {"one_pixel", 1, 16, 1, 1, 16, 1, 1, 1, 1, false, false, false, false},
+};
+
+class WinogradGeo : public ::testing::TestWithParam<Geo> {};
+
+TEST_P(WinogradGeo, MatchesDirectConvolutionInFloat64) {
+  const Geo g = GetParam();
+  const Tensors t = make(g, 7);
+  const std::vector<double> want = ref_of(g, t);
+  expect_close(run_winograd(g, t), want, g.name);
+  // One thread: the blocks are cut differently, the result must not change.
+  const int threads = get_num_threads();
+  set_num_threads(1);
+  expect_close(run_winograd(g, t), want, std::string(g.name) + " (1 thread)");
+  set_num_threads(threads);
+}
+
+INSTANTIATE_TEST_SUITE_P(Geos, WinogradGeo, ::testing::ValuesIn(kGeos),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// u[e][ob][c][l] = (G w Gᵀ)[e] * scale for o = ob * 16 + l, by hand for one (o, c): the all-ones
+// kernel gives G 1 Gᵀ = [1 1.5 .5 1]ᵀ [1 1.5 .5 1]; beta = bias * scale + shift.
+TEST(Winograd, WeightTransformByHand) {
+  const int64_t O = 16, C = 16;
+  std::vector<float> w(size_t(O * C * 9), 0.f);
+  for (int k = 0; k < 9; ++k) w[size_t((3 * C + 5) * 9 + k)] = 1.f;  // o = 3, c = 5
+  std::vector<float> bias(O, 0.f), scale(O, 1.f), shift(O, 0.f);
+  bias[3] = 2.f, scale[3] = 0.5f, shift[3] = 0.25f;
+  const Tensors ub = ops::call(OpId::WinogradWeights,
+                               {from_vector(w, {O, C, 3, 3}), from_vector(bias, {O}),
+                                from_vector(scale, {O}), from_vector(shift, {O})},
+                               Attrs().set("has_bias", true).set("has_scale", true));
+  ASSERT_EQ(ub[0].shape(), (Shape{16, 1, C, 16}));
+  const std::vector<float> u = ub[0].to_vector<float>(), beta = ub[1].to_vector<float>();
+  const float g1[4] = {1.f, 1.5f, 0.5f, 1.f};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t l = 0; l < 16; ++l) {
+          const float want = c == 5 && l == 3 ? g1[i] * g1[j] * 0.5f : 0.f;
+          EXPECT_FLOAT_EQ(u[size_t(((i * 4 + j) * C + c) * 16 + l)], want) << i << j << " c " << c << " l " << l;
+        }
+  EXPECT_FLOAT_EQ(beta[3], 2.f * 0.5f + 0.25f);
+  EXPECT_FLOAT_EQ(beta[0], 0.f);
+}
+
+TEST(Winograd, BadInputsAreNamed) {
+  auto msg = [](OpId op, const Tensors& t, const Attrs& a) {
+    try {
+      ops::call(op, t, a);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg(OpId::WinogradWeights, {zeros({16, 16, 5, 5})}, Attrs()).find("3x3 weight"), std::string::npos);
+  EXPECT_NE(msg(OpId::WinogradWeights, {zeros({8, 16, 3, 3})}, Attrs()).find("multiples of 16"), std::string::npos);
+  EXPECT_NE(msg(OpId::WinogradWeights, {zeros({16, 16, 3, 3}, kFloat64)}, Attrs()).find("float32 only"),
+            std::string::npos);
+  const Tensor x = zeros({1, 1, 4, 4, 16}), u = zeros({16, 1, 16, 16}), beta = zeros({16});
+  const Attrs a = Attrs().set("padding", std::vector<int64_t>{1, 1, 1, 1});
+  EXPECT_NE(msg(OpId::Conv2dWinograd, {x, zeros({16, 1, 32, 16}), beta}, a).find("expected u"), std::string::npos);
+  EXPECT_NE(msg(OpId::Conv2dWinograd, {zeros({1, 16, 4, 4}), u, beta}, a).find("blocked x"), std::string::npos);
+  EXPECT_NE(msg(OpId::Conv2dWinograd, {x, u, beta}, Attrs(a).set("act", "gelu")).find("act must be"),
+            std::string::npos);
+  EXPECT_NE(msg(OpId::Conv2dWinograd, {x, u, beta, zeros({1, 1, 3, 3, 16})}, Attrs(a).set("has_residual", true))
+                .find("residual must have"),
+            std::string::npos);
+}
+
+// ---- op table rows: the float64 reference above ------------------------------------------------
+std::vector<OpCase> table_cases() {
+  const Geo g{"table", 2, 16, 5, 6, 16, 1, 1, 1, 1, true, true, true, true};
+  InputSpec pos{.shape = {g.O}, .lo = 0.5, .hi = 1.5};
+  OpCase conv{
+      .name = "conv2d_winograd/bias_scale_residual_relu_odd",
+      .op = OpId::Conv2dWinograd,
+      .inputs = {{.shape = {g.N, 1, g.H, g.W, 16}}, {.shape = {g.O, g.C, 3, 3}, .lo = -0.3, .hi = 0.3},
+                 {.shape = {g.O}}, pos, {.shape = {g.O}}, {.shape = {g.N, 1, g.OH(), g.OW(), 16}}},
+      .run = [g](const Tensors& t) -> Tensors { return {run_winograd(g, t)}; },
+      .reference = [g](const Tensors& t) -> Tensors {
+        return {from_values(ref_of(g, t), {g.N, 1, g.OH(), g.OW(), 16}, kFloat64)};
+      },
+      .dtypes = {kFloat32}};
+  OpCase weights{
+      .name = "winograd_weights/all_ones_kernel",
+      .op = OpId::WinogradWeights,
+      .inputs = {{.make = [] { return ones({16, 16, 3, 3}); }}},
+      .run = [](const Tensors& t) -> Tensors { return ops::call(OpId::WinogradWeights, t, Attrs()); },
+      .reference = [](const Tensors&) -> Tensors {
+        // G 1 Gᵀ = g gᵀ with g = (1, 1.5, .5, 1) for every (o, c); beta 0.
+        const double g1[4] = {1, 1.5, 0.5, 1};
+        std::vector<double> u;
+        for (int e = 0; e < 16; ++e)
+          for (int k = 0; k < 16 * 16; ++k) u.push_back(g1[e / 4] * g1[e % 4]);
+        return {from_values(u, {16, 1, 16, 16}, kFloat64), from_values(std::vector<double>(16, 0.0), {16}, kFloat64)};
+      },
+      .dtypes = {kFloat32}};
+  return {conv, weights};
+}
+SPORE_OP_CASES(table_cases());
+
+}  // namespace
+}  // namespace spore::test
