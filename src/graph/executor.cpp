@@ -46,6 +46,7 @@ Executor::Executor(std::shared_ptr<Graph> graph) : graph_(std::move(graph)) {
   SPORE_ASSERT(copy_, "no CPU copy kernel");
   const char* prof = std::getenv("SPORE_PROFILE");
   profile_ = prof && *prof && std::string(prof) != "0";
+  profile_nodes_ = profile_ && std::string(prof) == "nodes";
   plan_ = plan_memory(*graph_);
   arena_ = std::make_shared<Storage>(std::max<size_t>(plan_.arena_bytes, 1), Device{});
   bind();
@@ -116,7 +117,10 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
     copy_->fn(ctx);
   }
   static const ops::Attrs kNoAttrs;
-  if (profile_) step_seconds_.resize(steps_.size());
+  if (profile_) {
+    step_seconds_.resize(steps_.size());
+    first_seconds_.resize(steps_.size());
+  }
   ++runs_;
   const profiling::Span graph_span("graph", profiling::enabled() ? span_name(graph_->name) : "graph");
   for (size_t si = 0; si < steps_.size(); ++si) {
@@ -126,7 +130,8 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
     if (profile_) {
       const auto t0 = std::chrono::steady_clock::now();
       s.fn(ctx);
-      step_seconds_[si] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      (runs_ == 1 ? first_seconds_[si] : step_seconds_[si]) += dt;
     } else {
       s.fn(ctx);
     }
@@ -151,22 +156,32 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
 
 Executor::~Executor() {
   if (!profile_ || runs_ == 0 || step_seconds_.empty()) return;
+  // Runs after the first, when there are any: the first includes one-time work.
+  const bool skip_first = runs_ > 1;
+  const double runs = double(skip_first ? runs_ - 1 : runs_);
+  auto seconds = [&](size_t i) { return skip_first ? step_seconds_[i] : first_seconds_[i]; };
   std::map<std::string, std::pair<double, int>> by_op;  // op -> (seconds, nodes)
   double total = 0;
   for (size_t i = 0; i < steps_.size(); ++i) {
     auto& e = by_op[steps_[i].def->name];
-    e.first += step_seconds_[i];
+    e.first += seconds(i);
     e.second += 1;
-    total += step_seconds_[i];
+    total += seconds(i);
   }
   std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_op.begin(), by_op.end());
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-  log::info("profile: graph {}: {} runs, {:.3f} ms per run in kernels", graph_->name, runs_,
-            1e3 * total / double(runs_));
+  log::info("profile: graph {}: {} runs, {:.3f} ms per run in kernels{}", graph_->name, runs_,
+            1e3 * total / runs, skip_first ? " (after the first run)" : "");
   for (const auto& [name, e] : rows)
     log::info("profile:   {:<28} {:3} nodes {:8.3f} ms/run {:5.1f}%", name, e.second,
-              1e3 * e.first / double(runs_), 100 * e.first / std::max(total, 1e-12));
+              1e3 * e.first / runs, 100 * e.first / std::max(total, 1e-12));
+  if (!profile_nodes_) return;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const auto& out = steps_[i].outputs;
+    log::info("profile:   node {:4} {:<24} {:<22} {:8.3f} ms/run", i, steps_[i].def->name,
+              out.empty() ? std::string("-") : shape_str(out[0].shape()), 1e3 * seconds(i) / runs);
+  }
 }
 
 }  // namespace spore::graph

@@ -13,7 +13,7 @@ namespace spore::cpu {
 // after kOrderElementwise 400).
 inline constexpr int kOrderConvMatmulFusion = 200;
 inline constexpr int kOrderBlockedLayout = 500;
-inline constexpr int kOrderWinograd = 550;
+inline constexpr int kOrderConstantConvs = 550;
 inline constexpr int kOrderConvPoolFusion = 600;
 
 // oneDNN post-op fusion (dnnl_fusion.cpp): conv2d / matmul [+ bias] [+ residual] [-> activation]
@@ -25,11 +25,12 @@ size_t fuse_conv_matmul(graph::Graph& g);
 // (N, ceil(C/16), H, W, 16) tensors, with to_blocked / from_blocked at the boundaries, where the
 // conv reorders saved outweigh them. Runs after the fusions. Returns nodes switched to blocked.
 size_t blocked_layout(graph::Graph& g);
-// Winograd (winograd.cpp): a 3x3, stride-1 conv2d / conv2d_fused between blocked activations whose
-// weight, bias and folded BatchNorm are constants (an imported or frozen model), with no activation
-// or relu, and enough output tiles to pay for its larger transformed weights, becomes
-// conv2d_winograd on weights transformed now. Runs after blocked_layout. Returns convs rewritten.
-size_t winograd_convs(graph::Graph& g);
+// Constant-weight convolutions (constant_convs.cpp): a conv2d / conv2d_fused between blocked
+// activations whose weight, bias and folded BatchNorm are constants (an imported or frozen model),
+// with no activation or relu, runs on weights prepared now: Winograd (conv2d_winograd) for 3x3
+// stride-1 convs with enough output tiles, a direct conv on packed weights (conv2d_packed) for
+// the rest. Runs after blocked_layout. Returns convs rewritten.
+size_t constant_convs(graph::Graph& g);
 // Conv + max pool (conv_pool_fusion.cpp), for convs with at most 4 input channels:
 // conv2d[_fused] -> max_pool2d becomes conv2d_pool_fused (the conv output never stored), and
 // max_pool2d_backward -> conv2d_backward_weight becomes conv2d_backward_weight_pooled (only the

@@ -1,9 +1,11 @@
-// Winograd F(2x2, 3x3) (ops/winograd.cpp, backends/cpu/kernels/conv_winograd.cpp) against a direct
-// convolution in float64 plain loops written here: every epilogue combination (bias, folded
-// BatchNorm scale / shift, residual, relu), odd output sizes (edge tiles with one row or column),
-// no padding and asymmetric padding, several channel blocks, tile counts that leave short blocks
-// and short register tiles, one and several threads; the transformed weights against G w Gᵀ by
-// hand; the shape / dtype errors; and op table rows.
+// The constant-weight convolutions (ops/constant_conv.cpp): Winograd F(2x2, 3x3)
+// (backends/cpu/kernels/conv_winograd.cpp) and the direct conv on packed weights (conv_packed.cpp),
+// against a convolution in float64 plain loops written here: every epilogue combination (bias,
+// folded BatchNorm scale / shift, residual, relu), odd output sizes (Winograd edge tiles with one
+// row or column), no padding and asymmetric padding, strides 1 and 2, 1x1 / 3x3 / 5x5 kernels, the
+// packed conv reading x in place (no padding) and through its bordered copy, several channel
+// blocks, counts that leave short blocks and short register tiles, one and several threads; the
+// transformed and packed weights by hand; the shape / dtype errors; and op table rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,11 +26,13 @@ using ops::OpId;
 
 struct Geo {
   const char* name;
+  bool winograd;  // else the packed direct conv
   int64_t N, C, H, W, O;
   int64_t pt, pb, pl, pr;
   bool bias, scale, residual, relu;
-  int64_t OH() const { return H + pt + pb - 2; }
-  int64_t OW() const { return W + pl + pr - 2; }
+  int64_t k = 3, stride = 1;  // square kernel, both strides
+  int64_t OH() const { return (H + pt + pb - k) / stride + 1; }
+  int64_t OW() const { return (W + pl + pr - k) / stride + 1; }
 };
 
 // (N, C, H, W) doubles -> the blocked (N, C/16, H, W, 16) order (C a multiple of 16).
@@ -55,12 +59,12 @@ std::vector<double> reference(const Geo& g, const std::vector<double>& xb, const
         for (int64_t ow = 0; ow < OW; ++ow) {
           double acc = 0;
           for (int64_t c = 0; c < g.C; ++c)
-            for (int64_t i = 0; i < 3; ++i)
-              for (int64_t j = 0; j < 3; ++j) {
-                const int64_t ih = oh - g.pt + i, iw = ow - g.pl + j;
+            for (int64_t i = 0; i < g.k; ++i)
+              for (int64_t j = 0; j < g.k; ++j) {
+                const int64_t ih = oh * g.stride - g.pt + i, iw = ow * g.stride - g.pl + j;
                 if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
                 acc += xb[size_t((((n * Cb + c / 16) * g.H + ih) * g.W + iw) * 16 + c % 16)] *
-                       w[size_t(((o * g.C + c) * 3 + i) * 3 + j)];
+                       w[size_t(((o * g.C + c) * g.k + i) * g.k + j)];
               }
           if (g.bias) acc += b[size_t(o)];
           if (g.scale) acc = acc * s[size_t(o)] + sh[size_t(o)];
@@ -74,24 +78,26 @@ std::vector<double> reference(const Geo& g, const std::vector<double>& xb, const
 
 Attrs weight_attrs(const Geo& g) { return Attrs().set("has_bias", g.bias).set("has_scale", g.scale); }
 Attrs conv_attrs(const Geo& g) {
-  return Attrs()
-      .set("padding", std::vector<int64_t>{g.pt, g.pb, g.pl, g.pr})
-      .set("has_residual", g.residual)
-      .set("act", g.relu ? "relu" : "");
+  Attrs a;
+  a.set("padding", std::vector<int64_t>{g.pt, g.pb, g.pl, g.pr}).set("has_residual", g.residual);
+  a.set("act", g.relu ? "relu" : "");
+  if (!g.winograd) a.set("stride", std::vector<int64_t>{g.stride, g.stride});
+  return a;
 }
 
-// Runs the two ops on t = (x_b, w[, bias][, scale, shift][, residual_b]).
-Tensor run_winograd(const Geo& g, const Tensors& t) {
+// Runs the two ops (prepare the weights, convolve) on t = (x_b, w[, bias][, scale, shift][, residual_b]).
+Tensor run_conv(const Geo& g, const Tensors& t) {
   Tensors wins(t.begin() + 1, t.begin() + 2 + int(g.bias) + 2 * int(g.scale));
-  const Tensors ub = ops::call(OpId::WinogradWeights, wins, weight_attrs(g));
+  const Tensors ub =
+      ops::call(g.winograd ? OpId::WinogradWeights : OpId::PackConvWeights, wins, weight_attrs(g));
   Tensors ins{t[0], ub[0], ub[1]};
   if (g.residual) ins.push_back(t.back());
-  return ops::call(OpId::Conv2dWinograd, ins, conv_attrs(g))[0];
+  return ops::call(g.winograd ? OpId::Conv2dWinograd : OpId::Conv2dPacked, ins, conv_attrs(g))[0];
 }
 
 Tensors make(const Geo& g, uint64_t seed) {
   set_seed(seed);
-  Tensors t{randn({g.N, g.C / 16, g.H, g.W, 16}), randn({g.O, g.C, 3, 3}) * (1.0 / std::sqrt(9.0 * g.C))};
+  Tensors t{randn({g.N, g.C / 16, g.H, g.W, 16}), randn({g.O, g.C, g.k, g.k}) * (1.0 / std::sqrt(double(g.k * g.k * g.C)))};
   if (g.bias) t.push_back(randn({g.O}) * 0.1);
   if (g.scale) {
     t.push_back(rand({g.O}) + 0.5);
@@ -110,8 +116,8 @@ std::vector<double> ref_of(const Geo& g, const Tensors& t) {
   return reference(g, values(t[0]), values(t[1]), b, s, sh, r);
 }
 
-// |got - want| <= 2e-5 * max |want|: F(2x2, 3x3) rounds differently from a direct sum (its
-// transforms add up to 9 inputs before the multiply), not less accurately.
+// |got - want| <= 2e-5 * max |want|: float32 sums in another order (F(2x2, 3x3)'s transforms add
+// up to 9 inputs before the multiply), not less accurately.
 void expect_close(const Tensor& got, const std::vector<double>& want, const std::string& what) {
   const std::vector<double> g = values(got);
   ASSERT_EQ(g.size(), want.size()) << what;
@@ -122,35 +128,46 @@ void expect_close(const Tensor& got, const std::vector<double>& want, const std:
 }
 
 const Geo kGeos[] = {
-    // name, N, C, H, W, O, pads (t, b, l, r), bias, scale, residual, relu
-    {"resnet_block_relu", 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, true},
-    {"residual_relu", 2, 32, 8, 8, 16, 1, 1, 1, 1, false, true, true, true},
-    {"bias_only", 1, 16, 6, 6, 16, 1, 1, 1, 1, true, false, false, false},
-    {"bias_scale_residual", 1, 16, 6, 6, 16, 1, 1, 1, 1, true, true, true, false},
-    {"odd_output", 3, 16, 7, 5, 16, 1, 1, 1, 1, false, false, false, true},
-    {"no_padding", 2, 16, 9, 6, 16, 0, 0, 0, 0, true, false, false, false},
-    {"asymmetric_padding", 1, 16, 5, 7, 32, 2, 0, 0, 1, false, true, true, true},
-    {"three_channel_blocks", 1, 48, 6, 6, 48, 1, 1, 1, 1, false, true, false, true},
+    // name, winograd, N, C, H, W, O, pads (t, b, l, r), bias, scale, residual, relu[, k, stride]
+    {"wino_resnet_block_relu", true, 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, true},
+    {"wino_residual_relu", true, 2, 32, 8, 8, 16, 1, 1, 1, 1, false, true, true, true},
+    {"wino_bias_only", true, 1, 16, 6, 6, 16, 1, 1, 1, 1, true, false, false, false},
+    {"wino_bias_scale_residual", true, 1, 16, 6, 6, 16, 1, 1, 1, 1, true, true, true, false},
+    {"wino_odd_output", true, 3, 16, 7, 5, 16, 1, 1, 1, 1, false, false, false, true},
+    {"wino_no_padding", true, 2, 16, 9, 6, 16, 0, 0, 0, 0, true, false, false, false},
+    {"wino_asymmetric_padding", true, 1, 16, 5, 7, 32, 2, 0, 0, 1, false, true, true, true},
+    {"wino_three_channel_blocks", true, 1, 48, 6, 6, 48, 1, 1, 1, 1, false, true, false, true},
     // 2 x 10 x 10 = 200 tiles: blocks of 100 on two threads, register tiles of 6 with 4 left over.
-    {"many_tiles", 2, 16, 20, 20, 16, 1, 1, 1, 1, true, false, true, true},
-    {"one_pixel", 1, 16, 1, 1, 16, 1, 1, 1, 1, false, false, false, false},
+    {"wino_many_tiles", true, 2, 16, 20, 20, 16, 1, 1, 1, 1, true, false, true, true},
+    {"wino_one_pixel", true, 1, 16, 1, 1, 16, 1, 1, 1, 1, false, false, false, false},
+    // ResNet's downsampling conv and shortcut, the deep 4x4 convs at batch 1.
+    {"packed_3x3_stride2", false, 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, true, 3, 2},
+    {"packed_3x3_stride2_odd", false, 1, 32, 7, 9, 16, 1, 1, 1, 1, true, false, false, true, 3, 2},
+    {"packed_1x1_stride2_in_place", false, 2, 16, 8, 8, 32, 0, 0, 0, 0, false, true, false, false, 1, 2},
+    {"packed_3x3_small_map_residual", false, 1, 48, 4, 4, 32, 1, 1, 1, 1, false, true, true, true},
+    {"packed_3x3_no_padding_in_place", false, 2, 16, 7, 6, 16, 0, 0, 0, 0, true, false, false, false},
+    // Bottom / right padding only: the windows read one row / column past x (the bordered copy).
+    {"packed_bottom_right_padding", false, 1, 16, 8, 8, 16, 0, 1, 0, 1, false, false, false, true, 3, 2},
+    {"packed_5x5_pad2", false, 2, 16, 9, 9, 16, 2, 2, 2, 2, true, true, true, true, 5, 1},
+    // 2 x 15 x 15 = 450 pixels: chunks of 192 with a short last one, tiles of 6 with 0 left over.
+    {"packed_many_rows", false, 2, 16, 15, 15, 16, 1, 1, 1, 1, false, false, false, true},
 };
 
-class WinogradGeo : public ::testing::TestWithParam<Geo> {};
+class ConstantConvGeo : public ::testing::TestWithParam<Geo> {};
 
-TEST_P(WinogradGeo, MatchesDirectConvolutionInFloat64) {
+TEST_P(ConstantConvGeo, MatchesConvolutionInFloat64) {
   const Geo g = GetParam();
   const Tensors t = make(g, 7);
   const std::vector<double> want = ref_of(g, t);
-  expect_close(run_winograd(g, t), want, g.name);
+  expect_close(run_conv(g, t), want, g.name);
   // One thread: the blocks are cut differently, the result must not change.
   const int threads = get_num_threads();
   set_num_threads(1);
-  expect_close(run_winograd(g, t), want, std::string(g.name) + " (1 thread)");
+  expect_close(run_conv(g, t), want, std::string(g.name) + " (1 thread)");
   set_num_threads(threads);
 }
 
-INSTANTIATE_TEST_SUITE_P(Geos, WinogradGeo, ::testing::ValuesIn(kGeos),
+INSTANTIATE_TEST_SUITE_P(Geos, ConstantConvGeo, ::testing::ValuesIn(kGeos),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // u[e][ob][c][l] = (G w Gᵀ)[e] * scale for o = ob * 16 + l, by hand for one (o, c): the all-ones
@@ -179,6 +196,26 @@ TEST(Winograd, WeightTransformByHand) {
   EXPECT_FLOAT_EQ(beta[0], 0.f);
 }
 
+// wp[ob][i][j][c][l] = w[ob * 16 + l][c][i][j] * scale: one marked element moved by hand.
+TEST(PackedConv, WeightPackingByHand) {
+  const int64_t O = 32, C = 16, K = 3;
+  std::vector<float> w(size_t(O * C * K * K), 0.f);
+  w[size_t(((20 * C + 7) * K + 2) * K + 1)] = 3.f;  // o = 20, c = 7, i = 2, j = 1
+  std::vector<float> scale(O, 1.f);
+  scale[20] = 2.f;
+  const Tensors wb = ops::call(OpId::PackConvWeights, {from_vector(w, {O, C, K, K}), from_vector(scale, {O}),
+                                                        zeros({O})},
+                               Attrs().set("has_scale", true));
+  ASSERT_EQ(wb[0].shape(), (Shape{2, K, K, C, 16}));
+  const std::vector<float> wp = wb[0].to_vector<float>();
+  const size_t at = size_t((((1 * K + 2) * K + 1) * C + 7) * 16 + 4);  // ob 1, lane 4
+  EXPECT_FLOAT_EQ(wp[at], 6.f);
+  float others = 0;
+  for (size_t i = 0; i < wp.size(); ++i)
+    if (i != at) others += std::fabs(wp[i]);
+  EXPECT_EQ(others, 0.f);
+}
+
 TEST(Winograd, BadInputsAreNamed) {
   auto msg = [](OpId op, const Tensors& t, const Attrs& a) {
     try {
@@ -189,6 +226,10 @@ TEST(Winograd, BadInputsAreNamed) {
     return std::string("no error");
   };
   EXPECT_NE(msg(OpId::WinogradWeights, {zeros({16, 16, 5, 5})}, Attrs()).find("3x3 weight"), std::string::npos);
+  EXPECT_NE(msg(OpId::PackConvWeights, {zeros({16, 12, 3, 3})}, Attrs()).find("multiples of 16"), std::string::npos);
+  EXPECT_NE(msg(OpId::PackConvWeights, {zeros({16, 16, 3, 3}), zeros({8})}, Attrs().set("has_bias", true))
+                .find("per-channel inputs must have shape (16)"),
+            std::string::npos);
   EXPECT_NE(msg(OpId::WinogradWeights, {zeros({8, 16, 3, 3})}, Attrs()).find("multiples of 16"), std::string::npos);
   EXPECT_NE(msg(OpId::WinogradWeights, {zeros({16, 16, 3, 3}, kFloat64)}, Attrs()).find("float32 only"),
             std::string::npos);
@@ -201,18 +242,27 @@ TEST(Winograd, BadInputsAreNamed) {
   EXPECT_NE(msg(OpId::Conv2dWinograd, {x, u, beta, zeros({1, 1, 3, 3, 16})}, Attrs(a).set("has_residual", true))
                 .find("residual must have"),
             std::string::npos);
+  const Tensor wp = zeros({1, 3, 3, 16, 16});
+  const Attrs pa = Attrs(a).set("stride", std::vector<int64_t>{2, 2});
+  EXPECT_NE(msg(OpId::Conv2dPacked, {x, zeros({1, 3, 3, 32, 16}), beta}, pa).find("expected wp"), std::string::npos);
+  EXPECT_NE(msg(OpId::Conv2dPacked, {x, wp, beta}, Attrs(pa).set("stride", std::vector<int64_t>{0, 1}))
+                .find("stride must be"),
+            std::string::npos);
+  EXPECT_NE(msg(OpId::Conv2dPacked, {x, wp, zeros({32})}, pa).find("beta must have shape (16)"), std::string::npos);
+  EXPECT_EQ(msg(OpId::Conv2dPacked, {x, wp, beta}, pa), "no error");
 }
 
 // ---- op table rows: the float64 reference above ------------------------------------------------
 std::vector<OpCase> table_cases() {
-  const Geo g{"table", 2, 16, 5, 6, 16, 1, 1, 1, 1, true, true, true, true};
+  const Geo g{"table", true, 2, 16, 5, 6, 16, 1, 1, 1, 1, true, true, true, true};
+  const Geo p{"table_packed", false, 2, 16, 7, 6, 16, 1, 1, 1, 1, true, true, true, true, 3, 2};
   InputSpec pos{.shape = {g.O}, .lo = 0.5, .hi = 1.5};
   OpCase conv{
       .name = "conv2d_winograd/bias_scale_residual_relu_odd",
       .op = OpId::Conv2dWinograd,
       .inputs = {{.shape = {g.N, 1, g.H, g.W, 16}}, {.shape = {g.O, g.C, 3, 3}, .lo = -0.3, .hi = 0.3},
                  {.shape = {g.O}}, pos, {.shape = {g.O}}, {.shape = {g.N, 1, g.OH(), g.OW(), 16}}},
-      .run = [g](const Tensors& t) -> Tensors { return {run_winograd(g, t)}; },
+      .run = [g](const Tensors& t) -> Tensors { return {run_conv(g, t)}; },
       .reference = [g](const Tensors& t) -> Tensors {
         return {from_values(ref_of(g, t), {g.N, 1, g.OH(), g.OW(), 16}, kFloat64)};
       },
@@ -231,7 +281,33 @@ std::vector<OpCase> table_cases() {
         return {from_values(u, {16, 1, 16, 16}, kFloat64), from_values(std::vector<double>(16, 0.0), {16}, kFloat64)};
       },
       .dtypes = {kFloat32}};
-  return {conv, weights};
+  OpCase packed{
+      .name = "conv2d_packed/stride2_bias_scale_residual_relu",
+      .op = OpId::Conv2dPacked,
+      .inputs = {{.shape = {p.N, 1, p.H, p.W, 16}}, {.shape = {p.O, p.C, 3, 3}, .lo = -0.3, .hi = 0.3},
+                 {.shape = {p.O}}, pos, {.shape = {p.O}}, {.shape = {p.N, 1, p.OH(), p.OW(), 16}}},
+      .run = [p](const Tensors& t) -> Tensors { return {run_conv(p, t)}; },
+      .reference = [p](const Tensors& t) -> Tensors {
+        return {from_values(ref_of(p, t), {p.N, 1, p.OH(), p.OW(), 16}, kFloat64)};
+      },
+      .dtypes = {kFloat32}};
+  OpCase packing{
+      .name = "pack_conv_weights/bias",
+      .op = OpId::PackConvWeights,
+      .inputs = {{.shape = {16, 16, 1, 2}}, {.shape = {16}}},
+      .run = [](const Tensors& t) -> Tensors {
+        return ops::call(OpId::PackConvWeights, t, Attrs().set("has_bias", true));
+      },
+      .reference = [](const Tensors& t) -> Tensors {
+        const auto w = values(t[0]);  // (16, 16, 1, 2) -> (1, 1, 2, 16, 16): [j][c][o] = w[o][c][0][j]
+        std::vector<double> r(w.size());
+        for (int64_t o = 0; o < 16; ++o)
+          for (int64_t c = 0; c < 16; ++c)
+            for (int64_t j = 0; j < 2; ++j) r[size_t((j * 16 + c) * 16 + o)] = w[size_t((o * 16 + c) * 2 + j)];
+        return {from_values(r, {1, 1, 2, 16, 16}, kFloat64), t[1].to(kFloat64)};
+      },
+      .dtypes = {kFloat32}};
+  return {conv, weights, packed, packing};
 }
 SPORE_OP_CASES(table_cases());
 

@@ -1,0 +1,239 @@
+// Direct convolution with packed constant weights on nChw16c activations (see conv_packed.h).
+// Highway, run-time dispatch.
+//
+// Where the conv pads, the input is first copied into a zero-bordered buffer (N, C/16, Hp, Wp, 16),
+// so the products read every tap without bounds checks; an unpadded conv reads x in place. The
+// work is cut into tasks (chunk of kChunkRows output pixels, block of 16 output channels), chunk
+// major: a thread's consecutive tasks reuse one chunk's input from L2 while the weight panels
+// (kh * kw * C * 16 floats each) stream past, and at batch 1 the threads split the output channels
+// (each reads half the weights). Per task, register tiles of 6 pixels x 16 channels (AVX2: 12
+// accumulators) run over all of K = kh * kw * C, then the epilogue (+ beta, + residual, relu)
+// stores into y's blocked layout.
+// clang-format off
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_packed.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// clang-format on
+
+#include "backends/cpu/kernels/conv_packed.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/kernels/nn_util.h"
+#include "core/parallel.h"
+#include "spore/error.h"
+
+#ifndef SPORE_CONV_PACKED_ONCE
+#define SPORE_CONV_PACKED_ONCE
+namespace spore::cpu::pconv {
+constexpr int64_t kChunkRows = 192;  // output pixels per task
+constexpr int kMaxTaps = 64;         // kh * kw
+// The input as the products read it: x itself or its zero-bordered copy, (N, C/16, Hs, Ws, 16).
+struct Source {
+  const float* x;
+  int64_t Hs, Ws;
+};
+}  // namespace spore::cpu::pconv
+#endif
+
+#ifndef SPORE_UNROLL
+#define SPORE_UNROLL _Pragma("GCC unroll 32")
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace spore::cpu::pconv {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+constexpr size_t kL = hn::MaxLanes(DF());
+constexpr size_t kNV = kL >= 16 ? 1 : 16 / kL;  // vectors per 16-channel group
+constexpr size_t kStep = kL >= 16 ? 16 : kL;    // lanes per vector actually used
+constexpr int kRows = int(12 / kNV) > 0 ? int(12 / kNV) : 1;  // 12 accumulators
+using DG = hn::CappedTag<float, kStep>;
+
+// Output pixels [r0, r0 + R) for output-channel block ob; wo: ob's panel (kh, kw, C, 16).
+template <int R>
+HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* tap_off, int64_t r0,
+                     int64_t ob, const float* HWY_RESTRICT wo, const float* HWY_RESTRICT beta,
+                     const float* HWY_RESTRICT res, bool relu, float* HWY_RESTRICT y) {
+  const DG d;
+  const int64_t Cb = g.C / 16, Ob = g.O / 16, plane = s.Hs * s.Ws * 16, taps = g.kh * g.kw;
+  const float* base[R];
+  int64_t out_at[R];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) {
+    const int64_t p = r0 + r, n = p / (g.OH * g.OW), oh = p % (g.OH * g.OW) / g.OW, ow = p % g.OW;
+    base[r] = s.x + ((n * Cb * s.Hs + oh * g.sh) * s.Ws + ow * g.sw) * 16;
+    out_at[r] = (((n * Ob + ob) * g.OH + oh) * g.OW + ow) * 16;
+  }
+  hn::Vec<DG> acc[R][kNV];
+  SPORE_UNROLL for (int r = 0; r < R; ++r)
+    SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::Zero(d);
+  const float* w = wo;
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t cb = 0; cb < Cb; ++cb, w += 256) {
+      const int64_t off = tap_off[t] + cb * plane;
+      SPORE_UNROLL for (int l = 0; l < 16; ++l) {
+        hn::Vec<DG> wv[kNV];
+        SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) wv[k] = hn::LoadU(d, w + l * 16 + k * kStep);
+        SPORE_UNROLL for (int r = 0; r < R; ++r) {
+          const auto b = hn::Set(d, base[r][off + l]);
+          SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, wv[k], acc[r][k]);
+        }
+      }
+    }
+  const auto zero = hn::Zero(d);
+  SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) {
+    const auto b = hn::LoadU(d, beta + ob * 16 + k * kStep);
+    SPORE_UNROLL for (int r = 0; r < R; ++r) {
+      auto o = hn::Add(acc[r][k], b);
+      if (res) o = hn::Add(o, hn::LoadU(d, res + out_at[r] + k * kStep));
+      if (relu) o = hn::Max(o, zero);
+      hn::StoreU(o, d, y + out_at[r] + k * kStep);
+    }
+  }
+}
+
+template <int R>
+HWY_INLINE void TileTail(int rows, const PackedConvGeom& g, const Source& s, const int64_t* tap_off,
+                         int64_t r0, int64_t ob, const float* wo, const float* beta, const float* res,
+                         bool relu, float* y) {
+  if constexpr (R > 0) {
+    if (rows == R) return Tile<R>(g, s, tap_off, r0, ob, wo, beta, res, relu, y);
+    TileTail<R - 1>(rows, g, s, tap_off, r0, ob, wo, beta, res, relu, y);
+  }
+}
+
+// Tasks [t0, t1) of (chunk, ob), chunk major.
+void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const float* beta,
+           const float* res, bool relu, float* y, int64_t t0, int64_t t1) {
+  const int64_t Ob = g.O / 16, rows = g.N * g.OH * g.OW, K = g.kh * g.kw * g.C;
+  int64_t tap_off[kMaxTaps];
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) tap_off[i * g.kw + j] = (i * s.Ws + j) * 16;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t chunk = t / Ob, ob = t % Ob;
+    const int64_t r_end = std::min(rows, (chunk + 1) * kChunkRows);
+    const float* wo = wp + ob * K * 16;
+    int64_t r = chunk * kChunkRows;
+    for (; r + kRows <= r_end; r += kRows) Tile<kRows>(g, s, tap_off, r, ob, wo, beta, res, relu, y);
+    if (r < r_end) TileTail<kRows - 1>(int(r_end - r), g, s, tap_off, r, ob, wo, beta, res, relu, y);
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace spore::cpu::pconv
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace spore::cpu {
+namespace pconv {
+HWY_EXPORT(Tasks);
+
+// The calling thread's zero-bordered input buffer, grown and kept across calls.
+float* padded_buffer(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+// x (N, Cb, H, W, 16) -> xp (N, Cb, Hp, Wp, 16) with the input at (pt, pl) and zeros around it.
+void pad_input(const PackedConvGeom& g, const float* x, float* xp, int64_t Hp, int64_t Wp) {
+  const int64_t planes = g.N * (g.C / 16);
+  parallel_for(0, planes, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* src = x + p * g.H * g.W * 16;
+      float* dst = xp + p * Hp * Wp * 16;
+      for (int64_t h = 0; h < Hp; ++h) {
+        float* row = dst + h * Wp * 16;
+        const int64_t ih = h - g.pt;
+        if (ih < 0 || ih >= g.H) {
+          std::memset(row, 0, size_t(Wp * 16) * sizeof(float));
+          continue;
+        }
+        // Columns [pl, pl + W) hold the input row (cut to Wp); the rest are zeros.
+        const int64_t c0 = g.pl, n = std::max<int64_t>(0, std::min(g.W, Wp - c0));
+        std::memset(row, 0, size_t(c0 * 16) * sizeof(float));
+        std::memcpy(row + c0 * 16, src + ih * g.W * 16, size_t(n * 16) * sizeof(float));
+        std::memset(row + (c0 + n) * 16, 0, size_t((Wp - c0 - n) * 16) * sizeof(float));
+      }
+    }
+  });
+}
+}  // namespace pconv
+
+void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t kw, const float* bias,
+                       const float* scale, const float* shift, float* wp, float* beta) {
+  SPORE_ASSERT(O % 16 == 0 && C % 16 == 0, "packed conv: channels must be multiples of 16, got O=", O,
+               ", C=", C);
+  for (int64_t o = 0; o < O; ++o) {
+    const float s = scale ? scale[o] : 1.f;
+    beta[o] = (bias ? bias[o] : 0.f) * s + (shift ? shift[o] : 0.f);
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t j = 0; j < kw; ++j)
+          wp[((((o / 16) * kh + i) * kw + j) * C + c) * 16 + o % 16] = w[((o * C + c) * kh + i) * kw + j] * s;
+  }
+}
+
+void packed_conv2d(const PackedConvGeom& g, const float* x, const float* wp, const float* beta,
+                   const float* residual, bool relu, float* y) {
+  SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0 && g.kh * g.kw <= pconv::kMaxTaps,
+               "packed conv: unsupported geometry");
+  const int64_t rows = g.N * g.OH * g.OW;
+  if (rows == 0) return;
+  // The extent the windows read; a conv that pads (or reads past the input) gets a bordered copy.
+  const int64_t Hp = (g.OH - 1) * g.sh + g.kh, Wp = (g.OW - 1) * g.sw + g.kw;
+  pconv::Source s{x, g.H, g.W};
+  if (g.pt > 0 || g.pl > 0 || Hp > g.H || Wp > g.W) {
+    float* xp = pconv::padded_buffer(size_t(g.N * g.C * Hp * Wp));
+    pconv::pad_input(g, x, xp, Hp, Wp);
+    s = {xp, Hp, Wp};
+  }
+  const int64_t chunks = (rows + pconv::kChunkRows - 1) / pconv::kChunkRows;
+  parallel_for(0, chunks * (g.O / 16), 1, [&](int64_t t0, int64_t t1) {
+    HWY_DYNAMIC_DISPATCH(pconv::Tasks)(g, s, wp, beta, residual, relu, y, t0, t1);
+  });
+}
+
+namespace {
+
+// pack_conv_weights(w[, bias][, scale, shift]) -> (wp, beta) (ops/winograd.cpp).
+void pack_conv_weights_kernel(ops::KernelContext& ctx) {
+  const bool has_bias = ctx.attrs.get_bool("has_bias", false);
+  const bool has_scale = ctx.attrs.get_bool("has_scale", false);
+  size_t i = 1;
+  const Tensor w = dense(ctx.inputs[0]);
+  const Tensor b = has_bias ? dense(ctx.inputs[i++]) : Tensor();
+  const Tensor scale = has_scale ? dense(ctx.inputs[i++]) : Tensor();
+  const Tensor shift = has_scale ? dense(ctx.inputs[i++]) : Tensor();
+  pack_conv_weights(w.data<float>(), w.size(0), w.size(1), w.size(2), w.size(3),
+                    has_bias ? b.data<float>() : nullptr, has_scale ? scale.data<float>() : nullptr,
+                    has_scale ? shift.data<float>() : nullptr, ctx.outputs[0].data<float>(),
+                    ctx.outputs[1].data<float>());
+}
+
+// conv2d_packed(x, wp, beta[, residual]) -> y, all blocked but wp and beta.
+void conv2d_packed_kernel(ops::KernelContext& ctx) {
+  Tensor& y = ctx.outputs[0];
+  if (y.numel() == 0) return;
+  const Tensor x = dense(ctx.inputs[0]), wp = dense(ctx.inputs[1]), beta = dense(ctx.inputs[2]);
+  const bool has_res = ctx.attrs.get_bool("has_residual", false);
+  const Tensor r = has_res ? dense(ctx.inputs[3]) : Tensor();
+  const auto pad = ctx.attrs.get_ints("padding"), st = ctx.attrs.get_ints("stride");
+  const PackedConvGeom g{x.size(0), x.size(1) * 16, x.size(2), x.size(3), y.size(1) * 16, wp.size(1),
+                         wp.size(2), y.size(2), y.size(3), st[0], st[1], pad[0], pad[2]};
+  const bool relu = ctx.attrs.has("act") && ctx.attrs.get_string("act") == "relu";
+  packed_conv2d(g, x.data<float>(), wp.data<float>(), beta.data<float>(),
+                has_res ? r.data<float>() : nullptr, relu, y.data<float>());
+}
+
+}  // namespace
+
+SPORE_KERNEL(CPU, PackConvWeights, pack_conv_weights_kernel, kFloat32);
+SPORE_KERNEL(CPU, Conv2dPacked, conv2d_packed_kernel, kFloat32);
+
+}  // namespace spore::cpu
+#endif  // HWY_ONCE

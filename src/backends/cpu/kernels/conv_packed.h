@@ -1,0 +1,30 @@
+// Direct convolution on Graph mode's blocked activations (nChw16c) with weights packed once, when
+// the graph is compiled (constant weights: an imported or frozen model). Defined in
+// conv_packed.cpp; the graph pass backends/cpu/passes/constant_convs.cpp decides where it runs.
+//
+// An implicit GEMM: the output pixels (n, oh, ow), flattened, are the rows; K runs over the taps
+// (kh, kw) and input channels; 16 output channels are the columns. A register tile of 6 pixels x
+// 16 channels accumulates over all of K, reading the input in place (no im2col buffer): each
+// pixel's input for a tap is 16 consecutive floats per channel block. Small maps (a 4x4 map at
+// batch 1) fill the rows as well as large ones, which is where oneDNN's direct kernels, blocked
+// along the width, lose most.
+#pragma once
+#include <cstdint>
+
+namespace spore::cpu {
+
+// x (N, C/16, H, W, 16) -> y (N, O/16, OH, OW, 16); C and O multiples of 16; groups 1, dilation 1.
+struct PackedConvGeom {
+  int64_t N, C, H, W, O, kh, kw, OH, OW, sh, sw, pt, pl;
+};
+
+// wp (O/16, kh, kw, C, 16) = w[o][c][i][j] * scale[o]; beta (O) = bias * scale + shift. w is
+// (O, C, kh, kw); bias, scale and shift may be null (0, 1, 0).
+void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t kw, const float* bias,
+                       const float* scale, const float* shift, float* wp, float* beta);
+
+// y = act(conv(x, w) * scale + beta + residual), act relu or none; residual (y's shape) may be null.
+void packed_conv2d(const PackedConvGeom& g, const float* x, const float* wp, const float* beta,
+                   const float* residual, bool relu, float* y);
+
+}  // namespace spore::cpu
