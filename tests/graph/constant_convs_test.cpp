@@ -1,0 +1,92 @@
+// Constant-weight convolutions (backends/cpu/passes/constant_convs.cpp): which convs the full
+// Graph-mode pipeline turns into conv2d_winograd / conv2d_packed, and the rewritten graph computing
+// what the untouched one does (both run by the executor). A ResNet-style stem and block in
+// inference: a 3 -> 16 stem conv (its input is the plain graph input: it stays on oneDNN), a 3x3
+// conv with a BatchNorm (folded into the conv's scale and shift) and relu, a stride-2 3x3 conv, a
+// 1x1 stride-2 shortcut and the residual add.
+#include <gtest/gtest.h>
+
+#include "graph/executor.h"
+#include "graph/passes.h"
+#include "graph/trace.h"
+#include "spore/spore.h"
+
+#include "graph/graph_test_util.h"
+
+using namespace spore;
+using graph::Graph;
+using ops::OpId;
+
+namespace {
+
+struct Weights {
+  Tensor w0, w1, gamma, beta, mean, var, w2, w3;
+};
+
+Weights make_weights() {
+  set_seed(3);
+  return {randn({16, 3, 3, 3}) * 0.3, randn({32, 16, 3, 3}) * 0.1, rand({32}) + 0.5, randn({32}) * 0.1, randn({32}) * 0.1,
+          rand({32}) + 0.5, randn({32, 32, 3, 3}) * 0.05, randn({32, 32, 1, 1}) * 0.2};
+}
+
+Tensor block(const Tensor& x, const Weights& p) {
+  Tensor stem = relu(conv2d(x, p.w0, {.padding = {1, 1, 1, 1}}));
+  Tensor h = relu(batch_norm_infer(conv2d(stem, p.w1, {.padding = {1, 1, 1, 1}}), p.gamma, p.beta, p.mean, p.var, 1e-5));
+  Tensor down = conv2d(h, p.w2, {.stride = {2, 2}, .padding = {1, 1, 1, 1}});
+  return relu(down + conv2d(h, p.w3, {.stride = {2, 2}}));
+}
+
+// The weights as constants: copies made inside the traced function, which only the graph keeps
+// (what the ONNX importer's initializers are).
+std::unique_ptr<Graph> frozen(const Tensor& x, const Weights& p) {
+  return graph::trace(
+      [&](const std::vector<Tensor>& a) {
+        auto own = [](const Tensor& t) { return from_vector(t.to_vector<float>(), t.shape()); };
+        const Weights c{own(p.w0), own(p.w1), own(p.gamma), own(p.beta), own(p.mean), own(p.var), own(p.w2), own(p.w3)};
+        return std::vector<Tensor>{block(a[0], c)};
+      },
+      {x});
+}
+
+}  // namespace
+
+TEST(ConstantConvs, FrozenResNetBlockRunsOnPreparedWeights) {
+  const Weights p = make_weights();
+  const Tensor x = randn({4, 3, 16, 16});  // 4 x 8 x 8 = 256 tiles: Winograd for the block's first conv
+  auto g = frozen(x, p);
+  auto ref = g->clone();
+  graph::run_pipeline(*g);
+  EXPECT_EQ(g->count(OpId::Conv2dWinograd), 1u);
+  EXPECT_EQ(g->count(OpId::Conv2dPacked), 2u);
+  EXPECT_EQ(g->count(OpId::Conv2d) + g->count(OpId::Conv2dFused), 1u);  // the stem
+  EXPECT_EQ(g->count(OpId::BatchNormInference), 0u);
+  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}), 1e-5);
+}
+
+// A 3x3 stride-1 conv with few output tiles per thread (one 4x4 map: 4 tiles) takes the packed
+// direct kernel: Winograd's larger weights would cost more to read than its multiplies save.
+TEST(ConstantConvs, FewTilesTakeThePackedKernel) {
+  const Weights p = make_weights();
+  const Tensor x = randn({1, 3, 4, 4});
+  auto g = frozen(x, p);
+  auto ref = g->clone();
+  graph::run_pipeline(*g);
+  EXPECT_EQ(g->count(OpId::Conv2dWinograd), 0u);
+  EXPECT_EQ(g->count(OpId::Conv2dPacked), 3u);
+  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}), 1e-5);
+}
+
+// Weights the caller holds (a model's parameters, which training changes) stay on oneDNN; so does
+// everything with the pass switched off.
+TEST(ConstantConvs, ParametersAndSwitchOffKeepOneDnn) {
+  const Weights p = make_weights();
+  const Tensor x = randn({4, 3, 16, 16});
+  auto held = graph::trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{block(a[0], p)}; }, {x});
+  graph::run_pipeline(*held);
+  EXPECT_EQ(held->count(OpId::Conv2dWinograd) + held->count(OpId::Conv2dPacked), 0u);
+
+  test::ScopedEnv off("SPORE_NO_CONSTANT_CONVS", "1");
+  auto g = frozen(x, p);
+  graph::run_pipeline(*g);
+  EXPECT_EQ(g->count(OpId::Conv2dWinograd) + g->count(OpId::Conv2dPacked), 0u);
+}
