@@ -8,7 +8,8 @@
 // (kh * kw * C * 16 floats each) stream past, and at batch 1 the threads split the output channels
 // (each reads half the weights). Per task, register tiles of 6 pixels x 16 channels (AVX2: 12
 // accumulators) run over all of K = kh * kw * C, then the epilogue (+ beta, + residual, relu)
-// stores into y's blocked layout.
+// stores into y's blocked layout. (Cutting K into passes whose weights stay in L1, with the partial
+// sums parked between passes, measured slower here: bench/micro/constant_conv.cpp.)
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_packed.cpp"
@@ -54,72 +55,86 @@ constexpr size_t kStep = kL >= 16 ? 16 : kL;    // lanes per vector actually use
 constexpr int kRows = int(12 / kNV) > 0 ? int(12 / kNV) : 1;  // 12 accumulators
 using DG = hn::CappedTag<float, kStep>;
 
-// Output pixels [r0, r0 + R) for output-channel block ob; wo: ob's panel (kh, kw, C, 16).
+// R output pixels for output-channel block ob, over all K units (a unit is one (tap, channel
+// block): 16 channels, 256 weights at wo + unit * 256 in ob's panel (kh, kw, C, 16)), then the
+// epilogue into y. in_at / out_at: the pixels' offsets in the source (tap 0, channel block 0) and
+// in y (ob 0).
 template <int R>
-HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* tap_off, int64_t r0,
-                     int64_t ob, const float* HWY_RESTRICT wo, const float* HWY_RESTRICT beta,
+HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* tap_off,
+                     const int64_t* in_at, const int64_t* out_at, int64_t ob,
+                     const float* HWY_RESTRICT wo, const float* HWY_RESTRICT beta,
                      const float* HWY_RESTRICT res, bool relu, float* HWY_RESTRICT y) {
   const DG d;
-  const int64_t Cb = g.C / 16, Ob = g.O / 16, plane = s.Hs * s.Ws * 16, taps = g.kh * g.kw;
+  const int64_t Cb = g.C / 16, plane = s.Hs * s.Ws * 16, ob_at = ob * g.OH * g.OW * 16;
   const float* base[R];
-  int64_t out_at[R];
-  SPORE_UNROLL for (int r = 0; r < R; ++r) {
-    const int64_t p = r0 + r, n = p / (g.OH * g.OW), oh = p % (g.OH * g.OW) / g.OW, ow = p % g.OW;
-    base[r] = s.x + ((n * Cb * s.Hs + oh * g.sh) * s.Ws + ow * g.sw) * 16;
-    out_at[r] = (((n * Ob + ob) * g.OH + oh) * g.OW + ow) * 16;
-  }
+  SPORE_UNROLL for (int r = 0; r < R; ++r) base[r] = s.x + in_at[r];
   hn::Vec<DG> acc[R][kNV];
   SPORE_UNROLL for (int r = 0; r < R; ++r)
     SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::Zero(d);
   const float* w = wo;
-  for (int64_t t = 0; t < taps; ++t)
-    for (int64_t cb = 0; cb < Cb; ++cb, w += 256) {
-      const int64_t off = tap_off[t] + cb * plane;
-      SPORE_UNROLL for (int l = 0; l < 16; ++l) {
-        hn::Vec<DG> wv[kNV];
-        SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) wv[k] = hn::LoadU(d, w + l * 16 + k * kStep);
-        SPORE_UNROLL for (int r = 0; r < R; ++r) {
-          const auto b = hn::Set(d, base[r][off + l]);
-          SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, wv[k], acc[r][k]);
-        }
+  const int64_t units = g.kh * g.kw * Cb;
+  int64_t tap = 0, cb = 0;
+  for (int64_t u = 0; u < units; ++u, w += 256) {
+    const int64_t off = tap_off[tap] + cb * plane;
+    if (++cb == Cb) cb = 0, ++tap;
+    SPORE_UNROLL for (int l = 0; l < 16; ++l) {
+      hn::Vec<DG> wv[kNV];
+      SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) wv[k] = hn::LoadU(d, w + l * 16 + k * kStep);
+      SPORE_UNROLL for (int r = 0; r < R; ++r) {
+        const auto b = hn::Set(d, base[r][off + l]);
+        SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, wv[k], acc[r][k]);
       }
     }
+  }
   const auto zero = hn::Zero(d);
   SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) {
     const auto b = hn::LoadU(d, beta + ob * 16 + k * kStep);
     SPORE_UNROLL for (int r = 0; r < R; ++r) {
       auto o = hn::Add(acc[r][k], b);
-      if (res) o = hn::Add(o, hn::LoadU(d, res + out_at[r] + k * kStep));
+      const int64_t at = out_at[r] + ob_at + int64_t(k * kStep);
+      if (res) o = hn::Add(o, hn::LoadU(d, res + at));
       if (relu) o = hn::Max(o, zero);
-      hn::StoreU(o, d, y + out_at[r] + k * kStep);
+      hn::StoreU(o, d, y + at);
     }
   }
 }
 
 template <int R>
 HWY_INLINE void TileTail(int rows, const PackedConvGeom& g, const Source& s, const int64_t* tap_off,
-                         int64_t r0, int64_t ob, const float* wo, const float* beta, const float* res,
-                         bool relu, float* y) {
+                         const int64_t* in_at, const int64_t* out_at, int64_t ob, const float* wo,
+                         const float* beta, const float* res, bool relu, float* y) {
   if constexpr (R > 0) {
-    if (rows == R) return Tile<R>(g, s, tap_off, r0, ob, wo, beta, res, relu, y);
-    TileTail<R - 1>(rows, g, s, tap_off, r0, ob, wo, beta, res, relu, y);
+    if (rows == R) return Tile<R>(g, s, tap_off, in_at, out_at, ob, wo, beta, res, relu, y);
+    TileTail<R - 1>(rows, g, s, tap_off, in_at, out_at, ob, wo, beta, res, relu, y);
   }
 }
 
 // Tasks [t0, t1) of (chunk, ob), chunk major.
 void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const float* beta,
            const float* res, bool relu, float* y, int64_t t0, int64_t t1) {
-  const int64_t Ob = g.O / 16, rows = g.N * g.OH * g.OW, K = g.kh * g.kw * g.C;
+  const int64_t Ob = g.O / 16, rows = g.N * g.OH * g.OW, units = g.kh * g.kw * (g.C / 16);
   int64_t tap_off[kMaxTaps];
   for (int64_t i = 0; i < g.kh; ++i)
     for (int64_t j = 0; j < g.kw; ++j) tap_off[i * g.kw + j] = (i * s.Ws + j) * 16;
+  int64_t in_at[kChunkRows], out_at[kChunkRows];  // the chunk's pixels, as Tile takes them
+  int64_t at_chunk = -1;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t chunk = t / Ob, ob = t % Ob;
-    const int64_t r_end = std::min(rows, (chunk + 1) * kChunkRows);
-    const float* wo = wp + ob * K * 16;
-    int64_t r = chunk * kChunkRows;
-    for (; r + kRows <= r_end; r += kRows) Tile<kRows>(g, s, tap_off, r, ob, wo, beta, res, relu, y);
-    if (r < r_end) TileTail<kRows - 1>(int(r_end - r), g, s, tap_off, r, ob, wo, beta, res, relu, y);
+    const int64_t r_begin = chunk * kChunkRows, n_rows = std::min(rows, r_begin + kChunkRows) - r_begin;
+    if (chunk != at_chunk) {
+      for (int64_t i = 0; i < n_rows; ++i) {
+        const int64_t p = r_begin + i, n = p / (g.OH * g.OW), oh = p % (g.OH * g.OW) / g.OW, ow = p % g.OW;
+        in_at[i] = ((n * (g.C / 16) * s.Hs + oh * g.sh) * s.Ws + ow * g.sw) * 16;
+        out_at[i] = ((n * Ob * g.OH + oh) * g.OW + ow) * 16;
+      }
+      at_chunk = chunk;
+    }
+    const float* wo = wp + ob * units * 256;
+    int64_t i = 0;
+    for (; i + kRows <= n_rows; i += kRows)
+      Tile<kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, relu, y);
+    if (i < n_rows)
+      TileTail<kRows - 1>(int(n_rows - i), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, relu, y);
   }
 }
 

@@ -1,0 +1,85 @@
+// The three ways Graph mode can run a constant-weight convolution between blocked (nChw16c)
+// activations, on ResNet-18's (CIFAR stem) geometries at batch 1 and 64, float32, BatchNorm scale
+// and shift + relu in the epilogue:
+//   onednn    conv2d_fused (the oneDNN primitive Graph mode runs on weights that are parameters)
+//   winograd  conv2d_winograd on weights prepared once (3x3 stride-1 convs only)
+//   packed    conv2d_packed, the direct kernel on packed weights
+// Each goes through the op dispatcher into a preallocated-by-the-op output, like a graph step.
+// Counters: gflops (the direct convolution's 2 * N * O * OH * OW * C * kh * kw per second, so the
+// three are comparable; Winograd does fewer multiplies for the same count). The constant_convs pass
+// (backends/cpu/passes/constant_convs.cpp) chooses by these numbers.
+// Run: OMP_NUM_THREADS=2 build/bench/bench_constant_conv --benchmark_repetitions=5
+//        --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <string>
+#include <vector>
+
+#include "ops/op.h"
+#include "spore/spore.h"
+
+namespace {
+using spore::Shape;
+using spore::Tensor;
+using spore::ops::Attrs;
+using spore::ops::OpId;
+
+struct Geo {
+  const char* name;
+  int64_t C, H, O, k, stride, pad;
+};
+constexpr Geo kGeos[] = {
+    {"l1_64c_32x32", 64, 32, 64, 3, 1, 1},       {"l2_128c_16x16", 128, 16, 128, 3, 1, 1},
+    {"l3_256c_8x8", 256, 8, 256, 3, 1, 1},       {"l4_512c_4x4", 512, 4, 512, 3, 1, 1},
+    {"down_64to128_s2", 64, 32, 128, 3, 2, 1},   {"down_256to512_s2", 256, 8, 512, 3, 2, 1},
+    {"shortcut_1x1_s2", 128, 16, 256, 1, 2, 0},
+};
+enum Way { kOneDnn, kWinograd, kPacked };
+
+void BM_ConstantConv(benchmark::State& state) {
+  const Geo& g = kGeos[state.range(0)];
+  const int64_t N = state.range(1);
+  const Way way = Way(state.range(2));
+  spore::set_seed(0);
+  const int64_t OH = (g.H + 2 * g.pad - g.k) / g.stride + 1;
+  const Tensor x = spore::randn({N, g.C / 16, g.H, g.H, 16});
+  const Tensor w = spore::randn({g.O, g.C, g.k, g.k}) * 0.05, scale = spore::rand({g.O}) + 0.5,
+               shift = spore::randn({g.O}) * 0.1;
+  const std::vector<int64_t> pads{g.pad, g.pad, g.pad, g.pad}, stride{g.stride, g.stride};
+  spore::ops::Tensors ins;
+  Attrs a;
+  a.set("padding", pads).set("act", "relu").set("has_residual", false);
+  OpId op = OpId::Conv2dFused;
+  if (way == kOneDnn) {
+    ins = {x, w, scale, shift};
+    a.set("stride", stride).set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
+    a.set("blocked_x", true).set("blocked_y", true).set("has_bias", false).set("has_scale", true);
+  } else {
+    const bool wino = way == kWinograd;
+    const auto prepared = spore::ops::call(wino ? OpId::WinogradWeights : OpId::PackConvWeights,
+                                           {w, scale, shift}, Attrs().set("has_scale", true));
+    ins = {x, prepared[0], prepared[1]};
+    if (!wino) a.set("stride", stride);
+    op = wino ? OpId::Conv2dWinograd : OpId::Conv2dPacked;
+  }
+  spore::ops::call(op, ins, a);  // warm-up (oneDNN builds and times its primitive here)
+  for (auto _ : state) benchmark::DoNotOptimize(spore::ops::call(op, ins, a));
+  const double flops = 2.0 * double(N * g.O * OH * OH * g.C * g.k * g.k);
+  state.counters["gflops"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(g.name) + (way == kOneDnn ? " onednn" : way == kWinograd ? " winograd" : " packed"));
+}
+
+void Args(benchmark::internal::Benchmark* b) {
+  for (int64_t gi = 0; gi < int64_t(std::size(kGeos)); ++gi)
+    for (int64_t n : {1, 64})
+      for (int64_t way : {kOneDnn, kWinograd, kPacked}) {
+        const Geo& g = kGeos[gi];
+        if (way == kWinograd && (g.k != 3 || g.stride != 1)) continue;
+        b->Args({gi, n, way});
+      }
+}
+BENCHMARK(BM_ConstantConv)->Apply(Args)->Unit(benchmark::kMillisecond)->MinTime(0.3);
+
+}  // namespace
+
+BENCHMARK_MAIN();
