@@ -1,7 +1,8 @@
 // Winograd F(2x2, 3x3) on nChw16c activations (see conv_winograd.h). Highway, run-time dispatch.
 //
 // The tiles (n, th, tw) of the output, 2x2 each, are numbered n-major and cut into blocks of T;
-// each thread takes whole blocks. Per block, in a per-thread scratch:
+// each thread takes whole blocks (or, with few tiles, a share of one block's output channels).
+// Per block, in a per-thread scratch:
 //   1. input transform: V (16, T, C) = Bᵀ d B of every tile's 4x4 patch, vectorised over the 16
 //      channels a blocked pixel holds (patches that cross the border read zeros there);
 //   2. 16 x (O/16) matrix products M[e][ob] (T, 16) = V[e] (T, C) @ U[e][ob] (C, 16), by a 6x16
@@ -35,6 +36,7 @@
 namespace spore::cpu::wino {
 // Tiles per block: one V[e] (T x C floats) about 64 KiB, at least 12 and at most 192 tiles.
 inline int64_t block_tiles(int64_t C) { return std::clamp<int64_t>(16384 / C, 12, 192); }
+constexpr int64_t kMinTilesPerBlock = 32;  // fewer tiles per thread: split the channels instead
 float* thread_scratch(size_t n);  // the calling thread's, grown and kept across calls
 }  // namespace spore::cpu::wino
 #endif
@@ -127,12 +129,12 @@ HWY_INLINE void ProductTail(int rows, const float* v, int64_t ldv, const float* 
   }
 }
 
-// m (16, O/16, T, 16) = for each e and ob: v[e] (T, C) @ u[e][ob] (C, 16).
+// m (16, O/16, T, 16) = for each e and ob in [ob0, ob1): v[e] (T, C) @ u[e][ob] (C, 16).
 void Products(const WinogradGeom& g, const float* HWY_RESTRICT v, const float* HWY_RESTRICT u,
-              int64_t T, float* HWY_RESTRICT m) {
+              int64_t T, int64_t ob0, int64_t ob1, float* HWY_RESTRICT m) {
   const int64_t Ob = g.O / 16;
   for (int64_t e = 0; e < 16; ++e)
-    for (int64_t ob = 0; ob < Ob; ++ob) {
+    for (int64_t ob = ob0; ob < ob1; ++ob) {
       const float* up = u + (e * Ob + ob) * g.C * 16;
       const float* ve = v + e * T * g.C;
       float* me = m + (e * Ob + ob) * T * 16;
@@ -142,10 +144,11 @@ void Products(const WinogradGeom& g, const float* HWY_RESTRICT v, const float* H
     }
 }
 
-// Output transform of tiles [t0, t0 + T) from m (16, O/16, T, 16) into y, with the epilogue.
+// Output transform of tiles [t0, t0 + T), output channel blocks [ob0, ob1), from m (16, O/16, T,
+// 16) into y, with the epilogue.
 void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t t0, int64_t T,
-                     const float* HWY_RESTRICT beta, const float* HWY_RESTRICT res, bool relu,
-                     float* HWY_RESTRICT y) {
+                     int64_t ob0, int64_t ob1, const float* HWY_RESTRICT beta,
+                     const float* HWY_RESTRICT res, bool relu, float* HWY_RESTRICT y) {
   const DG d;
   const int64_t TH = (g.OH + 1) / 2, TW = (g.OW + 1) / 2, Ob = g.O / 16;
   const int64_t es = Ob * T * 16;  // between transformed elements e
@@ -154,7 +157,7 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
     const int64_t tg = t0 + t, n = tg / (TH * TW), th = tg % (TH * TW) / TW, tw = tg % TW;
     const int64_t oh0 = 2 * th, ow0 = 2 * tw;
     const bool two_rows = oh0 + 1 < g.OH, two_cols = ow0 + 1 < g.OW;
-    for (int64_t ob = 0; ob < Ob; ++ob) {
+    for (int64_t ob = ob0; ob < ob1; ++ob) {
       const float* mt = m + (ob * T + t) * 16;
       const int64_t plane = (n * Ob + ob) * g.OH;
       for (size_t lane = 0; lane < 16; lane += kStep) {
@@ -186,17 +189,22 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
   }
 }
 
-// Blocks [b0, b1) of T tiles each (the last may be short), on the calling thread.
-void Blocks(const WinogradGeom& g, const float* x, const float* u, const float* beta,
-            const float* res, bool relu, float* y, int64_t T, int64_t b0, int64_t b1) {
-  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
+// Tasks [k0, k1) on the calling thread: task k is part k % parts (a 1/parts share of the output
+// channel blocks) of block k / parts of T tiles (the last block may be short).
+void Tasks(const WinogradGeom& g, const float* x, const float* u, const float* beta, const float* res,
+           bool relu, float* y, int64_t T, int64_t parts, int64_t k0, int64_t k1) {
+  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2), Ob = g.O / 16;
   float* v = thread_scratch(size_t(16 * T * (g.C + g.O)));
   float* m = v + 16 * T * g.C;
-  for (int64_t b = b0; b < b1; ++b) {
+  int64_t transformed = -1;  // the block v holds
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t b = k / parts, part = k % parts;
     const int64_t t0 = b * T, Tb = std::min(T, tiles - t0);
-    InputTransform(g, x, t0, Tb, v);
-    Products(g, v, u, Tb, m);
-    OutputTransform(g, m, t0, Tb, beta, res, relu, y);
+    const int64_t ob0 = part * Ob / parts, ob1 = (part + 1) * Ob / parts;
+    if (b != transformed) InputTransform(g, x, t0, Tb, v);
+    transformed = b;
+    Products(g, v, u, Tb, ob0, ob1, m);
+    OutputTransform(g, m, t0, Tb, ob0, ob1, beta, res, relu, y);
   }
 }
 
@@ -207,7 +215,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace spore::cpu {
 namespace wino {
-HWY_EXPORT(Blocks);
+HWY_EXPORT(Tasks);
 
 float* thread_scratch(size_t n) {
   thread_local std::vector<float> buf;
@@ -249,12 +257,20 @@ void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, cons
                g.O, ", C=", g.C);
   const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
   if (tiles == 0) return;
-  // Enough blocks for every thread: small inputs get smaller blocks.
+  // Work for every thread. With many tiles, blocks of tiles (smaller blocks for smaller inputs).
+  // With few (an 8x8 map at batch 1) the threads split the output channels of one block instead,
+  // so each reads only its share of u: there, reading u is most of the cost.
   const int64_t threads = get_num_threads();
-  const int64_t T = std::max<int64_t>(1, std::min(wino::block_tiles(g.C), (tiles + threads - 1) / threads));
-  const int64_t blocks = (tiles + T - 1) / T;
-  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
-    HWY_DYNAMIC_DISPATCH(wino::Blocks)(g, x, u, beta, residual, relu, y, T, b0, b1);
+  int64_t T, parts = 1;
+  if (tiles >= threads * wino::kMinTilesPerBlock) {
+    T = std::min(wino::block_tiles(g.C), (tiles + threads - 1) / threads);
+  } else {
+    T = std::min(wino::block_tiles(g.C), tiles);
+    parts = std::min(g.O / 16, (threads * T + tiles - 1) / tiles);
+  }
+  const int64_t tasks = (tiles + T - 1) / T * parts;
+  parallel_for(0, tasks, 1, [&](int64_t k0, int64_t k1) {
+    HWY_DYNAMIC_DISPATCH(wino::Tasks)(g, x, u, beta, residual, relu, y, T, parts, k0, k1);
   });
 }
 
