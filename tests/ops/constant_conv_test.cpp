@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/kernels/conv_direct.h"  // the Highway target hooks
 #include "op_table.h"
 #include "ops/op.h"
 #include "spore/spore.h"
@@ -165,6 +166,19 @@ TEST_P(ConstantConvGeo, MatchesConvolutionInFloat64) {
   set_num_threads(1);
   expect_close(run_conv(g, t), want, std::string(g.name) + " (1 thread)");
   set_num_threads(threads);
+}
+
+// Every Highway target this build has and this CPU runs (AVX-512: one vector per 16 channels and
+// 12-row tiles; AVX2: two and 6; SSE4: four and 3), with short tiles, edge tiles and strides.
+TEST(ConstantConv, EveryHighwayTarget) {
+  for (const std::string& target : cpu::direct_conv_targets()) {
+    cpu::direct_conv_use_target(target);
+    for (const Geo& g : {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17]}) {
+      const Tensors t = make(g, 11);
+      expect_close(run_conv(g, t), ref_of(g, t), std::string(g.name) + " on " + target);
+    }
+  }
+  cpu::direct_conv_use_target("");
 }
 
 INSTANTIATE_TEST_SUITE_P(Geos, ConstantConvGeo, ::testing::ValuesIn(kGeos),
