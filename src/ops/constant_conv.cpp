@@ -54,7 +54,7 @@ Shape check_conv(const Metas& in, const Attrs& a, int64_t O, int64_t kh, int64_t
   const int64_t hp = x[2] + pad[0] + pad[1], wp = x[3] + pad[2] + pad[3];
   SPORE_CHECK(hp >= kh && wp >= kw, "a ", kh, "x", kw, " kernel does not fit the padded input ", shape_str(x));
   const std::string act = a.has("act") ? a.get_string("act") : std::string();
-  SPORE_CHECK(act.empty() || act == "relu", "act must be \"\" or \"relu\", got '", act, "'");
+  SPORE_CHECK(act.empty() || act == "relu" || act == "silu", "act must be \"\", \"relu\" or \"silu\", got '", act, "'");
   const Shape y{x[0], O / 16, (hp - kh) / sh + 1, (wp - kw) / sw + 1, 16};
   if (has_res)
     SPORE_CHECK(in[3].shape == y, "residual must have the output's shape ", shape_str(y), ", got ",

@@ -139,6 +139,64 @@ TEST(BlockedLayout, ResNetBlockWithBatchNormForwardAndBackward) {
   expect_same_outputs(std::move(g), std::move(ref), {x}, 2e-5);
 }
 
+// A channel concat of two conv outputs feeding a conv (YOLOv5's C3), forward and backward: the
+// concat runs blocked (a concat of channel blocks, axis 1 of the 5-D form) with no re-layout
+// around it; its backward (a split, not layout-aware) reads the gradient plain. A concat whose
+// inputs are not whole 16-channel blocks stays plain.
+TEST(BlockedLayout, ChannelConcatOfWholeBlocks) {
+  set_seed(2);
+  Tensor x = randn({2, 16, 8, 8});
+  auto param = [](Shape s, double k) { return (randn(s) * k).set_requires_grad(true); };
+  Tensor w1 = param({16, 16, 3, 3}, 0.1), w2 = param({32, 16, 1, 1}, 0.2), w3 = param({16, 48, 3, 3}, 0.1);
+  Tensor probe = randn({2, 16});
+  auto fn = [&](const std::vector<Tensor>& a) {
+    EnableGradGuard eg;
+    const Tensor h1 = relu(conv2d(a[0], w1, {.padding = {1, 1, 1, 1}}));
+    const Tensor h2 = relu(conv2d(a[0], w2));
+    const Tensor out = relu(conv2d(concat({h1, h2}, -3), w3, {.padding = {1, 1, 1, 1}}));
+    Tensor loss = (out.mean({2, 3}) * probe).sum();
+    auto gr = autograd::grad(loss, {w1, w2, w3});
+    std::vector<Tensor> r{loss, out};
+    r.insert(r.end(), gr.begin(), gr.end());
+    return r;
+  };
+  auto traced = graph::trace(fn, {x});
+  auto ref = traced->clone();
+  auto g = fused_clone(*traced);
+  EXPECT_GT(cpu::blocked_layout(*g), 0u);
+  graph::dead_code_elimination(*g);
+  graph::verify(*g);
+  size_t concats = 0;
+  for (const auto& n : g->nodes) {
+    if (n->op != OpId::Concat) continue;
+    ++concats;
+    EXPECT_EQ(n->attrs.get_int("axis"), 1);
+    EXPECT_EQ(n->outputs[0]->shape, (Shape{2, 3, 8, 8, 16}));
+    for (const graph::Value* in : n->inputs) {
+      EXPECT_NE(in->producer->op, OpId::ToBlocked);
+    }
+  }
+  EXPECT_EQ(concats, 1u);
+  expect_same_outputs(std::move(g), std::move(ref), {x}, 2e-5);
+
+  // 8 + 16 channels: the 8-channel input is not a whole block, so the concat stays plain.
+  Tensor w4 = randn({8, 16, 1, 1}) * 0.2, w5 = randn({16, 24, 3, 3}) * 0.1;
+  auto odd = graph::trace(
+      [&](const std::vector<Tensor>& a) {
+        const Tensor c = concat({conv2d(a[0], w4), relu(conv2d(a[0], w1, {.padding = {1, 1, 1, 1}}))}, 1);
+        return std::vector<Tensor>{relu(conv2d(c, w5, {.padding = {1, 1, 1, 1}}))};
+      },
+      {x});
+  auto odd_ref = odd->clone();
+  auto go = fused_clone(*odd);
+  cpu::blocked_layout(*go);
+  graph::dead_code_elimination(*go);
+  graph::verify(*go);
+  for (const auto& n : go->nodes)
+    if (n->op == OpId::Concat) EXPECT_EQ(n->outputs[0]->shape.size(), 4u);
+  expect_same_outputs(std::move(go), std::move(odd_ref), {x});
+}
+
 // A lone conv whose output is read by a reduction: blocking it would trade the conv's own
 // reorder for a from_blocked of the same size, so nothing changes. The 3-channel network input
 // stays plain even where the output side goes blocked.

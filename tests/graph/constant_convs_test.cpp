@@ -90,3 +90,42 @@ TEST(ConstantConvs, ParametersAndSwitchOffKeepOneDnn) {
   graph::run_pipeline(*g);
   EXPECT_EQ(g->count(OpId::Conv2dWinograd) + g->count(OpId::Conv2dPacked), 0u);
 }
+
+// YOLOv5's C3 pattern as ONNX spells it: conv + BatchNorm + x * sigmoid(x), two branches
+// concatenated along the channels, a 1x1 conv over the concat. The pipeline makes x * sigmoid(x) a
+// silu (algebraic_simplification), fuses it into the conv (dnnl_fusion), keeps the concat in the
+// blocked layout (no re-layout around it) and gives the two convs inside the block a prepared
+// kernel with silu in its epilogue. The stem reads the plain input and the last conv writes the plain
+// output: those two stay on oneDNN, which re-lays them out itself.
+TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
+  set_seed(4);
+  const Tensor w0 = randn({16, 3, 3, 3}) * 0.3, w1 = randn({16, 16, 1, 1}) * 0.3, w2 = randn({16, 16, 3, 3}) * 0.1,
+               w3 = randn({32, 32, 1, 1}) * 0.2, gamma = rand({16}) + 0.5, beta = randn({16}) * 0.1,
+               mean = randn({16}) * 0.1, var = rand({16}) + 0.5;
+  const Tensor x = randn({2, 3, 16, 16});
+  auto net = [&](const Tensor& in, const std::vector<Tensor>& c) {
+    auto silu_onnx = [](const Tensor& t) { return t * sigmoid(t); };
+    const Tensor stem = silu_onnx(conv2d(in, c[0], {.padding = {1, 1, 1, 1}}));
+    const Tensor a = silu_onnx(batch_norm_infer(conv2d(stem, c[1]), c[4], c[5], c[6], c[7], 1e-5));
+    const Tensor b = silu_onnx(conv2d(a, c[2], {.padding = {1, 1, 1, 1}}));
+    return silu_onnx(conv2d(concat({a, b}, 1), c[3]));
+  };
+  auto g = graph::trace(
+      [&](const std::vector<Tensor>& in) {
+        std::vector<Tensor> c;  // constants: copies only the graph keeps
+        for (const Tensor& t : {w0, w1, w2, w3, gamma, beta, mean, var})
+          c.push_back(from_vector(t.to_vector<float>(), t.shape()));
+        return std::vector<Tensor>{net(in[0], c)};
+      },
+      {x});
+  auto ref = g->clone();
+  graph::run_pipeline(*g);
+  EXPECT_EQ(g->count(OpId::Mul) + g->count(OpId::Sigmoid) + g->count(OpId::Silu), 0u);
+  EXPECT_EQ(g->count(OpId::Conv2dWinograd), 1u);
+  EXPECT_EQ(g->count(OpId::Conv2dPacked), 1u);
+  EXPECT_EQ(g->count(OpId::Concat), 1u);
+  EXPECT_EQ(g->count(OpId::ToBlocked) + g->count(OpId::FromBlocked), 0u);
+  for (const auto& n : g->nodes)
+    if (n->op == OpId::Conv2dWinograd || n->op == OpId::Conv2dPacked) EXPECT_EQ(n->attrs.get_string("act"), "silu");
+  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}), 1e-5);
+}

@@ -133,6 +133,28 @@ TEST(GraphPasses, AlgebraicSimplification) {
   expect_same(run(std::move(ref), {x}), run(std::move(g), {x}));
 }
 
+// x * sigmoid(x) and sigmoid(x) * x -> silu(x) (ONNX's spelling of SiLU); a sigmoid that something
+// else also reads (a gradient, another output) is left alone, as is sigmoid(x) * z.
+TEST(GraphPasses, MulSigmoidBecomesSilu) {
+  Tensor x = randn({2, 3, 4}), z = randn({2, 3, 4});
+  auto g = graph::trace(
+      [](const std::vector<Tensor>& a) {
+        const Tensor s = sigmoid(a[1]);  // read twice: stays
+        const Tensor u = a[0] + 1.0;
+        return std::vector<Tensor>{a[0] * sigmoid(a[0]), sigmoid(u) * u, a[1] * s, s,
+                                   sigmoid(a[0]) * a[1]};
+      },
+      {x, z});
+  auto ref = g->clone();
+  EXPECT_EQ(graph::algebraic_simplification(*g), 2u);
+  graph::dead_code_elimination(*g);
+  graph::verify(*g);
+  EXPECT_EQ(g->count(OpId::Silu), 2u);
+  EXPECT_EQ(g->count(OpId::Mul), 2u);
+  EXPECT_EQ(g->count(OpId::Sigmoid), 2u);
+  expect_same(run(std::move(ref), {x, z}), run(std::move(g), {x, z}));
+}
+
 // transpose(x^T @ dy) -> dy^T @ x (how a Dense weight gradient is traced): one matmul on two
 // transpose views, its output contiguous; a product something else also reads is left alone.
 TEST(GraphPasses, TransposeMovesIntoMatmul) {

@@ -1,7 +1,7 @@
 // The constant-weight convolutions (ops/constant_conv.cpp): Winograd F(2x2, 3x3)
 // (backends/cpu/kernels/conv_winograd.cpp) and the direct conv on packed weights (conv_packed.cpp),
 // against a convolution in float64 plain loops written here: every epilogue combination (bias,
-// folded BatchNorm scale / shift, residual, relu), odd output sizes (Winograd edge tiles with one
+// folded BatchNorm scale / shift, residual, relu or silu), odd output sizes (Winograd edge tiles with one
 // row or column), no padding and asymmetric padding, strides 1 and 2, 1x1 / 3x3 / 5x5 kernels, the
 // packed conv reading x in place (no padding) and through its bordered copy, several channel
 // blocks, counts that leave short blocks and short register tiles, one and several threads; the
@@ -30,7 +30,8 @@ struct Geo {
   bool winograd;  // else the packed direct conv
   int64_t N, C, H, W, O;
   int64_t pt, pb, pl, pr;
-  bool bias, scale, residual, relu;
+  bool bias, scale, residual;
+  const char* act;  // "", "relu" or "silu"
   int64_t k = 3, stride = 1;  // square kernel, both strides
   int64_t OH() const { return (H + pt + pb - k) / stride + 1; }
   int64_t OW() const { return (W + pl + pr - k) / stride + 1; }
@@ -71,7 +72,8 @@ std::vector<double> reference(const Geo& g, const std::vector<double>& xb, const
           if (g.scale) acc = acc * s[size_t(o)] + sh[size_t(o)];
           const size_t at = size_t((((n * Ob + o / 16) * OH + oh) * OW + ow) * 16 + o % 16);
           if (g.residual) acc += rb[at];
-          if (g.relu) acc = std::max(acc, 0.0);
+          if (std::string(g.act) == "relu") acc = std::max(acc, 0.0);
+          if (std::string(g.act) == "silu") acc = acc / (1 + std::exp(-acc));
           y[at] = acc;
         }
   return y;
@@ -81,7 +83,7 @@ Attrs weight_attrs(const Geo& g) { return Attrs().set("has_bias", g.bias).set("h
 Attrs conv_attrs(const Geo& g) {
   Attrs a;
   a.set("padding", std::vector<int64_t>{g.pt, g.pb, g.pl, g.pr}).set("has_residual", g.residual);
-  a.set("act", g.relu ? "relu" : "");
+  a.set("act", g.act);
   if (!g.winograd) a.set("stride", std::vector<int64_t>{g.stride, g.stride});
   return a;
 }
@@ -129,29 +131,33 @@ void expect_close(const Tensor& got, const std::vector<double>& want, const std:
 }
 
 const Geo kGeos[] = {
-    // name, winograd, N, C, H, W, O, pads (t, b, l, r), bias, scale, residual, relu[, k, stride]
-    {"wino_resnet_block_relu", true, 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, true},
-    {"wino_residual_relu", true, 2, 32, 8, 8, 16, 1, 1, 1, 1, false, true, true, true},
-    {"wino_bias_only", true, 1, 16, 6, 6, 16, 1, 1, 1, 1, true, false, false, false},
-    {"wino_bias_scale_residual", true, 1, 16, 6, 6, 16, 1, 1, 1, 1, true, true, true, false},
-    {"wino_odd_output", true, 3, 16, 7, 5, 16, 1, 1, 1, 1, false, false, false, true},
-    {"wino_no_padding", true, 2, 16, 9, 6, 16, 0, 0, 0, 0, true, false, false, false},
-    {"wino_asymmetric_padding", true, 1, 16, 5, 7, 32, 2, 0, 0, 1, false, true, true, true},
-    {"wino_three_channel_blocks", true, 1, 48, 6, 6, 48, 1, 1, 1, 1, false, true, false, true},
+    // name, winograd, N, C, H, W, O, pads (t, b, l, r), bias, scale, residual, act[, k, stride]
+    {"wino_resnet_block_relu", true, 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, "relu"},
+    {"wino_residual_relu", true, 2, 32, 8, 8, 16, 1, 1, 1, 1, false, true, true, "relu"},
+    {"wino_bias_only", true, 1, 16, 6, 6, 16, 1, 1, 1, 1, true, false, false, ""},
+    {"wino_bias_scale_residual", true, 1, 16, 6, 6, 16, 1, 1, 1, 1, true, true, true, ""},
+    {"wino_odd_output", true, 3, 16, 7, 5, 16, 1, 1, 1, 1, false, false, false, "relu"},
+    {"wino_no_padding", true, 2, 16, 9, 6, 16, 0, 0, 0, 0, true, false, false, ""},
+    {"wino_asymmetric_padding", true, 1, 16, 5, 7, 32, 2, 0, 0, 1, false, true, true, "relu"},
+    {"wino_three_channel_blocks", true, 1, 48, 6, 6, 48, 1, 1, 1, 1, false, true, false, "relu"},
     // 2 x 10 x 10 = 200 tiles: blocks of 100 on two threads, register tiles of 6 with 4 left over.
-    {"wino_many_tiles", true, 2, 16, 20, 20, 16, 1, 1, 1, 1, true, false, true, true},
-    {"wino_one_pixel", true, 1, 16, 1, 1, 16, 1, 1, 1, 1, false, false, false, false},
+    {"wino_many_tiles", true, 2, 16, 20, 20, 16, 1, 1, 1, 1, true, false, true, "relu"},
+    {"wino_one_pixel", true, 1, 16, 1, 1, 16, 1, 1, 1, 1, false, false, false, ""},
     // ResNet's downsampling conv and shortcut, the deep 4x4 convs at batch 1.
-    {"packed_3x3_stride2", false, 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, true, 3, 2},
-    {"packed_3x3_stride2_odd", false, 1, 32, 7, 9, 16, 1, 1, 1, 1, true, false, false, true, 3, 2},
-    {"packed_1x1_stride2_in_place", false, 2, 16, 8, 8, 32, 0, 0, 0, 0, false, true, false, false, 1, 2},
-    {"packed_3x3_small_map_residual", false, 1, 48, 4, 4, 32, 1, 1, 1, 1, false, true, true, true},
-    {"packed_3x3_no_padding_in_place", false, 2, 16, 7, 6, 16, 0, 0, 0, 0, true, false, false, false},
+    {"packed_3x3_stride2", false, 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, "relu", 3, 2},
+    {"packed_3x3_stride2_odd", false, 1, 32, 7, 9, 16, 1, 1, 1, 1, true, false, false, "relu", 3, 2},
+    {"packed_1x1_stride2_in_place", false, 2, 16, 8, 8, 32, 0, 0, 0, 0, false, true, false, "", 1, 2},
+    {"packed_3x3_small_map_residual", false, 1, 48, 4, 4, 32, 1, 1, 1, 1, false, true, true, "relu"},
+    {"packed_3x3_no_padding_in_place", false, 2, 16, 7, 6, 16, 0, 0, 0, 0, true, false, false, ""},
     // Bottom / right padding only: the windows read one row / column past x (the bordered copy).
-    {"packed_bottom_right_padding", false, 1, 16, 8, 8, 16, 0, 1, 0, 1, false, false, false, true, 3, 2},
-    {"packed_5x5_pad2", false, 2, 16, 9, 9, 16, 2, 2, 2, 2, true, true, true, true, 5, 1},
+    {"packed_bottom_right_padding", false, 1, 16, 8, 8, 16, 0, 1, 0, 1, false, false, false, "relu", 3, 2},
+    {"packed_5x5_pad2", false, 2, 16, 9, 9, 16, 2, 2, 2, 2, true, true, true, "relu", 5, 1},
     // 2 x 15 x 15 = 450 pixels: chunks of 192 with a short last one, tiles of 6 with 0 left over.
-    {"packed_many_rows", false, 2, 16, 15, 15, 16, 1, 1, 1, 1, false, false, false, true},
+    {"packed_many_rows", false, 2, 16, 15, 15, 16, 1, 1, 1, 1, false, false, false, "relu"},
+    // YOLOv5's conv + BatchNorm + SiLU: 3x3 (Winograd, edge tiles), 3x3 stride 2, 1x1; one with a residual.
+    {"wino_silu_odd", true, 2, 16, 7, 9, 32, 1, 1, 1, 1, false, true, false, "silu"},
+    {"packed_3x3_stride2_silu", false, 1, 32, 10, 10, 16, 1, 1, 1, 1, false, true, false, "silu", 3, 2},
+    {"packed_1x1_silu_residual", false, 2, 32, 6, 6, 16, 0, 0, 0, 0, true, true, true, "silu", 1, 1},
 };
 
 class ConstantConvGeo : public ::testing::TestWithParam<Geo> {};
@@ -173,7 +179,7 @@ TEST_P(ConstantConvGeo, MatchesConvolutionInFloat64) {
 TEST(ConstantConv, EveryHighwayTarget) {
   for (const std::string& target : cpu::direct_conv_targets()) {
     cpu::direct_conv_use_target(target);
-    for (const Geo& g : {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17]}) {
+    for (const Geo& g : {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17], kGeos[18], kGeos[20]}) {
       const Tensors t = make(g, 11);
       expect_close(run_conv(g, t), ref_of(g, t), std::string(g.name) + " on " + target);
     }
@@ -268,8 +274,8 @@ TEST(Winograd, BadInputsAreNamed) {
 
 // ---- op table rows: the float64 reference above ------------------------------------------------
 std::vector<OpCase> table_cases() {
-  const Geo g{"table", true, 2, 16, 5, 6, 16, 1, 1, 1, 1, true, true, true, true};
-  const Geo p{"table_packed", false, 2, 16, 7, 6, 16, 1, 1, 1, 1, true, true, true, true, 3, 2};
+  const Geo g{"table", true, 2, 16, 5, 6, 16, 1, 1, 1, 1, true, true, true, "relu"};
+  const Geo p{"table_packed", false, 2, 16, 7, 6, 16, 1, 1, 1, 1, true, true, true, "relu", 3, 2};
   InputSpec pos{.shape = {g.O}, .lo = 0.5, .hi = 1.5};
   OpCase conv{
       .name = "conv2d_winograd/bias_scale_residual_relu_odd",

@@ -1,4 +1,4 @@
-// Algebraic simplification: identities that remove a node (x*1, x+0, x-0, x/1, cast to the same
+// Algebraic simplification: x * sigmoid(x) -> silu(x); identities that remove a node (x*1, x+0, x-0, x/1, cast to the same
 // dtype, neg(neg(x)), f(f(x)) for ops whose ops.def trait says idempotent, reshape to the same shape, permute chains that cancel) or shorten a chain
 // (reshape(reshape(x)) -> reshape(x); permute(permute(x)) -> one permute), and moves transposes
 // into matmuls: transpose(a @ b) -> b^T @ a^T when nothing else reads a @ b (a Dense weight's
@@ -105,10 +105,39 @@ size_t relu_grad_before_max_pool_backward(Graph& g) {
   }
   return changed;
 }
+
+// x * sigmoid(x) -> silu(x) (how ONNX, which has no SiLU op, spells YOLOv5's activation), when
+// nothing else reads the sigmoid: a backend then fuses silu into the convolution before it. The
+// same values: the silu kernel computes x * sigmoid(x).
+size_t mul_sigmoid_to_silu(Graph& g) {
+  std::unordered_map<const Value*, int> reads;
+  for (const auto& n : g.nodes)
+    for (const Value* in : n->inputs) ++reads[in];
+  for (const Value* o : g.outputs) reads[o] += 2;
+  size_t changed = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node* n = g.nodes[i].get();
+    if (n->op != ops::OpId::Mul || n->inputs.size() != 2) continue;
+    for (int k = 0; k < 2; ++k) {
+      Value* x = n->inputs[size_t(k)];
+      const Value* s = n->inputs[size_t(1 - k)];
+      const Node* sig = s->producer;
+      if (!sig || sig->op != ops::OpId::Sigmoid || sig->inputs[0] != x || reads[s] != 1 ||
+          x->shape != n->outputs[0]->shape || x->dtype != n->outputs[0]->dtype)
+        continue;
+      Node* silu = g.insert_node(i++, ops::OpId::Silu, {x}, {}, {{x->shape, x->dtype}});
+      silu->precision = n->precision;
+      g.replace_all_uses(n->outputs[0], silu->outputs[0]);  // n and the sigmoid are dead now
+      ++changed;
+      break;
+    }
+  }
+  return changed;
+}
 }  // namespace
 
 size_t algebraic_simplification(Graph& g) {
-  size_t changed = transpose_matmul_products(g) + relu_grad_before_max_pool_backward(g);
+  size_t changed = transpose_matmul_products(g) + relu_grad_before_max_pool_backward(g) + mul_sigmoid_to_silu(g);
   auto forward_to = [&](Node* n, Value* x) {
     if (!same_layout(n->outputs[0], x)) return false;
     g.replace_all_uses(n->outputs[0], x);

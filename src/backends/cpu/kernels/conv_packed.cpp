@@ -7,7 +7,7 @@
 // major: a thread's consecutive tasks reuse one chunk's input from L2 while the weight panels
 // (kh * kw * C * 16 floats each) stream past, and at batch 1 the threads split the output channels
 // (each reads half the weights). Per task, register tiles of 6 pixels x 16 channels (AVX2: 12
-// accumulators) run over all of K = kh * kw * C, then the epilogue (+ beta, + residual, relu)
+// accumulators) run over all of K = kh * kw * C, then the epilogue (+ beta, + residual, relu or silu)
 // stores into y's blocked layout. (Cutting K into passes whose weights stay in L1, with the partial
 // sums parked between passes, measured slower here: bench/micro/constant_conv.cpp.)
 // clang-format off
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/nn_util.h"
+#include "backends/cpu/kernels/simd_math-inl.h"
 #include "core/parallel.h"
 #include "spore/error.h"
 
@@ -63,7 +64,7 @@ template <int R>
 HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* tap_off,
                      const int64_t* in_at, const int64_t* out_at, int64_t ob,
                      const float* HWY_RESTRICT wo, const float* HWY_RESTRICT beta,
-                     const float* HWY_RESTRICT res, bool relu, float* HWY_RESTRICT y) {
+                     const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
   const DG d;
   const int64_t Cb = g.C / 16, plane = s.Hs * s.Ws * 16, ob_at = ob * g.OH * g.OW * 16;
   const float* base[R];
@@ -93,7 +94,8 @@ HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* ta
       auto o = hn::Add(acc[r][k], b);
       const int64_t at = out_at[r] + ob_at + int64_t(k * kStep);
       if (res) o = hn::Add(o, hn::LoadU(d, res + at));
-      if (relu) o = hn::Max(o, zero);
+      if (act == ConvAct::kRelu) o = hn::Max(o, zero);
+      else if (act == ConvAct::kSilu) o = simd::HWY_NAMESPACE::silu_f(d, o);
       hn::StoreU(o, d, y + at);
     }
   }
@@ -102,16 +104,16 @@ HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* ta
 template <int R>
 HWY_INLINE void TileTail(int rows, const PackedConvGeom& g, const Source& s, const int64_t* tap_off,
                          const int64_t* in_at, const int64_t* out_at, int64_t ob, const float* wo,
-                         const float* beta, const float* res, bool relu, float* y) {
+                         const float* beta, const float* res, ConvAct act, float* y) {
   if constexpr (R > 0) {
-    if (rows == R) return Tile<R>(g, s, tap_off, in_at, out_at, ob, wo, beta, res, relu, y);
-    TileTail<R - 1>(rows, g, s, tap_off, in_at, out_at, ob, wo, beta, res, relu, y);
+    if (rows == R) return Tile<R>(g, s, tap_off, in_at, out_at, ob, wo, beta, res, act, y);
+    TileTail<R - 1>(rows, g, s, tap_off, in_at, out_at, ob, wo, beta, res, act, y);
   }
 }
 
 // Tasks [t0, t1) of (chunk, ob), chunk major.
 void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const float* beta,
-           const float* res, bool relu, float* y, int64_t t0, int64_t t1) {
+           const float* res, ConvAct act, float* y, int64_t t0, int64_t t1) {
   const int64_t Ob = g.O / 16, rows = g.N * g.OH * g.OW, units = g.kh * g.kw * (g.C / 16);
   int64_t tap_off[kMaxTaps];
   for (int64_t i = 0; i < g.kh; ++i)
@@ -132,9 +134,9 @@ void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const floa
     const float* wo = wp + ob * units * 256;
     int64_t i = 0;
     for (; i + kRows <= n_rows; i += kRows)
-      Tile<kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, relu, y);
+      Tile<kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
     if (i < n_rows)
-      TileTail<kRows - 1>(int(n_rows - i), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, relu, y);
+      TileTail<kRows - 1>(int(n_rows - i), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
   }
 }
 
@@ -194,7 +196,7 @@ void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t
 }
 
 void packed_conv2d(const PackedConvGeom& g, const float* x, const float* wp, const float* beta,
-                   const float* residual, bool relu, float* y) {
+                   const float* residual, ConvAct act, float* y) {
   SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0 && g.kh * g.kw <= pconv::kMaxTaps,
                "packed conv: unsupported geometry");
   const int64_t rows = g.N * g.OH * g.OW;
@@ -209,7 +211,7 @@ void packed_conv2d(const PackedConvGeom& g, const float* x, const float* wp, con
   }
   const int64_t chunks = (rows + pconv::kChunkRows - 1) / pconv::kChunkRows;
   parallel_for(0, chunks * (g.O / 16), 1, [&](int64_t t0, int64_t t1) {
-    HWY_DYNAMIC_DISPATCH(pconv::Tasks)(g, s, wp, beta, residual, relu, y, t0, t1);
+    HWY_DYNAMIC_DISPATCH(pconv::Tasks)(g, s, wp, beta, residual, act, y, t0, t1);
   });
 }
 
@@ -240,9 +242,9 @@ void conv2d_packed_kernel(ops::KernelContext& ctx) {
   const auto pad = ctx.attrs.get_ints("padding"), st = ctx.attrs.get_ints("stride");
   const PackedConvGeom g{x.size(0), x.size(1) * 16, x.size(2), x.size(3), y.size(1) * 16, wp.size(1),
                          wp.size(2), y.size(2), y.size(3), st[0], st[1], pad[0], pad[2]};
-  const bool relu = ctx.attrs.has("act") && ctx.attrs.get_string("act") == "relu";
+  const ConvAct act = conv_act(ctx.attrs.has("act") ? ctx.attrs.get_string("act") : "");
   packed_conv2d(g, x.data<float>(), wp.data<float>(), beta.data<float>(),
-                has_res ? r.data<float>() : nullptr, relu, y.data<float>());
+                has_res ? r.data<float>() : nullptr, act, y.data<float>());
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/cpu/kernels/conv_epilogue.h"
+
 namespace spore::cpu {
 
 // x (N, C/16, H, W, 16) -> y (N, O/16, OH, OW, 16); C and O multiples of 16; groups 1, dilation 1.
@@ -23,8 +25,8 @@ struct PackedConvGeom {
 void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t kw, const float* bias,
                        const float* scale, const float* shift, float* wp, float* beta);
 
-// y = act(conv(x, w) * scale + beta + residual), act relu or none; residual (y's shape) may be null.
+// y = act(conv(x, w) * scale + beta + residual), act none, relu or silu; residual (y's shape) may be null.
 void packed_conv2d(const PackedConvGeom& g, const float* x, const float* wp, const float* beta,
-                   const float* residual, bool relu, float* y);
+                   const float* residual, ConvAct act, float* y);
 
 }  // namespace spore::cpu

@@ -7,7 +7,7 @@
 //      channels a blocked pixel holds (patches that cross the border read zeros there);
 //   2. 16 x (O/16) matrix products M[e][ob] (T, 16) = V[e] (T, C) @ U[e][ob] (C, 16), by a 6x16
 //      register tile (AVX2: 12 accumulators; one U row of two vectors feeds six broadcast rows);
-//   3. output transform: Y = Aᵀ M A per tile and 16 output channels, + beta, + residual, relu,
+//   3. output transform: Y = Aᵀ M A per tile and 16 output channels, + beta, + residual, relu or silu,
 //      stored straight into y's blocked layout (the second row / column of an edge tile that falls
 //      outside an odd-sized output is dropped).
 // T is sized so that one V[e] (T x C floats) stays in L2 while the products sweep it.
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/nn_util.h"
+#include "backends/cpu/kernels/simd_math-inl.h"
 #include "core/parallel.h"
 #include "spore/error.h"
 
@@ -148,7 +149,7 @@ void Products(const WinogradGeom& g, const float* HWY_RESTRICT v, const float* H
 // 16) into y, with the epilogue.
 void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t t0, int64_t T,
                      int64_t ob0, int64_t ob1, const float* HWY_RESTRICT beta,
-                     const float* HWY_RESTRICT res, bool relu, float* HWY_RESTRICT y) {
+                     const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
   const DG d;
   const int64_t TH = (g.OH + 1) / 2, TW = (g.OW + 1) / 2, Ob = g.O / 16;
   const int64_t es = Ob * T * 16;  // between transformed elements e
@@ -180,7 +181,8 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
             o = hn::Add(o, b);
             const int64_t at = ((plane + oh0 + a) * g.OW + ow0 + c) * 16 + int64_t(lane);
             if (res) o = hn::Add(o, hn::LoadU(d, res + at));
-            if (relu) o = hn::Max(o, zero);
+            if (act == ConvAct::kRelu) o = hn::Max(o, zero);
+            else if (act == ConvAct::kSilu) o = simd::HWY_NAMESPACE::silu_f(d, o);
             hn::StoreU(o, d, y + at);
           }
         }
@@ -192,7 +194,7 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
 // Tasks [k0, k1) on the calling thread: task k is part k % parts (a 1/parts share of the output
 // channel blocks) of block k / parts of T tiles (the last block may be short).
 void Tasks(const WinogradGeom& g, const float* x, const float* u, const float* beta, const float* res,
-           bool relu, float* y, int64_t T, int64_t parts, int64_t k0, int64_t k1) {
+           ConvAct act, float* y, int64_t T, int64_t parts, int64_t k0, int64_t k1) {
   const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2), Ob = g.O / 16;
   float* v = thread_scratch(size_t(16 * T * (g.C + g.O)));
   float* m = v + 16 * T * g.C;
@@ -204,7 +206,7 @@ void Tasks(const WinogradGeom& g, const float* x, const float* u, const float* b
     if (b != transformed) InputTransform(g, x, t0, Tb, v);
     transformed = b;
     Products(g, v, u, Tb, ob0, ob1, m);
-    OutputTransform(g, m, t0, Tb, ob0, ob1, beta, res, relu, y);
+    OutputTransform(g, m, t0, Tb, ob0, ob1, beta, res, act, y);
   }
 }
 
@@ -252,7 +254,7 @@ void winograd_transform_weights(const float* w, int64_t O, int64_t C, const floa
 }
 
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
-                     const float* residual, bool relu, float* y) {
+                     const float* residual, ConvAct act, float* y) {
   SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0, "winograd: channels must be multiples of 16, got O=",
                g.O, ", C=", g.C);
   const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
@@ -270,7 +272,7 @@ void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, cons
   }
   const int64_t tasks = (tiles + T - 1) / T * parts;
   parallel_for(0, tasks, 1, [&](int64_t k0, int64_t k1) {
-    HWY_DYNAMIC_DISPATCH(wino::Tasks)(g, x, u, beta, residual, relu, y, T, parts, k0, k1);
+    HWY_DYNAMIC_DISPATCH(wino::Tasks)(g, x, u, beta, residual, act, y, T, parts, k0, k1);
   });
 }
 
@@ -301,9 +303,9 @@ void conv2d_winograd_kernel(ops::KernelContext& ctx) {
   const auto pad = ctx.attrs.get_ints("padding");
   const WinogradGeom g{x.size(0), x.size(1) * 16, x.size(2), x.size(3), y.size(1) * 16,
                        y.size(2), y.size(3), pad[0], pad[2]};
-  const bool relu = ctx.attrs.has("act") && ctx.attrs.get_string("act") == "relu";
+  const ConvAct act = conv_act(ctx.attrs.has("act") ? ctx.attrs.get_string("act") : "");
   winograd_conv2d(g, x.data<float>(), u.data<float>(), beta.data<float>(),
-                  has_res ? r.data<float>() : nullptr, relu, y.data<float>());
+                  has_res ? r.data<float>() : nullptr, act, y.data<float>());
 }
 
 }  // namespace

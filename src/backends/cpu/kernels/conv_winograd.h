@@ -13,6 +13,8 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/cpu/kernels/conv_epilogue.h"
+
 namespace spore::cpu {
 
 // x (N, C/16, H, W, 16) -> y (N, O/16, OH, OW, 16); C and O multiples of 16; a 3x3 kernel,
@@ -29,9 +31,9 @@ struct WinogradGeom {
 void winograd_transform_weights(const float* w, int64_t O, int64_t C, const float* bias,
                                 const float* scale, const float* shift, float* u, float* beta);
 
-// y = act(conv(x, w) * scale + beta + residual) with act relu or none; residual (y's shape) may be
+// y = act(conv(x, w) * scale + beta + residual) with act none, relu or silu; residual (y's shape) may be
 // null. Parallel over blocks of tiles.
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
-                     const float* residual, bool relu, float* y);
+                     const float* residual, ConvAct act, float* y);
 
 }  // namespace spore::cpu

@@ -18,6 +18,7 @@
 #include "backends/cpu/kernels/elementwise.h"
 
 #include "backends/cpu/kernels/simd_loops-inl.h"
+#include "backends/cpu/kernels/simd_math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace spore::cpu::ew {
@@ -26,14 +27,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 using V = hn::Vec<D>;
 using simd::HWY_NAMESPACE::binary_loop;
+using simd::HWY_NAMESPACE::exp_f;
+using simd::HWY_NAMESPACE::sigmoid_f;
+using simd::HWY_NAMESPACE::silu_f;
 using simd::HWY_NAMESPACE::unary_loop;
-
-HWY_INLINE V exp_f(D d, V x) {
-  const V kMax = hn::Set(d, 88.72283935546875f);  // above this expf overflows to inf
-  V y = hn::Exp(d, hn::Min(x, kMax));
-  y = hn::IfThenElse(hn::Gt(x, kMax), hn::Inf(d), y);
-  return hn::IfThenElse(hn::IsNaN(x), x, y);
-}
 
 HWY_INLINE V log_f(D d, V x) {
   const V zero = hn::Zero(d), inf = hn::Inf(d);
@@ -59,12 +56,6 @@ HWY_INLINE V sincos_f(D d, V x) {
     y = hn::Load(d, by);
   }
   return y;
-}
-
-// 1 / (1 + exp(-x)); exp(-x) saturates to inf for very negative x, giving 0 as it should.
-HWY_INLINE V sigmoid_f(D d, V x) {
-  const V one = hn::Set(d, 1.0f);
-  return hn::Div(one, hn::Add(one, exp_f(d, hn::Neg(x))));
 }
 
 HWY_NOINLINE void UnaryF32(SimdUnary op, const float* x, float* y, int64_t n, UnaryParams p) {
@@ -103,7 +94,7 @@ HWY_NOINLINE void UnaryF32(SimdUnary op, const float* x, float* y, int64_t n, Un
     case SimdUnary::kSigmoid:
       return unary_loop(x, y, n, [](D d, V v) { return sigmoid_f(d, v); });
     case SimdUnary::kSilu:
-      return unary_loop(x, y, n, [](D d, V v) { return hn::Mul(v, sigmoid_f(d, v)); });
+      return unary_loop(x, y, n, [](D d, V v) { return silu_f(d, v); });
     case SimdUnary::kGeluTanh:  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
       return unary_loop(x, y, n, [](D d, V v) {
         const V k = hn::Set(d, 0.7978845608028654f), c = hn::Set(d, 0.044715f);

@@ -10,8 +10,8 @@
 //
 // How it decides:
 //   - Layout-aware nodes (conv2d, conv2d_fused, their two backward ops, max_pool2d and its
-//     backward, batch_norm and its backward, and pointwise ops whose operands all have the
-//     output's shape) tie their activations into classes (union-find): a pool's input and
+//     backward, batch_norm and its backward, pointwise ops whose operands all have the
+//     output's shape, and channel concats of whole 16-channel blocks: YOLOv5's C3 and neck) tie their activations into classes (union-find): a pool's input and
 //     output, an add's operands, share one layout. A convolution ties only its y side (output,
 //     residual; dy of the backward ops); its x side (input; dx) is a class of its own, because
 //     oneDNN reads and writes the two sides in independent layouts.
@@ -103,6 +103,14 @@ std::vector<Slot> aware_slots(const Node& n) {
     out(0, 'p');
   } else if (op == OpId::BatchNorm) {
     in(0, 'p');
+    out(0, 'p');
+  } else if (op == OpId::Concat) {  // channels: blocked, the concat of the inputs' channel blocks
+    const Value* o = n.outputs[0];
+    if (!plain_4d_f32(o) || ops::normalize_axis(n.attrs.get_int("axis"), 4) != 1) return {};
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!plain_4d_f32(n.inputs[i]) || n.inputs[i]->shape[1] % kLanes != 0) return {};
+      in(int(i), 'p');
+    }
     out(0, 'p');
   } else if (op == OpId::Sum) {  // a conv bias gradient: sum over (N, H, W) -> (C)
     if (n.attrs.get_ints("axes") != std::vector<int64_t>{0, 2, 3} || n.attrs.get_bool("keepdims", false) ||
@@ -233,6 +241,8 @@ size_t blocked_layout(Graph& g) {
       n->attrs.set("blocked_x", bx).set("blocked_y", by);
     } else if (n->op == OpId::FusedElementwise) {
       n->attrs.set("shape", blocked_shape(n->outputs[0]->shape));
+    } else if (n->op == OpId::Concat) {
+      n->attrs.set("axis", int64_t(1));  // (N, Cb, H, W, 16): the channel blocks
     } else if (n->op != OpId::Sum && !n->def().has(ops::kElementwise)) {  // pools, batch norms
       n->attrs.set("blocked", true);
       // The pool's output padding lanes (y and indices) are zeroed only when it knows C.

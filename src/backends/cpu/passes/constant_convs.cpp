@@ -1,6 +1,6 @@
 // Convolutions on constant weights (an imported or frozen model), prepared once, here:
 //
-//   conv2d[_fused](x_b, w[, bias][, scale, shift][, residual_b]) {act "" / relu}
+//   conv2d[_fused](x_b, w[, bias][, scale, shift][, residual_b]) {act "" / relu / silu}
 //     ->  conv2d_winograd(x_b, u, beta[, residual_b])    3x3, stride 1, enough output tiles
 //     ->  conv2d_packed(x_b, wp, beta[, residual_b])     any other kernel size and stride
 //
@@ -8,7 +8,7 @@
 // run now and are captured as constants (the original weight is dropped from the graph). Only
 // where every weight-side input is a constant: in a training graph the weights are parameters and
 // the conv keeps oneDNN. Both kernels fold the BatchNorm scale into the weights and take the
-// shift, the residual and relu in their epilogue.
+// shift, the residual and the activation (relu; silu, YOLOv5's) in their epilogue.
 //
 // Winograd does 2.25x fewer multiplies, but its transformed weights are 16/9 the size and are
 // streamed once per block of tiles; with few tiles per thread (a 4x4 map at batch 1) reading them
@@ -55,7 +55,7 @@ Way way_of(const Node& n) {
     return Way::kOneDnn;
   if (!all_ones(a.get_ints("dilation")) || a.get_int("groups", 1) != 1) return Way::kOneDnn;
   const std::string act = a.has("act") ? a.get_string("act") : std::string();
-  if (!act.empty() && act != "relu") return Way::kOneDnn;
+  if (!act.empty() && act != "relu" && act != "silu") return Way::kOneDnn;
   // Per-channel inputs (bias, scale, shift) sit between the weight and the residual.
   const size_t per_channel = n.inputs.size() - 2 - size_t(a.get_bool("has_residual", false));
   for (size_t i = 2; i < 2 + per_channel; ++i)

@@ -1,0 +1,16 @@
+// The activation in the epilogue of the constant-weight convolutions (conv_packed.h,
+// conv_winograd.h): their "act" attribute, which the constant_convs pass copies from the conv2d_fused
+// it replaces.
+#pragma once
+#include <string>
+
+namespace spore::cpu {
+
+enum class ConvAct { kNone, kRelu, kSilu };
+
+// "" / "relu" / "silu"; anything else is refused by the ops' shape inference before a kernel runs.
+inline ConvAct conv_act(const std::string& act) {
+  return act == "relu" ? ConvAct::kRelu : act == "silu" ? ConvAct::kSilu : ConvAct::kNone;
+}
+
+}  // namespace spore::cpu
