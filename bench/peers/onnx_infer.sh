@@ -4,30 +4,36 @@
 # for REPS rounds (a load spike on a shared machine then hits both). Reported: the median ms per
 # batch over the rounds and ONNX Runtime time / Spore time (> 1: Spore faster). Needs onnxruntime
 # (PyPI) for /usr/bin/python3; without it only Spore's figures are printed.
+# MODEL=yolov5s (exported at 320 px, untrained weights) with BATCHES="1 8" times the detector.
 set -euo pipefail
 BUILD=${1:-build}
 REPS=${REPS:-3}
+MODEL=${MODEL:-resnet18}
+BATCHES=${BATCHES:-1 64}
 SECONDS_PER=${SECONDS_PER:-3}
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$BUILD/spore" export resnet18 --out "$out/resnet18.onnx" > /dev/null
+extra=()
+[[ $MODEL == yolov5* ]] && extra=(--img 320)
+"$BUILD/spore" export "$MODEL" --out "$out/model.onnx" "${extra[@]}" > /dev/null
 have_ort=1
 /usr/bin/python3 -c "import onnxruntime" 2>/dev/null || have_ort=0
 for r in $(seq "$REPS"); do
-  for b in 1 64; do
-    OMP_NUM_THREADS=2 "$BUILD/spore" infer "$out/resnet18.onnx" --bench --batch "$b" --seconds "$SECONDS_PER" \
+  for b in $BATCHES; do
+    OMP_NUM_THREADS=2 "$BUILD/spore" infer "$out/model.onnx" --bench --batch "$b" --seconds "$SECONDS_PER" \
       | sed -n 's/^bench: .*median \([0-9.]*\) ms.*/\1/p' > "$out/spore.$b.$r"
     if [[ $have_ort == 1 ]]; then
-      /usr/bin/python3 bench/peers/onnx_infer_ort.py "$out/resnet18.onnx" "$b" 2 "$SECONDS_PER" > "$out/ort.$b.$r"
+      /usr/bin/python3 bench/peers/onnx_infer_ort.py "$out/model.onnx" "$b" 2 "$SECONDS_PER" > "$out/ort.$b.$r"
     fi
   done
 done
-python3 - "$out" "$REPS" "$have_ort" <<'PY'
+python3 - "$out" "$REPS" "$have_ort" "$MODEL" $BATCHES <<'PY'
 import json, statistics, sys
-out, reps, have_ort = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
-print(f"ResNet-18 (CIFAR stem) from ONNX, 2 threads, median ms per batch over {reps} rounds:")
-for b in (1, 64):
+out, reps, have_ort, model = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4]
+name = "ResNet-18 (CIFAR stem)" if model == "resnet18" else model
+print(f"{name} from ONNX, 2 threads, median ms per batch over {reps} rounds:")
+for b in map(int, sys.argv[5:]):
     s = statistics.median(float(open(f"{out}/spore.{b}.{r}").read()) for r in range(1, reps + 1))
     line = f"  batch {b:3d}: spore infer {s:8.2f} ms ({b * 1000 / s:8.1f} img/s)"
     if have_ort:
