@@ -5,9 +5,11 @@
 
 namespace spore {
 
-// MindSpore's device_target names: "CPU", "GPU", "Ascend".
-enum class DeviceType : uint8_t { CPU, GPU, Ascend };
-inline constexpr int kNumDeviceTypes = 3;
+// MindSpore's device_target names: "CPU", "GPU", "Ascend". `Test` is the test device
+// (src/backends/test_device/): the CPU's kernels on memory the host may not touch, registered only
+// in test programs (or with SPORE_TEST_DEVICE=1), never a target users are offered.
+enum class DeviceType : uint8_t { CPU, GPU, Ascend, Test };
+inline constexpr int kNumDeviceTypes = 4;
 
 struct Device {
   DeviceType type = DeviceType::CPU;
@@ -15,7 +17,7 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 
-const char* device_type_name(DeviceType t);  // "CPU", "GPU", "Ascend"
+const char* device_type_name(DeviceType t);  // "CPU", "GPU", "Ascend", "Test"
 std::string to_string(Device d);             // "CPU:0"
 
 }  // namespace spore

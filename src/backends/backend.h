@@ -1,7 +1,14 @@
 // The backend interface: what a device must provide so Spore can run on it. CPU is the first
-// implementation (backends/cpu/backend.cpp); CUDA and a vendor NPU plug in the same way:
-// implement Backend, register kernels with SPORE_KERNEL(<Dev>, Op, fn, dtypes...), and add
-// SPORE_REGISTER_BACKEND in the backend's own folder. Backends depend only on core/ and this file.
+// implementation (backends/cpu/backend.cpp); the test device (backends/test_device/) and CUDA plug
+// in the same way: implement Backend, register kernels with SPORE_KERNEL(<Dev>, Op, fn, dtypes...),
+// and add SPORE_REGISTER_BACKEND in the backend's own folder. Backends depend only on core/, the op
+// interface and this file.
+//
+// The device model (docs/architecture.md, "Devices"): a tensor's storage lives on one device; work
+// for a device is queued on a Stream of that device and runs in queue order; an Event marks a
+// point in a stream that other streams or the host can wait for. Every copy between the host and a
+// device, or between devices, goes through the backend of the device side (copy_async). The CPU
+// backend's streams are synchronous: queued work has already run when the call returns.
 #pragma once
 #include <memory>
 #include <string>
@@ -14,17 +21,69 @@
 
 namespace spore {
 
+// An ordered queue of work on one device (cudaStream_t on CUDA).
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual Device device() const = 0;
+  virtual void synchronize() = 0;  // the host waits until every queued item has run
+  virtual bool query() = 0;        // true when every queued item has run
+  virtual void* native_handle() const { return nullptr; }  // the backend's own handle
+};
+
+// A marker in a stream (cudaEvent_t on CUDA). record() places it after the work queued so far;
+// wait() makes another stream's later work wait for it on the device, without the host blocking.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual void record(Stream& stream) = 0;
+  virtual void wait(Stream& stream) = 0;
+  virtual bool query() = 0;        // true when the recorded work has run (or nothing was recorded)
+  virtual void synchronize() = 0;  // the host waits for the recorded work
+};
+
+struct DeviceProperties {
+  std::string name;              // "CPU", "NVIDIA H200"
+  size_t total_memory = 0;       // bytes
+  int multiprocessors = 0;       // CUDA SMs; CPU cores
+  int compute_major = 0, compute_minor = 0;  // CUDA compute capability; 0 elsewhere
+  size_t alignment = 64;         // of every allocation, in bytes
+};
+struct MemoryInfo {
+  size_t free = 0, total = 0;  // bytes, as the device reports them
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual DeviceType type() const = 0;
-  virtual std::string_view name() const = 0;   // "CPU"
+  virtual std::string_view name() const = 0;  // "CPU"
   virtual int device_count() const = 0;
   virtual Allocator& allocator(int device) = 0;
-  virtual void synchronize(int device) {}
-  // Copies bytes between this device and the host (or within the device).
-  virtual void copy_to_host(void* dst, const void* src, size_t nbytes, int device) = 0;
-  virtual void copy_from_host(void* dst, const void* src, size_t nbytes, int device) = 0;
+  // Page-locked host memory that this device copies from and to asynchronously (CPU: the
+  // ordinary host allocator). Tensors allocated from it live on the CPU.
+  virtual Allocator& pinned_allocator() = 0;
+  // True when the host may read and write this device's memory directly (the CPU only).
+  virtual bool host_accessible() const { return false; }
+  virtual DeviceProperties properties(int device) const = 0;
+  virtual MemoryInfo memory_info(int device) const = 0;
+
+  // -- streams and events ------------------------------------------------------------------------
+  virtual Stream& default_stream(int device) = 0;
+  virtual std::unique_ptr<Stream> new_stream(int device) = 0;
+  virtual std::unique_ptr<Event> new_event(int device) = 0;
+  // Waits for all work on every stream of the device.
+  virtual void synchronize(int device) = 0;
+
+  // -- copies ------------------------------------------------------------------------------------
+  // Copies nbytes from src to dst, queued on `stream` (a stream of this backend). One side is a
+  // device of this backend; the other is the host (dst_dev or src_dev CPU) or a device of this
+  // backend. A copy to the host is complete only after the stream synchronizes (unless the
+  // backend's streams are synchronous); one from pageable host memory may return before it is done
+  // only if the backend staged the bytes first.
+  virtual void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes,
+                          Stream& stream) = 0;
+
   // The libraries this backend runs on, for `spore run-check`: "oneDNN 2.6.3, Highway (AVX3)".
   virtual std::string library_versions() const { return ""; }
   // Default: a kernel is registered for (op, dtype).
@@ -42,5 +101,25 @@ bool register_backend(DeviceType type, BackendFactory factory);
 Backend& get_backend(DeviceType type);
 bool has_backend(DeviceType type);
 std::vector<std::string> available_device_targets();  // {"CPU"}
+
+// -- the current stream: per device and per thread (the device's default stream unless a
+// StreamGuard on this thread says otherwise). Kernels find theirs in KernelContext::stream.
+Stream& current_stream(Device device);
+class StreamGuard {  // makes `stream` current for its device on this thread, for a scope
+ public:
+  explicit StreamGuard(Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Device device_;
+  Stream* prev_;
+};
+
+// Copies nbytes between any two devices (either may be the CPU), on the current stream of the
+// device side; device to device across backends goes through the host. When `blocking`, the bytes
+// are in place when the call returns.
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes, bool blocking);
 
 }  // namespace spore

@@ -1,6 +1,8 @@
 // Backend registry: backends register themselves at load time; lookups of a backend this build
 // lacks give MindSpore's clarity (which targets exist, and what would make this one available).
 #include <array>
+#include <cstring>
+#include <vector>
 
 #include "backends/backend.h"
 #include "spore/error.h"
@@ -54,6 +56,56 @@ Backend& get_backend(DeviceType type) {
                 ". This build supports ", supported_list(), ". ", how_to_enable(type));
   if (!s.instance) s.instance = s.factory();
   return *s.instance;
+}
+
+// ---- current stream ------------------------------------------------------------------------------
+namespace {
+// Per thread, the streams StreamGuards made current, by device (a short list: few devices).
+thread_local std::vector<std::pair<Device, Stream*>> t_current;
+Stream** find_current(Device d) {
+  for (auto& [dev, s] : t_current)
+    if (dev == d) return &s;
+  return nullptr;
+}
+}  // namespace
+
+Stream& current_stream(Device device) {
+  if (Stream** s = find_current(device); s && *s) return **s;
+  return get_backend(device.type).default_stream(device.index);
+}
+StreamGuard::StreamGuard(Stream& stream) : device_(stream.device()) {
+  Stream** s = find_current(device_);
+  if (!s) {
+    t_current.push_back({device_, nullptr});
+    s = &t_current.back().second;
+  }
+  prev_ = *s;
+  *s = &stream;
+}
+StreamGuard::~StreamGuard() {
+  if (Stream** s = find_current(device_)) *s = prev_;
+}
+
+// ---- copies --------------------------------------------------------------------------------------
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes, bool blocking) {
+  if (nbytes == 0) return;
+  const bool dst_host = dst_dev.type == DeviceType::CPU, src_host = src_dev.type == DeviceType::CPU;
+  if (dst_host && src_host) {
+    std::memcpy(dst, src, nbytes);
+    return;
+  }
+  if (!dst_host && !src_host && dst_dev.type != src_dev.type) {  // two backends: through the host
+    std::vector<unsigned char> staging(nbytes);
+    copy_bytes(staging.data(), Device{}, src, src_dev, nbytes, true);
+    copy_bytes(dst, dst_dev, staging.data(), Device{}, nbytes, true);
+    return;
+  }
+  // The device side's backend copies, on that device's current stream (the destination's for a
+  // copy within one backend, so later work there is ordered after it).
+  const Device side = dst_host ? src_dev : dst_dev;
+  Stream& stream = current_stream(side);
+  get_backend(side.type).copy_async(dst, dst_dev, src, src_dev, nbytes, stream);
+  if (blocking) stream.synchronize();
 }
 
 std::vector<std::string> available_device_targets() {

@@ -6,6 +6,7 @@ const char* device_type_name(DeviceType t) {
     case DeviceType::CPU: return "CPU";
     case DeviceType::GPU: return "GPU";
     case DeviceType::Ascend: return "Ascend";
+    case DeviceType::Test: return "Test";
   }
   return "?";
 }

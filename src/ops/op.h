@@ -17,6 +17,9 @@
 #include "ops/fused_program.h"
 #include "spore/tensor.h"
 
+namespace spore {
+class Stream;  // backends/backend.h
+}
 namespace spore::ops {
 
 // The built-in primitives (ops.def). Ops registered at run time (custom ops, spore/custom_op.h)
@@ -169,9 +172,10 @@ const OpDef* find_op(std::string_view name);
 // ---- kernels -----------------------------------------------------------------------------------
 struct KernelContext {
   const OpDef& def;
-  const Tensors& inputs;  // any strides; same device
+  const Tensors& inputs;  // any strides; same device (a 0-d CPU tensor may join as a scalar)
   Tensors& outputs;       // allocated contiguous by the dispatcher from infer's metadata
   const Attrs& attrs;
+  Stream* stream = nullptr;  // the device's current stream: queue the work here (null: the CPU's)
 };
 using KernelFn = std::function<void(KernelContext& ctx)>;
 

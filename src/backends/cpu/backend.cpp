@@ -1,15 +1,32 @@
 // The CPU backend: host memory through the caching allocator, kernels in backends/cpu/kernels/
-// (our own vectorised loops via Highway, and oneDNN for matmul/conv/pool/norm).
+// (our own vectorised loops via Highway, and oneDNN for matmul/conv/pool/norm). Its streams and
+// events are trivial: a kernel has finished when its call returns, so there is nothing to wait for.
 #include <dnnl.hpp>
 #include <hwy/highway.h>
 #include <hwy/targets.h>
 
 #include <cstring>
+#include <thread>
+#include <unistd.h>
 
 #include "backends/backend.h"
 
 namespace spore {
 namespace {
+
+class CpuStream final : public Stream {
+ public:
+  Device device() const override { return Device{}; }
+  void synchronize() override {}
+  bool query() override { return true; }
+};
+class CpuEvent final : public Event {
+ public:
+  void record(Stream&) override {}
+  void wait(Stream&) override {}
+  bool query() override { return true; }
+  void synchronize() override {}
+};
 
 class CpuBackend final : public Backend {
  public:
@@ -17,8 +34,24 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "CPU"; }
   int device_count() const override { return 1; }
   Allocator& allocator(int) override { return cpu_allocator(); }
-  void copy_to_host(void* dst, const void* src, size_t n, int) override { std::memcpy(dst, src, n); }
-  void copy_from_host(void* dst, const void* src, size_t n, int) override { std::memcpy(dst, src, n); }
+  Allocator& pinned_allocator() override { return cpu_allocator(); }
+  bool host_accessible() const override { return true; }
+  DeviceProperties properties(int) const override {
+    return {.name = "CPU", .total_memory = memory_info(0).total,
+            .multiprocessors = int(std::thread::hardware_concurrency()), .alignment = 64};
+  }
+  MemoryInfo memory_info(int) const override {
+    const long page = sysconf(_SC_PAGESIZE);
+    return {.free = size_t(sysconf(_SC_AVPHYS_PAGES)) * size_t(page),
+            .total = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(page)};
+  }
+  Stream& default_stream(int) override { return stream_; }
+  std::unique_ptr<Stream> new_stream(int) override { return std::make_unique<CpuStream>(); }
+  std::unique_ptr<Event> new_event(int) override { return std::make_unique<CpuEvent>(); }
+  void synchronize(int) override {}
+  void copy_async(void* dst, Device, const void* src, Device, size_t n, Stream&) override {
+    std::memcpy(dst, src, n);
+  }
   std::string library_versions() const override {
     const dnnl_version_t* v = dnnl_version();
     std::string s = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
@@ -29,6 +62,9 @@ class CpuBackend final : public Backend {
     s += hwy::TargetName(targets & -targets);
     return s + ")";
   }
+
+ private:
+  CpuStream stream_;
 };
 
 std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
