@@ -26,7 +26,23 @@ std::string save_graphs_path();
 // set_device("CPU" | "GPU" | "Ascend", id): throws, naming the targets this build supports,
 // when the target is absent.
 void set_device(const std::string& target, int device_id = 0);
+// Where factories (zeros, rand, tensor...) and new parameters go: the innermost DeviceGuard on this
+// thread, else set_device's device. The dispatcher makes the op's device current while its kernel
+// runs; data-pipeline threads make the CPU current.
 Device current_device();
+// The number of devices of the current device's target (MindSpore's get_context("device_num")).
+int device_count();
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(Device device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  Device prev_;
+  bool had_prev_;
+};
 std::string mode_name(Mode m);
 Mode mode_from_name(const std::string& s);  // "graph" | "pynative" (any case)
 

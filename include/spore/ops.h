@@ -38,6 +38,8 @@ Tensor erf(const Tensor& x);  // the error function (float; integers become floa
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor cast(const Tensor& x, DType dtype);
+// The ToDevice primitive (Tensor::to(Device)): x itself when already there.
+Tensor to_device(const Tensor& x, Device device, bool non_blocking = false);
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "spore/allocator.h"
+#include "spore/context.h"
 #include "spore/device.h"
 #include "spore/dtype.h"
 #include "spore/error.h"
@@ -89,14 +90,19 @@ class Tensor {
   bool is_symbolic() const { return impl().storage == nullptr; }
   size_t nbytes() const { return size_t(numel()) * itemsize(dtype()); }
 
-  // -- data access (CPU) -----------------------------------------------------------------------
-  void* data_ptr() const;  // address of element 0 of the view
+  // -- data access ---------------------------------------------------------------------------
+  // Address of element 0 of the view, in the tensor's device's memory: only the CPU may read it
+  // on the host (kernels of the device read it there). item, to_vector and str copy to the host.
+  void* data_ptr() const;
   template <typename T>
   T* data() const {
     SPORE_CHECK_TYPE(dtype_of_v<T> == dtype(), "data<", dtype_name(dtype_of_v<T>),
                      ">() called on a tensor of dtype ", dtype_name(dtype()));
     return static_cast<T*>(data_ptr());
   }
+  // Overwrites this contiguous tensor's bytes with nbytes() bytes from host memory, in place (a
+  // compiled graph that captured it sees the new values); waits until they are in place.
+  void copy_from_host(const void* src) const;
   template <typename T>
   T item() const;  // the value of a one-element tensor, converted to T
   template <typename T>
@@ -119,6 +125,10 @@ class Tensor {
   Tensor contiguous() const;  // this, if already contiguous
   Tensor clone() const;       // always a copy
   Tensor to(DType dtype) const;
+  // A copy on `device` (this tensor, if already there); differentiable: the gradient goes back.
+  // non_blocking: a copy to a device may still be queued on the device's stream when this returns.
+  Tensor to(Device device, bool non_blocking = false) const;
+  Tensor cpu() const { return to(Device{}); }
   Tensor astype(DType dtype) const { return to(dtype); }
   Tensor detach() const;  // shares storage, no autograd history
 
@@ -152,32 +162,38 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
-// Factories. dtype defaults to float32, device to the context's current device.
-Tensor zeros(const Shape& shape, DType dtype = kFloat32);
-Tensor ones(const Shape& shape, DType dtype = kFloat32);
-Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+// Factories. dtype defaults to float32, device to the current device (spore/context.h); the
+// values are made on the host and copied there. *_like follow their argument's device.
+Tensor zeros(const Shape& shape, DType dtype = kFloat32, Device device = current_device());
+Tensor ones(const Shape& shape, DType dtype = kFloat32, Device device = current_device());
+Tensor full(const Shape& shape, double value, DType dtype = kFloat32, Device device = current_device());
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
-Tensor scalar_tensor(double value, DType dtype = kFloat32);  // 0-d
-Tensor arange(double start, double end, double step = 1, DType dtype = kFloat32);
+Tensor scalar_tensor(double value, DType dtype = kFloat32, Device device = current_device());  // 0-d
+Tensor arange(double start, double end, double step = 1, DType dtype = kFloat32,
+              Device device = current_device());
 inline Tensor arange(double end, DType dtype = kFloat32) { return arange(0, end, 1, dtype); }
-Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32);
-Tensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32);
-Tensor rand(const Shape& shape, DType dtype = kFloat32);   // U[0, 1)
-Tensor randn(const Shape& shape, DType dtype = kFloat32);  // N(0, 1)
-Tensor uniform(const Shape& shape, double low, double high, DType dtype = kFloat32);
-Tensor normal(const Shape& shape, double mean, double stddev, DType dtype = kFloat32);
-Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt64);
-Tensor randperm(int64_t n, DType dtype = kInt64);
-// Copies `count` elements of `src_dtype` from a host buffer.
-Tensor from_buffer(const void* data, const Shape& shape, DType dtype);
+Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32,
+                Device device = current_device());
+Tensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32, Device device = current_device());
+Tensor rand(const Shape& shape, DType dtype = kFloat32, Device device = current_device());   // U[0, 1)
+Tensor randn(const Shape& shape, DType dtype = kFloat32, Device device = current_device());  // N(0, 1)
+Tensor uniform(const Shape& shape, double low, double high, DType dtype = kFloat32,
+               Device device = current_device());
+Tensor normal(const Shape& shape, double mean, double stddev, DType dtype = kFloat32,
+              Device device = current_device());
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt64,
+               Device device = current_device());
+Tensor randperm(int64_t n, DType dtype = kInt64, Device device = current_device());
+// Copies the elements of a host buffer.
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype, Device device = current_device());
 template <typename T>
-Tensor from_vector(const std::vector<T>& v, const Shape& shape) {
+Tensor from_vector(const std::vector<T>& v, const Shape& shape, Device device = current_device()) {
   SPORE_CHECK(int64_t(v.size()) == shape_numel(shape), "from_vector: ", v.size(),
               " values do not fill shape ", shape_str(shape), " (", shape_numel(shape), " elements)");
-  return from_buffer(v.data(), shape, dtype_of_v<T>);
+  return from_buffer(v.data(), shape, dtype_of_v<T>, device);
 }
-Tensor tensor(const NestedList& values, DType dtype = kFloat32);
+Tensor tensor(const NestedList& values, DType dtype = kFloat32, Device device = current_device());
 
 }  // namespace spore

@@ -65,9 +65,10 @@ namespace {
 
 Tensor accumulate(const Tensor& acc, const Tensor& g) { return acc.defined() ? add(acc, g) : g; }
 
-// Brings a gradient back to its input's shape and dtype.
+// Brings a gradient back to its input's shape, dtype and device.
 Tensor fit_to(const Tensor& g, const Tensor& input) {
   Tensor r = g;
+  if (r.device() != input.device()) r = r.to(input.device());  // a host scalar that joined a device op
   if (r.shape() != input.shape()) r = sum_to_shape(r, input.shape());
   if (r.dtype() != input.dtype()) r = cast(r, input.dtype());
   return r;
@@ -76,13 +77,13 @@ Tensor fit_to(const Tensor& g, const Tensor& input) {
 // The cotangent of an output nobody used. While tracing (Graph mode) it is a traced broadcast of
 // a zero scalar, so gradient rules see a symbolic tensor (they must not read it on the host) and
 // the graph passes fold it.
-Tensor zero_cotangent(const ops::TensorMeta& m) {
+Tensor zero_cotangent(const ops::TensorMeta& m, Device device) {
   if (ops::trace_hook()) {
-    Tensor z = zeros({}, m.dtype).expand(m.shape);
+    Tensor z = zeros({}, m.dtype, device).expand(m.shape);
     t_zero_cotangents.push_back(z);
     return z;
   }
-  return zeros(m.shape, m.dtype);
+  return zeros(m.shape, m.dtype, device);
 }
 
 struct ZeroCotangentsReset {  // forgets this pass's zeros when it ends (nested passes nest)
@@ -162,7 +163,7 @@ void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool
     cot.resize(n->outputs.size());
     for (size_t i = 0; i < cot.size(); ++i)
       if (!cot[i].defined() && is_floating(n->out_meta[i].dtype))
-        cot[i] = zero_cotangent(n->out_meta[i]);
+        cot[i] = zero_cotangent(n->out_meta[i], n->outputs[i].device());
     const ops::OpDef& def = ops::op_def(n->op);
     ops::VjpContext ctx{n->inputs, n->outputs, cot, n->attrs};
     ops::Tensors grads;
@@ -190,10 +191,11 @@ void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool
 }
 
 Tensor default_seed(const Tensor& root, const Tensor& sens) {
-  if (!sens.defined()) return ones(root.shape(), root.dtype());
+  if (!sens.defined()) return ones(root.shape(), root.dtype(), root.device());
   SPORE_CHECK(sens.shape() == root.shape() || sens.numel() == 1, "grad: sens has shape ",
               shape_str(sens.shape()), " but the output has shape ", shape_str(root.shape()));
-  return sens.shape() == root.shape() ? sens : mul(ones(root.shape(), root.dtype()), sens.to(root.dtype()));
+  const Tensor s = sens.to(root.device());
+  return sens.shape() == root.shape() ? s : mul(ones(root.shape(), root.dtype(), root.device()), s.to(root.dtype()));
 }
 
 }  // namespace
@@ -224,7 +226,7 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
   for (const Tensor& in : inputs) {
     auto it = pending.leaf_grads.find(in.impl_ptr().get());
     if (it != pending.leaf_grads.end() && it->second.defined()) out.push_back(it->second);
-    else out.push_back(zeros(in.shape(), in.dtype()));
+    else out.push_back(zeros(in.shape(), in.dtype(), in.device()));
   }
   for (size_t i = 0; i < fired.size(); ++i)
     if (!fired[i]) opts.on_grad_ready(i, out[i]);

@@ -15,6 +15,8 @@ Mode g_mode = Mode::PyNative;
 bool g_save_graphs = false;
 std::string g_save_graphs_path = "./graphs";
 Device g_device;
+thread_local bool t_has_device = false;
+thread_local Device t_device;
 bool (*g_graph_available)() = nullptr;
 }  // namespace
 
@@ -51,6 +53,7 @@ void set_device(const std::string& target, int device_id) {
   if (t == "CPU") type = DeviceType::CPU;
   else if (t == "GPU" || t == "CUDA") type = DeviceType::GPU;
   else if (t == "ASCEND" || t == "NPU") type = DeviceType::Ascend;
+  else if (t == "TEST" && has_backend(DeviceType::Test)) type = DeviceType::Test;  // test builds only
   else
     SPORE_THROW(ErrorKind::ValueError, "Unsupported device target '", target,
                 "'. Expected one of 'CPU', 'GPU', 'Ascend'.");
@@ -59,7 +62,16 @@ void set_device(const std::string& target, int device_id) {
               " is out of range for ", b.name(), ", which has ", b.device_count(), " device(s)");
   g_device = Device{type, device_id};
 }
-Device current_device() { return g_device; }
+Device current_device() { return t_has_device ? t_device : g_device; }
+int device_count() { return get_backend(current_device().type).device_count(); }
+DeviceGuard::DeviceGuard(Device device) : prev_(t_device), had_prev_(t_has_device) {
+  t_device = device;
+  t_has_device = true;
+}
+DeviceGuard::~DeviceGuard() {
+  t_device = prev_;
+  t_has_device = had_prev_;
+}
 
 std::string mode_name(Mode m) { return m == Mode::Graph ? "graph" : "pynative"; }
 Mode mode_from_name(const std::string& s) {

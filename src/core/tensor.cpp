@@ -90,21 +90,24 @@ void* Tensor::data_ptr() const {
                    "cannot read the data of a symbolic tensor while tracing a graph: its value is "
                    "only known when the compiled graph runs. Compute with ops instead of reading "
                    "values on the host inside construct().");
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, t.device.type == DeviceType::CPU,
-                   "data_ptr(): tensor is on ", to_string(t.device), "; copy it to the CPU first");
   return static_cast<char*>(t.storage->data()) + t.offset * int64_t(itemsize(t.dtype));
+}
+
+void Tensor::copy_from_host(const void* src) const {
+  SPORE_CHECK(is_contiguous() && !is_symbolic(), "copy_from_host(): needs a concrete contiguous tensor");
+  copy_bytes(data_ptr(), device(), src, Device{}, nbytes(), /*blocking=*/true);
 }
 
 template <typename T>
 T Tensor::item() const {
   SPORE_CHECK(numel() == 1, "item(): expected a tensor with one element, got shape ",
               shape_str(shape()));
-  Tensor c = to(dtype_of_v<T>);
+  Tensor c = to(Device{}).to(dtype_of_v<T>);
   return *static_cast<const T*>(c.data_ptr());
 }
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  Tensor c = to(dtype_of_v<T>).contiguous();
+  Tensor c = to(Device{}).to(dtype_of_v<T>).contiguous();
   const T* p = static_cast<const T*>(c.data_ptr());
   return std::vector<T>(p, p + c.numel());
 }
@@ -266,9 +269,10 @@ void Tensor::zero_grad() { impl().grad.reset(); }
 
 // ---- factories -------------------------------------------------------------------------------
 namespace {
-// Fills a fresh contiguous tensor on the host with f(i) for each flat index i.
+// Fills a fresh contiguous tensor on the host with f(i) for each flat index i, then moves it to
+// `device`.
 template <typename F>
-Tensor generate(const Shape& shape, DType dtype, F f) {
+Tensor generate(const Shape& shape, DType dtype, Device device, F f) {
   Tensor t = Tensor::empty(shape, dtype, Device{});
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -276,66 +280,70 @@ Tensor generate(const Shape& shape, DType dtype, F f) {
     const int64_t n = t.numel();
     for (int64_t i = 0; i < n; ++i) p[i] = T(f(i));
   });
-  return t;
+  return t.to(device);
 }
 }  // namespace
 
-Tensor full(const Shape& shape, double value, DType dtype) {
-  return generate(shape, dtype, [value](int64_t) { return value; });
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  return generate(shape, dtype, device, [value](int64_t) { return value; });
 }
-Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0, dtype); }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1, dtype); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
-Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, t.dtype()); }
-Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, t.dtype(), t.device()); }
+Tensor scalar_tensor(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
 
-Tensor arange(double start, double end, double step, DType dtype) {
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
   SPORE_CHECK(step != 0, "arange: step must be non-zero");
   const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((end - start) / step)));
-  return generate({n}, dtype, [=](int64_t i) { return start + double(i) * step; });
+  return generate({n}, dtype, device, [=](int64_t i) { return start + double(i) * step; });
 }
-Tensor linspace(double start, double end, int64_t steps, DType dtype) {
+Tensor linspace(double start, double end, int64_t steps, DType dtype, Device device) {
   SPORE_CHECK(steps >= 0, "linspace: steps must be non-negative, got ", steps);
   const double d = steps > 1 ? (end - start) / double(steps - 1) : 0;
-  return generate({steps}, dtype, [=](int64_t i) { return i == steps - 1 ? end : start + double(i) * d; });
+  return generate({steps}, dtype, device,
+                  [=](int64_t i) { return i == steps - 1 ? end : start + double(i) * d; });
 }
-Tensor eye(int64_t n, int64_t m, DType dtype) {
+Tensor eye(int64_t n, int64_t m, DType dtype, Device device) {
   if (m < 0) m = n;
   SPORE_CHECK(n >= 0, "eye: n must be non-negative, got ", n);
-  return generate({n, m}, dtype, [=](int64_t i) { return (i / m == i % m) ? 1.0 : 0.0; });
+  return generate({n, m}, dtype, device, [=](int64_t i) { return (i / m == i % m) ? 1.0 : 0.0; });
 }
-Tensor uniform(const Shape& shape, double low, double high, DType dtype) {
+Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device) {
   const uint64_t s = random::seed(), base = random::reserve(uint64_t(shape_numel(shape)));
-  return generate(shape, dtype, [=](int64_t i) { return low + (high - low) * random::uniform(s, base + uint64_t(i)); });
+  return generate(shape, dtype, device,
+                  [=](int64_t i) { return low + (high - low) * random::uniform(s, base + uint64_t(i)); });
 }
-Tensor normal(const Shape& shape, double mean, double stddev, DType dtype) {
+Tensor normal(const Shape& shape, double mean, double stddev, DType dtype, Device device) {
   const uint64_t s = random::seed(), base = random::reserve(uint64_t(shape_numel(shape)));
-  return generate(shape, dtype, [=](int64_t i) { return mean + stddev * random::normal(s, base + uint64_t(i)); });
+  return generate(shape, dtype, device,
+                  [=](int64_t i) { return mean + stddev * random::normal(s, base + uint64_t(i)); });
 }
-Tensor rand(const Shape& shape, DType dtype) { return uniform(shape, 0, 1, dtype); }
-Tensor randn(const Shape& shape, DType dtype) { return normal(shape, 0, 1, dtype); }
-Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype) {
+Tensor rand(const Shape& shape, DType dtype, Device device) { return uniform(shape, 0, 1, dtype, device); }
+Tensor randn(const Shape& shape, DType dtype, Device device) { return normal(shape, 0, 1, dtype, device); }
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Device device) {
   SPORE_CHECK(high > low, "randint: high (", high, ") must be greater than low (", low, ")");
   const uint64_t s = random::seed(), base = random::reserve(uint64_t(shape_numel(shape)));
   const uint64_t range = uint64_t(high - low);
-  return generate(shape, dtype, [=](int64_t i) { return double(low + int64_t(random::bits(s, base + uint64_t(i)) % range)); });
+  return generate(shape, dtype, device,
+                  [=](int64_t i) { return double(low + int64_t(random::bits(s, base + uint64_t(i)) % range)); });
 }
-Tensor randperm(int64_t n, DType dtype) {
+Tensor randperm(int64_t n, DType dtype, Device device) {
   std::vector<int64_t> p(size_t(std::max<int64_t>(n, 0)));
   for (int64_t i = 0; i < n; ++i) p[size_t(i)] = i;
   const uint64_t s = random::seed(), base = random::reserve(uint64_t(n));
   for (int64_t i = n - 1; i > 0; --i)  // Fisher-Yates
     std::swap(p[size_t(i)], p[size_t(random::bits(s, base + uint64_t(i)) % uint64_t(i + 1))]);
-  return generate({n}, dtype, [&](int64_t i) { return double(p[size_t(i)]); });
+  return generate({n}, dtype, device, [&](int64_t i) { return double(p[size_t(i)]); });
 }
-Tensor from_buffer(const void* data, const Shape& shape, DType dtype) {
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype, Device device) {
   Tensor t = Tensor::empty(shape, dtype, Device{});
   if (t.nbytes()) std::memcpy(t.data_ptr(), data, t.nbytes());
-  return t;
+  return t.to(device);
 }
-Tensor tensor(const NestedList& values, DType dtype) {
-  return generate(values.shape, dtype, [&](int64_t i) { return values.values[size_t(i)]; });
+Tensor tensor(const NestedList& values, DType dtype, Device device) {
+  return generate(values.shape, dtype, device, [&](int64_t i) { return values.values[size_t(i)]; });
 }
 
 }  // namespace spore

@@ -95,6 +95,7 @@ void copy_from_buffer(const Tensor& t, const void* src) {
 }
 
 Tensor contiguous_copy(const Tensor& t) {
+  if (t.device().type != DeviceType::CPU) return t.to(Device{}).contiguous();  // host bytes
   if (t.is_contiguous()) return t;
   Tensor out = Tensor::empty(t.shape(), t.dtype(), t.device());
   copy_to_buffer(t, out.data_ptr());

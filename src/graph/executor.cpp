@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/backend.h"
 #include "core/log.h"
 #include "spore/autograd.h"
 #include "spore/profiler.h"
@@ -38,18 +39,32 @@ Tensor slot_tensor(const std::shared_ptr<Storage>& arena, size_t byte_offset, co
 }  // namespace
 
 Executor::Executor(std::shared_ptr<Graph> graph) : graph_(std::move(graph)) {
-  for (const Value* v : graph_->inputs)
-    SPORE_CHECK_KIND(ErrorKind::NotImplemented, v->device.type == DeviceType::CPU,
-                     "Graph mode runs on the CPU only for now; graph ", graph_->name,
-                     " has an input on ", to_string(v->device));
-  copy_ = ops::find_kernel(ops::OpId::Copy, DeviceType::CPU);
-  SPORE_ASSERT(copy_, "no CPU copy kernel");
   const char* prof = std::getenv("SPORE_PROFILE");
   profile_ = prof && *prof && std::string(prof) != "0";
   profile_nodes_ = profile_ && std::string(prof) == "nodes";
   plan_ = plan_memory(*graph_);
-  arena_ = std::make_shared<Storage>(std::max<size_t>(plan_.arena_bytes, 1), Device{});
+  // Each device's arena comes from that device's allocator (Storage asks its backend).
+  for (const auto& [device, bytes] : plan_.arenas)
+    arenas_.push_back(std::make_shared<Storage>(std::max<size_t>(bytes, 1), device));
   bind();
+}
+
+std::shared_ptr<Storage> Executor::arena_for(Device d) const {
+  for (size_t i = 0; i < arenas_.size(); ++i)
+    if (plan_.arenas[i].first == d) return arenas_[i];
+  SPORE_ASSERT(false, "graph executor: no arena planned for ", to_string(d));
+}
+
+// Copies between two tensors of one device with that device's Copy kernel.
+void Executor::copy(const Tensor& src, const Tensor& dst) const {
+  static const ops::Attrs kNoAttrs;
+  const ops::KernelEntry* k = ops::find_kernel(ops::OpId::Copy, src.device().type);
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, k, "[copy] has no kernel for device ",
+                   device_type_name(src.device().type), " (Graph mode)");
+  ops::Tensors in{src}, out{dst};
+  const DeviceGuard here(src.device());
+  ops::KernelContext ctx{ops::op_def(ops::OpId::Copy), in, out, kNoAttrs, &current_stream(src.device())};
+  k->fn(ctx);
 }
 
 void Executor::bind() {
@@ -58,7 +73,7 @@ void Executor::bind() {
   captured_storage_.clear();
   for (const Value* v : graph_->inputs) {
     if (v->kind == ValueKind::kPlaceholder) {
-      rt[v] = slot_tensor(arena_, plan_.offset.at(v), v);
+      rt[v] = slot_tensor(arena_for(v->device), plan_.offset.at(v), v);
       args_.push_back({v, rt[v]});
     } else {
       SPORE_CHECK(v->tensor.shape() == v->shape && v->tensor.dtype() == v->dtype &&
@@ -74,18 +89,19 @@ void Executor::bind() {
   }
   steps_.clear();
   for (const auto& n : graph_->nodes) {
-    Step s{&n->def(), nullptr, &n->attrs, {}, {}, {}, {}};
+    Step s{&n->def(), nullptr, n->device, &n->attrs, {}, {}, {}, {}};
     for (const Value* in : n->inputs) s.inputs.push_back(rt.at(in));
     if (n->is_view()) {
       const Value* o = n->outputs[0];
       rt[o] = n->def().rules.view(s.inputs[0], n->attrs, {o->shape, o->dtype});
       continue;  // no kernel: the alias is the result
     }
-    const ops::KernelEntry* k = ops::find_kernel(n->op, DeviceType::CPU);
-    SPORE_ASSERT(k, "graph executor: no CPU kernel for ", n->def().name);
+    const ops::KernelEntry* k = ops::find_kernel(n->op, n->device.type);
+    SPORE_CHECK_KIND(ErrorKind::NotImplemented, k, "[", n->def().name, "] has no kernel for device ",
+                     device_type_name(n->device.type), " (Graph mode)");
     s.fn = k->fn;
     for (const Value* o : n->outputs) {
-      rt[o] = slot_tensor(arena_, plan_.offset.at(o), o);
+      rt[o] = slot_tensor(arena_for(o->device), plan_.offset.at(o), o);
       s.outputs.push_back(rt[o]);
     }
     s.slots = s.outputs;
@@ -112,11 +128,11 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
     SPORE_CHECK(a.shape() == v->shape && a.dtype() == v->dtype, "[jit] argument ", v->arg_index,
                 " is ", dtype_name(a.dtype()), shape_str(a.shape()),
                 " but the graph was compiled for ", dtype_name(v->dtype), shape_str(v->shape));
-    ops::Tensors in{a}, out{slot};
-    ops::KernelContext ctx{ops::op_def(ops::OpId::Copy), in, out, ops::Attrs()};
-    copy_->fn(ctx);
+    SPORE_CHECK(a.device() == v->device, "[jit] argument ", v->arg_index, " is on ", to_string(a.device()),
+                " but graph ", graph_->name, " was compiled for ", to_string(v->device),
+                "; move it with .to(device) (Model and TrainOneStepCell move batches for you)");
+    copy(a, slot);
   }
-  static const ops::Attrs kNoAttrs;
   if (profile_) {
     step_seconds_.resize(steps_.size());
     first_seconds_.resize(steps_.size());
@@ -126,7 +142,8 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
   for (size_t si = 0; si < steps_.size(); ++si) {
     Step& s = steps_[si];
     const profiling::Span span("op", s.def->name, &s.prof_args);  // planned memory: no bytes allocated
-    ops::KernelContext ctx{*s.def, s.inputs, s.outputs, *s.attrs};
+    const DeviceGuard here(s.device);
+    ops::KernelContext ctx{*s.def, s.inputs, s.outputs, *s.attrs, &current_stream(s.device)};
     if (profile_) {
       const auto t0 = std::chrono::steady_clock::now();
       s.fn(ctx);
@@ -138,18 +155,15 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
     for (size_t i = 0; i < s.outputs.size(); ++i) {
       if (s.outputs[i].is_same(s.slots[i])) continue;
       // The kernel replaced its output tensor: the planned slot must still get the data.
-      ops::Tensors in{s.outputs[i]}, dst{s.slots[i]};
-      ops::KernelContext cc{ops::op_def(ops::OpId::Copy), in, dst, kNoAttrs};
-      copy_->fn(cc);
+      copy(s.outputs[i], s.slots[i]);
       s.outputs[i] = s.slots[i];
     }
   }
   std::vector<Tensor> result;
   for (const Tensor& o : outputs_) {
-    ops::Tensors in{o}, dst{Tensor::empty(o.shape(), o.dtype(), o.device())};
-    ops::KernelContext cc{ops::op_def(ops::OpId::Copy), in, dst, kNoAttrs};
-    copy_->fn(cc);
-    result.push_back(dst[0]);
+    Tensor dst = Tensor::empty(o.shape(), o.dtype(), o.device());
+    copy(o, dst);
+    result.push_back(dst);
   }
   return result;
 }

@@ -26,6 +26,7 @@ class Executor {
   struct Step {
     const ops::OpDef* def;
     ops::KernelFn fn;
+    Device device;  // where the kernel runs
     const ops::Attrs* attrs;
     ops::Tensors inputs, outputs, slots;  // slots: the planned outputs
     std::string prof_args;                // the profiler's description of the node
@@ -33,12 +34,13 @@ class Executor {
   void bind();  // (re)builds the runtime tensors; again when a captured tensor's storage changed
   std::shared_ptr<Graph> graph_;
   MemoryPlan plan_;
-  std::shared_ptr<Storage> arena_;
+  std::vector<std::shared_ptr<Storage>> arenas_;  // one per device, as plan_.arenas
+  std::shared_ptr<Storage> arena_for(Device d) const;
   std::vector<Step> steps_;
   std::vector<std::pair<const Value*, Tensor>> args_;  // placeholder -> its arena slot
   std::vector<Tensor> outputs_;
   std::vector<std::pair<const Value*, const Storage*>> captured_storage_;
-  const ops::KernelEntry* copy_ = nullptr;
+  void copy(const Tensor& src, const Tensor& dst) const;  // src's device's Copy kernel
   bool profile_ = false;
   bool profile_nodes_ = false;        // SPORE_PROFILE=nodes: one line per node as well
   std::vector<double> step_seconds_;  // per step, when profiling (the first run kept apart: it

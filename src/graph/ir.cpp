@@ -62,7 +62,13 @@ Node* Graph::insert_node(size_t pos, ops::OpId op, std::vector<Value*> ins, ops:
   n->op = op;
   n->attrs = std::move(attrs);
   n->inputs = std::move(ins);
-  const Device dev = n->inputs.empty() ? Device{} : n->inputs[0]->device;
+  n->device = n->inputs.empty() ? current_device() : n->inputs[0]->device;
+  for (const Value* in : n->inputs)
+    if (!(in->shape.empty() && in->device.type == DeviceType::CPU)) {  // not a host scalar
+      n->device = in->device;
+      break;
+    }
+  const Device dev = n->def().has(ops::kTransfer) ? ops::transfer_target(n->attrs) : n->device;
   for (size_t i = 0; i < metas.size(); ++i) {
     Value* v = new_value(ValueKind::kComputed, metas[i].shape, metas[i].dtype, dev).get();
     v->producer = n.get();

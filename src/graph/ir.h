@@ -56,6 +56,9 @@ struct Node {
   const ops::PrecisionPolicy* precision = nullptr;
   int recompute_scope = 0;  // forward ops of a recompute cell: its scope's id (0: none)
   bool backward = false;    // traced by the backward pass (autograd::grad while tracing)
+  // Where its kernel runs: its inputs' device (a 0-d CPU input joins as a scalar; the CPU when it
+  // has no input). Its outputs are there too, except a kTransfer op's (ToDevice's target).
+  Device device;
   const ops::OpDef& def() const { return ops::op_def(op); }
   bool is_effect() const { return def().has(ops::kInplace); }  // mutates inputs, no outputs
   bool is_view() const { return def().has(ops::kView); }

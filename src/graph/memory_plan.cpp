@@ -69,7 +69,8 @@ MemoryPlan plan_memory(const Graph& g) {
       auto it = index.find(in);
       if (it == index.end()) continue;
       const size_t rb = find(it->second);
-      if (blocks[rb].last != i || in->shape != o->shape || in->dtype != o->dtype) continue;
+      if (blocks[rb].last != i || in->shape != o->shape || in->dtype != o->dtype || in->device != o->device)
+        continue;
       owner[ob] = rb;
       blocks[rb].last = std::max(blocks[rb].last, blocks[ob].last);
       ++plan.inplace;
@@ -89,7 +90,8 @@ MemoryPlan plan_memory(const Graph& g) {
     std::vector<std::pair<size_t, size_t>> busy;  // [start, end) of overlapping live blocks
     for (size_t pi : placed) {
       const Block& p = blocks[pi];
-      if (p.first <= b.last && b.first <= p.last) busy.push_back({p.offset, p.offset + p.bytes});
+      if (p.first <= b.last && b.first <= p.last && p.v->device == b.v->device)
+        busy.push_back({p.offset, p.offset + p.bytes});
     }
     std::sort(busy.begin(), busy.end());
     size_t off = 0;
@@ -99,8 +101,12 @@ MemoryPlan plan_memory(const Graph& g) {
     }
     b.offset = off;
     placed.push_back(bi);
-    plan.arena_bytes = std::max(plan.arena_bytes, off + b.bytes);
+    auto arena = std::find_if(plan.arenas.begin(), plan.arenas.end(),
+                              [&](const auto& a) { return a.first == b.v->device; });
+    if (arena == plan.arenas.end()) arena = plan.arenas.insert(plan.arenas.end(), {b.v->device, 0});
+    arena->second = std::max(arena->second, off + b.bytes);
   }
+  for (const auto& a : plan.arenas) plan.arena_bytes += a.second;
   for (size_t i = 0; i < blocks.size(); ++i) plan.offset[blocks[i].v] = blocks[find(i)].offset;
   return plan;
 }

@@ -65,7 +65,7 @@ class Tracer : public ops::TraceHook {
                       const ops::Metas& metas) override {
     std::vector<Value*> ins;
     for (const Tensor& t : inputs) ins.push_back(value_of(t));
-    Device device = inputs.empty() ? Device{} : inputs[0].device();
+    const Device device = ops::op_device(def, inputs);
 
     if (def.has(ops::kView)) {
       // Runs the view rule on a stand-in with the input's layout to learn the output's strides;

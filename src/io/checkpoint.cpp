@@ -501,10 +501,15 @@ LoadReport load_into_tensors(const NamedTensors& targets, const NamedTensors& lo
               "net (strict=true):\n",
               report.str());
   for (const auto& [dst, src] : copies) {
-    SPORE_CHECK(!dst->is_symbolic() && dst->device().type == DeviceType::CPU,
-                "[load_param_into_net] the target tensor must hold data on the CPU");
+    SPORE_CHECK(!dst->is_symbolic(), "[load_param_into_net] the target tensor is symbolic (being traced)");
     const Tensor s = data::detail::contiguous_copy(*src);
-    if (dst->is_contiguous()) {
+    if (dst->device().type != DeviceType::CPU) {  // converted on the host, then copied in place
+      SPORE_CHECK(dst->is_contiguous(), "[load_param_into_net] a parameter on ", to_string(dst->device()),
+                  " must be contiguous to load in place");
+      Tensor tmp = Tensor::empty(dst->shape(), dst->dtype());
+      data::detail::convert_elements(s.data_ptr(), s.dtype(), tmp.data_ptr(), tmp.dtype(), s.numel());
+      dst->copy_from_host(tmp.data_ptr());
+    } else if (dst->is_contiguous()) {
       data::detail::convert_elements(s.data_ptr(), s.dtype(), dst->data_ptr(), dst->dtype(),
                                      s.numel());
     } else {

@@ -213,6 +213,23 @@ void Cell::to(DType dtype) {
   for (auto& [_, c] : cells_) c->to(dtype);
 }
 
+void Cell::to(Device device) {
+  NoGradGuard no_grad;
+  auto move_slot = [&](Tensor& t) {
+    if (!t.defined() || t.device() == device) return;
+    const Tensor moved = t.detach().to(device);
+    TensorImpl& impl = t.impl();
+    impl.storage = moved.impl().storage;
+    impl.offset = moved.offset();
+    impl.strides = moved.strides();
+    impl.device = device;
+    impl.grad.reset();
+  };
+  for (auto& [_, t] : params_) move_slot(t);
+  for (auto& [_, t] : buffers_) move_slot(t);
+  for (auto& [_, c] : cells_) c->to(device);
+}
+
 // MindSpore's __repr__: Name<extend_repr> for a leaf; for a parent the sub-cells one per line,
 // "(name): repr", indented two spaces, closed by "  >".
 std::string Cell::str(int indent) const {

@@ -284,7 +284,7 @@ Tensor scalar_like(double v, const Tensor& t) {
     else if (dt == kBool)
       dt = kInt64;
   }
-  return scalar_tensor(v, dt);
+  return scalar_tensor(v, dt, Device{});  // a host scalar: joins an op on any device (op_device)
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "backends/backend.h"
 #include "ops/precision.h"
 #include "ops/sharding.h"
+#include "spore/context.h"
 #include "spore/profiler.h"
 
 namespace spore::ops {
@@ -251,6 +252,26 @@ std::string profile_args(const Metas& in, const Metas& out) {
   return "\"inputs\": " + list(in) + ", \"outputs\": " + list(out);
 }
 
+// A 0-d host tensor next to tensors on a device joins the op as a scalar (PyTorch's rule), so
+// `x * 2.0` uploads nothing; the device's kernels read it from the host.
+static bool is_host_scalar(const Tensor& t) { return t.dim() == 0 && t.device().type == DeviceType::CPU; }
+
+Device op_device(const OpDef& def, const Tensors& inputs) {
+  if (inputs.empty()) return current_device();
+  size_t at = 0;  // the first input that decides: not a host scalar, if there is one
+  while (at < inputs.size() && (!inputs[at].defined() || is_host_scalar(inputs[at]))) ++at;
+  if (at == inputs.size()) return inputs[0].defined() ? inputs[0].device() : current_device();
+  const Device device = inputs[at].device();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined() || inputs[i].device() == device || is_host_scalar(inputs[i])) continue;
+    SPORE_THROW(ErrorKind::RuntimeError, "[", def.name, "] expected all inputs on one device, but input ",
+                at, " is on ", to_string(device), " and input ", i, " is on ", to_string(inputs[i].device()),
+                ". Move one with .to(device) first (only a 0-d CPU tensor may join an op on another device, "
+                "as a scalar).");
+  }
+  return device;
+}
+
 namespace {
 Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
   const OpDef& def = op_def(id);
@@ -259,15 +280,11 @@ Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
               def.num_inputs, " inputs, got ", inputs.size());
   Metas in_meta;
   in_meta.reserve(inputs.size());
-  Device device{};
   for (size_t i = 0; i < inputs.size(); ++i) {
     SPORE_CHECK(inputs[i].defined(), "[", def.name, "] input ", i, " is an undefined tensor");
     in_meta.push_back({inputs[i].shape(), inputs[i].dtype()});
-    if (i == 0) device = inputs[i].device();
-    else
-      SPORE_CHECK(inputs[i].device() == device, "[", def.name, "] inputs are on different devices: ",
-                  to_string(device), " and ", to_string(inputs[i].device()), " (input ", i, ")");
   }
+  const Device device = op_device(def, inputs);
   Metas out_meta;
   try {
     out_meta = def.rules.infer(in_meta, attrs);
@@ -300,15 +317,18 @@ Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
     profiling::Span span("op", def.name, &prof_args);
     outputs.reserve(out_meta.size());
     int64_t bytes = 0;
+    const Device out_device = def.has(kTransfer) ? transfer_target(attrs) : device;
     for (const TensorMeta& m : out_meta) {
-      outputs.push_back(Tensor::empty(m.shape, m.dtype, device));
+      outputs.push_back(Tensor::empty(m.shape, m.dtype, out_device));
       bytes += int64_t(outputs.back().nbytes());
     }
     if (span.active()) {
       prof_args = profile_args(in_meta, out_meta);
       span.set_bytes(bytes);
     }
-    KernelContext ctx{def, inputs, outputs, attrs};
+    // Tensors a kernel makes for itself (factories inside it) go where it runs.
+    const DeviceGuard here(device);
+    KernelContext ctx{def, inputs, outputs, attrs, &current_stream(device)};
     k->fn(ctx);
   }
   if (autograd::should_record(def, inputs)) autograd::record(id, attrs, inputs, outputs);

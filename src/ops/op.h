@@ -44,6 +44,7 @@ enum OpFlags : uint32_t {
   kInplace = 1u << 6,    // mutates input 0 (and maybe more); no outputs
   kRandom = 1u << 7,     // draws from the global generator
   kCommutative = 1u << 8,
+  kTransfer = 1u << 9,   // output on another device (attrs device_type, device_index): ToDevice
 };
 
 // How mixed precision treats an op (read by amp's rule, src/amp/policy.cpp).
@@ -168,6 +169,13 @@ const OpDef* find_op(std::string_view name);
 #define SPORE_DEFINE_OP(Name, ...)                                              \
   [[maybe_unused]] static const bool spore_op_rules_##Name =                    \
       ::spore::ops::detail::register_rules(::spore::ops::OpId::Name, ::spore::ops::OpRules __VA_ARGS__)
+
+// The device an op with these inputs runs on: where its inputs are (a 0-d CPU tensor may join
+// inputs on another device as a scalar); the current device when it has none. Throws naming
+// both devices and the op when the inputs are on two devices.
+Device op_device(const OpDef& def, const Tensors& inputs);
+// Where a kTransfer op (ToDevice) puts its output: its attributes' device.
+Device transfer_target(const Attrs& attrs);
 
 // ---- kernels -----------------------------------------------------------------------------------
 struct KernelContext {

@@ -7,6 +7,7 @@
 namespace spore {
 
 Tensor Tensor::to(DType t) const { return t == dtype() ? *this : cast(*this, t); }
+Tensor Tensor::to(Device d, bool non_blocking) const { return to_device(*this, d, non_blocking); }
 void Tensor::backward(const Tensor& gradient) const { autograd::backward(*this, gradient); }
 Tensor Tensor::operator-() const { return neg(*this); }
 Tensor Tensor::sum(std::vector<int64_t> axes, bool keepdims) const {

@@ -70,8 +70,14 @@ void Optimizer::write_hyper() {
     for (size_t s = 0; s < slot_lrs_.size(); ++s)
       hyper_.push_back(Tensor::empty({int64_t(k)}, kFloat64, params_[0].device()));
   }
-  for (size_t s = 0; s < hyper_.size(); ++s)
-    hyper_values(slot_lrs_[s].at(step_), hyper_[s].data<double>());  // in place: graphs read it
+  hyper_host_.resize(hyper_.size());
+  std::vector<double> host(k);
+  for (size_t s = 0; s < hyper_.size(); ++s) {
+    hyper_values(slot_lrs_[s].at(step_), host.data());
+    if (host == hyper_host_[s]) continue;  // unchanged (a constant rate): no transfer to the device
+    hyper_[s].copy_from_host(host.data());  // in place: graphs read it
+    hyper_host_[s] = host;
+  }
 }
 
 Tensor Optimizer::hyper_for(size_t i) const {
@@ -110,7 +116,7 @@ void Optimizer::step(const std::vector<Tensor>& grads) {
 std::vector<Tensor> Optimizer::zeros_like_params() const {
   std::vector<Tensor> out;
   out.reserve(params_.size());
-  for (const Tensor& p : params_) out.push_back(zeros(p.shape(), p.dtype()));
+  for (const Tensor& p : params_) out.push_back(zeros_like(p));
   return out;
 }
 

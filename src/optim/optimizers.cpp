@@ -238,7 +238,7 @@ RMSProp::RMSProp(std::vector<ParamGroup> groups, LearningRate lr, RMSPropOptions
   SPORE_CHECK(opts.epsilon > 0, "[RMSProp] epsilon must be > 0, got ", opts.epsilon);
   set_loss_scale(opts.loss_scale);
   // MindSpore (like TensorFlow) starts the mean square at ones, not zeros.
-  for (const Tensor& p : params_) ms_.push_back(ones(p.shape(), p.dtype()));
+  for (const Tensor& p : params_) ms_.push_back(ones_like(p));
   mom_ = zeros_like_params();
 }
 

@@ -42,6 +42,40 @@ void check_row(const data::Row& row, const char* where) {
               row.size());
 }
 
+// Where the network lives: its parameters' device (the current device for a network without any).
+Device device_of(const nn::Cell& net) {
+  for (const Tensor& p : net.parameters()) return p.device();
+  return current_device();
+}
+
+// The dataset's rows (host tensors from the data engine), moved to the network's device one row
+// ahead: the copy of row k+1 is queued (non_blocking) before row k's step runs, so on a device
+// with asynchronous copies the transfer overlaps the step. The host row is kept until the next
+// call, so a queued copy never reads freed memory.
+class DeviceFeeder {
+ public:
+  DeviceFeeder(std::unique_ptr<data::Iterator> it, Device device) : it_(std::move(it)), device_(device) {
+    ahead_ = fetch();
+  }
+  std::optional<data::Row> next() {
+    std::optional<data::Row> row = std::move(ahead_);
+    if (row) ahead_ = fetch();
+    return row;
+  }
+
+ private:
+  std::optional<data::Row> fetch() {
+    host_ = it_->next();
+    if (!host_ || device_.type == DeviceType::CPU) return host_;
+    data::Row moved;
+    for (const Tensor& t : *host_) moved.push_back(t.defined() ? t.to(device_, /*non_blocking=*/true) : t);
+    return moved;
+  }
+  std::unique_ptr<data::Iterator> it_;
+  Device device_;
+  std::optional<data::Row> host_, ahead_;
+};
+
 template <typename Hook>
 void each(const Callbacks& cbs, Hook hook) {
   for (const CallbackRef& c : cbs) hook(*c.get());
@@ -244,8 +278,8 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
     ctx.epoch_elapsed = 0;
     each(callbacks, [&](Callback& c) { c.on_epoch_begin(ctx); });
     double loss_sum = 0;
-    auto it = ds.create_tuple_iterator();
-    while (auto row = it->next()) {
+    DeviceFeeder it(ds.create_tuple_iterator(), device_of(*network_));
+    while (auto row = it.next()) {
       check_row(*row, "train");
       ++ctx.step;
       ++ctx.global_step;
@@ -315,8 +349,8 @@ std::map<std::string, double> Model::evaluate(const data::Dataset& ds, const Cal
   ctx.metrics.clear();
   each(callbacks, [&](Callback& c) { c.on_eval_begin(ctx); });
   double loss_sum = 0;
-  auto it = ds.create_tuple_iterator();
-  while (auto row = it->next()) {
+  DeviceFeeder it(ds.create_tuple_iterator(), device_of(*eval_network_));
+  while (auto row = it.next()) {
     check_row(*row, "eval");
     ++ctx.eval_step;
     ctx.batch_size = batch_of(*row);
@@ -344,7 +378,10 @@ Tensor Model::predict(const Tensor& x) { return predict(std::vector<Tensor>{x}).
 std::vector<Tensor> Model::predict(const std::vector<Tensor>& inputs) {
   NoGradGuard no_grad;
   TrainModeGuard mode(*network_, false);
-  return forward_maybe_compiled(network_, compiled_predict_, inputs, "predict");
+  const Device device = device_of(*network_);
+  std::vector<Tensor> moved;
+  for (const Tensor& x : inputs) moved.push_back(x.defined() ? x.to(device) : x);
+  return forward_maybe_compiled(network_, compiled_predict_, moved, "predict");
 }
 
 }  // namespace spore::train

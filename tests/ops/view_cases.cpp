@@ -1,5 +1,6 @@
 // Op-table rows for the view primitives, copy and cast.
 #include "op_table.h"
+#include "backends/test_device/test_device.h"
 
 namespace spore::test {
 namespace {
@@ -55,6 +56,16 @@ SPORE_OP_CASES({
    }},
   {.name = "copy/transposed", .op = OpId::Copy, .inputs = {{.shape = {3, 5}, .non_contiguous = true}},
    .run = [](const Tensors& x) -> Tensors { return {x[0].contiguous()}; },
+   .reference = [](const Tensors& x) -> Tensors { return {from_values(values(x[0]), x[0].shape(), x[0].dtype())}; },
+   .dtypes = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8}},
+  // A round trip through the test device (a backend with memory of its own): values, strides
+  // (a transposed input is packed on its device first) and the gradient coming back.
+  {.name = "to_device/roundtrip", .op = OpId::ToDevice, .inputs = {{.shape = {3, 4}, .non_contiguous = true}},
+   .run = [](const Tensors& x) -> Tensors {
+     enable_test_device();
+     const Device home = x[0].device(), other{home.type == DeviceType::Test ? DeviceType::CPU : DeviceType::Test, 0};
+     return {x[0].to(other).to(home) * 1.0};
+   },
    .reference = [](const Tensors& x) -> Tensors { return {from_values(values(x[0]), x[0].shape(), x[0].dtype())}; },
    .dtypes = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8}},
   {.name = "cast/to_float64", .op = OpId::Cast, .inputs = {{.shape = {4, 3}, .lo = -5, .hi = 5}},

@@ -75,6 +75,9 @@ class Cell {
   bool training() const { return training_; }
   // Casts every floating parameter and buffer to dtype (in place in the tree).
   virtual void to(DType dtype);
+  // Moves every parameter and buffer to `device`, in place: the same Tensor objects (an optimizer
+  // built earlier keeps stepping them) now hold storage there. Gradients held are dropped.
+  void to(Device device);
   std::string cls_name() const { return cls_name_; }
   virtual std::string extend_repr() const { return ""; }  // shown by str()
   std::string str(int indent = 0) const;                   // the tree, like MindSpore's repr

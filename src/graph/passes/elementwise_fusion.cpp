@@ -55,7 +55,7 @@ bool lower(const Node& n, Lowered& L) {
     L.p1 = a.get_float(lw.param1, lw.default1);
   }
   if (op == Opcode::kCall) {  // the backend must have the op's row kernels for the compute type
-    const ops::KernelEntry* k = ops::find_kernel(n.op, DeviceType::CPU);
+    const ops::KernelEntry* k = ops::find_kernel(n.op, n.device.type);
     const bool f64 = n.outputs[0]->dtype == kFloat64;
     return k && n.inputs.size() <= 2 && (f64 ? bool(k->rows.f64) : bool(k->rows.f32));
   }
@@ -69,7 +69,8 @@ bool fusable(const Node& n, DType t, Lowered& L) {
   if (!(o->dtype == t || o->dtype == kBool)) return false;
   for (const Value* in : n.inputs)
     if (!(in->dtype == t || in->dtype == kBool) || in->device != o->device) return false;
-  return is_floating(t) && o->device.type == DeviceType::CPU;
+  // The node's device must run fused programs (its FusedElementwise kernel reads ops/fused_program.h).
+  return is_floating(t) && o->device == n.device && ops::find_kernel(ops::OpId::FusedElementwise, n.device.type);
 }
 
 const char* opcode_name(Opcode op) {

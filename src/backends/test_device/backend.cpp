@@ -1,0 +1,239 @@
+// The test device (DeviceType::Test): a backend that is not the CPU but runs the CPU's kernels on
+// memory of its own, which the host may touch only inside a kernel or a copy of this backend.
+// Every block is mapped PROT_NONE; a kernel opens (read/write) the blocks of its inputs and
+// outputs, and those it allocates, and closes them all when the outermost kernel returns. So code
+// above the backends that reads device memory from the host without a transfer faults at once,
+// and the fault handler names the block. It is how CI proves that everything above src/backends
+// follows the device, and how a GPU backend's host-side plumbing stays tested without a GPU.
+//
+// Registered only where asked: by test programs (enable_test_device()) or with
+// SPORE_TEST_DEVICE=1 in the environment (the Python tests), never as a target users are offered.
+// Its streams are synchronous, like the CPU's.
+#include "backends/test_device/test_device.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "backends/backend.h"
+#include "spore/error.h"
+
+namespace spore {
+namespace {
+
+size_t page_size() {
+  static const size_t p = size_t(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+// Every live block (address -> mapped bytes), which of them are open, and the kernel depth. One
+// recursive mutex serialises the test device's kernels and copies (a kernel may dispatch more).
+struct Pages {
+  std::recursive_mutex mutex;
+  std::map<uintptr_t, size_t> blocks;
+  std::vector<uintptr_t> open;
+  int depth = 0;
+  AllocatorStats stats;
+
+  // The block holding p, or blocks.end().
+  std::map<uintptr_t, size_t>::iterator find(const void* p) {
+    const auto a = uintptr_t(p);
+    auto it = blocks.upper_bound(a);
+    if (it == blocks.begin()) return blocks.end();
+    --it;
+    return a < it->first + it->second ? it : blocks.end();
+  }
+  void open_block(const void* p) {
+    auto it = find(p);
+    if (it == blocks.end()) return;
+    for (uintptr_t o : open)
+      if (o == it->first) return;
+    SPORE_ASSERT(mprotect(reinterpret_cast<void*>(it->first), it->second, PROT_READ | PROT_WRITE) == 0,
+                 "test device: mprotect failed: ", std::strerror(errno));
+    open.push_back(it->first);
+  }
+  void close_all() {
+    for (uintptr_t o : open) {
+      auto it = blocks.find(o);
+      if (it != blocks.end()) mprotect(reinterpret_cast<void*>(it->first), it->second, PROT_NONE);
+    }
+    open.clear();
+  }
+};
+Pages& pages() {
+  static Pages& p = *new Pages;  // never destroyed: tensors may outlive static destruction
+  return p;
+}
+
+// Opens the given blocks (and whatever is allocated meanwhile) for the scope of a kernel or copy.
+class OpenScope {
+ public:
+  OpenScope() : lock_(pages().mutex) { ++pages().depth; }
+  ~OpenScope() {
+    if (--pages().depth == 0) pages().close_all();
+  }
+  void open(const void* p) { pages().open_block(p); }
+
+ private:
+  std::unique_lock<std::recursive_mutex> lock_;
+};
+
+// ---- host access detection --------------------------------------------------------------------
+struct sigaction g_previous;
+void on_fault(int sig, siginfo_t* info, void* uctx) {
+  Pages& p = pages();  // not async-signal-safe to lock; we are about to crash anyway
+  auto it = p.find(info->si_addr);
+  if (it != p.blocks.end()) {
+    char msg[256];
+    const int n = std::snprintf(msg, sizeof msg,
+                                "\nspore: the host touched Test-device memory at %p (a block of %zu bytes "
+                                "at %p) outside a kernel or copy: a missing .to(device) or copy_bytes\n",
+                                info->si_addr, it->second, reinterpret_cast<void*>(it->first));
+    if (n > 0) [[maybe_unused]] auto w = write(2, msg, size_t(n));
+  }
+  sigaction(SIGSEGV, &g_previous, nullptr);  // re-fault into the previous handler (or the default)
+  (void)sig;
+  (void)uctx;
+}
+void install_fault_handler() {
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &g_previous);
+}
+
+// ---- allocator, streams, backend --------------------------------------------------------------
+class TestAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    Pages& p = pages();
+    const std::lock_guard lock(p.mutex);
+    const size_t mapped = (std::max<size_t>(nbytes, 1) + page_size() - 1) / page_size() * page_size();
+    void* ptr = mmap(nullptr, mapped, p.depth > 0 ? PROT_READ | PROT_WRITE : PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    SPORE_CHECK_KIND(ErrorKind::RuntimeError, ptr != MAP_FAILED, "Test device: out of memory allocating ",
+                     nbytes, " bytes (", p.stats.bytes_in_use, " in use)");
+    p.blocks[uintptr_t(ptr)] = mapped;
+    if (p.depth > 0) p.open.push_back(uintptr_t(ptr));  // born open inside a kernel
+    p.stats.bytes_in_use += nbytes;
+    p.stats.peak_bytes_in_use = std::max(p.stats.peak_bytes_in_use, p.stats.bytes_in_use);
+    ++p.stats.num_allocs;
+    ++p.stats.cache_misses;
+    return ptr;
+  }
+  void deallocate(void* ptr, size_t nbytes) override {
+    Pages& p = pages();
+    const std::lock_guard lock(p.mutex);
+    auto it = p.blocks.find(uintptr_t(ptr));
+    SPORE_ASSERT(it != p.blocks.end(), "test device: freeing a block it does not own");
+    munmap(ptr, it->second);
+    std::erase(p.open, it->first);
+    p.blocks.erase(it);
+    p.stats.bytes_in_use -= nbytes;
+  }
+  AllocatorStats stats() const override {
+    const std::lock_guard lock(pages().mutex);
+    return pages().stats;
+  }
+  void reset_peak() override {
+    const std::lock_guard lock(pages().mutex);
+    pages().stats.peak_bytes_in_use = pages().stats.bytes_in_use;
+  }
+  void empty_cache() override {}
+};
+
+class TestStream final : public Stream {
+ public:
+  Device device() const override { return Device{DeviceType::Test, 0}; }
+  void synchronize() override {}
+  bool query() override { return true; }
+};
+class TestEvent final : public Event {
+ public:
+  void record(Stream&) override {}
+  void wait(Stream&) override {}
+  bool query() override { return true; }
+  void synchronize() override {}
+};
+
+// The CPU kernel, run with the Test blocks of its tensors open.
+ops::KernelFn wrap(ops::KernelFn cpu) {
+  return [cpu = std::move(cpu)](ops::KernelContext& ctx) {
+    OpenScope scope;
+    for (const Tensor& t : ctx.inputs)
+      if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic()) scope.open(t.impl().storage->data());
+    for (const Tensor& t : ctx.outputs)
+      if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic()) scope.open(t.impl().storage->data());
+    cpu(ctx);
+  };
+}
+
+class TestBackend final : public Backend {
+ public:
+  TestBackend() {
+    install_fault_handler();
+    // Every op with a CPU kernel and none of its own gets the CPU kernel, wrapped.
+    for (int i = 0, n = ops::num_ops(); i < n; ++i) {
+      const auto id = ops::OpId(i);
+      const ops::KernelEntry* cpu = ops::find_kernel(id, DeviceType::CPU);
+      if (!cpu || ops::find_kernel(id, DeviceType::Test)) continue;
+      ops::detail::register_kernel(id, DeviceType::Test, wrap(cpu->fn), {}, cpu->rows);
+      for (int t = 0; t < kNumDTypes; ++t)
+        if (cpu->supports(DType(t))) ops::detail::register_kernel_dtype(id, DeviceType::Test, DType(t));
+    }
+  }
+  DeviceType type() const override { return DeviceType::Test; }
+  std::string_view name() const override { return "Test"; }
+  int device_count() const override { return 1; }
+  Allocator& allocator(int) override { return allocator_; }
+  Allocator& pinned_allocator() override { return cpu_allocator(); }
+  DeviceProperties properties(int) const override {
+    return {.name = "Spore test device", .total_memory = 0, .alignment = page_size()};
+  }
+  MemoryInfo memory_info(int) const override { return {}; }
+  Stream& default_stream(int) override { return stream_; }
+  std::unique_ptr<Stream> new_stream(int) override { return std::make_unique<TestStream>(); }
+  std::unique_ptr<Event> new_event(int) override { return std::make_unique<TestEvent>(); }
+  void synchronize(int) override {}
+  void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n, Stream&) override {
+    OpenScope scope;
+    if (dst_dev.type == DeviceType::Test) scope.open(dst);
+    if (src_dev.type == DeviceType::Test) scope.open(src);
+    std::memcpy(dst, src, n);
+    ++test_device_copies().count[int(src_dev.type == DeviceType::Test) * 2 + int(dst_dev.type == DeviceType::Test)];
+  }
+  std::string library_versions() const override { return "the CPU kernels on guarded pages"; }
+
+ private:
+  TestAllocator allocator_;
+  TestStream stream_;
+};
+
+std::unique_ptr<Backend> make_test_backend() { return std::make_unique<TestBackend>(); }
+
+[[maybe_unused]] const bool registered_from_env = [] {
+  const char* e = std::getenv("SPORE_TEST_DEVICE");
+  if (e && std::strcmp(e, "1") == 0) enable_test_device();
+  return true;
+}();
+
+}  // namespace
+
+void enable_test_device() {
+  if (!has_backend(DeviceType::Test)) detail::register_backend(DeviceType::Test, make_test_backend);
+}
+
+TransferCounts& test_device_copies() {
+  static TransferCounts c;
+  return c;
+}
+
+}  // namespace spore

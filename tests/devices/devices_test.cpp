@@ -1,0 +1,297 @@
+// Devices are real: tensors live on a device and move between devices, and everything above the
+// backends follows them. Proven on the test device (src/backends/test_device), whose memory the
+// host cannot touch outside a kernel or a copy: a layer that reads device memory on the host
+// without a transfer crashes these tests.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/backend.h"
+#include "backends/test_device/test_device.h"
+#include "models/lenet.h"
+#include "models/mlp.h"
+#include "models/resnet.h"
+#include "spore/spore.h"
+
+namespace spore {
+namespace {
+
+const Device kCpu{};
+const Device kTest{DeviceType::Test, 0};
+
+class Devices : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { enable_test_device(); }
+  void TearDown() override {
+    set_device("CPU");
+    set_context({.mode = Mode::PyNative});
+  }
+};
+
+// ---- tensors on a device --------------------------------------------------------------------------
+TEST_F(Devices, ToAndBackKeepsValuesAndStrides) {
+  const Tensor x = arange(0, 12).reshape({3, 4});
+  const Tensor d = x.to(kTest);
+  EXPECT_EQ(d.device(), kTest);
+  EXPECT_EQ(d.to_vector<float>(), x.to_vector<float>());   // to_vector copies to the host
+  EXPECT_EQ(d.t().cpu().to_vector<float>(), x.t().contiguous().to_vector<float>());  // packed on the device
+  EXPECT_EQ(d.sum().item<float>(), 66.0f);                  // item copies to the host
+  EXPECT_TRUE(x.to(kCpu).is_same(x));                       // already there: no copy
+  EXPECT_NE(d.str().find("11"), std::string::npos);         // printing copies to the host
+}
+
+TEST_F(Devices, HostAccessToDeviceMemoryFailsLoudly) {
+  const Tensor d = ones({4}).to(kTest);
+  EXPECT_DEATH({ [[maybe_unused]] volatile float v = *static_cast<const float*>(d.data_ptr()); },
+               "touched Test-device memory");
+}
+
+TEST_F(Devices, FactoriesFollowTheCurrentDevice) {
+  EXPECT_EQ(zeros({2}).device(), kCpu);
+  set_device("Test");
+  EXPECT_EQ(current_device(), kTest);
+  EXPECT_EQ(zeros({2}).device(), kTest);
+  EXPECT_EQ(randn({2, 2}).device(), kTest);
+  EXPECT_EQ(tensor({1.0, 2.0}).device(), kTest);
+  {
+    const DeviceGuard host(kCpu);
+    EXPECT_EQ(ones({2}).device(), kCpu);
+  }
+  set_device("CPU");
+  EXPECT_EQ(zeros_like(ones({2}, kFloat32, kTest)).device(), kTest);  // *_like follow the argument
+  // The same seed gives the same values wherever they are made.
+  set_seed(5);
+  const Tensor a = randn({3});
+  set_seed(5);
+  EXPECT_EQ(randn({3}, kFloat32, kTest).to_vector<float>(), a.to_vector<float>());
+}
+
+TEST_F(Devices, MixingDevicesIsAClearError) {
+  const Tensor a = ones({2}), b = ones({2}).to(kTest);
+  try {
+    (void)add(a, b);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("[add]"), std::string::npos) << m;
+    EXPECT_NE(m.find("CPU:0"), std::string::npos) << m;
+    EXPECT_NE(m.find("Test:0"), std::string::npos) << m;
+    EXPECT_NE(m.find(".to(device)"), std::string::npos) << m;
+  }
+}
+
+TEST_F(Devices, HostScalarJoinsWithoutAnUpload) {
+  const Tensor d = full({3}, 2.0).to(kTest);
+  test_device_copies().reset();
+  const Tensor y = d * 3.0 + 1.0;  // 0-d host scalars join the op
+  EXPECT_EQ(y.device(), kTest);
+  EXPECT_EQ(test_device_copies().host_to_device(), 0u);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{7, 7, 7}));
+}
+
+TEST_F(Devices, GradientGoesBackToTheSourceDevice) {
+  Tensor x = tensor({1.0, 2.0, 3.0});
+  x.set_requires_grad();
+  const Tensor loss = (x.to(kTest) * x.to(kTest)).sum();  // on the test device
+  EXPECT_EQ(loss.device(), kTest);
+  const Tensor g = autograd::grad(loss, {x})[0];
+  EXPECT_EQ(g.device(), kCpu);
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+}
+
+TEST_F(Devices, StreamsAndEventsOfTheContract) {
+  Backend& b = get_backend(DeviceType::Test);
+  EXPECT_EQ(current_stream(kTest).device(), kTest);
+  auto s = b.new_stream(0);
+  {
+    const StreamGuard g(*s);
+    EXPECT_EQ(&current_stream(kTest), s.get());
+  }
+  EXPECT_EQ(&current_stream(kTest), &b.default_stream(0));
+  auto e = b.new_event(0);
+  e->record(*s);
+  e->wait(b.default_stream(0));
+  e->synchronize();
+  EXPECT_TRUE(e->query());
+  EXPECT_FALSE(b.host_accessible());
+  EXPECT_TRUE(get_backend(DeviceType::CPU).host_accessible());
+}
+
+// ---- training follows the device ----------------------------------------------------------------
+// Trains `steps` of net built by make() with Momentum on fixed random batches, on `device`; returns
+// the losses and the final parameters (on the host).
+struct TrainRun {
+  std::vector<float> losses;
+  std::vector<std::vector<float>> params;
+};
+template <class Make>
+TrainRun train_on(Device device, Make make, const Shape& x_shape, int64_t classes, int steps, Mode mode) {
+  set_context({.mode = mode});
+  set_device(device.type == DeviceType::CPU ? "CPU" : "Test");
+  set_seed(7);
+  auto net = make();  // parameters are made on the current device
+  for (const Tensor& p : net->trainable_params()) EXPECT_EQ(p.device(), device);
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+  auto step = std::make_shared<train::TrainOneStepCell>(
+      std::make_shared<train::WithLossCell>(net, loss),
+      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  // The batches come from the host, as from a dataset, and Model would move them; do it here.
+  set_seed(11);
+  std::vector<Tensor> xs, ys;
+  {
+    const DeviceGuard host(kCpu);
+    for (int i = 0; i < steps; ++i) {
+      xs.push_back(randn(x_shape));
+      ys.push_back(randint(0, classes, {x_shape[0]}, kInt32));
+    }
+  }
+  TrainRun r;
+  for (int i = 0; i < steps; ++i) {
+    // In Graph mode TrainOneStepCell compiles the whole step itself.
+    const Tensor l = step->forward({xs[size_t(i)].to(device), ys[size_t(i)].to(device)})[0];
+    EXPECT_EQ(l.device(), device);
+    r.losses.push_back(l.item<float>());
+  }
+  for (const Tensor& p : net->trainable_params()) r.params.push_back(p.to_vector<float>());
+  return r;
+}
+
+// PyNative runs the same kernels on both devices: bit-equal (tol 0). Graph mode on the CPU also runs
+// the CPU backend's own passes (blocked layouts, oneDNN post-op fusion, conv + pool), which other
+// devices do not get, so the kernels differ in summation order: equal to float32 rounding, measured
+// relative to each tensor's largest value.
+void expect_same(const TrainRun& cpu, const TrainRun& dev, double tol = 0) {
+  auto close = [tol](const std::vector<float>& a, const std::vector<float>& b) {
+    if (tol == 0) return a == b;
+    double scale = 0, err = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, std::fabs(double(a[i])));
+      err = std::max(err, std::fabs(double(a[i]) - double(b[i])));
+    }
+    return a.size() == b.size() && err <= tol * std::max(scale, 1e-30);
+  };
+  ASSERT_EQ(cpu.losses.size(), dev.losses.size());
+  EXPECT_TRUE(close(cpu.losses, dev.losses)) << "losses " << ::testing::PrintToString(cpu.losses) << " vs "
+                                             << ::testing::PrintToString(dev.losses);
+  ASSERT_EQ(cpu.params.size(), dev.params.size());
+  for (size_t i = 0; i < cpu.params.size(); ++i) EXPECT_TRUE(close(cpu.params[i], dev.params[i])) << "parameter " << i;
+}
+
+TEST_F(Devices, LeNetPyNativeEqualsCpu) {
+  auto make = [] { return std::make_shared<models::LeNet5>(); };
+  expect_same(train_on(kCpu, make, {8, 1, 28, 28}, 10, 3, Mode::PyNative),
+              train_on(kTest, make, {8, 1, 28, 28}, 10, 3, Mode::PyNative));
+}
+
+TEST_F(Devices, LeNetGraphEqualsCpu) {
+  auto make = [] { return std::make_shared<models::LeNet5>(); };
+  expect_same(train_on(kCpu, make, {8, 1, 28, 28}, 10, 3, Mode::Graph),
+              train_on(kTest, make, {8, 1, 28, 28}, 10, 3, Mode::Graph), 1e-5);
+}
+
+TEST_F(Devices, ResNet18GraphEqualsCpu) {
+  auto make = [] { return models::resnet18(10); };
+  expect_same(train_on(kCpu, make, {2, 3, 32, 32}, 10, 2, Mode::Graph),
+              train_on(kTest, make, {2, 3, 32, 32}, 10, 2, Mode::Graph), 1e-4);
+}
+
+TEST_F(Devices, ResNet18PyNativeEqualsCpu) {
+  auto make = [] { return models::resnet18(10); };
+  expect_same(train_on(kCpu, make, {2, 3, 32, 32}, 10, 2, Mode::PyNative),
+              train_on(kTest, make, {2, 3, 32, 32}, 10, 2, Mode::PyNative));
+}
+
+TEST_F(Devices, MlpRegressionEqualsCpu) {
+  // The regression example's shape: MSE on a small MLP (PyNative and Graph).
+  for (Mode mode : {Mode::PyNative, Mode::Graph}) {
+    TrainRun runs[2];
+    for (int k = 0; k < 2; ++k) {
+      const Device device = k ? kTest : kCpu;
+      set_context({.mode = mode});
+      set_device(k ? "Test" : "CPU");
+      set_seed(2);
+      auto net = std::make_shared<nn::SequentialCell>(std::vector<nn::CellPtr>{
+          std::make_shared<nn::Dense>(4, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dense>(16, 1)});
+      auto step = std::make_shared<train::TrainOneStepCell>(
+          std::make_shared<train::WithLossCell>(net, std::make_shared<nn::MSELoss>()),
+          std::make_shared<optim::Adam>(net->trainable_params(), 0.01));
+      Tensor x, y;
+      {
+        const DeviceGuard host(kCpu);
+        x = randn({16, 4});
+        y = x.sum({1}, true) * 0.5;
+      }
+      for (int i = 0; i < 4; ++i)
+        runs[k].losses.push_back(step->forward({x.to(device), y.to(device)})[0].item<float>());
+      for (const Tensor& p : net->trainable_params()) runs[k].params.push_back(p.to_vector<float>());
+    }
+    expect_same(runs[0], runs[1], mode == Mode::Graph ? 1e-5 : 0);
+  }
+}
+
+// One compiled training step moves only the batch in and the loss out.
+TEST_F(Devices, GraphStepTransfersOnlyTheBatchAndTheLoss) {
+  set_context({.mode = Mode::Graph});
+  set_device("Test");
+  set_seed(1);
+  auto net = std::make_shared<models::LeNet5>();
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+  auto step = std::make_shared<train::TrainOneStepCell>(
+      std::make_shared<train::WithLossCell>(net, loss),
+      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  Tensor x, y;
+  {
+    const DeviceGuard host(kCpu);
+    x = randn({8, 1, 28, 28});
+    y = randint(0, 10, {8}, kInt32);
+  }
+  (void)step->forward({x.to(kTest), y.to(kTest)})[0].item<float>();  // compiles
+  test_device_copies().reset();
+  const Tensor l = step->forward({x.to(kTest), y.to(kTest)})[0];
+  const float v = l.item<float>();
+  EXPECT_TRUE(std::isfinite(v));
+  // The optimizer's hyper-parameters (a constant rate) are uploaded only when they change.
+  EXPECT_EQ(test_device_copies().host_to_device(), 2u);  // data and label
+  EXPECT_EQ(test_device_copies().device_to_host(), 1u);  // the loss
+}
+
+TEST_F(Devices, CellToMovesParametersInPlace) {
+  set_seed(3);
+  auto net = std::make_shared<models::LeNet5>();
+  const std::vector<Tensor> before = net->trainable_params();
+  const std::vector<float> w = before[0].to_vector<float>();
+  net->to(kTest);
+  const std::vector<Tensor> after = net->trainable_params();
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].device(), kTest);
+    EXPECT_TRUE(after[i].is_same(before[i]));  // the same parameter objects
+  }
+  EXPECT_EQ(after[0].to_vector<float>(), w);
+  const Tensor out = (*net)(randn({2, 1, 28, 28}, kFloat32, kTest));
+  EXPECT_EQ(out.device(), kTest);
+}
+
+TEST_F(Devices, ModelTrainMovesHostBatchesToTheNetwork) {
+  set_seed(4);
+  set_device("Test");
+  auto net = std::make_shared<models::LeNet5>();
+  set_device("CPU");
+  Tensor x, y;
+  x = randn({32, 1, 28, 28});
+  y = randint(0, 10, {32}, kInt32);
+  auto ds = data::NumpySlicesDataset({x, y}, {"image", "label"}).batch(8);
+  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+  train::Model model(net, loss, std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9),
+                     {"accuracy"});
+  model.train(1, ds);
+  const auto m = model.eval(ds);
+  EXPECT_GE(m.at("accuracy"), 0.0);
+  EXPECT_EQ(model.predict(x.slice(0, 0, 2)).device(), kTest);
+}
+
+}  // namespace
+}  // namespace spore
