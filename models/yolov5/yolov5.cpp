@@ -149,14 +149,14 @@ void YoloDetect::initialize_biases() {
   for (size_t i = 0; i < m_.size(); ++i) {
     Tensor& b = static_cast<nn::Conv2d&>(*m_[i]).bias();
     NoGradGuard ng;
-    Tensor v = b.detach().to(kFloat32).contiguous().clone();
+    Tensor v = b.detach().cpu().to(kFloat32).contiguous().clone();  // edited on the host
     float* p = v.data<float>();
     const double s = double(kStrides[i]);
     for (int64_t a = 0; a < na_; ++a) {
       p[a * no_ + 4] += float(std::log(8.0 / ((640.0 / s) * (640.0 / s))));  // ~8 objects per 640 image
       for (int64_t c = 0; c < nc_; ++c) p[a * no_ + 5 + c] += float(std::log(0.6 / (double(nc_) - 0.99999)));
     }
-    assign(b, v);
+    assign(b, v.to(b.device()));
   }
 }
 

@@ -12,6 +12,7 @@
 #include "models/lenet.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
+#include "models/yolov5/train.h"
 #include "spore/spore.h"
 
 namespace spore {
@@ -229,6 +230,37 @@ TEST_F(Devices, MlpRegressionEqualsCpu) {
     }
     expect_same(runs[0], runs[1], mode == Mode::Graph ? 1e-5 : 0);
   }
+}
+
+// One YOLOv5n training step (forward, the YOLO loss, gradients) on the test device equals the CPU's.
+TEST_F(Devices, YoloV5nStepEqualsCpu) {
+  constexpr int64_t kImg = 64;
+  std::vector<Tensor> results[2];
+  for (int k = 0; k < 2; ++k) {
+    const Device device = k ? kTest : kCpu;
+    set_device(k ? "Test" : "CPU");
+    set_seed(5);
+    auto net = models::yolov5("n", 3);
+    net->set_train(true);
+    const auto hyp = models::scaled_hyp(3, kImg);
+    std::array<models::LevelTargets, 3> t;
+    Tensor x;
+    {
+      const DeviceGuard host(kCpu);  // the data engine's side: images and targets on the host
+      x = rand({2, 3, kImg, kImg});
+      const Tensor boxes = tensor({{0, 1, 0.5, 0.5, 0.4, 0.3}, {0, 2, 0.25, 0.3, 0.2, 0.25}, {1, 0, 0.6, 0.55, 0.5, 0.6}});
+      t = models::build_targets(boxes, 2, net->detect().anchors().cpu(),
+                                {{{kImg / 8, kImg / 8}, {kImg / 16, kImg / 16}, {kImg / 32, kImg / 32}}}, 3, hyp);
+    }
+    for (auto& level : t)
+      for (Tensor* f : {&level.index, &level.tbox, &level.anchor, &level.cls, &level.mask, &level.obj_write})
+        if (f->defined()) *f = f->to(device);
+    models::YoloStep step(net, hyp, /*graph=*/false);
+    for (const Tensor& r : step(x.to(device), t)) results[k].push_back(r.cpu());
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  for (size_t i = 0; i < results[0].size(); ++i)
+    EXPECT_EQ(results[0][i].to_vector<float>(), results[1][i].to_vector<float>()) << "output " << i;
 }
 
 // One compiled training step moves only the batch in and the loss out.

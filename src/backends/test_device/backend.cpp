@@ -17,6 +17,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -37,7 +38,8 @@ size_t page_size() {
 // recursive mutex serialises the test device's kernels and copies (a kernel may dispatch more).
 struct Pages {
   std::recursive_mutex mutex;
-  std::map<uintptr_t, size_t> blocks;
+  std::map<uintptr_t, size_t> blocks;      // live blocks
+  std::multimap<size_t, uintptr_t> free;   // freed blocks by mapped size, kept for reuse (closed)
   std::vector<uintptr_t> open;
   int depth = 0;
   AllocatorStats stats;
@@ -117,16 +119,24 @@ class TestAllocator final : public Allocator {
     Pages& p = pages();
     const std::lock_guard lock(p.mutex);
     const size_t mapped = (std::max<size_t>(nbytes, 1) + page_size() - 1) / page_size() * page_size();
-    void* ptr = mmap(nullptr, mapped, p.depth > 0 ? PROT_READ | PROT_WRITE : PROT_NONE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    SPORE_CHECK_KIND(ErrorKind::RuntimeError, ptr != MAP_FAILED, "Test device: out of memory allocating ",
-                     nbytes, " bytes (", p.stats.bytes_in_use, " in use)");
+    void* ptr = nullptr;
+    auto cached = p.free.find(mapped);  // freed blocks stay mapped (closed) for reuse
+    if (cached != p.free.end()) {
+      ptr = reinterpret_cast<void*>(cached->second);
+      p.free.erase(cached);
+      p.stats.bytes_cached -= mapped;
+      ++p.stats.cache_hits;
+    } else {
+      ptr = mmap(nullptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      SPORE_CHECK_KIND(ErrorKind::RuntimeError, ptr != MAP_FAILED, "Test device: out of memory allocating ",
+                       nbytes, " bytes (", p.stats.bytes_in_use, " in use)");
+      ++p.stats.cache_misses;
+    }
     p.blocks[uintptr_t(ptr)] = mapped;
-    if (p.depth > 0) p.open.push_back(uintptr_t(ptr));  // born open inside a kernel
+    if (p.depth > 0) p.open_block(ptr);  // born open inside a kernel
     p.stats.bytes_in_use += nbytes;
     p.stats.peak_bytes_in_use = std::max(p.stats.peak_bytes_in_use, p.stats.bytes_in_use);
     ++p.stats.num_allocs;
-    ++p.stats.cache_misses;
     return ptr;
   }
   void deallocate(void* ptr, size_t nbytes) override {
@@ -134,8 +144,12 @@ class TestAllocator final : public Allocator {
     const std::lock_guard lock(p.mutex);
     auto it = p.blocks.find(uintptr_t(ptr));
     SPORE_ASSERT(it != p.blocks.end(), "test device: freeing a block it does not own");
-    munmap(ptr, it->second);
-    std::erase(p.open, it->first);
+    if (std::find(p.open.begin(), p.open.end(), it->first) != p.open.end()) {
+      mprotect(ptr, it->second, PROT_NONE);  // a freed block is closed again, as a new one starts
+      std::erase(p.open, it->first);
+    }
+    p.free.emplace(it->second, it->first);
+    p.stats.bytes_cached += it->second;
     p.blocks.erase(it);
     p.stats.bytes_in_use -= nbytes;
   }
@@ -147,7 +161,13 @@ class TestAllocator final : public Allocator {
     const std::lock_guard lock(pages().mutex);
     pages().stats.peak_bytes_in_use = pages().stats.bytes_in_use;
   }
-  void empty_cache() override {}
+  void empty_cache() override {
+    Pages& p = pages();
+    const std::lock_guard lock(p.mutex);
+    for (const auto& [size, addr] : p.free) munmap(reinterpret_cast<void*>(addr), size);
+    p.free.clear();
+    p.stats.bytes_cached = 0;
+  }
 };
 
 class TestStream final : public Stream {
