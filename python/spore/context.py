@@ -49,7 +49,7 @@ def get_context(attr_key):
     if attr_key == "device_id":
         return _C.current_device_id()
     if attr_key == "device_num":
-        return 1
+        return _C.device_count()
     if attr_key in _settings:
         return _settings[attr_key]
     raise ValueError(f"For 'context.get_context', the argument 'attr_key' {attr_key!r} is not supported; "

@@ -170,11 +170,12 @@ Tensor to_tensor(py::handle h, std::optional<DType> dtype) {
 
 Tensor scalar_or_tensor(py::handle h, const Tensor& like) {
   if (py::isinstance<Tensor>(h)) return h.cast<Tensor>();
-  if (py::isinstance<py::bool_>(h)) return scalar_tensor(h.cast<bool>(), like.dtype());
+  // Python scalars are 0-d host tensors: they join an op on any device without an upload.
+  if (py::isinstance<py::bool_>(h)) return scalar_tensor(h.cast<bool>(), like.dtype(), Device{});
   if (py::isinstance<py::int_>(h))
-    return scalar_tensor(double(h.cast<int64_t>()), like.dtype() == kBool ? kInt64 : like.dtype());
+    return scalar_tensor(double(h.cast<int64_t>()), like.dtype() == kBool ? kInt64 : like.dtype(), Device{});
   if (py::isinstance<py::float_>(h))
-    return scalar_tensor(h.cast<double>(), is_floating(like.dtype()) ? like.dtype() : kFloat32);
+    return scalar_tensor(h.cast<double>(), is_floating(like.dtype()) ? like.dtype() : kFloat32, Device{});
   return to_tensor(h);
 }
 
@@ -183,7 +184,8 @@ py::array to_numpy(const Tensor& t0) {
                    "asnumpy(): cannot read the value of a tensor while a graph is being traced "
                    "(GRAPH_MODE construct): its value is only known when the compiled graph runs. "
                    "Compute with ops instead, or run in PYNATIVE_MODE");
-  Tensor t = t0.dtype() == kBFloat16 ? t0.to(kFloat32) : t0;
+  Tensor t = t0.device().type == DeviceType::CPU ? t0 : t0.cpu();  // numpy reads host memory
+  if (t.dtype() == kBFloat16) t = t.to(kFloat32);
   const size_t item = itemsize(t.dtype());
   std::vector<ssize_t> shape(t.shape().begin(), t.shape().end()), strides(t.dim());
   for (int64_t i = 0; i < t.dim(); ++i) strides[i] = ssize_t(t.strides()[i] * int64_t(item));

@@ -69,9 +69,10 @@ struct DLHolder {  // what an exported tensor's manager_ctx owns
   DLManagedTensor m;
 };
 
-py::capsule to_dlpack(const Tensor& t) {
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, !t.is_symbolic(),
+py::capsule to_dlpack(const Tensor& t0) {
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, !t0.is_symbolic(),
                    "__dlpack__: a tensor being traced (GRAPH_MODE) has no memory to share");
+  const Tensor t = t0.device().type == DeviceType::CPU ? t0 : t0.cpu();  // shared as host memory
   auto* h = new DLHolder{t, t.shape(), t.strides(), {}};
   h->m.dl_tensor = {t.numel() ? t.data_ptr() : nullptr, {1, 0}, int32_t(t.dim()), dl_dtype(t.dtype()),
                     h->shape.data(), h->strides.data(), 0};
@@ -126,6 +127,19 @@ Tensor from_dlpack(py::object obj) {
   return Tensor(impl);
 }
 
+// "CPU" / "GPU" / "Ascend" (and the test device where registered), index 0, as set_device reads them.
+Device device_from_target(const std::string& target) {
+  std::string t = target;
+  for (char& c : t) c = char(std::toupper(static_cast<unsigned char>(c)));
+  for (int i = 0; i < kNumDeviceTypes; ++i) {
+    std::string n = device_type_name(DeviceType(i));
+    for (char& c : n) c = char(std::toupper(static_cast<unsigned char>(c)));
+    // Tensor::to names the targets this build has when this one is absent.
+    if (t == n || (t == "CUDA" && DeviceType(i) == DeviceType::GPU)) return Device{DeviceType(i), 0};
+  }
+  SPORE_THROW(ErrorKind::ValueError, "move_to: unknown device target '", target, "'; expected 'CPU', 'GPU' or 'Ascend'");
+}
+
 // ---- construction ------------------------------------------------------------------------------
 
 Tensor make_tensor(py::object data, py::object dtype, py::object shape, py::object init) {
@@ -134,6 +148,8 @@ Tensor make_tensor(py::object data, py::object dtype, py::object shape, py::obje
   if (!data.is_none()) {
     Tensor t = to_tensor(data, dt);
     if (!shape.is_none()) t = t.reshape(to_shape(shape));
+    // MindSpore: a Tensor made from Python data lives where the program runs (set_device).
+    if (!py::isinstance<Tensor>(data)) t = t.to(current_device());
     return t;
   }
   SPORE_CHECK(!shape.is_none(), "Tensor(): give input_data, or shape and init");
@@ -181,6 +197,11 @@ void bind_tensor(py::module_& m) {
         return py::tuple(py::cast(s));
       })
       .def_property_readonly("device", [](const Tensor& t) { return to_string(t.device()); })
+      // MindSpore's Tensor.move_to("GPU" | "CPU" | "Ascend", blocking): a copy on that target.
+      .def("move_to", [](const Tensor& t, const std::string& to, bool blocking) {
+        return t.to(device_from_target(to), !blocking);
+      }, py::arg("to"), py::arg("blocking") = true)
+      .def("_to_current_device", [](const Tensor& t) { return t.to(current_device(), /*non_blocking=*/true); })
       .def_property_readonly("is_symbolic", [](const Tensor& t) { return t.is_symbolic(); })
       .def_property(
           "requires_grad", &Tensor::requires_grad,
@@ -339,6 +360,7 @@ void bind_tensor(py::module_& m) {
   m.def("set_device", &set_device, py::arg("device_target"), py::arg("device_id") = 0);
   m.def("current_device", [] { return std::string(device_type_name(current_device().type)); });
   m.def("current_device_id", [] { return current_device().index; });
+  m.def("device_count", [] { return device_count(); });
   m.def("set_seed", &set_seed);
   m.def("get_seed", &get_seed);
   m.def("set_num_threads", &set_num_threads);

@@ -17,6 +17,7 @@ std::atomic<uint64_t> g_seq{0};
 }  // namespace
 
 Tensor stop_gradient(const Tensor& x) { return x.detach(); }
+void Tensor::backward(const Tensor& gradient) const { autograd::backward(*this, gradient); }
 
 namespace autograd {
 
@@ -248,6 +249,21 @@ void backward(const Tensor& root, const Tensor& gradient) {
 }
 
 bool in_backward() { return t_backward_depth > 0; }
+
+// The dispatcher (src/ops, a layer below) offers every op it runs to the tape through this hook.
+Tensor producer_input(const Tensor& x, ops::OpId* op) {
+  const auto& fn = x.impl().grad_fn;
+  if (!fn || fn->inputs.size() != 1) return {};
+  *op = fn->op;
+  return fn->inputs[0];
+}
+[[maybe_unused]] const bool tape_hook_registered = [] {
+  ops::set_tape_hook({.should_record = should_record,
+                      .record = record,
+                      .is_zero_cotangent = is_zero_cotangent,
+                      .producer_input = producer_input});
+  return true;
+}();
 
 }  // namespace autograd
 }  // namespace spore

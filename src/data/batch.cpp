@@ -14,7 +14,7 @@
 
 #include "spore/profiler.h"
 #include "data/node.h"
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 #include "spore/context.h"
 #include "spore/data/sample_rng.h"
 
@@ -27,12 +27,12 @@ Tensor pad_to(const Tensor& t, const Shape& shape, double value) {
   Tensor dst = Tensor::empty(shape, t.dtype());
   const size_t is = itemsize(t.dtype());
   std::vector<char> one(is);
-  detail::convert_elements(&value, kFloat64, one.data(), t.dtype(), 1);
+  spore::detail::convert_elements(&value, kFloat64, one.data(), t.dtype(), 1);
   char* p = static_cast<char*>(dst.data_ptr());
   for (int64_t i = 0, n = dst.numel(); i < n; ++i) std::memcpy(p + size_t(i) * is, one.data(), is);
   if (t.numel() == 0) return dst;
-  detail::copy_from_buffer(detail::make_view(dst, t.shape(), dst.strides(), 0),
-                           detail::contiguous_copy(t).data_ptr());
+  spore::detail::copy_from_buffer(spore::detail::make_view(dst, t.shape(), dst.strides(), 0),
+                           spore::detail::contiguous_copy(t).data_ptr());
   return dst;
 }
 
@@ -148,7 +148,7 @@ class BatchNode : public UnaryNode {
       char* p = static_cast<char*>(dst.data_ptr());
       const size_t row_bytes = first.nbytes();
       for (size_t i = 0; i < rows.size(); ++i)
-        detail::copy_to_buffer(rows[i][c], p + i * row_bytes);
+        spore::detail::copy_to_buffer(rows[i][c], p + i * row_bytes);
       out.push_back(std::move(dst));
     }
     return out;

@@ -7,7 +7,7 @@
 
 #include "data/file_util.h"
 #include "data/node.h"
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 
 namespace spore::data {
 namespace {
@@ -25,8 +25,8 @@ class CifarNode : public SourceNode {
         cols_(std::move(cols)) {}
   int64_t num_rows() const override { return images_.shape()[0]; }
   Row load(int64_t i) const override {
-    Row row{detail::row_view(images_, i)};
-    for (const Tensor& l : labels_) row.push_back(detail::row_view(l, i));
+    Row row{spore::detail::row_view(images_, i)};
+    for (const Tensor& l : labels_) row.push_back(spore::detail::row_view(l, i));
     return row;
   }
   std::vector<std::string> column_names() const override { return cols_; }

@@ -12,7 +12,7 @@
 
 #include "data/file_util.h"
 #include "data/node.h"
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 
 namespace spore::data {
 namespace {
@@ -103,7 +103,7 @@ class CsvNode : public SourceNode {
     Row row;
     for (size_t c = 0; c < names_.size(); ++c) {
       if (kinds_[c] != Kind::Text) {
-        row.push_back(detail::row_view(numeric_[c], i));
+        row.push_back(spore::detail::row_view(numeric_[c], i));
       } else {
         const std::string& s = text_[c][size_t(i)];
         Tensor t = Tensor::empty({int64_t(s.size())}, kUInt8);

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "data/node.h"
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 
 namespace spore::data {
 namespace {
@@ -161,7 +161,7 @@ class MnistNode : public SourceNode {
       : SourceNode(o, 1), images_(std::move(images)), labels_(std::move(labels)) {}
   int64_t num_rows() const override { return images_.shape()[0]; }
   Row load(int64_t r) const override {
-    return Row{detail::row_view(images_, r), detail::row_view(labels_, r)};
+    return Row{spore::detail::row_view(images_, r), spore::detail::row_view(labels_, r)};
   }
   std::vector<std::string> column_names() const override { return {"image", "label"}; }
   std::string name() const override { return "MnistDataset"; }
@@ -211,10 +211,10 @@ Dataset MnistDataset(const std::string& dir, const std::string& usage, const Mni
     const int64_t m = p.images.shape()[0];
     if (parts.size() > 1)
       std::memcpy(images.data<uint8_t>() + row * h * w, p.images.data_ptr(), size_t(m * h * w));
-    detail::convert_elements(p.labels.data_ptr(), kUInt8, labels.data<int32_t>() + row, kInt32, m);
+    spore::detail::convert_elements(p.labels.data_ptr(), kUInt8, labels.data<int32_t>() + row, kInt32, m);
     row += m;
   }
-  images = detail::make_view(images, {n, h, w, 1}, {h * w, w, 1, 1}, 0);
+  images = spore::detail::make_view(images, {n, h, w, 1}, {h * w, w, 1, 1}, 0);
   auto node = std::make_shared<MnistNode>(std::move(images), std::move(labels), opts);
   node->check_options();
   return Dataset(node);

@@ -7,7 +7,7 @@
 #include "core/random.h"
 #include "data/executor.h"
 #include "data/node.h"
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 
 namespace spore::data {
 
@@ -129,7 +129,7 @@ class TensorNode : public SourceNode {
   Row load(int64_t i) const override {
     Row row;
     row.reserve(cols_.size());
-    for (const Tensor& c : cols_) row.push_back(detail::row_view(c, i));
+    for (const Tensor& c : cols_) row.push_back(spore::detail::row_view(c, i));
     return row;
   }
   std::vector<std::string> column_names() const override { return names_; }

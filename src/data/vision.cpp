@@ -3,7 +3,7 @@
 // transform is one more function returning a lambda; check its input in the lambda, naming it.
 #include <cstring>
 
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 #include "spore/data/dataset.h"
 
 namespace spore::vision {
@@ -11,7 +11,7 @@ namespace spore::vision {
 data::TensorOp Rescale(double rescale, double shift) {
   return [rescale, shift](const Tensor& x) {
     SPORE_CHECK_TYPE(x.dtype() != kBool, "[vision.Rescale] expected a numeric tensor, got bool");
-    const Tensor src = data::detail::contiguous_copy(x);
+    const Tensor src = spore::detail::contiguous_copy(x);
     Tensor out = Tensor::empty(src.shape(), kFloat32, src.device());
     float* dst = out.data<float>();
     const int64_t n = src.numel();
@@ -31,7 +31,7 @@ data::TensorOp HWC2CHW() {
     const int64_t h = x.shape()[0], w = x.shape()[1], c = x.shape()[2];
     const int64_t sh = x.strides()[0], sw = x.strides()[1], sc = x.strides()[2];
     if (c == 1)  // (H, W, 1) -> (1, H, W) is the same elements in the same order: a view
-      return data::detail::make_view(x, {1, h, w}, {h * sh, sh, sw}, x.offset());
+      return spore::detail::make_view(x, {1, h, w}, {h * sh, sh, sw}, x.offset());
     Tensor out = Tensor::empty({c, h, w}, x.dtype(), x.device());  // (C, H, W)
     const size_t is = itemsize(x.dtype());
     const char* src = static_cast<const char*>(x.data_ptr());
@@ -62,7 +62,7 @@ data::TensorOp Normalize(std::vector<double> mean, std::vector<double> std) {
     const int64_t c = x.shape()[0], hw = x.shape()[1] * x.shape()[2];
     SPORE_CHECK(mean.size() == 1 || int64_t(mean.size()) == c, "[vision.Normalize] ", mean.size(),
                 " means/stds for an image of ", c, " channels (shape ", shape_str(x.shape()), ")");
-    const Tensor src = data::detail::contiguous_copy(x);
+    const Tensor src = spore::detail::contiguous_copy(x);
     Tensor out = Tensor::empty(src.shape(), src.dtype(), src.device());
     auto run = [&](auto tag) {
       using T = decltype(tag);

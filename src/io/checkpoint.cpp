@@ -22,7 +22,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 #include "io/checkpoint_internal.h"
 
 static_assert(std::endian::native == std::endian::little,
@@ -233,7 +233,7 @@ void save_checkpoint(const NamedTensors& tensors, const std::string& path,
     head += text;
     put(head.data(), head.size());
     for (const auto& [name, t] : tensors) {
-      const Tensor c = data::detail::contiguous_copy(t);
+      const Tensor c = spore::detail::contiguous_copy(t);
       put(c.data_ptr(), c.nbytes());
     }
   });
@@ -502,21 +502,21 @@ LoadReport load_into_tensors(const NamedTensors& targets, const NamedTensors& lo
               report.str());
   for (const auto& [dst, src] : copies) {
     SPORE_CHECK(!dst->is_symbolic(), "[load_param_into_net] the target tensor is symbolic (being traced)");
-    const Tensor s = data::detail::contiguous_copy(*src);
+    const Tensor s = spore::detail::contiguous_copy(*src);
     if (dst->device().type != DeviceType::CPU) {  // converted on the host, then copied in place
       SPORE_CHECK(dst->is_contiguous(), "[load_param_into_net] a parameter on ", to_string(dst->device()),
                   " must be contiguous to load in place");
       Tensor tmp = Tensor::empty(dst->shape(), dst->dtype());
-      data::detail::convert_elements(s.data_ptr(), s.dtype(), tmp.data_ptr(), tmp.dtype(), s.numel());
+      spore::detail::convert_elements(s.data_ptr(), s.dtype(), tmp.data_ptr(), tmp.dtype(), s.numel());
       dst->copy_from_host(tmp.data_ptr());
     } else if (dst->is_contiguous()) {
-      data::detail::convert_elements(s.data_ptr(), s.dtype(), dst->data_ptr(), dst->dtype(),
+      spore::detail::convert_elements(s.data_ptr(), s.dtype(), dst->data_ptr(), dst->dtype(),
                                      s.numel());
     } else {
       Tensor tmp = Tensor::empty(dst->shape(), dst->dtype());
-      data::detail::convert_elements(s.data_ptr(), s.dtype(), tmp.data_ptr(), tmp.dtype(),
+      spore::detail::convert_elements(s.data_ptr(), s.dtype(), tmp.data_ptr(), tmp.dtype(),
                                      s.numel());
-      data::detail::copy_from_buffer(*dst, tmp.data_ptr());
+      spore::detail::copy_from_buffer(*dst, tmp.data_ptr());
     }
   }
   return report;

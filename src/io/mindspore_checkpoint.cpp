@@ -20,7 +20,7 @@
 #include <limits>
 #include <set>
 
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 #include "io/checkpoint_internal.h"
 #include "mindspore/checkpoint.pb.h"
 
@@ -300,7 +300,7 @@ void save_mindspore_checkpoint(const NamedTensors& tensors, const std::string& p
     spore::ms::Checkpoint msg;
     std::string out;
     for (const auto& [name, t] : tensors) {
-      const Tensor c = data::detail::contiguous_copy(t);
+      const Tensor c = spore::detail::contiguous_copy(t);
       const auto* p = static_cast<const char*>(c.data_ptr());
       const size_t nb = c.nbytes();
       // Every slice carries the whole tensor's dims, as MindSpore writes them; shape () is [0].

@@ -14,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 #include "io/checkpoint_internal.h"
 
 namespace spore::io {
@@ -202,7 +202,7 @@ std::string encode_npy(const Tensor& t0) {
   out += char(header.size() & 0xff);
   out += char(header.size() >> 8);
   out += header;
-  const Tensor c = data::detail::contiguous_copy(t);
+  const Tensor c = spore::detail::contiguous_copy(t);
   out.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
   return out;
 }

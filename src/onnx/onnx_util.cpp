@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 
 namespace spore::onnx_detail {
 
@@ -54,7 +54,7 @@ std::string onnx_dtype_name(int code) {
 }
 
 void to_tensor_proto(const Tensor& t, const std::string& name, P* out) {
-  const Tensor c = data::detail::contiguous_copy(t);
+  const Tensor c = spore::detail::contiguous_copy(t);
   out->set_name(name);
   out->set_data_type(onnx_dtype(c.dtype()));
   for (int64_t d : c.shape()) out->add_dims(d);

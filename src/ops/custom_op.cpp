@@ -7,7 +7,7 @@
 
 #include "ops/op.h"
 #include "ops/precision.h"
-#include "spore/autograd.h"
+#include "spore/grad_mode.h"
 #include "spore/ops.h"
 
 namespace spore {

@@ -11,7 +11,7 @@
 #include <cmath>
 
 #include "ops/op.h"
-#include "spore/autograd.h"
+#include "spore/grad_mode.h"
 #include "spore/ops.h"
 
 namespace spore::ops {

@@ -8,10 +8,9 @@
 #include <cmath>
 #include <tuple>
 
-#include "autograd/node.h"
 #include "ops/blocked.h"
 #include "ops/op.h"
-#include "spore/autograd.h"
+#include "spore/grad_mode.h"
 #include "spore/ops.h"
 
 namespace spore::ops {
@@ -115,7 +114,7 @@ Attrs with_input_shape(const Attrs& a, const Shape& s, const char* key = "input_
 // True unless g is known to be all zeros (the engine's cotangent for an unused output, e.g.
 // BatchNorm's batch mean and invstd in training). Other symbolic tensors count as non-zero.
 bool maybe_nonzero(const Tensor& g) {
-  if (!g.defined() || autograd::is_zero_cotangent(g)) return false;
+  if (!g.defined() || is_zero_cotangent(g)) return false;
   if (g.is_symbolic()) return true;
   NoGradGuard ng;
   for (double v : g.to_vector<double>())

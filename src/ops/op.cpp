@@ -10,7 +10,6 @@
 #include <functional>
 #include <mutex>
 
-#include "autograd/node.h"
 #include "backends/backend.h"
 #include "ops/precision.h"
 #include "ops/sharding.h"
@@ -201,6 +200,12 @@ const KernelEntry* find_kernel(OpId id, DeviceType dev) {
   return e.fn ? &e : nullptr;
 }
 
+namespace {
+TapeHook g_tape;  // set once at load time by src/autograd
+}
+void set_tape_hook(const TapeHook& hook) { g_tape = hook; }
+bool is_zero_cotangent(const Tensor& g) { return g_tape.is_zero_cotangent && g_tape.is_zero_cotangent(g); }
+
 void set_trace_hook(TraceHook* hook) { g_trace_hook = hook; }
 TraceHook* trace_hook() { return g_trace_hook; }
 
@@ -331,7 +336,7 @@ Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
     KernelContext ctx{def, inputs, outputs, attrs, &current_stream(device)};
     k->fn(ctx);
   }
-  if (autograd::should_record(def, inputs)) autograd::record(id, attrs, inputs, outputs);
+  if (g_tape.should_record && g_tape.should_record(def, inputs)) g_tape.record(id, attrs, inputs, outputs);
   return outputs;
 }
 
@@ -347,10 +352,10 @@ Tensor to_compute(const Tensor& x, DType c) {
   // A float32 tensor that is a widening cast of a `c` tensor (binary ops promote bf16 + f32 to
   // f32 first): narrowing it back gives the source exactly, so use the source and let the f32
   // copy die instead of being kept by the tape.
-  if (x.dtype() == kFloat32) {
-    const auto& fn = x.impl().grad_fn;
-    if (fn && fn->op == OpId::Cast && fn->inputs.size() == 1 && fn->inputs[0].dtype() == c)
-      return fn->inputs[0];
+  if (x.dtype() == kFloat32 && x.impl().grad_fn && g_tape.producer_input) {
+    OpId op{};
+    const Tensor src = g_tape.producer_input(x, &op);
+    if (op == OpId::Cast && src.defined() && src.dtype() == c) return src;
   }
   return dispatch(OpId::Cast, {x}, Attrs().set("dtype", c))[0];
 }

@@ -170,6 +170,21 @@ const OpDef* find_op(std::string_view name);
   [[maybe_unused]] static const bool spore_op_rules_##Name =                    \
       ::spore::ops::detail::register_rules(::spore::ops::OpId::Name, ::spore::ops::OpRules __VA_ARGS__)
 
+// Autograd's tape (src/autograd, a layer above) registers itself here, so the dispatcher can
+// offer it every op it ran, and gradient rules can ask about the engine's zero cotangents.
+struct TapeHook {
+  bool (*should_record)(const OpDef& def, const Tensors& inputs) = nullptr;
+  void (*record)(OpId op, const Attrs& attrs, const Tensors& inputs, Tensors& outputs) = nullptr;
+  // True for the engine's all-zero cotangent of an output nobody used (Graph mode: symbolic, so a
+  // gradient rule cannot look at its values to skip the work).
+  bool (*is_zero_cotangent)(const Tensor& g) = nullptr;
+  // The op that produced x on the tape (*op) and its only input; undefined when x has no
+  // recorded producer or that producer had other than one input.
+  Tensor (*producer_input)(const Tensor& x, OpId* op) = nullptr;
+};
+void set_tape_hook(const TapeHook& hook);
+bool is_zero_cotangent(const Tensor& g);
+
 // The device an op with these inputs runs on: where its inputs are (a 0-d CPU tensor may join
 // inputs on another device as a scalar); the current device when it has none. Throws naming
 // both devices and the op when the inputs are on two devices.

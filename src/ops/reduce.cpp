@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "ops/op.h"
-#include "spore/autograd.h"
+#include "spore/grad_mode.h"
 #include "spore/ops.h"
 
 namespace spore::ops {
@@ -234,7 +234,7 @@ Tensor logsumexp(const Tensor& x, Axes axes, bool keepdims) {
   SPORE_CHECK_TYPE(is_floating(x.dtype()), "[logsumexp] expected a floating-point tensor, got ",
                    dtype_name(x.dtype()));
   // Shift by the (constant) max so exp never overflows; an infinite max would give inf - inf.
-  Tensor m = stop_gradient(amax(x, axes, true));
+  Tensor m = amax(x, axes, true).detach();  // a constant shift: no gradient through it
   m = where(logical_not(equal(abs(m), full({}, INFINITY, m.dtype()))), m, zeros({}, m.dtype()));
   Tensor r = add(log(sum(exp(sub(x, m)), axes, true)), m);
   return keepdims ? r : r.reshape(drop_reduced(x.shape(), axes));

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "spore/autograd.h"
+#include "spore/ops.h"
 #include "spore/parallel/parallel.h"
 #include "spore/train/wrappers.h"
 
@@ -98,13 +99,18 @@ void broadcast_parameters(const std::vector<std::pair<std::string, Tensor>>& nam
   for (auto& [dt, ts] : by_dtype) {
     int64_t n = 0;
     for (const Tensor& t : ts) n += t.numel();
-    Tensor buf = Tensor::empty({n}, dt);
-    char* b = static_cast<char*>(buf.data_ptr());
-    size_t off = 0;
-    for (const Tensor& t : ts) std::memcpy(b + off, t.data_ptr(), t.nbytes()), off += t.nbytes();
+    // Packed and unpacked with ops, so the parameters may live on any device.
+    NoGradGuard no_grad;
+    std::vector<Tensor> flat;
+    for (const Tensor& t : ts) flat.push_back(t.detach().reshape({t.numel()}));
+    Tensor buf = concat(flat, 0);
+    SPORE_ASSERT(buf.numel() == n, "[parallel] broadcast_parameters packing");
     group.broadcast(buf, root);
-    off = 0;
-    for (const Tensor& t : ts) std::memcpy(t.data_ptr(), b + off, t.nbytes()), off += t.nbytes();
+    int64_t off = 0;
+    for (const Tensor& t : ts) {
+      assign(t, buf.slice(0, off, off + t.numel()).view(t.shape()));
+      off += t.numel();
+    }
   }
 }
 
@@ -168,19 +174,18 @@ void DistributedGradReducer::start(size_t b) {
   const auto& idx = buckets_[b];
   int64_t n = 0;
   for (size_t i : idx) n += params_[i].second.numel();
-  Tensor buf = Tensor::empty({n}, params_[idx.front()].second.dtype());  // (n,) flat
-  char* dst = static_cast<char*>(buf.data_ptr());
-  size_t off = 0;
+  // The bucket is packed with ops, on the parameters' device (n,) flat.
+  std::vector<Tensor> flat;
   for (size_t i : idx) {
     const Tensor& p = params_[i].second;
-    Tensor g = grads_[i].defined() ? grads_[i] : zeros(p.shape(), p.dtype());
+    Tensor g = grads_[i].defined() ? grads_[i] : zeros_like(p);
     if (g.dtype() != p.dtype()) g = g.to(p.dtype());
-    g = g.contiguous();
     SPORE_CHECK(g.numel() == p.numel(), "[DistributedGradReducer] gradient of ", params_[i].first, " has ",
                 g.numel(), " elements, the parameter ", p.numel());
-    std::memcpy(dst + off, g.data_ptr(), g.nbytes());
-    off += g.nbytes();
+    flat.push_back(g.reshape({g.numel()}));
   }
+  Tensor buf = flat.size() == 1 ? flat[0].contiguous().clone() : concat(flat, 0);
+  SPORE_ASSERT(buf.numel() == n, "[DistributedGradReducer] bucket packing");
   buffers_[b] = buf;
   works_[b] = group_->all_reduce_async(buf, mean_ ? ReduceOp::Mean : ReduceOp::Sum);
 }

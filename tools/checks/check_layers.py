@@ -30,8 +30,30 @@ LAYERS = [
         "include/spore/"]),
     ("apps", ["models/", "tools/", "examples/", "python/"]),  # the model zoo, the CLI, examples, the Python bindings
 ]
+# Within a layer, folders that are layers of their own, lowest first: a file of one may include the
+# same layer's files of its own sub-layer and those below, never above (files of the layer in none
+# of these are free within it). Patterns as above.
+SUBLAYERS = {
+    "compiler": [
+        ("ops", ["src/ops/", "include/spore/ops.h", "include/spore/custom_op.h"]),
+        ("autograd", ["src/autograd/", "include/spore/autograd.h"]),
+        ("graph", ["src/graph/", "include/spore/jit.h"]),
+    ],
+    "framework": [
+        ("nn", ["src/nn/", "include/spore/nn/"]),
+        ("train", ["src/train/", "include/spore/train/"]),
+        # include/spore/amp.h declares the policy and loss-scale types that cells and training
+        # cells carry (it includes only core), so nn and train may include it; amp's code is above.
+        ("amp", ["src/amp/"]),
+    ],
+}
+# Pairs of folders of one layer where the first may not include the second at all.
+APART = [
+    (["src/io/", "include/spore/io/"], ["src/data/", "include/spore/data/"], "io reads and writes files; it "
+     "does not reach into the data engine: move the shared helper into core (or io)"),
+]
 CHECKED = ("src/", "include/", "models/", "tools/", "examples/", "python/")
-SUFFIXES = (".h", ".cpp", ".def")
+SUFFIXES = (".h", ".cpp", ".def", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+["<]([^">]+)[">]', re.M)
 
 
@@ -49,6 +71,31 @@ def layer_of(rel):
     for _, i, name, rx in RULES:
         if rx.match(rel):
             return i, name
+    return None
+
+
+def longest_match(rel, patterns):
+    best = -1
+    for p in patterns:
+        if pattern_regex(p).match(rel):
+            best = max(best, len(p))
+    return best
+
+
+def sublayer_of(rel, layer):
+    """(index, name) of rel's sub-layer within its layer, or None."""
+    found = None
+    for i, (name, pats) in enumerate(SUBLAYERS.get(layer, [])):
+        n = longest_match(rel, pats)
+        if n >= 0 and (found is None or n > found[2]):
+            found = (i, name, n)
+    return found[:2] if found else None
+
+
+def apart_violation(rel, target):
+    for mine, theirs, why in APART:
+        if longest_match(rel, mine) >= 0 and longest_match(target, theirs) >= 0:
+            return why
     return None
 
 
@@ -82,12 +129,22 @@ def main():
                 bad.append(f"{rel} ({mine[1]}) includes {target} ({theirs[1]}): a lower layer may not "
                            f"include a higher one; move the code, or give the lower layer an interface "
                            f"the higher one implements")
+            elif theirs and theirs[0] == mine[0]:
+                a, b = sublayer_of(rel, mine[1]), sublayer_of(target, mine[1])
+                if a and b and b[0] > a[0]:
+                    bad.append(f"{rel} ({mine[1]}/{a[1]}) includes {target} ({mine[1]}/{b[1]}): "
+                               f"{a[1]} is below {b[1]}; move the code, or give {a[1]} an interface "
+                               f"(a hook) that {b[1]} implements")
+                why = apart_violation(rel, target)
+                if why:
+                    bad.append(f"{rel} includes {target}: {why}")
     if bad:
         print("include rule: %d violation(s)" % len(bad))
         print("\n".join("  " + b for b in bad))
         return 1
+    subs = "; ".join(f"{k}: {' < '.join(n for n, _ in v)}" for k, v in SUBLAYERS.items())
     print(f"include rule: {files} files checked, every include points at the same or a lower layer "
-          f"({' < '.join(n for n, _ in LAYERS)})")
+          f"({' < '.join(n for n, _ in LAYERS)}; {subs})")
     return 0
 
 

@@ -266,8 +266,11 @@ int main(int argc, char** argv) {
   infer_cmd->add_option("--mode", inf.mode, "graph (traced, optimised, compiled once per input shape) or pynative")
       ->check(CLI::IsMember({"graph", "pynative"}))->default_val(inf.mode);
 
-  auto* check_cmd = app.add_subcommand("run-check", "print the build (version, backends, libraries, "
-                                                    "CPU features) and run one tiny training step");
+  auto* check_cmd = app.add_subcommand("run-check", "print the build (version, backends and their devices, "
+                                                    "libraries, CPU features) and run one tiny training step");
+  std::string check_device = "CPU";
+  check_cmd->add_option("--device", check_device, "where the training step runs: CPU, GPU or Ascend")
+      ->default_val(check_device);
 
   // Under a file-size limit (ulimit -f) a write past it would kill the process with SIGXFSZ; ignored,
   // the write fails with EFBIG and the checkpoint writer reports it (and keeps the previous file).
@@ -287,7 +290,10 @@ int main(int argc, char** argv) {
     if (*predict_cmd) return predict(pr);
     if (*coco_cmd) return coco_eval(ce);
     if (*shapes_cmd) return make_shapes(ms);
-    if (*check_cmd) return run_check();
+    if (*check_cmd) {
+      spore::set_device(check_device);
+      return run_check();
+    }
     if (*launch_cmd) return launch(l);
     if (*dash_cmd) return dashboard(d);
     if (*convert_cmd) return convert(cv);

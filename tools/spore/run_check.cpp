@@ -18,10 +18,20 @@ int run_check() {
   std::string targets;
   for (const auto& t : available_device_targets()) targets += (targets.empty() ? "'" : ", '") + t + "'";
   std::printf("device targets in this build: [%s]\n", targets.c_str());
-  for (const auto& t : available_device_targets()) {
-    Backend& b = get_backend(t == "CPU" ? DeviceType::CPU : t == "GPU" ? DeviceType::GPU : DeviceType::Ascend);
+  for (int i = 0; i < kNumDeviceTypes; ++i) {
+    if (!has_backend(DeviceType(i))) continue;
+    Backend& b = get_backend(DeviceType(i));
     std::printf("  %s: %d device(s); %s\n", std::string(b.name()).c_str(), b.device_count(),
                 b.library_versions().c_str());
+    for (int d = 0; d < b.device_count(); ++d) {
+      const DeviceProperties p = b.properties(d);
+      const MemoryInfo m = b.memory_info(d);
+      std::printf("    %s:%d %s, %.1f GiB (%.1f GiB free)", std::string(b.name()).c_str(), d, p.name.c_str(),
+                  double(m.total) / double(1ull << 30), double(m.free) / double(1ull << 30));
+      if (p.compute_major) std::printf(", compute capability %d.%d, %d multiprocessors", p.compute_major,
+                                       p.compute_minor, p.multiprocessors);
+      std::printf("\n");
+    }
   }
   __builtin_cpu_init();
   std::string feats;
@@ -32,7 +42,9 @@ int run_check() {
 #undef SPORE_FEATURE
   std::printf("CPU features: %s; threads: %d\n", feats.c_str(), get_num_threads());
 
-  // One tiny training step: y = 2x - 1 fitted by a Dense(1, 1) with plain SGD.
+  // One tiny training step on the current device (--device): y = 2x - 1 fitted by a Dense(1, 1)
+  // with plain SGD.
+  const Device device = current_device();
   set_seed(0);
   Tensor x = rand({32, 1}), y = x * 2.0 - 1.0;
   auto net = std::make_shared<nn::Dense>(1, 1);
@@ -49,7 +61,7 @@ int run_check() {
     return 1;
   }
   std::printf("The result of the training check is correct, Spore has been installed on platform "
-              "[CPU] successfully!\n");
+              "[%s] successfully!\n", device_type_name(device.type));
   return 0;
 }
 

@@ -172,6 +172,8 @@ class _Iterator:
             raise StopIteration
         if self._numpy:
             row = [t.asnumpy() for t in row]
+        elif _C.current_device() != "CPU":  # fed to a network on the device: moved there (MindSpore)
+            row = [t._to_current_device() for t in row]
         if self._names is not None:
             return dict(zip(self._names, row))
         return row

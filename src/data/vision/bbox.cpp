@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 #include "data/vision/image.h"
 #include "spore/data/sample_rng.h"
 
@@ -34,9 +34,9 @@ Sample sample_of(const data::Row& row, const char* op) {
   SPORE_CHECK(b.numel() == 0 || (b.dim() == 2 && b.shape()[1] == 4), "[vision.", op,
               "] expected bboxes of shape (K, 4) [x, y, w, h], got ", shape_str(b.shape()));
   SPORE_CHECK_TYPE(b.dtype() != kBool, "[vision.", op, "] expected numeric bboxes, got bool");
-  const Tensor src = data::detail::contiguous_copy(b);
+  const Tensor src = spore::detail::contiguous_copy(b);
   s.boxes.resize(size_t(b.numel() / 4));
-  data::detail::convert_elements(src.data_ptr(), src.dtype(), s.boxes.data(), kFloat32, b.numel());
+  spore::detail::convert_elements(src.data_ptr(), src.dtype(), s.boxes.data(), kFloat32, b.numel());
   return s;
 }
 
@@ -50,7 +50,7 @@ bool per_box(const Tensor& t, size_t k) {
 
 // Rows idx of t along dim 0 (a byte copy).
 Tensor select_rows(const Tensor& t, const std::vector<size_t>& idx) {
-  const Tensor src = data::detail::contiguous_copy(t);
+  const Tensor src = spore::detail::contiguous_copy(t);
   Shape shape = src.shape();
   const size_t row_bytes = shape[0] ? src.nbytes() / size_t(shape[0]) : 0;
   shape[0] = int64_t(idx.size());

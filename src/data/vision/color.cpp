@@ -8,7 +8,7 @@
 #include <cstring>
 #include <opencv2/imgproc.hpp>
 
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 #include "data/vision/image.h"
 #include "spore/data/sample_rng.h"
 
@@ -69,7 +69,7 @@ struct FloatImage {
 FloatImage to_float(const Image& img) {
   FloatImage f{std::vector<float>(size_t(img.h * img.w * img.c)), img.h, img.w, img.c,
                img.dtype() == kUInt8 ? 255.f : 1.f};
-  data::detail::convert_elements(img.t.data_ptr(), img.dtype(), f.v.data(), kFloat32,
+  spore::detail::convert_elements(img.t.data_ptr(), img.dtype(), f.v.data(), kFloat32,
                                  int64_t(f.v.size()));
   return f;
 }
@@ -280,10 +280,10 @@ data::TensorOp Normalize(std::vector<double> mean, std::vector<double> std, bool
     SPORE_CHECK(mean.size() == 1 || int64_t(mean.size()) == c, "[vision.Normalize] ", mean.size(),
                 " means/stds for an image of ", c, " channels (shape ", shape_str(x.shape()),
                 is_hwc ? ", HWC)" : ", CHW)");
-    const Tensor src = data::detail::contiguous_copy(x);
+    const Tensor src = spore::detail::contiguous_copy(x);
     Tensor out = Tensor::empty(src.shape(), kFloat32);
     float* dst = out.data<float>();
-    data::detail::convert_elements(src.data_ptr(), src.dtype(), dst, kFloat32, src.numel());
+    spore::detail::convert_elements(src.data_ptr(), src.dtype(), dst, kFloat32, src.numel());
     std::vector<float> mu(static_cast<size_t>(c)), inv(static_cast<size_t>(c));
     for (int64_t k = 0; k < c; ++k) {
       const size_t m = mean.size() == 1 ? 0 : size_t(k);

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 #include "data/vision/image.h"
 #include "spore/data/sample_rng.h"
 
@@ -13,9 +13,9 @@ namespace spore::vision {
 namespace {
 
 Tensor as_float32(const Tensor& x) {
-  const Tensor src = data::detail::contiguous_copy(x);
+  const Tensor src = spore::detail::contiguous_copy(x);
   Tensor out = Tensor::empty(src.shape(), kFloat32);
-  data::detail::convert_elements(src.data_ptr(), src.dtype(), out.data_ptr(), kFloat32,
+  spore::detail::convert_elements(src.data_ptr(), src.dtype(), out.data_ptr(), kFloat32,
                                  src.numel());
   return out;
 }
@@ -76,9 +76,9 @@ data::TensorOp TypeCast(DType dtype) {
   return [dtype](const Tensor& x) {
     SPORE_CHECK(x.defined(), "[vision.TypeCast] got an undefined tensor");
     if (x.dtype() == dtype) return x;
-    const Tensor src = data::detail::contiguous_copy(x);
+    const Tensor src = spore::detail::contiguous_copy(x);
     Tensor out = Tensor::empty(src.shape(), dtype);
-    data::detail::convert_elements(src.data_ptr(), src.dtype(), out.data_ptr(), dtype, src.numel());
+    spore::detail::convert_elements(src.data_ptr(), src.dtype(), out.data_ptr(), dtype, src.numel());
     return out;
   };
 }
@@ -91,9 +91,9 @@ data::TensorOp OneHot(int64_t num_classes, double smoothing) {
     SPORE_CHECK(x.defined(), "[vision.OneHot] got an undefined tensor");
     SPORE_CHECK_TYPE(is_integral(x.dtype()), "[vision.OneHot] expected integer class ids, got ",
                      dtype_name(x.dtype()));
-    const Tensor src = data::detail::contiguous_copy(x);
+    const Tensor src = spore::detail::contiguous_copy(x);
     std::vector<int64_t> ids(static_cast<size_t>(src.numel()));
-    data::detail::convert_elements(src.data_ptr(), src.dtype(), ids.data(), kInt64, src.numel());
+    spore::detail::convert_elements(src.data_ptr(), src.dtype(), ids.data(), kInt64, src.numel());
     Shape shape = src.shape();
     shape.push_back(num_classes);
     Tensor out = Tensor::empty(shape, kFloat32);

@@ -15,7 +15,7 @@
 #include <opencv2/imgproc.hpp>
 #include <string>
 
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 #include "data/vision/image.h"
 
 namespace spore::vision {
@@ -34,7 +34,7 @@ Bytes bytes_of(const Tensor& x, const char* op) {
                    dtype_name(x.dtype()), " of shape ", shape_str(x.shape()),
                    x.dim() == 3 ? "; the image looks decoded already" : "");
   SPORE_CHECK(x.numel() > 0, "[vision.", op, "] got empty image data (0 bytes)");
-  return {data::detail::contiguous_copy(x)};
+  return {spore::detail::contiguous_copy(x)};
 }
 
 bool jpeg_magic(const Bytes& b) {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <opencv2/imgproc.hpp>
 
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 
 namespace spore::vision::detail {
 
@@ -20,7 +20,7 @@ Image image_of(const Tensor& x, const char* op, bool cv_types) {
                      "] expected a uint8 or float32 image, got ", dtype_name(x.dtype()),
                      "; apply vision::TypeCast first");
   Image img;
-  img.t = data::detail::contiguous_copy(x);
+  img.t = spore::detail::contiguous_copy(x);
   img.h = x.shape()[0];
   img.w = x.shape()[1];
   img.has_c = x.dim() == 3;

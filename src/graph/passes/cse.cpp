@@ -12,8 +12,10 @@ namespace spore::graph {
 namespace {
 bool same_constant(const Value* a, const Value* b) {
   if (a->dtype != b->dtype || a->shape != b->shape || a->strides != b->strides) return false;
-  if (!a->tensor.is_contiguous()) return false;
-  return std::memcmp(a->tensor.data_ptr(), b->tensor.data_ptr(), a->nbytes()) == 0;
+  if (!a->tensor.is_contiguous() || a->device != b->device) return false;
+  // Compared on the host (a constant may live on any device; constants are small).
+  const Tensor ha = a->tensor.cpu(), hb = b->tensor.cpu();
+  return std::memcmp(ha.data_ptr(), hb.data_ptr(), a->nbytes()) == 0;
 }
 }  // namespace
 

@@ -1,5 +1,5 @@
 // Implementation of the data-movement helpers (see tensor_util.h).
-#include "data/tensor_util.h"
+#include "core/tensor_util.h"
 
 #include <cmath>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace spore::data::detail {
+namespace spore::detail {
 
 Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
@@ -156,4 +156,4 @@ void convert_elements(const void* src, DType sdt, void* dst, DType ddt, int64_t 
   });
 }
 
-}  // namespace spore::data::detail
+}  // namespace spore::detail

@@ -1,4 +1,4 @@
-// Data-movement helpers for the data pipeline and checkpoints: row views, strided-to-contiguous
+// Tensor data-movement helpers for the data pipeline, checkpoints and other host code: row views, strided-to-contiguous
 // byte copies and element conversion between dtypes. They touch memory directly (no op dispatch,
 // no autograd), so they are safe on pipeline worker threads and cheap per row.
 #pragma once
@@ -6,7 +6,7 @@
 
 #include "spore/tensor.h"
 
-namespace spore::data::detail {
+namespace spore::detail {
 
 // Row i of t along dim 0, sharing t's storage: shape t.shape()[1:], no autograd history.
 Tensor row_view(const Tensor& t, int64_t i);
@@ -21,4 +21,4 @@ Tensor contiguous_copy(const Tensor& t);
 // Converts n elements from src (dtype sdt) to dst (dtype ddt); memcpy when the dtypes agree.
 void convert_elements(const void* src, DType sdt, void* dst, DType ddt, int64_t n);
 
-}  // namespace spore::data::detail
+}  // namespace spore::detail
