@@ -144,7 +144,7 @@ TEST(CocoEval, BadFilesNameTheProblem) {
   write(dir + "/a.json", R"({"images": [{"id": 1, "file_name": "x.jpg"}], "categories": [{"id": 1}],
       "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3]}]})");
   const std::string e1 = test::error_of([&] { Coco::load(dir + "/a.json"); });
-  EXPECT_NE(e1.find("\"annotations\" entry 0, field \"bbox\": expected 4 numbers"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("\"annotations\" entry 0 (id 1), field \"bbox\": expected 4 numbers"), std::string::npos) << e1;
   write(dir + "/b.json", R"({"images": [{"id": 1}], "categories": [],
       "annotations": [{"id": 1, "image_id": 5, "category_id": 1, "bbox": [1, 2, 3, 4]}]})");
   const std::string e2 = test::error_of([&] { Coco::load(dir + "/b.json"); });

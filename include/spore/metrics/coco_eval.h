@@ -22,31 +22,15 @@
 #include <string_view>
 #include <vector>
 
+#include "spore/io/coco.h"
+
 namespace spore::metrics {
 
-struct CocoImage {
-  int64_t id = 0;
-  std::string file_name;
-  int64_t width = 0, height = 0;
-};
-struct CocoCategory {
-  int64_t id = 0;
-  std::string name, supercategory;
-};
-// A ground-truth annotation or (score set, iscrowd false) a detection.
-struct CocoAnnotation {
-  int64_t id = 0, image_id = 0, category_id = 0;
-  std::array<double, 4> bbox{};  // x, y, w, h (top-left corner, pixels)
-  double area = 0;               // ground truth: the file's "area" (w * h when absent); detections: w * h
-  bool iscrowd = false;
-  double score = 0;
-};
-// One detection, as in a COCO results file.
-struct CocoDetection {
-  int64_t image_id = 0, category_id = 0;
-  std::array<double, 4> bbox{};  // x, y, w, h
-  double score = 0;
-};
+// The file format's records (include/spore/io/coco.h): one reader for the data engine and the evaluator.
+using io::CocoAnnotation;
+using io::CocoCategory;
+using io::CocoDetection;
+using io::CocoImage;
 
 // pycocotools' COCO: a ground-truth set (images, categories, annotations) or a result set made from
 // one by load_res.
@@ -64,22 +48,21 @@ class Coco {
   Coco load_res(const std::vector<CocoDetection>& dets) const;
 
   // Building a set in memory (generated data sets, tests).
-  void add_image(CocoImage img) { images_.push_back(std::move(img)); }
-  void add_category(CocoCategory c) { categories_.push_back(std::move(c)); }
-  void add_annotation(CocoAnnotation a) { annotations_.push_back(a); }
+  void add_image(CocoImage img) { set_.images.push_back(std::move(img)); }
+  void add_category(CocoCategory c) { set_.categories.push_back(std::move(c)); }
+  void add_annotation(CocoAnnotation a) { set_.annotations.push_back(a); }
   // Writes the set as an instances JSON (ground truth) with round-trip precision.
   void save(const std::string& path) const;
 
-  const std::vector<CocoImage>& images() const { return images_; }
-  const std::vector<CocoCategory>& categories() const { return categories_; }
-  const std::vector<CocoAnnotation>& annotations() const { return annotations_; }
+  const std::vector<CocoImage>& images() const { return set_.images; }
+  const std::vector<CocoCategory>& categories() const { return set_.categories; }
+  const std::vector<CocoAnnotation>& annotations() const { return set_.annotations; }
   std::vector<int64_t> image_ids() const;     // sorted, unique
   std::vector<int64_t> category_ids() const;  // sorted, unique
 
  private:
-  std::vector<CocoImage> images_;
-  std::vector<CocoCategory> categories_;
-  std::vector<CocoAnnotation> annotations_;
+  explicit Coco(io::CocoInstances set) : set_(std::move(set)) {}
+  io::CocoInstances set_;
 };
 
 // Reads a results JSON into detections (no ground truth needed).
