@@ -8,7 +8,8 @@ BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev lib
   libopenmpi-dev openmpi-bin libopencv-dev libturbojpeg0-dev libsimdjson-dev ocl-icd-opencl-dev
   libspdlog-dev libfmt-dev libcpp-httplib-dev libjs-chart.js chromium
   pybind11-dev python3-dev libprotobuf-dev protobuf-compiler libonnx-dev
-  python3 python3-pip python3-numpy python3-pytest libonnx-testdata python3-pil libzip-dev)
+  python3 python3-pip python3-numpy python3-pytest libonnx-testdata python3-pil libzip-dev
+  clang-format)
 # The tests' Python cross-checks (tests/io/safetensors_crosscheck.py) and the Python package's tests
 # (tests/python, pytest) run on Debian's interpreter, /usr/bin/python3 (the one Debian's python3-*
 # packages serve; CMake's SPORE_TEST_PYTHON), with the modules in PY_MODULES. Debian 12 packages

@@ -1,6 +1,7 @@
 // spore._C: the functional ops (spore/ops.h), autograd (grad, grad-mode scopes, stop_gradient)
 // and jit (Graph mode for Python functions). MindSpore's argument names and defaults are adapted
-// in Python (spore/ops/functional.py); here each op is bound once under its C++ name.
+// in Python (spore/ops/functional.py); here each op is bound once under its C++ name, with no
+// defaults: the public defaults have one home, spore/ops/surface.py (tests/python/test_op_surface.py).
 #include "common.h"
 
 namespace spore::python {
@@ -43,11 +44,10 @@ void bind_ops(py::module_& m) {
   m.def("sigmoid", [](T x) { return sigmoid(x); });
   m.def("relu", [](T x) { return relu(x); });
   m.def("relu6", [](T x) { return relu6(x); });
-  m.def("leaky_relu", [](T x, double a) { return leaky_relu(x, a); }, py::arg("x"), py::arg("alpha") = 0.2);
+  m.def("leaky_relu", [](T x, double a) { return leaky_relu(x, a); });
   m.def("silu", [](T x) { return silu(x); });
-  m.def("gelu", [](T x, bool approx) { return gelu(x, approx); }, py::arg("x"), py::arg("approximate") = true);
-  m.def("softplus", [](T x, double b, double t) { return softplus(x, b, t); }, py::arg("x"), py::arg("beta") = 1.0,
-        py::arg("threshold") = 20.0);
+  m.def("gelu", [](T x, bool approx) { return gelu(x, approx); });
+  m.def("softplus", [](T x, double b, double t) { return softplus(x, b, t); });
   m.def("clamp", [](T x, std::optional<double> lo, std::optional<double> hi) { return clamp(x, lo, hi); });
   m.def("floor", [](T x) { return floor(x); });
   m.def("ceil", [](T x) { return ceil(x); });
@@ -90,8 +90,7 @@ void bind_ops(py::module_& m) {
 
   // ---- reductions ----
   auto red = [&m](const char* name, Tensor (*fn)(const Tensor&, Axes, bool)) {
-    m.def(name, [fn](T x, py::object axis, bool keep) { return fn(x, axes_of(axis), keep); }, py::arg("x"),
-          py::arg("axis") = py::none(), py::arg("keepdims") = false);
+    m.def(name, [fn](T x, py::object axis, bool keep) { return fn(x, axes_of(axis), keep); });
   };
   red("sum", [](T x, Axes a, bool k) { return sum(x, a, k); });
   red("mean", [](T x, Axes a, bool k) { return mean(x, a, k); });
@@ -130,12 +129,10 @@ void bind_ops(py::module_& m) {
   m.def("layer_norm", [](T x, T g, T b, int64_t nd, double eps) { return layer_norm(x, g, b, nd, eps); }, nogil);
 
   // ---- softmax, shape and index ops ----
-  m.def("softmax", [](T x, int64_t a) { return softmax(x, a); }, py::arg("x"), py::arg("axis") = -1);
-  m.def("log_softmax", [](T x, int64_t a) { return log_softmax(x, a); }, py::arg("x"), py::arg("axis") = -1);
-  m.def("concat", [](std::vector<Tensor> xs, int64_t a) { return concat(xs, a); }, py::arg("tensors"),
-        py::arg("axis") = 0);
-  m.def("stack", [](std::vector<Tensor> xs, int64_t a) { return stack(xs, a); }, py::arg("tensors"),
-        py::arg("axis") = 0);
+  m.def("softmax", [](T x, int64_t a) { return softmax(x, a); });
+  m.def("log_softmax", [](T x, int64_t a) { return log_softmax(x, a); });
+  m.def("concat", [](std::vector<Tensor> xs, int64_t a) { return concat(xs, a); });
+  m.def("stack", [](std::vector<Tensor> xs, int64_t a) { return stack(xs, a); });
   m.def("split", [](T x, std::vector<int64_t> s, int64_t a) { return split(x, s, a); });
   m.def("chunk", [](T x, int64_t n, int64_t a) { return chunk(x, n, a); });
   m.def("gather", [](T x, int64_t a, T i) { return gather(x, a, i); });

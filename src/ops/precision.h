@@ -3,7 +3,7 @@
 // A layer above (amp, src/amp/policy.cpp) implements PrecisionPolicy and makes one current on the
 // thread (PrecisionScope) while a Cell's construct runs. ops::call asks the current policy how each
 // op computes and casts its inputs; the autograd tape and Graph-mode tracing record the policy on
-// each node, so backward ops and the Graph-mode cast pass (graph/passes/precision_casts.cpp) follow
+// each node, so backward ops and the Graph-mode cast pass (graph/passes/amp_casts.cpp) follow
 // the same rule. What an op does under a policy comes from its traits in ops.def (amp class).
 //
 // Policies are interned by their installer and live for the whole process: nodes keep raw
