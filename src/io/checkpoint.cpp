@@ -468,7 +468,7 @@ std::string LoadReport::summary(size_t max_names) const {
     out += std::to_string(v.size()) + " " + what + ": " + summarize_names(v, max_names);
   };
   part(missing, "missing (in the net, not in the checkpoint)");
-  part(mismatched, "with another shape");
+  part(mismatched, "with another shape or dtype");
   part(unexpected, "unexpected (in the checkpoint, not in the net)");
   return out;
 }
@@ -490,6 +490,14 @@ LoadReport load_into_tensors(const NamedTensors& targets, const NamedTensors& lo
     if (dst.shape() != src.shape()) {
       report.mismatched.push_back(name + ": expected " + shape_str(dst.shape()) + ", found " +
                                   shape_str(src.shape()));
+      continue;
+    }
+    // Integers into a floating tensor (or back) would load by value: meaningless weights, not an
+    // error anyone sees until the loss is 1e8. Floating widths convert (float16 <-> float32).
+    if (is_floating(dst.dtype()) != is_floating(src.dtype())) {
+      report.mismatched.push_back(name + ": expected " + dtype_name(dst.dtype()) + ", found " +
+                                  dtype_name(src.dtype()) + " (integer and floating values do not " +
+                                  "convert; was the file written for another net?)");
       continue;
     }
     copies.emplace_back(&dst, &src);

@@ -7,6 +7,7 @@
 
 #include <zip.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <fstream>
@@ -150,17 +151,20 @@ Tensor parse_npy(const std::string& bytes, const std::string& where0) {
     if (descr.compare(1, std::string::npos, c.code) == 0) d = &c;
   SPORE_CHECK_KIND(ErrorKind::NotImplemented, d, where, "field descr: dtype '", descr,
                    "' is not supported (float16/32/64, int8/16/32/64, uint8/16, bool)");
-  uint64_t numel = 1;
-  bool zero = false;
+  // A zero-length dimension makes the array empty whatever the others are (numpy saves (0, 10**6)
+  // in a header and no data); otherwise every dimension must fit in the bytes the file has.
+  const bool zero = std::find(shape.begin(), shape.end(), int64_t(0)) != shape.end();
+  uint64_t numel = zero ? 0 : 1;
   for (int64_t s : shape) {
-    if (s == 0) zero = true;
-    else {
+    if (zero) {
+      SPORE_CHECK_KIND(ErrorKind::IOError, uint64_t(s) < (uint64_t(1) << 40), where, "field shape ",
+                       shape_str(shape), ": dimension ", s, " is beyond any array's size");
+    } else {
       SPORE_CHECK_KIND(ErrorKind::IOError, uint64_t(s) <= bytes.size() / numel + 1, where, "field shape ",
                        shape_str(shape), " needs more bytes than the file has");
       numel *= uint64_t(s);
     }
   }
-  if (zero) numel = 0;
   const size_t data = start + hlen;
   SPORE_CHECK_KIND(ErrorKind::IOError, numel <= (bytes.size() - data) / d->file_size &&
                                            (bytes.size() - data) == numel * d->file_size,

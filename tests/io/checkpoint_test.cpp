@@ -14,6 +14,7 @@
 
 #include "io/checkpoint_internal.h"
 #include "spore/ops.h"
+#include "test_util.h"
 
 using namespace spore;
 
@@ -277,6 +278,22 @@ TEST(Checkpoint, LoadIntoTensorsInPlaceWithReport) {
   EXPECT_EQ(w.data<float>()[5], 5.5f);
   EXPECT_EQ(bias.data<float>()[0], 5.f);  // mismatched: untouched
   EXPECT_TRUE(io::load_into_tensors({{"fc.weight", w}}, {{"fc.weight", w_src}}, true).ok());
+}
+
+// Integer data loads into a floating parameter only by value (a weight of 118 million): refused,
+// naming the tensor and both dtypes; the parameter is left as it was.
+TEST(Checkpoint, IntegerDataIntoFloatParametersIsRefused) {
+  Tensor w = full({2, 2}, 0.25), step = full({1}, 3.0).to(kInt64);
+  const Tensor ints = full({2, 2}, 7.0).to(kInt32), floats = full({1}, 1.5);
+  const std::string e = test::error_of([&] { io::load_into_tensors({{"fc1.weight", w}}, {{"fc1.weight", ints}}, true); });
+  EXPECT_NE(e.find("fc1.weight: expected float32, found int32"), std::string::npos) << e;
+  EXPECT_NE(e.find("do not convert"), std::string::npos) << e;
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{0.25f, 0.25f, 0.25f, 0.25f}));
+  const auto report = io::load_into_tensors({{"opt.step", step}}, {{"opt.step", floats}});
+  ASSERT_EQ(report.mismatched.size(), 1u);
+  EXPECT_NE(report.mismatched[0].find("expected int64, found float32"), std::string::npos);
+  EXPECT_NE(report.summary().find("with another shape or dtype"), std::string::npos);
+  EXPECT_EQ(step.to_vector<int64_t>(), (std::vector<int64_t>{3}));
 }
 
 // The Python of the cross-checks: $SPORE_PYTHON, else the one CMake chose (SPORE_TEST_PYTHON:

@@ -28,7 +28,7 @@ void write_safetensors(const std::string& path, const std::string& header, const
   std::ofstream(path, std::ios::binary) << file << header << data;
 }
 
-TEST(CheckpointHardening, Float64BeyondFloat32LoadsAsInfinity) {
+TEST(CheckpointHardening, Float64BeyondFloat32LoadsAsInfinityAndIntoIntegersNot) {
   const double v[4] = {1e300, -1e300, std::nan(""), 0.5};
   const std::string path = temp_path("f64.safetensors");
   write_safetensors(path, R"({"w":{"dtype":"F64","shape":[4],"data_offsets":[0,32]}})",
@@ -44,11 +44,13 @@ TEST(CheckpointHardening, Float64BeyondFloat32LoadsAsInfinity) {
   EXPECT_EQ(got[3], 0.5f);
   io::load_into_tensors({{"w", f16}}, ck.tensors);
   EXPECT_TRUE(std::isinf(f16.to(kFloat32).to_vector<float>()[0]));
-  // integers: saturated at the type's range, NaN -> 0, truncated toward zero
-  io::load_into_tensors({{"w", i32}}, ck.tensors);
-  EXPECT_EQ(i32.to_vector<int32_t>(), (std::vector<int32_t>{INT32_MAX, INT32_MIN, 0, 0}));
-  io::load_into_tensors({{"w", u8}}, ck.tensors);
-  EXPECT_EQ(u8.to_vector<uint8_t>(), (std::vector<uint8_t>{255, 0, 0, 0}));
+  // Floating values into integer tensors are refused (they would load by value), left untouched.
+  for (Tensor* t : {&i32, &u8}) {
+    const io::LoadReport r = io::load_into_tensors({{"w", *t}}, ck.tensors);
+    ASSERT_EQ(r.mismatched.size(), 1u);
+    EXPECT_NE(r.mismatched[0].find("found float64"), std::string::npos) << r.mismatched[0];
+    EXPECT_EQ(t->to(kFloat32).to_vector<float>(), (std::vector<float>{0, 0, 0, 0}));
+  }
   std::remove(path.c_str());
 }
 

@@ -250,6 +250,16 @@ TEST(Npy, RoundTripAndMalformed) {
       {npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,", ""), "header"},
       {std::string("\x93NUMPY\x01\x00\xff\x7f{", 11), "truncated"},
   };
+  // An empty array is valid whatever its other dimensions (numpy writes a header and no data).
+  const std::pair<const char*, Shape> empty[] = {
+      {"(0,)", {0}}, {"(0, 1000000)", {0, 1000000}}, {"(1000000, 0, 3)", {1000000, 0, 3}}};
+  for (const auto& [shape, want] : empty) {
+    write_file(dir + "/empty.npy",
+               npy(std::string("{'descr': '<f4', 'fortran_order': False, 'shape': ") + shape + ", }", ""));
+    EXPECT_EQ(io::load_npy(dir + "/empty.npy").shape(), want) << shape;
+  }
+  io::save_npy(Tensor::empty({0, 5}, kFloat32), dir + "/z.npy");
+  EXPECT_EQ(io::load_npy(dir + "/z.npy").shape(), (Shape{0, 5}));
   for (const auto& [bytes, expect] : bad) {
     write_file(dir + "/bad.npy", bytes);
     const std::string e = error_of([&] { io::load_npy(dir + "/bad.npy"); });

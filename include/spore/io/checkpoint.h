@@ -64,7 +64,7 @@ CheckpointFormat detect_checkpoint_format(const std::string& path);
 struct LoadReport {
   std::vector<std::string> missing;     // in the net, not in the checkpoint
   std::vector<std::string> unexpected;  // in the checkpoint, not in the net
-  std::vector<std::string> mismatched;  // "name: expected (3, 4), found (4, 3)"
+  std::vector<std::string> mismatched;  // "name: expected (3, 4), found (4, 3)" (or the dtypes)
   bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
   std::string str() const;  // all problems, one per line; "" when ok
   // One line for messages: "2 missing (in the net, not in the checkpoint): conv1.weight, fc3.bias;
