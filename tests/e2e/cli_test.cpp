@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -42,6 +43,35 @@ TEST(Cli, TrainLenetOnASubsetThenEval) {
   Result e = run("eval lenet --ckpt " + (out / "lenet.safetensors").string() + " --limit 512");
   ASSERT_EQ(e.code, 0) << e.out;
   EXPECT_NE(e.out.find("accuracy"), std::string::npos) << e.out;
+  fs::remove_all(out);
+}
+
+// Two runs into one --out: the second stops at once naming the first (its pid), and the first
+// finishes with its outputs whole (issue 33: both used to train, then overwrite each other).
+TEST(Cli, SecondRunIntoTheSameOutIsRefusedAndTheFirstFinishes) {
+  if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const fs::path out = temp_dir("twice");
+  const std::string args = "train lenet --epochs 4 --limit 16384 --eval-limit 256 --batch-size 64 --out " + out.string();
+  Result first{};
+  std::thread a([&] { first = run(args); });
+  // Wait until the first run holds the directory (its lock file names it).
+  for (int i = 0; i < 600; ++i) {
+    std::ifstream f(out / ".spore.lock");
+    std::string line;
+    if (std::getline(f, line) && line.rfind("pid ", 0) == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const Result second = run(args + " --seed 2");
+  a.join();
+  EXPECT_NE(second.code, 0) << second.out;
+  EXPECT_NE(second.out.find("is in use by another run (pid "), std::string::npos) << second.out;
+  EXPECT_NE(second.out.find("--out"), std::string::npos) << second.out;
+  EXPECT_EQ(second.out.find("epoch 1/4"), std::string::npos) << "the second run trained:\n" << second.out;
+  ASSERT_EQ(first.code, 0) << first.out;
+  EXPECT_TRUE(fs::exists(out / "lenet.safetensors")) << first.out;
+  // Once the first run has ended the directory is free again (the lock dies with its process).
+  const Result third = run("train lenet --epochs 1 --limit 512 --eval-limit 128 --out " + out.string());
+  EXPECT_EQ(third.code, 0) << third.out;
   fs::remove_all(out);
 }
 

@@ -5,14 +5,17 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "io/checkpoint_internal.h"
+#include "spore/io/run_lock.h"
 #include "spore/ops.h"
 #include "test_util.h"
 
@@ -471,4 +474,17 @@ TEST(Checkpoint, SaveAndLoadParamIntoNet) {
   const auto partial = io::load_param_into_net(other, ck);
   ASSERT_EQ(partial.missing.size(), 1u);
   EXPECT_THROW(io::load_param_into_net(other, ck, true), Error);
+}
+
+// RunLock: a second holder of one directory is refused naming the first; released on destruction.
+TEST(RunLock, OneRunPerDirectory) {
+  const std::string dir = temp_dir() + "/run";
+  {
+    io::RunLock first(dir);
+    const std::string e = test::error_of([&] { io::RunLock second(dir, "--out"); });
+    EXPECT_NE(e.find("is in use by another run (pid " + std::to_string(::getpid())), std::string::npos) << e;
+    EXPECT_NE(e.find("pass another --out"), std::string::npos) << e;
+  }
+  io::RunLock again(dir);  // free once the first is gone
+  EXPECT_TRUE(std::filesystem::exists(again.path()));
 }

@@ -17,6 +17,7 @@
 #include "spore/grad_mode.h"
 #include "spore/io/checkpoint.h"
 #include "spore/io/metrics.h"
+#include "spore/io/run_lock.h"
 #include "spore/io/plot.h"
 #include "spore/metrics/coco_eval.h"
 #include "spore/ops.h"
@@ -114,7 +115,7 @@ int train_detector(const TrainArgs& a) {
               "the optimizer state: start from one with --weights ", a.resume, " (fine-tuning, as YOLOv5's --weights)");
   const std::string variant = variant_of(a.model);
   const std::string out = a.out.empty() ? "out/" + a.model : a.out;
-  fs::create_directories(out);
+  const io::RunLock run_lock(out);  // one run per directory (creates it)
   const models::YoloSplit train = models::load_yolo_split(a.data, "train");
   const models::YoloSplit val = models::load_yolo_split(a.data, "val");
   const int64_t nc = int64_t(train.category_ids.size());

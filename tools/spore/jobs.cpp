@@ -28,6 +28,7 @@
 #include "spore/data/dataset.h"
 #include "spore/io/checkpoint.h"
 #include "spore/io/metrics.h"
+#include "spore/io/run_lock.h"
 #include "spore/io/plot.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
@@ -260,6 +261,9 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   }
   const std::string rank_out = dist.rank == 0 ? out : out + "/rank" + std::to_string(dist.rank);
   if (dist.print) fs::create_directories(rank_out);
+  // One run per directory: a second run into it stops here, naming this one.
+  std::optional<io::RunLock> run_lock;
+  if (dist.print) run_lock.emplace(rank_out);
   std::unique_ptr<io::MetricsWriter> writer;
   if (dist.print) writer = std::make_unique<io::MetricsWriter>(rank_out + "/metrics");
   if (dist.print) write_run_json(a, rank_out);
@@ -451,6 +455,9 @@ int train_job(const TrainArgs& a) {
   // Rank 0 writes the outputs; other ranks print (--all-ranks-print) into out/rank<r>/ only.
   const std::string rank_out = dist.rank == 0 ? out : out + "/rank" + std::to_string(dist.rank);
   if (dist.print) fs::create_directories(rank_out);
+  // One run per directory: a second run into it stops here, naming this one.
+  std::optional<io::RunLock> run_lock;
+  if (dist.print) run_lock.emplace(rank_out);
   std::unique_ptr<io::MetricsWriter> writer_ptr;
   if (dist.print) writer_ptr = std::make_unique<io::MetricsWriter>(rank_out + "/metrics");
   if (dist.print) write_run_json(a, rank_out);
