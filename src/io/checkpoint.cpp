@@ -100,11 +100,14 @@ void write_file(std::FILE* f, const std::string& tmp, const std::string& path,
                    " failed: ", write_failure(errno, path));
 }
 
-// Every tensor must be saveable: named, unique, with data on the CPU.
+// Every tensor must be saveable: named (in UTF-8), unique, with data on the CPU.
 void check_tensors(const NamedTensors& tensors, const std::string& path) {
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
     SPORE_CHECK(!name.empty(), "[save_checkpoint] a tensor has an empty name (saving ", path, ")");
+    SPORE_CHECK(detail::is_utf8(name), "[save_checkpoint] tensor name \"", detail::printable_name(name),
+                "\" is not valid UTF-8, which checkpoint formats require (saving ", path,
+                "); rename the tensor");
     SPORE_CHECK(seen.insert(name).second, "[save_checkpoint] duplicate tensor name \"", name,
                 "\" (saving ", path, ")");
     SPORE_CHECK(t.defined(), "[save_checkpoint] tensor \"", name, "\" is undefined");
@@ -472,6 +475,42 @@ std::string LoadReport::summary(size_t max_names) const {
   part(unexpected, "unexpected (in the checkpoint, not in the net)");
   return out;
 }
+
+namespace detail {
+bool is_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = p[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > n) return false;
+    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    // Overlong forms, surrogates and code points beyond U+10FFFF are not UTF-8.
+    static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return false;
+    i += len;
+  }
+  return true;
+}
+std::string printable_name(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7F) {
+      out += char(c);
+    } else {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+}  // namespace detail
 
 LoadReport load_into_tensors(const NamedTensors& targets, const NamedTensors& loaded, bool strict) {
   LoadReport report;

@@ -20,6 +20,11 @@ void set_save_fault(SaveFault f);  // applies to the next save_checkpoint only
 void write_atomically(const std::string& path,
                       const std::function<void(const std::function<void(const void*, size_t)>&)>& body);
 
+// A tensor name as the formats need it: valid UTF-8 (safetensors' header is JSON; a .ckpt tag is a
+// protobuf string). printable_name shows invalid bytes as \xNN for messages.
+bool is_utf8(const std::string& s);
+std::string printable_name(const std::string& s);
+
 // MindSpore .ckpt (mindspore_checkpoint.cpp).
 bool looks_like_mindspore(const unsigned char* head, size_t n);  // from the first n (<= 9) bytes
 void save_mindspore_checkpoint(const NamedTensors& tensors, const std::string& path);

@@ -180,7 +180,10 @@ Checkpoint load_mindspore_checkpoint(const std::string& path) {
   auto finish = [&]() {
     if (cur.first_index < 0) return;
     const std::string what = where + "value #" + std::to_string(cur.first_index) + " (tag \"" +
-                             cur.tag + "\"): ";
+                             printable_name(cur.tag) + "\"): ";
+    // A protobuf string: MindSpore (and every reader after this one) needs UTF-8.
+    SPORE_CHECK_KIND(ErrorKind::IOError, is_utf8(cur.tag), what,
+                     "field tag: the parameter name is not valid UTF-8; the file is corrupt");
     const TypeName* ty = find_type(cur.type);
     SPORE_ASSERT(ty, "type checked when the value was read");
     // dims [0] is a scalar (MindSpore's encoding of shape ()), unless the content is empty.

@@ -169,6 +169,8 @@ TEST(MindSporeCkpt, MalformedFilesNameTheFileAndField) {
       {"other_field", good + varint(2 << 3 | 0) + varint(5), "field 2"},
       {"garbage_value", field(1, std::string("\xff\xff\xff", 3)), "not valid protobuf"},
       {"encrypted", std::string("\xd8\x5e\x3a\x7f", 4) + std::string(40, 'x'), "encrypted"},
+      {"non_utf8_tag", value(std::string("fc\xff\xfe.w", 6), tensor_proto({1}, "Float32", f32s({1}))),
+       "tag \"fc\\xff\\xfe.w\"): field tag: the parameter name is not valid UTF-8"},
   };
   for (const Case& c : cases) {
     const std::string path = dir + "/" + c.name + ".ckpt";
@@ -176,6 +178,13 @@ TEST(MindSporeCkpt, MalformedFilesNameTheFileAndField) {
     const std::string e = error_of([&] { io::load_checkpoint(path); });
     EXPECT_NE(e.find(path), std::string::npos) << c.name << ": " << e;
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.name << ": " << e;
+  }
+  // Saving a name that is not UTF-8 is refused in both formats, naming it (bytes as \xNN).
+  for (const char* ext : {".safetensors", ".ckpt"}) {
+    const std::string e = error_of([&] {
+      io::save_checkpoint({{std::string("w\xc3", 2), full({1}, 1.0)}}, dir + "/bad_name" + ext);
+    });
+    EXPECT_NE(e.find("tensor name \"w\\xc3\" is not valid UTF-8"), std::string::npos) << e;
   }
   // Neither format: the safetensors reader's words, and detect_checkpoint_format says both.
   write_file(dir + "/junk.bin", "hello world, not a checkpoint");
