@@ -14,6 +14,21 @@ PYNATIVE_MODE = 1
 
 _settings = {"device_id": 0, "max_call_depth": 1000, "save_graphs": False, "jit_level": "O0"}
 
+# The keys MindSpore 2.x's set_context takes. Those beyond mode / device_target / device_id are
+# stored (get_context returns them) and have no effect here; any other key is an error, as in
+# MindSpore, so a misspelt option is never silently ignored.
+_MINDSPORE_KEYS = frozenset("""
+    mode device_target device_id save_graphs save_graphs_path deterministic print_file_path
+    max_device_memory variable_memory_max_size mempool_block_size pynative_synchronize
+    enable_graph_kernel graph_kernel_flags max_call_depth enable_reduce_precision check_bprop
+    enable_dump save_dump_path aoe_tune_mode aoe_config runtime_num_threads op_timeout
+    memory_optimize_level jit_config jit_level jit_syntax_level ascend_config gpu_config
+    inter_op_parallel_num disable_format_transform support_binary reserve_class_name_in_scope
+    enable_compile_cache compile_cache_path debug_level env_config_path enable_auto_mixed_precision
+    precompile_only enable_sparse auto_tune_mode grad_for_scalar enable_profiling profiling_options
+    device_num parallel_mode
+""".split())
+
 
 def set_device(device_target, device_id=None):
     """Selects the device ("CPU"; "GPU" / "Ascend" raise naming what this build supports)."""
@@ -24,6 +39,14 @@ def set_device(device_target, device_id=None):
 def set_context(**kwargs):
     """MindSpore's set_context. Known keys: mode, device_target, device_id; others are stored and
     returned by get_context (MindSpore options such as save_graphs, max_call_depth, jit_config)."""
+    unknown = sorted(k for k in kwargs if k not in _MINDSPORE_KEYS)
+    if unknown:
+        import difflib
+        hints = [f"{k!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(k, _MINDSPORE_KEYS, 1))
+                 else repr(k) for k in unknown]
+        raise ValueError(f"For 'context.set_context', the keyword argument {', '.join(hints)} is not recognized; "
+                         "MindSpore's set_context keys are mode, device_target, device_id, save_graphs, "
+                         "max_call_depth, jit_config, ... (nothing was changed).")
     if "device_target" in kwargs:
         warnings.warn("For 'context.set_context', the parameter 'device_target' will be deprecated and removed "
                       "in a future version. Please use the api mindspore.set_device() instead.",

@@ -165,6 +165,14 @@ def test_context_and_version(capsys):
     assert ms.get_context("mode") == 1
     with pytest.raises(ValueError, match="mode"):
         ms.set_context(mode=5)
+    # An unknown key is an error naming it (MindSpore's rule), with the nearest known key.
+    with pytest.raises(ValueError, match=r"'save_graph' \(did you mean 'save_graphs'\?\) is not recognized"):
+        ms.set_context(save_graph=True, mode=ms.GRAPH_MODE)
+    assert ms.get_context("mode") == ms.PYNATIVE_MODE  # nothing was changed
+    with pytest.raises(ValueError, match="'foo_bar' is not recognized"):
+        ms.set_context(foo_bar=1)
+    ms.set_context(max_call_depth=2000, save_graphs=False)  # MindSpore keys: stored
+    assert ms.get_context("max_call_depth") == 2000
     assert ms.__version__ == "0.1.0"
     ms.run_check()
     out = capsys.readouterr().out
