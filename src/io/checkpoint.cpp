@@ -286,11 +286,24 @@ Checkpoint load_safetensors(const std::string& path) {
                    "the header does not start with '{'; not a safetensors file");
 
   nlohmann::ordered_json header;
+  // JSON lets a key repeat (the last wins): two entries for one tensor name mean a broken writer,
+  // so a repeated top-level key is an error rather than a silent choice.
+  std::set<std::string> top_keys;
+  std::string repeated;
+  auto on_event = [&](int depth, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json& v) {
+    if (ev == nlohmann::ordered_json::parse_event_t::key && depth == 1 && !top_keys.insert(v.get<std::string>()).second &&
+        repeated.empty())
+      repeated = v.get<std::string>();
+    return true;
+  };
   try {
-    header = nlohmann::ordered_json::parse(text);
+    header = nlohmann::ordered_json::parse(text, on_event);
   } catch (const nlohmann::json::exception& e) {
     SPORE_THROW(ErrorKind::IOError, where, "invalid JSON header: ", e.what());
   }
+  SPORE_CHECK_KIND(ErrorKind::IOError, repeated.empty(), where, "the header names \"",
+                   detail::printable_name(repeated), "\" twice; a tensor has one entry (the file was written by a "
+                   "broken writer: write it again)");
   SPORE_CHECK_KIND(ErrorKind::IOError, header.is_object(), where,
                    "the header is not a JSON object");
 

@@ -194,6 +194,9 @@ TEST(Checkpoint, MalformedFilesAreErrorsNamingTheFile) {
       {"bad_entry", st_file("{\"a\": 3}", ""), "entry is not an object"},
       {"no_offsets", st_file("{\"a\": {\"dtype\": \"F32\", \"shape\": [2]}}", a8), "data_offsets"},
       {"metadata_not_string", st_file("{\"__metadata__\": {\"k\": 1}}", ""), "not a string"},
+      {"repeated_key",
+       st_file("{" + entry("a", "F32", "[1]", 0, 4) + ", " + entry("a", "F32", "[1]", 4, 8) + "}", a8),
+       "names \"a\" twice"},
   };
   for (const auto& c : cases) {
     const std::string path = dir + "/" + c.name + ".safetensors";
