@@ -21,6 +21,11 @@
 
 namespace spore {
 
+// The newest default-domain opset of any ONNX release (1.18: opset 23). The op handlers follow each
+// opset's changes up to it (attribute-to-input moves at 10, 11, 13 and 18; later ones add types and
+// attributes that the handlers check one by one).
+constexpr int64_t kNewestOnnxOpset = 23;
+
 using onnx_detail::Ctx;
 using onnx_detail::NoTrace;
 
@@ -84,6 +89,11 @@ OnnxModel OnnxModel::load(const std::string& path) {
   // No default-domain opset (IR version 1 models, or only other domains' ops, which are then
   // reported as unsupported): read the default ops as opset 1.
   if (im.opset == 0) im.opset = 1;
+  // An opset newer than any ONNX release may change what an op means: refused, never guessed.
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, im.opset <= kNewestOnnxOpset, where, "field opset_import: the model "
+                   "declares opset ", im.opset, " of the default ONNX domain; the newest ONNX defines is ",
+                   kNewestOnnxOpset, " (ONNX 1.18), which this importer reads. Export the model with opset <= ",
+                   kNewestOnnxOpset, " (torch.onnx.export(..., opset_version=17), the version Spore writes)");
   im.graph = std::move(*model.mutable_graph());
   const auto& g = im.graph;
 
