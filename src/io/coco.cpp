@@ -49,6 +49,15 @@ struct Where {
   SPORE_THROW(ErrorKind::IOError, w.who, " malformed ", w.what, " ", w.str(), ": ", why);
 }
 
+// simdjson's words for a syntax error, with what it usually means here.
+std::string syntax(const char* what) {
+  return std::string(what) + " (the JSON is cut short or broken: was the file truncated while copying?)";
+}
+// A value of the wrong type is the file's content; any other error is broken JSON.
+[[noreturn]] void fail_on(const Where& w, simdjson::error_code err, const char* expected) {
+  fail(w, err == simdjson::INCORRECT_TYPE ? std::string(expected) : syntax(simdjson::error_message(err)));
+}
+
 int64_t get_int(od::value v, const Where& w) {
   int64_t x;
   if (v.get_int64().get(x)) fail(w, "expected an integer");
@@ -205,12 +214,14 @@ CocoInstances parse_instances(const simdjson::padded_string& json, const std::st
   Where w{source, r.who};
   od::parser parser;
   od::document doc;
-  if (auto err = parser.iterate(json).get(doc)) fail(w, simdjson::error_message(err));
+  if (auto err = parser.iterate(json).get(doc)) fail(w, syntax(simdjson::error_message(err)));
   CocoInstances set;
   bool has_images = false, has_cats = false;
   try {
     od::object root;
-    if (doc.get_object().get(root)) fail(w, "the top level is not a JSON object");
+    if (auto err = doc.get_object().get(root))
+      fail(w, err == simdjson::INCORRECT_TYPE ? "the top level is not a JSON object {\"images\": [...], ...}"
+                                              : syntax(simdjson::error_message(err)));
     for (auto f : root) {
       std::string_view key;
       if (f.unescaped_key().get(key)) fail(w, "bad key");
@@ -219,12 +230,12 @@ CocoInstances parse_instances(const simdjson::padded_string& json, const std::st
       w.list = which == 0 ? "images" : which == 1 ? "annotations" : "categories";
       w.entry = -1, w.has_id = false;
       od::array arr;
-      if (f.value().get_array().get(arr)) fail(w, "expected an array");
+      if (auto err = f.value().get_array().get(arr)) fail_on(w, err, "expected an array");
       int64_t k = 0;
       for (auto e : arr) {
         w.entry = k++, w.has_id = false;
         od::object obj;
-        if (e.get_object().get(obj)) fail(w, "expected an object");
+        if (auto err = e.get_object().get(obj)) fail_on(w, err, "expected an object");
         if (which == 0) set.images.push_back(parse_image(obj, w, r));
         else if (which == 1) set.annotations.push_back(parse_annotation(obj, w, r));
         else set.categories.push_back(parse_category(obj, w));
@@ -234,7 +245,7 @@ CocoInstances parse_instances(const simdjson::padded_string& json, const std::st
       w.list = "", w.entry = -1, w.has_id = false;
     }
   } catch (const simdjson::simdjson_error& e) {
-    fail(w, e.what());
+    fail(w, syntax(e.what()));
   }
   if (!has_images)
     fail(w, "no \"images\" list; a COCO instances file has images, annotations and categories");
@@ -270,18 +281,19 @@ std::vector<CocoDetection> read_coco_results(const std::string& path, const char
   Where w{path, who, "results file"};
   od::parser parser;
   od::document doc;
-  if (auto err = parser.iterate(json).get(doc)) fail(w, simdjson::error_message(err));
+  if (auto err = parser.iterate(json).get(doc)) fail(w, syntax(simdjson::error_message(err)));
   std::vector<CocoDetection> dets;
   try {
     od::array arr;
-    if (doc.get_array().get(arr))
-      fail(w, "expected a JSON array of {image_id, category_id, bbox, score} objects");
+    if (auto err = doc.get_array().get(arr))
+      fail(w, err == simdjson::INCORRECT_TYPE ? "expected a JSON array of {image_id, category_id, bbox, score} objects"
+                                              : syntax(simdjson::error_message(err)));
     w.list = "results";
     int64_t k = 0;
     for (auto e : arr) {
       w.entry = k++;
       od::object obj;
-      if (e.get_object().get(obj)) fail(w, "expected an object");
+      if (auto err = e.get_object().get(obj)) fail_on(w, err, "expected an object");
       CocoDetection d;
       bool has_img = false, has_cat = false, has_box = false, has_score = false;
       for (auto g : obj) {
@@ -300,7 +312,7 @@ std::vector<CocoDetection> read_coco_results(const std::string& path, const char
       dets.push_back(d);
     }
   } catch (const simdjson::simdjson_error& e) {
-    fail(w, e.what());
+    fail(w, syntax(e.what()));
   }
   return dets;
 }

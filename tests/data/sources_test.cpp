@@ -211,6 +211,8 @@ TEST(Coco, MalformedAnnotationsNameFileEntryAndField) {
   EXPECT_NE(m.find("image_id"), std::string::npos) << m;
   m = err(head + R"({"id": 5, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]})");  // cut
   EXPECT_NE(m.find("bad.json"), std::string::npos) << m;
+  EXPECT_NE(m.find("truncated"), std::string::npos) << m;
+  EXPECT_EQ(m.find("not a JSON object"), std::string::npos) << m;  // it is one, cut short
   m = err(R"({"annotations": []})");
   EXPECT_NE(m.find("\"images\""), std::string::npos) << m;
   m = err(R"({"images": [{"id": 1, "file_name": "a.jpg"}, {"id": 1, "file_name": "b.jpg"}]})");
