@@ -46,6 +46,15 @@ TEST(Cli, TrainLenetOnASubsetThenEval) {
   fs::remove_all(out);
 }
 
+// A mistyped command is named as unknown, with the list of commands (not "A subcommand is required").
+TEST(Cli, UnknownCommandIsNamed) {
+  const Result r = run("frobnicate --epochs 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown command 'frobnicate'; the commands are train, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("run-check"), std::string::npos) << r.out;
+  EXPECT_EQ(run("--version").code, 0);
+}
+
 // Two runs into one --out: the second stops at once naming the first (its pid), and the first
 // finishes with its outputs whole (issue 33: both used to train, then overwrite each other).
 TEST(Cli, SecondRunIntoTheSameOutIsRefusedAndTheFirstFinishes) {

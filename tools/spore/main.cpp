@@ -2,6 +2,7 @@
 // launch, dashboard, convert, export, infer. Every error a user
 // can cause ends as one line on stderr naming what was wrong, what was expected and what to do:
 // a spore::Error with exit code 1, a bad flag or value (CLI11) with exit code 2.
+#include <algorithm>
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <charconv>
@@ -275,6 +276,18 @@ int main(int argc, char** argv) {
   // Under a file-size limit (ulimit -f) a write past it would kill the process with SIGXFSZ; ignored,
   // the write fails with EFBIG and the checkpoint writer reports it (and keeps the previous file).
   std::signal(SIGXFSZ, SIG_IGN);
+  // An unknown first word is a mistyped command: say so (CLI11 alone says "A subcommand is required").
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      std::fprintf(stderr, "spore: unknown command '%s'; the commands are %s (see `spore --help`)\n", argv[1],
+                   list.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& err) {
