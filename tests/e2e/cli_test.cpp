@@ -55,6 +55,15 @@ TEST(Cli, UnknownCommandIsNamed) {
   EXPECT_EQ(run("--version").code, 0);
 }
 
+// predict's --out is checked before the checkpoint is read and the model runs.
+TEST(Cli, PredictChecksItsOutputFirst) {
+  Result r = run("predict yolov5n img.jpg --ckpt missing.safetensors --out /nonexistent_dir/p.jpg");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("the folder /nonexistent_dir does not exist"), std::string::npos) << r.out;
+  r = run("predict yolov5n img.jpg --ckpt missing.safetensors --out p.txt");
+  EXPECT_NE(r.out.find("use .jpg, .png"), std::string::npos) << r.out;
+}
+
 // Two runs into one --out: the second stops at once naming the first (its pid), and the first
 // finishes with its outputs whole (issue 33: both used to train, then overwrite each other).
 TEST(Cli, SecondRunIntoTheSameOutIsRefusedAndTheFirstFinishes) {

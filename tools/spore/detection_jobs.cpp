@@ -1,6 +1,10 @@
 // The detection commands of `spore`: coco-eval (pycocotools' numbers for a results file), data
 // make-shapes (the generated COCO-layout set), and train / eval / predict for yolov5n|s|m on a
 // COCO-layout folder (docs/detection.md).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -213,7 +217,28 @@ int eval_detector(const EvalArgs& a) {
   return 0;
 }
 
+// --out of predict: checked before the model runs, so a path that cannot be written is an error
+// now, not after inference.
+void check_image_out(const std::string& out) {
+  const std::string ext = [&] {
+    std::string e = fs::path(out).extension().string();
+    for (char& c : e) c = char(std::tolower(static_cast<unsigned char>(c)));
+    return e;
+  }();
+  static const char* kExts[] = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"};
+  SPORE_CHECK(std::any_of(std::begin(kExts), std::end(kExts), [&](const char* k) { return ext == k; }),
+              "--out ", out, ": the picture's format comes from its extension; use .jpg, .png, .bmp, .tif or .webp");
+  const fs::path dir = fs::path(out).has_parent_path() ? fs::path(out).parent_path() : fs::path(".");
+  std::error_code ec;
+  SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_directory(dir, ec), "--out ", out, ": the folder ", dir.string(),
+                   " does not exist; create it or pass another --out");
+  SPORE_CHECK_KIND(ErrorKind::IOError, ::access(dir.c_str(), W_OK) == 0, "--out ", out, ": the folder ",
+                   dir.string(), " is not writable; pass another --out");
+}
+
 int predict(const PredictArgs& a) {
+  const std::string out = a.out.empty() ? fs::path(a.image).stem().string() + "_pred.jpg" : a.out;
+  check_image_out(out);
   LoadedYolo y = load_yolo(a.model, a.ckpt);
   const int64_t img = a.img > 0 ? a.img : y.img;
   const Tensor image = detection::read_image(a.image);
@@ -227,7 +252,6 @@ int predict(const PredictArgs& a) {
   }
   Tensor d = detection::non_max_suppression(pred, {.conf_thres = a.conf, .iou_thres = a.iou})[0];
   if (d.size(0) > 0) d = concat({detection::unletterbox_boxes(d.slice(1, 0, 4), g), d.slice(1, 4, 6)}, 1);
-  const std::string out = a.out.empty() ? fs::path(a.image).stem().string() + "_pred.jpg" : a.out;
   detection::write_image(out, detection::draw_detections(image, d, y.names));
   const std::vector<float> v = d.contiguous().to_vector<float>();
   for (int64_t k = 0; k < d.size(0); ++k)
