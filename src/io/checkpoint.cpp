@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -438,7 +439,20 @@ CheckpointFormat detect_checkpoint_format(const std::string& path) {
 Checkpoint load_checkpoint(const std::string& path) {
   // Content that is not recognisably a .ckpt goes to the safetensors reader, whose errors say
   // what is wrong in detail (truncated header, bad JSON, ...).
-  if (probe_format(path) == CheckpointFormat::MindSpore) return detail::load_mindspore_checkpoint(path);
+  const CheckpointFormat f = probe_format(path);
+  if (f == CheckpointFormat::MindSpore) return detail::load_mindspore_checkpoint(path);
+  // Named .ckpt but neither format: the safetensors reader's words ("header length ...") would
+  // describe a format the user never meant.
+  if (f == CheckpointFormat::Auto && format_for_path(path) == CheckpointFormat::MindSpore) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    SPORE_CHECK_KIND(ErrorKind::IOError, ec || size > 0, "[load_checkpoint] ", path,
+                     ": the file is empty (0 bytes); a save was interrupted or the copy failed: use another "
+                     "checkpoint");
+    SPORE_THROW(ErrorKind::IOError, "[load_checkpoint] ", path, ": not a MindSpore .ckpt (a protobuf Checkpoint "
+                "message, first byte 0x0A) nor a safetensors file; the file is corrupt or another framework's "
+                "(a TensorFlow .ckpt is not read): check the path, or save the checkpoint again");
+  }
   return load_safetensors(path);
 }
 
@@ -447,7 +461,7 @@ std::string LoadReport::str() const {
   for (const auto& m : missing) os << "missing (in the net, not in the checkpoint): " << m << "\n";
   for (const auto& u : unexpected)
     os << "unexpected (in the checkpoint, not in the net): " << u << "\n";
-  for (const auto& m : mismatched) os << "shape mismatch: " << m << "\n";
+  for (const auto& m : mismatched) os << "shape or dtype mismatch: " << m << "\n";
   return os.str();
 }
 

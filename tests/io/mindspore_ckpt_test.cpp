@@ -186,6 +186,14 @@ TEST(MindSporeCkpt, MalformedFilesNameTheFileAndField) {
     });
     EXPECT_NE(e.find("tensor name \"w\\xc3\" is not valid UTF-8"), std::string::npos) << e;
   }
+  // Named .ckpt but empty or random: said in the .ckpt's terms, not as a bad safetensors header.
+  write_file(dir + "/empty.ckpt", "");
+  std::string m = error_of([&] { io::load_checkpoint(dir + "/empty.ckpt"); });
+  EXPECT_NE(m.find("empty.ckpt: the file is empty (0 bytes)"), std::string::npos) << m;
+  write_file(dir + "/random.ckpt", std::string("\x93\x11\xfe\x07 random bytes, not protobuf", 32));
+  m = error_of([&] { io::load_checkpoint(dir + "/random.ckpt"); });
+  EXPECT_NE(m.find("random.ckpt: not a MindSpore .ckpt"), std::string::npos) << m;
+  EXPECT_EQ(m.find("safetensors header"), std::string::npos) << m;
   // Neither format: the safetensors reader's words, and detect_checkpoint_format says both.
   write_file(dir + "/junk.bin", "hello world, not a checkpoint");
   EXPECT_NE(error_of([&] { io::load_checkpoint(dir + "/junk.bin"); }).find("junk.bin"), std::string::npos);
