@@ -201,7 +201,10 @@ Dataset MnistDataset(const std::string& dir, const std::string& usage, const Mni
     n += p.images.shape()[0];
   }
   const int64_t h = parts[0].images.shape()[1], w = parts[0].images.shape()[2];
-  SPORE_CHECK(n >= opts.num_shards, "[MnistDataset] ", n, " rows cannot be split into ",
+  SPORE_CHECK(n > 0, "[MnistDataset] the IDX files in ", dir, " (usage '", usage,
+              "') hold no images; is the download complete? (Fashion-MNIST has 60000 train and 10000 "
+              "test images)");
+  SPORE_CHECK(n >= opts.num_shards, "[MnistDataset] ", dir, ": ", n, " images cannot be split into ",
               opts.num_shards, " non-empty shards");
   // (N, H, W, 1) HWC images and int32 labels, the parts one after the other.
   Tensor images = parts.size() == 1 ? parts[0].images : Tensor::empty({n, h, w}, kUInt8);

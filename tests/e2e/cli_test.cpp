@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -62,6 +63,38 @@ TEST(Cli, PredictChecksItsOutputFirst) {
   EXPECT_NE(r.out.find("the folder /nonexistent_dir does not exist"), std::string::npos) << r.out;
   r = run("predict yolov5n img.jpg --ckpt missing.safetensors --out p.txt");
   EXPECT_NE(r.out.find("use .jpg, .png"), std::string::npos) << r.out;
+}
+
+// IDX files with no images, or images of another size than LeNet-5's: said of the data, with the
+// folder named, and the banner reports the images the data really holds.
+TEST(Cli, WrongSizedOrEmptyIdxDataIsNamed) {
+  const fs::path dir = temp_dir("idx");
+  auto idx = [&](const std::string& name, uint32_t magic, std::vector<uint32_t> dims, size_t bytes) {
+    std::string s;
+    auto be = [&](uint32_t v) { for (int k = 3; k >= 0; --k) s += char((v >> (8 * k)) & 0xff); };
+    be(magic);
+    for (uint32_t d : dims) be(d);
+    s += std::string(bytes, '\0');
+    std::ofstream(dir / name, std::ios::binary) << s;
+  };
+  auto write_set = [&](uint32_t n, uint32_t side) {
+    for (const char* part : {"train", "t10k"}) {
+      idx(std::string(part) + "-images-idx3-ubyte", 0x803, {n, side, side}, size_t(n) * side * side);
+      idx(std::string(part) + "-labels-idx1-ubyte", 0x801, {n}, n);
+    }
+  };
+  write_set(0, 28);
+  Result r = run("train lenet --epochs 1 --data " + dir.string() + " --out " + (dir / "out").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("the IDX files in " + dir.string() + " (usage 'train') hold no images"), std::string::npos)
+      << r.out;
+  write_set(4, 32);
+  r = run("train lenet --epochs 1 --data " + dir.string() + " --out " + (dir / "out2").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find("4 train / 4 test images"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the train images are 32x32; lenet and mlp take Fashion-MNIST's 28x28"), std::string::npos)
+      << r.out;
+  fs::remove_all(dir);
 }
 
 // Two runs into one --out: the second stops at once naming the first (its pid), and the first

@@ -49,26 +49,35 @@ constexpr double kMean = 0.2860, kStd = 0.3530;
 // Data parallel (size > 1): rank `shard` reads every size-th image, in batches of batch / size;
 // drop_remainder keeps the ranks' step counts equal.
 data::Dataset fashion(const std::string& dir, const std::string& usage, int64_t limit, bool train,
-                      int64_t batch, const DistInfo& dist = {}) {
+                      int64_t batch, const DistInfo& dist = {}, int64_t* rows = nullptr) {
   // num_samples counts one shard's rows (MindSpore's), so --limit N means N images in all.
   data::Dataset ds = data::MnistDataset(dir, usage, {.num_samples = limit > 0 ? limit / dist.size : limit,
                                                      .num_shards = dist.size, .shard_id = dist.rank});
+  if (rows) *rows = ds.get_dataset_size() * dist.size;
   if (train) ds = ds.shuffle(ds.get_dataset_size());
   ds = ds.batch(batch, /*drop_remainder=*/dist.size > 1);
   // Normalise whole batches, inline: one pass per batch instead of two per image, and no worker
   // threads competing with the training step for the same two cores.
   // (B, 28, 28, 1) uint8 -> (B, 1, 28, 28) float32; with one channel HWC and CHW share the order.
   const data::TensorOp rescale = vision::Rescale(1.0 / (255.0 * kStd), -kMean / kStd);
-  return ds.map({[rescale](const Tensor& x) { return rescale(x).reshape({x.size(0), 1, x.size(1), x.size(2)}); }},
+  // LeNet-5 and the MLP are built for Fashion-MNIST's 28x28: another size is the data's fault, said
+  // at the first batch rather than by a layer's shape check inside the step.
+  return ds.map({[rescale, dir, usage](const Tensor& x) {
+                  SPORE_CHECK(x.size(1) == 28 && x.size(2) == 28, "--data ", dir, ": the ", usage, " images are ",
+                              x.size(1), "x", x.size(2), "; lenet and mlp take Fashion-MNIST's 28x28 images: "
+                              "point --data at Fashion-MNIST's IDX files (or train resnet18 on CIFAR-10)");
+                  return rescale(x).reshape({x.size(0), 1, x.size(1), x.size(2)});
+                }},
                 "image", 1);
 }
 
 // CIFAR-10 for ResNet-18 (CIFAR stem): the standard augmentation (4-pixel padded random crop,
 // horizontal flip) for training, normalised with the training set's per-channel statistics.
 data::Dataset cifar10(const std::string& dir, const std::string& usage, int64_t limit, bool train,
-                      int64_t batch, const DistInfo& dist = {}) {
+                      int64_t batch, const DistInfo& dist = {}, int64_t* rows = nullptr) {
   data::Dataset ds = data::Cifar10Dataset(dir, usage, {.num_samples = limit > 0 ? limit / dist.size : limit,
                                                        .num_shards = dist.size, .shard_id = dist.rank});
+  if (rows) *rows = ds.get_dataset_size() * dist.size;
   std::vector<data::Operation> ops;
   if (train) ops = {vision::RandomCrop({32, 32}, {.padding = {4}}), vision::RandomHorizontalFlip()};
   ops.push_back(vision::Rescale(1.0 / 255.0));
@@ -83,9 +92,10 @@ bool is_cifar_model(const std::string& model) { return model == "resnet18"; }
 const char* data_name(const std::string& model) { return is_cifar_model(model) ? "CIFAR-10" : "Fashion-MNIST"; }
 
 data::Dataset classifier_data(const std::string& model, const std::string& dir, const std::string& usage,
-                              int64_t limit, bool train, int64_t batch, const DistInfo& dist = {}) {
-  return is_cifar_model(model) ? cifar10(dir, usage, limit, train, batch, dist)
-                               : fashion(dir, usage, limit, train, batch, dist);
+                              int64_t limit, bool train, int64_t batch, const DistInfo& dist = {},
+                              int64_t* rows = nullptr) {
+  return is_cifar_model(model) ? cifar10(dir, usage, limit, train, batch, dist, rows)
+                               : fashion(dir, usage, limit, train, batch, dist, rows);
 }
 
 nn::CellPtr make_classifier(const std::string& model) {
@@ -405,8 +415,10 @@ int train_job(const TrainArgs& a) {
   if (mesh.mp > 1) data_dist = {0, 1, dist.print};
   SPORE_CHECK(a.batch_size % data_dist.size == 0, "--batch-size ", a.batch_size, " (the global batch) must be a "
               "multiple of the number of data-parallel replicas, ", data_dist.size);
-  auto train_ds = classifier_data(a.model, a.data, "train", a.limit, true, a.batch_size / data_dist.size, data_dist);
-  auto test_ds = classifier_data(a.model, a.data, "test", a.eval_limit, false, 256);
+  int64_t train_rows = 0, test_rows = 0;  // what the data holds (after --limit), for the banner
+  auto train_ds = classifier_data(a.model, a.data, "train", a.limit, true, a.batch_size / data_dist.size, data_dist,
+                                  &train_rows);
+  auto test_ds = classifier_data(a.model, a.data, "test", a.eval_limit, false, 256, {}, &test_rows);
   nn::CellPtr net = mesh.pp > 1 ? models::lenet5_sequential(mesh.pp) : make_classifier(a.model);
   if (mesh.mp > 1) std::static_pointer_cast<models::LeNet5>(net)->shard(mesh.dp, mesh.mp);  // before the optimizer
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
@@ -432,8 +444,8 @@ int train_job(const TrainArgs& a) {
                 dist.rank, (long long)(a.batch_size / dist.size));
   if (dist.print) std::printf("training %s on %s (%s): %lld train / %lld test images, batch %lld, "
               "Momentum(lr=%g, momentum=%g), %s mode, %d threads, %lld parameters\n",
-              a.model.c_str(), data_name(a.model), a.data.c_str(), (long long)(a.limit > 0 ? a.limit : is_cifar_model(a.model) ? 50000 : 60000),
-              (long long)(a.eval_limit > 0 ? a.eval_limit : 10000), (long long)a.batch_size, a.lr,
+              a.model.c_str(), data_name(a.model), a.data.c_str(), (long long)train_rows,
+              (long long)test_rows, (long long)a.batch_size, a.lr,
               a.momentum, a.mode.c_str(), get_num_threads(), (long long)count_params(*net));
   if (dist.print && a.grad_accum > 1)
     std::printf("gradient accumulation: %lld batches per update (effective batch %lld)\n", (long long)a.grad_accum,
