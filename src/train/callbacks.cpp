@@ -5,14 +5,17 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <vector>
 
 #include "spore/autograd.h"
 #include "spore/io/checkpoint.h"
@@ -95,6 +98,41 @@ void remove_stale_temp_files(const fs::path& dir) {
     fs::remove(e.path(), rm);
   }
 }
+// Earlier runs' checkpoints of one prefix ("<prefix>-..." and "<prefix>_<n>-..."), oldest first
+// (by modification time, then name).
+std::vector<std::string> family_files(const fs::path& dir, const std::string& prefix) {
+  std::vector<std::pair<fs::file_time_type, std::string>> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (e.path().extension() != ".safetensors" || n.rfind(prefix, 0) != 0) continue;
+    size_t at = prefix.size();
+    if (at < n.size() && n[at] == '_') {  // "<prefix>_<n>-"
+      const size_t digits = n.find_first_not_of("0123456789", at + 1);
+      if (digits == at + 1 || digits == std::string::npos || digits - at > 10) continue;  // 1..9 digits
+      at = digits;
+    }
+    if (at >= n.size() || n[at] != '-') continue;
+    found.emplace_back(e.last_write_time(ec), e.path().string());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+// "<dir>/latest": the newest checkpoint's file name, replaced atomically (write, then rename).
+void write_latest(const fs::path& dir, const std::string& file) {
+  const fs::path tmp = dir / ("latest.tmp." + std::to_string(::getpid()));
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << fs::path(file).filename().string() << "\n";
+    if (!f.good()) return;  // the checkpoint itself is saved; the pointer is a convenience
+  }
+  std::error_code ec;
+  fs::rename(tmp, dir / "latest", ec);
+  if (ec) fs::remove(tmp, ec);
+}
 }  // namespace
 
 void ModelCheckpoint::on_train_begin(RunContext&) {
@@ -110,6 +148,19 @@ void ModelCheckpoint::on_train_begin(RunContext&) {
   for (int i = 1; prefix_in_use(dir, used_prefix_); ++i)
     used_prefix_ = prefix_ + "_" + std::to_string(i);
   kept_.clear();
+  if (config_.one_family) {
+    // Suffixes only grow ("<prefix>_<n>" after the highest earlier n), so a name is never reused
+    // once retention removed its files, and the newest run has the highest suffix.
+    int64_t highest = -1;
+    for (const std::string& f : family_files(dir, prefix_)) {
+      kept_.push_back(f);
+      const std::string n = fs::path(f).filename().string();
+      const size_t dash = n.find('-', prefix_.size());
+      const std::string suffix = n.substr(prefix_.size(), dash - prefix_.size());  // "" or "_<n>"
+      highest = std::max<int64_t>(highest, suffix.empty() ? 0 : std::stoll(suffix.substr(1)));
+    }
+    used_prefix_ = highest < 0 ? prefix_ : prefix_ + "_" + std::to_string(highest + 1);
+  }
   last_saved_step_ = -1;
 }
 
@@ -174,6 +225,7 @@ void ModelCheckpoint::save(RunContext& ctx) {
     fs::remove(kept_.front(), ec);
     kept_.pop_front();
   }
+  if (config_.one_family) write_latest(dir, file);
 }
 
 // ---- EarlyStopping

@@ -412,3 +412,85 @@ TEST(Faults, EvalTakesAnEpochCheckpointAndReportsTheSkippedTrainingState) {
 }
 
 }  // namespace
+
+namespace {
+std::vector<fs::path> checkpoint_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") out.push_back(e.path());
+  return out;
+}
+bool same_tensors(const fs::path& a, const fs::path& b) {
+  const spore::io::Checkpoint x = spore::io::load_checkpoint(a), y = spore::io::load_checkpoint(b);
+  if (x.tensors.size() != y.tensors.size()) return false;
+  for (size_t i = 0; i < x.tensors.size(); ++i) {
+    const auto& [n, t] = x.tensors[i];
+    if (n != y.tensors[i].first || t.to_vector<float>() != y.tensors[i].second.to_vector<float>()) return false;
+  }
+  return true;
+}
+}  // namespace
+
+// Restarts into one --out (issue 33): the checkpoint family stays bounded however many runs wrote
+// it, `latest` names the newest run's file, and --resume auto continues it exactly (the same
+// weights as a run that was never interrupted).
+TEST(Faults, RestartsIntoOneOutStayBoundedAndResumeAutoContinuesExactly) {
+  if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const fs::path out = temp_dir("restarts"), straight = temp_dir("straight");
+  const fs::path ck = out / "checkpoints";
+  for (int i = 0; i < 5; ++i) {  // five runs of 2 epochs, each a fresh start into the same --out
+    const Result r = run("train lenet --epochs 2" + kQuick + "--out " + out.string());
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  EXPECT_LE(checkpoint_files(ck).size(), 3u) << "keep_checkpoint_max counts every run's files";
+  std::string latest;
+  std::getline(std::ifstream(ck / "latest"), latest);
+  EXPECT_EQ(latest, "lenet_4-2_4.safetensors");
+  Result r = run("train lenet --epochs 3" + kQuick + "--out " + out.string() + " --resume auto");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--resume auto: continuing from " + (ck / latest).string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 3/3: train loss"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("epoch 1/3"), std::string::npos) << r.out;
+  r = run("train lenet --epochs 3" + kQuick + "--out " + straight.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(same_tensors(out / "lenet.safetensors", straight / "lenet.safetensors"));
+  // Nothing yet: auto starts from scratch, saying so.
+  const fs::path fresh = temp_dir("fresh");
+  r = run("train lenet --epochs 1" + kQuick + "--out " + fresh.string() + " --resume auto");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("no checkpoint in " + fresh.string()), std::string::npos) << r.out;
+  for (const auto& d : {out, straight, fresh}) fs::remove_all(d);
+}
+
+// A checkpoint that cannot restore the optimizer exactly (a moment missing, or stored as float64)
+// is refused by --resume, naming the entries; --resume-partial restores the rest and lists them.
+TEST(Faults, ResumeRefusesWhatItCannotRestoreUnlessPartial) {
+  if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const fs::path out = temp_dir("strict");
+  Result r = run("train lenet --epochs 1" + kQuick + "--out " + out.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  const fs::path good = out / "checkpoints" / "lenet-1_4.safetensors";
+  spore::io::Checkpoint ck = spore::io::load_checkpoint(good);
+  auto moment = std::find_if(ck.tensors.begin(), ck.tensors.end(),
+                             [](const auto& t) { return t.first.rfind("moments.", 0) == 0; });
+  ASSERT_NE(moment, ck.tensors.end());
+  const std::string name = moment->first;
+  spore::io::NamedTensors missing = ck.tensors, widened = ck.tensors;
+  missing.erase(missing.begin() + (moment - ck.tensors.begin()));
+  widened[size_t(moment - ck.tensors.begin())].second = moment->second.to(spore::kFloat64);
+  spore::io::save_checkpoint(missing, (out / "missing.safetensors").string(), ck.metadata);
+  spore::io::save_checkpoint(widened, (out / "widened.safetensors").string(), ck.metadata);
+  for (const char* f : {"missing", "widened"}) {
+    const std::string file = (out / (std::string(f) + ".safetensors")).string();
+    r = run("train lenet --epochs 2" + kQuick + "--out " + (out / f).string() + " --resume " + file);
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("cannot restore the run exactly"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--resume-partial"), std::string::npos) << r.out;
+    r = run("train lenet --epochs 2" + kQuick + "--out " + (out / f).string() + " --resume " + file +
+            " --resume-partial");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("these start from their initial values"), std::string::npos) << r.out;
+  }
+  fs::remove_all(out);
+}

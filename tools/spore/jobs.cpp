@@ -11,10 +11,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "core/parallel.h"
 #include "core/random.h"
@@ -298,15 +300,57 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   return 0;
 }
 
+// --resume auto: the file <out>/checkpoints/latest names (ModelCheckpoint writes it after each
+// save), or "" when the run directory has none yet.
+std::string latest_checkpoint(const std::string& out) {
+  const fs::path dir = fs::path(out) / "checkpoints";
+  std::ifstream f(dir / "latest");
+  std::string name;
+  if (!std::getline(f, name) || name.empty()) return "";
+  const fs::path file = dir / name;
+  SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_regular_file(file), "--resume auto: ", (dir / "latest").string(),
+                   " names ", name, ", which is not in ", dir.string(), "; pass --resume FILE with a checkpoint "
+                   "that exists");
+  return file.string();
+}
+
 // --resume: parameters, optimizer state (moments) and step from an epoch-end checkpoint of
 // ModelCheckpoint; returns the epochs already done. The shuffle is advanced past them so the
 // resumed run sees the same batches as an uninterrupted one.
 int64_t resume_from(const std::string& file, const io::Checkpoint& ck, nn::Cell& net, optim::Optimizer& opt,
-                    const data::Dataset& train_ds, int64_t epochs) {
-  io::LoadReport rep = io::load_param_into_net(net, ck);
-  SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "--resume ", file, " does not fit the network: ",
-              rep.summary(), "; pass a checkpoint from <out>/checkpoints/ written by `spore train` for this model");
-  io::load_into_tensors(opt.state(), ck.tensors);
+                    const data::Dataset& train_ds, int64_t epochs, bool partial) {
+  // Everything is restored or the run stops: the network, every optimizer moment (same shape and
+  // dtype: a float64 moment would not resume bit for bit), and no entry left over. --resume-partial
+  // restores what matches and lists what starts again from its initial value.
+  io::NamedTensors targets = net.parameters_and_buffers();
+  for (auto& st : opt.state()) targets.push_back(st);
+  io::LoadReport rep;
+  std::map<std::string, const Tensor*> by_name;
+  for (const auto& [n, t] : targets) by_name[n] = &t;
+  std::set<std::string> in_file;
+  for (const auto& [n, t] : ck.tensors) {
+    in_file.insert(n);
+    auto it = by_name.find(n);
+    if (it == by_name.end()) rep.unexpected.push_back(n);
+    else if (it->second->shape() != t.shape() || it->second->dtype() != t.dtype())
+      rep.mismatched.push_back(n + ": expected " + shape_str(it->second->shape()) + " " +
+                               dtype_name(it->second->dtype()) + ", found " + shape_str(t.shape()) + " " +
+                               dtype_name(t.dtype()));
+  }
+  for (const auto& [n, t] : targets)
+    if (!in_file.count(n)) rep.missing.push_back(n);
+  SPORE_CHECK(partial || rep.ok(), "--resume ", file, " cannot restore the run exactly: ", rep.summary(),
+              ". Pass a checkpoint from <out>/checkpoints/ written by `spore train` for this model and "
+              "optimizer, or add --resume-partial to restore what matches and restart the rest");
+  if (!rep.ok())
+    std::printf("--resume-partial: %s; these start from their initial values\n", rep.summary().c_str());
+  io::NamedTensors matching;
+  for (const auto& [n, t] : ck.tensors) {
+    auto it = by_name.find(n);
+    if (it != by_name.end() && it->second->shape() == t.shape() && it->second->dtype() == t.dtype())
+      matching.emplace_back(n, t);
+  }
+  io::load_into_tensors(targets, matching);
   auto meta = [&](const char* k) -> int64_t {
     auto it = ck.metadata.find(k);
     SPORE_CHECK(it != ck.metadata.end(), "--resume ", file, " has no '", k, "' metadata; use a checkpoint "
@@ -357,7 +401,12 @@ int train_job(const TrainArgs& a) {
   const std::string out = a.out.empty() ? "out/" + a.model : a.out;
   prepare_out_dir(out);
   std::optional<io::Checkpoint> resume_ck;
-  if (!a.resume.empty()) resume_ck = io::load_checkpoint(a.resume);
+  const std::string resume_file = a.resume == "auto" ? latest_checkpoint(out) : a.resume;
+  if (a.resume == "auto")
+    std::printf(resume_file.empty() ? "--resume auto: no checkpoint in %s/checkpoints yet; starting from scratch\n"
+                                    : "--resume auto: continuing from %s\n",
+                resume_file.empty() ? out.c_str() : resume_file.c_str());
+  if (!resume_file.empty()) resume_ck = io::load_checkpoint(resume_file);
   set_seed(a.seed);
   if (a.threads > 0) set_num_threads(a.threads);
   // Graph mode by default, for every model: the optimizer's lr and step (Adam's bias correction)
@@ -429,7 +478,7 @@ int train_job(const TrainArgs& a) {
                      amp_dtype);
   auto loss_scale_cell = std::dynamic_pointer_cast<train::TrainOneStepWithLossScaleCell>(model.train_network());
   int64_t initial_epoch = 0;
-  if (resume_ck) initial_epoch = resume_from(a.resume, *resume_ck, *net, *opt, train_ds, a.epochs);
+  if (resume_ck) initial_epoch = resume_from(resume_file, *resume_ck, *net, *opt, train_ds, a.epochs, a.resume_partial);
 
   if (dist.size > 1 && dist.print && mesh.mp > 1)
     std::printf("semi_auto_parallel: %d ranks as dp=%lld x mp=%lld (conv1, fc1 cut on outputs; conv2, fc2 on "
@@ -475,7 +524,8 @@ int train_job(const TrainArgs& a) {
   if (dist.print) write_run_json(a, rank_out);
   auto ckpt = std::make_shared<train::ModelCheckpoint>(
       a.model, out + "/checkpoints",
-      train::CheckpointConfig{.save_checkpoint_steps = 0, .save_checkpoint_epochs = 1, .keep_checkpoint_max = 3});
+      train::CheckpointConfig{.save_checkpoint_steps = 0, .save_checkpoint_epochs = 1, .keep_checkpoint_max = 3,
+                              .one_family = true});
   train::Callbacks callbacks;
   if (dist.print) callbacks = {train::ProgressBar({.log_every = 200}), epoch_logger(*writer_ptr, "accuracy",
                          loss_scale_cell ? std::function<double()>([loss_scale_cell] { return loss_scale_cell->loss_scale(); })

@@ -21,7 +21,8 @@ struct TrainArgs {
   int64_t limit = -1;        // use only the first N training samples (quick runs, tests)
   int64_t eval_limit = -1;   // ... and N test samples
   bool verbose = false;
-  std::string resume = "";     // a checkpoint written at an epoch end by this command
+  std::string resume = "";     // a checkpoint written at an epoch end by this command, or "auto"
+  bool resume_partial = false; // restore what matches and restart the rest (listed) instead of refusing
   double comm_timeout = 60;    // seconds before a silent peer rank counts as lost
   std::string amp = "O0";        // mixed precision level O0..O3 (spore/amp.h)
   std::string amp_dtype = "fp16";  // its low-precision dtype: fp16 | bf16

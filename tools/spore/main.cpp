@@ -140,7 +140,11 @@ int main(int argc, char** argv) {
   train_cmd->add_flag("--verbose", t.verbose, "print the network, parameter counts, memory use and (graph mode) the compiled "
                                             "step's node counts, planned peak memory and cache statistics");
   train_cmd->add_option("--resume", t.resume, "continue from a checkpoint written at an epoch end "
-                                              "(out/<model>/checkpoints/<model>-<epoch>_<step>.safetensors)");
+                                              "(out/<model>/checkpoints/<model>-<epoch>_<step>.safetensors), "
+                                              "or 'auto': the newest in --out (none yet: start from scratch)");
+  train_cmd->add_flag("--resume-partial", t.resume_partial, "with --resume: restore what matches the network and "
+                                                            "optimizer and restart the rest (listed), instead of "
+                                                            "refusing a checkpoint that does not restore exactly");
   train_cmd->add_option("--amp", t.amp, "mixed precision level: O0 (float32), O1 (conv/matmul/relu in low "
                                         "precision), O2 (all but BatchNorm, dynamic loss scaling), O3 (all)")->default_val(t.amp);
   train_cmd->add_option("--profile", t.profile, "record a profile into this folder: trace.json (Chrome trace "

@@ -116,6 +116,10 @@ struct CheckpointConfig {
   int64_t keep_checkpoint_max = 5;     // older files written by this callback are deleted
   bool save_optimizer_state = true;    // add the optimizer's state ("moments.<param>", ...)
   bool save_on_train_end = true;       // also save the last step if it was not saved
+  // A run directory kept across restarts (spore train --out): keep_checkpoint_max counts the files
+  // of earlier runs of this prefix too ("<prefix>_1-...", ...), oldest removed first, and
+  // "<directory>/latest" names the newest file (what --resume auto reads).
+  bool one_family = false;
 };
 
 // Writes "<directory>/<prefix>-<epoch>_<step>.safetensors" (step within the epoch) through
