@@ -7,7 +7,7 @@ BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev lib
   libbenchmark-dev libcli11-dev nlohmann-json3-dev libcairo2-dev zlib1g-dev dataset-fashion-mnist
   libopenmpi-dev openmpi-bin libopencv-dev libturbojpeg0-dev libsimdjson-dev ocl-icd-opencl-dev
   libspdlog-dev libfmt-dev libcpp-httplib-dev libjs-chart.js chromium
-  pybind11-dev python3-dev libprotobuf-dev protobuf-compiler libonnx-dev
+  python3-dev python3-venv libprotobuf-dev protobuf-compiler libonnx-dev
   python3 python3-pip python3-numpy python3-pytest libonnx-testdata python3-pil libzip-dev
   clang-format)
 # The tests' Python cross-checks (tests/io/safetensors_crosscheck.py) and the Python package's tests
@@ -20,7 +20,10 @@ BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev lib
 # python3-pil: torchvision (in the image) imports it, and the NMS cross-check imports torchvision.
 # These test packages are in BUILD_PKGS itself (../shared/tools/check-fresh-deps reads that list).
 TEST_PKGS=()
-PY_MODULES=(safetensors==0.8.0 "scikit-build-core>=0.8")
+# pybind11 from PyPI: the bindings need >= 2.12 for numpy 2 (Debian 12's pybind11-dev is 2.10), and
+# the same version pyproject.toml's [build-system] gives `pip install .`. A pinned module (==) is
+# reinstalled when another version is there.
+PY_MODULES=(safetensors==0.8.0 "scikit-build-core>=0.8" pybind11==2.13.6)
 # Only the peer benchmarks (bench/peers) need these; `setup.sh --bench` installs them.
 BENCH_PKGS=(python3-torch python3-numpy python3-torchvision python3-pil)
 # `make test-asan` (setup.sh --asan): GCC's AddressSanitizer and UBSan runtimes (g++ brings them;
@@ -51,7 +54,12 @@ PY=/usr/bin/python3
 py_missing=()
 for m in "${PY_MODULES[@]}"; do
   mod=${m%%[=<>]*}
-  "$PY" -c "import ${mod//-/_}" 2>/dev/null || py_missing+=("$m")
+  if [[ $m == *==* ]]; then
+    "$PY" -c "import importlib.metadata as md, sys; sys.exit(md.version('$mod') != '${m##*==}')" 2>/dev/null ||
+      py_missing+=("$m")
+  else
+    "$PY" -c "import ${mod//-/_}" 2>/dev/null || py_missing+=("$m")
+  fi
 done
 if ((${#py_missing[@]} > 0)); then
   echo "setup: pip installing ${py_missing[*]} for $PY"

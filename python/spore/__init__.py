@@ -13,6 +13,9 @@ from .common.dtype import (DType, bfloat16, bool_, double, float16, float32, flo
                            single, uint8, dtype_to_nptype, pytype_to_dtype)
 from .common.initializer import initializer
 from .common.tensor import Parameter, ParameterTuple, Tensor
+from ._blas_threads import limit_blas_threads as _limit_blas_threads
+
+_limit_blas_threads()  # numpy is imported by now (common.dtype): its BLAS and Spore's pool share the cores
 from . import context
 from .context import (GRAPH_MODE, PYNATIVE_MODE, ParallelMode, get_auto_parallel_context, get_context, get_seed,
                       reset_auto_parallel_context, set_auto_parallel_context, set_context, set_device, set_seed)

@@ -110,31 +110,57 @@ Tensor wrap_numpy(const py::array& a, DType dt) {
   return Tensor(impl);
 }
 
+// Whether the array's memory can be shared as it is: writeable (ops may write into a tensor),
+// native byte order, element-aligned, non-negative strides that are whole elements. Read through
+// pybind11's accessors only (numpy's structs changed layout in numpy 2).
 bool shareable(const py::array& a) {
-  const int flags = py::detail::array_proxy(a.ptr())->flags;
-  if (!(flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) ||
-      !(flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_))
-    return false;
-  if (!a.dtype().attr("isnative").cast<bool>()) return false;
+  const ssize_t item = a.itemsize();
+  if (item <= 0 || !a.writeable() || !a.dtype().attr("isnative").cast<bool>()) return false;
+  if (reinterpret_cast<uintptr_t>(a.data()) % uintptr_t(item) != 0) return false;
   for (ssize_t i = 0; i < a.ndim(); ++i)
-    if (a.strides()[i] < 0 || a.strides()[i] % a.itemsize() != 0) return false;
+    if (a.strides(i) < 0 || a.strides(i) % item != 0) return false;
   return true;
 }
 
+// numpy dtypes Spore has no type for, converted without losing a value (int16/uint16 -> int32,
+// uint32 -> int64, uint64 -> int64 when every value fits), or refused naming what to do.
+py::array widen_or_refuse(py::array a) {
+  const py::dtype d = a.dtype();
+  const char kind = d.kind();
+  const ssize_t size = d.itemsize();
+  auto cast = [&](const char* to) { return py::array::ensure(a.attr("astype")(to)); };
+  if ((kind == 'i' || kind == 'u') && size == 2) return cast("int32");
+  if (kind == 'u' && size == 4) return cast("int64");
+  if (kind == 'u' && size == 8) {
+    const bool fits = a.attr("size").cast<ssize_t>() == 0 ||
+                      py::int_(a.attr("max")()).cast<uint64_t>() <= uint64_t(INT64_MAX);
+    if (!fits)
+      throw py::value_error("cannot make a Tensor from a uint64 array with values above 2**63 - 1 (int64's "
+                            "largest, Spore's widest integer); reduce them or use float64");
+    return cast("int64");
+  }
+  const std::string name = py::str(static_cast<py::handle>(d)).cast<std::string>();
+  if (kind == 'f' || kind == 'c')
+    throw py::type_error("cannot make a Tensor from a numpy array of dtype " + name + " without losing "
+                         "precision or the imaginary part; Spore has float16/32/64: convert with "
+                         ".astype(np.float64) (or .real) first");
+  throw py::type_error("cannot make a Tensor from a numpy array of dtype " + name + "; Spore takes bool, "
+                       "int8/16/32/64, uint8/16/32/64 and float16/32/64 arrays");
+}
+
 Tensor from_array(py::array a, std::optional<DType> dtype) {
+  // Big-endian (or other non-native) data: numpy swaps it to the native order, values kept.
+  if (!a.dtype().attr("isnative").cast<bool>())
+    a = py::array::ensure(a.attr("astype")(a.dtype().attr("newbyteorder")("=")));
   DType dt;
   if (!numpy_to_dtype(a.dtype(), &dt)) {
-    // float128, uint16/32/64, objects...: let numpy convert to the closest supported type.
-    const char kind = a.dtype().kind();
-    if (kind == 'u') a = py::array::ensure(a.attr("astype")("int64"));
-    else if (kind == 'f') a = py::array::ensure(a.attr("astype")("float64"));
-    else
-      throw py::type_error("cannot make a Tensor from a numpy array of dtype " +
-                           py::str(a.dtype()).cast<std::string>());
+    a = widen_or_refuse(a);
     numpy_to_dtype(a.dtype(), &dt);
   }
-  if (!shareable(a)) a = py::array::ensure(a, py::array::c_style | py::array::forcecast);
-  if (!shareable(a)) a = py::array::ensure(a.attr("copy")());
+  // Negative strides, misaligned or read-only memory: a fresh C-ordered copy (numpy makes it).
+  if (!shareable(a)) a = py::array::ensure(py::module_::import("numpy").attr("array")(a, py::arg("order") = "C"));
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, shareable(a), "Tensor(numpy array): numpy's copy of the array is ",
+                   "still not shareable; please report this with the array's dtype and flags");
   Tensor t = wrap_numpy(a, dt);
   if (dtype && *dtype != dt) t = t.to(*dtype);
   return t;
@@ -149,7 +175,9 @@ Tensor to_tensor(py::handle h, std::optional<DType> dtype) {
   }
   if (py::isinstance<py::bool_>(h)) return scalar_tensor(h.cast<bool>(), dtype.value_or(kBool));
   if (py::isinstance<py::int_>(h)) return scalar_tensor(double(h.cast<int64_t>()), dtype.value_or(kInt64));
-  if (py::isinstance<py::float_>(h)) return scalar_tensor(h.cast<double>(), dtype.value_or(kFloat32));
+  // A Python float is float32 (MindSpore's rule); numpy's float64 scalar (a float subclass) keeps
+  // its dtype through numpy below.
+  if (PyFloat_CheckExact(h.ptr())) return scalar_tensor(h.cast<double>(), dtype.value_or(kFloat32));
   if (py::isinstance<py::array>(h)) return from_array(py::reinterpret_borrow<py::array>(h), dtype);
   if (py::hasattr(h, "__dlpack__") && !py::isinstance<py::list>(h) && !py::isinstance<py::tuple>(h)) {
     py::module_ C = py::module_::import("spore._C");

@@ -218,12 +218,34 @@ void bind_tensor(py::module_& m) {
       .def("_same", &Tensor::is_same)
       .def("asnumpy", &to_numpy)
       .def("numpy", &to_numpy)
-      .def("__array__", [](const Tensor& t, py::object dtype) {
+      // numpy 2's protocol: np.asarray(t, copy=False) asks for no copy (a CPU tensor's memory is
+      // shared; a device tensor or a dtype change needs one: ValueError, as numpy's own rule);
+      // copy=True always copies.
+      .def("__array__", [](const Tensor& t, py::object dtype, py::object copy) {
+        const bool no_copy = !copy.is_none() && !copy.cast<bool>();
+        const bool needs_copy = t.device().type != DeviceType::CPU || t.dtype() == kBFloat16 ||
+                                (!dtype.is_none() && !py::dtype::from_args(dtype).equal(numpy_dtype(t.dtype())));
+        if (no_copy && needs_copy)
+          throw py::value_error("__array__(copy=False): the tensor cannot be viewed without a copy (it is on " +
+                                to_string(t.device()) + " or of another dtype); use np.asarray(t)");
         py::array a = to_numpy(t);
-        return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
-      }, py::arg("dtype") = py::none())
-      .def("__dlpack__", [](const Tensor& t, py::object) { return to_dlpack(t); },
-           py::arg("stream") = py::none())
+        if (!dtype.is_none()) a = py::array(a.attr("astype")(dtype));
+        if (!copy.is_none() && copy.cast<bool>()) a = py::array(a.attr("copy")());
+        return a;
+      }, py::arg("dtype") = py::none(), py::arg("copy") = py::none())
+      // The array API's keywords (numpy 2 passes max_version, and may pass dl_device / copy).
+      .def("__dlpack__", [](const Tensor& t, py::object, py::object, py::object dl_device, py::object copy) {
+        if (!dl_device.is_none()) {
+          const auto dev = dl_device.cast<std::pair<int, int>>();
+          SPORE_CHECK_KIND(ErrorKind::ValueError, dev.first == 1, "__dlpack__: dl_device ", dev.first,
+                           " requested; Spore exports host (CPU, DLPack device type 1) memory");
+        }
+        SPORE_CHECK_KIND(ErrorKind::ValueError, copy.is_none() || copy.cast<bool>() ||
+                         t.device().type == DeviceType::CPU, "__dlpack__(copy=False): the tensor is on ",
+                         to_string(t.device()), "; exporting it copies it to the host");
+        return to_dlpack(copy.is_none() || !copy.cast<bool>() ? t : t.clone());
+      }, py::arg("stream") = py::none(), py::kw_only(), py::arg("max_version") = py::none(),
+         py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(1, 0); })
       .def("item", [](const Tensor& t) -> py::object {
         if (t.dtype() == kBool) return py::bool_(t.item<bool>());
