@@ -17,7 +17,7 @@ ASAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tests/fuzz/lsan.supp:print_suppressions=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all setup configure build run test install bench clean format fuzz test-asan
+.PHONY: all setup configure build run test test-venv install bench clean format fuzz test-asan
 
 all: build
 
@@ -42,6 +42,11 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --output-junit junit.xml; rc=$$?; \
 	  grep -hE '^=* ?[0-9]+ (passed|failed|error)' Testing/Temporary/LastTest.log; \
 	  python3 $(CURDIR)/scripts/test_summary.py junit.xml; exit $$rc
+
+# The Python package as a user installs it: a fresh venv, numpy 2 from PyPI, `pip install .`, the
+# Python tests against the installed package (scripts/venv_check.sh; .ci/run runs it).
+test-venv: build
+	@bash scripts/venv_check.sh
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

@@ -9,7 +9,7 @@ BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev lib
   libspdlog-dev libfmt-dev libcpp-httplib-dev libjs-chart.js chromium
   python3-dev python3-venv libprotobuf-dev protobuf-compiler libonnx-dev
   python3 python3-pip python3-numpy python3-pytest libonnx-testdata python3-pil libzip-dev
-  clang-format)
+  clang-format ccache)
 # The tests' Python cross-checks (tests/io/safetensors_crosscheck.py) and the Python package's tests
 # (tests/python, pytest) run on Debian's interpreter, /usr/bin/python3 (the one Debian's python3-*
 # packages serve; CMake's SPORE_TEST_PYTHON), with the modules in PY_MODULES. Debian 12 packages

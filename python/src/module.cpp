@@ -9,6 +9,9 @@
 PYBIND11_MODULE(_C, m) {
   using namespace spore;
   m.doc() = "Spore's C++ core (the spore Python package's compiled module)";
+  // The pybind11 the module was compiled with (numpy 2 needs >= 2.12; tests/python/test_packaging.py).
+  m.attr("_pybind11_version") = std::to_string(PYBIND11_VERSION_MAJOR) + "." +
+                                std::to_string(PYBIND11_VERSION_MINOR) + "." + std::to_string(PYBIND11_VERSION_PATCH);
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -1,0 +1,66 @@
+"""numpy 1.x vs numpy 2.x under Spore, side by side: MindSpore's quick-start loop
+(examples/python/custom_training_loop.py: Fashion-MNIST, one epoch, value_and_grad) timed with
+Debian's python3 + numpy 1.24 (the package built into build/python) and with the venv of
+scripts/venv_check.sh (numpy 2, the package `pip install .` installed), interleaved, medians.
+The numpy-2 run is repeated with numpy's BLAS left at its default thread count
+(SPORE_NUMPY_BLAS_THREADS = the core count), to show what the thread policy saves.
+
+    python3 bench/python/bench_numpy.py [--reps 3] [--venv build-venv] [--mode pynative|graph]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def run(python, env_extra, mode):
+    env = dict(os.environ, **env_extra)
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    cmd = [python, os.path.join(ROOT, "examples", "python", "custom_training_loop.py"), "--epochs", "1",
+           "--mode", mode]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, cwd="/tmp")
+    return time.perf_counter() - t0
+
+
+def numpy_version(python, env_extra):
+    env = dict(os.environ, **env_extra)
+    return subprocess.run([python, "-c", "import numpy; print(numpy.__version__)"], env=env, check=True,
+                          capture_output=True, text=True, cwd="/tmp").stdout.strip()
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--venv", default=os.path.join(ROOT, "build-venv"))
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--mode", default="pynative", choices=["pynative", "graph"])
+    a = p.parse_args()
+    venv_py = os.path.join(a.venv, "bin", "python")
+    if not os.path.exists(venv_py):
+        sys.exit(f"no venv at {a.venv}: run scripts/venv_check.sh first")
+    configs = {
+        "numpy1": ("/usr/bin/python3", {"PYTHONPATH": os.path.join(a.build, "python")}),
+        "numpy2": (venv_py, {}),
+        "numpy2_blas_default": (venv_py, {"SPORE_NUMPY_BLAS_THREADS": str(os.cpu_count())}),
+    }
+    times = {k: [] for k in configs}
+    for _ in range(a.reps):  # interleaved: drift on a shared machine hits every configuration alike
+        for k, (py, env) in configs.items():
+            times[k].append(run(py, env, a.mode))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"MindSpore quick-start (custom_training_loop.py, 1 epoch, {a.mode}), medians of {a.reps} "
+          f"interleaved runs, {os.cpu_count()} cores")
+    for k, (py, env) in configs.items():
+        print(f"  {k:22s} numpy {numpy_version(py, env):8s} {med[k]:7.2f} s   runs {['%.2f' % t for t in times[k]]}")
+    print(f"  numpy2 / numpy1 = {med['numpy2'] / med['numpy1']:.3f} (goal <= 1.1)")
+    print(f"  numpy2 with numpy's BLAS at its default threads / numpy2 = "
+          f"{med['numpy2_blas_default'] / med['numpy2']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
