@@ -86,6 +86,9 @@ class Backend {
 
   // The libraries this backend runs on, for `spore run-check`: "oneDNN 2.6.3, Highway (AVX3)".
   virtual std::string library_versions() const { return ""; }
+  // Why device_count() is 0 although the backend is built ("no GPU is visible: ..."), for
+  // set_device's message; "" when there are devices.
+  virtual std::string unavailable_reason() const { return ""; }
   // Default: a kernel is registered for (op, dtype).
   virtual bool supports(ops::OpId op, DType dtype) const;
 };
@@ -93,6 +96,10 @@ class Backend {
 using BackendFactory = std::unique_ptr<Backend> (*)();
 namespace detail {
 bool register_backend(DeviceType type, BackendFactory factory);
+// Loads the backends built as their own libraries (libspore_cuda.so; plugins.cpp), once.
+void load_backend_plugins();
+// Why the CUDA backend is not there ("" when it loaded).
+const std::string& cuda_plugin_status();
 }
 #define SPORE_REGISTER_BACKEND(Dev, factory) \
   [[maybe_unused]] static const bool spore_backend_##Dev = ::spore::detail::register_backend(::spore::DeviceType::Dev, factory)

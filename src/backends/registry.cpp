@@ -22,11 +22,10 @@ std::string supported_list() {
   for (const auto& name : available_device_targets()) s += (s.size() > 1 ? ", '" : "'") + name + "'";
   return s + "]";
 }
-const char* how_to_enable(DeviceType t) {
+std::string how_to_enable(DeviceType t) {
   switch (t) {
     case DeviceType::GPU:
-      return "To use 'GPU', rebuild Spore with the CUDA toolkit installed (cmake -DSPORE_CUDA=ON) "
-             "on a machine with an NVIDIA GPU and driver, then check `nvidia-smi`.";
+      return "The 'GPU' target: " + detail::cuda_plugin_status() + ".";
     case DeviceType::Ascend:
       return "The 'Ascend' target needs a vendor NPU backend (src/backends/ascend) built against "
              "CANN; this build has none. Use set_device(\"CPU\") meanwhile.";
@@ -47,9 +46,15 @@ bool register_backend(DeviceType type, BackendFactory factory) {
 }
 }  // namespace detail
 
-bool has_backend(DeviceType type) { return slots()[size_t(type)].factory != nullptr; }
+// Plugins load at the first question about a device other than the CPU (loading CUDA's libraries
+// costs a CPU-only process ~0.2 s it need not pay).
+bool has_backend(DeviceType type) {
+  if (type != DeviceType::CPU) detail::load_backend_plugins();
+  return slots()[size_t(type)].factory != nullptr;
+}
 
 Backend& get_backend(DeviceType type) {
+  if (type != DeviceType::CPU) detail::load_backend_plugins();
   Slot& s = slots()[size_t(type)];
   if (!s.factory)
     SPORE_THROW(ErrorKind::RuntimeError, "Unsupported device target ", device_type_name(type),
@@ -109,6 +114,7 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 }
 
 std::vector<std::string> available_device_targets() {
+  detail::load_backend_plugins();
   std::vector<std::string> out;
   for (int i = 0; i < kNumDeviceTypes; ++i)
     if (slots()[size_t(i)].factory) out.push_back(device_type_name(DeviceType(i)));

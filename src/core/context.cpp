@@ -58,6 +58,12 @@ void set_device(const std::string& target, int device_id) {
     SPORE_THROW(ErrorKind::ValueError, "Unsupported device target '", target,
                 "'. Expected one of 'CPU', 'GPU', 'Ascend'.");
   Backend& b = get_backend(type);  // throws naming the supported targets when absent
+  // Built but no device (a CUDA build on a machine without a GPU): a different message from "this
+  // build has no such backend".
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, b.device_count() > 0, "set_device(\"", target, "\"): this build has the ",
+                   b.name(), " backend, but ", b.unavailable_reason().empty() ? "no device is visible"
+                                                                             : b.unavailable_reason(),
+                   ". Use set_device(\"CPU\") on this machine");
   SPORE_CHECK(device_id >= 0 && device_id < b.device_count(), "set_device: device_id ", device_id,
               " is out of range for ", b.name(), ", which has ", b.device_count(), " device(s)");
   g_device = Device{type, device_id};

@@ -383,7 +383,9 @@ TEST(Faults, DeviceTargets) {
     for (const std::string& cmd : std::vector<std::string>{"train lenet --epochs 1 --out " + out.string(), "eval lenet --ckpt nowhere"}) {
       r = run(cmd + " --device " + target);
       EXPECT_EQ(r.code, 1) << r.out;
-      expect_one_clean_line(r, "Unsupported device target " + target + ". This build supports ['CPU']");
+      std::string list;
+      for (const auto& h : have) list += (list.empty() ? "'" : ", '") + h + "'";
+      expect_one_clean_line(r, "Unsupported device target " + target + ". This build supports [" + list + "]");
     }
   }
   r = run("train lenet --device TPU --out " + out.string());

@@ -1,0 +1,245 @@
+// The CUDA backend (DeviceType::GPU, MindSpore's "GPU" target): devices, streams, events, the
+// caching allocator over cudaMalloc, pinned host memory, copies. Built as its own library,
+// libspore_cuda.so, with the CUDA runtime linked statically; libspore loads it at start-up when it
+// is next to libspore (src/backends/plugins.cpp), so libspore runs where no CUDA library is.
+// Kernels are in kernels/, registered for DeviceType::GPU like the CPU's.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/cuda/caching_allocator.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/version.h"
+
+namespace spore::cuda {
+namespace {
+
+// Makes `device` current for the calling thread for a scope (cudaSetDevice), as every call below
+// that allocates or queues work needs.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    SPORE_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != device) SPORE_CUDA_CHECK(cudaSetDevice(device));
+    device_ = device;
+  }
+  ~DeviceScope() {
+    if (prev_ != device_) cudaSetDevice(prev_);
+  }
+
+ private:
+  int prev_ = 0, device_ = 0;
+};
+
+class CudaStream : public Stream {
+ public:
+  CudaStream(int device, bool owned) : device_(device) {
+    DeviceScope d(device);
+    // Non-blocking: no implicit ordering with the legacy default stream that libraries may use.
+    if (owned) SPORE_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+  }
+  ~CudaStream() override {
+    if (s_) cudaStreamDestroy(s_);
+  }
+  Device device() const override { return {DeviceType::GPU, device_}; }
+  void synchronize() override { SPORE_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+  bool query() override {
+    const cudaError_t e = cudaStreamQuery(s_);
+    if (e == cudaErrorNotReady) return false;
+    SPORE_CUDA_CHECK(e);
+    return true;
+  }
+  void* native_handle() const override { return s_; }
+
+ private:
+  int device_;
+  cudaStream_t s_ = nullptr;
+};
+
+class CudaEvent : public Event {
+ public:
+  explicit CudaEvent(int device) {
+    DeviceScope d(device);
+    SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming));
+  }
+  ~CudaEvent() override { cudaEventDestroy(e_); }
+  void record(Stream& s) override { SPORE_CUDA_CHECK(cudaEventRecord(e_, native(s.native_handle()))); }
+  void wait(Stream& s) override { SPORE_CUDA_CHECK(cudaStreamWaitEvent(native(s.native_handle()), e_, 0)); }
+  bool query() override {
+    const cudaError_t e = cudaEventQuery(e_);
+    if (e == cudaErrorNotReady) return false;
+    SPORE_CUDA_CHECK(e);
+    return true;
+  }
+  void synchronize() override { SPORE_CUDA_CHECK(cudaEventSynchronize(e_)); }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+class RawCuda : public RawDeviceAllocator {
+ public:
+  explicit RawCuda(int device) : device_(device) {}
+  void* malloc(size_t n) override {
+    DeviceScope d(device_);
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, n);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear it: the caller empties its cache and retries
+      return nullptr;
+    }
+    SPORE_CUDA_CHECK(e);
+    return p;
+  }
+  void free(void* p) override {
+    DeviceScope d(device_);
+    SPORE_CUDA_CHECK(cudaFree(p));
+  }
+
+ private:
+  int device_;
+};
+
+// Page-locked host memory (cudaHostAlloc): what asynchronous copies to and from a device need.
+class PinnedAllocator : public Allocator {
+ public:
+  void* allocate(size_t n) override {
+    void* p = nullptr;
+    SPORE_CUDA_CHECK(cudaHostAlloc(&p, n ? n : 1, cudaHostAllocDefault));
+    std::lock_guard lock(m_);
+    stats_.bytes_in_use += n;
+    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+    ++stats_.num_allocs;
+    ++stats_.cache_misses;
+    return p;
+  }
+  void deallocate(void* p, size_t n) override {
+    if (!p) return;
+    SPORE_CUDA_CHECK(cudaFreeHost(p));
+    std::lock_guard lock(m_);
+    stats_.bytes_in_use -= n;
+  }
+  AllocatorStats stats() const override {
+    std::lock_guard lock(m_);
+    return stats_;
+  }
+  void reset_peak() override {
+    std::lock_guard lock(m_);
+    stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  }
+  void empty_cache() override {}
+
+ private:
+  mutable std::mutex m_;
+  AllocatorStats stats_;
+};
+
+struct PerDevice {
+  std::unique_ptr<CudaStream> default_stream;
+  std::unique_ptr<RawCuda> raw;
+  std::unique_ptr<CachingAllocator> allocator;
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend() {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      reason_ = std::string("no GPU is visible: cudaGetDeviceCount says ") + cudaGetErrorString(e) + " (" +
+                cudaGetErrorName(e) + "); check `nvidia-smi` and the NVIDIA driver";
+      cudaGetLastError();
+      n = 0;
+    } else if (n == 0) {
+      reason_ = "no GPU is visible (cudaGetDeviceCount: 0 devices); check `nvidia-smi` and CUDA_VISIBLE_DEVICES";
+    }
+    devices_.resize(size_t(n));
+  }
+  DeviceType type() const override { return DeviceType::GPU; }
+  std::string_view name() const override { return "GPU"; }
+  int device_count() const override { return int(devices_.size()); }
+  std::string unavailable_reason() const override { return reason_; }
+
+  Allocator& allocator(int device) override { return *dev(device).allocator; }
+  Allocator& pinned_allocator() override { return pinned_; }
+  DeviceProperties properties(int device) const override {
+    check(device);
+    cudaDeviceProp p{};
+    SPORE_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+    return {p.name, p.totalGlobalMem, p.multiProcessorCount, p.major, p.minor, 256};
+  }
+  MemoryInfo memory_info(int device) const override {
+    check(device);
+    DeviceScope d(device);
+    size_t free = 0, total = 0;
+    SPORE_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return {free, total};
+  }
+  Stream& default_stream(int device) override { return *dev(device).default_stream; }
+  std::unique_ptr<Stream> new_stream(int device) override {
+    check(device);
+    return std::make_unique<CudaStream>(device, true);
+  }
+  std::unique_ptr<Event> new_event(int device) override {
+    check(device);
+    return std::make_unique<CudaEvent>(device);
+  }
+  void synchronize(int device) override {
+    check(device);
+    DeviceScope d(device);
+    SPORE_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n, Stream& s) override {
+    if (n == 0) return;
+    const int device = dst_dev.type == DeviceType::GPU ? dst_dev.index : src_dev.index;
+    DeviceScope d(device);
+    // cudaMemcpyDefault: unified addressing tells host from device memory (pageable host memory
+    // is staged by the driver, so the caller may reuse it when the call returns).
+    SPORE_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, native(s.native_handle())));
+  }
+  std::string library_versions() const override { return versions(); }
+
+ private:
+  void check(int device) const {
+    SPORE_CHECK(device >= 0 && device < device_count(), "GPU device ", device, " does not exist: ",
+                device_count() ? "this machine has " + std::to_string(device_count()) + " GPU(s)" : reason_);
+  }
+  PerDevice& dev(int device) {
+    check(device);
+    std::call_once(init_[size_t(device)], [&] {
+      PerDevice& p = devices_[size_t(device)];
+      p.default_stream = std::make_unique<CudaStream>(device, true);
+      p.raw = std::make_unique<RawCuda>(device);
+      StreamEvents ev{[device](void* s) -> void* {
+                        DeviceScope d(device);
+                        cudaEvent_t e;
+                        SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+                        SPORE_CUDA_CHECK(cudaEventRecord(e, native(s)));
+                        return e;
+                      },
+                      [](void* e) { return cudaEventQuery(static_cast<cudaEvent_t>(e)) == cudaSuccess; },
+                      [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }};
+      p.allocator = std::make_unique<CachingAllocator>(
+          *p.raw, std::move(ev), "GPU:" + std::to_string(device),
+          [device] { return current_stream(Device{DeviceType::GPU, device}).native_handle(); });
+    });
+    return devices_[size_t(device)];
+  }
+  std::string reason_;
+  std::vector<PerDevice> devices_;
+  std::once_flag init_[64];
+  PinnedAllocator pinned_;
+};
+
+std::unique_ptr<Backend> make_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace
+
+}  // namespace spore::cuda
+
+SPORE_REGISTER_BACKEND(GPU, ::spore::cuda::make_backend);

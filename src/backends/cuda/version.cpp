@@ -1,0 +1,21 @@
+#include "backends/cuda/version.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+namespace spore::cuda {
+
+namespace {
+std::string dotted(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+}  // namespace
+
+std::string versions() {
+  int rt = 0, drv = 0;
+  cudaRuntimeGetVersion(&rt);
+  const bool has_driver = cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0;
+  const size_t lt = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
+  return "CUDA runtime " + dotted(rt) + " (static), driver " + (has_driver ? dotted(drv) : "none") + ", cuBLASLt " +
+         std::to_string(lt / 10000) + "." + std::to_string((lt / 100) % 100) + "." + std::to_string(lt % 100);
+}
+
+}  // namespace spore::cuda
