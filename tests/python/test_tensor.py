@@ -147,8 +147,12 @@ def test_errors_become_python_exceptions():
 
 
 def test_device_errors_match_the_cpp_api():
-    with pytest.raises(RuntimeError, match=r"Unsupported device target Ascend\. This build supports \['CPU'\]") as e:
+    # ['CPU'], or ['CPU', 'GPU'] where the CUDA backend (libspore_cuda.so) is built next to libspore.
+    with pytest.raises(RuntimeError, match=r"Unsupported device target Ascend\. This build supports \['CPU'(, 'GPU')?\]") as e:
         ms.set_device("Ascend")
+    with pytest.raises(RuntimeError, match=r"GPU") as g:
+        ms.set_device("GPU")
+    assert "no GPU is visible" in str(g.value) or "no CUDA backend" in str(g.value), str(g.value)
     assert "Traceback" not in str(e.value) and ".cpp" not in str(e.value)
     with pytest.raises(RuntimeError, match="Unsupported device target Ascend"):
         with pytest.warns(DeprecationWarning):
