@@ -95,7 +95,7 @@ class GpuParity : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override {
     if (gpu_count() == 0)
-      GTEST_SKIP() << "no GPU visible: " << (cuda_built() ? get_backend(DeviceType::GPU).unavailable_reason()
+      GTEST_SKIP() << (cuda_built() ? get_backend(DeviceType::GPU).unavailable_reason()
                                                           : detail::cuda_plugin_status());
   }
   Device gpu{DeviceType::GPU, 0};
