@@ -46,6 +46,7 @@ PY
 for d in $pip_libs; do libs=$libs:$d; done
 export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+export SPORE_CLI=$B/bin/spore SPORE_LIB_DIR=$B/lib  # tests/cuda/plugin_test.cpp, outside the build tree
 
 echo "== bundle: $(head -1 "$B/MANIFEST" 2> /dev/null)"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2> /dev/null |
