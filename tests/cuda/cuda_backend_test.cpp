@@ -23,7 +23,7 @@ int gpu_count() { return cuda_built() ? get_backend(DeviceType::GPU).device_coun
 // Primitives without a GPU kernel yet (issue 30's list to finish), and the CPU-only ones.
 const std::set<std::string> kNotYet = {
     "slice", "expand", "permute", "reshape",  // views: no kernel on any device
-    "max", "min", "prod", "argmax", "argmin", "conv2d", "conv2d_backward_data", "conv2d_backward_weight",
+    "conv2d", "conv2d_backward_data", "conv2d_backward_weight",
     "max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward", "adaptive_avg_pool2d",
     "adaptive_avg_pool2d_backward", "batch_norm", "batch_norm_inference", "batch_norm_backward", "layer_norm",
     "layer_norm_backward", "concat", "split", "gather", "index_select", "scatter_add", "pad", "one_hot",
