@@ -27,9 +27,8 @@ const std::set<std::string> kNotYet = {
     "max_pool2d", "max_pool2d_backward", "avg_pool2d", "avg_pool2d_backward", "adaptive_avg_pool2d",
     "adaptive_avg_pool2d_backward", "batch_norm", "batch_norm_inference", "batch_norm_backward", "layer_norm",
     "layer_norm_backward", "concat", "split", "gather", "index_select", "scatter_add", "pad", "one_hot",
-    "dropout", "upsample_nearest2d", "upsample_nearest2d_backward", "topk", "sort", "cumsum", "assign",
-    "apply_momentum", "apply_adam", "apply_rms_prop", "all_finite", "fused_elementwise",
-    "softmax_cross_entropy_fused", "fused_apply_momentum", "fused_apply_adam"};
+    "dropout", "upsample_nearest2d", "upsample_nearest2d_backward", "topk", "sort", "cumsum", "fused_elementwise",
+    "softmax_cross_entropy_fused"};
 const std::set<std::string> kCpuOnly = {"conv2d_fused", "matmul_fused", "to_blocked", "from_blocked",
                                         "conv2d_pool_fused", "conv2d_backward_weight_pooled", "winograd_weights",
                                         "conv2d_winograd", "pack_conv_weights", "conv2d_packed"};
