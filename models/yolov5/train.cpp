@@ -56,6 +56,10 @@ Tensor to_chw_float(const std::vector<Tensor>& imgs) {
 // YOLOv5's augment_hsv: random gains for hue, saturation and value applied through lookup tables.
 void augment_hsv(Tensor& img, double hg, double sg, double vg) {
   if (hg == 0 && sg == 0 && vg == 0) return;
+#ifdef SPORE_LEAN  // cmake/lean.cmake: no OpenCV library
+  SPORE_THROW(ErrorKind::NotImplemented, "YOLOv5's HSV augmentation needs OpenCV, which this lean build "
+              "(SPORE_LEAN) leaves out: set the hsv gains to 0 or use a full build");
+#else
   auto& rng = data::sample_rng();
   const double r[3] = {rng.uniform(-1, 1) * hg + 1, rng.uniform(-1, 1) * sg + 1, rng.uniform(-1, 1) * vg + 1};
   cv::Mat rgb(int(img.size(0)), int(img.size(1)), CV_8UC3, img.data_ptr()), hsv;
@@ -65,6 +69,7 @@ void augment_hsv(Tensor& img, double hg, double sg, double vg) {
     lut.at<cv::Vec3b>(0, i) = cv::Vec3b(uchar(int(i * r[0]) % 180), cv::saturate_cast<uchar>(i * r[1]), cv::saturate_cast<uchar>(i * r[2]));
   cv::LUT(hsv, lut, hsv);
   cv::cvtColor(hsv, rgb, cv::COLOR_HSV2RGB);
+#endif
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <tuple>
 #include <set>
 
 #include "backends/cuda/caching_allocator.h"
@@ -139,6 +141,27 @@ TEST(CudaCachingAllocator, OutOfMemoryEmptiesTheCacheThenNamesTheBytes) {
   a.empty_cache();
   EXPECT_EQ(raw.used, 0u);
   EXPECT_EQ(a.stats().peak_bytes_in_use, size_t(6) << 20);
+}
+
+TEST(CudaCachingAllocator, PoisonFillsEveryBlockHandedOutOnItsStream) {
+  FakeRaw raw(64 << 20);
+  FakeEvents ev;
+  CachingAllocator a(raw, ev.hooks(), "GPU:0");
+  std::vector<std::tuple<void*, size_t, void*>> fills;
+  a.set_poison([&](void* p, size_t n, void* s) {
+    std::memset(p, 0xFF, n);
+    fills.emplace_back(p, n, s);
+  });
+  void* p = a.allocate_on(100, kStreamA);
+  ASSERT_EQ(fills.size(), 1u);
+  EXPECT_EQ(fills[0], std::make_tuple(p, size_t(512), kStreamA));
+  std::memset(p, 0, 100);
+  a.deallocate(p, 100);
+  void* q = a.allocate_on(200, kStreamA);  // the cached block again: poisoned again
+  EXPECT_EQ(q, p);
+  ASSERT_EQ(fills.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char*>(q)[0], 0xFF);
+  a.deallocate(q, 200);
 }
 
 }  // namespace

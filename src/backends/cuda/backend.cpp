@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -227,6 +228,11 @@ class CudaBackend : public Backend {
       p.allocator = std::make_unique<CachingAllocator>(
           *p.raw, std::move(ev), "GPU:" + std::to_string(device),
           [device] { return current_stream(Device{DeviceType::GPU, device}).native_handle(); });
+      if (const char* poison = std::getenv("SPORE_CUDA_POISON"); poison && std::string(poison) == "1")
+        p.allocator->set_poison([device](void* ptr, size_t n, void* stream) {
+          DeviceScope d(device);
+          SPORE_CUDA_CHECK(cudaMemsetAsync(ptr, 0xFF, n, native(stream)));
+        });
     });
     return devices_[size_t(device)];
   }

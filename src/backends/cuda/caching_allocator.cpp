@@ -84,8 +84,13 @@ void CachingAllocator::release_cached() {
   cached_.clear();
 }
 
-void* CachingAllocator::allocate_on(size_t nbytes, void* stream) {
+void CachingAllocator::set_poison(std::function<void(void*, size_t, void*)> fill) {
   std::lock_guard lock(mutex_);
+  poison_ = std::move(fill);
+}
+
+void* CachingAllocator::allocate_on(size_t nbytes, void* stream) {
+  std::unique_lock lock(mutex_);
   const size_t size = round_size(nbytes);
   ++stats_.num_allocs;
   collect_pending();
@@ -112,6 +117,11 @@ void* CachingAllocator::allocate_on(size_t nbytes, void* stream) {
   }
   stats_.bytes_in_use += size;
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+  if (poison_) {
+    const auto fill = poison_;
+    lock.unlock();
+    fill(p, size, stream);
+  }
   return p;
 }
 

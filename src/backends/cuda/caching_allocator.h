@@ -56,6 +56,10 @@ class CachingAllocator : public Allocator {
   // The block at ptr is also used by `stream`: its memory is reused only once that stream's work
   // queued so far has run.
   void record_stream(void* ptr, void* stream);
+  // Called on every block handed out, with its class size and stream (the backend fills it with
+  // 0xFF bytes, NaN in every float type, when SPORE_CUDA_POISON=1: the parity tests' poisoned
+  // outputs, so an element a kernel forgets to write shows).
+  void set_poison(std::function<void(void* ptr, size_t nbytes, void* stream)> fill);
   AllocatorStats stats() const override;
   void reset_peak() override;
   void empty_cache() override;  // returns every idle cached block to the raw allocator
@@ -79,6 +83,7 @@ class CachingAllocator : public Allocator {
   StreamEvents events_;
   std::string device_name_;
   std::function<void*()> current_stream_;
+  std::function<void(void*, size_t, void*)> poison_;
   std::unordered_map<void*, Block> live_;
   std::map<std::pair<void*, size_t>, std::vector<void*>> cached_;  // (stream, size) -> blocks
   std::vector<Pending> pending_;

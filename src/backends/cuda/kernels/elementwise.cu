@@ -408,6 +408,66 @@ void copy(ops::KernelContext& ctx) {
   SPORE_CUDA_CHECK_LAUNCH();
 }
 
+// Assign (dst <- src, in place): src broadcast to dst's shape and cast to its dtype; dst may be a
+// strided view.
+template <class D, class S>
+__global__ void assign_kernel(D* dst, const S* src, StridedIndex<2> ix, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[2];
+    offsets<2>(ix, i, off);
+    const S v = src[off[1]];
+    if constexpr (std::is_same_v<D, S>) dst[off[0]] = v;
+    else if constexpr (std::is_same_v<D, bool>) dst[off[0]] = convert<float>(v) != 0.f;
+    else if constexpr (std::is_same_v<S, __half> || std::is_same_v<S, __nv_bfloat16>) dst[off[0]] = convert<D>(convert<float>(v));
+    else dst[off[0]] = convert<D>(v);
+  }
+}
+
+template <class F>
+void visit_all(DType dt, F&& f) {
+  switch (dt) {
+    case kFloat32: f(float{}); break;
+    case kFloat16: f(__half{}); break;
+    case kBFloat16: f(__nv_bfloat16{}); break;
+    case kFloat64: f(double{}); break;
+    case kInt32: f(int32_t{}); break;
+    case kInt64: f(int64_t{}); break;
+    case kUInt8: f(uint8_t{}); break;
+    case kInt8: f(int8_t{}); break;
+    case kBool: f(bool{}); break;
+    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] unsupported dtype ", dtype_name(dt));
+  }
+}
+
+void assign(ops::KernelContext& ctx) {
+  const Tensor& dst = ctx.inputs[0];
+  const Tensor& src = ctx.inputs[1];
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  const Tensor* in[2] = {&dst, &src};
+  const StridedIndex<2> ix = index_for<2>(dst, in);
+  const Launch1d l = launch_1d(n);
+  cudaStream_t s = native(ctx.stream->native_handle());
+  if (dst.dtype() == src.dtype()) {  // moves bytes: by width
+    switch (itemsize(dst.dtype())) {
+      case 1: assign_kernel<uint8_t, uint8_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint8_t>(dst), ptr<uint8_t>(src), ix, n); break;
+      case 2: assign_kernel<uint16_t, uint16_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint16_t>(dst), ptr<uint16_t>(src), ix, n); break;
+      case 4: assign_kernel<uint32_t, uint32_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint32_t>(dst), ptr<uint32_t>(src), ix, n); break;
+      case 8: assign_kernel<uint64_t, uint64_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint64_t>(dst), ptr<uint64_t>(src), ix, n); break;
+      default: SPORE_THROW(ErrorKind::TypeError, "[GPU] assign: unsupported dtype ", dtype_name(dst.dtype()));
+    }
+  } else {
+    visit_all(dst.dtype(), [&](auto dtag) {
+      using D = decltype(dtag);
+      visit_all(src.dtype(), [&](auto stag) {
+        using S = decltype(stag);
+        assign_kernel<D, S><<<l.blocks, l.threads, 0, s>>>(ptr<D>(dst), ptr<S>(src), ix, n);
+      });
+    });
+  }
+  SPORE_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 #define FLOATS kFloat32, kFloat16, kBFloat16, kFloat64
@@ -455,6 +515,7 @@ SPORE_KERNEL(GPU, LogicalXor, binary<LogicalXorF>, ALL);
 SPORE_KERNEL(GPU, Where, where, kBool);  // keyed on cond (bool); x's dtype is free
 SPORE_KERNEL(GPU, Cast, cast, ALL);
 SPORE_KERNEL(GPU, Copy, copy, ALL);
+SPORE_KERNEL(GPU, Assign, assign, ALL);
 #undef FLOATS
 #undef NUMERIC
 #undef ALL

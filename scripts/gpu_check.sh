@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (docs/cuda.md): the CUDA backend's tests (the `cuda` ctest label's
+# program, test_cuda: parity of every GPU kernel with the CPU's, the allocator, the messages), then
+# the per-op benchmark beside PyTorch eager on the same GPU, and prints one table. Needs the bundle
+# from scripts/gpu_bundle.sh (gpu_bundle/ or gpu_bundle.tar.xz in the repository root, or this
+# script run from inside gpu_bundle/scripts/). At most ~8 minutes: each step has its own timeout.
+#
+#   bash scripts/gpu_check.sh [--quick]        (QUICK=1 too: smaller shapes, fewer repetitions)
+#
+# Libraries: the bundle's lib/ (libspore, libspore_cuda, oneDNN, ...), CUDA's from the toolkit
+# (cuBLAS/cuBLASLt in $CUDA_HOME/lib64), then cuDNN / NCCL / cuBLAS from the pip packages under
+# python3's site-packages/nvidia/*/lib.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+quick=${QUICK:-0}
+[ "${1:-}" = "--quick" ] && quick=1
+if [ -x "$here/../bin/test_cuda" ]; then
+  B=$(cd "$here/.." && pwd)
+else
+  root=$(cd "$here/.." && pwd)
+  if [ ! -x "$root/gpu_bundle/bin/test_cuda" ]; then
+    [ -f "$root/gpu_bundle.tar.xz" ] || { echo "no gpu_bundle/ or gpu_bundle.tar.xz in $root: run scripts/gpu_bundle.sh"; exit 2; }
+    tar -C "$root" -xJf "$root/gpu_bundle.tar.xz"
+  fi
+  B=$root/gpu_bundle
+fi
+out=$(mktemp -d)
+t_start=$(date +%s)
+
+libs=$B/lib
+cuda_home=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc 2> /dev/null || echo /usr/local/cuda/bin/nvcc)")")}
+for d in "$cuda_home/lib64" "$cuda_home/lib" /usr/local/cuda/lib64; do [ -d "$d" ] && libs=$libs:$d; done
+pip_libs=$(python3 - << 'PY' 2> /dev/null
+import os
+try:
+    import nvidia
+    for base in nvidia.__path__:
+        for d in sorted(os.listdir(base)):
+            lib = os.path.join(base, d, "lib")
+            if os.path.isdir(lib):
+                print(lib)
+except ImportError:
+    pass
+PY
+)
+for d in $pip_libs; do libs=$libs:$d; done
+export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+export SPORE_CLI=$B/bin/spore SPORE_LIB_DIR=$B/lib  # tests/cuda/plugin_test.cpp, outside the build tree
+
+echo "== bundle: $(head -1 "$B/MANIFEST" 2> /dev/null)"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2> /dev/null |
+  sed 's/^/== GPU: /' || echo "== nvidia-smi: not found"
+timeout 60 "$B/bin/spore" run-check > "$out/run_check.txt" 2>&1
+grep -E 'GPU|device targets' "$out/run_check.txt" | sed 's/^/== /'
+
+# 1. the tests (gtest's JSON report gives the counts and the failures)
+timeout 300 "$B/bin/test_cuda" --gtest_output="json:$out/tests.json" \
+  > "$out/tests.log" 2>&1
+test_rc=$?
+# 2. per-op times, Spore then PyTorch (same ops, shapes, timing)
+bargs=()
+[ "$quick" = 1 ] && bargs=(--quick)
+timeout 150 "$B/bin/bench_cuda_ops" "${bargs[@]}" > "$out/spore.jsonl" 2> "$out/spore.err"
+torch_py=$B/bench/peers/cuda_ops_torch.py
+timeout 150 python3 "$torch_py" "${bargs[@]}" > "$out/torch.jsonl" 2> "$out/torch.err"
+
+python3 - "$out" "$test_rc" "$(( $(date +%s) - t_start ))" << 'PY'
+import json, os, sys
+out, test_rc, secs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+def jsonl(name):
+    rows = []
+    p = os.path.join(out, name)
+    if os.path.exists(p):
+        for line in open(p):
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    rows.append(json.loads(line))
+                except ValueError:
+                    pass
+    return rows
+print("\n== tests (test_cuda)")
+try:
+    rep = json.load(open(os.path.join(out, "tests.json")))
+    passed = failed = skipped = 0
+    fails = []
+    for suite in rep.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            name = f"{suite['name']}.{t['name']}"
+            if t.get("failures"):
+                failed += 1
+                fails.append((name, t["failures"][0].get("failure", "").splitlines()[:3]))
+            elif t.get("result") == "SKIPPED":
+                skipped += 1
+            else:
+                passed += 1
+    print(f"   {passed} passed, {failed} failed, {skipped} skipped (exit {test_rc})")
+    for name, msg in fails[:30]:
+        print(f"   FAIL {name}: {' | '.join(msg)}")
+    log = open(os.path.join(out, "tests.log"), errors="replace").read().splitlines()
+    skips = {log[i + 1].strip() for i, l in enumerate(log[:-1]) if l.endswith(": Skipped")}
+    for s in sorted(skips)[:5]:
+        print(f"   skip reason: {s}")
+except (OSError, ValueError) as e:
+    print(f"   no report ({e}); exit {test_rc}; last lines of the log:")
+    print("   " + "\n   ".join(open(os.path.join(out, "tests.log"), errors="replace").read().splitlines()[-15:]))
+sp, tp = jsonl("spore.jsonl"), jsonl("torch.jsonl")
+for name, rows in (("spore", sp), ("pytorch", tp)):
+    for r in rows:
+        if "skipped" in r:
+            print(f"== {name} benchmark skipped: {r['skipped']}")
+torch_by = {(r["op"], r["dtype"]): r for r in tp if "op" in r}
+print("\n== per-op time, median per call (us); ratio = pytorch / spore (> 1: Spore faster)")
+print(f"   {'op':24s} {'dtype':9s} {'shape':14s} {'spore us':>10s} {'torch us':>10s} {'ratio':>6s}  {'spore rate':>12s} {'torch rate':>12s}")
+def rate(r):
+    if r is None:
+        return ""
+    if "tflops" in r:
+        return f"{r['tflops']:.1f} TFLOP/s"
+    if "gbps" in r:
+        return f"{r['gbps']:.0f} GB/s"
+    return ""
+for r in sp:
+    if "op" not in r:
+        continue
+    t = torch_by.get((r["op"], r["dtype"]))
+    ratio = f"{t['us'] / r['us']:.2f}" if t and r["us"] > 0 else "-"
+    tus = f"{t['us']:.1f}" if t else "-"
+    print(f"   {r['op']:24s} {r['dtype']:9s} {r['shape']:14s} {r['us']:10.1f} {tus:>10s} {ratio:>6s}  {rate(r):>12s} {rate(t):>12s}")
+if not sp:
+    print("   (no Spore figures: see spore.err)")
+print(f"\n== total {secs} s")
+PY
+for f in spore.err torch.err; do
+  [ -s "$out/$f" ] && { echo "== $f (last lines)"; tail -5 "$out/$f"; }
+done
+cp "$out"/*.json* "$out"/*.log "${OUT:-$out}/" 2> /dev/null || true
+exit $test_rc
