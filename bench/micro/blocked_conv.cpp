@@ -10,6 +10,7 @@
 #include <ctime>
 #include <vector>
 
+#include "backends/cpu/ops/ops.h"
 #include "ops/op.h"
 #include "spore/spore.h"
 
@@ -74,7 +75,7 @@ Step make_step(const Geo& g, bool use_blocked, const spore::Tensor& x_plain, con
   s.a.set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
   const bool bx = use_blocked && g.bx, by = use_blocked;
   s.a.set("blocked_x", bx).set("blocked_y", by);
-  s.x = bx ? spore::ops::call1(OpId::ToBlocked, {x_plain}) : x_plain;
+  s.x = bx ? spore::ops::call1(spore::cpu::op::ToBlocked(), {x_plain}) : x_plain;
   s.w = w;
   s.dx = g.bx;
   s.dy = spore::randn(spore::ops::call1(OpId::Conv2d, {s.x, w}, s.a).shape());

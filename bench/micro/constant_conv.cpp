@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/ops/ops.h"
 #include "ops/op.h"
 #include "spore/spore.h"
 
@@ -49,18 +50,18 @@ void BM_ConstantConv(benchmark::State& state) {
   spore::ops::Tensors ins;
   Attrs a;
   a.set("padding", pads).set("act", "relu").set("has_residual", false);
-  OpId op = OpId::Conv2dFused;
+  OpId op = spore::cpu::op::Conv2dFused();
   if (way == kOneDnn) {
     ins = {x, w, scale, shift};
     a.set("stride", stride).set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
     a.set("blocked_x", true).set("blocked_y", true).set("has_bias", false).set("has_scale", true);
   } else {
     const bool wino = way == kWinograd;
-    const auto prepared = spore::ops::call(wino ? OpId::WinogradWeights : OpId::PackConvWeights,
+    const auto prepared = spore::ops::call(wino ? spore::cpu::op::WinogradWeights() : spore::cpu::op::PackConvWeights(),
                                            {w, scale, shift}, Attrs().set("has_scale", true));
     ins = {x, prepared[0], prepared[1]};
     if (!wino) a.set("stride", stride);
-    op = wino ? OpId::Conv2dWinograd : OpId::Conv2dPacked;
+    op = wino ? spore::cpu::op::Conv2dWinograd() : spore::cpu::op::Conv2dPacked();
   }
   spore::ops::call(op, ins, a);  // warm-up (oneDNN builds and times its primitive here)
   for (auto _ : state) benchmark::DoNotOptimize(spore::ops::call(op, ins, a));

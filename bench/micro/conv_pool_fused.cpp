@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/ops/ops.h"
 #include "ops/op.h"
 #include "spore/spore.h"
 
@@ -57,11 +58,11 @@ Setup lenet() {
 }
 
 void run_fused(const Setup& s) {
-  auto r = spore::ops::call(OpId::Conv2dPoolFused, {s.x, s.w, s.b}, s.fused);
+  auto r = spore::ops::call(spore::cpu::op::Conv2dPoolFused(), {s.x, s.w, s.b}, s.fused);
   benchmark::DoNotOptimize(r[0].data_ptr());
 }
 void run_unfused(const Setup& s) {
-  spore::Tensor c = spore::ops::call1(OpId::Conv2dFused, {s.x, s.w, s.b}, s.conv);
+  spore::Tensor c = spore::ops::call1(spore::cpu::op::Conv2dFused(), {s.x, s.w, s.b}, s.conv);
   auto r = spore::ops::call(OpId::MaxPool2d, {c}, s.pool);
   benchmark::DoNotOptimize(r[0].data_ptr());
 }
@@ -74,13 +75,13 @@ void BM_one(benchmark::State& state, Impl impl) {
   spore::cpu::set_direct_conv_mode(impl == Impl::kUnfusedAuto ? DirectConvMode::kAuto
                                                               : DirectConvMode::kForce);
   const Setup s = lenet();
-  const spore::Tensor c = spore::ops::call1(OpId::Conv2dFused, {s.x, s.w, s.b}, s.conv);
+  const spore::Tensor c = spore::ops::call1(spore::cpu::op::Conv2dFused(), {s.x, s.w, s.b}, s.conv);
   auto once = [&] {
     switch (impl) {
       case Impl::kFused: return run_fused(s);
       case Impl::kConvOnly:  // the unfused pair's two halves alone
         return benchmark::DoNotOptimize(
-            spore::ops::call1(OpId::Conv2dFused, {s.x, s.w, s.b}, s.conv).data_ptr());
+            spore::ops::call1(spore::cpu::op::Conv2dFused(), {s.x, s.w, s.b}, s.conv).data_ptr());
       case Impl::kPoolOnly:
         return benchmark::DoNotOptimize(spore::ops::call(OpId::MaxPool2d, {c}, s.pool)[0].data_ptr());
       default: return run_unfused(s);
@@ -99,7 +100,7 @@ void BM_ab(benchmark::State& state) {
   spore::cpu::set_direct_conv_mode(DirectConvMode::kForce);
   const Setup s = lenet();
   for (int i = 0; i < 3; ++i) run_fused(s), run_unfused(s);
-  const spore::Tensor c = spore::ops::call1(OpId::Conv2dFused, {s.x, s.w, s.b}, s.conv);
+  const spore::Tensor c = spore::ops::call1(spore::cpu::op::Conv2dFused(), {s.x, s.w, s.b}, s.conv);
   std::vector<double> tf, tu, tc, tp;
   auto timed = [](auto&& f) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -111,7 +112,7 @@ void BM_ab(benchmark::State& state) {
     tu.push_back(timed([&] { run_unfused(s); }));
     tc.push_back(timed([&] {
       benchmark::DoNotOptimize(
-          spore::ops::call1(OpId::Conv2dFused, {s.x, s.w, s.b}, s.conv).data_ptr());
+          spore::ops::call1(spore::cpu::op::Conv2dFused(), {s.x, s.w, s.b}, s.conv).data_ptr());
     }));
     tp.push_back(timed(
         [&] { benchmark::DoNotOptimize(spore::ops::call(OpId::MaxPool2d, {c}, s.pool)[0].data_ptr()); }));

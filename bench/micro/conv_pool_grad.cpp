@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/ops/ops.h"
 #include "ops/op.h"
 #include "spore/spore.h"
 
@@ -44,7 +45,7 @@ struct Setup {
     idx = spore::ops::call(OpId::MaxPool2d, {spore::randn({64, 6, 28, 28})}, pool)[1];
     dy = spore::randn({64, 6, 14, 14});
   }
-  Tensor fused() const { return spore::ops::call1(OpId::Conv2dBackwardWeightPooled, {dy, idx, x}, pooled); }
+  Tensor fused() const { return spore::ops::call1(spore::cpu::op::Conv2dBackwardWeightPooled(), {dy, idx, x}, pooled); }
   Tensor unfused() const {
     const Tensor dconv = spore::ops::call1(OpId::MaxPool2dBackward, {dy, idx}, pool_bwd);
     return spore::ops::call1(OpId::Conv2dBackwardWeight, {dconv, x}, conv);

@@ -20,7 +20,6 @@ struct BackendPass {
   PassFn fn;
 };
 // The fusion stage's generic passes, in order; a backend pass takes a number between them.
-inline constexpr int kOrderFoldBatchnorm = 100;
 inline constexpr int kOrderSoftmaxCrossEntropy = 300;
 inline constexpr int kOrderElementwise = 400;
 inline constexpr int kOrderOptimizer = 700;
@@ -55,9 +54,6 @@ size_t insert_amp_casts(Graph& g);
 // f32); casts to the same dtype removed; cast(add/sub/mul(cast(a), cast(b)) -> L) with a, b in L
 // -> the op in L (bit-identical: L kernels compute in float and round once).
 size_t remove_cast_pairs(Graph& g);
-// Inference BatchNorm folded into the preceding conv2d's weight and bias (passes/bn_folding.cpp),
-// so a backend's conv fusion then sees conv + bias; returns batch norms removed.
-size_t fold_batchnorm(Graph& g);
 
 // Softmax + cross-entropy (passes/softmax_ce_fusion.cpp): log_softmax -> gather (-> reshape ->
 // neg) and its backward (scatter_add -> sum -> exp * sum -> sub) -> one

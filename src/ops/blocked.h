@@ -4,7 +4,7 @@
 // cb*16 + l >= C are padding: every op that produces a blocked tensor writes zeros there, and
 // readers assume only that they are finite. The ops that take blocked operands say so with
 // attributes (conv2d*: blocked_x / blocked_y; max_pool2d*, batch_norm*: blocked) or are the
-// re-layouts to_blocked / from_blocked (ops/layout.cpp).
+// re-layouts to_blocked / from_blocked (backends/cpu/ops/layout.cpp).
 #pragma once
 #include "spore/tensor.h"
 

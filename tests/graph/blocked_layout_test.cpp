@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "backends/cpu/ops/ops.h"
 #include "graph/executor.h"
 #include "backends/cpu/passes/passes.h"
 #include "graph/passes.h"
@@ -89,10 +90,10 @@ TEST(BlockedLayout, LeNetConvStackForwardAndBackward) {
     EXPECT_FALSE(n->attrs.get_bool("blocked_x", false)) << "6-channel maps stay plain";
     if (n->op == OpId::MaxPool2d && n->inputs[0]->shape[1] == 6) EXPECT_FALSE(n->attrs.get_bool("blocked", false));
   }
-  EXPECT_EQ(g->count(OpId::FromBlocked), 1u);
-  EXPECT_EQ(g->count(OpId::ToBlocked), 1u);
+  EXPECT_EQ(g->count(cpu::op::FromBlocked()), 1u);
+  EXPECT_EQ(g->count(cpu::op::ToBlocked()), 1u);
   for (const auto& n : g->nodes)
-    if (n->op == OpId::ToBlocked) EXPECT_EQ(n->inputs[0]->shape, (Shape{8, 16, 5, 5}));
+    if (n->op == cpu::op::ToBlocked()) EXPECT_EQ(n->inputs[0]->shape, (Shape{8, 16, 5, 5}));
   expect_same_outputs(std::move(g), std::move(ref), {x});
 }
 
@@ -128,7 +129,7 @@ TEST(BlockedLayout, ResNetBlockWithBatchNormForwardAndBackward) {
   EXPECT_GT(cpu::blocked_layout(*g), 10u);
   graph::dead_code_elimination(*g);
   graph::verify(*g);
-  EXPECT_EQ(g->count(OpId::FromBlocked), 1u);  // the mean's input
+  EXPECT_EQ(g->count(cpu::op::FromBlocked()), 1u);  // the mean's input
   for (const auto& n : g->nodes) {
     if (n->op == OpId::BatchNorm || n->op == OpId::BatchNormBackward) EXPECT_TRUE(n->attrs.get_bool("blocked", false));
     if (n->op == OpId::Conv2dBackwardData) {
@@ -173,7 +174,7 @@ TEST(BlockedLayout, ChannelConcatOfWholeBlocks) {
     EXPECT_EQ(n->attrs.get_int("axis"), 1);
     EXPECT_EQ(n->outputs[0]->shape, (Shape{2, 3, 8, 8, 16}));
     for (const graph::Value* in : n->inputs) {
-      EXPECT_NE(in->producer->op, OpId::ToBlocked);
+      EXPECT_NE(in->producer->op, cpu::op::ToBlocked());
     }
   }
   EXPECT_EQ(concats, 1u);
@@ -205,7 +206,7 @@ TEST(BlockedLayout, NoGainNoChangeAndSmallInputsStayPlain) {
   Tensor x = randn({2, 3, 8, 8}), w = randn({16, 3, 3, 3}) * 0.2, w2 = randn({16, 16, 3, 3}) * 0.1;
   auto lone = graph::trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], w).sum()}; }, {x});
   EXPECT_EQ(cpu::blocked_layout(*lone), 0u);
-  EXPECT_EQ(lone->count(OpId::ToBlocked) + lone->count(OpId::FromBlocked), 0u);
+  EXPECT_EQ(lone->count(cpu::op::ToBlocked()) + lone->count(cpu::op::FromBlocked()), 0u);
 
   auto two = graph::trace(
       [&](const std::vector<Tensor>& a) {
@@ -218,11 +219,11 @@ TEST(BlockedLayout, NoGainNoChangeAndSmallInputsStayPlain) {
   graph::dead_code_elimination(*g);
   graph::verify(*g);
   for (const auto& n : g->nodes)
-    if (n->op == OpId::Conv2dFused && n->inputs[0]->shape == Shape{2, 3, 8, 8}) {
+    if (n->op == cpu::op::Conv2dFused() && n->inputs[0]->shape == Shape{2, 3, 8, 8}) {
       EXPECT_FALSE(n->attrs.get_bool("blocked_x", false));  // the image
       EXPECT_TRUE(n->attrs.get_bool("blocked_y", false));
     }
-  EXPECT_EQ(g->count(OpId::ToBlocked), 0u);
+  EXPECT_EQ(g->count(cpu::op::ToBlocked()), 0u);
   expect_same_outputs(std::move(g), std::move(ref), {x});
 }
 
@@ -249,7 +250,7 @@ TEST(BlockedLayout, PaddedChannelsOnlyThroughZeroKeepingOps) {
       EXPECT_EQ(n->outputs[0]->shape.size(), 4u);
       // Its input (h * 0.1: a zero-keeping mul, so blocked) comes back through from_blocked.
       ASSERT_NE(n->inputs[0]->producer, nullptr);
-      EXPECT_EQ(n->inputs[0]->producer->op, OpId::FromBlocked);
+      EXPECT_EQ(n->inputs[0]->producer->op, cpu::op::FromBlocked());
     }
   expect_same_outputs(std::move(g), std::move(ref), {x});
 }

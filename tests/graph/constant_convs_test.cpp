@@ -6,6 +6,7 @@
 // 1x1 stride-2 shortcut and the residual add.
 #include <gtest/gtest.h>
 
+#include "backends/cpu/ops/ops.h"
 #include "graph/executor.h"
 #include "graph/passes.h"
 #include "graph/trace.h"
@@ -56,9 +57,9 @@ TEST(ConstantConvs, FrozenResNetBlockRunsOnPreparedWeights) {
   auto g = frozen(x, p);
   auto ref = g->clone();
   graph::run_pipeline(*g);
-  EXPECT_EQ(g->count(OpId::Conv2dWinograd), 1u);
-  EXPECT_EQ(g->count(OpId::Conv2dPacked), 2u);
-  EXPECT_EQ(g->count(OpId::Conv2d) + g->count(OpId::Conv2dFused), 1u);  // the stem
+  EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 1u);
+  EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 2u);
+  EXPECT_EQ(g->count(OpId::Conv2d) + g->count(cpu::op::Conv2dFused()), 1u);  // the stem
   EXPECT_EQ(g->count(OpId::BatchNormInference), 0u);
   test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}), 1e-5);
 }
@@ -71,8 +72,8 @@ TEST(ConstantConvs, FewTilesTakeThePackedKernel) {
   auto g = frozen(x, p);
   auto ref = g->clone();
   graph::run_pipeline(*g);
-  EXPECT_EQ(g->count(OpId::Conv2dWinograd), 0u);
-  EXPECT_EQ(g->count(OpId::Conv2dPacked), 3u);
+  EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 0u);
+  EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 3u);
   test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}), 1e-5);
 }
 
@@ -83,12 +84,12 @@ TEST(ConstantConvs, ParametersAndSwitchOffKeepOneDnn) {
   const Tensor x = randn({4, 3, 16, 16});
   auto held = graph::trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{block(a[0], p)}; }, {x});
   graph::run_pipeline(*held);
-  EXPECT_EQ(held->count(OpId::Conv2dWinograd) + held->count(OpId::Conv2dPacked), 0u);
+  EXPECT_EQ(held->count(cpu::op::Conv2dWinograd()) + held->count(cpu::op::Conv2dPacked()), 0u);
 
   test::ScopedEnv off("SPORE_NO_CONSTANT_CONVS", "1");
   auto g = frozen(x, p);
   graph::run_pipeline(*g);
-  EXPECT_EQ(g->count(OpId::Conv2dWinograd) + g->count(OpId::Conv2dPacked), 0u);
+  EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()) + g->count(cpu::op::Conv2dPacked()), 0u);
 }
 
 // YOLOv5's C3 pattern as ONNX spells it: conv + BatchNorm + x * sigmoid(x), two branches
@@ -121,11 +122,11 @@ TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
   auto ref = g->clone();
   graph::run_pipeline(*g);
   EXPECT_EQ(g->count(OpId::Mul) + g->count(OpId::Sigmoid) + g->count(OpId::Silu), 0u);
-  EXPECT_EQ(g->count(OpId::Conv2dWinograd), 1u);
-  EXPECT_EQ(g->count(OpId::Conv2dPacked), 1u);
+  EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 1u);
+  EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 1u);
   EXPECT_EQ(g->count(OpId::Concat), 1u);
-  EXPECT_EQ(g->count(OpId::ToBlocked) + g->count(OpId::FromBlocked), 0u);
+  EXPECT_EQ(g->count(cpu::op::ToBlocked()) + g->count(cpu::op::FromBlocked()), 0u);
   for (const auto& n : g->nodes)
-    if (n->op == OpId::Conv2dWinograd || n->op == OpId::Conv2dPacked) EXPECT_EQ(n->attrs.get_string("act"), "silu");
+    if (n->op == cpu::op::Conv2dWinograd() || n->op == cpu::op::Conv2dPacked()) EXPECT_EQ(n->attrs.get_string("act"), "silu");
   test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}), 1e-5);
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/ops/ops.h"
 #include "graph/executor.h"
 #include "backends/cpu/passes/passes.h"
 #include "graph/passes.h"
@@ -59,9 +60,9 @@ TEST(ConvPoolFusion, LeNetFirstBlockForwardAndBackward) {
   EXPECT_EQ(cpu::fuse_conv_pool(*g), 1u);  // the forward; b1's gradient also reads the pool's
                                              // backward, so the weight gradient stays as it is
   graph::verify(*g);
-  EXPECT_EQ(g->count(OpId::Conv2dPoolFused), 1u);
+  EXPECT_EQ(g->count(cpu::op::Conv2dPoolFused()), 1u);
   EXPECT_EQ(g->count(OpId::MaxPool2d), pools_before - 1);
-  EXPECT_EQ(g->count(OpId::Conv2dBackwardWeightPooled), 0u);
+  EXPECT_EQ(g->count(cpu::op::Conv2dBackwardWeightPooled()), 0u);
   const auto got = test::run_graph_all(std::move(g), {x}), want = test::run_graph_all(std::move(ref), {x});
   for (size_t k = 0; k < got.size(); ++k) test::expect_close(got[k], want[k], 1e-5, "output " + std::to_string(k));
 }
@@ -94,8 +95,8 @@ TEST(ConvPoolFusion, NoBiasFusesBothDirectionsAndOverlappingPools) {
     prepare(*g);
     EXPECT_EQ(cpu::fuse_conv_pool(*g), 2u);
     graph::verify(*g);
-    EXPECT_EQ(g->count(OpId::Conv2dPoolFused), 1u);
-    EXPECT_EQ(g->count(OpId::Conv2dBackwardWeightPooled), 1u);
+    EXPECT_EQ(g->count(cpu::op::Conv2dPoolFused()), 1u);
+    EXPECT_EQ(g->count(cpu::op::Conv2dBackwardWeightPooled()), 1u);
     EXPECT_EQ(g->count(OpId::MaxPool2dBackward), 0u);  // the only pool's backward is inside
     // The pooled weight gradient sums each weight's ~800 products (4 images x 196 argmax
     // positions) in another order than the dense one: float32 rounding of such sums (|terms| ~ 1,
@@ -120,5 +121,5 @@ TEST(ConvPoolFusion, LeavesWideConvsAndSharedOutputsAlone) {
       {x, x1});
   prepare(*g);
   EXPECT_EQ(cpu::fuse_conv_pool(*g), 0u);
-  EXPECT_EQ(g->count(OpId::Conv2dPoolFused), 0u);
+  EXPECT_EQ(g->count(cpu::op::Conv2dPoolFused()), 0u);
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/ops/ops.h"
 #include "op_table.h"
 #include "ops/op.h"
 #include "spore/spore.h"
@@ -174,8 +175,8 @@ void fused_case(const std::string& name, const Shape& xs, const Shape& ws, Attrs
     Tensor r = uniform({xs[0], O, xs[2], xs[3]}, -1, 1);
     pin.push_back(r), bin.push_back(block_ref(r, kGarbage));
   }
-  const Tensor y = ops::call1(OpId::Conv2dFused, pin, plain);
-  const Tensor yb = ops::call1(OpId::Conv2dFused, bin, blocked);
+  const Tensor y = ops::call1(cpu::op::Conv2dFused(), pin, plain);
+  const Tensor yb = ops::call1(cpu::op::Conv2dFused(), bin, blocked);
   expect_close(yb, block_ref(y), name, O);
 }
 
@@ -197,15 +198,15 @@ TEST(BlockedConvFused, ScaleShiftSigmoidKeepsPaddingZero) {
 TEST(BlockedLayout, RoundTripAndPadding) {
   for (const Shape& s : {Shape{2, 6, 5, 7}, Shape{3, 16, 4, 4}, Shape{1, 33, 3, 2}, Shape{64, 1, 28, 28}}) {
     const Tensor x = uniform(s, -1, 1);
-    const Tensor xb = ops::call1(OpId::ToBlocked, {x});
+    const Tensor xb = ops::call1(cpu::op::ToBlocked(), {x});
     ASSERT_EQ(xb.shape(), blocked_shape(s));
     EXPECT_EQ(xb.to_vector<float>(), block_ref(x.to_vector<float>(), s, 0.0f)) << shape_str(s);  // exact, zero padding
-    const Tensor back = ops::call1(OpId::FromBlocked, {xb}, Attrs().set("channels", s[1]));
+    const Tensor back = ops::call1(cpu::op::FromBlocked(), {xb}, Attrs().set("channels", s[1]));
     ASSERT_EQ(back.shape(), s);
     EXPECT_EQ(back.to_vector<float>(), x.to_vector<float>()) << shape_str(s);
     // from_blocked ignores what the padding holds
     const Tensor dirty = from_vector(block_ref(x.to_vector<float>(), s, kGarbage), blocked_shape(s));
-    EXPECT_EQ(ops::call1(OpId::FromBlocked, {dirty}, Attrs().set("channels", s[1])).to_vector<float>(),
+    EXPECT_EQ(ops::call1(cpu::op::FromBlocked(), {dirty}, Attrs().set("channels", s[1])).to_vector<float>(),
               x.to_vector<float>());
   }
 }
@@ -215,12 +216,12 @@ TEST(BlockedLayout, StridedInputs) {
   const Tensor small = uniform({1, 6, 1, 5}, -1, 1);
   const Tensor ex = small.expand({3, 6, 4, 5});
   ASSERT_FALSE(ex.is_contiguous());
-  Tensor exb = ops::call1(OpId::ToBlocked, {ex});
+  Tensor exb = ops::call1(cpu::op::ToBlocked(), {ex});
   EXPECT_EQ(exb.to_vector<float>(), block_ref(ex.contiguous().to_vector<float>(), {3, 6, 4, 5}, 0.0f));
   const Tensor base = uniform({2, 5, 3, 18}, -1, 1);
   const Tensor perm = base.permute({0, 3, 2, 1});  // (2, 18, 3, 5), channels strided by 1
   ASSERT_FALSE(perm.is_contiguous());
-  EXPECT_EQ(ops::call1(OpId::ToBlocked, {perm}).to_vector<float>(),
+  EXPECT_EQ(ops::call1(cpu::op::ToBlocked(), {perm}).to_vector<float>(),
             block_ref(perm.contiguous().to_vector<float>(), {2, 18, 3, 5}, 0.0f));
 }
 
@@ -233,7 +234,7 @@ TEST(BlockedConvErrors, Shapes) {
   m = error_of([&] { ops::call1(OpId::Conv2d, {zeros({2, 2, 8, 8, 16}), zeros({16, 6, 3, 3})}, with_flags(a, true, true)); });
   EXPECT_NE(m.find("ceil(C/16)=1"), std::string::npos) << m;
   m = error_of([&] {
-    ops::call1(OpId::Conv2dFused, {zeros({2, 1, 8, 8, 16}), zeros({16, 6, 3, 3}), zeros({2, 16, 6, 6})},
+    ops::call1(cpu::op::Conv2dFused(), {zeros({2, 1, 8, 8, 16}), zeros({16, 6, 3, 3}), zeros({2, 16, 6, 6})},
                with_flags(Attrs(a).set("has_residual", true), true, true));
   });
   EXPECT_NE(m.find("[conv2d_fused] residual must have the output's shape (2, 1, 6, 6, 16)"), std::string::npos) << m;
@@ -249,11 +250,11 @@ TEST(BlockedConvErrors, Shapes) {
   EXPECT_NE(m.find("[conv2d_backward_weight] with blocked_x=true the input x must be blocked"), std::string::npos) << m;
   m = error_of([&] { ops::call1(OpId::Conv2d, {zeros({2, 1, 8, 8, 16}, kFloat64), zeros({16, 6, 3, 3}, kFloat64)}, with_flags(a, true, true)); });
   EXPECT_NE(m.find("supports float32, bfloat16 and float16 only, got float64"), std::string::npos) << m;
-  m = error_of([&] { ops::call1(OpId::ToBlocked, {zeros({6, 8, 8})}); });
+  m = error_of([&] { ops::call1(cpu::op::ToBlocked(), {zeros({6, 8, 8})}); });
   EXPECT_NE(m.find("[to_blocked] expected an input of rank 4 (N, C, H, W), got shape (6, 8, 8)"), std::string::npos) << m;
-  m = error_of([&] { ops::call1(OpId::FromBlocked, {zeros({2, 1, 8, 8, 16})}, Attrs().set("channels", int64_t(20))); });
+  m = error_of([&] { ops::call1(cpu::op::FromBlocked(), {zeros({2, 1, 8, 8, 16})}, Attrs().set("channels", int64_t(20))); });
   EXPECT_NE(m.find("[from_blocked] expected a blocked input (N, ceil(C/16)=2, H, W, 16) for channels=20, got shape (2, 1, 8, 8, 16)"), std::string::npos) << m;
-  m = error_of([&] { ops::call1(OpId::FromBlocked, {zeros({2, 1, 8, 8, 16})}); });
+  m = error_of([&] { ops::call1(cpu::op::FromBlocked(), {zeros({2, 1, 8, 8, 16})}); });
   EXPECT_NE(m.find("'channels'"), std::string::npos) << m;
 }
 
@@ -267,18 +268,18 @@ std::vector<double> block_values(const std::vector<double>& v, const Shape& s) {
 
 SPORE_OP_CASES({
     OpCase{.name = "to_blocked/c6",
-           .op = OpId::ToBlocked,
+           .op = cpu::op::ToBlocked(),
            .inputs = {{.shape = {2, 6, 3, 4}}},
-           .run = [](const Tensors& t) -> Tensors { return {ops::call1(OpId::ToBlocked, t)}; },
+           .run = [](const Tensors& t) -> Tensors { return {ops::call1(cpu::op::ToBlocked(), t)}; },
            .reference = [](const Tensors& t) -> Tensors {
              return {from_values(block_values(values(t[0]), {2, 6, 3, 4}), {2, 1, 3, 4, 16}, kFloat64)};
            },
            .dtypes = {kFloat32}},
     OpCase{.name = "from_blocked/c20",
-           .op = OpId::FromBlocked,
+           .op = cpu::op::FromBlocked(),
            .inputs = {{.shape = {2, 2, 3, 4, 16}}},
            .run = [](const Tensors& t) -> Tensors {
-             return {ops::call1(OpId::FromBlocked, t, Attrs().set("channels", int64_t(20)))};
+             return {ops::call1(cpu::op::FromBlocked(), t, Attrs().set("channels", int64_t(20)))};
            },
            .reference = [](const Tensors& t) -> Tensors {
              const std::vector<double> v = values(t[0]);

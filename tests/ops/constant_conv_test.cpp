@@ -1,4 +1,4 @@
-// The constant-weight convolutions (ops/constant_conv.cpp): Winograd F(2x2, 3x3)
+// The constant-weight convolutions (backends/cpu/ops/constant_conv.cpp): Winograd F(2x2, 3x3)
 // (backends/cpu/kernels/conv_winograd.cpp) and the direct conv on packed weights (conv_packed.cpp),
 // against a convolution in float64 plain loops written here: every epilogue combination (bias,
 // folded BatchNorm scale / shift, residual, relu or silu), odd output sizes (Winograd edge tiles with one
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"  // the Highway target hooks
+#include "backends/cpu/ops/ops.h"
 #include "op_table.h"
 #include "ops/op.h"
 #include "spore/spore.h"
@@ -92,10 +93,10 @@ Attrs conv_attrs(const Geo& g) {
 Tensor run_conv(const Geo& g, const Tensors& t) {
   Tensors wins(t.begin() + 1, t.begin() + 2 + int(g.bias) + 2 * int(g.scale));
   const Tensors ub =
-      ops::call(g.winograd ? OpId::WinogradWeights : OpId::PackConvWeights, wins, weight_attrs(g));
+      ops::call(g.winograd ? cpu::op::WinogradWeights() : cpu::op::PackConvWeights(), wins, weight_attrs(g));
   Tensors ins{t[0], ub[0], ub[1]};
   if (g.residual) ins.push_back(t.back());
-  return ops::call(g.winograd ? OpId::Conv2dWinograd : OpId::Conv2dPacked, ins, conv_attrs(g))[0];
+  return ops::call(g.winograd ? cpu::op::Conv2dWinograd() : cpu::op::Conv2dPacked(), ins, conv_attrs(g))[0];
 }
 
 Tensors make(const Geo& g, uint64_t seed) {
@@ -198,7 +199,7 @@ TEST(Winograd, WeightTransformByHand) {
   for (int k = 0; k < 9; ++k) w[size_t((3 * C + 5) * 9 + k)] = 1.f;  // o = 3, c = 5
   std::vector<float> bias(O, 0.f), scale(O, 1.f), shift(O, 0.f);
   bias[3] = 2.f, scale[3] = 0.5f, shift[3] = 0.25f;
-  const Tensors ub = ops::call(OpId::WinogradWeights,
+  const Tensors ub = ops::call(cpu::op::WinogradWeights(),
                                {from_vector(w, {O, C, 3, 3}), from_vector(bias, {O}),
                                 from_vector(scale, {O}), from_vector(shift, {O})},
                                Attrs().set("has_bias", true).set("has_scale", true));
@@ -223,7 +224,7 @@ TEST(PackedConv, WeightPackingByHand) {
   w[size_t(((20 * C + 7) * K + 2) * K + 1)] = 3.f;  // o = 20, c = 7, i = 2, j = 1
   std::vector<float> scale(O, 1.f);
   scale[20] = 2.f;
-  const Tensors wb = ops::call(OpId::PackConvWeights, {from_vector(w, {O, C, K, K}), from_vector(scale, {O}),
+  const Tensors wb = ops::call(cpu::op::PackConvWeights(), {from_vector(w, {O, C, K, K}), from_vector(scale, {O}),
                                                         zeros({O})},
                                Attrs().set("has_scale", true));
   ASSERT_EQ(wb[0].shape(), (Shape{2, K, K, C, 16}));
@@ -245,31 +246,31 @@ TEST(Winograd, BadInputsAreNamed) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(msg(OpId::WinogradWeights, {zeros({16, 16, 5, 5})}, Attrs()).find("3x3 weight"), std::string::npos);
-  EXPECT_NE(msg(OpId::PackConvWeights, {zeros({16, 12, 3, 3})}, Attrs()).find("multiples of 16"), std::string::npos);
-  EXPECT_NE(msg(OpId::PackConvWeights, {zeros({16, 16, 3, 3}), zeros({8})}, Attrs().set("has_bias", true))
+  EXPECT_NE(msg(cpu::op::WinogradWeights(), {zeros({16, 16, 5, 5})}, Attrs()).find("3x3 weight"), std::string::npos);
+  EXPECT_NE(msg(cpu::op::PackConvWeights(), {zeros({16, 12, 3, 3})}, Attrs()).find("multiples of 16"), std::string::npos);
+  EXPECT_NE(msg(cpu::op::PackConvWeights(), {zeros({16, 16, 3, 3}), zeros({8})}, Attrs().set("has_bias", true))
                 .find("per-channel inputs must have shape (16)"),
             std::string::npos);
-  EXPECT_NE(msg(OpId::WinogradWeights, {zeros({8, 16, 3, 3})}, Attrs()).find("multiples of 16"), std::string::npos);
-  EXPECT_NE(msg(OpId::WinogradWeights, {zeros({16, 16, 3, 3}, kFloat64)}, Attrs()).find("float32 only"),
+  EXPECT_NE(msg(cpu::op::WinogradWeights(), {zeros({8, 16, 3, 3})}, Attrs()).find("multiples of 16"), std::string::npos);
+  EXPECT_NE(msg(cpu::op::WinogradWeights(), {zeros({16, 16, 3, 3}, kFloat64)}, Attrs()).find("float32 only"),
             std::string::npos);
   const Tensor x = zeros({1, 1, 4, 4, 16}), u = zeros({16, 1, 16, 16}), beta = zeros({16});
   const Attrs a = Attrs().set("padding", std::vector<int64_t>{1, 1, 1, 1});
-  EXPECT_NE(msg(OpId::Conv2dWinograd, {x, zeros({16, 1, 32, 16}), beta}, a).find("expected u"), std::string::npos);
-  EXPECT_NE(msg(OpId::Conv2dWinograd, {zeros({1, 16, 4, 4}), u, beta}, a).find("blocked x"), std::string::npos);
-  EXPECT_NE(msg(OpId::Conv2dWinograd, {x, u, beta}, Attrs(a).set("act", "gelu")).find("act must be"),
+  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {x, zeros({16, 1, 32, 16}), beta}, a).find("expected u"), std::string::npos);
+  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {zeros({1, 16, 4, 4}), u, beta}, a).find("blocked x"), std::string::npos);
+  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {x, u, beta}, Attrs(a).set("act", "gelu")).find("act must be"),
             std::string::npos);
-  EXPECT_NE(msg(OpId::Conv2dWinograd, {x, u, beta, zeros({1, 1, 3, 3, 16})}, Attrs(a).set("has_residual", true))
+  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {x, u, beta, zeros({1, 1, 3, 3, 16})}, Attrs(a).set("has_residual", true))
                 .find("residual must have"),
             std::string::npos);
   const Tensor wp = zeros({1, 3, 3, 16, 16});
   const Attrs pa = Attrs(a).set("stride", std::vector<int64_t>{2, 2});
-  EXPECT_NE(msg(OpId::Conv2dPacked, {x, zeros({1, 3, 3, 32, 16}), beta}, pa).find("expected wp"), std::string::npos);
-  EXPECT_NE(msg(OpId::Conv2dPacked, {x, wp, beta}, Attrs(pa).set("stride", std::vector<int64_t>{0, 1}))
+  EXPECT_NE(msg(cpu::op::Conv2dPacked(), {x, zeros({1, 3, 3, 32, 16}), beta}, pa).find("expected wp"), std::string::npos);
+  EXPECT_NE(msg(cpu::op::Conv2dPacked(), {x, wp, beta}, Attrs(pa).set("stride", std::vector<int64_t>{0, 1}))
                 .find("stride must be"),
             std::string::npos);
-  EXPECT_NE(msg(OpId::Conv2dPacked, {x, wp, zeros({32})}, pa).find("beta must have shape (16)"), std::string::npos);
-  EXPECT_EQ(msg(OpId::Conv2dPacked, {x, wp, beta}, pa), "no error");
+  EXPECT_NE(msg(cpu::op::Conv2dPacked(), {x, wp, zeros({32})}, pa).find("beta must have shape (16)"), std::string::npos);
+  EXPECT_EQ(msg(cpu::op::Conv2dPacked(), {x, wp, beta}, pa), "no error");
 }
 
 // ---- op table rows: the float64 reference above ------------------------------------------------
@@ -279,7 +280,7 @@ std::vector<OpCase> table_cases() {
   InputSpec pos{.shape = {g.O}, .lo = 0.5, .hi = 1.5};
   OpCase conv{
       .name = "conv2d_winograd/bias_scale_residual_relu_odd",
-      .op = OpId::Conv2dWinograd,
+      .op = cpu::op::Conv2dWinograd(),
       .inputs = {{.shape = {g.N, 1, g.H, g.W, 16}}, {.shape = {g.O, g.C, 3, 3}, .lo = -0.3, .hi = 0.3},
                  {.shape = {g.O}}, pos, {.shape = {g.O}}, {.shape = {g.N, 1, g.OH(), g.OW(), 16}}},
       .run = [g](const Tensors& t) -> Tensors { return {run_conv(g, t)}; },
@@ -289,9 +290,9 @@ std::vector<OpCase> table_cases() {
       .dtypes = {kFloat32}};
   OpCase weights{
       .name = "winograd_weights/all_ones_kernel",
-      .op = OpId::WinogradWeights,
+      .op = cpu::op::WinogradWeights(),
       .inputs = {{.make = [] { return ones({16, 16, 3, 3}); }}},
-      .run = [](const Tensors& t) -> Tensors { return ops::call(OpId::WinogradWeights, t, Attrs()); },
+      .run = [](const Tensors& t) -> Tensors { return ops::call(cpu::op::WinogradWeights(), t, Attrs()); },
       .reference = [](const Tensors&) -> Tensors {
         // G 1 Gᵀ = g gᵀ with g = (1, 1.5, .5, 1) for every (o, c); beta 0.
         const double g1[4] = {1, 1.5, 0.5, 1};
@@ -303,7 +304,7 @@ std::vector<OpCase> table_cases() {
       .dtypes = {kFloat32}};
   OpCase packed{
       .name = "conv2d_packed/stride2_bias_scale_residual_relu",
-      .op = OpId::Conv2dPacked,
+      .op = cpu::op::Conv2dPacked(),
       .inputs = {{.shape = {p.N, 1, p.H, p.W, 16}}, {.shape = {p.O, p.C, 3, 3}, .lo = -0.3, .hi = 0.3},
                  {.shape = {p.O}}, pos, {.shape = {p.O}}, {.shape = {p.N, 1, p.OH(), p.OW(), 16}}},
       .run = [p](const Tensors& t) -> Tensors { return {run_conv(p, t)}; },
@@ -313,10 +314,10 @@ std::vector<OpCase> table_cases() {
       .dtypes = {kFloat32}};
   OpCase packing{
       .name = "pack_conv_weights/bias",
-      .op = OpId::PackConvWeights,
+      .op = cpu::op::PackConvWeights(),
       .inputs = {{.shape = {16, 16, 1, 2}}, {.shape = {16}}},
       .run = [](const Tensors& t) -> Tensors {
-        return ops::call(OpId::PackConvWeights, t, Attrs().set("has_bias", true));
+        return ops::call(cpu::op::PackConvWeights(), t, Attrs().set("has_bias", true));
       },
       .reference = [](const Tensors& t) -> Tensors {
         const auto w = values(t[0]);  // (16, 16, 1, 2) -> (1, 1, 2, 16, 16): [j][c][o] = w[o][c][0][j]

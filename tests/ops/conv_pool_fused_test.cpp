@@ -1,4 +1,4 @@
-// conv2d_pool_fused (ops/conv_pool.cpp, backends/cpu/kernels/conv_pool_fused.cpp) against the
+// conv2d_pool_fused (backends/cpu/ops/conv_pool.cpp, backends/cpu/kernels/conv_pool_fused.cpp) against the
 // unfused public ops max_pool2d_with_indices(relu(conv2d(x, w, b))) with the direct conv forced
 // (so the conv arithmetic is the same and the indices must match exactly, ties and NaNs
 // included): LeNet's conv1 with and without bias / relu, C_in = 3, a 27x27 conv plane whose last
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/ops/ops.h"
 #include "op_table.h"
 #include "ops/op.h"
 #include "spore/spore.h"
@@ -52,7 +53,7 @@ std::pair<Tensor, Tensor> fused(const Geo& g, const Tensor& x, const Tensor& w, 
                                 bool bias, bool relu) {
   ops::Tensors in{x, w};
   if (bias) in.push_back(b);
-  auto r = ops::call(OpId::Conv2dPoolFused, in, fused_attrs(g, bias, relu));
+  auto r = ops::call(cpu::op::Conv2dPoolFused(), in, fused_attrs(g, bias, relu));
   return {r[0], r[1]};
 }
 
@@ -71,7 +72,7 @@ std::pair<Tensor, Tensor> unfused_conv2d_fused(const Geo& g, const Tensor& x, co
                                                const Tensor& b, bool bias, bool relu) {
   ops::Tensors in{x, w};
   if (bias) in.push_back(b);
-  Tensor c = ops::call1(OpId::Conv2dFused, in, fused_attrs(g, bias, relu));
+  Tensor c = ops::call1(cpu::op::Conv2dFused(), in, fused_attrs(g, bias, relu));
   return max_pool2d_with_indices(
       c, Pool2dOptions{.kernel_size = g.pk, .stride = g.ps, .padding = g.pp, .ceil_mode = g.ceil});
 }
@@ -179,7 +180,7 @@ TEST(ConvPoolFusedRules, FallbackForOtherGeometries) {
 TEST(ConvPoolFusedRules, BadInputsAreRefused) {
   const Geo& g = kLenet;
   const Tensor x = filled({2, 1, 28, 28}, 1), w = filled(g.w, 2), b = filled({6}, 3);
-  auto call = [&](ops::Tensors in, Attrs a) { return ops::call(OpId::Conv2dPoolFused, in, a); };
+  auto call = [&](ops::Tensors in, Attrs a) { return ops::call(cpu::op::Conv2dPoolFused(), in, a); };
   auto expect_msg = [&](ops::Tensors in, Attrs a, const std::string& part) {
     try {
       call(in, a);
@@ -210,10 +211,10 @@ OpCase table_case() {
   const Geo g{"table", {2, 2, 9, 9}, {3, 2, 3, 3}, s1, {1, 1, 1, 1}, {3, 3}, k2, {1, 1, 1, 1}};
   return OpCase{
       .name = "conv2d_pool_fused/c2_pool3_s2_pad1_bias_relu",
-      .op = OpId::Conv2dPoolFused,
+      .op = cpu::op::Conv2dPoolFused(),
       .inputs = {{.shape = g.x}, {.shape = g.w, .lo = -0.5, .hi = 0.5}, {.shape = {3}}},
       .run = [g](const Tensors& t) -> Tensors {
-        return ops::call(OpId::Conv2dPoolFused, t, fused_attrs(g, true, true));
+        return ops::call(cpu::op::Conv2dPoolFused(), t, fused_attrs(g, true, true));
       },
       .reference = [](const Tensors& t) -> Tensors {
         const auto x = values(t[0]), w = values(t[1]), b = values(t[2]);

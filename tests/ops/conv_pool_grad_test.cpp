@@ -1,4 +1,4 @@
-// conv2d_backward_weight_pooled (ops/conv_pool.cpp, backends/cpu/kernels/conv_pool_grad.cpp)
+// conv2d_backward_weight_pooled (backends/cpu/ops/conv_pool.cpp, backends/cpu/kernels/conv_pool_grad.cpp)
 // against the unfused pair it replaces, conv2d_backward_weight(max_pool2d_backward(dy, idx), x),
 // run through ops::call on the existing ops, with the indices from the real max_pool2d of a random
 // conv output; and against float64 loops over the argmax positions written here. Geometries:
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/ops/ops.h"
 #include "core/parallel.h"
 #include "op_table.h"
 #include "ops/op.h"
@@ -116,7 +117,7 @@ TEST(ConvPoolGrad, MatchesUnfusedPairAndFloat64) {
     const Tensor dconv = ops::call1(OpId::MaxPool2dBackward, {dy, idx},
                                     Attrs(pool_attrs(g)).set("input_shape", g.y_shape()));
     const Tensor unfused = ops::call1(OpId::Conv2dBackwardWeight, {dconv, x}, conv_attrs(g));
-    const Tensor fused = ops::call1(OpId::Conv2dBackwardWeightPooled, {dy, idx, x}, pooled_attrs(g));
+    const Tensor fused = ops::call1(cpu::op::Conv2dBackwardWeightPooled(), {dy, idx, x}, pooled_attrs(g));
     EXPECT_EQ(fused.shape(), g.w_shape()) << g.name;
     std::vector<double> want, mag;
     ref_dw(g, dy.to_vector<float>(), idx.to_vector<int64_t>(), x.to_vector<float>(), want, mag);
@@ -149,7 +150,7 @@ TEST(ConvPoolGrad, EveryTarget) {
       const Tensor dy = rnd_tensor(idx.shape(), 9);
       std::vector<double> want, mag;
       ref_dw(g, dy.to_vector<float>(), idx.to_vector<int64_t>(), x.to_vector<float>(), want, mag);
-      expect_within(ops::call1(OpId::Conv2dBackwardWeightPooled, {dy, idx, x}, pooled_attrs(g)).to_vector<float>(),
+      expect_within(ops::call1(cpu::op::Conv2dBackwardWeightPooled(), {dy, idx, x}, pooled_attrs(g)).to_vector<float>(),
                     want, mag, t + " " + g.name);
     }
   }
@@ -167,8 +168,8 @@ TEST(ConvPoolGrad, RepeatableAndThreadCounts) {
   const int old = get_num_threads();
   for (int t : {1, 2, 3}) {
     set_num_threads(t);
-    const auto a = ops::call1(OpId::Conv2dBackwardWeightPooled, {dy, idx, x}, pooled_attrs(g)).to_vector<float>();
-    const auto b = ops::call1(OpId::Conv2dBackwardWeightPooled, {dy, idx, x}, pooled_attrs(g)).to_vector<float>();
+    const auto a = ops::call1(cpu::op::Conv2dBackwardWeightPooled(), {dy, idx, x}, pooled_attrs(g)).to_vector<float>();
+    const auto b = ops::call1(cpu::op::Conv2dBackwardWeightPooled(), {dy, idx, x}, pooled_attrs(g)).to_vector<float>();
     EXPECT_EQ(a, b) << "threads " << t;
     expect_within(a, want, mag, "threads " + std::to_string(t));
   }
@@ -186,11 +187,11 @@ TEST(ConvPoolGrad, HandComputed) {
   a.set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
   a.set("weight_shape", Shape{1, 1, 2, 2}).set("conv_output_shape", Shape{1, 1, 1, 2});
   // tap (i, j): 1 * x[i][j] + 10 * x[i][j + 1]
-  EXPECT_EQ(ops::call1(OpId::Conv2dBackwardWeightPooled, {dy, idx, x}, a).to_vector<float>(),
+  EXPECT_EQ(ops::call1(cpu::op::Conv2dBackwardWeightPooled(), {dy, idx, x}, a).to_vector<float>(),
             (std::vector<float>{1 + 20, 2 + 30, 4 + 50, 5 + 60}));
   // Both pooled elements pointing at position 1 simply add: 11 * x[i][j + 1].
   const Tensor idx2 = from_vector(std::vector<int64_t>{1, 1}, {1, 1, 1, 2});
-  EXPECT_EQ(ops::call1(OpId::Conv2dBackwardWeightPooled, {dy, idx2, x}, a).to_vector<float>(),
+  EXPECT_EQ(ops::call1(cpu::op::Conv2dBackwardWeightPooled(), {dy, idx2, x}, a).to_vector<float>(),
             (std::vector<float>{22, 33, 55, 66}));
 }
 
@@ -198,7 +199,7 @@ TEST(ConvPoolGrad, Errors) {
   const Geo& g = kGeos[1];  // x (4, 3, 17, 19), w (8, 3, 3, 3), conv output (4, 8, 17, 19), pooled (4, 8, 8, 9)
   const Tensor x = zeros({4, 3, 17, 19}), dy = zeros({4, 8, 8, 9}), idx = zeros({4, 8, 8, 9}, kInt64);
   const Attrs a = pooled_attrs(g);
-  auto run = [&](Tensors in, Attrs at) { return error_of([&] { ops::call1(OpId::Conv2dBackwardWeightPooled, in, at); }); };
+  auto run = [&](Tensors in, Attrs at) { return error_of([&] { ops::call1(cpu::op::Conv2dBackwardWeightPooled(), in, at); }); };
   std::string m = run({dy, zeros({4, 8, 8, 9}, kInt32), x}, a);
   EXPECT_NE(m.find("indices must be int64 (max_pool2d's second output), got int32"), std::string::npos) << m;
   m = run({dy, zeros({4, 8, 8, 8}, kInt64), x}, a);
@@ -233,13 +234,13 @@ const Geo kRowGeo{"row", 2, 2, 9, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 0};
 
 SPORE_OP_CASES({
     OpCase{.name = "conv2d_backward_weight_pooled/c2_3x3_pool2",
-           .op = OpId::Conv2dBackwardWeightPooled,
+           .op = cpu::op::Conv2dBackwardWeightPooled(),
            .inputs = {{.shape = kRowGeo.y_shape(), .differentiable = false},
                       {.shape = {2, 3, 4, 4}},
                       {.shape = {2, 2, 9, 8}}},
            .run = [](const Tensors& t) -> Tensors {
              const Tensor idx = ops::call(OpId::MaxPool2d, {t[0]}, pool_attrs(kRowGeo))[1];
-             return {ops::call1(OpId::Conv2dBackwardWeightPooled, {t[1], idx, t[2]}, pooled_attrs(kRowGeo))};
+             return {ops::call1(cpu::op::Conv2dBackwardWeightPooled(), {t[1], idx, t[2]}, pooled_attrs(kRowGeo))};
            },
            .reference = [](const Tensors& t) -> Tensors {
              // Argmax of each 2x2 window in float64 (random values: no ties), then the definition.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/ops/ops.h"
 #include "ops/op.h"
 #include "spore/spore.h"
 #include "test_util.h"
@@ -206,7 +207,7 @@ TEST(DirectConv, OpsDispatchMatchesFloat64) {
       for (int rep = 0; rep < 2; ++rep) {  // auto: the timed first call, then the cached choice
         expect_close(ops::call1(OpId::Conv2d, {x, w, b}, a).to_vector<float>(),
                      ref_forward(g, xv, wv, bv, false), what + " conv2d");
-        expect_close(ops::call1(OpId::Conv2dFused, {x, w, b}, fused).to_vector<float>(),
+        expect_close(ops::call1(cpu::op::Conv2dFused(), {x, w, b}, fused).to_vector<float>(),
                      ref_forward(g, xv, wv, bv, true), what + " conv2d_fused bias+relu");
         expect_close(ops::call1(OpId::Conv2dBackwardWeight, {dy, x}, wa).to_vector<float>(),
                      ref_weight_grad(g, dyv, xv), what + " weight grad");

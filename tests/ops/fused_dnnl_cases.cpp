@@ -2,6 +2,7 @@
 // (kNonDiff: no gradient check). References are plain loops on doubles written here.
 #include <cmath>
 
+#include "backends/cpu/ops/ops.h"
 #include "op_table.h"
 
 namespace spore::test {
@@ -53,13 +54,13 @@ Attrs post_attrs(bool bias, bool res, const std::string& act, double alpha = 0, 
 OpCase conv_fused_case(std::string name, bool bias, bool res, std::string act, double alpha = 0,
                        double beta = 0, bool scale = false) {
   const Shape x{2, 3, 5, 5}, w{4, 3, 3, 3}, y{2, 4, 5, 5};
-  OpCase c{.name = "conv2d_fused/" + name, .op = OpId::Conv2dFused,
+  OpCase c{.name = "conv2d_fused/" + name, .op = cpu::op::Conv2dFused(),
            .inputs = {{.shape = x}, {.shape = w, .lo = -0.5, .hi = 0.5}},
            .run = [=](const Tensors& t) -> Tensors {
              Attrs a = post_attrs(bias, res, act, alpha, beta).set("has_scale", scale);
              a.set("stride", std::vector<int64_t>{1, 1}).set("padding", std::vector<int64_t>{1, 1, 1, 1});
              a.set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
-             return {ops::call1(OpId::Conv2dFused, t, a)};
+             return {ops::call1(cpu::op::Conv2dFused(), t, a)};
            },
            .reference = [=](const Tensors& t) -> Tensors {
              Shape ys;
@@ -90,10 +91,10 @@ OpCase conv_fused_case(std::string name, bool bias, bool res, std::string act, d
 OpCase matmul_fused_case(std::string name, bool bias, bool res, std::string act, bool nc_b = false,
                          double alpha = 0, double beta = 0) {
   const int64_t M = 5, K = 7, N = 6;
-  OpCase c{.name = "matmul_fused/" + name, .op = OpId::MatmulFused,
+  OpCase c{.name = "matmul_fused/" + name, .op = cpu::op::MatmulFused(),
            .inputs = {{.shape = {M, K}}, {.shape = nc_b ? Shape{K, N} : Shape{K, N}, .non_contiguous = nc_b}},
            .run = [=](const Tensors& t) -> Tensors {
-             return {ops::call1(OpId::MatmulFused, t, post_attrs(bias, res, act, alpha, beta))};
+             return {ops::call1(cpu::op::MatmulFused(), t, post_attrs(bias, res, act, alpha, beta))};
            },
            .reference = [=](const Tensors& t) -> Tensors {
              Vec a = values(t[0]), b = values(t[1]), r(size_t(M * N));

@@ -3,8 +3,9 @@
 //   op_test.cpp       every row, every listed dtype: Spore's kernel vs the row's reference
 //                     (plain loops on doubles written in the test, independent of Spore's kernels)
 //   grad_test.cpp     finite-difference gradient checks in float64 for differentiable rows
-//   registry_test.cpp every primitive in ops.def has inference, a gradient rule (unless kNonDiff),
-//                     a CPU kernel (or a view rule) and at least one row here
+//   registry_test.cpp every primitive in ops.def (and every CPU-private op, backends/cpu/ops/ops.def)
+//                     has inference, a gradient rule (unless kNonDiff), a CPU kernel (or a view
+//                     rule) and at least one row here
 #pragma once
 #include <functional>
 #include <string>

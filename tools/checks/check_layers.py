@@ -18,10 +18,13 @@ LAYERS = [
         "include/spore/grad_mode.h", "include/spore/profiler.h",
         "src/backends/backend.h", "src/backends/registry.cpp",  # the backend interface
         "src/ops/op.h", "src/ops/ops.def", "src/ops/precision.h",  # the op interface kernels see
-        "src/ops/fused_program.h", "src/ops/blocked.h"]),
+        "src/ops/fused_program.h", "src/ops/blocked.h",
+        # a backend's private ops by name (its kernels register on them): backends/<name>/ops/
+        "src/backends/*/ops/ops.h", "src/backends/*/ops/ops.def"]),
     ("devices", ["src/backends/"]),  # kernels, allocators: backends/<name>/
     ("compiler", [  # op definitions and dispatch, autograd, Graph mode, backends' graph passes
         "src/ops/", "src/autograd/", "src/graph/", "src/backends/*/passes/",
+        "src/backends/*/ops/",  # a backend's private ops: their registration and rules
         "include/spore/ops.h", "include/spore/autograd.h", "include/spore/jit.h",
         "include/spore/custom_op.h"]),
     ("framework", [  # what users call
@@ -35,7 +38,7 @@ LAYERS = [
 # of these are free within it). Patterns as above.
 SUBLAYERS = {
     "compiler": [
-        ("ops", ["src/ops/", "include/spore/ops.h", "include/spore/custom_op.h"]),
+        ("ops", ["src/ops/", "src/backends/*/ops/", "include/spore/ops.h", "include/spore/custom_op.h"]),
         ("autograd", ["src/autograd/", "include/spore/autograd.h"]),
         ("graph", ["src/graph/", "include/spore/jit.h"]),
     ],

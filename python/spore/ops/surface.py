@@ -2,6 +2,7 @@
 
 - PRIMITIVES: every row of src/ops/ops.def and what reaches it from Python: the names in
   spore.ops (MindSpore's functional API), a Tensor method, or why a user never calls it directly.
+  (A backend's private ops, such as the CPU's conv2d_fused, are not ops.def rows and not here.)
 - DEFAULTS: the defaults of each spore.ops function that has any. MindSpore's own defaults win where
   the API is MindSpore's; the bindings in spore._C carry none, so this table and
   spore/ops/functional.py are the only two places, and tests/python/test_op_surface.py checks
@@ -56,16 +57,6 @@ PRIMITIVES = {
     "all_finite": "internal: amp's overflow check (amp.all_finite)",
     # made by Graph mode's passes, never traced from user code
     "fused_elementwise": "internal: Graph mode's elementwise fusion",
-    "conv2d_fused": "internal: Graph mode's conv epilogue fusion (CPU)",
-    "to_blocked": "internal: the CPU's blocked-layout pass",
-    "from_blocked": "internal: the CPU's blocked-layout pass",
-    "conv2d_pool_fused": "internal: a CPU graph pass",
-    "conv2d_backward_weight_pooled": "internal: a CPU graph pass",
-    "winograd_weights": "internal: the CPU's constant-conv pass",
-    "conv2d_winograd": "internal: the CPU's constant-conv pass",
-    "pack_conv_weights": "internal: the CPU's constant-conv pass",
-    "conv2d_packed": "internal: the CPU's constant-conv pass",
-    "matmul_fused": "internal: Graph mode's matmul epilogue fusion",
     "softmax_cross_entropy_fused": "internal: the cross-entropy losses' fused kernel (ops.cross_entropy)",
     "fused_apply_momentum": "internal: Graph mode's multi-tensor optimizer update",
     "fused_apply_adam": "internal: Graph mode's multi-tensor optimizer update",

@@ -12,11 +12,6 @@ std::vector<BackendPass>& registry() {
   static std::vector<BackendPass> r;
   return r;
 }
-size_t fold_batchnorm_then_fold_constants(Graph& g) {
-  const size_t n = fold_batchnorm(g);
-  if (n > 0) constant_folding(g);  // the folding nodes, when the parameters are constants
-  return n;
-}
 size_t fuse_softmax_ce_then_fold_constants(Graph& g) {
   const size_t n = fuse_softmax_cross_entropy(g);
   if (n > 0) constant_folding(g);  // neg of a constant incoming gradient (a mean's -1/N)
@@ -76,7 +71,7 @@ void run_pipeline(Graph& g) {
     dump_if_enabled(g, index++, "recompute");
   }
   // Fusion: the generic passes and those the backends contribute, by order. Convs and matmuls
-  // come first (BatchNorm folded into its conv, then a backend's post-op fusion), so they get
+  // come first (a backend's BatchNorm folding and post-op fusion), so they get
   // first pick before the elementwise fusion; layout passes come last among the activation
   // rewrites, so they see the final nodes.
   struct FusionStage {
@@ -85,7 +80,6 @@ void run_pipeline(Graph& g) {
     PassFn fn;
   };
   std::vector<FusionStage> fusion = {
-      {"fold_batchnorm", kOrderFoldBatchnorm, fold_batchnorm_then_fold_constants},
       {"softmax_ce_fusion", kOrderSoftmaxCrossEntropy, fuse_softmax_ce_then_fold_constants},
       {"elementwise_fusion", kOrderElementwise, fuse_elementwise},
       {"optimizer_fusion", kOrderOptimizer, fuse_optimizer},

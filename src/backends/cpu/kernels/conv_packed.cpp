@@ -13,6 +13,7 @@
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_packed.cpp"
+#include "backends/cpu/ops/ops.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
@@ -249,8 +250,8 @@ void conv2d_packed_kernel(ops::KernelContext& ctx) {
 
 }  // namespace
 
-SPORE_KERNEL(CPU, PackConvWeights, pack_conv_weights_kernel, kFloat32);
-SPORE_KERNEL(CPU, Conv2dPacked, conv2d_packed_kernel, kFloat32);
+SPORE_CPU_KERNEL(PackConvWeights, pack_conv_weights_kernel, kFloat32);
+SPORE_CPU_KERNEL(Conv2dPacked, conv2d_packed_kernel, kFloat32);
 
 }  // namespace spore::cpu
 #endif  // HWY_ONCE

@@ -1,4 +1,4 @@
-// conv2d_pool_fused (ops/conv_pool.cpp): max_pool2d(relu?(conv2d(x, w) + bias)) for the direct conv
+// conv2d_pool_fused (backends/cpu/ops/conv_pool.cpp): max_pool2d(relu?(conv2d(x, w) + bias)) for the direct conv
 // kernels' geometries (conv_direct.h: C_in <= 4), float32 NCHW, without writing the conv output.
 //
 // conv2d_direct_forward_rows computes the conv in groups of output rows per task (image n, block
@@ -17,6 +17,7 @@
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_pool_fused.cpp"
+#include "backends/cpu/ops/ops.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
@@ -256,11 +257,11 @@ ops::Attrs pool_attrs(const ops::Attrs& a) {
 
 // Not a direct-kernel geometry: conv2d_fused's kernel into a temporary, then max_pool2d's.
 void unfused(ops::KernelContext& ctx, const Shape& conv_shape) {
-  const ops::KernelEntry* conv = ops::find_kernel(ops::OpId::Conv2dFused, DeviceType::CPU);
+  const ops::KernelEntry* conv = ops::find_kernel(op::Conv2dFused(), DeviceType::CPU);
   const ops::KernelEntry* pool = ops::find_kernel(ops::OpId::MaxPool2d, DeviceType::CPU);
   SPORE_CHECK(conv && pool, "conv2d_pool_fused: the conv2d_fused / max_pool2d CPU kernels are missing");
   ops::Tensors cout{Tensor::empty(conv_shape, kFloat32)};
-  ops::KernelContext cc{ops::op_def(ops::OpId::Conv2dFused), ctx.inputs, cout, ctx.attrs};
+  ops::KernelContext cc{ops::op_def(op::Conv2dFused()), ctx.inputs, cout, ctx.attrs};
   conv->fn(cc);
   const ops::Attrs pa = pool_attrs(ctx.attrs);
   ops::KernelContext pc{ops::op_def(ops::OpId::MaxPool2d), cout, ctx.outputs, pa};
@@ -303,7 +304,7 @@ void conv2d_pool_fused_kernel(ops::KernelContext& ctx) {
 
 }  // namespace
 
-SPORE_KERNEL(CPU, Conv2dPoolFused, conv2d_pool_fused_kernel, kFloat32);
+SPORE_CPU_KERNEL(Conv2dPoolFused, conv2d_pool_fused_kernel, kFloat32);
 
 }  // namespace spore::cpu
 #endif  // HWY_ONCE

@@ -1,4 +1,4 @@
-// conv2d_backward_weight_pooled (ops/conv_pool.cpp) on the CPU, float32, groups 1, any C_in:
+// conv2d_backward_weight_pooled (backends/cpu/ops/conv_pool.cpp) on the CPU, float32, groups 1, any C_in:
 // dw (O, C, kh, kw) = conv2d_backward_weight(max_pool2d_backward(dy_pooled, indices), x), computed
 // from the argmax positions alone: pooled element (n, o, e) with gradient g and index p = oh * OW + ow
 // (max_pool2d's convention: the winner in its (OH, OW) conv-output plane) adds
@@ -22,6 +22,7 @@
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_pool_grad.cpp"
+#include "backends/cpu/ops/ops.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
@@ -283,7 +284,7 @@ void conv2d_backward_weight_pooled_kernel(ops::KernelContext& ctx) {
 }
 }  // namespace
 
-SPORE_KERNEL(CPU, Conv2dBackwardWeightPooled, conv2d_backward_weight_pooled_kernel, kFloat32);
+SPORE_CPU_KERNEL(Conv2dBackwardWeightPooled, conv2d_backward_weight_pooled_kernel, kFloat32);
 
 }  // namespace spore::cpu
 #endif  // HWY_ONCE

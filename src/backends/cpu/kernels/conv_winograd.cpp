@@ -18,6 +18,7 @@
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_winograd.cpp"
+#include "backends/cpu/ops/ops.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
@@ -310,8 +311,8 @@ void conv2d_winograd_kernel(ops::KernelContext& ctx) {
 
 }  // namespace
 
-SPORE_KERNEL(CPU, WinogradWeights, winograd_weights_kernel, kFloat32);
-SPORE_KERNEL(CPU, Conv2dWinograd, conv2d_winograd_kernel, kFloat32);
+SPORE_CPU_KERNEL(WinogradWeights, winograd_weights_kernel, kFloat32);
+SPORE_CPU_KERNEL(Conv2dWinograd, conv2d_winograd_kernel, kFloat32);
 
 }  // namespace spore::cpu
 #endif  // HWY_ONCE

@@ -1,4 +1,4 @@
-// ToBlocked / FromBlocked on the CPU (ops/layout.cpp): NCHW <-> nChw16c held as (N, Cb, H, W, 16).
+// ToBlocked / FromBlocked on the CPU (backends/cpu/ops/layout.cpp): NCHW <-> nChw16c held as (N, Cb, H, W, 16).
 //   Contiguous float32 / bfloat16: a cached oneDNN reorder (the same reorder the convolutions ran
 //     internally before the layout pass).
 //   Strided inputs of to_blocked (an expand view with zero strides, a slice) and float16: a loop.
@@ -12,6 +12,7 @@
 #include "backends/cpu/kernels/layout.h"
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/onednn/onednn.h"
+#include "backends/cpu/ops/ops.h"
 #include "core/parallel.h"
 
 namespace spore::cpu {
@@ -35,7 +36,7 @@ namespace {
 // The cached reorder between the logical (N, C, H, W) nchw and aBcd16b descriptions.
 std::shared_ptr<onednn::Compiled> layout_reorder(bool to_blocked, const Shape& logical, DType t) {
   onednn::CacheKey key;
-  key.add(int64_t(to_blocked ? ops::OpId::ToBlocked : ops::OpId::FromBlocked)).add(int64_t(t)).add(logical);
+  key.add(int64_t(to_blocked ? op::ToBlocked() : op::FromBlocked())).add(int64_t(t)).add(logical);
   return onednn::cached(key, [&]() -> std::shared_ptr<onednn::Compiled> {
     const onednn::dims d = onednn::to_dims(logical);
     const dnnl::memory::desc plain{d, onednn::to_dnnl(t), onednn::tag::nchw};
@@ -128,7 +129,7 @@ void from_blocked_kernel(ops::KernelContext& ctx) {
 
 }  // namespace
 
-SPORE_KERNEL(CPU, ToBlocked, to_blocked_kernel, kFloat32, kBFloat16, kFloat16);
-SPORE_KERNEL(CPU, FromBlocked, from_blocked_kernel, kFloat32, kBFloat16, kFloat16);
+SPORE_CPU_KERNEL(ToBlocked, to_blocked_kernel, kFloat32, kBFloat16, kFloat16);
+SPORE_CPU_KERNEL(FromBlocked, from_blocked_kernel, kFloat32, kBFloat16, kFloat16);
 
 }  // namespace spore::cpu

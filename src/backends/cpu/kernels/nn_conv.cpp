@@ -32,6 +32,7 @@
 #include "backends/cpu/kernels/layout.h"
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/onednn/onednn.h"
+#include "backends/cpu/ops/ops.h"
 #include "core/parallel.h"
 
 namespace spore::cpu {
@@ -68,7 +69,7 @@ enum class Pass { kForward, kBackwardData, kBackwardWeight };
 
 onednn::CacheKey conv_key(Pass p, const Geom& g, DType t, bool bias, const ops::Attrs* post) {
   onednn::CacheKey k;
-  k.add(int64_t(post ? ops::OpId::Conv2dFused : ops::OpId::Conv2d)).add(int64_t(p)).add(int64_t(t)).add(bias);
+  k.add(int64_t(post ? op::Conv2dFused() : ops::OpId::Conv2d)).add(int64_t(p)).add(int64_t(t)).add(bias);
   k.add({g.N, g.C, g.H, g.W, g.O, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr, g.dh, g.dw, g.G});
   k.add(g.bx).add(g.by);
   if (post) onednn::add_post_op_key(k, *post);
@@ -698,7 +699,7 @@ void conv2d_backward_weight_kernel(ops::KernelContext& ctx) {
 }  // namespace
 
 SPORE_KERNEL(CPU, Conv2d, conv2d_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
-SPORE_KERNEL(CPU, Conv2dFused, conv2d_fused_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_CPU_KERNEL(Conv2dFused, conv2d_fused_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 SPORE_KERNEL(CPU, Conv2dBackwardData, conv2d_backward_data_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 SPORE_KERNEL(CPU, Conv2dBackwardWeight, conv2d_backward_weight_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 

@@ -13,6 +13,7 @@
 
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/onednn/onednn.h"
+#include "backends/cpu/ops/ops.h"
 #include "core/parallel.h"
 
 namespace spore::cpu {
@@ -94,7 +95,7 @@ bool dnnl_matmul(const Tensor& a, const Tensor& b, Tensor& c, Mat ma, Mat mb, co
   }
   onednn::CacheKey key;
   const bool bias = ep.bias != nullptr, res = ep.residual != nullptr;
-  key.add(int64_t(ep.post ? ops::OpId::MatmulFused : ops::OpId::Matmul)).add(int64_t(t)).add(three_d);
+  key.add(int64_t(ep.post ? op::MatmulFused() : ops::OpId::Matmul)).add(int64_t(t)).add(three_d);
   for (const Mat* m : {&ma, &mb, &mc}) key.add({m->batch, m->rows, m->cols, m->sb, m->sr, m->sc});
   if (ep.post) onednn::add_post_op_key(key.add(bias), *ep.post);
   auto prim = onednn::cached(key, [&]() -> std::shared_ptr<onednn::Compiled> {
@@ -231,6 +232,6 @@ void matmul_fused_kernel(ops::KernelContext& ctx) {
 }  // namespace
 
 SPORE_KERNEL(CPU, Matmul, matmul_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
-SPORE_KERNEL(CPU, MatmulFused, matmul_fused_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_CPU_KERNEL(MatmulFused, matmul_fused_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 
 }  // namespace spore::cpu

@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/cpu/ops/ops.h"
 #include "backends/cpu/passes/passes.h"
 #include "ops/blocked.h"
 #include "ops/op.h"
@@ -58,7 +59,7 @@ bool plain_4d_f32(const Value* v) {
 const auto blocked_shape = ops::blocked::shape;
 
 bool is_conv(OpId op) {
-  return op == OpId::Conv2d || op == OpId::Conv2dFused || op == OpId::Conv2dBackwardData ||
+  return op == OpId::Conv2d || op == op::Conv2dFused() || op == OpId::Conv2dBackwardData ||
          op == OpId::Conv2dBackwardWeight;
 }
 
@@ -81,10 +82,10 @@ std::vector<Slot> aware_slots(const Node& n) {
   auto out = [&](int o, char side) { s.push_back({-1, o, side}); };
   if (is_conv(op)) {
     if (!plain_4d_f32(n.inputs[0]) || n.attrs.get_int("groups", 1) != 1) return {};
-    if (op == OpId::Conv2d || op == OpId::Conv2dFused) {
+    if (op == OpId::Conv2d || op == op::Conv2dFused()) {
       in(0, 'x');
       out(0, 'y');
-      if (op == OpId::Conv2dFused && n.attrs.get_bool("has_residual", false))
+      if (op == op::Conv2dFused() && n.attrs.get_bool("has_residual", false))
         in(int(n.inputs.size()) - 1, 'y');
     } else if (op == OpId::Conv2dBackwardData) {
       in(0, 'y');
@@ -228,7 +229,7 @@ size_t blocked_layout(Graph& g) {
       if (sl.input >= 0 && !aware_producer.count(v)) {  // a plain producer: re-layout once
         Value*& twin = blocked_twin[v];
         if (!twin) {
-          Node* t = g.insert_node(i++, OpId::ToBlocked, {v}, {}, {{blocked_shape(v->shape), v->dtype}});
+          Node* t = g.insert_node(i++, op::ToBlocked(), {v}, {}, {{blocked_shape(v->shape), v->dtype}});
           t->precision = n->precision;
           twin = t->outputs[0];
         }
@@ -277,7 +278,7 @@ size_t blocked_layout(Graph& g) {
       v->shape = blocked_shape(plain);
       v->strides = contiguous_strides(v->shape);
       if (v->dtype != kFloat32 || (reads[v] == aware_reads[v] && !returned.count(v))) continue;
-      Node* f = g.insert_node(i + 1, OpId::FromBlocked, {v}, ops::Attrs().set("channels", plain[1]),
+      Node* f = g.insert_node(i + 1, op::FromBlocked(), {v}, ops::Attrs().set("channels", plain[1]),
                               {{plain, v->dtype}});
       f->precision = n->precision;
       Value* p = f->outputs[0];

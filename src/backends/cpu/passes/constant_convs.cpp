@@ -19,6 +19,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "backends/cpu/ops/ops.h"
 #include "backends/cpu/passes/passes.h"
 #include "core/parallel.h"
 #include "spore/grad_mode.h"
@@ -75,10 +76,10 @@ size_t constant_convs(Graph& g) {
   std::unordered_set<const Node*> dead;
   for (size_t pos = 0; pos < g.nodes.size(); ++pos) {
     Node* n = g.nodes[pos].get();
-    if (n->op != OpId::Conv2d && n->op != OpId::Conv2dFused) continue;
+    if (n->op != OpId::Conv2d && n->op != op::Conv2dFused()) continue;
     const Way way = way_of(*n);
     if (way == Way::kOneDnn) continue;
-    const bool fused = n->op == OpId::Conv2dFused;
+    const bool fused = n->op == op::Conv2dFused();
     const bool has_bias = fused ? n->attrs.get_bool("has_bias", false) : n->inputs.size() == 3;
     const bool has_scale = fused && n->attrs.get_bool("has_scale", false);
     const bool has_res = fused && n->attrs.get_bool("has_residual", false);
@@ -87,7 +88,7 @@ size_t constant_convs(Graph& g) {
     const size_t per_channel = size_t(has_bias) + 2 * size_t(has_scale);
     for (size_t i = 1; i < 2 + per_channel; ++i) wins.push_back(n->inputs[i]->tensor);
     const ops::Tensors prepared =
-        ops::call(way == Way::kWinograd ? OpId::WinogradWeights : OpId::PackConvWeights, wins,
+        ops::call(way == Way::kWinograd ? op::WinogradWeights() : op::PackConvWeights(), wins,
                   ops::Attrs().set("has_bias", has_bias).set("has_scale", has_scale));
     std::vector<Value*> ins{n->inputs[0], g.add_capture(prepared[0].detach(), ValueKind::kConstant),
                             g.add_capture(prepared[1].detach(), ValueKind::kConstant)};
@@ -96,7 +97,7 @@ size_t constant_convs(Graph& g) {
     a.set("padding", n->attrs.get_ints("padding")).set("has_residual", has_res);
     a.set("act", fused && n->attrs.has("act") ? n->attrs.get_string("act") : std::string());
     if (way == Way::kPacked) a.set("stride", n->attrs.get_ints("stride"));
-    const OpId op = way == Way::kWinograd ? OpId::Conv2dWinograd : OpId::Conv2dPacked;
+    const OpId op = way == Way::kWinograd ? op::Conv2dWinograd() : op::Conv2dPacked();
     ops::Metas in_metas;
     for (const Value* v : ins) in_metas.push_back({v->shape, v->dtype});
     const ops::Metas out = ops::op_def(op).rules.infer(in_metas, a);

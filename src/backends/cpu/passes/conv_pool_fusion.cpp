@@ -21,6 +21,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "backends/cpu/ops/ops.h"
 #include "backends/cpu/passes/passes.h"
 
 namespace spore::cpu {
@@ -46,7 +47,7 @@ bool plain_f32(const Node& n) {
 
 // A conv the fused forward kernel takes: bias and / or relu only.
 bool fusable_conv(const Node& n) {
-  if (n.op != OpId::Conv2d && n.op != OpId::Conv2dFused) return false;
+  if (n.op != OpId::Conv2d && n.op != op::Conv2dFused()) return false;
   if (!plain_f32(n) || n.inputs[1]->shape[1] > kMaxInputChannels) return false;
   if (n.op == OpId::Conv2d) return true;
   const std::string act = n.attrs.has("act") ? n.attrs.get_string("act") : std::string();
@@ -90,7 +91,7 @@ size_t fuse_conv_pool(Graph& g) {
         .set("pool_stride", p->attrs.get_ints("stride"))
         .set("pool_padding", p->attrs.get_ints("padding"))
         .set("pool_ceil_mode", p->attrs.get_bool("ceil_mode", false));
-    Node* f = insert_like(g, p, OpId::Conv2dPoolFused, c->inputs, std::move(a), c->precision);
+    Node* f = insert_like(g, p, op::Conv2dPoolFused(), c->inputs, std::move(a), c->precision);
     g.replace_all_uses(p->outputs[0], f->outputs[0]);
     g.replace_all_uses(p->outputs[1], f->outputs[1]);
     ++fused;  // c and p are dead: dead_code_elimination removes them
@@ -106,7 +107,7 @@ size_t fuse_conv_pool(Graph& g) {
     a.set("groups", int64_t(1))
         .set("weight_shape", w->attrs.get_ints("weight_shape"))
         .set("conv_output_shape", b->attrs.get_ints("input_shape"));
-    Node* f = insert_like(g, w, OpId::Conv2dBackwardWeightPooled, {b->inputs[0], b->inputs[1], w->inputs[1]},
+    Node* f = insert_like(g, w, op::Conv2dBackwardWeightPooled(), {b->inputs[0], b->inputs[1], w->inputs[1]},
                           std::move(a), w->precision);
     g.replace_all_uses(w->outputs[0], f->outputs[0]);
     ++fused;

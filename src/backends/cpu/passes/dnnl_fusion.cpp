@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/cpu/ops/ops.h"
 #include "backends/cpu/passes/passes.h"
 
 namespace spore::cpu {
@@ -84,12 +85,12 @@ size_t fuse_conv_matmul(Graph& g) {
   std::vector<Node*> anchors;  // every conv2d / matmul (and folded conv), in schedule order
   for (const auto& n : g.nodes)
     if (n->op == OpId::Conv2d || n->op == OpId::Matmul ||
-        (n->op == OpId::Conv2dFused && !n->attrs.get_bool("has_residual", false) &&
+        (n->op == op::Conv2dFused() && !n->attrs.get_bool("has_residual", false) &&
          (!n->attrs.has("act") || n->attrs.get_string("act").empty())))
       anchors.push_back(n.get());
   for (Node* n : anchors) {
     Uses uses(g);  // rebuilt per chain: earlier fusions changed the readers
-    const bool prefused = n->op == OpId::Conv2dFused;  // a folded BatchNorm: scale and shift
+    const bool prefused = n->op == op::Conv2dFused();  // a folded BatchNorm: scale and shift
     const bool conv = n->op == OpId::Conv2d || prefused;
     Value* cur = n->outputs[0];
     if (cur->dtype != kFloat32 && cur->dtype != kBFloat16 && cur->dtype != kFloat16) continue;  // oneDNN's
@@ -151,7 +152,7 @@ size_t fuse_conv_matmul(Graph& g) {
     if (residual) ins.push_back(residual);
     if (!prefused) post.set("has_bias", bias != nullptr);
     post.set("has_residual", residual != nullptr);
-    const OpId op = conv ? OpId::Conv2dFused : OpId::MatmulFused;
+    const OpId op = conv ? op::Conv2dFused() : op::MatmulFused();
     ops::Metas in_metas;
     for (const Value* v : ins) in_metas.push_back({v->shape, v->dtype});
     const ops::Metas out = ops::op_def(op).rules.infer(in_metas, post);

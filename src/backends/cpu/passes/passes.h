@@ -9,13 +9,17 @@
 
 namespace spore::cpu {
 
-// Pipeline order (between graph::kOrderFoldBatchnorm 100 and kOrderSoftmaxCrossEntropy 300, and
-// after kOrderElementwise 400).
+// Pipeline order (before graph::kOrderSoftmaxCrossEntropy 300, and after kOrderElementwise 400).
+inline constexpr int kOrderFoldBatchnorm = 100;
 inline constexpr int kOrderConvMatmulFusion = 200;
 inline constexpr int kOrderBlockedLayout = 500;
 inline constexpr int kOrderConstantConvs = 550;
 inline constexpr int kOrderConvPoolFusion = 600;
 
+// BatchNorm folding (bn_folding.cpp), inference: conv2d -> batch_norm_inference becomes one
+// conv2d_fused(x, w, scale, shift) (the BatchNorm as oneDNN per-channel post-ops), the per-channel
+// nodes constant-folded when the parameters are constants; returns batch norms removed.
+size_t fold_batchnorm(graph::Graph& g);
 // oneDNN post-op fusion (dnnl_fusion.cpp): conv2d / matmul [+ bias] [+ residual] [-> activation]
 // -> one conv2d_fused / matmul_fused where the intermediates have no other reader (relu_grad is
 // first pointed at relu's output); returns chains fused.

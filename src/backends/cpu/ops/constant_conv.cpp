@@ -16,9 +16,10 @@
 //
 // Attributes: has_bias, has_scale (the weight ops); padding (top, bottom, left, right), act ("" or
 // "relu"), has_residual and (conv2d_packed) stride. float32 only; all are kNonDiff.
-#include "ops/op.h"
+#include "backends/cpu/ops/rules.h"
 
-namespace spore::ops {
+namespace spore::cpu::rules {
+using namespace ::spore::ops;
 namespace {
 
 void check_f32(const TensorMeta& m, const char* what) {
@@ -74,48 +75,56 @@ void check_conv_inputs(const Metas& in, const Attrs& a, const char* weights) {
 
 }  // namespace
 
-SPORE_DEFINE_OP(WinogradWeights, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    check_weight_inputs(in, a);
-    const Shape& w = in[0].shape;
-    SPORE_CHECK(w[2] == 3 && w[3] == 3, "expected a 3x3 weight (O, C, 3, 3), got shape ", shape_str(w));
-    return {{{16, w[0] / 16, w[1], 16}, kFloat32}, {{w[0]}, kFloat32}};
-  },
-});
+OpRules WinogradWeights() {
+  return {
+    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+      check_weight_inputs(in, a);
+      const Shape& w = in[0].shape;
+      SPORE_CHECK(w[2] == 3 && w[3] == 3, "expected a 3x3 weight (O, C, 3, 3), got shape ", shape_str(w));
+      return {{{16, w[0] / 16, w[1], 16}, kFloat32}, {{w[0]}, kFloat32}};
+    },
+  };
+}
 
-SPORE_DEFINE_OP(Conv2dWinograd, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    check_conv_inputs(in, a, "u");
-    const Shape &x = in[0].shape, &u = in[1].shape;
-    SPORE_CHECK(u.size() == 4 && u[0] == 16 && u[3] == 16 && u[2] == x[1] * 16,
-                "expected u (16, O/16, C=", x[1] * 16, ", 16) from winograd_weights, got shape ",
-                shape_str(u));
-    return {{check_conv(in, a, u[1] * 16, 3, 3, 1, 1), kFloat32}};
-  },
-});
+OpRules Conv2dWinograd() {
+  return {
+    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+      check_conv_inputs(in, a, "u");
+      const Shape &x = in[0].shape, &u = in[1].shape;
+      SPORE_CHECK(u.size() == 4 && u[0] == 16 && u[3] == 16 && u[2] == x[1] * 16,
+                  "expected u (16, O/16, C=", x[1] * 16, ", 16) from winograd_weights, got shape ",
+                  shape_str(u));
+      return {{check_conv(in, a, u[1] * 16, 3, 3, 1, 1), kFloat32}};
+    },
+  };
+}
 
-SPORE_DEFINE_OP(PackConvWeights, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    check_weight_inputs(in, a);
-    const Shape& w = in[0].shape;
-    SPORE_CHECK(w[2] >= 1 && w[3] >= 1 && w[2] * w[3] <= 64, "expected a kernel of 1 to 64 taps, got shape ",
-                shape_str(w));
-    return {{{w[0] / 16, w[2], w[3], w[1], 16}, kFloat32}, {{w[0]}, kFloat32}};
-  },
-});
+OpRules PackConvWeights() {
+  return {
+    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+      check_weight_inputs(in, a);
+      const Shape& w = in[0].shape;
+      SPORE_CHECK(w[2] >= 1 && w[3] >= 1 && w[2] * w[3] <= 64, "expected a kernel of 1 to 64 taps, got shape ",
+                  shape_str(w));
+      return {{{w[0] / 16, w[2], w[3], w[1], 16}, kFloat32}, {{w[0]}, kFloat32}};
+    },
+  };
+}
 
-SPORE_DEFINE_OP(Conv2dPacked, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    check_conv_inputs(in, a, "wp");
-    const Shape &x = in[0].shape, &wp = in[1].shape;
-    SPORE_CHECK(wp.size() == 5 && wp[4] == 16 && wp[3] == x[1] * 16,
-                "expected wp (O/16, kh, kw, C=", x[1] * 16, ", 16) from pack_conv_weights, got shape ",
-                shape_str(wp));
-    const Shape st = a.get_ints("stride");
-    SPORE_CHECK(st.size() == 2 && st[0] >= 1 && st[1] >= 1, "stride must be 2 positive values, got ",
-                shape_str(st));
-    return {{check_conv(in, a, wp[0] * 16, wp[1], wp[2], st[0], st[1]), kFloat32}};
-  },
-});
+OpRules Conv2dPacked() {
+  return {
+    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+      check_conv_inputs(in, a, "wp");
+      const Shape &x = in[0].shape, &wp = in[1].shape;
+      SPORE_CHECK(wp.size() == 5 && wp[4] == 16 && wp[3] == x[1] * 16,
+                  "expected wp (O/16, kh, kw, C=", x[1] * 16, ", 16) from pack_conv_weights, got shape ",
+                  shape_str(wp));
+      const Shape st = a.get_ints("stride");
+      SPORE_CHECK(st.size() == 2 && st[0] >= 1 && st[1] >= 1, "stride must be 2 positive values, got ",
+                  shape_str(st));
+      return {{check_conv(in, a, wp[0] * 16, wp[1], wp[2], st[0], st[1]), kFloat32}};
+    },
+  };
+}
 
-}  // namespace spore::ops
+}  // namespace spore::cpu::rules

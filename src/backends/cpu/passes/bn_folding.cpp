@@ -12,14 +12,18 @@
 // when the parameters are constants. The conv then takes a following residual add and activation
 // in fuse_conv_matmul. Applies only when the conv's output has no reader but the batch norm (so
 // never where a backward reads it) and no effect lies between the two.
-// SPORE_NO_DNNL_FUSION=1 turns it off with the conv fusion.
+// The scale and shift are oneDNN post-ops, so this is a CPU pass (a conv2d_fused is a CPU-private
+// op); it runs first among the fusions, before fuse_conv_matmul. SPORE_NO_DNNL_FUSION=1 turns it
+// off with the conv fusion.
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
 
-#include "graph/passes.h"
+#include "backends/cpu/ops/ops.h"
+#include "backends/cpu/passes/passes.h"
 
-namespace spore::graph {
+namespace spore::cpu {
+using namespace graph;
 namespace {
 using ops::OpId;
 
@@ -74,7 +78,7 @@ size_t fold_batchnorm(Graph& g) {
                          : emit(g, pos, amp, OpId::Neg, {cast(mean, pt)});
     Value* shift = emit(g, pos, amp, OpId::Add, {cast(beta, pt), emit(g, pos, amp, OpId::Mul, {centred, scale})});
     // The conv becomes conv2d_fused(x, w, scale, shift) in place (its output keeps its readers).
-    conv->op = OpId::Conv2dFused;
+    conv->op = op::Conv2dFused();
     conv->attrs.set("has_bias", false).set("has_scale", true).set("has_residual", false).set("act", "");
     conv->inputs = {conv->inputs[0], conv->inputs[1], cast(scale, dt), cast(shift, dt)};
     g.replace_all_uses(bn->outputs[0], y);
@@ -83,7 +87,10 @@ size_t fold_batchnorm(Graph& g) {
     ++folded;
   }
   g.remove_unused_inputs();
+  if (folded > 0) constant_folding(g);  // the folding nodes, when the parameters are constants
   return folded;
 }
 
-}  // namespace spore::graph
+SPORE_REGISTER_PASS(CPU, "fold_batchnorm", kOrderFoldBatchnorm, fold_batchnorm);
+
+}  // namespace spore::cpu

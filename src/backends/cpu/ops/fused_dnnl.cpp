@@ -11,9 +11,10 @@
 // has_scale (conv2d_fused only: a folded BatchNorm), has_residual (which optional inputs are present), act ("" for none, relu, leaky_relu, sigmoid,
 // tanh, gelu, gelu_tanh, silu, clamp) with alpha (leaky_relu's slope, clamp's min) and beta
 // (clamp's max). Both are kNonDiff: the pass only builds them where no gradient flows through.
-#include "ops/op.h"
+#include "backends/cpu/ops/rules.h"
 
-namespace spore::ops {
+namespace spore::cpu::rules {
+using namespace ::spore::ops;
 namespace {
 
 // Checks the optional inputs after the first `base` ones against the attributes and the output.
@@ -53,28 +54,32 @@ void check_epilogue(const Metas& in, const Attrs& a, size_t base, const TensorMe
 
 }  // namespace
 
-SPORE_DEFINE_OP(Conv2dFused, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    SPORE_CHECK(in.size() >= 2, "expected (x, w[, bias][, residual]), got ", in.size(), " inputs");
-    // The convolution itself is conv2d's (same checks and messages).
-    const Metas conv = op_def(OpId::Conv2d).rules.infer({in[0], in[1]}, a);
-    // Per-channel inputs have the logical O = w[0] (the output may be blocked: blocked_y).
-    check_epilogue(in, a, 2, conv[0], {in[1].shape[0]});
-    return conv;
-  },
-});
+OpRules Conv2dFused() {
+  return {
+    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+      SPORE_CHECK(in.size() >= 2, "expected (x, w[, bias][, residual]), got ", in.size(), " inputs");
+      // The convolution itself is conv2d's (same checks and messages).
+      const Metas conv = op_def(OpId::Conv2d).rules.infer({in[0], in[1]}, a);
+      // Per-channel inputs have the logical O = w[0] (the output may be blocked: blocked_y).
+      check_epilogue(in, a, 2, conv[0], {in[1].shape[0]});
+      return conv;
+    },
+  };
+}
 
-SPORE_DEFINE_OP(MatmulFused, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    SPORE_CHECK(in.size() >= 2, "expected (a, b[, bias][, residual]), got ", in.size(), " inputs");
-    SPORE_CHECK(in[0].shape.size() >= 2 && in[1].shape.size() >= 2,
-                "operands of rank >= 2 expected, got ", shape_str(in[0].shape), " and ",
-                shape_str(in[1].shape));
-    SPORE_CHECK(!a.get_bool("has_scale", false), "matmul_fused takes no scale/shift");
-    const Metas mm = op_def(OpId::Matmul).rules.infer({in[0], in[1]}, Attrs());
-    check_epilogue(in, a, 2, mm[0], {mm[0].shape.back()});
-    return mm;
-  },
-});
+OpRules MatmulFused() {
+  return {
+    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+      SPORE_CHECK(in.size() >= 2, "expected (a, b[, bias][, residual]), got ", in.size(), " inputs");
+      SPORE_CHECK(in[0].shape.size() >= 2 && in[1].shape.size() >= 2,
+                  "operands of rank >= 2 expected, got ", shape_str(in[0].shape), " and ",
+                  shape_str(in[1].shape));
+      SPORE_CHECK(!a.get_bool("has_scale", false), "matmul_fused takes no scale/shift");
+      const Metas mm = op_def(OpId::Matmul).rules.infer({in[0], in[1]}, Attrs());
+      check_epilogue(in, a, 2, mm[0], {mm[0].shape.back()});
+      return mm;
+    },
+  };
+}
 
-}  // namespace spore::ops
+}  // namespace spore::cpu::rules
