@@ -6,7 +6,9 @@ The numpy-2 run is repeated with numpy's BLAS left at its default thread count
 (SPORE_NUMPY_BLAS_THREADS = the core count), to show what the thread policy saves.
 On a shared machine (other builds running) wall times swing several-fold from run to run, so each
 configuration also reports its fastest run and its CPU seconds (user + sys of the child, which
-other processes' load barely moves), with the load average before and after.
+other processes' load barely moves), with the load average before and after. Under such load,
+run it with OMP_WAIT_POLICY=passive (as ctest runs the Python tests): OpenMP's default spinning
+pool then loses most of its time slices to the other processes (5-15x slower runs, either numpy).
 
     python3 bench/python/bench_numpy.py [--reps 3] [--venv build-venv] [--mode pynative|graph]
 """
@@ -68,7 +70,9 @@ def main():
     best = {k: min(v) for k, v in times.items()}
     cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
     print(f"MindSpore quick-start (custom_training_loop.py, 1 epoch, {a.mode}), {a.reps} interleaved runs "
-          f"each, {os.cpu_count()} cores, load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after")
+          f"each, {os.cpu_count()} cores, load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')} "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
     print(f"  {'':22s} {'numpy':14s} {'median':>8s} {'fastest':>8s} {'CPU s':>8s}   wall of each run")
     for k, (py, env) in configs.items():
         print(f"  {k:22s} numpy {numpy_version(py, env):8s} {med[k]:7.2f}s {best[k]:7.2f}s {cpu_med[k]:7.2f}s"
