@@ -4,6 +4,11 @@ Debian's python3 + numpy 1.24 (the package built into build/python) and with the
 scripts/venv_check.sh (numpy 2, the package `pip install .` installed), interleaved, medians.
 The numpy-2 run is repeated with numpy's BLAS left at its default thread count
 (SPORE_NUMPY_BLAS_THREADS = the core count), to show what the thread policy saves.
+On a shared machine (other builds running) wall times swing several-fold from run to run, so each
+configuration also reports its fastest run and its CPU seconds (user + sys of the child, which
+other processes' load barely moves), with the load average before and after. Under such load,
+run it with OMP_WAIT_POLICY=passive (as ctest runs the Python tests): OpenMP's default spinning
+pool then loses most of its time slices to the other processes (5-15x slower runs, either numpy).
 
     python3 bench/python/bench_numpy.py [--reps 3] [--venv build-venv] [--mode pynative|graph]
 """
@@ -23,8 +28,13 @@ def run(python, env_extra, mode):
     cmd = [python, os.path.join(ROOT, "examples", "python", "custom_training_loop.py"), "--epochs", "1",
            "--mode", mode]
     t0 = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, cwd="/tmp")
-    return time.perf_counter() - t0
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, cwd="/tmp")
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return wall, usage.ru_utime + usage.ru_stime
 
 
 def numpy_version(python, env_extra):
@@ -49,18 +59,27 @@ def main():
         "numpy2_blas_default": (venv_py, {"SPORE_NUMPY_BLAS_THREADS": str(os.cpu_count())}),
     }
     times = {k: [] for k in configs}
+    cpu = {k: [] for k in configs}
+    load0 = os.getloadavg()[0]
     for _ in range(a.reps):  # interleaved: drift on a shared machine hits every configuration alike
         for k, (py, env) in configs.items():
-            times[k].append(run(py, env, a.mode))
+            wall, cpu_s = run(py, env, a.mode)
+            times[k].append(wall)
+            cpu[k].append(cpu_s)
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"MindSpore quick-start (custom_training_loop.py, 1 epoch, {a.mode}), medians of {a.reps} "
-          f"interleaved runs, {os.cpu_count()} cores")
+    best = {k: min(v) for k, v in times.items()}
+    cpu_med = {k: statistics.median(v) for k, v in cpu.items()}
+    print(f"MindSpore quick-start (custom_training_loop.py, 1 epoch, {a.mode}), {a.reps} interleaved runs "
+          f"each, {os.cpu_count()} cores, load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')} "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
+    print(f"  {'':22s} {'numpy':14s} {'median':>8s} {'fastest':>8s} {'CPU s':>8s}   wall of each run")
     for k, (py, env) in configs.items():
-        print(f"  {k:22s} numpy {numpy_version(py, env):8s} {med[k]:7.2f} s   runs {['%.2f' % t for t in times[k]]}")
-    print(f"  numpy2 / numpy1 = {med['numpy2'] / med['numpy1']:.3f} (goal <= 1.1)")
-    print(f"  numpy2 with numpy's BLAS at its default threads / numpy2 = "
-          f"{med['numpy2_blas_default'] / med['numpy2']:.2f}x")
-
+        print(f"  {k:22s} numpy {numpy_version(py, env):8s} {med[k]:7.2f}s {best[k]:7.2f}s {cpu_med[k]:7.2f}s"
+              f"   {['%.2f' % t for t in times[k]]}")
+    for what, v in (("median wall", med), ("fastest wall", best), ("median CPU", cpu_med)):
+        print(f"  numpy2 / numpy1, {what:12s} = {v['numpy2'] / v['numpy1']:.3f} (goal <= 1.1);  "
+              f"numpy's BLAS at its default threads / policy = {v['numpy2_blas_default'] / v['numpy2']:.2f}x")
 
 if __name__ == "__main__":
     main()

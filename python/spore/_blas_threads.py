@@ -1,5 +1,5 @@
 """Threads: Spore's own pool and numpy's BLAS (OpenBLAS) in one process must not oversubscribe the
-cores. Spore sizes its pool once (all cores, or SPORE_NUM_THREADS / set_num_threads); numpy's
+cores. Spore's pool is OpenMP's (all cores, or OMP_NUM_THREADS / spore._C.set_num_threads); numpy's
 OpenBLAS would start as many threads again, and the two pools spin against each other: MindSpore's
 quick-start loop ran 10x slower with numpy 2's bundled OpenBLAS until this was set.
 

@@ -12,6 +12,11 @@ PYBIND11_MODULE(_C, m) {
   // The pybind11 the module was compiled with (numpy 2 needs >= 2.12; tests/python/test_packaging.py).
   m.attr("_pybind11_version") = std::to_string(PYBIND11_VERSION_MAJOR) + "." +
                                 std::to_string(PYBIND11_VERSION_MINOR) + "." + std::to_string(PYBIND11_VERSION_PATCH);
+#ifdef SPORE_PY_CUDA_BUILT
+  m.attr("_cuda_backend_built") = true;  // libspore_cuda.so was built with this module
+#else
+  m.attr("_cuda_backend_built") = false;
+#endif
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -3,6 +3,9 @@ in [build-system]) and installs only the Python component; the compiled module w
 import os
 import tomllib
 
+import pytest
+
+import spore as ms
 from spore import _C
 
 
@@ -25,3 +28,16 @@ def test_setup_pins_the_same_pybind11(root_dir):
 def test_the_module_was_built_with_a_pybind11_that_reads_numpy_2():
     major, minor, _ = (int(x) for x in _C._pybind11_version.split("."))
     assert (major, minor) >= (2, 12), _C._pybind11_version
+
+
+def test_a_build_with_the_cuda_backend_finds_it():
+    # pip builds only spore._C; when the CUDA toolkit is there, libspore_cuda.so is built with it and
+    # must sit next to libspore (installed package or build tree), or 'GPU' is silently missing.
+    if not _C._cuda_backend_built:
+        pytest.skip("built without the CUDA toolkit (no libspore_cuda.so)")
+    try:
+        ms.set_device("GPU")  # succeeds where a GPU is visible
+    except RuntimeError as e:
+        assert "no GPU is visible" in str(e), str(e)  # not "no CUDA backend" / "did not load"
+    finally:
+        ms.set_device("CPU")
