@@ -10,6 +10,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
+#include "backends/cuda/kernels/common.cuh"
 #include "ops/op.h"
 
 namespace spore::cuda {
@@ -423,22 +424,6 @@ __global__ void assign_kernel(D* dst, const S* src, StridedIndex<2> ix, int64_t 
   }
 }
 
-template <class F>
-void visit_all(DType dt, F&& f) {
-  switch (dt) {
-    case kFloat32: f(float{}); break;
-    case kFloat16: f(__half{}); break;
-    case kBFloat16: f(__nv_bfloat16{}); break;
-    case kFloat64: f(double{}); break;
-    case kInt32: f(int32_t{}); break;
-    case kInt64: f(int64_t{}); break;
-    case kUInt8: f(uint8_t{}); break;
-    case kInt8: f(int8_t{}); break;
-    case kBool: f(bool{}); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] unsupported dtype ", dtype_name(dt));
-  }
-}
-
 void assign(ops::KernelContext& ctx) {
   const Tensor& dst = ctx.inputs[0];
   const Tensor& src = ctx.inputs[1];
@@ -457,9 +442,9 @@ void assign(ops::KernelContext& ctx) {
       default: SPORE_THROW(ErrorKind::TypeError, "[GPU] assign: unsupported dtype ", dtype_name(dst.dtype()));
     }
   } else {
-    visit_all(dst.dtype(), [&](auto dtag) {
+    visit_all(dst.dtype(), "assign", [&](auto dtag) {
       using D = decltype(dtag);
-      visit_all(src.dtype(), [&](auto stag) {
+      visit_all(src.dtype(), "assign", [&](auto stag) {
         using S = decltype(stag);
         assign_kernel<D, S><<<l.blocks, l.threads, 0, s>>>(ptr<D>(dst), ptr<S>(src), ix, n);
       });
@@ -469,6 +454,26 @@ void assign(ops::KernelContext& ctx) {
 }
 
 }  // namespace
+
+void copy_strided(const Tensor& dst, const Tensor& src, cudaStream_t s) {
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  if (dst.is_contiguous() && src.is_contiguous()) {
+    SPORE_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice, s));
+    return;
+  }
+  const Tensor* in[2] = {&dst, &src};
+  const StridedIndex<2> ix = index_for<2>(dst, in);
+  const Launch1d l = launch_1d(n);
+  switch (itemsize(dst.dtype())) {
+    case 1: assign_kernel<uint8_t, uint8_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint8_t>(dst), ptr<uint8_t>(src), ix, n); break;
+    case 2: assign_kernel<uint16_t, uint16_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint16_t>(dst), ptr<uint16_t>(src), ix, n); break;
+    case 4: assign_kernel<uint32_t, uint32_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint32_t>(dst), ptr<uint32_t>(src), ix, n); break;
+    case 8: assign_kernel<uint64_t, uint64_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint64_t>(dst), ptr<uint64_t>(src), ix, n); break;
+    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] copy: unsupported dtype ", dtype_name(dst.dtype()));
+  }
+  SPORE_CUDA_CHECK_LAUNCH();
+}
 
 #define FLOATS kFloat32, kFloat16, kBFloat16, kFloat64
 #define NUMERIC FLOATS, kInt32, kInt64
