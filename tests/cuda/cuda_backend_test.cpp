@@ -25,7 +25,7 @@ const std::set<std::string> kNotYet = {
     "slice", "expand", "permute", "reshape",  // views: no kernel on any device
     "conv2d", "conv2d_backward_data", "conv2d_backward_weight", "batch_norm", "batch_norm_inference",
     "batch_norm_backward",  // cuDNN, next
-    "topk", "sort", "fused_elementwise"};
+    "topk", "sort"};
 const std::set<std::string> kCpuOnly = {"conv2d_fused", "matmul_fused", "to_blocked", "from_blocked",
                                         "conv2d_pool_fused", "conv2d_backward_weight_pooled", "winograd_weights",
                                         "conv2d_winograd", "pack_conv_weights", "conv2d_packed"};
