@@ -140,6 +140,37 @@ class PinnedAllocator : public Allocator {
   AllocatorStats stats_;
 };
 
+// A 0-d CPU tensor joins an op on the GPU as a scalar (ops::op_device, PyTorch's rule: `x * 2.0`
+// allocates no GPU tensor to build). The GPU kernels read device memory only, so every GPU kernel
+// is wrapped once: such an input is copied to the device on the op's stream first (a few bytes,
+// staged by the driver, so the host scalar may go when the copy call returns).
+ops::KernelFn with_device_scalars(ops::KernelFn fn) {
+  return [fn = std::move(fn)](ops::KernelContext& ctx) {
+    bool any = false;
+    for (const Tensor& t : ctx.inputs)
+      any = any || (t.defined() && t.dim() == 0 && t.device().type == DeviceType::CPU);
+    if (!any) return fn(ctx);
+    const Device device = ctx.stream->device();
+    ops::Tensors in = ctx.inputs;
+    for (Tensor& t : in) {
+      if (!t.defined() || t.dim() != 0 || t.device().type != DeviceType::CPU) continue;
+      Tensor d = Tensor::empty({}, t.dtype(), device);
+      SPORE_CUDA_CHECK(cudaMemcpyAsync(d.data_ptr(), t.data_ptr(), itemsize(t.dtype()), cudaMemcpyHostToDevice,
+                                       native(ctx.stream->native_handle())));
+      t = d;
+    }
+    ops::KernelContext c{ctx.def, in, ctx.outputs, ctx.attrs, ctx.stream};
+    fn(c);
+  };
+}
+
+void wrap_kernels() {
+  for (int i = 0, n = ops::num_ops(); i < n; ++i) {
+    const ops::KernelEntry* k = ops::find_kernel(ops::OpId(i), DeviceType::GPU);
+    if (k) ops::detail::register_kernel(ops::OpId(i), DeviceType::GPU, with_device_scalars(k->fn), {}, k->rows);
+  }
+}
+
 struct PerDevice {
   std::unique_ptr<CudaStream> default_stream;
   std::unique_ptr<RawCuda> raw;
@@ -160,6 +191,8 @@ class CudaBackend : public Backend {
       reason_ = "no GPU is visible (cudaGetDeviceCount: 0 devices); check `nvidia-smi` and CUDA_VISIBLE_DEVICES";
     }
     devices_.resize(size_t(n));
+    static std::once_flag wrapped;
+    std::call_once(wrapped, wrap_kernels);
   }
   DeviceType type() const override { return DeviceType::GPU; }
   std::string_view name() const override { return "GPU"; }
