@@ -1,8 +1,8 @@
-// The CUDA backend (DeviceType::GPU, MindSpore's "GPU" target): devices, streams, events, the
-// caching allocator over cudaMalloc, pinned host memory, copies. Built as its own library,
-// libspore_cuda.so, with the CUDA runtime linked statically; libspore loads it at start-up when it
-// is next to libspore (src/backends/plugins.cpp), so libspore runs where no CUDA library is.
-// Kernels are in kernels/, registered for DeviceType::GPU like the CPU's.
+// The CUDA backend (DeviceType::GPU, MindSpore's "GPU" target): devices, streams, events (and the
+// allocator's event pool), the caching allocator over cudaMalloc, pinned host memory, copies.
+// Built as its own library, libspore_cuda.so, with the CUDA runtime linked statically; libspore
+// loads it when it is next to libspore (src/backends/plugins.cpp), so libspore runs where no CUDA
+// library is. Kernels are in kernels/, registered for DeviceType::GPU like the CPU's.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -171,7 +171,41 @@ void wrap_kernels() {
   }
 }
 
+// Events of one device for the allocator's cross-stream bookkeeping (record_stream): recorded,
+// queried, then handed back for reuse instead of created and destroyed each time.
+class EventPool {
+ public:
+  explicit EventPool(int device) : device_(device) {}
+  ~EventPool() {
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+  }
+  cudaEvent_t take() {
+    {
+      std::lock_guard lock(m_);
+      if (!free_.empty()) {
+        cudaEvent_t e = free_.back();
+        free_.pop_back();
+        return e;
+      }
+    }
+    DeviceScope d(device_);
+    cudaEvent_t e;
+    SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  void give(cudaEvent_t e) {
+    std::lock_guard lock(m_);
+    free_.push_back(e);
+  }
+
+ private:
+  int device_;
+  std::mutex m_;
+  std::vector<cudaEvent_t> free_;
+};
+
 struct PerDevice {
+  std::unique_ptr<EventPool> events;  // before the allocator, which returns its events here
   std::unique_ptr<CudaStream> default_stream;
   std::unique_ptr<RawCuda> raw;
   std::unique_ptr<CachingAllocator> allocator;
@@ -249,15 +283,16 @@ class CudaBackend : public Backend {
       PerDevice& p = devices_[size_t(device)];
       p.default_stream = std::make_unique<CudaStream>(device, true);
       p.raw = std::make_unique<RawCuda>(device);
-      StreamEvents ev{[device](void* s) -> void* {
+      p.events = std::make_unique<EventPool>(device);
+      EventPool* pool = p.events.get();
+      StreamEvents ev{[device, pool](void* s) -> void* {
                         DeviceScope d(device);
-                        cudaEvent_t e;
-                        SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+                        cudaEvent_t e = pool->take();
                         SPORE_CUDA_CHECK(cudaEventRecord(e, native(s)));
                         return e;
                       },
                       [](void* e) { return cudaEventQuery(static_cast<cudaEvent_t>(e)) == cudaSuccess; },
-                      [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }};
+                      [pool](void* e) { pool->give(static_cast<cudaEvent_t>(e)); }};
       p.allocator = std::make_unique<CachingAllocator>(
           *p.raw, std::move(ev), "GPU:" + std::to_string(device),
           [device] { return current_stream(Device{DeviceType::GPU, device}).native_handle(); });
