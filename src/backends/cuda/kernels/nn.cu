@@ -6,6 +6,8 @@
 //                             y = (x - mean) * rstd * gamma + beta; one warp per row
 //   LayerNormBackward         dx per row (a warp), dgamma / dbeta per column (a column of
 //                             threads summing the rows, then a shared-memory sum)
+//   BatchNorm (+ Backward, Inference)  per channel of (N, C, spatial...): one block per channel,
+//                             float64 sums as the CPU's; the inference form is elementwise
 // float16 / bfloat16 compute in float32; statistics are float32 (float64 for float64), as the op
 // says. A label out of range gives a NaN loss on the GPU (the CPU throws: checking needs a host
 // synchronisation).
@@ -206,10 +208,158 @@ void layer_norm_backward(ops::KernelContext& ctx) {
   }
 }
 
+// ---- batch norm: x (N, C, spatial...) ---------------------------------------------------------
+// One block per channel walks its N x S elements (S contiguous per sample), sums in float64, as
+// the CPU's per-channel double sums; gamma / beta / running stats arrive as float64.
+constexpr int kBnThreads = 256;
+
+__device__ __forceinline__ double block_sum(double v, double* shared) {
+  for (int k = 16; k > 0; k /= 2) v += __shfl_xor_sync(0xffffffffu, v, k);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // shared is reused between calls
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  double t = 0;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) t += shared[w];
+  return t;
+}
+
+template <class T, class A>
+__global__ void batch_norm_kernel(T* y, A* mean_out, A* invstd_out, const T* x, const double* gamma, const double* beta,
+                                  int64_t N, int64_t C, int64_t S, double eps) {
+  __shared__ double shared[kBnThreads / 32];
+  const int64_t c = blockIdx.x, count = N * S;
+  auto at = [&](int64_t e) { return (e / S * C + c) * S + e % S; };
+  double s = 0;
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) s += double(cvt<A>(x[at(e)]));
+  const double mean = block_sum(s, shared) / double(count);
+  const A m = A(mean);
+  double ss = 0;
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
+    const A v = cvt<A>(x[at(e)]) - m;
+    ss += double(v * v);
+  }
+  const double invstd = 1.0 / sqrt(block_sum(ss, shared) / double(count) + eps);
+  if (threadIdx.x == 0) mean_out[c] = A(mean), invstd_out[c] = A(invstd);
+  const A scale = A(invstd * gamma[c]), shift = A(beta[c] - mean * invstd * gamma[c]);
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) y[at(e)] = cvt<T>(cvt<A>(x[at(e)]) * scale + shift);
+}
+
+template <class T, class A>
+__global__ void batch_norm_backward_kernel(T* dx, double* dgamma, double* dbeta, const T* dy, const T* x,
+                                           const double* gamma, const A* mean, const A* invstd, int64_t N, int64_t C,
+                                           int64_t S) {
+  __shared__ double shared[kBnThreads / 32];
+  const int64_t c = blockIdx.x, count = N * S;
+  auto at = [&](int64_t e) { return (e / S * C + c) * S + e % S; };
+  const A m = mean[c], is = invstd[c];
+  double a = 0, b = 0;  // sum(dy), sum(dy * (x - mean))
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
+    const A g = cvt<A>(dy[at(e)]);
+    a += double(g);
+    b += double(g * (cvt<A>(x[at(e)]) - m));
+  }
+  const double sdy = block_sum(a, shared), sdyx = block_sum(b, shared);
+  if (threadIdx.x == 0) dbeta[c] = sdy, dgamma[c] = sdyx * double(is);
+  // dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
+  const double n = double(count);
+  const A k = A(gamma[c] * double(is)), mdy = A(sdy / n), kx = A(sdyx / n * double(is) * double(is));
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
+    const int64_t o = at(e);
+    dx[o] = cvt<T>(k * (cvt<A>(dy[o]) - mdy - (cvt<A>(x[o]) - m) * kx));
+  }
+}
+
+template <class T, class A>
+__global__ void batch_norm_inference_kernel(T* y, const T* x, const double* gamma, const double* beta,
+                                            const double* mean, const double* var, int64_t n, int64_t C, int64_t S,
+                                            double eps) {
+  SPORE_GRID_LOOP(i, n) {
+    const int64_t c = (i / S) % C;
+    const double k = gamma[c] / sqrt(var[c] + eps);
+    y[i] = cvt<T>(cvt<A>(x[i]) * A(k) + A(beta[c] - mean[c] * k));
+  }
+}
+
+struct NCS {
+  int64_t N, C, S;
+};
+NCS ncs(const Tensor& x) {
+  int64_t S = 1;
+  for (int64_t d = 2; d < x.dim(); ++d) S *= x.size(d);
+  return {x.size(0), x.size(1), S};
+}
+
+void check_plain(const ops::KernelContext& ctx) {
+  SPORE_CHECK(!ctx.attrs.get_bool("blocked", false), "[GPU] ", ctx.def.name, ": the blocked (nChw16c) layout is the CPU's");
+}
+
+void batch_norm(ops::KernelContext& ctx) {
+  check_plain(ctx);
+  const Tensor x = dense_as(ctx.inputs[0], ctx.inputs[0].dtype());
+  const Tensor gamma = dense_as(ctx.inputs[1], kFloat64), beta = dense_as(ctx.inputs[2], kFloat64);
+  const NCS d = ncs(x);
+  if (d.C == 0) return;
+  const double eps = ctx.attrs.get_float("eps", 1e-5);
+  visit_float(x.dtype(), "batch_norm", [&](auto tag) {
+    using T = decltype(tag);
+    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    batch_norm_kernel<T, A><<<unsigned(d.C), kBnThreads, 0, stream_of(ctx)>>>(
+        data_of<T>(ctx.outputs[0]), data_of<A>(ctx.outputs[1]), data_of<A>(ctx.outputs[2]), data_of<T>(x),
+        data_of<double>(gamma), data_of<double>(beta), d.N, d.C, d.S, eps);
+  });
+  SPORE_CUDA_CHECK_LAUNCH();
+}
+
+void batch_norm_backward(ops::KernelContext& ctx) {
+  check_plain(ctx);
+  const Tensor x = dense_as(ctx.inputs[1], ctx.inputs[1].dtype());
+  const DType sd = stats_dtype(x.dtype());
+  const Tensor dy = dense_as(ctx.inputs[0], x.dtype()), gamma = dense_as(ctx.inputs[2], kFloat64),
+               mean = dense_as(ctx.inputs[3], sd), invstd = dense_as(ctx.inputs[4], sd);
+  const NCS d = ncs(x);
+  if (d.C == 0) return;
+  const Tensor dgamma = Tensor::empty({d.C}, kFloat64, x.device()), dbeta = Tensor::empty({d.C}, kFloat64, x.device());
+  visit_float(x.dtype(), "batch_norm_backward", [&](auto tag) {
+    using T = decltype(tag);
+    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    batch_norm_backward_kernel<T, A><<<unsigned(d.C), kBnThreads, 0, stream_of(ctx)>>>(
+        data_of<T>(ctx.outputs[0]), data_of<double>(dgamma), data_of<double>(dbeta), data_of<T>(dy), data_of<T>(x),
+        data_of<double>(gamma), data_of<A>(mean), data_of<A>(invstd), d.N, d.C, d.S);
+  });
+  SPORE_CUDA_CHECK_LAUNCH();
+  NoGradGuard no_grad;  // into the outputs' dtype (gamma's)
+  ops::call(ops::OpId::Assign, {ctx.outputs[1], dgamma});
+  ops::call(ops::OpId::Assign, {ctx.outputs[2], dbeta});
+}
+
+void batch_norm_inference(ops::KernelContext& ctx) {
+  check_plain(ctx);
+  const Tensor x = dense_as(ctx.inputs[0], ctx.inputs[0].dtype());
+  const Tensor gamma = dense_as(ctx.inputs[1], kFloat64), beta = dense_as(ctx.inputs[2], kFloat64),
+               mean = dense_as(ctx.inputs[3], kFloat64), var = dense_as(ctx.inputs[4], kFloat64);
+  const NCS d = ncs(x);
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  const double eps = ctx.attrs.get_float("eps", 1e-5);
+  const Launch1d l = launch_1d(n);
+  visit_float(x.dtype(), "batch_norm_inference", [&](auto tag) {
+    using T = decltype(tag);
+    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    batch_norm_inference_kernel<T, A><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+        data_of<T>(ctx.outputs[0]), data_of<T>(x), data_of<double>(gamma), data_of<double>(beta), data_of<double>(mean),
+        data_of<double>(var), n, d.C, d.S, eps);
+  });
+  SPORE_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 SPORE_KERNEL(GPU, SoftmaxCrossEntropyFused, softmax_cross_entropy, kFloat32, kFloat64, kFloat16, kBFloat16);
 SPORE_KERNEL(GPU, LayerNorm, layer_norm, kFloat32, kFloat64, kBFloat16, kFloat16);
 SPORE_KERNEL(GPU, LayerNormBackward, layer_norm_backward, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_KERNEL(GPU, BatchNorm, batch_norm, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_KERNEL(GPU, BatchNormBackward, batch_norm_backward, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_KERNEL(GPU, BatchNormInference, batch_norm_inference, kFloat32, kFloat64, kBFloat16, kFloat16);
 
 }  // namespace spore::cuda
