@@ -23,7 +23,6 @@ int gpu_count() { return cuda_built() ? get_backend(DeviceType::GPU).device_coun
 // Primitives without a GPU kernel yet (issue 30's list to finish), and the CPU-only ones.
 const std::set<std::string> kNotYet = {
     "slice", "expand", "permute", "reshape",  // views: no kernel on any device
-    "conv2d", "conv2d_backward_data", "conv2d_backward_weight",  // cuDNN, next
     "topk", "sort"};
 const std::set<std::string> kCpuOnly = {"conv2d_fused", "matmul_fused", "to_blocked", "from_blocked",
                                         "conv2d_pool_fused", "conv2d_backward_weight_pooled", "winograd_weights",

@@ -16,6 +16,7 @@
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/version.h"
+#include "spore/grad_mode.h"
 
 namespace spore::cuda {
 namespace {
@@ -143,12 +144,15 @@ class PinnedAllocator : public Allocator {
 // A 0-d CPU tensor joins an op on the GPU as a scalar (ops::op_device, PyTorch's rule: `x * 2.0`
 // allocates no GPU tensor to build). The GPU kernels read device memory only, so every GPU kernel
 // is wrapped once: such an input is copied to the device on the op's stream first (a few bytes,
-// staged by the driver, so the host scalar may go when the copy call returns).
+// staged by the driver, so the host scalar may go when the copy call returns). The wrapper also
+// turns gradient recording off while the kernel runs.
 ops::KernelFn with_device_scalars(ops::KernelFn fn) {
   return [fn = std::move(fn)](ops::KernelContext& ctx) {
     bool any = false;
     for (const Tensor& t : ctx.inputs)
       any = any || (t.defined() && t.dim() == 0 && t.device().type == DeviceType::CPU);
+    // A kernel's own ops (a .contiguous() copy, a cast) are never recorded for autograd.
+    NoGradGuard no_grad;
     if (!any) return fn(ctx);
     const Device device = ctx.stream->device();
     ops::Tensors in = ctx.inputs;
