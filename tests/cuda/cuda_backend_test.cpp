@@ -22,8 +22,7 @@ int gpu_count() { return cuda_built() ? get_backend(DeviceType::GPU).device_coun
 
 // Primitives without a GPU kernel yet (issue 30's list to finish), and the CPU-only ones.
 const std::set<std::string> kNotYet = {
-    "slice", "expand", "permute", "reshape",  // views: no kernel on any device
-    "topk", "sort"};
+    "slice", "expand", "permute", "reshape"};  // views: no kernel on any device
 const std::set<std::string> kCpuOnly = {"conv2d_fused", "matmul_fused", "to_blocked", "from_blocked",
                                         "conv2d_pool_fused", "conv2d_backward_weight_pooled", "winograd_weights",
                                         "conv2d_winograd", "pack_conv_weights", "conv2d_packed"};
