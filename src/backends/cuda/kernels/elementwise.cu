@@ -1,7 +1,7 @@
 // Elementwise CUDA kernels: unary and binary ops (numpy broadcasting, any strides), where, cast and
 // copy. One grid-stride kernel per (op, dtype): the output is contiguous (the dispatcher allocates
 // it), each input is read through its own strides; a fully contiguous call skips the index
-// arithmetic. float16 / bfloat16 compute in float32, as the CPU kernels do.
+// arithmetic and, when aligned, moves 16 bytes per load and store. float16 / bfloat16 compute in float32, as the CPU kernels do.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -132,6 +132,45 @@ __global__ void unary_kernel(T* out, const T* x, StridedIndex<1> ix, int64_t n, 
   }
 }
 
+// The contiguous fast path: 16-byte loads and stores (4 floats, 8 halves, 2 doubles per thread and
+// step) when both pointers are 16-byte aligned; the tail goes through the scalar kernel.
+template <class T>
+struct alignas(16) Pack {
+  T v[16 / sizeof(T)];
+};
+template <class T>
+constexpr int kPack = int(16 / sizeof(T));
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+template <class F, class T>
+__global__ void unary_vec_kernel(Pack<T>* out, const Pack<T>* x, int64_t npack, UnaryParams p) {
+  using C = compute_t<T>;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < npack; i += int64_t(gridDim.x) * blockDim.x) {
+    const Pack<T> a = x[i];
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < kPack<T>; ++k) r.v[k] = convert<T>(F()(convert<C>(a.v[k]), p));
+    out[i] = r;
+  }
+}
+
+template <class F, class T>
+void launch_unary(T* out, const T* x, const StridedIndex<1>& ix, int64_t n, bool contiguous, UnaryParams p,
+                  cudaStream_t s) {
+  int64_t done = 0;
+  if (contiguous && n >= kPack<T> && aligned16(out) && aligned16(x)) {
+    const int64_t npack = n / kPack<T>;
+    const Launch1d l = launch_1d(npack);
+    unary_vec_kernel<F, T><<<l.blocks, l.threads, 0, s>>>(reinterpret_cast<Pack<T>*>(out),
+                                                          reinterpret_cast<const Pack<T>*>(x), npack, p);
+    done = npack * kPack<T>;
+    if (done == n) return;
+  }
+  const Launch1d l = launch_1d(n - done);
+  unary_kernel<F, T><<<l.blocks, l.threads, 0, s>>>(out + done, x + done, ix, n - done, contiguous, p);
+}
+
 template <class F>
 void unary(ops::KernelContext& ctx, UnaryParams p = {}) {
   const Tensor& x = ctx.inputs[0];
@@ -141,23 +180,22 @@ void unary(ops::KernelContext& ctx, UnaryParams p = {}) {
   const Tensor* in[1] = {&x};
   const StridedIndex<1> ix = index_for<1>(out, in);
   const bool contiguous = ix.ndim <= 1 && (ix.ndim == 0 || ix.stride[0][0] == 1) && x.numel() == n;
-  const Launch1d l = launch_1d(n);
   cudaStream_t s = native(ctx.stream->native_handle());
   switch (out.dtype()) {
-    case kFloat32: unary_kernel<F, float><<<l.blocks, l.threads, 0, s>>>(ptr<float>(out), ptr<float>(x), ix, n, contiguous, p); break;
-    case kFloat16: unary_kernel<F, __half><<<l.blocks, l.threads, 0, s>>>(ptr<__half>(out), ptr<__half>(x), ix, n, contiguous, p); break;
-    case kBFloat16: unary_kernel<F, __nv_bfloat16><<<l.blocks, l.threads, 0, s>>>(ptr<__nv_bfloat16>(out), ptr<__nv_bfloat16>(x), ix, n, contiguous, p); break;
-    case kFloat64: unary_kernel<F, double><<<l.blocks, l.threads, 0, s>>>(ptr<double>(out), ptr<double>(x), ix, n, contiguous, p); break;
+    case kFloat32: launch_unary<F, float>(ptr<float>(out), ptr<float>(x), ix, n, contiguous, p, s); break;
+    case kFloat16: launch_unary<F, __half>(ptr<__half>(out), ptr<__half>(x), ix, n, contiguous, p, s); break;
+    case kBFloat16: launch_unary<F, __nv_bfloat16>(ptr<__nv_bfloat16>(out), ptr<__nv_bfloat16>(x), ix, n, contiguous, p, s); break;
+    case kFloat64: launch_unary<F, double>(ptr<double>(out), ptr<double>(x), ix, n, contiguous, p, s); break;
     case kInt32:
       if constexpr (kIntegers<F>) {
-        unary_kernel<F, int32_t><<<l.blocks, l.threads, 0, s>>>(ptr<int32_t>(out), ptr<int32_t>(x), ix, n, contiguous, p);
+        launch_unary<F, int32_t>(ptr<int32_t>(out), ptr<int32_t>(x), ix, n, contiguous, p, s);
         break;
       }
       [[fallthrough]];
     case kInt64:
       if constexpr (kIntegers<F>) {
         if (out.dtype() == kInt64)
-          unary_kernel<F, int64_t><<<l.blocks, l.threads, 0, s>>>(ptr<int64_t>(out), ptr<int64_t>(x), ix, n, contiguous, p);
+          launch_unary<F, int64_t>(ptr<int64_t>(out), ptr<int64_t>(x), ix, n, contiguous, p, s);
         break;
       }
       [[fallthrough]];
@@ -220,6 +258,36 @@ __global__ void binary_kernel(O* out, const T* a, const T* b, StridedIndex<2> ix
   }
 }
 
+template <class F, class T>
+__global__ void binary_vec_kernel(Pack<T>* out, const Pack<T>* a, const Pack<T>* b, int64_t npack) {
+  using C = compute_t<T>;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < npack; i += int64_t(gridDim.x) * blockDim.x) {
+    const Pack<T> x = a[i], y = b[i];
+    Pack<T> r;
+#pragma unroll
+    for (int k = 0; k < kPack<T>; ++k) r.v[k] = convert<T>(F()(convert<C>(x.v[k]), convert<C>(y.v[k])));
+    out[i] = r;
+  }
+}
+
+// Same-dtype results: the 16-byte path when everything is contiguous and aligned.
+template <class F, class T>
+void launch_binary(T* out, const T* a, const T* b, const StridedIndex<2>& ix, int64_t n, bool contiguous,
+                   cudaStream_t s) {
+  int64_t done = 0;
+  if (contiguous && n >= kPack<T> && aligned16(out) && aligned16(a) && aligned16(b)) {
+    const int64_t npack = n / kPack<T>;
+    const Launch1d l = launch_1d(npack);
+    binary_vec_kernel<F, T><<<l.blocks, l.threads, 0, s>>>(reinterpret_cast<Pack<T>*>(out),
+                                                           reinterpret_cast<const Pack<T>*>(a),
+                                                           reinterpret_cast<const Pack<T>*>(b), npack);
+    done = npack * kPack<T>;
+    if (done == n) return;
+  }
+  const Launch1d l = launch_1d(n - done);
+  binary_kernel<F, T, T><<<l.blocks, l.threads, 0, s>>>(out + done, a + done, b + done, ix, n - done, contiguous);
+}
+
 template <class F> constexpr bool kFloatOnly = false;
 template <> constexpr bool kFloatOnly<DivF> = true;
 template <> constexpr bool kFloatOnly<PowF> = true;
@@ -236,7 +304,7 @@ void binary_typed(ops::KernelContext& ctx, const StridedIndex<2>& ix, int64_t n,
   else if constexpr (std::is_same_v<R, bool>)
     binary_kernel<F, T, bool><<<l.blocks, l.threads, 0, s>>>(ptr<bool>(out), ptr<T>(a), ptr<T>(b), ix, n, contiguous);
   else
-    binary_kernel<F, T, T><<<l.blocks, l.threads, 0, s>>>(ptr<T>(out), ptr<T>(a), ptr<T>(b), ix, n, contiguous);
+    launch_binary<F, T>(ptr<T>(out), ptr<T>(a), ptr<T>(b), ix, n, contiguous, s);
 }
 
 template <class F>
