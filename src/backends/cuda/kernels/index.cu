@@ -18,7 +18,8 @@ namespace spore::cuda {
 namespace {
 
 // Walk over `shape` with up to three operands' strides; `skip` (>= 0): that dim's stride is 0
-// in every operand (its coordinate is supplied by the kernel).
+// in every operand (its coordinate is supplied by the kernel). An empty stride list (a 0-d
+// tensor's) gives zeros.
 Walk make_walk(const Shape& shape, std::initializer_list<const Shape*> strides, int64_t skip = -1) {
   Walk w;
   SPORE_CHECK(shape.size() <= size_t(kWalkDims), "[GPU] at most ", kWalkDims, " dims, got ", shape.size());
@@ -53,7 +54,9 @@ void gather(ops::KernelContext& ctx) {
   const int64_t n = out.numel();
   if (n == 0) return;
   const int64_t ax = x.dim() ? ops::normalize_axis(ctx.attrs.get_int("axis"), x.dim()) : -1;
-  const Walk w = make_walk(index.shape(), {&x.strides(), &index.strides()}, ax);
+  const Shape xst = x.dim() ? x.strides() : Shape{}, ist = index.dim() ? index.strides() : Shape{};
+  Walk w = make_walk(index.shape(), {&xst, &ist});
+  if (ax >= 0) w.st[0][ax] = 0;  // x's coordinate along the axis comes from the index
   const int64_t xs = ax >= 0 ? x.strides()[size_t(ax)] : 0, xn = ax >= 0 ? x.size(ax) : 1;
   const Launch1d l = launch_1d(n);
   visit_all(x.dtype(), "gather", [&](auto tag) {
