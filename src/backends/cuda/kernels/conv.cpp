@@ -4,11 +4,12 @@
 // (tensor cores, float32 accumulation) and float64. The algorithm of each geometry is chosen once
 // by cuDNN's heuristics (the _v7 queries, no benchmarking) and cached with its workspace size,
 // like the CPU's oneDNN primitive cache; the workspace comes from the stream-ordered allocator.
-// cuDNN's 2-d descriptor takes one padding per axis: asymmetric padding (before != after) is
-// refused for now. Uses cuDNN's legacy convolution API (deprecated in cuDNN 9, still shipped);
+// cuDNN's 2-d descriptor takes one padding per axis: asymmetric padding goes through an explicitly
+// padded input (Geom). Uses cuDNN's legacy convolution API (deprecated in cuDNN 9, still shipped);
 // the graph API is the next step.
 #include <cudnn.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <mutex>
@@ -58,10 +59,14 @@ Types types_of(DType t) {
   }
 }
 
-// The geometry: x (N, C, H, W), w (O, C / G, kh, kw), y (N, O, OH, OW).
+// The geometry cuDNN sees: x (N, C, H, W), w (O, C / G, kh, kw), y (N, O, OH, OW), one padding
+// per axis. Asymmetric padding (MindSpore's "same" with stride 2 pads one more after than before)
+// is split: cuDNN pads both sides by the smaller amount, and x is padded explicitly by the rest
+// (extra: left, right, top, bottom), so H and W here are those of the explicitly padded x.
 struct Geom {
   int64_t N, C, H, W, O, kh, kw, OH, OW, sh, sw, ph, pw, dh, dw, G;
   DType dt;
+  std::vector<int64_t> extra;  // {left, right, top, bottom}; empty when symmetric
   auto key() const { return std::make_tuple(N, C, H, W, O, kh, kw, OH, OW, sh, sw, ph, pw, dh, dw, G, int(dt)); }
 };
 
@@ -69,11 +74,21 @@ Geom geom(const Shape& x, const Shape& w, const Shape& y, const ops::Attrs& a, D
   SPORE_CHECK(!a.get_bool("blocked_x", false) && !a.get_bool("blocked_y", false), "[GPU] ", op,
               ": the blocked (nChw16c) layout is the CPU's");
   const auto st = a.get_ints("stride"), pad = a.get_ints("padding"), dil = a.get_ints("dilation");
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, pad[0] == pad[1] && pad[2] == pad[3], "[GPU] ", op,
-                   ": asymmetric padding (", pad[0], ", ", pad[1], ", ", pad[2], ", ", pad[3],
-                   ") is not supported on the GPU yet (cuDNN takes one padding per axis)");
-  return {x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], st[0], st[1], pad[0], pad[2], dil[0], dil[1],
-          a.get_int("groups", 1), dt};
+  const int64_t ph = std::min(pad[0], pad[1]), pw = std::min(pad[2], pad[3]);
+  Geom g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], st[0], st[1], ph, pw, dil[0], dil[1],
+         a.get_int("groups", 1), dt, {}};
+  if (pad[0] != pad[1] || pad[2] != pad[3]) {
+    g.extra = {pad[2] - pw, pad[3] - pw, pad[0] - ph, pad[1] - ph};
+    g.H += g.extra[2] + g.extra[3];
+    g.W += g.extra[0] + g.extra[1];
+  }
+  return g;
+}
+
+// x padded by the geometry's extra amounts (a Pad kernel on this device); x itself when none.
+Tensor padded(const Tensor& x, const Geom& g) {
+  if (g.extra.empty()) return x;
+  return ops::call1(ops::OpId::Pad, {x}, ops::Attrs().set("pads", g.extra).set("value", 0.0));
 }
 
 // The descriptors of one geometry, made for each call (cheap host objects).
@@ -195,8 +210,9 @@ void* ptr(const Tensor& t) { return t.defined() ? const_cast<void*>(t.data_ptr()
 void conv2d(ops::KernelContext& ctx) {
   Tensor& y = ctx.outputs[0];
   if (y.numel() == 0) return;
-  const Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
-  const Geom g = geom(x.shape(), w.shape(), y.shape(), ctx.attrs, y.dtype(), "conv2d");
+  const Tensor w = dense(ctx.inputs[1]);
+  const Geom g = geom(ctx.inputs[0].shape(), w.shape(), y.shape(), ctx.attrs, y.dtype(), "conv2d");
+  const Tensor x = dense(padded(ctx.inputs[0], g));
   const Descs d(g);
   cudnnHandle_t h = handle_for(ctx, y.device().index);
   const Choice c = choose(Pass::kForward, g, d, h);
@@ -232,17 +248,26 @@ void conv2d_backward_data(ops::KernelContext& ctx) {
   const Choice c = choose(Pass::kData, g, d, h);
   const Tensor ws = workspace(c.workspace, dx.device());
   const Scale s(g.dt);
+  // With extra padding the gradient of the padded x is computed, then cropped into dx.
+  const Tensor dxp = g.extra.empty() ? dx : Tensor::empty({g.N, g.C, g.H, g.W}, dx.dtype(), dx.device());
   SPORE_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), d.w, w.data_ptr(), d.y, dy.data_ptr(), d.conv,
                                                  cudnnConvolutionBwdDataAlgo_t(c.algo), ptr(ws), c.workspace, s.zero(),
-                                                 d.x, dx.data_ptr()));
+                                                 d.x, const_cast<void*>(dxp.data_ptr())));
+  if (!g.extra.empty()) {
+    std::vector<int64_t> crop;
+    for (int64_t e : g.extra) crop.push_back(-e);
+    const Tensor cropped = ops::call1(ops::OpId::Pad, {dxp}, ops::Attrs().set("pads", crop).set("value", 0.0));
+    ops::call(ops::OpId::Assign, {dx, cropped});
+  }
 }
 
 // (dy, x) -> dw; attrs + weight_shape
 void conv2d_backward_weight(ops::KernelContext& ctx) {
   Tensor& dw = ctx.outputs[0];
   if (dw.numel() == 0) return;
-  const Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
-  const Geom g = geom(x.shape(), dw.shape(), dy.shape(), ctx.attrs, dw.dtype(), "conv2d_backward_weight");
+  const Tensor dy = dense(ctx.inputs[0]);
+  const Geom g = geom(ctx.inputs[1].shape(), dw.shape(), dy.shape(), ctx.attrs, dw.dtype(), "conv2d_backward_weight");
+  const Tensor x = dense(padded(ctx.inputs[1], g));
   if (dy.numel() == 0) {
     SPORE_CUDA_CHECK(cudaMemsetAsync(dw.data_ptr(), 0, dw.nbytes(), native(ctx.stream->native_handle())));
     return;
