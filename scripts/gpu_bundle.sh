@@ -29,7 +29,7 @@ fi
 grep -q 'SPORE_LEAN:BOOL=ON' "$BUILD/CMakeCache.txt" || { echo "$BUILD is not a lean build (SPORE_LEAN=ON)"; exit 1; }
 grep -q 'SPORE_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt" || { echo "$BUILD has no CUDA backend (SPORE_CUDA=ON)"; exit 1; }
 start=$(date +%s)
-targets=(spore spore_cuda spore_cli test_cuda bench_cuda_ops)
+targets=(spore spore_cuda spore_cli test_cuda bench_cuda_ops bench_cuda_models)
 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
 echo "built in $(( $(date +%s) - start )) s"
 
@@ -37,8 +37,8 @@ rm -rf "$OUT" "$OUT.tar.xz"
 mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/bench/peers" "$OUT/scripts"
 cp -P "$BUILD"/libspore.so* "$BUILD/libspore_cuda.so" "$OUT/lib/"
 cp "$BUILD/spore" "$BUILD/tests/test_cuda" "$OUT/bin/"
-cp "$BUILD/bench/bench_cuda_ops" "$OUT/bin/"
-cp bench/peers/cuda_ops_torch.py "$OUT/bench/peers/"
+cp "$BUILD/bench/bench_cuda_ops" "$BUILD/bench/bench_cuda_models" "$OUT/bin/"
+cp bench/peers/cuda_ops_torch.py bench/peers/cuda_models_torch.py "$OUT/bench/peers/"
 cp scripts/gpu_check.sh "$OUT/scripts/"
 
 # The libraries the programs need that a bare system lacks: everything ldd resolves except glibc's

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (docs/cuda.md): the CUDA backend's tests (the `cuda` ctest label's
 # program, test_cuda: parity of every GPU kernel with the CPU's, the allocator, the messages), then
-# the per-op benchmark beside PyTorch eager on the same GPU, and prints one table. Needs the bundle
+# the per-op benchmark and the LeNet-5 / ResNet-18 training steps beside PyTorch eager on the same
+# GPU, and prints the tables. Needs the bundle
 # from scripts/gpu_bundle.sh (gpu_bundle/ or gpu_bundle.tar.xz in the repository root, or this
 # script run from inside gpu_bundle/scripts/). At most ~8 minutes: each step has its own timeout.
 #
@@ -55,15 +56,18 @@ timeout 60 "$B/bin/spore" run-check > "$out/run_check.txt" 2>&1
 grep -E 'GPU|device targets' "$out/run_check.txt" | sed 's/^/== /'
 
 # 1. the tests (gtest's JSON report gives the counts and the failures)
-timeout 300 "$B/bin/test_cuda" --gtest_output="json:$out/tests.json" \
+timeout 200 "$B/bin/test_cuda" --gtest_output="json:$out/tests.json" \
   > "$out/tests.log" 2>&1
 test_rc=$?
 # 2. per-op times, Spore then PyTorch (same ops, shapes, timing)
 bargs=()
 [ "$quick" = 1 ] && bargs=(--quick)
-timeout 150 "$B/bin/bench_cuda_ops" "${bargs[@]}" > "$out/spore.jsonl" 2> "$out/spore.err"
-torch_py=$B/bench/peers/cuda_ops_torch.py
-timeout 150 python3 "$torch_py" "${bargs[@]}" > "$out/torch.jsonl" 2> "$out/torch.err"
+timeout 90 "$B/bin/bench_cuda_ops" "${bargs[@]}" > "$out/spore.jsonl" 2> "$out/spore.err"
+timeout 90 python3 "$B/bench/peers/cuda_ops_torch.py" "${bargs[@]}" > "$out/torch.jsonl" 2> "$out/torch.err"
+# 3. training steps: LeNet-5 and ResNet-18, float32 and bfloat16, Spore PyNative / Graph, PyTorch eager
+timeout 120 "$B/bin/bench_cuda_models" "${bargs[@]}" > "$out/spore_models.jsonl" 2> "$out/spore_models.err"
+timeout 90 python3 "$B/bench/peers/cuda_models_torch.py" "${bargs[@]}" > "$out/torch_models.jsonl" \
+  2> "$out/torch_models.err"
 
 python3 - "$out" "$test_rc" "$(( $(date +%s) - t_start ))" << 'PY'
 import json, os, sys
@@ -130,9 +134,31 @@ for r in sp:
     print(f"   {r['op']:24s} {r['dtype']:9s} {r['shape']:14s} {r['us']:10.1f} {tus:>10s} {ratio:>6s}  {rate(r):>12s} {rate(t):>12s}")
 if not sp:
     print("   (no Spore figures: see spore.err)")
+sm, tm = jsonl("spore_models.jsonl"), jsonl("torch_models.jsonl")
+print("\n== training step, median ms per step (images/s); ratio = pytorch eager / spore (> 1: Spore faster)")
+print(f"   {'model':9s} {'dtype':9s} {'spore pynative':>15s} {'spore graph':>12s} {'torch eager':>12s} {'eager CL':>9s} "
+      f"{'ratio pyn':>9s} {'ratio graph':>11s}  losses (spore pyn first -> last | torch)")
+def find(rows, model, mode, dtype):
+    return next((r for r in rows if r.get("model") == model and r.get("mode") == mode and r.get("dtype") == dtype), None)
+def ms(r):
+    return f"{r['ms']:.2f}" if r and "ms" in r else ("error" if r and "error" in r else "-")
+for model in ("lenet", "resnet18"):
+    for dtype in ("float32", "bfloat16"):
+        p, g = find(sm, model, "pynative", dtype), find(sm, model, "graph", dtype)
+        t, tcl = find(tm, model, "eager", dtype), find(tm, model, "eager_channels_last", dtype)
+        rp = f"{t['ms'] / p['ms']:.2f}" if t and p and "ms" in p else "-"
+        rg = f"{t['ms'] / g['ms']:.2f}" if t and g and "ms" in g else "-"
+        losses = (f"{p['loss_first']:.3f} -> {p['loss_last']:.3f}" if p and "ms" in p else "-") + " | " + \
+                 (f"{t['loss_first']:.3f} -> {t['loss_last']:.3f}" if t else "-")
+        print(f"   {model:9s} {dtype:9s} {ms(p):>15s} {ms(g):>12s} {ms(t):>12s} {ms(tcl):>9s} {rp:>9s} {rg:>11s}  {losses}")
+for r in sm + tm:
+    if "error" in r:
+        print(f"   error {r['model']}/{r['mode']}/{r['dtype']}: {r['error'][:300]}")
+    if "skipped" in r:
+        print(f"   skipped: {r['skipped']}")
 print(f"\n== total {secs} s")
 PY
-for f in spore.err torch.err; do
+for f in spore.err torch.err spore_models.err torch_models.err; do
   [ -s "$out/$f" ] && { echo "== $f (last lines)"; tail -5 "$out/$f"; }
 done
 cp "$out"/*.json* "$out"/*.log "${OUT:-$out}/" 2> /dev/null || true

@@ -44,7 +44,7 @@ void load_cuda() {
   if (!dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
     const char* why = dlerror();
     cuda_status() = "the CUDA backend " + path + " did not load: " + (why ? why : "unknown error") +
-                    " (are the CUDA libraries it needs, cuBLASLt among them, on LD_LIBRARY_PATH?)";
+                    " (are the CUDA libraries it needs, cuBLASLt and cuDNN, on LD_LIBRARY_PATH?)";
   }
 }
 

@@ -4,6 +4,13 @@
 #include <cmath>
 #include <cstdint>
 
+// mix / bits / uniform also compile for the GPU (the CUDA backend's dropout draws the same bits).
+#if defined(__CUDACC__)
+#define SPORE_HOST_DEVICE __host__ __device__
+#else
+#define SPORE_HOST_DEVICE
+#endif
+
 namespace spore::random {
 
 uint64_t seed();
@@ -11,15 +18,15 @@ uint64_t seed();
 uint64_t reserve(uint64_t n);
 inline uint64_t next_u64();
 
-inline uint64_t mix(uint64_t x) {  // splitmix64 finaliser
+SPORE_HOST_DEVICE inline uint64_t mix(uint64_t x) {  // splitmix64 finaliser
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-inline uint64_t bits(uint64_t seed, uint64_t counter) { return mix(seed ^ mix(counter)); }
+SPORE_HOST_DEVICE inline uint64_t bits(uint64_t seed, uint64_t counter) { return mix(seed ^ mix(counter)); }
 // U[0, 1) with 53 random bits.
-inline double uniform(uint64_t seed, uint64_t counter) {
+SPORE_HOST_DEVICE inline double uniform(uint64_t seed, uint64_t counter) {
   return double(bits(seed, counter) >> 11) * (1.0 / 9007199254740992.0);
 }
 // N(0, 1) by Box-Muller on two uniforms drawn from one counter.

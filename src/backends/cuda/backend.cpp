@@ -1,8 +1,8 @@
-// The CUDA backend (DeviceType::GPU, MindSpore's "GPU" target): devices, streams, events, the
-// caching allocator over cudaMalloc, pinned host memory, copies. Built as its own library,
-// libspore_cuda.so, with the CUDA runtime linked statically; libspore loads it at start-up when it
-// is next to libspore (src/backends/plugins.cpp), so libspore runs where no CUDA library is.
-// Kernels are in kernels/, registered for DeviceType::GPU like the CPU's.
+// The CUDA backend (DeviceType::GPU, MindSpore's "GPU" target): devices, streams, events (and the
+// allocator's event pool), the caching allocator over cudaMalloc, pinned host memory, copies.
+// Built as its own library, libspore_cuda.so, with the CUDA runtime linked statically; libspore
+// loads it when it is next to libspore (src/backends/plugins.cpp), so libspore runs where no CUDA
+// library is. Kernels are in kernels/, registered for DeviceType::GPU like the CPU's.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/version.h"
+#include "spore/grad_mode.h"
 
 namespace spore::cuda {
 namespace {
@@ -140,7 +141,75 @@ class PinnedAllocator : public Allocator {
   AllocatorStats stats_;
 };
 
+// A 0-d CPU tensor joins an op on the GPU as a scalar (ops::op_device, PyTorch's rule: `x * 2.0`
+// allocates no GPU tensor to build). The GPU kernels read device memory only, so every GPU kernel
+// is wrapped once: such an input is copied to the device on the op's stream first (a few bytes,
+// staged by the driver, so the host scalar may go when the copy call returns). The wrapper also
+// turns gradient recording off while the kernel runs.
+ops::KernelFn with_device_scalars(ops::KernelFn fn) {
+  return [fn = std::move(fn)](ops::KernelContext& ctx) {
+    bool any = false;
+    for (const Tensor& t : ctx.inputs)
+      any = any || (t.defined() && t.dim() == 0 && t.device().type == DeviceType::CPU);
+    // A kernel's own ops (a .contiguous() copy, a cast) are never recorded for autograd.
+    NoGradGuard no_grad;
+    if (!any) return fn(ctx);
+    const Device device = ctx.stream->device();
+    ops::Tensors in = ctx.inputs;
+    for (Tensor& t : in) {
+      if (!t.defined() || t.dim() != 0 || t.device().type != DeviceType::CPU) continue;
+      Tensor d = Tensor::empty({}, t.dtype(), device);
+      SPORE_CUDA_CHECK(cudaMemcpyAsync(d.data_ptr(), t.data_ptr(), itemsize(t.dtype()), cudaMemcpyHostToDevice,
+                                       native(ctx.stream->native_handle())));
+      t = d;
+    }
+    ops::KernelContext c{ctx.def, in, ctx.outputs, ctx.attrs, ctx.stream};
+    fn(c);
+  };
+}
+
+void wrap_kernels() {
+  for (int i = 0, n = ops::num_ops(); i < n; ++i) {
+    const ops::KernelEntry* k = ops::find_kernel(ops::OpId(i), DeviceType::GPU);
+    if (k) ops::detail::register_kernel(ops::OpId(i), DeviceType::GPU, with_device_scalars(k->fn), {}, k->rows);
+  }
+}
+
+// Events of one device for the allocator's cross-stream bookkeeping (record_stream): recorded,
+// queried, then handed back for reuse instead of created and destroyed each time.
+class EventPool {
+ public:
+  explicit EventPool(int device) : device_(device) {}
+  ~EventPool() {
+    for (cudaEvent_t e : free_) cudaEventDestroy(e);
+  }
+  cudaEvent_t take() {
+    {
+      std::lock_guard lock(m_);
+      if (!free_.empty()) {
+        cudaEvent_t e = free_.back();
+        free_.pop_back();
+        return e;
+      }
+    }
+    DeviceScope d(device_);
+    cudaEvent_t e;
+    SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return e;
+  }
+  void give(cudaEvent_t e) {
+    std::lock_guard lock(m_);
+    free_.push_back(e);
+  }
+
+ private:
+  int device_;
+  std::mutex m_;
+  std::vector<cudaEvent_t> free_;
+};
+
 struct PerDevice {
+  std::unique_ptr<EventPool> events;  // before the allocator, which returns its events here
   std::unique_ptr<CudaStream> default_stream;
   std::unique_ptr<RawCuda> raw;
   std::unique_ptr<CachingAllocator> allocator;
@@ -160,6 +229,8 @@ class CudaBackend : public Backend {
       reason_ = "no GPU is visible (cudaGetDeviceCount: 0 devices); check `nvidia-smi` and CUDA_VISIBLE_DEVICES";
     }
     devices_.resize(size_t(n));
+    static std::once_flag wrapped;
+    std::call_once(wrapped, wrap_kernels);
   }
   DeviceType type() const override { return DeviceType::GPU; }
   std::string_view name() const override { return "GPU"; }
@@ -216,15 +287,16 @@ class CudaBackend : public Backend {
       PerDevice& p = devices_[size_t(device)];
       p.default_stream = std::make_unique<CudaStream>(device, true);
       p.raw = std::make_unique<RawCuda>(device);
-      StreamEvents ev{[device](void* s) -> void* {
+      p.events = std::make_unique<EventPool>(device);
+      EventPool* pool = p.events.get();
+      StreamEvents ev{[device, pool](void* s) -> void* {
                         DeviceScope d(device);
-                        cudaEvent_t e;
-                        SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+                        cudaEvent_t e = pool->take();
                         SPORE_CUDA_CHECK(cudaEventRecord(e, native(s)));
                         return e;
                       },
                       [](void* e) { return cudaEventQuery(static_cast<cudaEvent_t>(e)) == cudaSuccess; },
-                      [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }};
+                      [pool](void* e) { pool->give(static_cast<cudaEvent_t>(e)); }};
       p.allocator = std::make_unique<CachingAllocator>(
           *p.raw, std::move(ev), "GPU:" + std::to_string(device),
           [device] { return current_stream(Device{DeviceType::GPU, device}).native_handle(); });

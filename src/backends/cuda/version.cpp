@@ -1,6 +1,8 @@
+// The libraries the CUDA backend runs on, for `spore run-check`.
 #include "backends/cuda/version.h"
 
 #include <cublasLt.h>
+#include <cudnn.h>
 #include <cuda_runtime.h>
 
 namespace spore::cuda {
@@ -14,8 +16,11 @@ std::string versions() {
   cudaRuntimeGetVersion(&rt);
   const bool has_driver = cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0;
   const size_t lt = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
+  const size_t dnn = cudnnGetVersion();  // major * 10000 + minor * 100 + patch (cuDNN 9)
   return "CUDA runtime " + dotted(rt) + " (static), driver " + (has_driver ? dotted(drv) : "none") + ", cuBLASLt " +
-         std::to_string(lt / 10000) + "." + std::to_string((lt / 100) % 100) + "." + std::to_string(lt % 100);
+         std::to_string(lt / 10000) + "." + std::to_string((lt / 100) % 100) + "." + std::to_string(lt % 100) +
+         ", cuDNN " + std::to_string(dnn / 10000) + "." + std::to_string((dnn / 100) % 100) + "." +
+         std::to_string(dnn % 100);
 }
 
 }  // namespace spore::cuda
