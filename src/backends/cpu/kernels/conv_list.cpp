@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/log.h"
 #include "spore/error.h"
@@ -60,7 +61,7 @@ Override parse(const std::string& spec) {
 std::mutex g_mu;               // guards everything below
 bool g_override_read = false;  // SPORE_CONV_IMPL read
 Override g_override;
-uint64_t g_generation = 0;  // bumped by set_conv_impl_override: cached choices are stale
+uint64_t g_generation = 0;  // bumped by set_conv_impl_override: choices made meanwhile are stale
 
 const Override& current_override() {  // under g_mu
   if (!g_override_read) {  // a bad value throws at every conv until it is fixed
@@ -96,8 +97,16 @@ struct Verdict {
   double self_ms, next_ms;
   std::string next;
 };
+struct KeyHash {
+  size_t operator()(const std::vector<int64_t>& k) const {
+    size_t h = k.size();
+    for (int64_t v : k) h ^= std::hash<int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+  }
+};
 std::map<std::pair<std::string, std::vector<int64_t>>, Verdict> g_verdicts;  // (entry, desc key)
-std::map<std::pair<uint64_t, std::vector<int64_t>>, const ConvImpl*> g_choices;  // (generation, key)
+// The choice per desc key under the current override (cleared when it changes).
+std::unordered_map<std::vector<int64_t>, const ConvImpl*, KeyHash> g_choices;
 
 std::string ms(double v) {
   char buf[32];
@@ -203,7 +212,7 @@ void run_conv(ConvProp prop, ops::KernelContext& ctx) {
   const ConvImpl* next = nullptr;
   {
     std::lock_guard<std::mutex> lock(g_mu);
-    if (auto it = g_choices.find({g_generation, key}); it != g_choices.end()) impl = it->second;
+    if (auto it = g_choices.find(key); it != g_choices.end()) impl = it->second;
   }
   if (!impl) {
     // First call of this geometry: walk the list (unlocked entries may build oneDNN primitives and
@@ -236,13 +245,13 @@ void run_conv(ConvProp prop, ops::KernelContext& ctx) {
       std::lock_guard<std::mutex> lock(g_mu);
       g_verdicts[{self.name, key}] = {wins, ts * 1e3, tn * 1e3, next->name};
       c = walk(d);
-      if (gen == g_generation) g_choices[{gen, key}] = c.impl;
+      if (gen == g_generation) g_choices[key] = c.impl;
       if (log::enabled(log::Level::Debug)) log::debug("conv {}: {}", d.str(), c.str());
       return;
     }
     if (log::enabled(log::Level::Debug)) log::debug("conv {}: {}", d.str(), c.str());
     std::lock_guard<std::mutex> lock(g_mu);
-    if (gen == g_generation) g_choices[{gen, key}] = c.impl;
+    if (gen == g_generation) g_choices[key] = c.impl;
     impl = c.impl;
   }
   impl->run(ctx, d);

@@ -27,7 +27,7 @@
 // Unknown names are an error listing the entries. ScopedConvImpl does the same for a scope.
 //
 // "Which kernel runs for this conv, and why": choose_conv(desc) (ConvChoice::str()); the kernels
-// log each first choice per geometry at info level (SPORE_LOG_LEVEL=info, `spore train --verbose`).
+// log each first choice per geometry at debug level (SPORE_LOG_LEVEL=debug, `spore train --verbose`).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -96,7 +96,7 @@ struct ConvChoice {
 ConvChoice choose_conv(const ConvDesc& d);
 
 // The kernels' path: the choice for ctx's convolution (cached per geometry; the first call times
-// a timed entry on ctx's own buffers and logs the choice at info level), then runs it. Throws
+// a timed entry on ctx's own buffers and logs the choice at debug level), then runs it. Throws
 // NotImplemented naming each entry's reason when none takes the conv.
 void run_conv(ConvProp prop, ops::KernelContext& ctx);
 

@@ -28,10 +28,8 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -56,7 +54,7 @@ struct Geom {
 // x / y: the activations as the kernel holds them, (N, C, H, W) or blocked (N, Cb, H, W, 16) (H and
 // W sit at the same positions); a blocked x's logical C comes from the weight.
 Geom geom(const Shape& x, const Shape& w, const Shape& y, const ops::Attrs& a) {
-  const auto st = a.get_ints("stride"), pad = a.get_ints("padding"), dil = a.get_ints("dilation");
+  const auto &st = a.get_ints("stride"), &pad = a.get_ints("padding"), &dil = a.get_ints("dilation");
   const int64_t G = a.get_int("groups", 1);
   const bool bx = a.get_bool("blocked_x", false), by = a.get_bool("blocked_y", false);
   return {x[0], bx ? w[1] * G : x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], st[0], st[1],

@@ -13,7 +13,7 @@
 // Which of the two (or neither) is the forward convolution list's answer (backends/cpu/kernels/
 // conv_list.h: winograd and packed take only convolutions whose weights are graph constants, and
 // say why not); this pass asks the list for every conv with constant weights and logs the choice
-// at info level. SPORE_CONV_IMPL=-winograd,-packed turns the rewrite off (for A/B measurements).
+// at debug level. SPORE_CONV_IMPL=-winograd,-packed turns the rewrite off (for A/B measurements).
 #include <cstdlib>
 #include <string>
 #include <unordered_set>
