@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/kernels/conv_list.h"
 #include "backends/cpu/ops/ops.h"
 #include "ops/op.h"
 #include "spore/spore.h"
 
 namespace {
-using spore::cpu::DirectConvMode;
 using spore::ops::Attrs;
 using spore::ops::OpId;
 
@@ -72,8 +72,8 @@ enum class Impl { kFused, kUnfusedDirect, kUnfusedAuto, kConvOnly, kPoolOnly };
 void BM_one(benchmark::State& state, Impl impl) {
   spore::set_num_threads(threads());
   spore::NoGradGuard ng;
-  spore::cpu::set_direct_conv_mode(impl == Impl::kUnfusedAuto ? DirectConvMode::kAuto
-                                                              : DirectConvMode::kForce);
+  spore::cpu::set_conv_impl_override(impl == Impl::kUnfusedAuto ? ""
+                                                              : "direct_nchw,onednn,onednn_via_f32,reference");
   const Setup s = lenet();
   const spore::Tensor c = spore::ops::call1(spore::cpu::op::Conv2dFused(), {s.x, s.w, s.b}, s.conv);
   auto once = [&] {
@@ -89,7 +89,7 @@ void BM_one(benchmark::State& state, Impl impl) {
   };
   for (int i = 0; i < 3; ++i) once();  // primitives, scratch buffers, the auto mode's timing
   for (auto _ : state) once();
-  spore::cpu::set_direct_conv_mode(DirectConvMode::kAuto);
+  spore::cpu::set_conv_impl_override("");
 }
 
 using spore::bench::median;
@@ -97,7 +97,7 @@ using spore::bench::median;
 void BM_ab(benchmark::State& state) {
   spore::set_num_threads(threads());
   spore::NoGradGuard ng;
-  spore::cpu::set_direct_conv_mode(DirectConvMode::kForce);
+  spore::cpu::set_conv_impl_override("direct_nchw,onednn,onednn_via_f32,reference");
   const Setup s = lenet();
   for (int i = 0; i < 3; ++i) run_fused(s), run_unfused(s);
   const spore::Tensor c = spore::ops::call1(spore::cpu::op::Conv2dFused(), {s.x, s.w, s.b}, s.conv);
@@ -117,7 +117,7 @@ void BM_ab(benchmark::State& state) {
     tp.push_back(timed(
         [&] { benchmark::DoNotOptimize(spore::ops::call(OpId::MaxPool2d, {c}, s.pool)[0].data_ptr()); }));
   }
-  spore::cpu::set_direct_conv_mode(DirectConvMode::kAuto);
+  spore::cpu::set_conv_impl_override("");
   state.counters["fused_us"] = median(tf);
   state.counters["unfused_us"] = median(tu);
   state.counters["conv_us"] = median(tc);

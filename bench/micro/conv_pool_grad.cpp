@@ -19,12 +19,12 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/kernels/conv_list.h"
 #include "backends/cpu/ops/ops.h"
 #include "ops/op.h"
 #include "spore/spore.h"
 
 namespace {
-using spore::cpu::DirectConvMode;
 using spore::ops::Attrs;
 using spore::ops::OpId;
 using spore::Tensor;
@@ -58,13 +58,13 @@ void BM_fused(benchmark::State& state) {
   const Setup s;
   for (auto _ : state) benchmark::DoNotOptimize(s.fused());
 }
-void BM_unfused(benchmark::State& state, DirectConvMode m) {
+void BM_unfused(benchmark::State& state, const char* m) {
   spore::set_num_threads(2);
   spore::NoGradGuard ng;
-  spore::cpu::set_direct_conv_mode(m);
+  spore::cpu::set_conv_impl_override(m);
   const Setup s;
   for (auto _ : state) benchmark::DoNotOptimize(s.unfused());
-  spore::cpu::set_direct_conv_mode(DirectConvMode::kAuto);
+  spore::cpu::set_conv_impl_override("");
 }
 
 using spore::bench::median;
@@ -81,12 +81,12 @@ void BM_AB(benchmark::State& state) {
   };
   for (auto _ : state) {
     tf.push_back(time_us([&] { return s.fused(); }));
-    spore::cpu::set_direct_conv_mode(DirectConvMode::kForce);
+    spore::cpu::set_conv_impl_override("direct_nchw,onednn,onednn_via_f32,reference");
     td.push_back(time_us([&] { return s.unfused(); }));
-    spore::cpu::set_direct_conv_mode(DirectConvMode::kOff);
+    spore::cpu::set_conv_impl_override("-direct_nchw");
     to.push_back(time_us([&] { return s.unfused(); }));
   }
-  spore::cpu::set_direct_conv_mode(DirectConvMode::kAuto);
+  spore::cpu::set_conv_impl_override("");
   const double f = median(tf), d = median(td), o = median(to);
   state.counters["fused_us"] = f;
   state.counters["unfused_direct_us"] = d;
@@ -98,7 +98,7 @@ void BM_AB(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_fused)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_unfused, direct, DirectConvMode::kForce)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_unfused, onednn, DirectConvMode::kOff)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_unfused, direct, "direct_nchw,onednn,onednn_via_f32,reference")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_unfused, onednn, "-direct_nchw")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AB)->Unit(benchmark::kMicrosecond)->Iterations(400);
 BENCHMARK_MAIN();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/kernels/conv_list.h"
 #include "models/lenet.h"
 #include "models/recipe.h"
 #include "models/resnet.h"
@@ -29,7 +30,6 @@
 #include "spore/spore.h"
 
 namespace {
-using spore::cpu::DirectConvMode;
 using spore::ops::Attrs;
 using spore::ops::OpId;
 
@@ -47,8 +47,8 @@ enum class Impl { kOneDnn, kDirect, kKernel };
 void BM_conv(benchmark::State& state, Geo g, bool wgrad, Impl impl) {
   spore::set_num_threads(2);
   spore::NoGradGuard ng;
-  spore::cpu::set_direct_conv_mode(impl == Impl::kOneDnn ? DirectConvMode::kOff
-                                                         : DirectConvMode::kForce);
+  spore::cpu::set_conv_impl_override(impl == Impl::kOneDnn ? "-direct_nchw"
+                                                         : "direct_nchw,onednn,onednn_via_f32,reference");
   Attrs a;
   a.set("stride", std::vector<int64_t>{1, 1})
       .set("padding", std::vector<int64_t>{g.pad, g.pad, g.pad, g.pad});
@@ -78,7 +78,7 @@ void BM_conv(benchmark::State& state, Geo g, bool wgrad, Impl impl) {
   };
   for (int i = 0; i < 3; ++i) once();  // builds the primitives, grows the scratch buffers
   for (auto _ : state) once();
-  spore::cpu::set_direct_conv_mode(DirectConvMode::kAuto);
+  spore::cpu::set_conv_impl_override("");
   const double macs = double(g.n * g.o * g.h * g.w * g.c * g.k * g.k);
   state.counters["GMAC/s"] =
       benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
@@ -116,7 +116,7 @@ void BM_step_ab(benchmark::State& state, bool resnet, spore::Mode mode) {
   auto off = models::momentum_train_step(net()), on = models::momentum_train_step(net());
   std::vector<double> ms[2];
   auto timed = [&](int k) {
-    cpu::set_direct_conv_mode(k == 0 ? cpu::DirectConvMode::kOff : cpu::DirectConvMode::kAuto);
+    cpu::set_conv_impl_override(k == 0 ? "-direct_nchw" : "");
     const auto t0 = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize((*(k == 0 ? off : on))(x, y));
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -130,7 +130,7 @@ void BM_step_ab(benchmark::State& state, bool resnet, spore::Mode mode) {
     }
     ++turn;
   }
-  cpu::set_direct_conv_mode(cpu::DirectConvMode::kAuto);
+  cpu::set_conv_impl_override("");
   set_context({.mode = Mode::PyNative});
   state.counters["off_ms"] = median(ms[0]);
   state.counters["auto_ms"] = median(ms[1]);

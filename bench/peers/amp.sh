@@ -9,12 +9,13 @@ BUILD=${1:-build}
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # The conv kernel times blocked vs plain layouts on its first call and keeps the faster; on a
-# loaded machine that choice is noise and can differ between the two levels. Blocked (oneDNN's
-# fast path, avx512_core / avx512_core_bf16) for both, unless set otherwise.
-export SPORE_CONV_LAYOUT=${SPORE_CONV_LAYOUT:-auto}  # the default: timed layout (and bf16 weight-gradient) choice
+# loaded machine that choice is noise and can differ between the two levels.
+# SPORE_CONV_IMPL=onednn_blocked fixes oneDNN's blocked layouts (avx512_core / avx512_core_bf16)
+# for both; unset (the default) keeps the timed layout (and bf16 weight-gradient) choice.
+export SPORE_CONV_IMPL=${SPORE_CONV_IMPL:-}
 # Threads sleep instead of spinning while they wait, so CPU time counts work only.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-active}  # spinning threads: what a training job uses
-echo "load before: $(uptime | sed 's/.*load average/load average/'), conv layout: $SPORE_CONV_LAYOUT"
+echo "load before: $(uptime | sed 's/.*load average/load average/'), SPORE_CONV_IMPL: ${SPORE_CONV_IMPL:-unset}"
 "$BUILD/bench/bench_amp" --benchmark_filter='Step' --benchmark_format=json 2>/dev/null | python3 -c '
 import json, sys
 b = {x["name"].split("/")[0]: x for x in json.load(sys.stdin)["benchmarks"]}

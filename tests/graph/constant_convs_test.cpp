@@ -6,6 +6,7 @@
 // 1x1 stride-2 shortcut and the residual add.
 #include <gtest/gtest.h>
 
+#include "backends/cpu/kernels/conv_list.h"
 #include "backends/cpu/ops/ops.h"
 #include "graph/executor.h"
 #include "graph/passes.h"
@@ -86,7 +87,7 @@ TEST(ConstantConvs, ParametersAndSwitchOffKeepOneDnn) {
   graph::run_pipeline(*held);
   EXPECT_EQ(held->count(cpu::op::Conv2dWinograd()) + held->count(cpu::op::Conv2dPacked()), 0u);
 
-  test::ScopedEnv off("SPORE_NO_CONSTANT_CONVS", "1");
+  cpu::ScopedConvImpl off("-winograd,-packed");
   auto g = frozen(x, p);
   graph::run_pipeline(*g);
   EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()) + g->count(cpu::op::Conv2dPacked()), 0u);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/kernels/conv_list.h"
 #include "backends/cpu/ops/ops.h"
 #include "graph/executor.h"
 #include "backends/cpu/passes/passes.h"
@@ -48,7 +49,7 @@ std::unique_ptr<Graph> lenet_block(const Tensor& x, const Tensor& w1, const Tens
 // The unfused graphs run conv1 on the direct kernel too (forced: the automatic choice times it
 // against oneDNN, whose sums round differently), so both sides do the same conv arithmetic.
 TEST(ConvPoolFusion, LeNetFirstBlockForwardAndBackward) {
-  cpu::ScopedDirectConvMode direct(cpu::DirectConvMode::kForce);
+  cpu::ScopedConvImpl direct("direct_nchw,onednn,onednn_via_f32,reference");
   set_seed(0);
   Tensor x = randn({4, 1, 28, 28});
   Tensor w1 = (randn({6, 1, 5, 5}) * 0.3).set_requires_grad(true), b1 = (randn({6}) * 0.1).set_requires_grad(true);
@@ -71,7 +72,7 @@ TEST(ConvPoolFusion, LeNetFirstBlockForwardAndBackward) {
 // weight gradient, and both directions fuse; with a 3x3 stride-2 pool (overlapping windows)
 // too.
 TEST(ConvPoolFusion, NoBiasFusesBothDirectionsAndOverlappingPools) {
-  cpu::ScopedDirectConvMode direct(cpu::DirectConvMode::kForce);
+  cpu::ScopedConvImpl direct("direct_nchw,onednn,onednn_via_f32,reference");
   for (int64_t pool : {2, 3}) {
     SCOPED_TRACE(pool);
     set_seed(1);

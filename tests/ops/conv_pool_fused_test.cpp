@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/kernels/conv_list.h"
 #include "backends/cpu/ops/ops.h"
 #include "op_table.h"
 #include "ops/op.h"
@@ -77,7 +78,7 @@ std::pair<Tensor, Tensor> unfused_conv2d_fused(const Geo& g, const Tensor& x, co
       c, Pool2dOptions{.kernel_size = g.pk, .stride = g.ps, .padding = g.pp, .ceil_mode = g.ceil});
 }
 
-using ModeGuard = cpu::ScopedDirectConvMode;
+using ModeGuard = cpu::ScopedConvImpl;
 
 // y within 1e-5 relative (of the element, or of the largest |want| near zero), indices exact.
 void expect_same(const std::pair<Tensor, Tensor>& got, const std::pair<Tensor, Tensor>& want,
@@ -118,7 +119,7 @@ class ConvPoolFused : public ::testing::TestWithParam<Geo> {};
 
 TEST_P(ConvPoolFused, MatchesUnfusedOps) {
   const Geo& g = GetParam();
-  ModeGuard mg(cpu::DirectConvMode::kForce);
+  ModeGuard mg("direct_nchw,onednn,onednn_via_f32,reference");
   const Tensor x = filled(g.x, 1), w = filled(g.w, 2, -0.5f, 0.5f), b = filled({g.w[0]}, 3);
   for (bool bias : {false, true})
     for (bool relu : {false, true})
@@ -132,7 +133,7 @@ INSTANTIATE_TEST_SUITE_P(Geometries, ConvPoolFused, ::testing::ValuesIn(kGeos),
 // Ties (relu zeros; all-equal windows from a zero weight), infinities and NaNs take max_pool2d's
 // index rules.
 TEST(ConvPoolFusedRules, TiesAndNaNsAsMaxPool) {
-  ModeGuard mg(cpu::DirectConvMode::kForce);
+  ModeGuard mg("direct_nchw,onednn,onednn_via_f32,reference");
   for (const Geo& g : {kLenet, kGeos[4]}) {
     Tensor x = filled(g.x, 4), w = filled(g.w, 5, -0.5f, 0.5f), b = filled({g.w[0]}, 6);
     float* xp = x.data<float>();
@@ -152,7 +153,7 @@ TEST(ConvPoolFusedRules, TiesAndNaNsAsMaxPool) {
 }
 
 TEST(ConvPoolFusedRules, EveryHighwayTarget) {
-  ModeGuard mg(cpu::DirectConvMode::kForce);
+  ModeGuard mg("direct_nchw,onednn,onednn_via_f32,reference");
   for (const std::string& target : cpu::direct_conv_targets()) {
     cpu::direct_conv_use_target(target);
     for (const Geo& g : {kLenet, kGeos[2], kGeos[4], kGeos[5]}) {

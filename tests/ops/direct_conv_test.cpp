@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/kernels/conv_list.h"
 #include "backends/cpu/ops/ops.h"
 #include "ops/op.h"
 #include "spore/spore.h"
@@ -182,7 +183,7 @@ Attrs conv_attrs(const Case& c) {
   return a;
 }
 
-using ModeGuard = cpu::ScopedDirectConvMode;
+using ModeGuard = cpu::ScopedConvImpl;
 
 TEST(DirectConv, OpsDispatchMatchesFloat64) {
   for (const Case& c : {kCases[0], kCases[1], kCases[3]}) {
@@ -201,9 +202,9 @@ TEST(DirectConv, OpsDispatchMatchesFloat64) {
         .set("act", std::string("relu"));
     const Attrs wa = Attrs(a).set("weight_shape", std::vector<int64_t>{g.O, g.C, g.kh, g.kw});
     for (auto m :
-         {cpu::DirectConvMode::kForce, cpu::DirectConvMode::kAuto, cpu::DirectConvMode::kOff}) {
+         {"direct_nchw,onednn,onednn_via_f32,reference", "", "-direct_nchw"}) {
       ModeGuard guard(m);
-      const std::string what = std::string(c.name) + " mode " + std::to_string(int(m));
+      const std::string what = std::string(c.name) + " SPORE_CONV_IMPL=" + m;
       for (int rep = 0; rep < 2; ++rep) {  // auto: the timed first call, then the cached choice
         expect_close(ops::call1(OpId::Conv2d, {x, w, b}, a).to_vector<float>(),
                      ref_forward(g, xv, wv, bv, false), what + " conv2d");

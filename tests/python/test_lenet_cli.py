@@ -2,7 +2,7 @@
 MindSpore script with `import spore as ms`) gives the spore CLI's losses and final weights, to
 1e-5, in GRAPH_MODE and PYNATIVE_MODE.
 
-Both run as processes with the convolution kernels fixed (SPORE_CONV_LAYOUT, SPORE_DIRECT_CONV):
+Both run as processes with the convolution kernels fixed (SPORE_CONV_IMPL=onednn_blocked):
 by default each process times the candidate kernels on its first call and keeps the fastest, and
 two kernels sum in different orders (the CLI differs from itself across runs then too)."""
 import json
@@ -22,7 +22,7 @@ LIMIT, EPOCHS = 3200, 2  # 50 steps of 64 per epoch
 @pytest.mark.skipif(not os.path.isdir(FASHION), reason="dataset-fashion-mnist not installed")
 @pytest.mark.parametrize("mode", ["graph", "pynative"])
 def test_python_lenet_matches_cli(mode, tmp_path, build_dir, root_dir):
-    env = dict(os.environ, SPORE_CONV_LAYOUT="blocked", SPORE_DIRECT_CONV="0", OMP_NUM_THREADS="2")
+    env = dict(os.environ, SPORE_CONV_IMPL="onednn_blocked", OMP_NUM_THREADS="2")
     common = ["--epochs", str(EPOCHS), "--limit", str(LIMIT), "--eval-limit", "256", "--mode", mode, "--seed", "1"]
     out = tmp_path / "cli"
     subprocess.run([os.path.join(build_dir, "spore"), "train", "lenet", *common, "--out", str(out)], check=True,

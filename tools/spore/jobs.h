@@ -41,6 +41,9 @@ struct TrainArgs {
   int64_t eval_every = 0;          // evaluate the EMA model every N epochs (0: at the end only)
   std::string weights;             // start from these weights (YOLOv5's --weights: fine-tuning)
 };
+// --verbose: the library's debug log lines too (which convolution implementation runs each conv,
+// and why: backends/cpu/kernels/conv_list.h). verbose_log.cpp.
+void enable_debug_log();
 int train(const TrainArgs& a);
 int train_detector(const TrainArgs& a);
 

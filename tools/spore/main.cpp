@@ -7,6 +7,7 @@
 #include <csignal>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <new>
 #include <sstream>
@@ -137,8 +138,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--threads", t.threads, "threads (0: all cores)")->default_val(t.threads)->check(kThreads);
   train_cmd->add_option("--limit", t.limit, "use only the first N training samples")->check(kSamples);
   train_cmd->add_option("--eval-limit", t.eval_limit, "use only the first N test samples")->check(kSamples);
-  train_cmd->add_flag("--verbose", t.verbose, "print the network, parameter counts, memory use and (graph mode) the compiled "
-                                            "step's node counts, planned peak memory and cache statistics");
+  train_cmd->add_flag("--verbose", t.verbose, "print the network, parameter counts, memory use, (graph mode) the compiled "
+                                            "step's node counts, planned peak memory and cache statistics, and which "
+                                            "convolution implementation runs each conv and why (debug log)");
   train_cmd->add_option("--resume", t.resume, "continue from a checkpoint written at an epoch end "
                                               "(out/<model>/checkpoints/<model>-<epoch>_<step>.safetensors), "
                                               "or 'auto': the newest in --out (none yet: start from scratch)");
@@ -299,6 +301,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (*train_cmd) {
+      // --verbose: the library's debug lines too (which convolution implementation runs each conv,
+      // and why), unless SPORE_LOG_LEVEL says otherwise.
+      if (t.verbose && !std::getenv("SPORE_LOG_LEVEL")) enable_debug_log();
       t.lr_given = train_cmd->count("--lr") > 0;
       t.batch_given = train_cmd->count("--batch-size") > 0;
       return train(t);

@@ -381,16 +381,20 @@ float* thread_rows(size_t n) { return thread_buffer<Slot::kRows>(n); }
 // Per-call partials of the weight gradient (slots, O, taps, lanes), on the calling thread.
 float* thread_partials(size_t n) { return thread_buffer<Slot::kPartials>(n); }
 
-std::atomic<int> g_mode{-1};  // -1: not read from the environment yet
 }  // namespace dconv
 
-bool direct_conv_supported(const DirectConvGeom& g) {
-  if (g.C < 1 || g.C > 4 || g.O < 1 || g.N < 1 || g.OH < 1 || g.OW < 1) return false;
-  if (g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1) return false;
-  if (g.pt < 0 || g.pl < 0 || g.C * g.kh * g.kw > dconv::kMaxTaps) return false;
+std::string direct_conv_why_not(const DirectConvGeom& g) {
+  if (g.C < 1 || g.C > 4) return std::to_string(g.C) + " input channels (at most 4)";
+  if (g.O < 1 || g.N < 1 || g.OH < 1 || g.OW < 1) return "an empty conv";
+  if (g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1) return "a degenerate kernel";
+  if (g.pt < 0 || g.pl < 0) return "negative padding";
+  if (g.C * g.kh * g.kw > dconv::kMaxTaps)
+    return std::to_string(g.C * g.kh * g.kw) + " taps (at most " + std::to_string(dconv::kMaxTaps) + ")";
   const dconv::Plan p = dconv::plan_of(g, 16);
-  return g.C * p.CS < (int64_t(8) << 20);  // 32 MiB of float32
+  if (g.C * p.CS >= (int64_t(8) << 20)) return "its per-thread scratch would pass 32 MiB";
+  return "";
 }
+bool direct_conv_supported(const DirectConvGeom& g) { return direct_conv_why_not(g).empty(); }
 
 void conv2d_direct_forward(const DirectConvGeom& g, const float* x, const float* w, const float* b,
                            bool relu, float* y) {
@@ -427,22 +431,6 @@ void conv2d_direct_backward_weight(const DirectConvGeom& g, const float* dy, con
   });
   HWY_DYNAMIC_DISPATCH(dconv::WgradReduce)(part, slots, K, dw);
 }
-
-DirectConvMode direct_conv_mode() {
-  int m = dconv::g_mode.load(std::memory_order_relaxed);
-  if (m < 0) {
-    const char* e = std::getenv("SPORE_DIRECT_CONV");
-    const std::string v = e ? e : "";
-    m = int(v == "0"   ? DirectConvMode::kOff
-            : v == "1" ? DirectConvMode::kForce
-                       : DirectConvMode::kAuto);
-    int expected = -1;
-    if (!dconv::g_mode.compare_exchange_strong(expected, m)) m = expected;
-  }
-  return DirectConvMode(m);
-}
-
-void set_direct_conv_mode(DirectConvMode m) { dconv::g_mode.store(int(m)); }
 
 std::vector<std::string> direct_conv_targets() {
   std::vector<std::string> r;

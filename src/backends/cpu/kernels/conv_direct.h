@@ -1,7 +1,8 @@
 // Direct NCHW float32 convolution for very few input channels (a network's first conv: LeNet's
 // 1 -> 6 5x5, ResNet's CIFAR stem 3 -> 64 3x3): forward (+ bias, + relu) and weight gradient.
-// Defined in conv_direct.cpp; nn_conv.cpp dispatches to it where it beats oneDNN (timed at the
-// first call of each geometry), which at C_in <= 4 mostly pays for its blocked-layout reorders.
+// Defined in conv_direct.cpp; the direct_nchw entry of the convolution lists (conv_list.h), taken
+// where it beats oneDNN (timed at the first call of each geometry), which at C_in <= 4 mostly pays
+// for its blocked-layout reorders.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -17,7 +18,8 @@ struct DirectConvGeom {
 };
 
 // Whether the direct kernels take this geometry: C <= 4, at most 256 taps (C * kh * kw) and a
-// per-thread scratch under 32 MiB.
+// per-thread scratch under 32 MiB; why_not says why not ("" when they do).
+std::string direct_conv_why_not(const DirectConvGeom& g);
 bool direct_conv_supported(const DirectConvGeom& g);
 
 // y (N, O, OH, OW) = [relu](conv(x (N, C, H, W), w (O, C, kh, kw)) + b (O)); b may be null.
@@ -37,25 +39,6 @@ void conv2d_direct_forward_rows(const DirectConvGeom& g, const float* x, const f
 // dw (O, C, kh, kw) = sum over n, oh, ow of dy (N, O, OH, OW) * x (N, C, H, W) through the window.
 void conv2d_direct_backward_weight(const DirectConvGeom& g, const float* dy, const float* x,
                                    float* dw);
-
-// kAuto (default): nn_conv times direct against oneDNN at the first call of a geometry and keeps
-// the faster; kOff / kForce: never / always where supported. SPORE_DIRECT_CONV=0 / 1 set it at
-// start-up (SPORE_CONV_LAYOUT=blocked|plain also turns kAuto off); tests and benches override it
-// here.
-enum class DirectConvMode { kOff, kAuto, kForce };
-DirectConvMode direct_conv_mode();
-void set_direct_conv_mode(DirectConvMode m);
-// Sets the mode for a scope (tests, benches).
-class ScopedDirectConvMode {
- public:
-  explicit ScopedDirectConvMode(DirectConvMode m) : old_(direct_conv_mode()) { set_direct_conv_mode(m); }
-  ~ScopedDirectConvMode() { set_direct_conv_mode(old_); }
-  ScopedDirectConvMode(const ScopedDirectConvMode&) = delete;
-  ScopedDirectConvMode& operator=(const ScopedDirectConvMode&) = delete;
-
- private:
-  DirectConvMode old_;
-};
 
 // Test hooks: the Highway targets this build has and this CPU runs (names such as "AVX3", "AVX2"),
 // and limiting dispatch to one of them (an empty name restores all). Process-wide: tests only.

@@ -13,7 +13,6 @@
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_packed.cpp"
-#include "backends/cpu/ops/ops.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/nn_util.h"
+#include "backends/cpu/ops/ops.h"
 #include "backends/cpu/kernels/simd_math-inl.h"
 #include "core/parallel.h"
 #include "spore/error.h"

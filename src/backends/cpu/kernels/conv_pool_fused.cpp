@@ -17,7 +17,6 @@
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_pool_fused.cpp"
-#include "backends/cpu/ops/ops.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
@@ -29,6 +28,7 @@
 
 #include "backends/cpu/kernels/conv_direct.h"
 #include "backends/cpu/kernels/nn_util.h"
+#include "backends/cpu/ops/ops.h"
 
 #ifndef SPORE_CONV_POOL_FUSED_ONCE
 #define SPORE_CONV_POOL_FUSED_ONCE

@@ -22,7 +22,6 @@
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_pool_grad.cpp"
-#include "backends/cpu/ops/ops.h"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // clang-format on
@@ -35,6 +34,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/nn_util.h"
+#include "backends/cpu/ops/ops.h"
 #include "core/parallel.h"
 #include "ops/op.h"
 #include "spore/error.h"

@@ -1,34 +1,40 @@
-// Conv2d, Conv2dBackwardData and Conv2dBackwardWeight on the CPU.
-//   float32 / bfloat16: oneDNN direct convolution. Layouts are format_tag::any, so oneDNN picks
-//     its blocked layouts; the cached Compiled entry reorders NCHW/OIHW user tensors in and out
-//     (the reorder primitives are cached, the buffers come from the allocator). Each pass also
-//     tries the plain layouts themselves and keeps whichever runs faster (see
-//     "forward layout choice"). The bias, when given, is added inside the forward primitive.
-//   Conv2dFused (graph-internal, made by backends/cpu/passes/dnnl_fusion.cpp): the same forward primitive
-//     with oneDNN post-ops: a per-channel scale and shift (binary mul / add: a folded BatchNorm), a
-//     sum for the residual (reordered straight into the primitive's destination buffer) and an
-//     eltwise activation; one primitive per post-op set in the cache. Where oneDNN has no
-//     implementation for a post-op set, the plain conv runs and the epilogue follows in a loop.
-//   float16: through float32 when oneDNN has no implementation on this CPU.
-//   float64: plain loops (used by the float64 gradient checks).
-//   Direct kernels (conv_direct.cpp) for float32, groups 1, C_in <= 4, plain layouts: forward
-//     (Conv2d, Conv2dFused with bias / relu only) and weight gradient. oneDNN computes these in its
-//     blocked layouts and the reorders cost as much as the arithmetic; the first call of a geometry
-//     times the direct kernel against the oneDNN path and keeps the faster ("direct or oneDNN").
-//   Blocked activations (attrs blocked_x / blocked_y, made by Graph mode's layout pass): the
-//     activation's user descriptor is aBcd16b (nChw16c, held as the 5-D (N, Cb, H, W, 16)) instead
-//     of nchw, so the candidates that keep the user's layouts run with no activation reorder; the
-//     padding lanes of blocked outputs are zeroed after each call (zero_blocked_padding, layout.cpp).
+// Conv2d, Conv2dFused, Conv2dBackwardData and Conv2dBackwardWeight on the CPU: the entries of the
+// convolution implementation lists (conv_list.h says which runs, in what order, and why) and the
+// lists themselves (end of file). The entries here:
+//   direct_nchw: conv_direct.cpp's Highway kernels for float32, groups 1, C_in <= 4, plain layouts:
+//     forward (Conv2d, Conv2dFused with bias / relu only) and weight gradient. oneDNN computes
+//     these in its blocked layouts and the reorders cost as much as the arithmetic; timed against
+//     onednn at the first call of a geometry (conv_list.cpp).
+//   onednn: oneDNN's direct convolution (float32, bfloat16, float16 where the CPU has it). Layouts
+//     are format_tag::any, so oneDNN picks its blocked layouts; the cached Compiled entry reorders
+//     NCHW/OIHW user tensors in and out (the reorder primitives are cached, the buffers come from
+//     the allocator). Each pass also tries the plain layouts themselves and keeps whichever runs
+//     faster ("layout choice"); onednn_blocked / onednn_plain fix the layouts. The bias, when given,
+//     is added inside the forward primitive. Conv2dFused (graph-internal, made by
+//     backends/cpu/passes/dnnl_fusion.cpp): the same forward primitive with oneDNN post-ops: a
+//     per-channel scale and shift (binary mul / add: a folded BatchNorm), a sum for the residual
+//     (reordered straight into the primitive's destination buffer) and an eltwise activation; one
+//     primitive per post-op set in the cache. Where oneDNN has no implementation for a post-op set
+//     (or where it measured faster), the plain conv runs and the epilogue follows in a loop.
+//     Blocked activations (attrs blocked_x / blocked_y, made by Graph mode's layout pass): the
+//     activation's user descriptor is aBcd16b (nChw16c, held as the 5-D (N, Cb, H, W, 16))
+//     instead of nchw, so the candidates that keep the user's layouts run with no activation
+//     reorder; the padding lanes of blocked outputs are zeroed after each call
+//     (zero_blocked_padding, layout.cpp).
+//   onednn_via_f32: float16 / bfloat16 through float32 copies where oneDNN has no implementation.
+//   reference: plain loops in float64 (the float64 gradient checks; other dtypes through copies).
+// winograd and packed (constant weights) are prepared by the constant_convs pass; only their
+// predicates are here.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
+#include <functional>
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "backends/cpu/kernels/conv_direct.h"
+#include "backends/cpu/kernels/conv_list.h"
 #include "backends/cpu/kernels/layout.h"
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/onednn/onednn.h"
@@ -48,7 +54,7 @@ struct Geom {
 // x / y: the activations as the kernel holds them, (N, C, H, W) or blocked (N, Cb, H, W, 16) (H and
 // W sit at the same positions); a blocked x's logical C comes from the weight.
 Geom geom(const Shape& x, const Shape& w, const Shape& y, const ops::Attrs& a) {
-  const auto st = a.get_ints("stride"), pad = a.get_ints("padding"), dil = a.get_ints("dilation");
+  const auto &st = a.get_ints("stride"), &pad = a.get_ints("padding"), &dil = a.get_ints("dilation");
   const int64_t G = a.get_int("groups", 1);
   const bool bx = a.get_bool("blocked_x", false), by = a.get_bool("blocked_y", false);
   return {x[0], bx ? w[1] * G : x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], st[0], st[1],
@@ -60,18 +66,21 @@ void zero_padding(Tensor& t, int64_t C) {
   zero_blocked_padding(t.data_ptr(), t.size(0), C, t.size(2) * t.size(3), itemsize(t.dtype()));
 }
 
-void check_blocked_dtype(const Geom& g, DType t) {
-  SPORE_ASSERT(!(g.bx || g.by) || t != kFloat64,
-               "blocked layout supports float32 (bfloat16, float16) only, got float64");
-}
+// ---- layout choice (inside the onednn entries) --------------------------------------------------
+// oneDNN's fastest convolutions want blocked layouts, so by default every call reorders the NCHW
+// input and OIHW weight in and the output back; where oneDNN also has a good implementation on the
+// plain layouts themselves (small channel counts, batch 1) those reorders are pure cost. The onednn
+// entry (kAuto) builds the candidates at the first call of each pass (forward, backward data,
+// backward weight) with a geometry, times them on zeroed buffers and keeps the faster (reference
+// implementations never win); onednn_blocked / onednn_plain fix the layouts (no timing).
+enum class Layout { kAuto, kBlocked, kPlain };
 
-enum class Pass { kForward, kBackwardData, kBackwardWeight };
-
-onednn::CacheKey conv_key(Pass p, const Geom& g, DType t, bool bias, const ops::Attrs* post) {
+onednn::CacheKey conv_key(ConvProp p, const Geom& g, DType t, bool bias, const ops::Attrs* post,
+                          Layout l = Layout::kAuto) {
   onednn::CacheKey k;
   k.add(int64_t(post ? op::Conv2dFused() : ops::OpId::Conv2d)).add(int64_t(p)).add(int64_t(t)).add(bias);
   k.add({g.N, g.C, g.H, g.W, g.O, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr, g.dh, g.dw, g.G});
-  k.add(g.bx).add(g.by);
+  k.add(g.bx).add(g.by).add(int64_t(l));
   if (post) onednn::add_post_op_key(k, *post);
   return k;
 }
@@ -126,21 +135,6 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& s, bool bias,
   return cf::primitive_desc(d, attr, onednn::engine());
 }
 
-// ---- forward layout choice ---------------------------------------------------------------------
-// oneDNN's fastest convolutions want blocked layouts, so by default every call reorders the NCHW
-// input and OIHW weight in and the output back; where oneDNN also has a good implementation on the
-// plain layouts themselves (small channel counts, batch 1) those reorders are pure cost. The first
-// call of each pass (forward, backward data, backward weight) with a geometry builds both, times them on zeroed buffers and keeps the faster (reference
-// implementations never win). SPORE_CONV_LAYOUT=blocked or plain forces one (for A/B runs).
-enum class Layout { kAuto, kBlocked, kPlain };
-Layout layout_choice() {
-  static const Layout l = [] {
-    const char* e = std::getenv("SPORE_CONV_LAYOUT");
-    const std::string v = e ? e : "";
-    return v == "blocked" ? Layout::kBlocked : v == "plain" ? Layout::kPlain : Layout::kAuto;
-  }();
-  return l;
-}
 
 // The layouts a candidate primitive runs on:
 //   kAny: oneDNN's preferred ones (the cached entry reorders the user's tensors in and out);
@@ -154,7 +148,7 @@ enum class Cand { kAny, kUser, kUserActs, kNchw };
 // One pass's primitive on the layouts of candidate c; null when only a reference implementation
 // would run it (c != kAny, or with post-ops: the caller has a faster way). post: Conv2dFused's
 // attributes (forward only).
-std::shared_ptr<onednn::Compiled> make_prim(Pass p, Descs s, bool bias, const ops::Attrs* post,
+std::shared_ptr<onednn::Compiled> make_prim(ConvProp p, Descs s, bool bias, const ops::Attrs* post,
                                             Cand c, bool inference = false) {
   const bool plain = c != Cand::kAny;
   if (plain) {
@@ -165,7 +159,7 @@ std::shared_ptr<onednn::Compiled> make_prim(Pass p, Descs s, bool bias, const op
   auto is_ref = [&](const dnnl::primitive_desc_base& pd) {
     return (plain || post) && std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
   };
-  if (p == Pass::kForward) {
+  if (p == ConvProp::kForward) {
     std::vector<int> binary_args;
     auto pd = fwd_pd(s, bias, post, &binary_args, inference);
     if (is_ref(pd)) return nullptr;
@@ -176,7 +170,7 @@ std::shared_ptr<onednn::Compiled> make_prim(Pass p, Descs s, bool bias, const op
     return std::make_shared<onednn::Compiled>(dnnl::convolution_forward(pd), pd, std::move(args));
   }
   auto hint = fwd_pd(s, false);
-  if (p == Pass::kBackwardData) {
+  if (p == ConvProp::kBackwardData) {
     using cb = dnnl::convolution_backward_data;
     cb::primitive_desc pd(cb::desc(dnnl::algorithm::convolution_direct, s.x_any, s.w_any, s.y_any,
                                    s.strides, s.dil, s.pad_l, s.pad_r),
@@ -235,9 +229,8 @@ size_t fastest(const std::vector<std::shared_ptr<onednn::Compiled>>& cands) {
 // The candidates: blocked, plain and (forward) blocked with forward_inference; the fastest wins.
 // With a blocked activation "plain" means the user's layouts, and two more candidates (kUserActs,
 // kNchw, see Cand) keep the choice at least as good as with NCHW activations.
-std::shared_ptr<onednn::Compiled> choose(Pass p, const Descs& s, bool bias, const ops::Attrs* post,
-                                         bool blocked) {
-  const Layout l = layout_choice();
+std::shared_ptr<onednn::Compiled> choose(ConvProp p, const Descs& s, bool bias, const ops::Attrs* post,
+                                         bool blocked, Layout l) {
   std::vector<std::shared_ptr<onednn::Compiled>> cands;
   auto add = [&](Cand cand, bool inference) {
     try {
@@ -248,7 +241,7 @@ std::shared_ptr<onednn::Compiled> choose(Pass p, const Descs& s, bool bias, cons
   };
   if (l != Layout::kPlain) {
     add(Cand::kAny, false);
-    if (p == Pass::kForward) add(Cand::kAny, true);
+    if (p == ConvProp::kForward) add(Cand::kAny, true);
   }
   if (l != Layout::kBlocked) add(Cand::kUser, false);
   if (l != Layout::kBlocked && blocked) {
@@ -261,11 +254,11 @@ std::shared_ptr<onednn::Compiled> choose(Pass p, const Descs& s, bool bias, cons
   return cands.size() == 1 ? cands[0] : cands[fastest(cands)];
 }
 
-std::shared_ptr<onednn::Compiled> conv_prim(Pass p, const Geom& g, DType t, bool bias,
-                                            const ops::Attrs* post = nullptr) {
-  return onednn::cached(conv_key(p, g, t, bias, post), [&]() -> std::shared_ptr<onednn::Compiled> {
+std::shared_ptr<onednn::Compiled> conv_prim(ConvProp p, const Geom& g, DType t, bool bias,
+                                            const ops::Attrs* post, Layout l) {
+  return onednn::cached(conv_key(p, g, t, bias, post, l), [&]() -> std::shared_ptr<onednn::Compiled> {
     try {
-      return choose(p, descs(g, t), bias, post, g.bx || g.by);
+      return choose(p, descs(g, t), bias, post, g.bx || g.by, l);
     } catch (const dnnl::error& e) {
       if (e.status == dnnl_unimplemented) return nullptr;
       onednn::throw_dnnl_error("dnnl::convolution primitive_desc", int(e.status), e.what(), __FILE__,
@@ -359,26 +352,6 @@ void conv_bwd_weight_f64(const Geom& g, const double* dy, const double* x, doubl
   });
 }
 
-// ---- kernels -------------------------------------------------------------------------------------
-
-void conv2d_onednn_kernel(ops::KernelContext& ctx) {
-  const bool has_bias = ctx.inputs.size() == 3;
-  Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
-  Tensor b = has_bias ? dense(ctx.inputs[2]) : Tensor();
-  Tensor& y = ctx.outputs[0];
-  if (y.numel() == 0) return;
-  const Geom g = geom(x.shape(), w.shape(), y.shape(), ctx.attrs);
-  check_blocked_dtype(g, y.dtype());
-  if (y.dtype() == kFloat64)
-    return conv_fwd_f64(g, x.data<double>(), w.data<double>(), has_bias ? b.data<double>() : nullptr,
-                        y.data<double>());
-  auto prim = conv_prim(Pass::kForward, g, y.dtype(), has_bias);
-  if (!prim) return run_via_f32(ctx, conv2d_onednn_kernel);
-  if (has_bias) prim->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr()});
-  else prim->run({x.data_ptr(), w.data_ptr(), y.data_ptr()});
-  if (g.by) zero_padding(y, g.O);
-}
-
 // The fused epilogue after a plain conv: y = act(y * scale[c] + shift[c] + residual), per (n, c)
 // plane; relu (the common case) and no activation have loops the compiler vectorises.
 template <typename T>
@@ -447,10 +420,21 @@ struct KeyHash {
 std::mutex g_choice_mu;
 std::unordered_map<onednn::CacheKey, bool, KeyHash> g_unfused_wins;
 
-// Conv2dFused: (x, w[, bias][, scale, shift][, residual]) ->
-//   act((conv(x, w) + bias) * scale + shift + residual), scale and shift per output channel.
-void conv2d_fused_kernel(ops::KernelContext& ctx);
-void conv2d_fused_body(ops::KernelContext& ctx) {
+double seconds(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Geom geom(const ConvDesc& d) {
+  return {d.N,  d.C,  d.H,  d.W,  d.O,  d.kh, d.kw, d.OH, d.OW,       d.sh,       d.sw,
+          d.pt, d.pb, d.pl, d.pr, d.dh, d.dw, d.G,  d.blocked_x, d.blocked_y};
+}
+
+// The conv, then the epilogue (scale, shift, residual, activation) in a loop: float32 with a
+// post-op set oneDNN cannot fuse (or when timed faster), and the float64 reference.
+template <typename T>
+void conv_then_epilogue(ops::KernelContext& ctx, const Geom& g, Layout l) {
   const bool has_bias = ctx.attrs.get_bool("has_bias", false);
   const bool has_scale = ctx.attrs.get_bool("has_scale", false);
   const bool has_res = ctx.attrs.get_bool("has_residual", false);
@@ -461,87 +445,172 @@ void conv2d_fused_body(ops::KernelContext& ctx) {
   Tensor shift = has_scale ? dense(ctx.inputs[i++]) : Tensor();
   Tensor r = has_res ? dense(ctx.inputs[i++]) : Tensor();
   Tensor& y = ctx.outputs[0];
-  if (y.numel() == 0) return;
-  const Geom g = geom(x.shape(), w.shape(), y.shape(), ctx.attrs);
-  auto unfused = [&](auto* yp) {  // the conv, then the epilogue in a loop
-    using T = std::remove_pointer_t<decltype(yp)>;
-    if constexpr (std::is_same_v<T, double>) {
-      conv_fwd_f64(g, x.data<double>(), w.data<double>(), has_bias ? b.data<double>() : nullptr, yp);
-    } else {
-      auto plain = conv_prim(Pass::kForward, g, y.dtype(), has_bias);
-      SPORE_ASSERT(plain, "no float32 convolution");
-      if (has_bias) plain->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), yp});
-      else plain->run({x.data_ptr(), w.data_ptr(), yp});
-    }
-    if (g.by) {
-      if constexpr (!std::is_same_v<T, double>)
-        epilogue_loop_blocked<T>(ctx.attrs, g.O, g.OH * g.OW, yp, has_scale ? scale.data<T>() : nullptr,
-                                 has_scale ? shift.data<T>() : nullptr, has_res ? r.data<T>() : nullptr,
-                                 y.numel());
-      return;
-    }
-    epilogue_loop<T>(ctx.attrs, g.O, g.OH * g.OW, yp, has_scale ? scale.data<T>() : nullptr,
-                     has_scale ? shift.data<T>() : nullptr, has_res ? r.data<T>() : nullptr, y.numel());
-  };
-  check_blocked_dtype(g, y.dtype());
-  if (y.dtype() == kFloat64) return unfused(y.data<double>());
-  auto prim = conv_prim(Pass::kForward, g, y.dtype(), has_bias, &ctx.attrs);
+  T* yp = y.data<T>();
+  if constexpr (std::is_same_v<T, double>) {
+    conv_fwd_f64(g, x.data<double>(), w.data<double>(), has_bias ? b.data<double>() : nullptr, yp);
+  } else {
+    auto plain = conv_prim(ConvProp::kForward, g, y.dtype(), has_bias, nullptr, l);
+    SPORE_ASSERT(plain, "no float32 convolution");
+    if (has_bias) plain->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), yp});
+    else plain->run({x.data_ptr(), w.data_ptr(), yp});
+  }
+  const T* sp = has_scale ? scale.data<T>() : nullptr;
+  const T* hp = has_scale ? shift.data<T>() : nullptr;
+  const T* rp = has_res ? r.data<T>() : nullptr;
+  if (g.by) {
+    if constexpr (!std::is_same_v<T, double>) epilogue_loop_blocked<T>(ctx.attrs, g.O, g.OH * g.OW, yp, sp, hp, rp, y.numel());
+    return;
+  }
+  epilogue_loop<T>(ctx.attrs, g.O, g.OH * g.OW, yp, sp, hp, rp, y.numel());
+}
+
+// ==== the entries ==================================================================================
+// Each: why_not (the predicate, "" = takes it) and run. The lists are at the end of the file.
+
+// ---- winograd, packed: constant weights, prepared by the constant_convs pass -----------------------
+// Winograd does 2.25x fewer multiplies, but its transformed weights are 16/9 the size and are
+// streamed once per block of tiles: with few output tiles per thread (a 4x4 map at batch 1)
+// reading them costs more than the multiplies saved, and packed is faster.
+constexpr int64_t kMinWinogradTilesPerThread = 8;
+
+std::string constant_conv_why_not(const ConvDesc& d) {
+  if (d.prop != ConvProp::kForward) return "forward only";
+  if (!d.constant_weights) return "weights are not graph constants (prepared when a graph compiles)";
+  if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c)";
+  if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
+  if (d.O % 16 != 0 || d.C % 16 != 0) return "O and C must be multiples of 16";
+  if (d.kh * d.kw > 64) return "more than 64 taps";
+  if (d.G != 1 || d.dh != 1 || d.dw != 1) return "groups or dilation";
+  if (!d.act.empty() && d.act != "relu" && d.act != "silu") return "activation " + d.act + " (relu or silu only)";
+  return "";
+}
+std::string winograd_why_not(const ConvDesc& d) {
+  if (std::string r = constant_conv_why_not(d); !r.empty()) return r;
+  if (d.kh != 3 || d.kw != 3 || d.sh != 1 || d.sw != 1) return "not a 3x3 stride-1 conv";
+  const int64_t tiles = d.N * ((d.OH + 1) / 2) * ((d.OW + 1) / 2);
+  const int64_t want = kMinWinogradTilesPerThread * get_num_threads();
+  if (tiles < want)
+    return std::to_string(tiles) + " output tiles, fewer than " + std::to_string(want) +
+           " (8 per thread): reading its larger weights costs more than its multiplies save";
+  return "";
+}
+std::string packed_why_not(const ConvDesc& d) { return constant_conv_why_not(d); }
+
+// ---- direct_nchw (conv_direct.cpp): few input channels, plain NCHW ---------------------------------
+// oneDNN computes these in its blocked layouts and the reorders cost as much as the arithmetic.
+DirectConvGeom direct_geom(const ConvDesc& d) {
+  return {d.N, d.C, d.H, d.W, d.O, d.kh, d.kw, d.OH, d.OW, d.sh, d.sw, d.pt, d.pl, d.dh, d.dw};
+}
+std::string direct_why_not(const ConvDesc& d) {
+  if (d.prop == ConvProp::kBackwardData) return "no backward-data kernel";
+  if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
+  if (d.G != 1) return "groups " + std::to_string(d.G);
+  if (d.blocked_x || d.blocked_y) return "blocked activations";
+  if (d.scale || d.residual) return "a scale/shift or residual post-op (bias and relu only)";
+  if (!d.act.empty() && d.act != "relu") return "activation " + d.act + " (relu only)";
+  return direct_conv_why_not(direct_geom(d));
+}
+void direct_run(ops::KernelContext& ctx, const ConvDesc& d) {
+  const DirectConvGeom g = direct_geom(d);
+  if (d.prop == ConvProp::kBackwardWeight) {
+    Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
+    return conv2d_direct_backward_weight(g, dy.data<float>(), x.data<float>(), ctx.outputs[0].data<float>());
+  }
+  Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
+  Tensor b = d.bias ? dense(ctx.inputs[2]) : Tensor();
+  conv2d_direct_forward(g, x.data<float>(), w.data<float>(), d.bias ? b.data<float>() : nullptr, d.act == "relu",
+                        ctx.outputs[0].data<float>());
+}
+
+// ---- onednn, onednn_blocked, onednn_plain ------------------------------------------------------------
+template <Layout L>
+std::string onednn_why_not(const ConvDesc& d) {
+  if (d.dtype == kFloat64) return "float64 (oneDNN has no float64 convolution)";
+  const Geom g = geom(d);
+  ops::Attrs post;
+  const ops::Attrs* pa = d.attrs;
+  if (d.fused && !pa) {
+    post.set("has_bias", d.bias).set("has_scale", d.scale).set("has_residual", d.residual).set("act", d.act);
+    pa = &post;
+  }
+  if (conv_prim(d.prop, g, d.dtype, d.bias, d.fused ? pa : nullptr, L)) return "";
+  // A post-op set oneDNN cannot fuse: float32 runs the plain conv, then the epilogue loop.
+  if (d.fused && d.dtype == kFloat32 && conv_prim(d.prop, g, d.dtype, d.bias, nullptr, L)) return "";
+  return "no oneDNN implementation for " + std::string(dtype_name(d.dtype)) + " on this CPU";
+}
+
+void onednn_forward(ops::KernelContext& ctx, const ConvDesc& d, Layout l) {
+  const Geom g = geom(d);
+  Tensor& y = ctx.outputs[0];
+  Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
+  if (!d.fused) {
+    Tensor b = d.bias ? dense(ctx.inputs[2]) : Tensor();
+    auto prim = conv_prim(ConvProp::kForward, g, y.dtype(), d.bias, nullptr, l);
+    SPORE_ASSERT(prim, "no oneDNN convolution (onednn's predicate said there was)");
+    if (d.bias) prim->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr()});
+    else prim->run({x.data_ptr(), w.data_ptr(), y.data_ptr()});
+    if (g.by) zero_padding(y, g.O);
+    return;
+  }
+  // Conv2dFused: (x, w[, bias][, scale, shift][, residual]) ->
+  //   act((conv(x, w) + bias) * scale + shift + residual), scale and shift per output channel.
+  auto prim = conv_prim(ConvProp::kForward, g, y.dtype(), d.bias, &ctx.attrs, l);
+  auto unfused = [&] { conv_then_epilogue<float>(ctx, g, l); };
   if (!prim) {
-    if (y.dtype() == kFloat32) return unfused(y.data<float>());
-    return run_via_f32(ctx, conv2d_fused_kernel);
-  }
-  const void* ptrs[6] = {x.data_ptr(), w.data_ptr()};  // in the order of make_prim's ArgSpecs
-  size_t n = 2;
-  if (has_bias) ptrs[n++] = b.data_ptr();
-  if (has_scale) {
-    ptrs[n++] = scale.data_ptr();
-    ptrs[n++] = shift.data_ptr();
-  }
-  ptrs[n++] = y.data_ptr();
-  auto fused = [&] { prim->run(ptrs, n, has_res ? r.data_ptr() : nullptr); };
-  if (y.dtype() != kFloat32 || layout_choice() != Layout::kAuto) return fused();
-  // float32: the first call times both ways on these very buffers (each writes all of y from the
-  // inputs, so repeating them is harmless), in turn, best of three.
-  const onednn::CacheKey key = conv_key(Pass::kForward, g, y.dtype(), has_bias, &ctx.attrs);
-  {
-    std::lock_guard<std::mutex> lock(g_choice_mu);
-    if (auto it = g_unfused_wins.find(key); it != g_unfused_wins.end()) {
-      if (it->second) return unfused(y.data<float>());
-      return fused();
+    unfused();
+  } else {
+    size_t i = 2;
+    Tensor b = d.bias ? dense(ctx.inputs[i++]) : Tensor();
+    Tensor scale = d.scale ? dense(ctx.inputs[i++]) : Tensor();
+    Tensor shift = d.scale ? dense(ctx.inputs[i++]) : Tensor();
+    Tensor r = d.residual ? dense(ctx.inputs[i++]) : Tensor();
+    const void* ptrs[6] = {x.data_ptr(), w.data_ptr()};  // in the order of make_prim's ArgSpecs
+    size_t n = 2;
+    if (d.bias) ptrs[n++] = b.data_ptr();
+    if (d.scale) {
+      ptrs[n++] = scale.data_ptr();
+      ptrs[n++] = shift.data_ptr();
+    }
+    ptrs[n++] = y.data_ptr();
+    auto fused = [&] { prim->run(ptrs, n, d.residual ? r.data_ptr() : nullptr); };
+    if (y.dtype() != kFloat32 || l != Layout::kAuto) {
+      fused();
+    } else {
+      // float32: the first call times both ways on these very buffers (each writes all of y from
+      // the inputs, so repeating them is harmless), in turn, best of three.
+      const onednn::CacheKey key = conv_key(ConvProp::kForward, g, y.dtype(), d.bias, &ctx.attrs);
+      int known = -1;
+      {
+        std::lock_guard<std::mutex> lock(g_choice_mu);
+        if (auto it = g_unfused_wins.find(key); it != g_unfused_wins.end()) known = it->second;
+      }
+      if (known == 1) {
+        unfused();
+      } else if (known == 0) {
+        fused();
+      } else {
+        double tf = 1e30, tu = 1e30;
+        unfused();  // warm-up (creates the plain primitive)
+        for (int k = 0; k < 3; ++k) {
+          tf = std::min(tf, seconds(fused));
+          tu = std::min(tu, seconds(unfused));
+        }
+        if (tf <= tu) fused();  // y gets the winner's result, bit for bit what later calls compute
+        std::lock_guard<std::mutex> lock(g_choice_mu);
+        g_unfused_wins[key] = tu < tf;
+      }
     }
   }
-  double tf = 1e30, tu = 1e30;
-  auto timed = [](auto&& f) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  unfused(y.data<float>());  // warm-up (creates the plain primitive)
-  for (int k = 0; k < 3; ++k) {
-    tf = std::min(tf, timed(fused));
-    tu = std::min(tu, timed([&] { unfused(y.data<float>()); }));
-  }
-  if (tf <= tu) fused();  // y gets the winner's result, bit for bit what later calls compute
-  std::lock_guard<std::mutex> lock(g_choice_mu);
-  g_unfused_wins[key] = tu < tf;
-}
-
-void conv2d_fused_onednn_kernel(ops::KernelContext& ctx) {
-  conv2d_fused_body(ctx);
   // Post-ops (a sigmoid, a shift) make padding lanes non-zero; the contract wants zeros.
-  if (ctx.attrs.get_bool("blocked_y", false) && ctx.outputs[0].numel() > 0)
-    zero_padding(ctx.outputs[0], ctx.inputs[1].size(0));
+  if (g.by) zero_padding(y, g.O);
 }
 
-void conv2d_backward_data_kernel(ops::KernelContext& ctx) {
+void onednn_backward_data(ops::KernelContext& ctx, const ConvDesc& d, Layout l) {
+  const Geom g = geom(d);
   Tensor dy = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
   Tensor& dx = ctx.outputs[0];
-  if (dx.numel() == 0) return;
-  const Geom g = geom(dx.shape(), w.shape(), dy.shape(), ctx.attrs);
-  check_blocked_dtype(g, dx.dtype());
-  if (dx.dtype() == kFloat64) return conv_bwd_data_f64(g, dy.data<double>(), w.data<double>(), dx.data<double>());
-  auto prim = conv_prim(Pass::kBackwardData, g, dx.dtype(), false);
-  if (!prim) return run_via_f32(ctx, conv2d_backward_data_kernel);
+  auto prim = conv_prim(ConvProp::kBackwardData, g, dx.dtype(), false, nullptr, l);
+  SPORE_ASSERT(prim, "no oneDNN convolution (onednn's predicate said there was)");
   prim->run({dy.data_ptr(), w.data_ptr(), dx.data_ptr()});
   if (g.bx) zero_padding(dx, g.C);
 }
@@ -550,17 +619,13 @@ void conv2d_backward_weight_kernel(ops::KernelContext& ctx);
 
 // oneDNN's bfloat16 weight gradient is 2x faster than float32 on large images but collapses on
 // small ones (ResNet-18's 256x8x8: 17-20x slower than float32 on this CPU, 512x4x4: 2-4x). The
-// first call of each geometry runs both (the bf16 primitive, and widening dy and x to float32 for
-// the float32 primitive: the same result up to the final rounding to bfloat16, which both make)
-// and remembers which was faster; SPORE_CONV_LAYOUT (forcing a layout for A/B runs) keeps bf16.
+// onednn entry's first call of each geometry runs both (the bf16 primitive, and widening dy and x
+// to float32 for the float32 primitive: the same result up to the final rounding to bfloat16,
+// which both make) and remembers which was faster; onednn_blocked / onednn_plain keep bf16.
 bool bf16_weight_grad_via_f32(const Geom& g, ops::KernelContext& ctx, onednn::Compiled& prim) {
-  if (layout_choice() != Layout::kAuto) return false;
   static std::mutex mu;
-  struct KeyHash {
-    size_t operator()(const onednn::CacheKey& k) const { return k.hash(); }
-  };
   static std::unordered_map<onednn::CacheKey, bool, KeyHash> via_f32;  // by geometry
-  const onednn::CacheKey key = conv_key(Pass::kBackwardWeight, g, kBFloat16, false, nullptr);
+  const onednn::CacheKey key = conv_key(ConvProp::kBackwardWeight, g, kBFloat16, false, nullptr);
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = via_f32.find(key);
@@ -568,11 +633,6 @@ bool bf16_weight_grad_via_f32(const Geom& g, ops::KernelContext& ctx, onednn::Co
   }
   Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
   Tensor& dw = ctx.outputs[0];
-  auto seconds = [](auto&& f) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
   double t16 = 1e30, t32 = 1e30;
   for (int r = 0; r < 2; ++r) {  // the first round warms both up
     t16 = std::min(t16, seconds([&] { prim.run({dy.data_ptr(), x.data_ptr(), dw.data_ptr()}); }));
@@ -584,122 +644,147 @@ bool bf16_weight_grad_via_f32(const Geom& g, ops::KernelContext& ctx, onednn::Co
   return use_f32;
 }
 
-void conv2d_backward_weight_onednn_kernel(ops::KernelContext& ctx) {
+void onednn_backward_weight(ops::KernelContext& ctx, const ConvDesc& d, Layout l) {
+  const Geom g = geom(d);
   Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
   Tensor& dw = ctx.outputs[0];
-  if (dw.numel() == 0) return;
-  const Geom g = geom(x.shape(), dw.shape(), dy.shape(), ctx.attrs);
-  check_blocked_dtype(g, dw.dtype());
-  if (dw.dtype() == kFloat64)
-    return conv_bwd_weight_f64(g, dy.data<double>(), x.data<double>(), dw.data<double>());
-  auto prim = conv_prim(Pass::kBackwardWeight, g, dw.dtype(), false);
-  if (!prim) return run_via_f32(ctx, conv2d_backward_weight_kernel);
-  if (dw.dtype() == kBFloat16 && bf16_weight_grad_via_f32(g, ctx, *prim))
+  auto prim = conv_prim(ConvProp::kBackwardWeight, g, dw.dtype(), false, nullptr, l);
+  SPORE_ASSERT(prim, "no oneDNN convolution (onednn's predicate said there was)");
+  if (dw.dtype() == kBFloat16 && l == Layout::kAuto && bf16_weight_grad_via_f32(g, ctx, *prim))
     return run_via_f32(ctx, conv2d_backward_weight_kernel);
   prim->run({dy.data_ptr(), x.data_ptr(), dw.data_ptr()});
 }
 
-// ---- direct or oneDNN ---------------------------------------------------------------------------
-
-// The direct kernels' geometry, or nullopt when they do not take it (dtype, groups, layouts, C_in).
-std::optional<DirectConvGeom> direct_geom(const Geom& g, DType t) {
-  const DirectConvMode m = direct_conv_mode();
-  if (m == DirectConvMode::kOff || (m == DirectConvMode::kAuto && layout_choice() != Layout::kAuto))
-    return std::nullopt;
-  if (t != kFloat32 || g.G != 1 || g.bx || g.by) return std::nullopt;
-  const DirectConvGeom d{g.N,  g.C,  g.H,  g.W,  g.O,  g.kh, g.kw, g.OH,
-                         g.OW, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw};
-  if (!direct_conv_supported(d)) return std::nullopt;
-  return d;
+template <Layout L>
+void onednn_run(ops::KernelContext& ctx, const ConvDesc& d) {
+  switch (d.prop) {
+    case ConvProp::kForward: return onednn_forward(ctx, d, L);
+    case ConvProp::kBackwardData: return onednn_backward_data(ctx, d, L);
+    case ConvProp::kBackwardWeight: return onednn_backward_weight(ctx, d, L);
+  }
 }
 
-std::mutex g_direct_mu;
-std::unordered_map<onednn::CacheKey, bool, KeyHash> g_direct_wins;  // by conv_key
+// ---- onednn_via_f32: float16 / bfloat16 where oneDNN has no implementation -----------------------
+void conv2d_kernel(ops::KernelContext& ctx);
+void conv2d_backward_data_kernel(ops::KernelContext& ctx);
 
-// Runs direct() or onednn(), each of which writes the whole output from the inputs. The first call
-// of a key (in kAuto) runs both: a warm-up each (oneDNN builds its primitive), then best of three
-// in turn, then the winner once more so the output is what later calls compute.
-template <typename D, typename F>
-void direct_or_onednn(const onednn::CacheKey& key, D&& direct, F&& onednn) {
-  if (direct_conv_mode() == DirectConvMode::kForce) return direct();
-  {
-    std::lock_guard<std::mutex> lock(g_direct_mu);
-    if (auto it = g_direct_wins.find(key); it != g_direct_wins.end())
-      return it->second ? direct() : onednn();
+std::string via_f32_why_not(const ConvDesc& d) {
+  if (d.dtype != kFloat16 && d.dtype != kBFloat16) return "float16 / bfloat16 only";
+  return "";
+}
+void via_f32_run(ops::KernelContext& ctx, const ConvDesc& d) {
+  // The float32 copy goes through its own list (direct_nchw or onednn).
+  switch (d.prop) {
+    case ConvProp::kForward: return run_via_f32(ctx, conv2d_kernel);
+    case ConvProp::kBackwardData: return run_via_f32(ctx, conv2d_backward_data_kernel);
+    case ConvProp::kBackwardWeight: return run_via_f32(ctx, conv2d_backward_weight_kernel);
   }
-  auto timed = [](auto&& f) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  onednn();
-  direct();
-  double td = 1e30, to = 1e30;
-  for (int k = 0; k < 3; ++k) {
-    to = std::min(to, timed(onednn));
-    td = std::min(td, timed(direct));
-  }
-  const bool wins = td < to;
-  if (!wins) onednn();
-  std::lock_guard<std::mutex> lock(g_direct_mu);
-  g_direct_wins[key] = wins;
 }
 
+// ---- reference: plain loops in float64 (other dtypes through float64 copies) ---------------------
+std::string reference_why_not(const ConvDesc& d) {
+  if (d.blocked_x || d.blocked_y) return "blocked activations (the loops read NCHW)";
+  return "";
+}
+void reference_f64(ops::KernelContext& ctx) {
+  const ConvProp prop = ctx.def.id == ops::OpId::Conv2dBackwardData     ? ConvProp::kBackwardData
+                        : ctx.def.id == ops::OpId::Conv2dBackwardWeight ? ConvProp::kBackwardWeight
+                                                                         : ConvProp::kForward;
+  const ConvDesc d = ConvDesc::of(prop, ctx);
+  const Geom g = geom(d);
+  Tensor a = dense(ctx.inputs[0]), b = dense(ctx.inputs[1]);
+  double* out = ctx.outputs[0].data<double>();
+  switch (prop) {
+    case ConvProp::kForward:
+      if (d.fused) return conv_then_epilogue<double>(ctx, g, Layout::kAuto);
+      return conv_fwd_f64(g, a.data<double>(), b.data<double>(),
+                          d.bias ? dense(ctx.inputs[2]).data<double>() : nullptr, out);
+    case ConvProp::kBackwardData: return conv_bwd_data_f64(g, a.data<double>(), b.data<double>(), out);
+    case ConvProp::kBackwardWeight: return conv_bwd_weight_f64(g, a.data<double>(), b.data<double>(), out);
+  }
+}
+void reference_run(ops::KernelContext& ctx, const ConvDesc& d) {
+  if (d.dtype == kFloat64) return reference_f64(ctx);
+  // Through float64 copies (the reference of a test, never a fast path).
+  ops::Tensors in, out;
+  for (const Tensor& t : ctx.inputs) in.push_back(is_floating(t.dtype()) ? dense_as(t, kFloat64) : t);
+  for (const Tensor& t : ctx.outputs) out.push_back(Tensor::empty(t.shape(), kFloat64));
+  ops::KernelContext c64{ctx.def, in, out, ctx.attrs};
+  reference_f64(c64);
+  for (size_t i = 0; i < out.size(); ++i) convert_into(out[i], ctx.outputs[i]);
+}
+
+// ---- the kernels ---------------------------------------------------------------------------------
 void conv2d_kernel(ops::KernelContext& ctx) {
-  Tensor& y = ctx.outputs[0];
-  const Geom g = geom(ctx.inputs[0].shape(), ctx.inputs[1].shape(), y.shape(), ctx.attrs);
-  const auto d = y.numel() ? direct_geom(g, y.dtype()) : std::nullopt;
-  if (!d) return conv2d_onednn_kernel(ctx);
-  const bool has_bias = ctx.inputs.size() == 3;
-  Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
-  Tensor b = has_bias ? dense(ctx.inputs[2]) : Tensor();
-  direct_or_onednn(
-      conv_key(Pass::kForward, g, kFloat32, has_bias, nullptr),
-      [&] {
-        conv2d_direct_forward(*d, x.data<float>(), w.data<float>(),
-                              has_bias ? b.data<float>() : nullptr, false, y.data<float>());
-      },
-      [&] { conv2d_onednn_kernel(ctx); });
+  if (ctx.outputs[0].numel() > 0) run_conv(ConvProp::kForward, ctx);
 }
-
-// Conv2dFused takes the direct kernel only with a bias and / or relu as its post-ops.
-void conv2d_fused_kernel(ops::KernelContext& ctx) {
-  Tensor& y = ctx.outputs[0];
-  const ops::Attrs& a = ctx.attrs;
-  const std::string act = a.has("act") ? a.get_string("act") : std::string();
-  const bool simple = !a.get_bool("has_scale", false) && !a.get_bool("has_residual", false) &&
-                      (act.empty() || act == "relu");
-  const Geom g = geom(ctx.inputs[0].shape(), ctx.inputs[1].shape(), y.shape(), a);
-  const auto d = simple && y.numel() ? direct_geom(g, y.dtype()) : std::nullopt;
-  if (!d) return conv2d_fused_onednn_kernel(ctx);
-  const bool has_bias = a.get_bool("has_bias", false);
-  Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
-  Tensor b = has_bias ? dense(ctx.inputs[2]) : Tensor();
-  direct_or_onednn(
-      conv_key(Pass::kForward, g, kFloat32, has_bias, &a),
-      [&] {
-        conv2d_direct_forward(*d, x.data<float>(), w.data<float>(),
-                              has_bias ? b.data<float>() : nullptr, !act.empty(), y.data<float>());
-      },
-      [&] { conv2d_fused_onednn_kernel(ctx); });
+void conv2d_backward_data_kernel(ops::KernelContext& ctx) {
+  if (ctx.outputs[0].numel() > 0) run_conv(ConvProp::kBackwardData, ctx);
 }
-
 void conv2d_backward_weight_kernel(ops::KernelContext& ctx) {
-  Tensor& dw = ctx.outputs[0];
-  const Geom g = geom(ctx.inputs[1].shape(), dw.shape(), ctx.inputs[0].shape(), ctx.attrs);
-  const auto d = dw.numel() ? direct_geom(g, dw.dtype()) : std::nullopt;
-  if (!d) return conv2d_backward_weight_onednn_kernel(ctx);
-  Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
-  direct_or_onednn(
-      conv_key(Pass::kBackwardWeight, g, kFloat32, false, nullptr),
-      [&] { conv2d_direct_backward_weight(*d, dy.data<float>(), x.data<float>(), dw.data<float>()); },
-      [&] { conv2d_backward_weight_onednn_kernel(ctx); });
+  if (ctx.outputs[0].numel() > 0) run_conv(ConvProp::kBackwardWeight, ctx);
 }
 
 }  // namespace
 
+// ==== the lists ======================================================================================
+const std::vector<ConvImpl>& conv_impls(ConvProp prop) {
+  static const ConvImpl winograd{"winograd", winograd_why_not, nullptr};
+  static const ConvImpl packed{"packed", packed_why_not, nullptr};
+  static const ConvImpl direct{"direct_nchw", direct_why_not, direct_run, /*timed=*/true};
+  static const ConvImpl onednn{"onednn", onednn_why_not<Layout::kAuto>, onednn_run<Layout::kAuto>};
+  static const ConvImpl blocked{"onednn_blocked", onednn_why_not<Layout::kBlocked>, onednn_run<Layout::kBlocked>};
+  static const ConvImpl plain{"onednn_plain", onednn_why_not<Layout::kPlain>, onednn_run<Layout::kPlain>};
+  static const ConvImpl via_f32{"onednn_via_f32", via_f32_why_not, via_f32_run};
+  static const ConvImpl reference{"reference", reference_why_not, reference_run};
+  static const std::vector<ConvImpl> forward{winograd, packed, direct, onednn, blocked, plain, via_f32, reference};
+  static const std::vector<ConvImpl> backward_data{onednn, blocked, plain, via_f32, reference};
+  static const std::vector<ConvImpl> backward_weight{direct, onednn, blocked, plain, via_f32, reference};
+  switch (prop) {
+    case ConvProp::kForward: return forward;
+    case ConvProp::kBackwardData: return backward_data;
+    case ConvProp::kBackwardWeight: return backward_weight;
+  }
+  return forward;
+}
+
+ConvDesc ConvDesc::of(ConvProp prop, const Shape& x, const Shape& w, const Shape& y, DType dtype,
+                      const ops::Attrs& a, bool fused, size_t num_inputs) {
+  ConvDesc d;
+  d.prop = prop;
+  d.dtype = dtype;
+  const Geom g = cpu::geom(x, w, y, a);
+  d.N = g.N, d.C = g.C, d.H = g.H, d.W = g.W, d.O = g.O, d.kh = g.kh, d.kw = g.kw, d.OH = g.OH, d.OW = g.OW;
+  d.sh = g.sh, d.sw = g.sw, d.pt = g.pt, d.pb = g.pb, d.pl = g.pl, d.pr = g.pr, d.dh = g.dh, d.dw = g.dw;
+  d.G = g.G, d.blocked_x = g.bx, d.blocked_y = g.by;
+  if (prop == ConvProp::kForward) {
+    d.fused = fused;
+    if (fused) {
+      d.bias = a.get_bool("has_bias", false);
+      d.scale = a.get_bool("has_scale", false);
+      d.residual = a.get_bool("has_residual", false);
+      if (a.has("act")) d.act = a.get_string("act");
+    } else {
+      d.bias = num_inputs == 3;
+    }
+  }
+  d.attrs = &a;
+  return d;
+}
+
+ConvDesc ConvDesc::of(ConvProp prop, const ops::KernelContext& ctx) {
+  // x / w / y as the kernel holds them, whichever is the output.
+  const Shape& w = prop == ConvProp::kBackwardWeight ? ctx.outputs[0].shape() : ctx.inputs[1].shape();
+  const Shape& x = prop == ConvProp::kForward          ? ctx.inputs[0].shape()
+                   : prop == ConvProp::kBackwardData   ? ctx.outputs[0].shape()
+                                                       : ctx.inputs[1].shape();
+  const Shape& y = prop == ConvProp::kForward ? ctx.outputs[0].shape() : ctx.inputs[0].shape();
+  return of(prop, x, w, y, ctx.outputs[0].dtype(), ctx.attrs, ctx.def.id != ops::OpId::Conv2d,
+            ctx.inputs.size());
+}
+
 SPORE_KERNEL(CPU, Conv2d, conv2d_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
-SPORE_CPU_KERNEL(Conv2dFused, conv2d_fused_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_CPU_KERNEL(Conv2dFused, conv2d_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 SPORE_KERNEL(CPU, Conv2dBackwardData, conv2d_backward_data_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 SPORE_KERNEL(CPU, Conv2dBackwardWeight, conv2d_backward_weight_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 

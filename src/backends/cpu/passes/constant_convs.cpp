@@ -10,18 +10,18 @@
 // the conv keeps oneDNN. Both kernels fold the BatchNorm scale into the weights and take the
 // shift, the residual and the activation (relu; silu, YOLOv5's) in their epilogue.
 //
-// Winograd does 2.25x fewer multiplies, but its transformed weights are 16/9 the size and are
-// streamed once per block of tiles; with few tiles per thread (a 4x4 map at batch 1) reading them
-// costs more than the multiplies saved, and the direct kernel is faster
-// (bench/micro/constant_conv.cpp measures all three ways).
-// SPORE_NO_CONSTANT_CONVS=1 turns the pass off (for A/B measurements).
+// Which of the two (or neither) is the forward convolution list's answer (backends/cpu/kernels/
+// conv_list.h: winograd and packed take only convolutions whose weights are graph constants, and
+// say why not); this pass asks the list for every conv with constant weights and logs the choice
+// at debug level. SPORE_CONV_IMPL=-winograd,-packed turns the rewrite off (for A/B measurements).
 #include <cstdlib>
 #include <string>
 #include <unordered_set>
 
+#include "backends/cpu/kernels/conv_list.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/passes/passes.h"
-#include "core/parallel.h"
+#include "core/log.h"
 #include "spore/grad_mode.h"
 
 namespace spore::cpu {
@@ -29,57 +29,41 @@ using namespace graph;
 namespace {
 using ops::OpId;
 
-constexpr int64_t kMinTilesPerThread = 8;
-
-bool disabled() {
-  const char* e = std::getenv("SPORE_NO_CONSTANT_CONVS");
-  return e && *e && std::string(e) != "0";
-}
-
-bool all_ones(const Shape& s) {
-  for (int64_t v : s)
-    if (v != 1) return false;
-  return true;
-}
-
 enum class Way { kOneDnn, kWinograd, kPacked };
 
-// How conv node n runs: kOneDnn (left alone) unless its weights are constants and the kernels
-// here take its geometry.
-Way way_of(const Node& n) {
-  const ops::Attrs& a = n.attrs;
-  if (!a.get_bool("blocked_x", false) || !a.get_bool("blocked_y", false)) return Way::kOneDnn;
-  const Value* w = n.inputs[1];
+// How conv node n runs: kOneDnn (left to the kernels' list) unless its weights are constants and
+// the forward list chooses winograd or packed for it.
+Way way_of(const Node& n, bool fused) {
   const Value* y = n.outputs[0];
-  if (y->dtype != kFloat32 || w->dtype != kFloat32 || w->kind != ValueKind::kConstant) return Way::kOneDnn;
-  if (w->shape.size() != 4 || w->shape[0] % 16 != 0 || w->shape[1] % 16 != 0 || w->shape[2] * w->shape[3] > 64)
-    return Way::kOneDnn;
-  if (!all_ones(a.get_ints("dilation")) || a.get_int("groups", 1) != 1) return Way::kOneDnn;
-  const std::string act = a.has("act") ? a.get_string("act") : std::string();
-  if (!act.empty() && act != "relu" && act != "silu") return Way::kOneDnn;
-  // Per-channel inputs (bias, scale, shift) sit between the weight and the residual.
-  const size_t per_channel = n.inputs.size() - 2 - size_t(a.get_bool("has_residual", false));
+  const Value* w = n.inputs[1];
+  if (w->shape.size() != 4) return Way::kOneDnn;
+  ConvDesc d = ConvDesc::of(ConvProp::kForward, n.inputs[0]->shape, w->shape, y->shape, y->dtype, n.attrs,
+                            fused, n.inputs.size());
+  // The weight and the per-channel inputs (bias, scale, shift: between it and the residual).
+  const size_t per_channel = n.inputs.size() - 2 - size_t(d.residual);
+  d.constant_weights = w->kind == ValueKind::kConstant && w->dtype == kFloat32;
   for (size_t i = 2; i < 2 + per_channel; ++i)
-    if (n.inputs[i]->kind != ValueKind::kConstant || n.inputs[i]->dtype != kFloat32) return Way::kOneDnn;
-  const int64_t tiles = y->shape[0] * ((y->shape[2] + 1) / 2) * ((y->shape[3] + 1) / 2);
-  const bool winograd = w->shape[2] == 3 && w->shape[3] == 3 && all_ones(a.get_ints("stride")) &&
-                        tiles >= kMinTilesPerThread * get_num_threads();
-  return winograd ? Way::kWinograd : Way::kPacked;
+    d.constant_weights = d.constant_weights && n.inputs[i]->kind == ValueKind::kConstant &&
+                         n.inputs[i]->dtype == kFloat32;
+  if (!d.constant_weights) return Way::kOneDnn;  // the kernel's list decides when it runs
+  const ConvChoice c = choose_conv(d);
+  if (log::enabled(log::Level::Debug)) log::debug("conv {}: {}", d.str(), c.str());
+  const std::string name = c.name();
+  return name == "winograd" ? Way::kWinograd : name == "packed" ? Way::kPacked : Way::kOneDnn;
 }
 
 }  // namespace
 
 size_t constant_convs(Graph& g) {
-  if (disabled()) return 0;
   NoGradGuard no_grad;
   size_t rewritten = 0;
   std::unordered_set<const Node*> dead;
   for (size_t pos = 0; pos < g.nodes.size(); ++pos) {
     Node* n = g.nodes[pos].get();
     if (n->op != OpId::Conv2d && n->op != op::Conv2dFused()) continue;
-    const Way way = way_of(*n);
-    if (way == Way::kOneDnn) continue;
     const bool fused = n->op == op::Conv2dFused();
+    const Way way = way_of(*n, fused);
+    if (way == Way::kOneDnn) continue;
     const bool has_bias = fused ? n->attrs.get_bool("has_bias", false) : n->inputs.size() == 3;
     const bool has_scale = fused && n->attrs.get_bool("has_scale", false);
     const bool has_res = fused && n->attrs.get_bool("has_residual", false);
