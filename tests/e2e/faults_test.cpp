@@ -433,6 +433,11 @@ bool same_tensors(const fs::path& a, const fs::path& b) {
 }
 }  // namespace
 
+// The weights of two processes are compared bit for bit: each would otherwise time the conv
+// implementations at its first call (backends/cpu/kernels/conv_list.h) and, on a loaded machine,
+// may keep another one, which sums in another order.
+const std::string kFixedConvs = "SPORE_CONV_IMPL=onednn_blocked";
+
 // Restarts into one --out (issue 33): the checkpoint family stays bounded however many runs wrote
 // it, `latest` names the newest run's file, and --resume auto continues it exactly (the same
 // weights as a run that was never interrupted).
@@ -440,23 +445,20 @@ TEST(Faults, RestartsIntoOneOutStayBoundedAndResumeAutoContinuesExactly) {
   if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const fs::path out = temp_dir("restarts"), straight = temp_dir("straight");
   const fs::path ck = out / "checkpoints";
-  // The convolution kernels fixed: otherwise each process times the candidates at first use and
-  // may keep another one (another summation order) on a loaded machine.
-  const std::string fixed = "SPORE_CONV_LAYOUT=blocked SPORE_DIRECT_CONV=0";
   for (int i = 0; i < 5; ++i) {  // five runs of 2 epochs, each a fresh start into the same --out
-    const Result r = run("train lenet --epochs 2" + kQuick + "--out " + out.string(), fixed);
+    const Result r = run("train lenet --epochs 2" + kQuick + "--out " + out.string(), kFixedConvs);
     ASSERT_EQ(r.code, 0) << r.out;
   }
   EXPECT_LE(checkpoint_files(ck).size(), 3u) << "keep_checkpoint_max counts every run's files";
   std::string latest;
   std::getline(std::ifstream(ck / "latest"), latest);
   EXPECT_EQ(latest, "lenet_4-2_4.safetensors");
-  Result r = run("train lenet --epochs 3" + kQuick + "--out " + out.string() + " --resume auto", fixed);
+  Result r = run("train lenet --epochs 3" + kQuick + "--out " + out.string() + " --resume auto", kFixedConvs);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("--resume auto: continuing from " + (ck / latest).string()), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("epoch 3/3: train loss"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("epoch 1/3"), std::string::npos) << r.out;
-  r = run("train lenet --epochs 3" + kQuick + "--out " + straight.string(), fixed);
+  r = run("train lenet --epochs 3" + kQuick + "--out " + straight.string(), kFixedConvs);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(same_tensors(out / "lenet.safetensors", straight / "lenet.safetensors"));
   // Nothing yet: auto starts from scratch, saying so.
