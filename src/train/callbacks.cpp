@@ -82,16 +82,20 @@ bool prefix_in_use(const fs::path& dir, const std::string& prefix) {
   return false;
 }
 
-// A save killed mid-write (kill -9, power loss) leaves "<file>.safetensors.tmp.<pid>" behind; the
-// final names are never partial (save_checkpoint renames a complete file). Removes such leftovers
-// of processes that no longer run; a live writer's temp file is left alone.
+// A save killed mid-write (kill -9, power loss) leaves "<file>.safetensors.tmp.<pid>" or
+// "latest.tmp.<pid>" behind; the final names are never partial (both are written, then renamed).
+// Removes such leftovers of processes that no longer run; a live writer's temp file is left alone.
 void remove_stale_temp_files(const fs::path& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
-    const size_t at = n.rfind(".safetensors.tmp.");
-    if (at == std::string::npos) continue;
-    const std::string pid = n.substr(at + 17);
+    std::string pid;
+    if (const size_t at = n.rfind(".safetensors.tmp."); at != std::string::npos)
+      pid = n.substr(at + 17);
+    else if (n.rfind("latest.tmp.", 0) == 0)
+      pid = n.substr(11);
+    else
+      continue;
     if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
     if (::kill(pid_t(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
     std::error_code rm;

@@ -153,7 +153,8 @@ TEST(Faults, KillDuringCheckpointSavesNeverLeavesABadFileAndResumeContinues) {
         const ssize_t n = read(ifd, buf, sizeof buf);
         for (ssize_t i = 0; i < n;) {
           const auto* ev = reinterpret_cast<const inotify_event*>(buf + i);
-          if (ev->len && std::string(ev->name).find(".tmp.") != std::string::npos) ++saves;
+          // A checkpoint's temp file; "latest.tmp.<pid>" (the pointer's) is not a save.
+          if (ev->len && std::string(ev->name).find(".safetensors.tmp.") != std::string::npos) ++saves;
           i += ssize_t(sizeof(inotify_event) + ev->len);
         }
       }

@@ -2,9 +2,11 @@
 #include "spore/train/model.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -192,6 +194,23 @@ TEST(Callbacks, ModelCheckpointKeepsNewest) {
   f.model.train(1, spore::test::regression_dataset(24, 8), {again});
   EXPECT_EQ(again->prefix(), "CKP_1");
   EXPECT_TRUE(fs::exists(dir / "CKP_1-1_3.safetensors"));
+}
+
+// A run killed mid-save leaves "<ckpt>.safetensors.tmp.<pid>" or "latest.tmp.<pid>"; the next run
+// removes those of dead processes and leaves a live writer's alone.
+TEST(Callbacks, ModelCheckpointRemovesDeadRunsTempFiles) {
+  fs::path dir = fresh_dir("ckpt_stale_tmp");
+  const std::string dead = "999999999", alive = std::to_string(::getppid());  // a live process that is not this writer
+  for (const std::string& n : {"CKP-1_3.safetensors.tmp." + dead, "latest.tmp." + dead,
+                               "CKP-1_3.safetensors.tmp." + alive, "latest.tmp." + alive, std::string("notes.tmp.1")})
+    std::ofstream(dir / n) << "partial";
+  Fixture f;
+  auto ckpt = std::make_shared<ModelCheckpoint>(
+      "CKP", dir.string(),
+      CheckpointConfig{.save_checkpoint_steps = 0, .save_checkpoint_epochs = 1, .one_family = true});
+  f.model.train(1, spore::test::regression_dataset(24, 8), {ckpt});
+  EXPECT_EQ(files_in(dir), (std::vector<std::string>{"CKP-1_3.safetensors", "CKP-1_3.safetensors.tmp." + alive,
+                                                     "latest", "latest.tmp." + alive, std::string("notes.tmp.1")}));
 }
 
 TEST(Callbacks, ProgressBarPlainLines) {
