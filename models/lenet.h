@@ -1,6 +1,6 @@
 // LeNet-5 as in MindSpore's model zoo (official/cv/lenet): two bias-free 5x5 convolutions, max
-// pooling, three Dense layers with Normal(0.02) weights. The zoo feeds 32x32 images (MNIST resized);
-// on 28x28 inputs we pad conv1 by 2, which gives the same geometry without a resize.
+// pooling, three Dense layers with Normal(0.02) weights. The zoo feeds 32x32 images (MNIST
+// resized); on 28x28 inputs we pad conv1 by 2, which gives the same geometry without a resize.
 #pragma once
 #include "spore/nn/nn.h"
 
@@ -20,8 +20,8 @@ class LeNet5 : public nn::Cell {
 };
 
 // The same network (layers, initialisation order, parameter names: its checkpoints load into
-// LeNet5) as one SequentialCell, for pipeline_stages: with 2 stages the convolutions are stage 0 and
-// the Dense layers stage 1; otherwise the cells are left for Model to cut into equal runs.
+// LeNet5) as one SequentialCell, for pipeline_stages: with 2 stages the convolutions are stage 0
+// and the Dense layers stage 1; otherwise the cells are left for Model to cut into equal runs.
 std::shared_ptr<nn::SequentialCell> lenet5_sequential(int64_t stages = 1, int64_t num_class = 10);
 
 }  // namespace spore::models

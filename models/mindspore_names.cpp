@@ -29,15 +29,19 @@ std::vector<Rewrite> compile(std::initializer_list<Rule> rules) {
       int n = 0;
       std::string f;
       for (size_t i = 0; i < s.size(); ++i) {
-        if (s.compare(i, 5, "(\\d+)") == 0) f += "$" + std::to_string(++n), i += 4;
-        else if (s.compare(i, 4, "(.*)") == 0) f += "$" + std::to_string(++n), i += 3;
-        else if (s[i] == '\\') continue;
-        else f += s[i];
+        if (s.compare(i, 5, "(\\d+)") == 0)
+          f += "$" + std::to_string(++n), i += 4;
+        else if (s.compare(i, 4, "(.*)") == 0)
+          f += "$" + std::to_string(++n), i += 3;
+        else if (s[i] == '\\')
+          continue;
+        else
+          f += s[i];
       }
       return f;
     };
-    out.push_back({std::regex(std::string("^") + r.spore + "$"), std::regex(std::string("^") + r.ms + "$"),
-                   to_fmt(r.spore), to_fmt(r.ms)});
+    out.push_back({std::regex(std::string("^") + r.spore + "$"),
+                   std::regex(std::string("^") + r.ms + "$"), to_fmt(r.spore), to_fmt(r.ms)});
   }
   return out;
 }
@@ -67,11 +71,13 @@ const char* const kStatePrefixes[] = {"moments.", "accum.", "moment1.", "moment2
 std::string rename(const std::vector<Rewrite>& rules, const std::string& name, bool to_ms) {
   for (const char* p : kStatePrefixes) {
     const size_t n = std::char_traits<char>::length(p);
-    if (name.size() > n && name.compare(0, n, p) == 0) return p + rename(rules, name.substr(n), to_ms);
+    if (name.size() > n && name.compare(0, n, p) == 0)
+      return p + rename(rules, name.substr(n), to_ms);
   }
   for (const Rewrite& r : rules) {
     const std::regex& rx = to_ms ? r.spore_rx : r.ms_rx;
-    if (std::regex_match(name, rx)) return std::regex_replace(name, rx, to_ms ? r.ms_fmt : r.spore_fmt);
+    if (std::regex_match(name, rx))
+      return std::regex_replace(name, rx, to_ms ? r.ms_fmt : r.spore_fmt);
   }
   return name;
 }

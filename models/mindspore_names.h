@@ -1,8 +1,9 @@
 // Parameter names between MindSpore's model zoo and Spore's models. A .ckpt from (or for)
 // MindSpore uses the zoo's names; Spore's models name a few cells differently:
 //   ResNet  zoo conv1.* / bn1.*            <-> stem.0.* / stem.1.*
-//           zoo layerN.M.bn1d.* / bn2d.*   <-> layerN.M.bn1.* / bn2.*   (basic blocks, ResNet-18/34)
-//           everything else (layerN.M.conv1.weight, down_sample_layer.*, end_point.*) is the same
+//           zoo layerN.M.bn1d.* / bn2d.*   <-> layerN.M.bn1.* / bn2.*   (basic blocks,
+//           ResNet-18/34) everything else (layerN.M.conv1.weight, down_sample_layer.*, end_point.*)
+//           is the same
 //   LeNet-5, MLP: the same names.
 // Optimizer state keeps its prefix ("moments.conv1.weight" <-> "moments.stem.0.weight").
 // To add a model: a row in the table in mindspore_names.cpp.

@@ -9,8 +9,8 @@ MLP::MLP(std::vector<int64_t> sizes, std::string activation, double dropout) {
   std::vector<nn::CellPtr> layers;
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
     const bool last = i + 2 == sizes.size();
-    layers.push_back(std::make_shared<nn::Dense>(sizes[i], sizes[i + 1],
-                                                 nn::DenseOptions{.activation = last ? "" : activation}));
+    layers.push_back(std::make_shared<nn::Dense>(
+        sizes[i], sizes[i + 1], nn::DenseOptions{.activation = last ? "" : activation}));
     if (!last && dropout > 0) layers.push_back(std::make_shared<nn::Dropout>(dropout));
   }
   body_ = std::make_shared<nn::SequentialCell>(layers);

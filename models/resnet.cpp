@@ -28,7 +28,8 @@ class ResidualBlock : public nn::Cell {
       add("conv2", conv(out, out, 3, 1), "bn2", bn(out, true));
     }
     if (stride != 1 || in != out) {
-      down_ = std::make_shared<nn::SequentialCell>(std::vector<nn::CellPtr>{conv(in, out, 1, stride), bn(out)});
+      down_ = std::make_shared<nn::SequentialCell>(
+          std::vector<nn::CellPtr>{conv(in, out, 1, stride), bn(out)});
       register_cell("down_sample_layer", down_);
     }
   }
@@ -58,10 +59,14 @@ ResNet::ResNet(int depth, int64_t num_classes, ResNetStem stem, int64_t in_chann
   set_cls_name("ResNet");
   std::vector<int64_t> blocks;
   bool bottleneck = false;
-  if (depth == 18) blocks = {2, 2, 2, 2};
-  else if (depth == 34) blocks = {3, 4, 6, 3};
-  else if (depth == 50) blocks = {3, 4, 6, 3}, bottleneck = true;
-  else SPORE_THROW(ErrorKind::ValueError, "[ResNet] depth must be 18, 34 or 50, got ", depth);
+  if (depth == 18)
+    blocks = {2, 2, 2, 2};
+  else if (depth == 34)
+    blocks = {3, 4, 6, 3};
+  else if (depth == 50)
+    blocks = {3, 4, 6, 3}, bottleneck = true;
+  else
+    SPORE_THROW(ErrorKind::ValueError, "[ResNet] depth must be 18, 34 or 50, got ", depth);
   const std::vector<int64_t> outs = bottleneck ? std::vector<int64_t>{256, 512, 1024, 2048}
                                                : std::vector<int64_t>{64, 128, 256, 512};
   std::vector<nn::CellPtr> stem_cells;
@@ -95,8 +100,14 @@ Tensor ResNet::construct(const Tensor& x) {
   return (*end_point_)(y);
 }
 
-std::shared_ptr<ResNet> resnet18(int64_t n, ResNetStem s) { return std::make_shared<ResNet>(18, n, s); }
-std::shared_ptr<ResNet> resnet34(int64_t n, ResNetStem s) { return std::make_shared<ResNet>(34, n, s); }
-std::shared_ptr<ResNet> resnet50(int64_t n, ResNetStem s) { return std::make_shared<ResNet>(50, n, s); }
+std::shared_ptr<ResNet> resnet18(int64_t n, ResNetStem s) {
+  return std::make_shared<ResNet>(18, n, s);
+}
+std::shared_ptr<ResNet> resnet34(int64_t n, ResNetStem s) {
+  return std::make_shared<ResNet>(34, n, s);
+}
+std::shared_ptr<ResNet> resnet50(int64_t n, ResNetStem s) {
+  return std::make_shared<ResNet>(50, n, s);
+}
 
 }  // namespace spore::models

@@ -16,7 +16,8 @@ enum class ResNetStem { ImageNet, Cifar };
 class ResNet : public nn::Cell {
  public:
   // depth 18, 34 or 50.
-  ResNet(int depth, int64_t num_classes = 10, ResNetStem stem = ResNetStem::Cifar, int64_t in_channels = 3);
+  ResNet(int depth, int64_t num_classes = 10, ResNetStem stem = ResNetStem::Cifar,
+         int64_t in_channels = 3);
   Tensor construct(const Tensor& x) override;  // (N, 3, H, W) -> (N, num_classes)
 
  private:

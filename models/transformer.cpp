@@ -8,7 +8,8 @@
 namespace spore::models {
 
 TransformerBlock::TransformerBlock(int64_t dim, int64_t heads) : dim_(dim), head_dim_(dim / heads) {
-  SPORE_CHECK(heads >= 1 && dim % heads == 0, "[TransformerBlock] dim ", dim, " must be a multiple of heads ", heads);
+  SPORE_CHECK(heads >= 1 && dim % heads == 0, "[TransformerBlock] dim ", dim,
+              " must be a multiple of heads ", heads);
   ln1_ = std::make_shared<nn::LayerNorm>(std::vector<int64_t>{dim});
   ln2_ = std::make_shared<nn::LayerNorm>(std::vector<int64_t>{dim});
   q_ = std::make_shared<nn::Dense>(dim, dim);
@@ -36,8 +37,9 @@ Tensor TransformerBlock::construct(const Tensor& x) {
     return t.reshape({b, s, t.size(-1) / head_dim_, head_dim_}).permute({0, 2, 1, 3});
   };
   const Tensor q = heads((*q_)(h)), k = heads((*k_)(h)), v = heads((*v_)(h));
-  const Tensor att = softmax(matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(double(head_dim_))), -1);  // (B, H, S, S)
-  const Tensor ctx = matmul(att, v).permute({0, 2, 1, 3});                                                 // (B, S, H, hd)
+  const Tensor att = softmax(matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(double(head_dim_))),
+                             -1);                           // (B, H, S, S)
+  const Tensor ctx = matmul(att, v).permute({0, 2, 1, 3});  // (B, S, H, hd)
   const Tensor y = x + (*o_)(ctx.reshape({b, s, ctx.size(2) * head_dim_}));
   return y + (*fc2_)(gelu((*fc1_)((*ln2_)(y))));
 }
@@ -63,17 +65,18 @@ TransformerClassifier::TransformerClassifier(TransformerOptions opt) : opt_(opt)
 }
 
 Tensor TransformerClassifier::construct(const Tensor& ids) {
-  SPORE_CHECK(ids.dim() == 2, "[TransformerClassifier] expected token ids (B, S), got ", shape_str(ids.shape()));
-  SPORE_CHECK(ids.size(1) == opt_.seq, "[TransformerClassifier] expected ", opt_.seq, " positions, got ",
-              ids.size(1));
+  SPORE_CHECK(ids.dim() == 2, "[TransformerClassifier] expected token ids (B, S), got ",
+              shape_str(ids.shape()));
+  SPORE_CHECK(ids.size(1) == opt_.seq, "[TransformerClassifier] expected ", opt_.seq,
+              " positions, got ", ids.size(1));
   Tensor h = (*embed_)(ids) + parameter("pos");  // (B, S, D)
   for (auto& blk : blocks_) h = (*blk)(h);
   return (*head_)(mean((*ln_)(h), {1}));
 }
 
 void TransformerClassifier::shard(int64_t dp, int64_t mp) {
-  SPORE_CHECK(opt_.heads % mp == 0, "[TransformerClassifier] ", opt_.heads, " heads do not split over mp = ", mp,
-              " ranks; use an mp that divides the heads");
+  SPORE_CHECK(opt_.heads % mp == 0, "[TransformerClassifier] ", opt_.heads,
+              " heads do not split over mp = ", mp, " ranks; use an mp that divides the heads");
   for (auto& blk : blocks_) blk->shard(dp, mp);
 }
 

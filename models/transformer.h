@@ -51,7 +51,8 @@ class TransformerClassifier : public nn::Cell {
 };
 
 // A generated sequence-classification task: `n` sequences of random tokens; the label is the token
-// that occurs most often (ties: the smallest), modulo `classes`. ids (n, seq) int32, labels (n) int32.
+// that occurs most often (ties: the smallest), modulo `classes`. ids (n, seq) int32, labels (n)
+// int32.
 std::pair<Tensor, Tensor> make_token_task(int64_t n, const TransformerOptions& opt, uint64_t seed);
 
 }  // namespace spore::models

@@ -23,7 +23,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Seconds per call, the slowest rank's (a collective is as fast as its slowest member).
 template <typename F>
@@ -40,8 +42,10 @@ double time_per_call(parallel::Group& g, int iters, F&& f) {
 void bandwidth(parallel::Group& g) {
   const int R = g.size();
   if (g.rank() == 0)
-    std::printf("all-reduce (float32, sum) on %d ranks: bus bandwidth = 2(n-1)/n x bytes / time\n"
-                "%10s %14s %14s %8s\n", R, "bytes", "Group GB/s", "MPI GB/s", "ratio");
+    std::printf(
+        "all-reduce (float32, sum) on %d ranks: bus bandwidth = 2(n-1)/n x bytes / time\n"
+        "%10s %14s %14s %8s\n",
+        R, "bytes", "Group GB/s", "MPI GB/s", "ratio");
   for (int64_t bytes = 1024; bytes <= (64 << 20); bytes *= 4) {
     const int64_t n = bytes / 4;
     Tensor t = ones({n});
@@ -71,8 +75,10 @@ double lenet(parallel::Group& g, const parallel::CommFusion& fusion, int steps) 
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
-  auto step = std::make_shared<train::TrainOneStepCell>(std::make_shared<train::WithLossCell>(net, loss), opt);
-  if (g.size() > 1) parallel::setup_data_parallel(*step, net->parameters_and_buffers(), parallel::world());
+  auto step = std::make_shared<train::TrainOneStepCell>(
+      std::make_shared<train::WithLossCell>(net, loss), opt);
+  if (g.size() > 1)
+    parallel::setup_data_parallel(*step, net->parameters_and_buffers(), parallel::world());
   const int64_t per = 64 / g.size();
   Tensor x = randn({per, 1, 28, 28});
   Tensor y = randint(0, 10, {per}, kInt32);
@@ -97,8 +103,10 @@ int main(int argc, char** argv) {
   } else if (mode == "fusion") {
     const double on = lenet(*g, {.bucket_mb = 64}, 60), off = lenet(*g, {.bucket_mb = 0}, 60);
     if (g->rank() == 0)
-      std::printf("lenet data parallel on %d ranks: fusion on (64 MB buckets) %.1f images/s, off (one "
-                  "all-reduce per parameter) %.1f images/s, on/off %.3f\n", g->size(), on, off, on / off);
+      std::printf(
+          "lenet data parallel on %d ranks: fusion on (64 MB buckets) %.1f images/s, off (one "
+          "all-reduce per parameter) %.1f images/s, on/off %.3f\n",
+          g->size(), on, off, on / off);
   } else {
     std::fprintf(stderr, "usage: bench_allreduce bandwidth|lenet [threads]|fusion\n");
     return 2;

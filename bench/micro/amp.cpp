@@ -4,7 +4,8 @@
 //   median_ms      median wall time of one step over the timed iterations
 //   cpu_ms         median CPU time (all threads) of one step
 //   act_MB         activation memory of one step: PyNative, the allocator's peak above what was
-//                  resident before the step; Graph, the planned arena (JitStats::planned_peak_bytes)
+//                  resident before the step; Graph, the planned arena
+//                  (JitStats::planned_peak_bytes)
 //   alloc_peak_MB  (Graph) what the kernels allocate besides the arena during a step
 // bench/peers/amp.sh prints the O2/O0 ratios from these.
 #include <benchmark/benchmark.h>
@@ -17,9 +18,9 @@
 
 #include "models/lenet.h"
 #include "models/resnet.h"
+#include "ops/op.h"
 #include "spore/amp.h"
 #include "spore/jit.h"
-#include "ops/op.h"
 #include "spore/spore.h"
 
 using namespace spore;
@@ -70,8 +71,8 @@ void time_steps(benchmark::State& state, F&& step, int64_t batch) {
     const double c0 = process_cpu_ms();
     const auto t0 = std::chrono::steady_clock::now();
     step();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                     .count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     cpu.push_back(process_cpu_ms() - c0);
   }
   state.counters["median_ms"] = median(ms);
@@ -86,7 +87,8 @@ void pynative(benchmark::State& state, bool resnet, amp::Level level) {
   const size_t base = cpu_allocator().stats().bytes_in_use;
   (*s.step)(s.x, s.y);
   state.counters["act_MB"] = double(cpu_allocator().stats().peak_bytes_in_use - base) / 1e6;
-  time_steps(state, [&] { benchmark::DoNotOptimize((*s.step)(s.x, s.y)); }, s.x.size(0));
+  time_steps(
+      state, [&] { benchmark::DoNotOptimize((*s.step)(s.x, s.y)); }, s.x.size(0));
 }
 
 void graph_mode(benchmark::State& state, bool resnet, amp::Level level) {
@@ -102,15 +104,20 @@ void graph_mode(benchmark::State& state, bool resnet, amp::Level level) {
   state.counters["alloc_peak_MB"] = double(cpu_allocator().stats().peak_bytes_in_use - base) / 1e6;
   state.counters["act_MB"] = double(f.stats().planned_peak_bytes) / 1e6;
   state.counters["nodes"] = double(f.stats().nodes);
-  time_steps(state, [&] { benchmark::DoNotOptimize(f({s.x, s.y})); }, s.x.size(0));
+  time_steps(
+      state,
+      [&] {
+        benchmark::DoNotOptimize(f({s.x, s.y}));
+      },
+      s.x.size(0));
 }
 
 constexpr auto O0 = amp::Level::O0;
 constexpr auto O2 = amp::Level::O2;
 }  // namespace
 
-#define SPORE_AMP_BENCH(Name, fn, resnet, level, iters)                                  \
-  static void Name(benchmark::State& state) { fn(state, resnet, level); }               \
+#define SPORE_AMP_BENCH(Name, fn, resnet, level, iters)                   \
+  static void Name(benchmark::State& state) { fn(state, resnet, level); } \
   BENCHMARK(Name)->Iterations(iters)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 SPORE_AMP_BENCH(BM_ResNet18Step32_PyNative_O0, pynative, true, O0, 5)
@@ -152,11 +159,12 @@ void conv_kernel(benchmark::State& state, DType dt, ConvPart part) {
     return Tensor();
   };
   once();  // primitive creation
-  time_steps(state, [&] { benchmark::DoNotOptimize(once()); }, 32);
+  time_steps(
+      state, [&] { benchmark::DoNotOptimize(once()); }, 32);
 }
 }  // namespace
-#define SPORE_CONV_BENCH(Name, dt, part)                                                   \
-  static void Name(benchmark::State& state) { conv_kernel(state, dt, ConvPart::part); }   \
+#define SPORE_CONV_BENCH(Name, dt, part)                                                \
+  static void Name(benchmark::State& state) { conv_kernel(state, dt, ConvPart::part); } \
   BENCHMARK(Name)->DenseRange(0, 3)->Iterations(10)->Unit(benchmark::kMillisecond)->UseRealTime();
 SPORE_CONV_BENCH(BM_Conv3x3_Forward_f32, kFloat32, Forward)
 SPORE_CONV_BENCH(BM_Conv3x3_Forward_bf16, kBFloat16, Forward)
@@ -175,19 +183,25 @@ void pointwise(benchmark::State& state, DType dt, Pointwise op) {
   NoGradGuard no_grad;
   auto once = [&] {
     switch (op) {
-      case Pointwise::Relu: return relu(a);
-      case Pointwise::ReluGrad: return ops::call1(ops::OpId::ReluGrad, {a, b});
-      case Pointwise::Add: return add(a, b);
-      case Pointwise::CastToLow: return cast(a, kBFloat16);
-      case Pointwise::CastToF32: return cast(a, kFloat32);
+      case Pointwise::Relu:
+        return relu(a);
+      case Pointwise::ReluGrad:
+        return ops::call1(ops::OpId::ReluGrad, {a, b});
+      case Pointwise::Add:
+        return add(a, b);
+      case Pointwise::CastToLow:
+        return cast(a, kBFloat16);
+      case Pointwise::CastToF32:
+        return cast(a, kFloat32);
     }
     return Tensor();
   };
   once();
-  time_steps(state, [&] { benchmark::DoNotOptimize(once()); }, 1);
+  time_steps(
+      state, [&] { benchmark::DoNotOptimize(once()); }, 1);
 }
 }  // namespace
-#define SPORE_PW_BENCH(Name, dt, op)                                               \
+#define SPORE_PW_BENCH(Name, dt, op)                                                 \
   static void Name(benchmark::State& state) { pointwise(state, dt, Pointwise::op); } \
   BENCHMARK(Name)->Iterations(20)->Unit(benchmark::kMillisecond)->UseRealTime();
 SPORE_PW_BENCH(BM_Pointwise_Relu_f32, kFloat32, Relu)

@@ -2,7 +2,8 @@
 // backward weight (one training step's conv work) with NCHW activations (each call reorders in
 // and out as oneDNN's choice) and with nChw16c activations held blocked (blocked_x / blocked_y:
 // no activation reorder where the user-layout candidate wins). float32, 2 threads.
-// Run: build/bench/bench_blocked_conv --benchmark_repetitions=7 --benchmark_report_aggregates_only=true
+// Run: build/bench/bench_blocked_conv --benchmark_repetitions=7
+// --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -36,7 +37,8 @@ void BM_step(benchmark::State& state, Geo g, bool use_blocked) {
   spore::set_num_threads(2);
   spore::NoGradGuard ng;
   Attrs a;
-  a.set("stride", std::vector<int64_t>{g.stride, g.stride}).set("padding", std::vector<int64_t>{g.pad, g.pad, g.pad, g.pad});
+  a.set("stride", std::vector<int64_t>{g.stride, g.stride})
+      .set("padding", std::vector<int64_t>{g.pad, g.pad, g.pad, g.pad});
   a.set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
   const bool bx = use_blocked && g.bx, by = use_blocked;
   a.set("blocked_x", bx).set("blocked_y", by);
@@ -60,18 +62,22 @@ struct Step {
   Attrs a, ad, aw;
   spore::Tensor x, w, dy;
   bool dx = true;  // a network's first conv (bx false) needs no data gradient, as in training
-  int only = -1;    // run only pass 0 (forward), 1 (backward data) or 2 (backward weight)
+  int only = -1;   // run only pass 0 (forward), 1 (backward data) or 2 (backward weight)
   void run() const {
-    if (only < 0 || only == 0) benchmark::DoNotOptimize(spore::ops::call1(OpId::Conv2d, {x, w}, a).data_ptr());
+    if (only < 0 || only == 0)
+      benchmark::DoNotOptimize(spore::ops::call1(OpId::Conv2d, {x, w}, a).data_ptr());
     if ((only < 0 && dx) || only == 1)
       benchmark::DoNotOptimize(spore::ops::call1(OpId::Conv2dBackwardData, {dy, w}, ad).data_ptr());
     if (only < 0 || only == 2)
-      benchmark::DoNotOptimize(spore::ops::call1(OpId::Conv2dBackwardWeight, {dy, x}, aw).data_ptr());
+      benchmark::DoNotOptimize(
+          spore::ops::call1(OpId::Conv2dBackwardWeight, {dy, x}, aw).data_ptr());
   }
 };
-Step make_step(const Geo& g, bool use_blocked, const spore::Tensor& x_plain, const spore::Tensor& w) {
+Step make_step(const Geo& g, bool use_blocked, const spore::Tensor& x_plain,
+               const spore::Tensor& w) {
   Step s;
-  s.a.set("stride", std::vector<int64_t>{g.stride, g.stride}).set("padding", std::vector<int64_t>{g.pad, g.pad, g.pad, g.pad});
+  s.a.set("stride", std::vector<int64_t>{g.stride, g.stride})
+      .set("padding", std::vector<int64_t>{g.pad, g.pad, g.pad, g.pad});
   s.a.set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
   const bool bx = use_blocked && g.bx, by = use_blocked;
   s.a.set("blocked_x", bx).set("blocked_y", by);
@@ -88,7 +94,8 @@ Step make_step(const Geo& g, bool use_blocked, const spore::Tensor& x_plain, con
 void BM_step_ab(benchmark::State& state, Geo g, int only) {
   spore::set_num_threads(2);
   spore::NoGradGuard ng;
-  const spore::Tensor x = spore::randn({g.n, g.c, g.h, g.w}), w = spore::randn({g.o, g.c, g.k, g.k});
+  const spore::Tensor x = spore::randn({g.n, g.c, g.h, g.w}),
+                      w = spore::randn({g.o, g.c, g.k, g.k});
   Step plain = make_step(g, false, x, w), blk = make_step(g, true, x, w);
   plain.only = blk.only = only;
   plain.run(), blk.run();  // first calls choose the primitives
@@ -104,7 +111,8 @@ void BM_step_ab(benchmark::State& state, Geo g, int only) {
     const double c0 = cpu_us();
     const auto t0 = std::chrono::steady_clock::now();
     s.run();
-    wall.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    wall.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     cpu.push_back(cpu_us() - c0);
   };
   for (auto _ : state) {
@@ -126,17 +134,23 @@ void BM_step_ab(benchmark::State& state, Geo g, int only) {
 const bool kRegistered = [] {
   for (const Geo& g : kGeos) {
     benchmark::RegisterBenchmark((std::string("conv_step_ab/") + g.name).c_str(), BM_step_ab, g, -1)
-        ->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(2.0);
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime()
+        ->MinTime(2.0);
     const char* passes[] = {"/fwd", "/bwd_data", "/bwd_weight"};
     for (int p = 0; p < 3; ++p)
-      benchmark::RegisterBenchmark((std::string("conv_pass_ab/") + g.name + passes[p]).c_str(), BM_step_ab, g, p)
-          ->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(1.0);
+      benchmark::RegisterBenchmark((std::string("conv_pass_ab/") + g.name + passes[p]).c_str(),
+                                   BM_step_ab, g, p)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime()
+          ->MinTime(1.0);
   }
   for (const Geo& g : kGeos)
     for (bool b : {false, true})
-      benchmark::RegisterBenchmark((std::string("conv_step/") + g.name + (b ? "/blocked" : "/plain")).c_str(),
-                                   BM_step, g, b)
-          ->Unit(benchmark::kMicrosecond)->UseRealTime();
+      benchmark::RegisterBenchmark(
+          (std::string("conv_step/") + g.name + (b ? "/blocked" : "/plain")).c_str(), BM_step, g, b)
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
   return true;
 }();
 

@@ -30,9 +30,9 @@ struct Geo {
   int64_t C, H, O, k, stride, pad;
 };
 constexpr Geo kGeos[] = {
-    {"l1_64c_32x32", 64, 32, 64, 3, 1, 1},       {"l2_128c_16x16", 128, 16, 128, 3, 1, 1},
-    {"l3_256c_8x8", 256, 8, 256, 3, 1, 1},       {"l4_512c_4x4", 512, 4, 512, 3, 1, 1},
-    {"down_64to128_s2", 64, 32, 128, 3, 2, 1},   {"down_256to512_s2", 256, 8, 512, 3, 2, 1},
+    {"l1_64c_32x32", 64, 32, 64, 3, 1, 1},      {"l2_128c_16x16", 128, 16, 128, 3, 1, 1},
+    {"l3_256c_8x8", 256, 8, 256, 3, 1, 1},      {"l4_512c_4x4", 512, 4, 512, 3, 1, 1},
+    {"down_64to128_s2", 64, 32, 128, 3, 2, 1},  {"down_256to512_s2", 256, 8, 512, 3, 2, 1},
     {"shortcut_1x1_s2", 128, 16, 256, 1, 2, 0},
 };
 enum Way { kOneDnn, kWinograd, kPacked };
@@ -57,8 +57,9 @@ void BM_ConstantConv(benchmark::State& state) {
     a.set("blocked_x", true).set("blocked_y", true).set("has_bias", false).set("has_scale", true);
   } else {
     const bool wino = way == kWinograd;
-    const auto prepared = spore::ops::call(wino ? spore::cpu::op::WinogradWeights() : spore::cpu::op::PackConvWeights(),
-                                           {w, scale, shift}, Attrs().set("has_scale", true));
+    const auto prepared = spore::ops::call(
+        wino ? spore::cpu::op::WinogradWeights() : spore::cpu::op::PackConvWeights(),
+        {w, scale, shift}, Attrs().set("has_scale", true));
     ins = {x, prepared[0], prepared[1]};
     if (!wino) a.set("stride", stride);
     op = wino ? spore::cpu::op::Conv2dWinograd() : spore::cpu::op::Conv2dPacked();
@@ -66,8 +67,11 @@ void BM_ConstantConv(benchmark::State& state) {
   spore::ops::call(op, ins, a);  // warm-up (oneDNN builds and times its primitive here)
   for (auto _ : state) benchmark::DoNotOptimize(spore::ops::call(op, ins, a));
   const double flops = 2.0 * double(N * g.O * OH * OH * g.C * g.k * g.k);
-  state.counters["gflops"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(g.name) + (way == kOneDnn ? " onednn" : way == kWinograd ? " winograd" : " packed"));
+  state.counters["gflops"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(g.name) + (way == kOneDnn     ? " onednn"
+                                        : way == kWinograd ? " winograd"
+                                                           : " packed"));
 }
 
 void Args(benchmark::internal::Benchmark* b) {

@@ -32,8 +32,8 @@ void BM_conv_forward(benchmark::State& state, Shape4 s) {
   spore::Tensor x = spore::randn({s.n, s.c, s.h, s.w}), w = spore::randn({s.o, s.c, s.k, s.k});
   const spore::Conv2dOptions opt{.padding = {s.pad, s.pad}};
   for (auto _ : state) benchmark::DoNotOptimize(spore::conv2d(x, w, opt).data_ptr());
-  state.counters["GFLOP/s"] = benchmark::Counter(conv_flops(s), benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      conv_flops(s), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 // Forward, then both backward primitives with a ones cotangent (what autograd runs).
@@ -45,7 +45,8 @@ void BM_conv_forward_backward(benchmark::State& state, Shape4 s) {
   const spore::Conv2dOptions opt{.padding = {s.pad, s.pad}};
   spore::Tensor dy = spore::ones_like(spore::conv2d(x, w, opt));
   Attrs a;
-  a.set("stride", std::vector<int64_t>{1, 1}).set("padding", std::vector<int64_t>{s.pad, s.pad, s.pad, s.pad});
+  a.set("stride", std::vector<int64_t>{1, 1})
+      .set("padding", std::vector<int64_t>{s.pad, s.pad, s.pad, s.pad});
   a.set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
   Attrs ad = a, aw = a;
   ad.set("input_shape", x.shape());
@@ -55,16 +56,20 @@ void BM_conv_forward_backward(benchmark::State& state, Shape4 s) {
     benchmark::DoNotOptimize(spore::ops::call1(OpId::Conv2dBackwardData, {dy, w}, ad).data_ptr());
     benchmark::DoNotOptimize(spore::ops::call1(OpId::Conv2dBackwardWeight, {dy, x}, aw).data_ptr());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(3 * conv_flops(s), benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(3 * conv_flops(s), benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1000);
 }
 
 const bool kRegistered = [] {
   for (const Shape4& s : kShapes) {
     benchmark::RegisterBenchmark((std::string("conv_fwd/") + s.name).c_str(), BM_conv_forward, s)
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
-    benchmark::RegisterBenchmark((std::string("conv_fwd_bwd/") + s.name).c_str(), BM_conv_forward_backward, s)
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark((std::string("conv_fwd_bwd/") + s.name).c_str(),
+                                 BM_conv_forward_backward, s)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
   return true;
 }();

@@ -1,8 +1,9 @@
 // conv2d_pool_fused (backends/cpu/kernels/conv_pool_fused.cpp) vs the unfused pair it replaces:
 // conv2d_fused (bias + relu) then max_pool2d, both through ops::call, on LeNet-5's conv1 (batch 64,
-// 1 -> 6 channels, 5x5 pad 2, 2x2 pool), float32, OMP_NUM_THREADS threads (2 when unset). The unfused conv runs with the direct
-// conv forced ("unfused_direct": the same conv arithmetic, so the difference is the conv output's
-// round trip through memory and the second pass) and in the timed automatic mode
+// 1 -> 6 channels, 5x5 pad 2, 2x2 pool), float32, OMP_NUM_THREADS threads (2 when unset). The
+// unfused conv runs with the direct conv forced ("unfused_direct": the same conv arithmetic, so the
+// difference is the conv output's round trip through memory and the second pass) and in the timed
+// automatic mode
 // ("unfused_auto": what a plain graph runs). BM_ab alternates fused / unfused(direct) call by call
 // (this VM's speed drifts) and reports the medians as counters: fused_us, unfused_us and
 // speedup = unfused / fused, and the unfused pair's halves alone (conv_us, pool_us).
@@ -72,19 +73,22 @@ enum class Impl { kFused, kUnfusedDirect, kUnfusedAuto, kConvOnly, kPoolOnly };
 void BM_one(benchmark::State& state, Impl impl) {
   spore::set_num_threads(threads());
   spore::NoGradGuard ng;
-  spore::cpu::set_conv_impl_override(impl == Impl::kUnfusedAuto ? ""
-                                                              : "direct_nchw,onednn,onednn_via_f32,reference");
+  spore::cpu::set_conv_impl_override(
+      impl == Impl::kUnfusedAuto ? "" : "direct_nchw,onednn,onednn_via_f32,reference");
   const Setup s = lenet();
   const spore::Tensor c = spore::ops::call1(spore::cpu::op::Conv2dFused(), {s.x, s.w, s.b}, s.conv);
   auto once = [&] {
     switch (impl) {
-      case Impl::kFused: return run_fused(s);
+      case Impl::kFused:
+        return run_fused(s);
       case Impl::kConvOnly:  // the unfused pair's two halves alone
         return benchmark::DoNotOptimize(
             spore::ops::call1(spore::cpu::op::Conv2dFused(), {s.x, s.w, s.b}, s.conv).data_ptr());
       case Impl::kPoolOnly:
-        return benchmark::DoNotOptimize(spore::ops::call(OpId::MaxPool2d, {c}, s.pool)[0].data_ptr());
-      default: return run_unfused(s);
+        return benchmark::DoNotOptimize(
+            spore::ops::call(OpId::MaxPool2d, {c}, s.pool)[0].data_ptr());
+      default:
+        return run_unfused(s);
     }
   };
   for (int i = 0; i < 3; ++i) once();  // primitives, scratch buffers, the auto mode's timing
@@ -114,8 +118,9 @@ void BM_ab(benchmark::State& state) {
       benchmark::DoNotOptimize(
           spore::ops::call1(spore::cpu::op::Conv2dFused(), {s.x, s.w, s.b}, s.conv).data_ptr());
     }));
-    tp.push_back(timed(
-        [&] { benchmark::DoNotOptimize(spore::ops::call(OpId::MaxPool2d, {c}, s.pool)[0].data_ptr()); }));
+    tp.push_back(timed([&] {
+      benchmark::DoNotOptimize(spore::ops::call(OpId::MaxPool2d, {c}, s.pool)[0].data_ptr());
+    }));
   }
   spore::cpu::set_conv_impl_override("");
   state.counters["fused_us"] = median(tf);
@@ -126,11 +131,11 @@ void BM_ab(benchmark::State& state) {
 }
 
 int reg = [] {
-  for (auto [impl, name] : {std::pair{Impl::kFused, "fused"},
-                            std::pair{Impl::kUnfusedDirect, "unfused_direct"},
-                            std::pair{Impl::kUnfusedAuto, "unfused_auto"},
-                            std::pair{Impl::kConvOnly, "conv2d_fused_direct_only"},
-                            std::pair{Impl::kPoolOnly, "max_pool2d_only"}}) {
+  for (auto [impl, name] :
+       {std::pair{Impl::kFused, "fused"}, std::pair{Impl::kUnfusedDirect, "unfused_direct"},
+        std::pair{Impl::kUnfusedAuto, "unfused_auto"},
+        std::pair{Impl::kConvOnly, "conv2d_fused_direct_only"},
+        std::pair{Impl::kPoolOnly, "max_pool2d_only"}}) {
     const std::string n = std::string("lenet_conv1_pool_b64/") + name;
     benchmark::RegisterBenchmark(n.c_str(), BM_one, impl)
         ->UseRealTime()

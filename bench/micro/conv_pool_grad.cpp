@@ -25,9 +25,9 @@
 #include "spore/spore.h"
 
 namespace {
+using spore::Tensor;
 using spore::ops::Attrs;
 using spore::ops::OpId;
-using spore::Tensor;
 
 struct Setup {
   Attrs conv, pooled, pool_bwd;
@@ -37,7 +37,8 @@ struct Setup {
     conv.set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
     conv.set("weight_shape", spore::Shape{6, 1, 5, 5});
     pooled = Attrs(conv).set("conv_output_shape", spore::Shape{64, 6, 28, 28});
-    pool_bwd.set("kernel_size", std::vector<int64_t>{2, 2}).set("stride", std::vector<int64_t>{2, 2});
+    pool_bwd.set("kernel_size", std::vector<int64_t>{2, 2})
+        .set("stride", std::vector<int64_t>{2, 2});
     pool_bwd.set("padding", std::vector<int64_t>{0, 0, 0, 0}).set("ceil_mode", false);
     Attrs pool = pool_bwd;
     pool_bwd.set("input_shape", spore::Shape{64, 6, 28, 28});
@@ -45,7 +46,9 @@ struct Setup {
     idx = spore::ops::call(OpId::MaxPool2d, {spore::randn({64, 6, 28, 28})}, pool)[1];
     dy = spore::randn({64, 6, 14, 14});
   }
-  Tensor fused() const { return spore::ops::call1(spore::cpu::op::Conv2dBackwardWeightPooled(), {dy, idx, x}, pooled); }
+  Tensor fused() const {
+    return spore::ops::call1(spore::cpu::op::Conv2dBackwardWeightPooled(), {dy, idx, x}, pooled);
+  }
   Tensor unfused() const {
     const Tensor dconv = spore::ops::call1(OpId::MaxPool2dBackward, {dy, idx}, pool_bwd);
     return spore::ops::call1(OpId::Conv2dBackwardWeight, {dconv, x}, conv);
@@ -98,7 +101,8 @@ void BM_AB(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_fused)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_unfused, direct, "direct_nchw,onednn,onednn_via_f32,reference")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_unfused, direct, "direct_nchw,onednn,onednn_via_f32,reference")
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_unfused, onednn, "-direct_nchw")->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AB)->Unit(benchmark::kMicrosecond)->Iterations(400);
 BENCHMARK_MAIN();

@@ -47,8 +47,8 @@ enum class Impl { kOneDnn, kDirect, kKernel };
 void BM_conv(benchmark::State& state, Geo g, bool wgrad, Impl impl) {
   spore::set_num_threads(2);
   spore::NoGradGuard ng;
-  spore::cpu::set_conv_impl_override(impl == Impl::kOneDnn ? "-direct_nchw"
-                                                         : "direct_nchw,onednn,onednn_via_f32,reference");
+  spore::cpu::set_conv_impl_override(
+      impl == Impl::kOneDnn ? "-direct_nchw" : "direct_nchw,onednn,onednn_via_f32,reference");
   Attrs a;
   a.set("stride", std::vector<int64_t>{1, 1})
       .set("padding", std::vector<int64_t>{g.pad, g.pad, g.pad, g.pad});

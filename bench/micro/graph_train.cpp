@@ -51,7 +51,8 @@ void run(benchmark::State& state, Mode mode, bool resnet) {
     state.counters["nodes_traced"] = double(js.nodes_traced);
     state.counters["nodes"] = double(js.nodes);
   } else {
-    state.counters["alloc_peak_MB"] = double(cpu_allocator().stats().peak_bytes_in_use - resident) / 1e6;
+    state.counters["alloc_peak_MB"] =
+        double(cpu_allocator().stats().peak_bytes_in_use - resident) / 1e6;
   }
   for (auto _ : state) benchmark::DoNotOptimize((*step)(x, y));
   state.SetItemsProcessed(state.iterations() * n);
@@ -70,7 +71,8 @@ void interleaved(benchmark::State& state, bool resnet) {
     Mode mode;
     std::vector<double> ms;
   };
-  std::vector<Run> runs{{make_step(net()), Mode::PyNative, {}}, {make_step(net()), Mode::Graph, {}},
+  std::vector<Run> runs{{make_step(net()), Mode::PyNative, {}},
+                        {make_step(net()), Mode::Graph, {}},
                         {make_step(net()), Mode::Graph, {}}};
   for (size_t k = 0; k < runs.size(); ++k) {  // warm-up; the third compiles without the pass
     if (k == 2) setenv("SPORE_NO_BLOCKED_LAYOUT", "1", 1);
@@ -85,7 +87,8 @@ void interleaved(benchmark::State& state, bool resnet) {
       set_context({.mode = r.mode});
       const auto t0 = std::chrono::steady_clock::now();
       benchmark::DoNotOptimize((*r.step)(x, y));
-      r.ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      r.ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     ++turn;
   }
@@ -101,8 +104,14 @@ void interleaved(benchmark::State& state, bool resnet) {
 
 static void BM_LeNet5Step64_Interleaved(benchmark::State& s) { interleaved(s, false); }
 static void BM_ResNet18Step32_Interleaved(benchmark::State& s) { interleaved(s, true); }
-BENCHMARK(BM_LeNet5Step64_Interleaved)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(400);
-BENCHMARK(BM_ResNet18Step32_Interleaved)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(12);
+BENCHMARK(BM_LeNet5Step64_Interleaved)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(400);
+BENCHMARK(BM_ResNet18Step32_Interleaved)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(12);
 
 static void BM_LeNet5Step64_PyNative(benchmark::State& s) { run(s, Mode::PyNative, false); }
 static void BM_LeNet5Step64_Graph(benchmark::State& s) { run(s, Mode::Graph, false); }

@@ -4,8 +4,8 @@
 //   OpenBLAS  cblas_sgemm (when CMake found a BLAS: SPORE_HAVE_BLAS)
 // Counter GFLOP/s = 2 n^3 / time. Run: build/bench/bench_matmul --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <vector>
 
@@ -60,11 +60,29 @@ void BM_openblas_sgemm(benchmark::State& state) {
   }
   set_flops(state, n);
 }
-BENCHMARK(BM_openblas_sgemm)->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_openblas_sgemm)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 #endif
 
-BENCHMARK(BM_spore_matmul)->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_onednn_sgemm)->Arg(256)->Arg(512)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_spore_matmul)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_onednn_sgemm)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 

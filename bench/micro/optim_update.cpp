@@ -31,8 +31,11 @@ Params make(int which) {
   }
   return s;
 }
-const ops::Attrs kAttrs =
-    ops::Attrs().set("lr", 0.01).set("momentum", 0.9).set("nesterov", false).set("weight_decay", 0.0);
+const ops::Attrs kAttrs = ops::Attrs()
+                              .set("lr", 0.01)
+                              .set("momentum", 0.9)
+                              .set("nesterov", false)
+                              .set("weight_decay", 0.0);
 
 void finish(benchmark::State& state, const Params& s) {
   state.SetItemsProcessed(state.iterations() * s.elements);
@@ -44,7 +47,8 @@ void finish(benchmark::State& state, const Params& s) {
 static void BM_MomentumPerParameter(benchmark::State& state) {
   Params s = make(int(state.range(0)));
   for (auto _ : state)
-    for (size_t i = 0; i < s.p.size(); ++i) ops::call(ops::OpId::ApplyMomentum, {s.p[i], s.acc[i], s.g[i]}, kAttrs);
+    for (size_t i = 0; i < s.p.size(); ++i)
+      ops::call(ops::OpId::ApplyMomentum, {s.p[i], s.acc[i], s.g[i]}, kAttrs);
   finish(state, s);
 }
 static void BM_MomentumFused(benchmark::State& state) {
@@ -70,6 +74,10 @@ static void BM_MomentumScalarLoop1Thread(benchmark::State& state) {
 }
 BENCHMARK(BM_MomentumPerParameter)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MomentumFused)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_MomentumScalarLoop1Thread)->Arg(0)->Arg(1)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MomentumScalarLoop1Thread)
+    ->Arg(0)
+    ->Arg(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

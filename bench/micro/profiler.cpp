@@ -21,7 +21,8 @@ void overhead(benchmark::State& state, Mode mode) {
   auto step = models::momentum_train_step(job.net());
   set_context({.mode = mode});
   (*step)(job.x, job.y);  // warm-up (Graph: compile)
-  Profiler prof({.output_path = (std::filesystem::temp_directory_path() / "spore_bench_profile").string()});
+  Profiler prof(
+      {.output_path = (std::filesystem::temp_directory_path() / "spore_bench_profile").string()});
   prof.stop();
   std::vector<double> on, off;
   size_t turn = 0;
@@ -31,7 +32,8 @@ void overhead(benchmark::State& state, Mode mode) {
       if (recording) prof.start();
       const auto t0 = std::chrono::steady_clock::now();
       benchmark::DoNotOptimize((*step)(job.x, job.y));
-      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (recording) prof.stop();
       (recording ? on : off).push_back(ms);
     }
@@ -46,7 +48,15 @@ void overhead(benchmark::State& state, Mode mode) {
 }  // namespace
 
 static void BM_LeNet5Step64_ProfilerOnOff_Graph(benchmark::State& s) { overhead(s, Mode::Graph); }
-static void BM_LeNet5Step64_ProfilerOnOff_PyNative(benchmark::State& s) { overhead(s, Mode::PyNative); }
-BENCHMARK(BM_LeNet5Step64_ProfilerOnOff_Graph)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(600);
-BENCHMARK(BM_LeNet5Step64_ProfilerOnOff_PyNative)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(300);
+static void BM_LeNet5Step64_ProfilerOnOff_PyNative(benchmark::State& s) {
+  overhead(s, Mode::PyNative);
+}
+BENCHMARK(BM_LeNet5Step64_ProfilerOnOff_Graph)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(600);
+BENCHMARK(BM_LeNet5Step64_ProfilerOnOff_PyNative)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(300);
 BENCHMARK_MAIN();

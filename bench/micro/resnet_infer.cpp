@@ -31,7 +31,11 @@ void run(benchmark::State& state, Mode mode, bool lenet = false) {
 static void BM_ResNet18Infer_Graph(benchmark::State& state) { run(state, Mode::Graph); }
 static void BM_ResNet18Infer_PyNative(benchmark::State& state) { run(state, Mode::PyNative); }
 BENCHMARK(BM_ResNet18Infer_Graph)->Arg(1)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_ResNet18Infer_PyNative)->Arg(1)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ResNet18Infer_PyNative)
+    ->Arg(1)
+    ->Arg(128)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 static void BM_LeNetInfer_Graph(benchmark::State& state) { run(state, Mode::Graph, true); }
 static void BM_LeNetInfer_PyNative(benchmark::State& state) { run(state, Mode::PyNative, true); }

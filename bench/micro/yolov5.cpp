@@ -1,7 +1,7 @@
 // YOLOv5s (80 classes) at 320 x 320: a training step at batch 16 (forward, YOLOv5's loss, backward
 // and the YoloSGD update) in Graph mode and PyNative, and inference (eval mode, decoded output) at
-// batch 1 and 16 in Graph mode and PyNative. Synthetic images and six boxes per image, targets built
-// once. bench/peers/yolov5.sh runs this next to PyTorch eager on the same shapes.
+// batch 1 and 16 in Graph mode and PyNative. Synthetic images and six boxes per image, targets
+// built once. bench/peers/yolov5.sh runs this next to PyTorch eager on the same shapes.
 #include <benchmark/benchmark.h>
 
 #include "models/yolov5/train.h"
@@ -41,8 +41,9 @@ void train_step(benchmark::State& state, Mode mode) {
   const auto hyp = models::scaled_hyp(80, kImg);
   models::YoloStep step(net, hyp, mode == Mode::Graph, opt->parameters());
   const Tensor x = rand({batch, 3, kImg, kImg});
-  const auto targets = models::build_targets(synthetic_targets(batch), batch, net->detect().anchors(),
-                                             {{{kImg / 8, kImg / 8}, {kImg / 16, kImg / 16}, {kImg / 32, kImg / 32}}}, 80, hyp);
+  const auto targets = models::build_targets(
+      synthetic_targets(batch), batch, net->detect().anchors(),
+      {{{kImg / 8, kImg / 8}, {kImg / 16, kImg / 16}, {kImg / 32, kImg / 32}}}, 80, hyp);
   auto one = [&] {
     auto out = step(x, targets);
     opt->step(std::vector<Tensor>(out.begin() + 4, out.end()));
@@ -61,7 +62,8 @@ void infer(benchmark::State& state, Mode mode) {
   auto net = models::yolov5("s", 80);
   net->set_train(false);
   const Tensor x = rand({batch, 3, kImg, kImg});
-  auto f = jit([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{(*net)(a[0])}; }, {.name = "yolo_infer"});
+  auto f = jit([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{(*net)(a[0])}; },
+               {.name = "yolo_infer"});
   auto one = [&] {
     NoGradGuard ng;
     return mode == Mode::Graph ? f({x})[0] : (*net)(x);
@@ -77,9 +79,27 @@ static void BM_YoloV5sTrainStep_Graph(benchmark::State& s) { train_step(s, Mode:
 static void BM_YoloV5sTrainStep_PyNative(benchmark::State& s) { train_step(s, Mode::PyNative); }
 static void BM_YoloV5sInfer_Graph(benchmark::State& s) { infer(s, Mode::Graph); }
 static void BM_YoloV5sInfer_PyNative(benchmark::State& s) { infer(s, Mode::PyNative); }
-BENCHMARK(BM_YoloV5sTrainStep_Graph)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
-BENCHMARK(BM_YoloV5sTrainStep_PyNative)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
-BENCHMARK(BM_YoloV5sInfer_Graph)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
-BENCHMARK(BM_YoloV5sInfer_PyNative)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_YoloV5sTrainStep_Graph)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+BENCHMARK(BM_YoloV5sTrainStep_PyNative)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+BENCHMARK(BM_YoloV5sInfer_Graph)
+    ->Arg(1)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
+BENCHMARK(BM_YoloV5sInfer_PyNative)
+    ->Arg(1)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(2.0);
 
 BENCHMARK_MAIN();

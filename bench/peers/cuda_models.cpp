@@ -1,11 +1,11 @@
-// Training steps on the GPU for the side-by-side with PyTorch eager (bench/peers/cuda_models_torch.py
-// trains the same models the same way; scripts/gpu_check.sh prints both and their ratio):
-// LeNet-5 (batch 64, 1x28x28) and ResNet-18 with the CIFAR stem (batch 128, 3x32x32), softmax
-// cross-entropy and Momentum 0.01/0.9 (models::momentum_train_step), synthetic data already on the
-// GPU, in float32 and in bfloat16 (amp O2: BatchNorm in float32, no loss scaling), PyNative and
-// Graph mode. A step's time is the median over repetitions of a group of steps closed by a device
-// synchronize. One JSON object per line: {"model", "mode", "dtype", "batch", "ms", "images_per_s",
-// "loss_first", "loss_last"}.
+// Training steps on the GPU for the side-by-side with PyTorch eager
+// (bench/peers/cuda_models_torch.py trains the same models the same way; scripts/gpu_check.sh
+// prints both and their ratio): LeNet-5 (batch 64, 1x28x28) and ResNet-18 with the CIFAR stem
+// (batch 128, 3x32x32), softmax cross-entropy and Momentum 0.01/0.9 (models::momentum_train_step),
+// synthetic data already on the GPU, in float32 and in bfloat16 (amp O2: BatchNorm in float32, no
+// loss scaling), PyNative and Graph mode. A step's time is the median over repetitions of a group
+// of steps closed by a device synchronize. One JSON object per line: {"model", "mode", "dtype",
+// "batch", "ms", "images_per_s", "loss_first", "loss_last"}.
 //   bench_cuda_models [--quick] [--filter substring] [--device Test]
 // Without a GPU it says so and exits 0. --device Test runs it on the test device (the CPU's kernels
 // on guarded memory): a check of the program itself on machines without a GPU.
@@ -37,16 +37,21 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string filter, device = "GPU";
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) quick = true;
-    else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
-    else if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
+    if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+    else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc)
+      filter = argv[++i];
+    else if (!std::strcmp(argv[i], "--device") && i + 1 < argc)
+      device = argv[++i];
   }
   const DeviceType type = device == "Test" ? DeviceType::Test : DeviceType::GPU;
   if (type == DeviceType::Test) enable_test_device();
-  if (type == DeviceType::GPU && (!has_backend(DeviceType::GPU) || get_backend(DeviceType::GPU).device_count() == 0)) {
-    std::printf("{\"skipped\": \"%s\"}\n", has_backend(DeviceType::GPU)
-                                               ? get_backend(DeviceType::GPU).unavailable_reason().c_str()
-                                               : "this build has no CUDA backend");
+  if (type == DeviceType::GPU &&
+      (!has_backend(DeviceType::GPU) || get_backend(DeviceType::GPU).device_count() == 0)) {
+    std::printf("{\"skipped\": \"%s\"}\n",
+                has_backend(DeviceType::GPU)
+                    ? get_backend(DeviceType::GPU).unavailable_reason().c_str()
+                    : "this build has no CUDA backend");
     return 0;
   }
   Backend& gpu = get_backend(type);
@@ -55,7 +60,8 @@ int main(int argc, char** argv) {
   for (const char* model : {"lenet", "resnet18"}) {
     for (Mode mode : {Mode::PyNative, Mode::Graph}) {
       for (DType dt : {kFloat32, kBFloat16}) {
-        const std::string name = std::string(model) + "/" + (mode == Mode::Graph ? "graph" : "pynative") + "/" +
+        const std::string name = std::string(model) + "/" +
+                                 (mode == Mode::Graph ? "graph" : "pynative") + "/" +
                                  dtype_name(dt);
         if (!filter.empty() && name.find(filter) == std::string::npos) continue;
         try {
@@ -71,8 +77,9 @@ int main(int argc, char** argv) {
             auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
             auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
                 nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-            step = amp::build_train_network(net, opt, loss, amp::Level::O2,
-                                            std::make_shared<amp::FixedLossScaleManager>(1.0, false), {}, dt);
+            step = amp::build_train_network(
+                net, opt, loss, amp::Level::O2,
+                std::make_shared<amp::FixedLossScaleManager>(1.0, false), {}, dt);
           }
           const Tensor x = resnet ? randn({n, 3, 32, 32}) : randn({n, 1, 28, 28});
           const Tensor y = randint(0, 10, {n}, kInt32);
@@ -96,16 +103,20 @@ int main(int argc, char** argv) {
           }
           std::sort(per_step.begin(), per_step.end());
           const double s = per_step[per_step.size() / 2];
-          std::printf("{\"model\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"batch\": %lld, \"ms\": %.3f, "
-                      "\"images_per_s\": %.1f, \"loss_first\": %.5f, \"loss_last\": %.5f}\n",
-                      model, mode == Mode::Graph ? "graph" : "pynative", dtype_name(dt), (long long)n, s * 1e3,
-                      double(n) / s, loss_first, last.item<double>());
+          std::printf(
+              "{\"model\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"batch\": %lld, \"ms\": "
+              "%.3f, "
+              "\"images_per_s\": %.1f, \"loss_first\": %.5f, \"loss_last\": %.5f}\n",
+              model, mode == Mode::Graph ? "graph" : "pynative", dtype_name(dt), (long long)n,
+              s * 1e3, double(n) / s, loss_first, last.item<double>());
         } catch (const std::exception& e) {
           std::string msg = e.what();
           for (char& c : msg)
             if (c == '"' || c == '\n' || c == '\\') c = ' ';
-          std::printf("{\"model\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"error\": \"%s\"}\n", model,
-                      mode == Mode::Graph ? "graph" : "pynative", dtype_name(dt), msg.substr(0, 400).c_str());
+          std::printf(
+              "{\"model\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"error\": \"%s\"}\n",
+              model, mode == Mode::Graph ? "graph" : "pynative", dtype_name(dt),
+              msg.substr(0, 400).c_str());
         }
         set_context({.mode = Mode::PyNative});
         std::fflush(stdout);

@@ -17,10 +17,14 @@ int main() {
               y.slice(0, 0, 1).slice(1, 0, 4).str().c_str(),
               grads[0].slice(0, 0, 1).slice(1, 0, 4).str().c_str());
 
-  auto f = jit([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{relu(swish(a[0]) * 2.0 + 1.0)}; },
-               {.name = "swish_block"});
+  auto f = jit(
+      [&](const std::vector<Tensor>& a) {
+        return std::vector<Tensor>{relu(swish(a[0]) * 2.0 + 1.0)};
+      },
+      {.name = "swish_block"});
   Tensor z = f({x.detach()})[0];
-  std::printf("Graph mode: %zu nodes after the passes\n%s\n", f.stats().nodes, f.graph_text().c_str());
+  std::printf("Graph mode: %zu nodes after the passes\n%s\n", f.stats().nodes,
+              f.graph_text().c_str());
   std::printf("max |graph - pynative| = %g\n",
               amax(abs(z - relu(swish(x.detach()) * 2.0 + 1.0))).item<double>());
   return 0;

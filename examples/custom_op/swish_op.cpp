@@ -23,10 +23,11 @@ spore::CustomOpHandle make() {
       .num_inputs = 1,
       // d swish / dx = s + y (1 - s), s = sigmoid(x), y = swish(x): written with ops, so it also
       // runs traced in Graph mode and is differentiable again.
-      .bprop = [](const std::vector<Tensor>& in, const Tensor& y, const Tensor& dy) {
-        const Tensor s = sigmoid(in[0]);
-        return std::vector<Tensor>{dy * (s + y * (1.0 - s))};
-      },
+      .bprop =
+          [](const std::vector<Tensor>& in, const Tensor& y, const Tensor& dy) {
+            const Tensor s = sigmoid(in[0]);
+            return std::vector<Tensor>{dy * (s + y * (1.0 - s))};
+          },
       .cpu_row_f32 = swish_row<float>,
       .cpu_row_f64 = swish_row<double>,
       .traits = {.pointwise = true, .zero_preserving = true, .amp = CustomOpTraits::Amp::kAllow16},

@@ -1,5 +1,6 @@
 // Allocator interface and its statistics. Each backend owns one allocator per device; the CPU one
-// caches freed blocks by size (training loops reuse the same sizes every step) and aligns to 64 bytes.
+// caches freed blocks by size (training loops reuse the same sizes every step) and aligns to 64
+// bytes.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -36,8 +36,8 @@ struct CustomOpTraits {
     kAllow16,  // also under O1 (MindSpore's white list)
     kFollow,   // never cast: runs in its inputs' dtypes
   };
-  bool pointwise = false;        // elementwise with numpy broadcasting: Graph mode fuses it with its
-                                 // neighbours (needs the row kernels)
+  bool pointwise = false;  // elementwise with numpy broadcasting: Graph mode fuses it with its
+                           // neighbours (needs the row kernels)
   bool zero_preserving = false;  // f(0, ..., 0) = 0
   bool idempotent = false;       // f(f(x)) = f(x) (unary)
   Amp amp = Amp::kDefault;
@@ -53,7 +53,8 @@ struct CustomOp {
   int num_inputs = 1;  // pointwise ops: 1 or 2
   // Output shape and dtype from the inputs'. Default: the inputs' shapes broadcast (numpy rules),
   // input 0's dtype. Throw spore::Error (SPORE_CHECK) on bad input: the message gets the op's name.
-  std::function<std::pair<Shape, DType>(const std::vector<Shape>&, const std::vector<DType>&)> infer;
+  std::function<std::pair<Shape, DType>(const std::vector<Shape>&, const std::vector<DType>&)>
+      infer;
   // One gradient per input from the inputs, the output and the output's gradient, written with
   // spore ops (so it runs in both modes and gives higher-order gradients). Empty: not
   // differentiable.

@@ -1,5 +1,7 @@
-// Element types, their sizes and names, and type promotion. The promotion rules (numpy/PyTorch-like):
-//   bool < uint8 < int8 < int32 < int64 < float16 < bfloat16 < float32 < float64 along a lattice where
+// Element types, their sizes and names, and type promotion. The promotion rules
+// (numpy/PyTorch-like):
+//   bool < uint8 < int8 < int32 < int64 < float16 < bfloat16 < float32 < float64 along a lattice
+//   where
 //   - any float beats any integer or bool: int64 + float16 -> float16;
 //   - float16 + bfloat16 -> float32 (neither holds the other);
 //   - uint8 + int8 -> int32 (neither holds the other), otherwise the wider integer;
@@ -58,31 +60,69 @@ uint16_t float_to_half(float f);
 inline Half::Half(float f) : bits(float_to_half(f)) {}
 inline Half::operator float() const { return half_to_float(bits); }
 
-template <typename T> struct dtype_of;
-template <> struct dtype_of<bool> { static constexpr DType value = kBool; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = kUInt8; };
-template <> struct dtype_of<int8_t> { static constexpr DType value = kInt8; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = kInt32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = kInt64; };
-template <> struct dtype_of<Half> { static constexpr DType value = kFloat16; };
-template <> struct dtype_of<BFloat16> { static constexpr DType value = kBFloat16; };
-template <> struct dtype_of<float> { static constexpr DType value = kFloat32; };
-template <> struct dtype_of<double> { static constexpr DType value = kFloat64; };
-template <typename T> inline constexpr DType dtype_of_v = dtype_of<T>::value;
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = kBool;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = kUInt8;
+};
+template <>
+struct dtype_of<int8_t> {
+  static constexpr DType value = kInt8;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = kInt32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = kInt64;
+};
+template <>
+struct dtype_of<Half> {
+  static constexpr DType value = kFloat16;
+};
+template <>
+struct dtype_of<BFloat16> {
+  static constexpr DType value = kBFloat16;
+};
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = kFloat32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = kFloat64;
+};
+template <typename T>
+inline constexpr DType dtype_of_v = dtype_of<T>::value;
 
 // Calls f(T{}) with T the C++ type of dtype t: SPORE_DISPATCH-style type switch.
 template <typename F>
 decltype(auto) visit_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::Bool: return f(bool{});
-    case DType::UInt8: return f(uint8_t{});
-    case DType::Int8: return f(int8_t{});
-    case DType::Int32: return f(int32_t{});
-    case DType::Int64: return f(int64_t{});
-    case DType::Float16: return f(Half{});
-    case DType::BFloat16: return f(BFloat16{});
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
+    case DType::Bool:
+      return f(bool{});
+    case DType::UInt8:
+      return f(uint8_t{});
+    case DType::Int8:
+      return f(int8_t{});
+    case DType::Int32:
+      return f(int32_t{});
+    case DType::Int64:
+      return f(int64_t{});
+    case DType::Float16:
+      return f(Half{});
+    case DType::BFloat16:
+      return f(BFloat16{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
   }
   return f(float{});
 }

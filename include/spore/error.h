@@ -35,19 +35,21 @@ std::string concat(const Args&... args) {
 }  // namespace spore
 
 // Throws spore::Error(kind) with the concatenated message when cond is false.
-#define SPORE_CHECK_KIND(kind, cond, ...)                                          \
-  do {                                                                             \
-    if (!(cond)) [[unlikely]]                                                      \
-      ::spore::detail::throw_error(kind, ::spore::detail::concat(__VA_ARGS__));    \
+#define SPORE_CHECK_KIND(kind, cond, ...)                                       \
+  do {                                                                          \
+    if (!(cond)) [[unlikely]]                                                   \
+      ::spore::detail::throw_error(kind, ::spore::detail::concat(__VA_ARGS__)); \
   } while (0)
 #define SPORE_CHECK(cond, ...) SPORE_CHECK_KIND(::spore::ErrorKind::ValueError, cond, __VA_ARGS__)
-#define SPORE_CHECK_TYPE(cond, ...) SPORE_CHECK_KIND(::spore::ErrorKind::TypeError, cond, __VA_ARGS__)
+#define SPORE_CHECK_TYPE(cond, ...) \
+  SPORE_CHECK_KIND(::spore::ErrorKind::TypeError, cond, __VA_ARGS__)
 #define SPORE_CHECK_INDEX(cond, ...) \
   SPORE_CHECK_KIND(::spore::ErrorKind::IndexError, cond, __VA_ARGS__)
-#define SPORE_THROW(kind, ...) ::spore::detail::throw_error(kind, ::spore::detail::concat(__VA_ARGS__))
-#define SPORE_ASSERT(cond, ...)                                                               \
-  do {                                                                                        \
-    if (!(cond)) [[unlikely]]                                                                 \
-      ::spore::detail::throw_internal(__FILE__, __LINE__, #cond,                              \
+#define SPORE_THROW(kind, ...) \
+  ::spore::detail::throw_error(kind, ::spore::detail::concat(__VA_ARGS__))
+#define SPORE_ASSERT(cond, ...)                                                                \
+  do {                                                                                         \
+    if (!(cond)) [[unlikely]]                                                                  \
+      ::spore::detail::throw_internal(__FILE__, __LINE__, #cond,                               \
                                       ::spore::detail::concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

@@ -45,7 +45,7 @@ class OnnxModel {
  public:
   // Reads and checks the file (IOError naming the file and the field when malformed).
   static OnnxModel load(const std::string& path);
-  const std::vector<OnnxValueInfo>& inputs() const;    // graph inputs that are not initializers
+  const std::vector<OnnxValueInfo>& inputs() const;  // graph inputs that are not initializers
   const std::vector<OnnxValueInfo>& outputs() const;
   // The ONNX ops this model uses that Spore cannot run (empty when it can run them all).
   std::vector<std::string> unsupported_ops() const;

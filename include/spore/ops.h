@@ -12,7 +12,7 @@ namespace spore {
 
 using Axes = std::vector<int64_t>;
 
-// ---- elementwise ---------------------------------------------------------------------------------
+// ---- elementwise --------------------------------------------------------------------------------
 Tensor neg(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor exp(const Tensor& x);

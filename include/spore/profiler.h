@@ -42,7 +42,8 @@ namespace profiling {
 namespace detail {
 extern std::atomic<bool> g_enabled;
 void begin(int64_t& start_ns);
-void end(const char* category, const char* name, int64_t start_ns, const std::string* args, int64_t bytes);
+void end(const char* category, const char* name, int64_t start_ns, const std::string* args,
+         int64_t bytes);
 }  // namespace detail
 
 inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed); }
@@ -51,7 +52,8 @@ inline bool enabled() { return detail::g_enabled.load(std::memory_order_relaxed)
 // profiler (string literals, op names); `args` is a JSON object's members, e.g. "\"shape\": ...".
 class Span {
  public:
-  Span(const char* category, const char* name, const std::string* args = nullptr, int64_t bytes = -1)
+  Span(const char* category, const char* name, const std::string* args = nullptr,
+       int64_t bytes = -1)
       : category_(category), name_(name), args_(args), bytes_(bytes) {
     if (enabled()) {
       detail::begin(start_ns_);

@@ -24,13 +24,17 @@ Shape contiguous_strides(const Shape& s);
 // Strides that view (shape, strides) as new_shape without a copy; false when impossible.
 bool view_strides(const Shape& shape, const Shape& strides, const Shape& new_shape, Shape* out);
 
-namespace autograd { struct Node; }
-namespace graph { struct Value; }
+namespace autograd {
+struct Node;
+}
+namespace graph {
+struct Value;
+}
 
 // Owns one block of device memory.
 class Storage {
  public:
-  Storage(size_t nbytes, Device device);                                       // from the allocator
+  Storage(size_t nbytes, Device device);  // from the allocator
   Storage(void* external, size_t nbytes, Device device, std::function<void(void*)> deleter);
   ~Storage();
   Storage(const Storage&) = delete;
@@ -150,7 +154,8 @@ class Tensor {
   std::string str() const;  // numpy-style
 
   TensorImpl& impl() const {
-    SPORE_CHECK_KIND(ErrorKind::RuntimeError, impl_, "use of an undefined (default-constructed) Tensor");
+    SPORE_CHECK_KIND(ErrorKind::RuntimeError, impl_,
+                     "use of an undefined (default-constructed) Tensor");
     return *impl_;
   }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -166,19 +171,23 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 // values are made on the host and copied there. *_like follow their argument's device.
 Tensor zeros(const Shape& shape, DType dtype = kFloat32, Device device = current_device());
 Tensor ones(const Shape& shape, DType dtype = kFloat32, Device device = current_device());
-Tensor full(const Shape& shape, double value, DType dtype = kFloat32, Device device = current_device());
+Tensor full(const Shape& shape, double value, DType dtype = kFloat32,
+            Device device = current_device());
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
-Tensor scalar_tensor(double value, DType dtype = kFloat32, Device device = current_device());  // 0-d
+Tensor scalar_tensor(double value, DType dtype = kFloat32,
+                     Device device = current_device());  // 0-d
 Tensor arange(double start, double end, double step = 1, DType dtype = kFloat32,
               Device device = current_device());
 inline Tensor arange(double end, DType dtype = kFloat32) { return arange(0, end, 1, dtype); }
 Tensor linspace(double start, double end, int64_t steps, DType dtype = kFloat32,
                 Device device = current_device());
 Tensor eye(int64_t n, int64_t m = -1, DType dtype = kFloat32, Device device = current_device());
-Tensor rand(const Shape& shape, DType dtype = kFloat32, Device device = current_device());   // U[0, 1)
-Tensor randn(const Shape& shape, DType dtype = kFloat32, Device device = current_device());  // N(0, 1)
+Tensor rand(const Shape& shape, DType dtype = kFloat32,
+            Device device = current_device());  // U[0, 1)
+Tensor randn(const Shape& shape, DType dtype = kFloat32,
+             Device device = current_device());  // N(0, 1)
 Tensor uniform(const Shape& shape, double low, double high, DType dtype = kFloat32,
                Device device = current_device());
 Tensor normal(const Shape& shape, double mean, double stddev, DType dtype = kFloat32,
@@ -187,11 +196,13 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt
                Device device = current_device());
 Tensor randperm(int64_t n, DType dtype = kInt64, Device device = current_device());
 // Copies the elements of a host buffer.
-Tensor from_buffer(const void* data, const Shape& shape, DType dtype, Device device = current_device());
+Tensor from_buffer(const void* data, const Shape& shape, DType dtype,
+                   Device device = current_device());
 template <typename T>
 Tensor from_vector(const std::vector<T>& v, const Shape& shape, Device device = current_device()) {
   SPORE_CHECK(int64_t(v.size()) == shape_numel(shape), "from_vector: ", v.size(),
-              " values do not fill shape ", shape_str(shape), " (", shape_numel(shape), " elements)");
+              " values do not fill shape ", shape_str(shape), " (", shape_numel(shape),
+              " elements)");
   return from_buffer(v.data(), shape, dtype_of_v<T>, device);
 }
 Tensor tensor(const NestedList& values, DType dtype = kFloat32, Device device = current_device());

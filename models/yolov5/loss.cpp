@@ -16,7 +16,9 @@ namespace spore::models {
 namespace {
 
 // BCE with logits, elementwise: max(x, 0) - x t + log(1 + exp(-|x|)).
-Tensor bce_logits(const Tensor& x, const Tensor& t) { return relu(x) - x * t + softplus(neg(abs(x))); }
+Tensor bce_logits(const Tensor& x, const Tensor& t) {
+  return relu(x) - x * t + softplus(neg(abs(x)));
+}
 
 int64_t pow2_at_least(int64_t n) {
   int64_t c = 256;
@@ -34,25 +36,31 @@ YoloLossHyp scaled_hyp(int64_t num_classes, int64_t img_size, YoloLossHyp h) {
   return h;
 }
 
-std::array<LevelTargets, 3> build_targets(const Tensor& targets, int64_t batch, const Tensor& anchors,
-                                          const std::array<std::pair<int64_t, int64_t>, 3>& grids, int64_t nc,
-                                          const YoloLossHyp& hyp, int64_t capacity) {
-  SPORE_CHECK(targets.defined() && (targets.numel() == 0 || (targets.dim() == 2 && targets.size(1) == 6)),
-              "[yolov5.build_targets] expected targets (T, 6) [image, class, cx, cy, w, h], got ",
-              targets.defined() ? shape_str(targets.shape()) : "undefined");
-  SPORE_CHECK(anchors.defined() && anchors.shape() == (Shape{3, 3, 2}), "[yolov5.build_targets] expected anchors (3, 3, 2), got ",
+std::array<LevelTargets, 3> build_targets(const Tensor& targets, int64_t batch,
+                                          const Tensor& anchors,
+                                          const std::array<std::pair<int64_t, int64_t>, 3>& grids,
+                                          int64_t nc, const YoloLossHyp& hyp, int64_t capacity) {
+  SPORE_CHECK(
+      targets.defined() && (targets.numel() == 0 || (targets.dim() == 2 && targets.size(1) == 6)),
+      "[yolov5.build_targets] expected targets (T, 6) [image, class, cx, cy, w, h], got ",
+      targets.defined() ? shape_str(targets.shape()) : "undefined");
+  SPORE_CHECK(anchors.defined() && anchors.shape() == (Shape{3, 3, 2}),
+              "[yolov5.build_targets] expected anchors (3, 3, 2), got ",
               anchors.defined() ? shape_str(anchors.shape()) : "undefined");
   SPORE_CHECK(nc >= 1 && batch >= 1, "[yolov5.build_targets] batch and num_classes must be >= 1");
   NoGradGuard ng;
-  const std::vector<float> tv = targets.numel() ? targets.to(kFloat32).contiguous().to_vector<float>() : std::vector<float>{};
+  const std::vector<float> tv =
+      targets.numel() ? targets.to(kFloat32).contiguous().to_vector<float>() : std::vector<float>{};
   const std::vector<float> av = anchors.to(kFloat32).contiguous().to_vector<float>();
   const int64_t T = int64_t(tv.size() / 6), na = 3;
   for (int64_t t = 0; t < T; ++t) {
     const float* r = &tv[size_t(t * 6)];
-    SPORE_CHECK(r[0] >= 0 && int64_t(r[0]) < batch && r[1] >= 0 && int64_t(r[1]) < nc, "[yolov5.build_targets] target ", t,
-                " has image ", r[0], " and class ", r[1], "; expected an image in [0, ", batch, ") and a class in [0, ", nc, ")");
-    SPORE_CHECK(r[4] > 0 && r[5] > 0 && std::isfinite(r[2] + r[3] + r[4] + r[5]), "[yolov5.build_targets] target ", t,
-                " has a non-positive or non-finite size (w ", r[4], ", h ", r[5], ")");
+    SPORE_CHECK(r[0] >= 0 && int64_t(r[0]) < batch && r[1] >= 0 && int64_t(r[1]) < nc,
+                "[yolov5.build_targets] target ", t, " has image ", r[0], " and class ", r[1],
+                "; expected an image in [0, ", batch, ") and a class in [0, ", nc, ")");
+    SPORE_CHECK(r[4] > 0 && r[5] > 0 && std::isfinite(r[2] + r[3] + r[4] + r[5]),
+                "[yolov5.build_targets] target ", t, " has a non-positive or non-finite size (w ",
+                r[4], ", h ", r[5], ")");
   }
   const float g = 0.5f;
   const float off[5][2] = {{0, 0}, {g, 0}, {0, g}, {-g, 0}, {0, -g}};
@@ -65,10 +73,12 @@ std::array<LevelTargets, 3> build_targets(const Tensor& targets, int64_t batch, 
     const int64_t ny = grids[l].first, nx = grids[l].second;
     for (int k = 0; k < 5; ++k) {
       for (int64_t a = 0; a < na; ++a) {
-        const float aw = av[size_t((int64_t(l) * 3 + a) * 2)], ah = av[size_t((int64_t(l) * 3 + a) * 2 + 1)];
+        const float aw = av[size_t((int64_t(l) * 3 + a) * 2)],
+                    ah = av[size_t((int64_t(l) * 3 + a) * 2 + 1)];
         for (int64_t t = 0; t < T; ++t) {
           const float* r = &tv[size_t(t * 6)];
-          const float gx = r[2] * float(nx), gy = r[3] * float(ny), gw = r[4] * float(nx), gh = r[5] * float(ny);
+          const float gx = r[2] * float(nx), gy = r[3] * float(ny), gw = r[4] * float(nx),
+                      gh = r[5] * float(ny);
           const float rw = gw / aw, rh = gh / ah;
           const float worst = std::max(std::max(rw, 1 / rw), std::max(rh, 1 / rh));
           if (!(worst < float(hyp.anchor_t))) continue;
@@ -80,9 +90,17 @@ std::array<LevelTargets, 3> build_targets(const Tensor& targets, int64_t batch, 
           if (k == 3) use = frac(gxi) < g && gxi > 1;
           if (k == 4) use = frac(gyi) < g && gyi > 1;
           if (!use) continue;
-          const int64_t gi = std::clamp<int64_t>(int64_t(gx - off[k][0]), 0, nx - 1);  // .long(): toward zero
+          const int64_t gi =
+              std::clamp<int64_t>(int64_t(gx - off[k][0]), 0, nx - 1);  // .long(): toward zero
           const int64_t gj = std::clamp<int64_t>(int64_t(gy - off[k][1]), 0, ny - 1);
-          ms[l].push_back({int64_t(r[0]), a, gj, gi, int64_t(r[1]), {gx - float(gi), gy - float(gj), gw, gh}, aw, ah});
+          ms[l].push_back({int64_t(r[0]),
+                           a,
+                           gj,
+                           gi,
+                           int64_t(r[1]),
+                           {gx - float(gi), gy - float(gj), gw, gh},
+                           aw,
+                           ah});
         }
       }
     }
@@ -93,7 +111,8 @@ std::array<LevelTargets, 3> build_targets(const Tensor& targets, int64_t batch, 
   std::array<LevelTargets, 3> out;
   for (size_t l = 0; l < 3; ++l) {
     const int64_t ny = grids[l].first, nx = grids[l].second, n = int64_t(ms[l].size());
-    SPORE_CHECK(n <= cap, "[yolov5.build_targets] level ", l, " has ", n, " matches, more than the capacity ", cap,
+    SPORE_CHECK(n <= cap, "[yolov5.build_targets] level ", l, " has ", n,
+                " matches, more than the capacity ", cap,
                 "; pass capacity 0 to size it automatically");
     LevelTargets& o = out[l];
     o.count = n;
@@ -145,13 +164,16 @@ Tensor bbox_ciou(const Tensor& box1, const Tensor& box2) {
   auto col = [](const Tensor& b, int64_t i) { return b.slice(1, i, i + 1); };
   const Tensor x1 = col(box1, 0), y1 = col(box1, 1), w1 = col(box1, 2), h1 = col(box1, 3);
   const Tensor x2 = col(box2, 0), y2 = col(box2, 1), w2 = col(box2, 2), h2 = col(box2, 3);
-  const Tensor b1x1 = x1 - w1 / 2.0, b1x2 = x1 + w1 / 2.0, b1y1 = y1 - h1 / 2.0, b1y2 = y1 + h1 / 2.0;
-  const Tensor b2x1 = x2 - w2 / 2.0, b2x2 = x2 + w2 / 2.0, b2y1 = y2 - h2 / 2.0, b2y2 = y2 + h2 / 2.0;
+  const Tensor b1x1 = x1 - w1 / 2.0, b1x2 = x1 + w1 / 2.0, b1y1 = y1 - h1 / 2.0,
+               b1y2 = y1 + h1 / 2.0;
+  const Tensor b2x1 = x2 - w2 / 2.0, b2x2 = x2 + w2 / 2.0, b2y1 = y2 - h2 / 2.0,
+               b2y2 = y2 + h2 / 2.0;
   const Tensor inter = clamp(minimum(b1x2, b2x2) - maximum(b1x1, b2x1), 0.0, std::nullopt) *
                        clamp(minimum(b1y2, b2y2) - maximum(b1y1, b2y1), 0.0, std::nullopt);
   const Tensor uni = w1 * h1 + w2 * h2 - inter + eps;
   const Tensor iou = inter / uni;
-  const Tensor cw = maximum(b1x2, b2x2) - minimum(b1x1, b2x1), ch = maximum(b1y2, b2y2) - minimum(b1y1, b2y1);
+  const Tensor cw = maximum(b1x2, b2x2) - minimum(b1x1, b2x1),
+               ch = maximum(b1y2, b2y2) - minimum(b1y1, b2y1);
   const Tensor c2 = cw * cw + ch * ch + eps;
   const Tensor dx = b2x1 + b2x2 - b1x1 - b1x2, dy = b2y1 + b2y2 - b1y1 - b1y2;
   const Tensor rho2 = (dx * dx + dy * dy) / 4.0;
@@ -163,25 +185,31 @@ Tensor bbox_ciou(const Tensor& box1, const Tensor& box2) {
 
 std::vector<Tensor> flatten_targets(const std::array<LevelTargets, 3>& t) {
   std::vector<Tensor> v;
-  for (const auto& l : t) v.insert(v.end(), {l.index, l.tbox, l.anchor, l.cls, l.mask, l.obj_write});
+  for (const auto& l : t)
+    v.insert(v.end(), {l.index, l.tbox, l.anchor, l.cls, l.mask, l.obj_write});
   return v;
 }
 
-YoloLoss yolo_loss(const std::vector<Tensor>& raw, const std::array<LevelTargets, 3>& targets, const YoloLossHyp& hyp) {
+YoloLoss yolo_loss(const std::vector<Tensor>& raw, const std::array<LevelTargets, 3>& targets,
+                   const YoloLossHyp& hyp) {
   return yolo_loss(raw, flatten_targets(targets), hyp);
 }
 
-YoloLoss yolo_loss(const std::vector<Tensor>& raw, const std::vector<Tensor>& tt, const YoloLossHyp& hyp) {
-  SPORE_CHECK(raw.size() == 3 && tt.size() == 18, "[yolov5.loss] expected 3 level outputs and 18 target tensors, got ",
-              raw.size(), " and ", tt.size());
+YoloLoss yolo_loss(const std::vector<Tensor>& raw, const std::vector<Tensor>& tt,
+                   const YoloLossHyp& hyp) {
+  SPORE_CHECK(raw.size() == 3 && tt.size() == 18,
+              "[yolov5.loss] expected 3 level outputs and 18 target tensors, got ", raw.size(),
+              " and ", tt.size());
   Tensor lbox, lobj, lcls;
   const int64_t B = raw[0].size(0);
   for (size_t l = 0; l < 3; ++l) {
     const Tensor& p = raw[l];  // (B, na, ny, nx, no)
-    SPORE_CHECK(p.dim() == 5, "[yolov5.loss] expected level outputs (B, na, ny, nx, 5 + classes), got ", shape_str(p.shape()));
+    SPORE_CHECK(p.dim() == 5,
+                "[yolov5.loss] expected level outputs (B, na, ny, nx, 5 + classes), got ",
+                shape_str(p.shape()));
     const int64_t no = p.size(4), nc = no - 5, cells = p.numel() / no;
-    const Tensor &index = tt[l * 6], &tbox = tt[l * 6 + 1], &anchor = tt[l * 6 + 2], &cls = tt[l * 6 + 3],
-                 &mask = tt[l * 6 + 4], &obj_write = tt[l * 6 + 5];
+    const Tensor &index = tt[l * 6], &tbox = tt[l * 6 + 1], &anchor = tt[l * 6 + 2],
+                 &cls = tt[l * 6 + 3], &mask = tt[l * 6 + 4], &obj_write = tt[l * 6 + 5];
     const Tensor flat = p.reshape({cells, no});
     const Tensor ps = index_select(flat, 0, index);  // (M, no)
     const Tensor pxy = sigmoid(ps.slice(1, 0, 2)) * 2.0 - 0.5;
@@ -196,7 +224,8 @@ YoloLoss yolo_loss(const std::vector<Tensor>& raw, const std::vector<Tensor>& tt
     lbox = lbox.defined() ? lbox + lb : lb;
     lobj = lobj.defined() ? lobj + lo : lo;
     if (nc > 1) {
-      const Tensor lc = sum(bce_logits(ps.slice(1, 5, no), cls) * mask.reshape({mask.size(0), 1})) / (n * double(nc));
+      const Tensor lc = sum(bce_logits(ps.slice(1, 5, no), cls) * mask.reshape({mask.size(0), 1})) /
+                        (n * double(nc));
       lcls = lcls.defined() ? lcls + lc : lc;
     }
   }

@@ -45,10 +45,12 @@ Tensor to_chw_float(const std::vector<Tensor>& imgs) {
   float* dst = x.data<float>();
   for (int64_t b = 0; b < B; ++b) {
     const Tensor src = imgs[size_t(b)].contiguous();
-    SPORE_CHECK(src.size(0) == H && src.size(1) == W && src.size(2) == 3, "[yolov5] images of one batch must share (H, W, 3)");
+    SPORE_CHECK(src.size(0) == H && src.size(1) == W && src.size(2) == 3,
+                "[yolov5] images of one batch must share (H, W, 3)");
     const uint8_t* s = src.data<uint8_t>();
     for (int64_t c = 0; c < 3; ++c)
-      for (int64_t i = 0; i < H * W; ++i) dst[((b * 3 + c) * H * W) + i] = float(s[i * 3 + c]) * (1.f / 255.f);
+      for (int64_t i = 0; i < H * W; ++i)
+        dst[((b * 3 + c) * H * W) + i] = float(s[i * 3 + c]) * (1.f / 255.f);
   }
   return x;
 }
@@ -57,16 +59,20 @@ Tensor to_chw_float(const std::vector<Tensor>& imgs) {
 void augment_hsv(Tensor& img, double hg, double sg, double vg) {
   if (hg == 0 && sg == 0 && vg == 0) return;
 #ifdef SPORE_LEAN  // cmake/lean.cmake: no OpenCV library
-  SPORE_THROW(ErrorKind::NotImplemented, "YOLOv5's HSV augmentation needs OpenCV, which this lean build "
+  SPORE_THROW(ErrorKind::NotImplemented,
+              "YOLOv5's HSV augmentation needs OpenCV, which this lean build "
               "(SPORE_LEAN) leaves out: set the hsv gains to 0 or use a full build");
 #else
   auto& rng = data::sample_rng();
-  const double r[3] = {rng.uniform(-1, 1) * hg + 1, rng.uniform(-1, 1) * sg + 1, rng.uniform(-1, 1) * vg + 1};
+  const double r[3] = {rng.uniform(-1, 1) * hg + 1, rng.uniform(-1, 1) * sg + 1,
+                       rng.uniform(-1, 1) * vg + 1};
   cv::Mat rgb(int(img.size(0)), int(img.size(1)), CV_8UC3, img.data_ptr()), hsv;
   cv::cvtColor(rgb, hsv, cv::COLOR_RGB2HSV);
   cv::Mat lut(1, 256, CV_8UC3);
   for (int i = 0; i < 256; ++i)
-    lut.at<cv::Vec3b>(0, i) = cv::Vec3b(uchar(int(i * r[0]) % 180), cv::saturate_cast<uchar>(i * r[1]), cv::saturate_cast<uchar>(i * r[2]));
+    lut.at<cv::Vec3b>(0, i) =
+        cv::Vec3b(uchar(int(i * r[0]) % 180), cv::saturate_cast<uchar>(i * r[1]),
+                  cv::saturate_cast<uchar>(i * r[2]));
   cv::LUT(hsv, lut, hsv);
   cv::cvtColor(hsv, rgb, cv::COLOR_HSV2RGB);
 #endif
@@ -76,18 +82,19 @@ void augment_hsv(Tensor& img, double hg, double sg, double vg) {
 
 // ---- the step ----------------------------------------------------------------------------------
 
-YoloStep::YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph, std::vector<Tensor> params,
-                   bool loss_scaled)
+YoloStep::YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph,
+                   std::vector<Tensor> params, bool loss_scaled)
     : net_(std::move(net)),
       hyp_(hyp),
       params_(params.empty() ? net_->trainable_params() : std::move(params)),
       loss_scaled_(loss_scaled) {
   if (graph) {
     auto* net_ptr = net_.get();
-    compiled_ = std::make_shared<JitFunction>([this](const std::vector<Tensor>& in) { return run(in); },
-                                              JitOptions{.name = "yolo_train_step",
-                                                         .extra_key = [net_ptr] { return net_ptr->trace_key(); },
-                                                         .max_cache = 16});
+    compiled_ = std::make_shared<JitFunction>(
+        [this](const std::vector<Tensor>& in) { return run(in); },
+        JitOptions{.name = "yolo_train_step",
+                   .extra_key = [net_ptr] { return net_ptr->trace_key(); },
+                   .max_cache = 16});
   }
 }
 
@@ -97,14 +104,16 @@ std::vector<Tensor> YoloStep::run(const std::vector<Tensor>& in) {
   for (Tensor& r : raw)  // mixed precision: the loss in float32 (MindSpore's O2 output cast)
     if (r.dtype() != kFloat32) r = r.to(kFloat32);
   const size_t n_targets = in.size() - (loss_scaled_ ? 2 : 1);
-  const YoloLoss L = yolo_loss(raw, std::vector<Tensor>(in.begin() + 1, in.begin() + 1 + long(n_targets)), hyp_);
+  const YoloLoss L =
+      yolo_loss(raw, std::vector<Tensor>(in.begin() + 1, in.begin() + 1 + long(n_targets)), hyp_);
   std::vector<Tensor> out{L.loss.detach(), L.lbox.detach(), L.lobj.detach(), L.lcls.detach()};
   const Tensor scaled = loss_scaled_ ? L.loss * in.back() : L.loss;
   for (Tensor& g : autograd::grad(scaled, params_)) out.push_back(g);
   return out;
 }
 
-std::vector<Tensor> YoloStep::operator()(const Tensor& images, const std::array<LevelTargets, 3>& targets,
+std::vector<Tensor> YoloStep::operator()(const Tensor& images,
+                                         const std::array<LevelTargets, 3>& targets,
                                          double loss_scale) {
   std::vector<Tensor> in{images};
   for (const Tensor& t : flatten_targets(targets)) in.push_back(t);
@@ -126,7 +135,8 @@ YoloSGD::YoloSGD(std::vector<optim::ParamGroup> groups, double lr, double moment
 }
 
 void YoloSGD::set_group_lr(size_t group, double lr) {
-  SPORE_CHECK(group < group_lr_.size(), "[YoloSGD] group ", group, " out of range (", group_lr_.size(), " groups)");
+  SPORE_CHECK(group < group_lr_.size(), "[YoloSGD] group ", group, " out of range (",
+              group_lr_.size(), " groups)");
   group_lr_[group] = lr;
 }
 
@@ -146,9 +156,12 @@ void YoloSGD::update(size_t i, const Tensor& grad, double, double weight_decay) 
 }
 
 std::vector<optim::ParamGroup> yolo_param_groups(const nn::Cell& net, double weight_decay) {
-  optim::ParamGroup biases{.weight_decay = 0.0}, weights{.weight_decay = weight_decay}, bn{.weight_decay = 0.0};
+  optim::ParamGroup biases{.weight_decay = 0.0}, weights{.weight_decay = weight_decay},
+      bn{.weight_decay = 0.0};
   for (const auto& [name, p] : net.named_parameters()) {
-    optim::ParamGroup& g = ends_with(name, "bias") || ends_with(name, "beta") ? biases : ends_with(name, "gamma") ? bn : weights;
+    optim::ParamGroup& g = ends_with(name, "bias") || ends_with(name, "beta") ? biases
+                           : ends_with(name, "gamma")                         ? bn
+                                                                              : weights;
     g.params.push_back(p);
     g.names.push_back(name);
   }
@@ -159,8 +172,8 @@ ModelEMA::ModelEMA(const nn::Cell& model, std::shared_ptr<nn::Cell> ema, double 
     : ema_(std::move(ema)), decay_(decay), tau_(tau) {
   const auto src = model.parameters_and_buffers();
   const auto dst = ema_->parameters_and_buffers();
-  SPORE_CHECK(src.size() == dst.size(), "[ModelEMA] the EMA network has ", dst.size(), " tensors, the model ", src.size(),
-              "; build both with the same configuration");
+  SPORE_CHECK(src.size() == dst.size(), "[ModelEMA] the EMA network has ", dst.size(),
+              " tensors, the model ", src.size(), "; build both with the same configuration");
   NoGradGuard ng;
   for (size_t i = 0; i < src.size(); ++i) assign(dst[i].second, src[i].second);
   ema_->set_train(false);
@@ -178,16 +191,18 @@ void ModelEMA::update(const nn::Cell& model) {
   }
 }
 
-// ---- data ----------------------------------------------------------------------------------------
+// ---- data ---------------------------------------------------------------------------------------
 
 YoloSplit load_yolo_split(const std::string& dir, const std::string& split) {
   YoloSplit s;
   s.image_dir = (fs::path(dir) / (split + "2017")).string();
-  s.annotation_file = (fs::path(dir) / "annotations" / ("instances_" + split + "2017.json")).string();
-  SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_directory(s.image_dir) && fs::is_regular_file(s.annotation_file),
-                   "[yolov5] expected a COCO-layout data folder: ", s.image_dir, "/ and ", s.annotation_file,
-                   " (missing); generate one with `spore data make-shapes --out ", dir,
-                   "` or point --data at a folder holding train2017/, val2017/ and annotations/");
+  s.annotation_file =
+      (fs::path(dir) / "annotations" / ("instances_" + split + "2017.json")).string();
+  SPORE_CHECK_KIND(
+      ErrorKind::IOError, fs::is_directory(s.image_dir) && fs::is_regular_file(s.annotation_file),
+      "[yolov5] expected a COCO-layout data folder: ", s.image_dir, "/ and ", s.annotation_file,
+      " (missing); generate one with `spore data make-shapes --out ", dir,
+      "` or point --data at a folder holding train2017/, val2017/ and annotations/");
   const metrics::Coco gt = metrics::Coco::load(s.annotation_file);
   s.category_ids = gt.category_ids();
   SPORE_CHECK(!s.category_ids.empty(), "[yolov5] ", s.annotation_file, " has no categories");
@@ -203,7 +218,8 @@ YoloSplit load_yolo_split(const std::string& dir, const std::string& split) {
   }
   s.labels.resize(s.image_ids.size());
   for (const auto& a : gt.annotations()) {
-    if (a.iscrowd || a.bbox[2] <= 0 || a.bbox[3] <= 0) continue;  // YOLOv5's COCO labels leave crowds out
+    if (a.iscrowd || a.bbox[2] <= 0 || a.bbox[3] <= 0)
+      continue;  // YOLOv5's COCO labels leave crowds out
     const auto c = cls_of.find(a.category_id);
     if (c == cls_of.end()) continue;
     s.labels[size_t(img_of[a.image_id])].push_back(
@@ -229,13 +245,16 @@ data::Row load_sample(const YoloSplit& s, int64_t i) {
 
 }  // namespace
 
-data::Dataset yolo_train_dataset(const YoloSplit& split, int64_t img, const YoloAugment& aug, int num_workers, bool shuffle) {
+data::Dataset yolo_train_dataset(const YoloSplit& split, int64_t img, const YoloAugment& aug,
+                                 int num_workers, bool shuffle) {
   const int64_t n = int64_t(split.files.size());
   SPORE_CHECK(n > 0, "[yolov5] the training split ", split.annotation_file, " has no images");
   auto sp = std::make_shared<const YoloSplit>(split);
   const vision::RowFn letterbox = vision::Letterbox({img, img});
-  const vision::RowFn affine_mosaic = vision::RandomAffineWithBBox({.translate = aug.translate, .scale = aug.scale, .size = {img, img}});
-  const vision::RowFn affine = vision::RandomAffineWithBBox({.translate = aug.translate, .scale = aug.scale});
+  const vision::RowFn affine_mosaic = vision::RandomAffineWithBBox(
+      {.translate = aug.translate, .scale = aug.scale, .size = {img, img}});
+  const vision::RowFn affine =
+      vision::RandomAffineWithBBox({.translate = aug.translate, .scale = aug.scale});
   const vision::RowFn flip = vision::RandomHorizontalFlipWithBBox(aug.fliplr);
   auto fn = [sp, n, img, aug, letterbox, affine_mosaic, affine, flip](int64_t i) -> data::Row {
     auto& rng = data::sample_rng();
@@ -266,17 +285,20 @@ data::Dataset yolo_train_dataset(const YoloSplit& split, int64_t img, const Yolo
     }
     return {image, labels};
   };
-  return data::GeneratorDataset(std::function<data::Row(int64_t)>(fn), n, {"image", "labels"},
-                                {.shuffle = shuffle, .num_parallel_workers = std::max(1, num_workers)});
+  return data::GeneratorDataset(
+      std::function<data::Row(int64_t)>(fn), n, {"image", "labels"},
+      {.shuffle = shuffle, .num_parallel_workers = std::max(1, num_workers)});
 }
 
 // ---- training ----------------------------------------------------------------------------------
 
-std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const std::shared_ptr<YoloV5>& ema_net,
-                                     const YoloSplit& train, const YoloTrainOptions& o,
+std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net,
+                                     const std::shared_ptr<YoloV5>& ema_net, const YoloSplit& train,
+                                     const YoloTrainOptions& o,
                                      const std::function<void(const YoloEpochLog&)>& on_epoch,
                                      const std::function<void(int64_t, double)>& on_step) {
-  SPORE_CHECK(o.img % 32 == 0 && o.img >= 64, "[yolov5] --img must be a multiple of 32 and >= 64, got ", o.img);
+  SPORE_CHECK(o.img % 32 == 0 && o.img >= 64,
+              "[yolov5] --img must be a multiple of 32 and >= 64, got ", o.img);
   SPORE_CHECK(o.batch >= 1 && o.epochs >= 1, "[yolov5] batch and epochs must be >= 1");
   YoloSplit split = train;
   if (o.limit > 0 && o.limit < int64_t(split.files.size())) {
@@ -288,30 +310,36 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const s
   const int64_t nc = net->num_classes(), bs = o.batch;
   const int64_t n_img = int64_t(split.files.size());
   const int64_t nb = (n_img + bs - 1) / bs;  // batches per epoch (the last may be smaller)
-  const int64_t accumulate_full = std::max<int64_t>(int64_t(std::nearbyint(double(o.nbs) / double(bs))), 1);
+  const int64_t accumulate_full =
+      std::max<int64_t>(int64_t(std::nearbyint(double(o.nbs) / double(bs))), 1);
   const double wd = o.weight_decay * double(bs) * double(accumulate_full) / double(o.nbs);
   auto opt = std::make_shared<YoloSGD>(yolo_param_groups(*net, wd), o.lr0, o.momentum);
   if (o.clip_norm > 0) opt->set_clip_grad_norm(o.clip_norm);
   auto ema = std::make_shared<ModelEMA>(*net, ema_net);
   const YoloLossHyp hyp = scaled_hyp(nc, o.img);
   auto lf = [&](int64_t e) {
-    if (o.cos_lr) return ((1 - std::cos(double(e) * std::numbers::pi / double(o.epochs))) / 2) * (o.lrf - 1) + 1;
+    if (o.cos_lr)
+      return ((1 - std::cos(double(e) * std::numbers::pi / double(o.epochs))) / 2) * (o.lrf - 1) +
+             1;
     return (1 - double(e) / double(o.epochs)) * (1.0 - o.lrf) + o.lrf;
   };
   const int64_t nw = std::max<int64_t>(int64_t(std::llround(o.warmup_epochs * double(nb))), 100);
   const Tensor anchors = net->detect().anchors();
-  const std::array<std::pair<int64_t, int64_t>, 3> grids{{{o.img / 8, o.img / 8}, {o.img / 16, o.img / 16}, {o.img / 32, o.img / 32}}};
+  const std::array<std::pair<int64_t, int64_t>, 3> grids{
+      {{o.img / 8, o.img / 8}, {o.img / 16, o.img / 16}, {o.img / 32, o.img / 32}}};
 
   // Mixed precision: the network's cells compute in amp_dtype (the parameters stay float32);
-  // float16 gradients are protected by a dynamic loss scale, and a batch whose gradients overflow is
-  // skipped (YOLOv5's GradScaler: initial scale 2^16, doubled after 2000 clean steps).
+  // float16 gradients are protected by a dynamic loss scale, and a batch whose gradients overflow
+  // is skipped (YOLOv5's GradScaler: initial scale 2^16, doubled after 2000 clean steps).
   const amp::Level amp_level = amp::parse_level(o.amp);
   std::shared_ptr<amp::DynamicLossScaleManager> scaler;
   if (amp_level != amp::Level::O0) {
     amp::auto_mixed_precision(*net, amp_level, o.amp_dtype, amp_level == amp::Level::O2);
-    if (o.amp_dtype == kFloat16) scaler = std::make_shared<amp::DynamicLossScaleManager>(65536.0, 2, 2000);
+    if (o.amp_dtype == kFloat16)
+      scaler = std::make_shared<amp::DynamicLossScaleManager>(65536.0, 2, 2000);
   }
-  YoloStep step(net, hyp, o.graph, opt->parameters(), scaler != nullptr);  // gradients in the optimizer's order
+  YoloStep step(net, hyp, o.graph, opt->parameters(),
+                scaler != nullptr);  // gradients in the optimizer's order
   net->set_train(true);
   data::Dataset ds = yolo_train_dataset(split, o.img, o.aug, o.num_workers);
   std::vector<Tensor> acc;
@@ -327,7 +355,8 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const s
       for (int64_t k = 0; k < bs; ++k) {
         auto row = it->next();
         if (!row) break;
-        const std::vector<float> l = (*row)[1].numel() ? (*row)[1].to_vector<float>() : std::vector<float>{};
+        const std::vector<float> l =
+            (*row)[1].numel() ? (*row)[1].to_vector<float>() : std::vector<float>{};
         for (size_t j = 0; j + 4 < l.size(); j += 5) {
           tv.push_back(float(imgs.size()));
           tv.insert(tv.end(), l.begin() + long(j), l.begin() + long(j) + 5);
@@ -341,16 +370,20 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const s
       const int64_t ni = bi + nb * epoch;
       // Warm-up: accumulation, learning rates and momentum ramp in.
       if (ni <= nw) {
-        accumulate = std::max<int64_t>(1, int64_t(std::nearbyint(interp(double(ni), 0, double(nw), 1, double(o.nbs) / double(bs)))));
+        accumulate =
+            std::max<int64_t>(1, int64_t(std::nearbyint(interp(double(ni), 0, double(nw), 1,
+                                                               double(o.nbs) / double(bs)))));
         for (size_t g = 0; g < opt->num_groups(); ++g)
-          opt->set_group_lr(g, interp(double(ni), 0, double(nw), g == 0 ? o.warmup_bias_lr : 0.0, o.lr0 * lf(epoch)));
+          opt->set_group_lr(g, interp(double(ni), 0, double(nw), g == 0 ? o.warmup_bias_lr : 0.0,
+                                      o.lr0 * lf(epoch)));
         opt->set_momentum(interp(double(ni), 0, double(nw), o.warmup_momentum, o.momentum));
       } else {
         for (size_t g = 0; g < opt->num_groups(); ++g) opt->set_group_lr(g, o.lr0 * lf(epoch));
         opt->set_momentum(o.momentum);
       }
       const double scale = scaler ? scaler->get_loss_scale() : 1.0;
-      const std::vector<Tensor> out = step(to_chw_float(imgs), build_targets(targets, B, anchors, grids, nc, hyp), scale);
+      const std::vector<Tensor> out =
+          step(to_chw_float(imgs), build_targets(targets, B, anchors, grids, nc, hyp), scale);
       const std::vector<Tensor> grads(out.begin() + 4, out.end());  // times scale
       bool overflow = false;
       if (scaler) {
@@ -399,10 +432,12 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const s
 
 // ---- evaluation --------------------------------------------------------------------------------
 
-std::array<double, 12> evaluate_yolo(YoloV5& net, const YoloSplit& val, const YoloEvalOptions& o, std::string* summary,
-                                     bool graph) {
-  SPORE_CHECK(o.img % 32 == 0 && o.img >= 64, "[yolov5] --img must be a multiple of 32 and >= 64, got ", o.img);
-  const int64_t n = o.limit > 0 ? std::min<int64_t>(o.limit, int64_t(val.files.size())) : int64_t(val.files.size());
+std::array<double, 12> evaluate_yolo(YoloV5& net, const YoloSplit& val, const YoloEvalOptions& o,
+                                     std::string* summary, bool graph) {
+  SPORE_CHECK(o.img % 32 == 0 && o.img >= 64,
+              "[yolov5] --img must be a multiple of 32 and >= 64, got ", o.img);
+  const int64_t n = o.limit > 0 ? std::min<int64_t>(o.limit, int64_t(val.files.size()))
+                                : int64_t(val.files.size());
   SPORE_CHECK(n > 0, "[yolov5] the validation split ", val.annotation_file, " has no images");
   const bool was_training = net.training();
   net.set_train(false);
@@ -411,7 +446,8 @@ std::array<double, 12> evaluate_yolo(YoloV5& net, const YoloSplit& val, const Yo
   const vision::RowFn letterbox = vision::Letterbox({img, img});
   data::Dataset ds = data::GeneratorDataset(
       std::function<data::Row(int64_t)>([sp, letterbox](int64_t i) -> data::Row {
-        data::Row r = letterbox({detection::read_image(sp->files[size_t(i)]), Tensor::empty({0, 4}, kFloat32)});
+        data::Row r = letterbox(
+            {detection::read_image(sp->files[size_t(i)]), Tensor::empty({0, 4}, kFloat32)});
         return {r[0]};
       }),
       n, {"image"}, {.num_parallel_workers = 2});
@@ -431,18 +467,25 @@ std::array<double, 12> evaluate_yolo(YoloV5& net, const YoloSplit& val, const Yo
       NoGradGuard ng;
       pred = compiled ? (*compiled)({x})[0] : net.construct(x);
     }
-    const auto out = detection::non_max_suppression(
-        pred, {.conf_thres = o.conf_thres, .iou_thres = o.iou_thres, .multi_label = true, .max_det = o.max_det});
+    const auto out = detection::non_max_suppression(pred, {.conf_thres = o.conf_thres,
+                                                           .iou_thres = o.iou_thres,
+                                                           .multi_label = true,
+                                                           .max_det = o.max_det});
     for (size_t b = 0; b < out.size(); ++b) {
       const int64_t i = start + int64_t(b);
-      const auto g = detection::letterbox_geometry(val.sizes[size_t(i)].first, val.sizes[size_t(i)].second, img, img);
+      const auto g = detection::letterbox_geometry(val.sizes[size_t(i)].first,
+                                                   val.sizes[size_t(i)].second, img, img);
       const Tensor& d = out[b];
       if (d.size(0) == 0) continue;
-      const std::vector<float> boxes = detection::xyxy2ltwh(detection::unletterbox_boxes(d.slice(1, 0, 4), g)).to_vector<float>();
+      const std::vector<float> boxes =
+          detection::xyxy2ltwh(detection::unletterbox_boxes(d.slice(1, 0, 4), g))
+              .to_vector<float>();
       const std::vector<float> v = d.contiguous().to_vector<float>();
       for (int64_t k = 0; k < d.size(0); ++k)
-        dets.push_back({val.image_ids[size_t(i)], val.category_ids[size_t(v[size_t(k * 6 + 5)])],
-                        {boxes[size_t(k * 4)], boxes[size_t(k * 4 + 1)], boxes[size_t(k * 4 + 2)], boxes[size_t(k * 4 + 3)]},
+        dets.push_back({val.image_ids[size_t(i)],
+                        val.category_ids[size_t(v[size_t(k * 6 + 5)])],
+                        {boxes[size_t(k * 4)], boxes[size_t(k * 4 + 1)], boxes[size_t(k * 4 + 2)],
+                         boxes[size_t(k * 4 + 3)]},
                         double(v[size_t(k * 6 + 4)])});
     }
   }

@@ -47,15 +47,16 @@ class YoloSGD : public optim::Optimizer {
 };
 
 // One training step's forward, loss and backward: {loss, lbox, lobj, lcls, grads of params
-// (default net->trainable_params(); pass an optimizer's parameters() to get its order)...}. Graph mode: one compiled graph per input signature (the targets'
-// padded capacity is part of it); PyNative: eager with the tape.
+// (default net->trainable_params(); pass an optimizer's parameters() to get its order)...}. Graph
+// mode: one compiled graph per input signature (the targets' padded capacity is part of it);
+// PyNative: eager with the tape.
 class YoloStep {
  public:
   // loss_scaled: the step takes a loss scale (mixed precision) and returns the gradients of
   // loss * scale (the caller unscales them); the scale is an input, so one compiled graph serves
   // every scale.
-  YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph, std::vector<Tensor> params = {},
-           bool loss_scaled = false);
+  YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph,
+           std::vector<Tensor> params = {}, bool loss_scaled = false);
   // Returns (loss, lbox, lobj, lcls, gradients...).
   std::vector<Tensor> operator()(const Tensor& images, const std::array<LevelTargets, 3>& targets,
                                  double loss_scale = 1.0);
@@ -78,7 +79,8 @@ std::vector<optim::ParamGroup> yolo_param_groups(const nn::Cell& net, double wei
 // of the same architecture (the one to evaluate and save).
 class ModelEMA {
  public:
-  ModelEMA(const nn::Cell& model, std::shared_ptr<nn::Cell> ema, double decay = 0.9999, double tau = 2000);
+  ModelEMA(const nn::Cell& model, std::shared_ptr<nn::Cell> ema, double decay = 0.9999,
+           double tau = 2000);
   void update(const nn::Cell& model);
   const std::shared_ptr<nn::Cell>& model() const { return ema_; }
   int64_t updates() const { return updates_; }
@@ -98,11 +100,13 @@ struct YoloSplit {
   std::vector<int64_t> image_ids;
   std::vector<std::string> files;
   std::vector<std::pair<int64_t, int64_t>> sizes;  // (h, w) from the annotation file
-  std::vector<std::vector<std::array<float, 5>>> labels;  // per image: class, x, y, w, h (COCO ltwh, pixels)
-  std::vector<int64_t> category_ids;               // class index -> COCO category id
+  std::vector<std::vector<std::array<float, 5>>>
+      labels;                         // per image: class, x, y, w, h (COCO ltwh, pixels)
+  std::vector<int64_t> category_ids;  // class index -> COCO category id
   std::vector<std::string> class_names;
 };
-YoloSplit load_yolo_split(const std::string& data_dir, const std::string& split);  // "train" | "val"
+YoloSplit load_yolo_split(const std::string& data_dir,
+                          const std::string& split);  // "train" | "val"
 
 struct YoloAugment {
   double mosaic = 1.0;  // probability of a 4-image mosaic
@@ -112,8 +116,8 @@ struct YoloAugment {
 };
 // Training samples: {image uint8 (img, img, 3), labels float32 (K, 5) [class, cx, cy, w, h]
 // normalised}. Random choices come from data::sample_rng(), so results do not depend on workers.
-data::Dataset yolo_train_dataset(const YoloSplit& split, int64_t img, const YoloAugment& aug, int num_workers,
-                                 bool shuffle = true);
+data::Dataset yolo_train_dataset(const YoloSplit& split, int64_t img, const YoloAugment& aug,
+                                 int num_workers, bool shuffle = true);
 
 struct YoloTrainOptions {
   int64_t img = 320;
@@ -124,12 +128,13 @@ struct YoloTrainOptions {
   double warmup_epochs = 3, warmup_momentum = 0.8, warmup_bias_lr = 0.1;
   bool cos_lr = false;
   double clip_norm = 10.0;
-  bool graph = true;    // the forward + loss + backward as one compiled graph
+  bool graph = true;       // the forward + loss + backward as one compiled graph
   std::string amp = "O0";  // "O2" / "O3": low-precision compute (BatchNorm in float32 under O2)
-  DType amp_dtype = kFloat16;  // float16: dynamic loss scaling (YOLOv5's GradScaler); bfloat16: none
+  DType amp_dtype =
+      kFloat16;  // float16: dynamic loss scaling (YOLOv5's GradScaler); bfloat16: none
   YoloAugment aug{};
   int num_workers = 2;
-  int64_t limit = -1;   // use only the first N training images
+  int64_t limit = -1;  // use only the first N training images
 };
 
 struct YoloEpochLog {
@@ -143,10 +148,11 @@ struct YoloEpochLog {
 struct YoloStepStats {
   int64_t traces = 0, steps = 0;
 };
-std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net, const std::shared_ptr<YoloV5>& ema_net,
-                                     const YoloSplit& train, const YoloTrainOptions& o,
-                                     const std::function<void(const YoloEpochLog&)>& on_epoch,
-                                     const std::function<void(int64_t step, double loss)>& on_step = {});
+std::shared_ptr<ModelEMA> train_yolo(
+    const std::shared_ptr<YoloV5>& net, const std::shared_ptr<YoloV5>& ema_net,
+    const YoloSplit& train, const YoloTrainOptions& o,
+    const std::function<void(const YoloEpochLog&)>& on_epoch,
+    const std::function<void(int64_t step, double loss)>& on_step = {});
 
 struct YoloEvalOptions {
   int64_t img = 320;

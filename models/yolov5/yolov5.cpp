@@ -15,8 +15,11 @@ namespace {
 class Conv : public nn::Cell {
  public:
   Conv(int64_t c1, int64_t c2, int64_t k = 1, int64_t s = 1, int64_t p = -1)
-      : conv_(std::make_shared<nn::Conv2d>(c1, c2, k, nn::Conv2dOptions{.stride = s, .pad_mode = "pad", .padding = p < 0 ? k / 2 : p})),
-        bn_(std::make_shared<nn::BatchNorm2d>(c2, nn::BatchNormOptions{.eps = 1e-3, .momentum = 0.97})) {
+      : conv_(std::make_shared<nn::Conv2d>(
+            c1, c2, k,
+            nn::Conv2dOptions{.stride = s, .pad_mode = "pad", .padding = p < 0 ? k / 2 : p})),
+        bn_(std::make_shared<nn::BatchNorm2d>(
+            c2, nn::BatchNormOptions{.eps = 1e-3, .momentum = 0.97})) {
     set_cls_name("Conv");
     register_cell("conv", conv_);
     register_cell("bn", bn_);
@@ -57,7 +60,8 @@ class C3 : public nn::Cell {
     cv2_ = std::make_shared<Conv>(c1, c, 1, 1);
     cv3_ = std::make_shared<Conv>(2 * c, c2, 1);
     std::vector<nn::CellPtr> blocks;
-    for (int64_t i = 0; i < n; ++i) blocks.push_back(std::make_shared<Bottleneck>(c, c, shortcut, 1.0));
+    for (int64_t i = 0; i < n; ++i)
+      blocks.push_back(std::make_shared<Bottleneck>(c, c, shortcut, 1.0));
     m_ = std::make_shared<nn::SequentialCell>(blocks);
     register_cell("cv1", cv1_);
     register_cell("cv2", cv2_);
@@ -84,7 +88,8 @@ class SPPF : public nn::Cell {
     register_cell("cv2", cv2_);
   }
   Tensor construct(const Tensor& x) override {
-    const Pool2dOptions o{.kernel_size = {k_, k_}, .stride = {1, 1}, .padding = {k_ / 2, k_ / 2, k_ / 2, k_ / 2}};
+    const Pool2dOptions o{
+        .kernel_size = {k_, k_}, .stride = {1, 1}, .padding = {k_ / 2, k_ / 2, k_ / 2, k_ / 2}};
     Tensor a = (*cv1_)(x);
     Tensor y1 = max_pool2d(a, o), y2 = max_pool2d(y1, o), y3 = max_pool2d(y2, o);
     return (*cv2_)(concat({a, y1, y2, y3}, 1));
@@ -112,24 +117,34 @@ YoloV5Config yolov5_config(const std::string& variant, int64_t num_classes) {
   if (v.rfind("yolov5", 0) == 0) v = v.substr(6);
   YoloV5Config c;
   c.num_classes = num_classes;
-  if (v == "n") c.depth_multiple = 0.33, c.width_multiple = 0.25;
-  else if (v == "s") c.depth_multiple = 0.33, c.width_multiple = 0.50;
-  else if (v == "m") c.depth_multiple = 0.67, c.width_multiple = 0.75;
-  else if (v == "l") c.depth_multiple = 1.0, c.width_multiple = 1.0;
-  else if (v == "x") c.depth_multiple = 1.33, c.width_multiple = 1.25;
-  else SPORE_THROW(ErrorKind::ValueError, "[yolov5] unknown variant '", variant, "'; expected n, s, m, l or x (yolov5n ... yolov5x)");
+  if (v == "n")
+    c.depth_multiple = 0.33, c.width_multiple = 0.25;
+  else if (v == "s")
+    c.depth_multiple = 0.33, c.width_multiple = 0.50;
+  else if (v == "m")
+    c.depth_multiple = 0.67, c.width_multiple = 0.75;
+  else if (v == "l")
+    c.depth_multiple = 1.0, c.width_multiple = 1.0;
+  else if (v == "x")
+    c.depth_multiple = 1.33, c.width_multiple = 1.25;
+  else
+    SPORE_THROW(ErrorKind::ValueError, "[yolov5] unknown variant '", variant,
+                "'; expected n, s, m, l or x (yolov5n ... yolov5x)");
   SPORE_CHECK(num_classes >= 1, "[yolov5] num_classes must be >= 1, got ", num_classes);
   return c;
 }
 
 // ---- Detect -------------------------------------------------------------------------------------
 
-YoloDetect::YoloDetect(int64_t num_classes, const std::array<std::array<double, 6>, 3>& anchors, const std::vector<int64_t>& ch)
+YoloDetect::YoloDetect(int64_t num_classes, const std::array<std::array<double, 6>, 3>& anchors,
+                       const std::vector<int64_t>& ch)
     : nc_(num_classes), no_(num_classes + 5), anchor_px_(anchors) {
   set_cls_name("Detect");
   anchors_ = Tensor::empty({3, 3, 2}, kFloat32);
   for (int l = 0; l < 3; ++l)
-    for (int a = 0; a < 6; ++a) anchors_.data<float>()[l * 6 + a] = float(anchors[size_t(l)][size_t(a)] / double(kStrides[l]));
+    for (int a = 0; a < 6; ++a)
+      anchors_.data<float>()[l * 6 + a] =
+          float(anchors[size_t(l)][size_t(a)] / double(kStrides[l]));
   register_buffer("anchors", anchors_);
   for (size_t l = 0; l < 3; ++l) {
     anchor_grid_[l] = Tensor::empty({1, na_, 1, 1, 2}, kFloat32);
@@ -138,7 +153,8 @@ YoloDetect::YoloDetect(int64_t num_classes, const std::array<std::array<double, 
   auto* holder = new Layers();
   nn::CellPtr m(holder);
   for (size_t i = 0; i < ch.size(); ++i) {
-    m_.push_back(std::make_shared<nn::Conv2d>(ch[i], no_ * na_, 1, nn::Conv2dOptions{.pad_mode = "valid", .has_bias = true}));
+    m_.push_back(std::make_shared<nn::Conv2d>(
+        ch[i], no_ * na_, 1, nn::Conv2dOptions{.pad_mode = "valid", .has_bias = true}));
     holder->register_cell(std::to_string(i), m_.back());
   }
   register_cell("m", m);
@@ -153,20 +169,25 @@ void YoloDetect::initialize_biases() {
     float* p = v.data<float>();
     const double s = double(kStrides[i]);
     for (int64_t a = 0; a < na_; ++a) {
-      p[a * no_ + 4] += float(std::log(8.0 / ((640.0 / s) * (640.0 / s))));  // ~8 objects per 640 image
-      for (int64_t c = 0; c < nc_; ++c) p[a * no_ + 5 + c] += float(std::log(0.6 / (double(nc_) - 0.99999)));
+      p[a * no_ + 4] +=
+          float(std::log(8.0 / ((640.0 / s) * (640.0 / s))));  // ~8 objects per 640 image
+      for (int64_t c = 0; c < nc_; ++c)
+        p[a * no_ + 5 + c] += float(std::log(0.6 / (double(nc_) - 0.99999)));
     }
     assign(b, v.to(b.device()));
   }
 }
 
 std::vector<Tensor> YoloDetect::forward(const std::vector<Tensor>& feats) {
-  SPORE_CHECK(feats.size() == 3, "[Detect] expected 3 feature maps (P3, P4, P5), got ", feats.size());
+  SPORE_CHECK(feats.size() == 3, "[Detect] expected 3 feature maps (P3, P4, P5), got ",
+              feats.size());
   std::vector<Tensor> out;
   for (size_t i = 0; i < 3; ++i) {
     Tensor y = (*m_[i])(feats[i]);  // (B, na * no, ny, nx)
     const int64_t B = y.size(0), ny = y.size(2), nx = y.size(3);
-    out.push_back(y.reshape({B, na_, no_, ny, nx}).permute({0, 1, 3, 4, 2}).contiguous());  // (B, na, ny, nx, no)
+    out.push_back(y.reshape({B, na_, no_, ny, nx})
+                      .permute({0, 1, 3, 4, 2})
+                      .contiguous());  // (B, na, ny, nx, no)
   }
   return out;
 }
@@ -182,7 +203,8 @@ Tensor YoloDetect::decode(const std::vector<Tensor>& raw) {
       g[i] = Tensor::empty({1, 1, ny, nx, 2}, kFloat32);
       float* p = g[i].data<float>();
       for (int64_t y = 0; y < ny; ++y)
-        for (int64_t x = 0; x < nx; ++x) p[(y * nx + x) * 2] = float(x) - 0.5f, p[(y * nx + x) * 2 + 1] = float(y) - 0.5f;
+        for (int64_t x = 0; x < nx; ++x)
+          p[(y * nx + x) * 2] = float(x) - 0.5f, p[(y * nx + x) * 2 + 1] = float(y) - 0.5f;
     }
     it = grids_.emplace(key, g).first;
   }
@@ -199,11 +221,13 @@ Tensor YoloDetect::decode(const std::vector<Tensor>& raw) {
   return concat(z, 1);
 }
 
-// ---- YoloV5 --------------------------------------------------------------------------------------
+// ---- YoloV5 -------------------------------------------------------------------------------------
 
 YoloV5::YoloV5(const YoloV5Config& cfg) : cfg_(cfg) {
   set_cls_name("YoloV5");
-  auto d = [&](int64_t n) { return n > 1 ? std::max<int64_t>(int64_t(std::llround(double(n) * cfg.depth_multiple)), 1) : n; };
+  auto d = [&](int64_t n) {
+    return n > 1 ? std::max<int64_t>(int64_t(std::llround(double(n) * cfg.depth_multiple)), 1) : n;
+  };
   auto w = [&](int64_t c) { return make_divisible(double(c) * cfg.width_multiple); };
   const int64_t c64 = w(64), c128 = w(128), c256 = w(256), c512 = w(512), c1024 = w(1024);
   layers_.resize(24);
@@ -225,7 +249,8 @@ YoloV5::YoloV5(const YoloV5Config& cfg) : cfg_(cfg) {
   layers_[20] = std::make_shared<C3>(c256 + c256, c512, d(3), false);
   layers_[21] = std::make_shared<Conv>(c512, c512, 3, 2);
   layers_[23] = std::make_shared<C3>(c512 + c512, c1024, d(3), false);
-  detect_ = std::make_shared<YoloDetect>(cfg.num_classes, cfg.anchors, std::vector<int64_t>{c256, c512, c1024});
+  detect_ = std::make_shared<YoloDetect>(cfg.num_classes, cfg.anchors,
+                                         std::vector<int64_t>{c256, c512, c1024});
   auto* holder = new Layers();
   nn::CellPtr model(holder);
   for (size_t i = 0; i < layers_.size(); ++i)
@@ -235,9 +260,12 @@ YoloV5::YoloV5(const YoloV5Config& cfg) : cfg_(cfg) {
 }
 
 std::vector<Tensor> YoloV5::raw(const Tensor& x) {
-  SPORE_CHECK(x.dim() == 4 && x.size(1) == 3, "[YoloV5] expected images (B, 3, H, W), got ", shape_str(x.shape()));
-  SPORE_CHECK(x.size(2) % 32 == 0 && x.size(3) % 32 == 0, "[YoloV5] image height and width must be multiples of 32 "
-              "(the largest stride), got ", x.size(2), " x ", x.size(3), "; letterbox the images to e.g. 320 or 640");
+  SPORE_CHECK(x.dim() == 4 && x.size(1) == 3, "[YoloV5] expected images (B, 3, H, W), got ",
+              shape_str(x.shape()));
+  SPORE_CHECK(x.size(2) % 32 == 0 && x.size(3) % 32 == 0,
+              "[YoloV5] image height and width must be multiples of 32 "
+              "(the largest stride), got ",
+              x.size(2), " x ", x.size(3), "; letterbox the images to e.g. 320 or 640");
   auto L = [&](int i, const Tensor& t) { return (*layers_[size_t(i)])(t); };
   Tensor y = L(0, x);
   y = L(1, y);

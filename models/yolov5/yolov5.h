@@ -26,9 +26,8 @@ struct YoloV5Config {
   double width_multiple = 0.50;
   int64_t num_classes = 80;
   // Per level (P3, P4, P5): three (w, h) anchors in input pixels.
-  std::array<std::array<double, 6>, 3> anchors{{{10, 13, 16, 30, 33, 23},
-                                                {30, 61, 62, 45, 59, 119},
-                                                {116, 90, 156, 198, 373, 326}}};
+  std::array<std::array<double, 6>, 3> anchors{
+      {{10, 13, 16, 30, 33, 23}, {30, 61, 62, 45, 59, 119}, {116, 90, 156, 198, 373, 326}}};
 };
 // "n" (0.33, 0.25), "s" (0.33, 0.50), "m" (0.67, 0.75), "l" (1.0, 1.0), "x" (1.33, 1.25); also
 // "yolov5s" etc.
@@ -36,7 +35,8 @@ YoloV5Config yolov5_config(const std::string& variant, int64_t num_classes = 80)
 
 class YoloDetect : public nn::Cell {
  public:
-  YoloDetect(int64_t num_classes, const std::array<std::array<double, 6>, 3>& anchors, const std::vector<int64_t>& ch);
+  YoloDetect(int64_t num_classes, const std::array<std::array<double, 6>, 3>& anchors,
+             const std::vector<int64_t>& ch);
   // Raw per-level outputs (B, na, ny, nx, no) from the three feature maps.
   std::vector<Tensor> forward(const std::vector<Tensor>& feats) override;
   // Raw level outputs -> (B, N, no) decoded predictions.
@@ -54,7 +54,8 @@ class YoloDetect : public nn::Cell {
   std::array<std::array<double, 6>, 3> anchor_px_;
   std::array<Tensor, 3> anchor_grid_;  // per level (1, na, 1, 1, 2) anchors in pixels
   std::vector<nn::CellPtr> m_;
-  std::map<std::pair<int64_t, int64_t>, std::array<Tensor, 3>> grids_;  // (ny0, nx0) -> per-level grid
+  std::map<std::pair<int64_t, int64_t>, std::array<Tensor, 3>>
+      grids_;  // (ny0, nx0) -> per-level grid
 };
 
 class YoloV5 : public nn::Cell {

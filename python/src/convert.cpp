@@ -21,29 +21,47 @@ PyRef::PyRef(py::object o)
 bool numpy_to_dtype(const py::dtype& d, DType* out) {
   const char kind = d.kind();
   const ssize_t size = d.itemsize();
-  if (kind == 'b') *out = kBool;
-  else if (kind == 'u' && size == 1) *out = kUInt8;
-  else if (kind == 'i' && size == 1) *out = kInt8;
-  else if (kind == 'i' && size == 4) *out = kInt32;
-  else if (kind == 'i' && size == 8) *out = kInt64;
-  else if (kind == 'f' && size == 2) *out = kFloat16;
-  else if (kind == 'f' && size == 4) *out = kFloat32;
-  else if (kind == 'f' && size == 8) *out = kFloat64;
-  else return false;
+  if (kind == 'b')
+    *out = kBool;
+  else if (kind == 'u' && size == 1)
+    *out = kUInt8;
+  else if (kind == 'i' && size == 1)
+    *out = kInt8;
+  else if (kind == 'i' && size == 4)
+    *out = kInt32;
+  else if (kind == 'i' && size == 8)
+    *out = kInt64;
+  else if (kind == 'f' && size == 2)
+    *out = kFloat16;
+  else if (kind == 'f' && size == 4)
+    *out = kFloat32;
+  else if (kind == 'f' && size == 8)
+    *out = kFloat64;
+  else
+    return false;
   return true;
 }
 
 py::dtype numpy_dtype(DType t) {
   switch (t) {
-    case DType::Bool: return py::dtype("bool");
-    case DType::UInt8: return py::dtype("uint8");
-    case DType::Int8: return py::dtype("int8");
-    case DType::Int32: return py::dtype("int32");
-    case DType::Int64: return py::dtype("int64");
-    case DType::Float16: return py::dtype("float16");
-    case DType::Float32: return py::dtype("float32");
-    case DType::Float64: return py::dtype("float64");
-    case DType::BFloat16: break;
+    case DType::Bool:
+      return py::dtype("bool");
+    case DType::UInt8:
+      return py::dtype("uint8");
+    case DType::Int8:
+      return py::dtype("int8");
+    case DType::Int32:
+      return py::dtype("int32");
+    case DType::Int64:
+      return py::dtype("int64");
+    case DType::Float16:
+      return py::dtype("float16");
+    case DType::Float32:
+      return py::dtype("float32");
+    case DType::Float64:
+      return py::dtype("float64");
+    case DType::BFloat16:
+      break;
   }
   throw py::type_error("numpy has no bfloat16 dtype; cast the tensor first (x.astype(ms.float32))");
 }
@@ -135,16 +153,19 @@ py::array widen_or_refuse(py::array a) {
     const bool fits = a.attr("size").cast<ssize_t>() == 0 ||
                       py::int_(a.attr("max")()).cast<uint64_t>() <= uint64_t(INT64_MAX);
     if (!fits)
-      throw py::value_error("cannot make a Tensor from a uint64 array with values above 2**63 - 1 (int64's "
-                            "largest, Spore's widest integer); reduce them or use float64");
+      throw py::value_error(
+          "cannot make a Tensor from a uint64 array with values above 2**63 - 1 (int64's "
+          "largest, Spore's widest integer); reduce them or use float64");
     return cast("int64");
   }
   const std::string name = py::str(static_cast<py::handle>(d)).cast<std::string>();
   if (kind == 'f' || kind == 'c')
-    throw py::type_error("cannot make a Tensor from a numpy array of dtype " + name + " without losing "
+    throw py::type_error("cannot make a Tensor from a numpy array of dtype " + name +
+                         " without losing "
                          "precision or the imaginary part; Spore has float16/32/64: convert with "
                          ".astype(np.float64) (or .real) first");
-  throw py::type_error("cannot make a Tensor from a numpy array of dtype " + name + "; Spore takes bool, "
+  throw py::type_error("cannot make a Tensor from a numpy array of dtype " + name +
+                       "; Spore takes bool, "
                        "int8/16/32/64, uint8/16/32/64 and float16/32/64 arrays");
 }
 
@@ -158,8 +179,10 @@ Tensor from_array(py::array a, std::optional<DType> dtype) {
     numpy_to_dtype(a.dtype(), &dt);
   }
   // Negative strides, misaligned or read-only memory: a fresh C-ordered copy (numpy makes it).
-  if (!shareable(a)) a = py::array::ensure(py::module_::import("numpy").attr("array")(a, py::arg("order") = "C"));
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, shareable(a), "Tensor(numpy array): numpy's copy of the array is ",
+  if (!shareable(a))
+    a = py::array::ensure(py::module_::import("numpy").attr("array")(a, py::arg("order") = "C"));
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, shareable(a),
+                   "Tensor(numpy array): numpy's copy of the array is ",
                    "still not shareable; please report this with the array's dtype and flags");
   Tensor t = wrap_numpy(a, dt);
   if (dtype && *dtype != dt) t = t.to(*dtype);
@@ -174,12 +197,14 @@ Tensor to_tensor(py::handle h, std::optional<DType> dtype) {
     return dtype && *dtype != t.dtype() ? t.to(*dtype) : t;
   }
   if (py::isinstance<py::bool_>(h)) return scalar_tensor(h.cast<bool>(), dtype.value_or(kBool));
-  if (py::isinstance<py::int_>(h)) return scalar_tensor(double(h.cast<int64_t>()), dtype.value_or(kInt64));
+  if (py::isinstance<py::int_>(h))
+    return scalar_tensor(double(h.cast<int64_t>()), dtype.value_or(kInt64));
   // A Python float is float32 (MindSpore's rule); numpy's float64 scalar (a float subclass) keeps
   // its dtype through numpy below.
   if (PyFloat_CheckExact(h.ptr())) return scalar_tensor(h.cast<double>(), dtype.value_or(kFloat32));
   if (py::isinstance<py::array>(h)) return from_array(py::reinterpret_borrow<py::array>(h), dtype);
-  if (py::hasattr(h, "__dlpack__") && !py::isinstance<py::list>(h) && !py::isinstance<py::tuple>(h)) {
+  if (py::hasattr(h, "__dlpack__") && !py::isinstance<py::list>(h) &&
+      !py::isinstance<py::tuple>(h)) {
     py::module_ C = py::module_::import("spore._C");
     Tensor t = C.attr("from_dlpack")(h).cast<Tensor>();
     return dtype && *dtype != t.dtype() ? t.to(*dtype) : t;
@@ -201,9 +226,11 @@ Tensor scalar_or_tensor(py::handle h, const Tensor& like) {
   // Python scalars are 0-d host tensors: they join an op on any device without an upload.
   if (py::isinstance<py::bool_>(h)) return scalar_tensor(h.cast<bool>(), like.dtype(), Device{});
   if (py::isinstance<py::int_>(h))
-    return scalar_tensor(double(h.cast<int64_t>()), like.dtype() == kBool ? kInt64 : like.dtype(), Device{});
+    return scalar_tensor(double(h.cast<int64_t>()), like.dtype() == kBool ? kInt64 : like.dtype(),
+                         Device{});
   if (py::isinstance<py::float_>(h))
-    return scalar_tensor(h.cast<double>(), is_floating(like.dtype()) ? like.dtype() : kFloat32, Device{});
+    return scalar_tensor(h.cast<double>(), is_floating(like.dtype()) ? like.dtype() : kFloat32,
+                         Device{});
   return to_tensor(h);
 }
 
@@ -220,7 +247,8 @@ py::array to_numpy(const Tensor& t0) {
   // The capsule owns a handle on the tensor, so the memory outlives every array viewing it.
   auto* owner = new Tensor(t);
   py::capsule base(owner, [](void* p) { delete static_cast<Tensor*>(p); });
-  return py::array(numpy_dtype(t.dtype()), shape, strides, t.numel() ? t.data_ptr() : nullptr, base);
+  return py::array(numpy_dtype(t.dtype()), shape, strides, t.numel() ? t.data_ptr() : nullptr,
+                   base);
 }
 
 Tensor copy_from_numpy(py::handle h) {

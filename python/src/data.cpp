@@ -59,7 +59,8 @@ data::Operation operation_of(py::handle h) {
   if (py::hasattr(h, "_op")) return operation_of(h.attr("_op"));
   if (py::isinstance<TensorOpHandle>(h)) return h.cast<TensorOpHandle>().op;
   if (py::isinstance<RowOpHandle>(h)) return h.cast<RowOpHandle>().op;
-  SPORE_CHECK_TYPE(PyCallable_Check(h.ptr()), "[Dataset.map] an operation must be a transform or a callable, got ",
+  SPORE_CHECK_TYPE(PyCallable_Check(h.ptr()),
+                   "[Dataset.map] an operation must be a transform or a callable, got ",
                    py::repr(h).cast<std::string>());
   PyRef f(py::reinterpret_borrow<py::object>(h));
   return data::RowOp([f](const Row& in) {
@@ -68,8 +69,8 @@ data::Operation operation_of(py::handle h) {
   });
 }
 
-data::SourceOptions source_options(int64_t num_samples, bool shuffle, int64_t num_shards, int64_t shard_id,
-                                   py::object sampler, int workers) {
+data::SourceOptions source_options(int64_t num_samples, bool shuffle, int64_t num_shards,
+                                   int64_t shard_id, py::object sampler, int workers) {
   data::SourceOptions o;
   o.num_samples = num_samples;
   o.shuffle = shuffle;
@@ -80,24 +81,28 @@ data::SourceOptions source_options(int64_t num_samples, bool shuffle, int64_t nu
   return o;
 }
 
-Dataset generator_dataset(py::object source, std::vector<std::string> names, data::SourceOptions o) {
+Dataset generator_dataset(py::object source, std::vector<std::string> names,
+                          data::SourceOptions o) {
   PyRef src(source);
   if (py::hasattr(source, "__getitem__") && py::hasattr(source, "__len__")) {
     const int64_t n = py::len(source);
     return data::GeneratorDataset(std::function<Row(int64_t)>([src](int64_t i) {
-      py::gil_scoped_acquire gil;
-      return row_from_python(src.get()[py::int_(i)]);
-    }), n, std::move(names), o);
+                                    py::gil_scoped_acquire gil;
+                                    return row_from_python(src.get()[py::int_(i)]);
+                                  }),
+                                  n, std::move(names), o);
   }
-  SPORE_CHECK_TYPE(PyCallable_Check(source.ptr()) || py::hasattr(source, "__iter__"),
-                   "[GeneratorDataset] source must be random-accessible (__getitem__ and __len__), iterable, "
-                   "or a generator function; got ", py::repr(source).cast<std::string>());
+  SPORE_CHECK_TYPE(
+      PyCallable_Check(source.ptr()) || py::hasattr(source, "__iter__"),
+      "[GeneratorDataset] source must be random-accessible (__getitem__ and __len__), iterable, "
+      "or a generator function; got ",
+      py::repr(source).cast<std::string>());
   return data::GeneratorDataset(
       std::function<std::function<std::optional<Row>()>()>([src]() {
         py::gil_scoped_acquire gil;
         py::object s = src.get();
-        PyRef it(py::reinterpret_steal<py::object>(
-            PyObject_GetIter((PyCallable_Check(s.ptr()) && !py::hasattr(s, "__iter__") ? s() : s).ptr())));
+        PyRef it(py::reinterpret_steal<py::object>(PyObject_GetIter(
+            (PyCallable_Check(s.ptr()) && !py::hasattr(s, "__iter__") ? s() : s).ptr())));
         if (!it) throw py::error_already_set();
         return std::function<std::optional<Row>()>([it]() -> std::optional<Row> {
           py::gil_scoped_acquire gil;
@@ -138,112 +143,126 @@ data::BatchMap batch_map_of(py::object f) {
 
 void bind_data(py::module_& m) {
   auto nogil = py::call_guard<py::gil_scoped_release>();
-  py::class_<TensorOpHandle>(m, "TensorOp").def("__call__", [](const TensorOpHandle& h, py::object x) {
-    Tensor in = to_tensor(x);
-    Tensor out;
-    {
-      py::gil_scoped_release r;
-      out = h.op(in);
-    }
-    return out;
-  });
-  py::class_<RowOpHandle>(m, "RowOp").def("__call__", [](const RowOpHandle& h, std::vector<Tensor> in) {
-    py::gil_scoped_release r;
-    return h.op(in);
-  });
+  py::class_<TensorOpHandle>(m, "TensorOp")
+      .def("__call__", [](const TensorOpHandle& h, py::object x) {
+        Tensor in = to_tensor(x);
+        Tensor out;
+        {
+          py::gil_scoped_release r;
+          out = h.op(in);
+        }
+        return out;
+      });
+  py::class_<RowOpHandle>(m, "RowOp")
+      .def("__call__", [](const RowOpHandle& h, std::vector<Tensor> in) {
+        py::gil_scoped_release r;
+        return h.op(in);
+      });
   py::class_<SamplerHandle>(m, "Sampler")
-      .def("indices", [](const SamplerHandle& s, int64_t n, uint64_t seed) { return s.p->indices(n, seed); })
+      .def("indices",
+           [](const SamplerHandle& s, int64_t n, uint64_t seed) { return s.p->indices(n, seed); })
       .def("size", [](const SamplerHandle& s, int64_t n) { return s.p->size(n); })
       .def("name", [](const SamplerHandle& s) { return s.p->name(); });
   using SH = SamplerHandle;
-  m.def("SequentialSampler", [](int64_t s, int64_t n) { return SH{data::SequentialSampler(s, n)}; });
+  m.def("SequentialSampler",
+        [](int64_t s, int64_t n) { return SH{data::SequentialSampler(s, n)}; });
   m.def("RandomSampler", [](bool r, int64_t n) { return SH{data::RandomSampler(r, n)}; });
   m.def("DistributedSampler", [](int64_t ns, int64_t id, bool sh, int64_t n) {
     return SH{data::DistributedSampler(ns, id, sh, n)};
   });
-  m.def("SubsetRandomSampler", [](std::vector<int64_t> i, int64_t n) { return SH{data::SubsetRandomSampler(i, n)}; });
-  m.def("SubsetSampler", [](std::vector<int64_t> i, int64_t n) { return SH{data::SubsetSampler(i, n)}; });
+  m.def("SubsetRandomSampler",
+        [](std::vector<int64_t> i, int64_t n) { return SH{data::SubsetRandomSampler(i, n)}; });
+  m.def("SubsetSampler",
+        [](std::vector<int64_t> i, int64_t n) { return SH{data::SubsetSampler(i, n)}; });
   m.def("WeightedRandomSampler", [](std::vector<double> w, int64_t n, bool r) {
     return SH{data::WeightedRandomSampler(w, n, r)};
   });
 
-  py::class_<IterHandle>(m, "DataIterator").def("next", [](IterHandle& h) { return h.it->next(); }, nogil);
+  py::class_<IterHandle>(m, "DataIterator")
+      .def(
+          "next", [](IterHandle& h) { return h.it->next(); }, nogil);
   py::class_<Dataset>(m, "Dataset")
-      .def("map", [](const Dataset& d, py::list ops, std::vector<std::string> in, std::vector<std::string> out,
-                     int workers) {
-        std::vector<data::Operation> v;
-        for (py::handle o : ops) v.push_back(operation_of(o));
-        return d.map(v, in, out, workers);
-      })
+      .def("map",
+           [](const Dataset& d, py::list ops, std::vector<std::string> in,
+              std::vector<std::string> out, int workers) {
+             std::vector<data::Operation> v;
+             for (py::handle o : ops) v.push_back(operation_of(o));
+             return d.map(v, in, out, workers);
+           })
       .def("shuffle", &Dataset::shuffle)
-      .def("batch", [](const Dataset& d, int64_t n, bool drop, py::object per_batch_map, std::vector<std::string> in,
-                       py::dict pad_info) {
-        data::BatchOptions o;
-        o.drop_remainder = drop;
-        if (!per_batch_map.is_none()) o.per_batch_map = batch_map_of(per_batch_map);
-        o.input_columns = std::move(in);
-        for (auto [k, v] : pad_info) {
-          data::PadInfo p;
-          py::tuple t = py::reinterpret_borrow<py::tuple>(v);
-          if (!t[0].is_none()) p.shape = to_ints(t[0]);
-          p.value = t[1].cast<double>();
-          o.pad_info[k.cast<std::string>()] = p;
-        }
-        return d.batch(n, o);
-      })
+      .def("batch",
+           [](const Dataset& d, int64_t n, bool drop, py::object per_batch_map,
+              std::vector<std::string> in, py::dict pad_info) {
+             data::BatchOptions o;
+             o.drop_remainder = drop;
+             if (!per_batch_map.is_none()) o.per_batch_map = batch_map_of(per_batch_map);
+             o.input_columns = std::move(in);
+             for (auto [k, v] : pad_info) {
+               data::PadInfo p;
+               py::tuple t = py::reinterpret_borrow<py::tuple>(v);
+               if (!t[0].is_none()) p.shape = to_ints(t[0]);
+               p.value = t[1].cast<double>();
+               o.pad_info[k.cast<std::string>()] = p;
+             }
+             return d.batch(n, o);
+           })
       .def("take", &Dataset::take)
       .def("skip", &Dataset::skip)
       .def("repeat", &Dataset::repeat)
       .def("project", [](const Dataset& d, std::vector<std::string> c) { return d.project(c); })
-      .def("rename", [](const Dataset& d, std::vector<std::string> a, std::vector<std::string> b) {
-        return d.rename(a, b);
-      })
+      .def("rename", [](const Dataset& d, std::vector<std::string> a,
+                        std::vector<std::string> b) { return d.rename(a, b); })
       .def("zip", &Dataset::zip)
       .def("concat", &Dataset::concat)
       .def("split", &Dataset::split)
-      .def("create_tuple_iterator", [](const Dataset& d) {
-        auto h = std::make_unique<IterHandle>();
-        py::gil_scoped_release r;
-        h->it = d.create_tuple_iterator();
-        return h;
-      })
+      .def("create_tuple_iterator",
+           [](const Dataset& d) {
+             auto h = std::make_unique<IterHandle>();
+             py::gil_scoped_release r;
+             h->it = d.create_tuple_iterator();
+             return h;
+           })
       .def("get_dataset_size", &Dataset::get_dataset_size, nogil)
       .def("get_batch_size", &Dataset::get_batch_size)
       .def("get_column_names", &Dataset::get_column_names);
 
-  m.def("MnistDataset", [](std::string dir, std::string usage, int64_t ns, bool sh, int64_t nsh, int64_t sid,
-                           py::object sampler, int w) {
+  m.def("MnistDataset", [](std::string dir, std::string usage, int64_t ns, bool sh, int64_t nsh,
+                           int64_t sid, py::object sampler, int w) {
     return data::MnistDataset(dir, usage, source_options(ns, sh, nsh, sid, sampler, w));
   });
-  m.def("Cifar10Dataset", [](std::string dir, std::string usage, int64_t ns, bool sh, int64_t nsh, int64_t sid,
-                             py::object sampler, int w) {
+  m.def("Cifar10Dataset", [](std::string dir, std::string usage, int64_t ns, bool sh, int64_t nsh,
+                             int64_t sid, py::object sampler, int w) {
     return data::Cifar10Dataset(dir, usage, source_options(ns, sh, nsh, sid, sampler, w));
   });
-  m.def("Cifar100Dataset", [](std::string dir, std::string usage, int64_t ns, bool sh, int64_t nsh, int64_t sid,
-                              py::object sampler, int w) {
+  m.def("Cifar100Dataset", [](std::string dir, std::string usage, int64_t ns, bool sh, int64_t nsh,
+                              int64_t sid, py::object sampler, int w) {
     return data::Cifar100Dataset(dir, usage, source_options(ns, sh, nsh, sid, sampler, w));
   });
-  m.def("ImageFolderDataset", [](std::string dir, std::vector<std::string> ext, std::map<std::string, int> ci,
-                                 bool decode, int64_t ns, bool sh, int64_t nsh, int64_t sid, py::object sampler, int w) {
-    data::ImageFolderOptions o;
-    o.extensions = ext, o.class_indexing = ci, o.decode = decode;
-    o.num_samples = ns, o.shuffle = sh, o.num_shards = nsh, o.shard_id = sid, o.num_parallel_workers = w;
-    if (!sampler.is_none()) o.sampler = sampler.cast<SamplerHandle>().p;
-    return data::ImageFolderDataset(dir, o);
-  });
-  m.def("CocoDataset", [](std::string dir, std::string ann, std::string task, bool decode, int64_t ns, bool sh,
-                          int64_t nsh, int64_t sid, py::object sampler, int w) {
-    data::CocoOptions o;
-    o.task = task, o.decode = decode;
-    o.num_samples = ns, o.shuffle = sh, o.num_shards = nsh, o.shard_id = sid, o.num_parallel_workers = w;
-    if (!sampler.is_none()) o.sampler = sampler.cast<SamplerHandle>().p;
-    return data::CocoDataset(dir, ann, o);
-  });
+  m.def("ImageFolderDataset",
+        [](std::string dir, std::vector<std::string> ext, std::map<std::string, int> ci,
+           bool decode, int64_t ns, bool sh, int64_t nsh, int64_t sid, py::object sampler, int w) {
+          data::ImageFolderOptions o;
+          o.extensions = ext, o.class_indexing = ci, o.decode = decode;
+          o.num_samples = ns, o.shuffle = sh, o.num_shards = nsh, o.shard_id = sid,
+          o.num_parallel_workers = w;
+          if (!sampler.is_none()) o.sampler = sampler.cast<SamplerHandle>().p;
+          return data::ImageFolderDataset(dir, o);
+        });
+  m.def("CocoDataset",
+        [](std::string dir, std::string ann, std::string task, bool decode, int64_t ns, bool sh,
+           int64_t nsh, int64_t sid, py::object sampler, int w) {
+          data::CocoOptions o;
+          o.task = task, o.decode = decode;
+          o.num_samples = ns, o.shuffle = sh, o.num_shards = nsh, o.shard_id = sid,
+          o.num_parallel_workers = w;
+          if (!sampler.is_none()) o.sampler = sampler.cast<SamplerHandle>().p;
+          return data::CocoDataset(dir, ann, o);
+        });
   m.def("TensorDataset", [](std::vector<Tensor> cols, std::vector<std::string> names) {
     return data::TensorDataset(cols, names);
   });
-  m.def("GeneratorDataset", [](py::object source, std::vector<std::string> names, int64_t ns, bool sh, int64_t nsh,
-                               int64_t sid, py::object sampler, int w) {
+  m.def("GeneratorDataset", [](py::object source, std::vector<std::string> names, int64_t ns,
+                               bool sh, int64_t nsh, int64_t sid, py::object sampler, int w) {
     return generator_dataset(source, names, source_options(ns, sh, nsh, sid, sampler, w));
   });
   m.def("set_prefetch_size", &data::set_prefetch_size);
@@ -253,28 +272,39 @@ void bind_data(py::module_& m) {
   // ---- transforms (dataset.vision, dataset.transforms) ----
   auto op = [](data::TensorOp f) { return TensorOpHandle{std::move(f)}; };
   py::enum_<vision::Inter>(m, "Inter")
-      .value("LINEAR", vision::Inter::Linear).value("NEAREST", vision::Inter::Nearest)
-      .value("CUBIC", vision::Inter::Cubic).value("AREA", vision::Inter::Area)
-      .value("LANCZOS", vision::Inter::Lanczos).value("BILINEAR", vision::Inter::Linear);
+      .value("LINEAR", vision::Inter::Linear)
+      .value("NEAREST", vision::Inter::Nearest)
+      .value("CUBIC", vision::Inter::Cubic)
+      .value("AREA", vision::Inter::Area)
+      .value("LANCZOS", vision::Inter::Lanczos)
+      .value("BILINEAR", vision::Inter::Linear);
   py::enum_<vision::Border>(m, "Border")
-      .value("CONSTANT", vision::Border::Constant).value("EDGE", vision::Border::Edge)
-      .value("REFLECT", vision::Border::Reflect).value("SYMMETRIC", vision::Border::Symmetric);
+      .value("CONSTANT", vision::Border::Constant)
+      .value("EDGE", vision::Border::Edge)
+      .value("REFLECT", vision::Border::Reflect)
+      .value("SYMMETRIC", vision::Border::Symmetric);
   m.def("Rescale", [op](double r, double s) { return op(vision::Rescale(r, s)); });
   // A batch (N, H, W, C) also works (-> (N, C, H, W)), so a pipeline can batch first and then
   // transform whole batches, as `spore train` does.
   m.def("HWC2CHW", [op] {
-    return op([f = vision::HWC2CHW()](const Tensor& x) { return x.dim() == 4 ? x.permute({0, 3, 1, 2}).contiguous() : f(x); });
+    return op([f = vision::HWC2CHW()](const Tensor& x) {
+      return x.dim() == 4 ? x.permute({0, 3, 1, 2}).contiguous() : f(x);
+    });
   });
   m.def("Normalize", [op](std::vector<double> mean, std::vector<double> std, bool hwc) {
     return op(vision::Normalize(mean, std, hwc));
   });
   m.def("Decode", [op] { return op(vision::Decode()); });
-  m.def("Resize", [op](std::vector<int64_t> s, vision::Inter i) { return op(vision::Resize(s, i)); });
+  m.def("Resize",
+        [op](std::vector<int64_t> s, vision::Inter i) { return op(vision::Resize(s, i)); });
   m.def("CenterCrop", [op](std::vector<int64_t> s) { return op(vision::CenterCrop(s)); });
-  m.def("RandomCrop", [op](std::vector<int64_t> s, std::vector<int64_t> p, bool pin, std::vector<double> fill,
-                           vision::Border b) { return op(vision::RandomCrop(s, {p, pin, fill, b})); });
-  m.def("RandomResizedCrop", [op](std::vector<int64_t> s, std::vector<double> sc, std::vector<double> r,
-                                  vision::Inter i) { return op(vision::RandomResizedCrop(s, sc, r, i)); });
+  m.def("RandomCrop", [op](std::vector<int64_t> s, std::vector<int64_t> p, bool pin,
+                           std::vector<double> fill, vision::Border b) {
+    return op(vision::RandomCrop(s, {p, pin, fill, b}));
+  });
+  m.def("RandomResizedCrop",
+        [op](std::vector<int64_t> s, std::vector<double> sc, std::vector<double> r,
+             vision::Inter i) { return op(vision::RandomResizedCrop(s, sc, r, i)); });
   m.def("RandomHorizontalFlip", [op](double p) { return op(vision::RandomHorizontalFlip(p)); });
   m.def("RandomVerticalFlip", [op](double p) { return op(vision::RandomVerticalFlip(p)); });
   m.def("HorizontalFlip", [op] { return op(vision::HorizontalFlip()); });
@@ -282,12 +312,15 @@ void bind_data(py::module_& m) {
   m.def("Pad", [op](std::vector<int64_t> p, std::vector<double> fill, vision::Border b) {
     return op(vision::Pad(p, fill, b));
   });
-  m.def("Rotate", [op](double deg, vision::Inter i, bool expand, std::vector<double> c, std::vector<double> fill) {
-    return op(vision::Rotate(deg, i, expand, c, fill));
+  m.def("Rotate",
+        [op](double deg, vision::Inter i, bool expand, std::vector<double> c,
+             std::vector<double> fill) { return op(vision::Rotate(deg, i, expand, c, fill)); });
+  m.def("CutOut", [op](int64_t len, int64_t n, std::vector<double> fill) {
+    return op(vision::CutOut(len, n, fill));
   });
-  m.def("CutOut", [op](int64_t len, int64_t n, std::vector<double> fill) { return op(vision::CutOut(len, n, fill)); });
-  m.def("RandomColorAdjust", [op](std::vector<double> b, std::vector<double> c, std::vector<double> s,
-                                  std::vector<double> h) { return op(vision::RandomColorAdjust(b, c, s, h)); });
+  m.def("RandomColorAdjust",
+        [op](std::vector<double> b, std::vector<double> c, std::vector<double> s,
+             std::vector<double> h) { return op(vision::RandomColorAdjust(b, c, s, h)); });
   m.def("TypeCast", [op](py::object d) { return op(vision::TypeCast(to_dtype(d))); });
   m.def("OneHot", [op](int64_t n, double s) { return op(vision::OneHot(n, s)); });
   m.def("Compose", [op](std::vector<TensorOpHandle> ts) {

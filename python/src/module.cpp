@@ -9,9 +9,11 @@
 PYBIND11_MODULE(_C, m) {
   using namespace spore;
   m.doc() = "Spore's C++ core (the spore Python package's compiled module)";
-  // The pybind11 the module was compiled with (numpy 2 needs >= 2.12; tests/python/test_packaging.py).
+  // The pybind11 the module was compiled with (numpy 2 needs >= 2.12;
+  // tests/python/test_packaging.py).
   m.attr("_pybind11_version") = std::to_string(PYBIND11_VERSION_MAJOR) + "." +
-                                std::to_string(PYBIND11_VERSION_MINOR) + "." + std::to_string(PYBIND11_VERSION_PATCH);
+                                std::to_string(PYBIND11_VERSION_MINOR) + "." +
+                                std::to_string(PYBIND11_VERSION_PATCH);
 #ifdef SPORE_PY_CUDA_BUILT
   m.attr("_cuda_backend_built") = true;  // libspore_cuda.so was built with this module
 #else
@@ -23,12 +25,24 @@ PYBIND11_MODULE(_C, m) {
     } catch (const Error& e) {
       PyObject* type = PyExc_RuntimeError;
       switch (e.kind()) {
-        case ErrorKind::ValueError: type = PyExc_ValueError; break;
-        case ErrorKind::TypeError: type = PyExc_TypeError; break;
-        case ErrorKind::IndexError: type = PyExc_IndexError; break;
-        case ErrorKind::RuntimeError: type = PyExc_RuntimeError; break;
-        case ErrorKind::NotImplemented: type = PyExc_NotImplementedError; break;
-        case ErrorKind::IOError: type = PyExc_OSError; break;
+        case ErrorKind::ValueError:
+          type = PyExc_ValueError;
+          break;
+        case ErrorKind::TypeError:
+          type = PyExc_TypeError;
+          break;
+        case ErrorKind::IndexError:
+          type = PyExc_IndexError;
+          break;
+        case ErrorKind::RuntimeError:
+          type = PyExc_RuntimeError;
+          break;
+        case ErrorKind::NotImplemented:
+          type = PyExc_NotImplementedError;
+          break;
+        case ErrorKind::IOError:
+          type = PyExc_OSError;
+          break;
       }
       PyErr_SetString(type, e.what());
     }

@@ -17,7 +17,9 @@ class PyCell : public Cell {
   PyCell(py::handle owner, const std::string& name) : owner_(owner.ptr()) { set_cls_name(name); }
   void release_owner() { owner_ = nullptr; }
   Tensor construct(const Tensor& x) override { return first(call({x}), "construct(x)"); }
-  Tensor construct(const Tensor& x, const Tensor& y) override { return first(call({x, y}), "construct(x, y)"); }
+  Tensor construct(const Tensor& x, const Tensor& y) override {
+    return first(call({x, y}), "construct(x, y)");
+  }
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override {
     std::optional<amp::PolicyScope> scope;
     if (amp_policy()) scope.emplace(*amp_policy());
@@ -36,9 +38,10 @@ class PyCell : public Cell {
   }
   std::vector<Tensor> call(const std::vector<Tensor>& inputs) {
     py::gil_scoped_acquire gil;
-    SPORE_CHECK_KIND(ErrorKind::RuntimeError, owner_, "[", cls_name(),
-                     "] the Python object of this cell was garbage collected while C++ still uses it; "
-                     "keep a reference to the network");
+    SPORE_CHECK_KIND(
+        ErrorKind::RuntimeError, owner_, "[", cls_name(),
+        "] the Python object of this cell was garbage collected while C++ still uses it; "
+        "keep a reference to the network");
     py::tuple args(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) args[i] = py::cast(inputs[i]);
     py::object out = py::handle(owner_).attr("_construct_from_cpp")(*args);
@@ -49,15 +52,16 @@ class PyCell : public Cell {
 
 nn::Int2 int2(py::handle h) {
   auto v = to_ints(h);
-  SPORE_CHECK(v.size() == 1 || v.size() == 2, "expected an int or a pair (h, w), got ", v.size(), " values");
+  SPORE_CHECK(v.size() == 1 || v.size() == 2, "expected an int or a pair (h, w), got ", v.size(),
+              " values");
   return v.size() == 1 ? nn::Int2(v[0]) : nn::Int2(v[0], v[1]);
 }
 nn::Pad4 pad4(py::handle h) {
   auto v = to_ints(h);
   if (v.size() == 1) return nn::Pad4(v[0]);
   if (v.size() == 2) return nn::Pad4{v[0], v[0], v[1], v[1]};  // (h, w): symmetric
-  SPORE_CHECK(v.size() == 4, "padding must be an int, (h, w) or (top, bottom, left, right), got ", v.size(),
-              " values");
+  SPORE_CHECK(v.size() == 4, "padding must be an int, (h, w) or (top, bottom, left, right), got ",
+              v.size(), " values");
   return nn::Pad4{v[0], v[1], v[2], v[3]};
 }
 nn::Initializer init_of(py::handle h) {
@@ -65,7 +69,8 @@ nn::Initializer init_of(py::handle h) {
   if (py::isinstance<nn::Initializer>(h)) return h.cast<nn::Initializer>();
   if (py::isinstance<py::str>(h)) return nn::Initializer(h.cast<std::string>());
   if (py::hasattr(h, "_init")) return h.attr("_init").cast<nn::Initializer>();  // Python wrapper
-  if (py::isinstance<py::float_>(h) || py::isinstance<py::int_>(h)) return nn::Constant(h.cast<double>());
+  if (py::isinstance<py::float_>(h) || py::isinstance<py::int_>(h))
+    return nn::Constant(h.cast<double>());
   return nn::Initializer(to_tensor(h));
 }
 DType dtype_or(py::handle h, DType d) { return h.is_none() ? d : to_dtype(h); }
@@ -80,24 +85,32 @@ auto cell_class(py::module_& m, const char* name) {
 void bind_nn(py::module_& m) {
   auto nogil = py::call_guard<py::gil_scoped_release>();
   py::class_<Cell, CellPtr>(m, "CellBase")
-      .def("__call__", [](Cell& c, const Tensor& x) { return c(x); }, nogil)
-      .def("__call__", [](Cell& c, const Tensor& x, const Tensor& y) { return c(x, y); }, nogil)
-      .def("forward", [](Cell& c, const std::vector<Tensor>& in) { return c.forward(in); }, nogil)
-      .def("register_parameter", [](Cell& c, const std::string& n, Tensor t, bool rg) { c.register_parameter(n, t, rg); })
-      .def("register_buffer", [](Cell& c, const std::string& n, Tensor t) { c.register_buffer(n, t); })
-      .def("register_cell", [](Cell& c, const std::string& n, CellPtr sub) { c.register_cell(n, sub); })
-      .def("has_parameter", [](Cell& c, const std::string& n) {
-        for (auto& [name, _] : c.named_parameters())
-          if (name == n) return true;
-        return false;
-      })
+      .def(
+          "__call__", [](Cell& c, const Tensor& x) { return c(x); }, nogil)
+      .def(
+          "__call__", [](Cell& c, const Tensor& x, const Tensor& y) { return c(x, y); }, nogil)
+      .def(
+          "forward", [](Cell& c, const std::vector<Tensor>& in) { return c.forward(in); }, nogil)
+      .def("register_parameter",
+           [](Cell& c, const std::string& n, Tensor t, bool rg) { c.register_parameter(n, t, rg); })
+      .def("register_buffer",
+           [](Cell& c, const std::string& n, Tensor t) { c.register_buffer(n, t); })
+      .def("register_cell",
+           [](Cell& c, const std::string& n, CellPtr sub) { c.register_cell(n, sub); })
+      .def("has_parameter",
+           [](Cell& c, const std::string& n) {
+             for (auto& [name, _] : c.named_parameters())
+               if (name == n) return true;
+             return false;
+           })
       // Replaces a registered parameter or buffer slot (attribute re-assignment in Python).
-      .def("set_parameter", [](Cell& c, const std::string& n, Tensor t) {
-        Tensor& slot = c.parameter(n);
-        if (!t.is_leaf()) t = t.detach();
-        t.set_requires_grad(slot.requires_grad() && is_floating(t.dtype()));
-        slot = t;
-      })
+      .def("set_parameter",
+           [](Cell& c, const std::string& n, Tensor t) {
+             Tensor& slot = c.parameter(n);
+             if (!t.is_leaf()) t = t.detach();
+             t.set_requires_grad(slot.requires_grad() && is_floating(t.dtype()));
+             slot = t;
+           })
       .def("set_buffer", [](Cell& c, const std::string& n, Tensor t) { c.buffer(n) = t.detach(); })
       .def("parameter", [](Cell& c, const std::string& n) { return c.parameter(n); })
       .def("buffer", [](Cell& c, const std::string& n) { return c.buffer(n); })
@@ -105,18 +118,20 @@ void bind_nn(py::module_& m) {
       .def("named_buffers", &Cell::named_buffers, py::arg("prefix") = "")
       .def("parameters_and_buffers", &Cell::parameters_and_buffers)
       .def("trainable_params", &Cell::trainable_params)
-      .def("cell_names", [](const Cell& c) {
-        std::vector<std::string> out;
-        for (auto& [n, _] : c.named_cells()) out.push_back(n);
-        return out;
-      })
+      .def("cell_names",
+           [](const Cell& c) {
+             std::vector<std::string> out;
+             for (auto& [n, _] : c.named_cells()) out.push_back(n);
+             return out;
+           })
       .def("set_train", &Cell::set_train, py::arg("mode") = true)
       .def_property_readonly("training", &Cell::training)
       .def("to_float", [](Cell& c, py::object d) { c.to_float(to_dtype(d)); })
       .def("to_dtype", [](Cell& c, py::object d) { c.to(to_dtype(d)); })
-      .def("amp_policy", [](const Cell& c) -> py::object {
-        return c.amp_policy() ? py::cast(c.amp_policy()->str()) : py::none();
-      })
+      .def("amp_policy",
+           [](const Cell& c) -> py::object {
+             return c.amp_policy() ? py::cast(c.amp_policy()->str()) : py::none();
+           })
       .def("clear_amp_policy", &Cell::clear_amp_policy)
       .def("trace_key", &Cell::trace_key)
       .def("recompute", &Cell::recompute, py::arg("mode") = true)
@@ -127,15 +142,16 @@ void bind_nn(py::module_& m) {
       .def("str", &Cell::str, py::arg("indent") = 0);
 
   py::class_<PyCell, Cell, std::shared_ptr<PyCell>>(m, "PyCell")
-      .def(py::init([](py::handle owner, const std::string& name) { return std::make_shared<PyCell>(owner, name); }))
+      .def(py::init([](py::handle owner, const std::string& name) {
+        return std::make_shared<PyCell>(owner, name);
+      }))
       .def("release_owner", &PyCell::release_owner);
 
   // ---- initializers ----
   py::class_<nn::Initializer>(m, "Initializer")
       .def(py::init([](py::object v) { return init_of(v); }))
-      .def("make", [](const nn::Initializer& i, py::object s, py::object d) {
-        return i.make(to_shape(s), dtype_or(d, kFloat32));
-      })
+      .def("make", [](const nn::Initializer& i, py::object s,
+                      py::object d) { return i.make(to_shape(s), dtype_or(d, kFloat32)); })
       .def("__repr__", &nn::Initializer::str);
   m.def("init_zero", &nn::Zero);
   m.def("init_one", &nn::One);
@@ -150,53 +166,71 @@ void bind_nn(py::module_& m) {
   m.def("calculate_gain", &nn::calculate_gain, py::arg("nonlinearity"), py::arg("param") = 0.0);
 
   // ---- layers (MindSpore's argument names and defaults) ----
-  cell_class<nn::Dense>(m, "Dense").def(
-      py::init([](int64_t in, int64_t out, py::object w, py::object b, bool has_bias, py::object act, py::object dt) {
-        std::string a = act.is_none() ? "" : act.cast<std::string>();
-        return std::make_shared<nn::Dense>(in, out, nn::DenseOptions{has_bias, init_of(w), init_of(b), a, dtype_or(dt, kFloat32)});
-      }),
-      py::arg("in_channels"), py::arg("out_channels"), py::arg("weight_init") = py::none(),
-      py::arg("bias_init") = py::none(), py::arg("has_bias") = true, py::arg("activation") = py::none(),
-      py::arg("dtype") = py::none())
-      .def("shard", [](nn::Dense& d, const parallel::Strategy& in, const parallel::Strategy& out) { d.shard(in, out); },
-           py::arg("in_strategy"), py::arg("out_strategy") = parallel::Strategy{});
-  cell_class<nn::Conv2d>(m, "Conv2d").def(
-      py::init([](int64_t in, int64_t out, py::object k, py::object stride, std::string pad_mode, py::object padding,
-                  py::object dilation, int64_t group, bool has_bias, py::object w, py::object b, py::object dt) {
-        nn::Conv2dOptions o{int2(stride), pad_mode, pad4(padding), int2(dilation), group, has_bias, init_of(w),
-                            init_of(b), dtype_or(dt, kFloat32)};
-        return std::make_shared<nn::Conv2d>(in, out, int2(k), o);
-      }),
-      py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"), py::arg("stride") = 1,
-      py::arg("pad_mode") = "same", py::arg("padding") = 0, py::arg("dilation") = 1, py::arg("group") = 1,
-      py::arg("has_bias") = false, py::arg("weight_init") = py::none(), py::arg("bias_init") = py::none(),
-      py::arg("dtype") = py::none());
-  cell_class<nn::Embedding>(m, "Embedding").def(
-      py::init([](int64_t vocab, int64_t dim, py::object init, py::object padding_idx, py::object dt) {
-        return std::make_shared<nn::Embedding>(vocab, dim, nn::EmbeddingOptions{init_of(init),
-            padding_idx.is_none() ? -1 : padding_idx.cast<int64_t>(), dtype_or(dt, kFloat32)});
-      }),
-      py::arg("vocab_size"), py::arg("embedding_size"), py::arg("embedding_table") = py::none(),
-      py::arg("padding_idx") = py::none(), py::arg("dtype") = py::none());
+  cell_class<nn::Dense>(m, "Dense")
+      .def(py::init([](int64_t in, int64_t out, py::object w, py::object b, bool has_bias,
+                       py::object act, py::object dt) {
+             std::string a = act.is_none() ? "" : act.cast<std::string>();
+             return std::make_shared<nn::Dense>(
+                 in, out,
+                 nn::DenseOptions{has_bias, init_of(w), init_of(b), a, dtype_or(dt, kFloat32)});
+           }),
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("weight_init") = py::none(),
+           py::arg("bias_init") = py::none(), py::arg("has_bias") = true,
+           py::arg("activation") = py::none(), py::arg("dtype") = py::none())
+      .def(
+          "shard",
+          [](nn::Dense& d, const parallel::Strategy& in, const parallel::Strategy& out) {
+            d.shard(in, out);
+          },
+          py::arg("in_strategy"), py::arg("out_strategy") = parallel::Strategy{});
+  cell_class<nn::Conv2d>(m, "Conv2d")
+      .def(py::init([](int64_t in, int64_t out, py::object k, py::object stride,
+                       std::string pad_mode, py::object padding, py::object dilation, int64_t group,
+                       bool has_bias, py::object w, py::object b, py::object dt) {
+             nn::Conv2dOptions o{int2(stride),   pad_mode,   pad4(padding),
+                                 int2(dilation), group,      has_bias,
+                                 init_of(w),     init_of(b), dtype_or(dt, kFloat32)};
+             return std::make_shared<nn::Conv2d>(in, out, int2(k), o);
+           }),
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"),
+           py::arg("stride") = 1, py::arg("pad_mode") = "same", py::arg("padding") = 0,
+           py::arg("dilation") = 1, py::arg("group") = 1, py::arg("has_bias") = false,
+           py::arg("weight_init") = py::none(), py::arg("bias_init") = py::none(),
+           py::arg("dtype") = py::none());
+  cell_class<nn::Embedding>(m, "Embedding")
+      .def(py::init([](int64_t vocab, int64_t dim, py::object init, py::object padding_idx,
+                       py::object dt) {
+             return std::make_shared<nn::Embedding>(
+                 vocab, dim,
+                 nn::EmbeddingOptions{init_of(init),
+                                      padding_idx.is_none() ? -1 : padding_idx.cast<int64_t>(),
+                                      dtype_or(dt, kFloat32)});
+           }),
+           py::arg("vocab_size"), py::arg("embedding_size"),
+           py::arg("embedding_table") = py::none(), py::arg("padding_idx") = py::none(),
+           py::arg("dtype") = py::none());
   // The C++ SequentialCell over Python cells' C++ sides: what Model cuts into pipeline stages.
   cell_class<nn::SequentialCell>(m, "SequentialCell")
       .def(py::init([](std::vector<std::pair<std::string, CellPtr>> cells) {
         return std::make_shared<nn::SequentialCell>(std::move(cells));
       }));
-  cell_class<nn::Flatten>(m, "Flatten").def(py::init<int64_t, int64_t>(), py::arg("start_dim") = 1, py::arg("end_dim") = -1);
-  cell_class<nn::Dropout>(m, "Dropout").def(py::init([](double p) { return std::make_shared<nn::Dropout>(p); }), py::arg("p") = 0.5);
-  cell_class<nn::Upsample>(m, "Upsample").def(
-      py::init([](py::object size, py::object scale, std::string mode) {
-        nn::UpsampleOptions o;
-        if (!size.is_none()) o.size = to_ints(size);
-        if (!scale.is_none())
-          o.scale_factor = py::isinstance<py::float_>(scale) || py::isinstance<py::int_>(scale)
-                               ? std::vector<double>{scale.cast<double>()}
-                               : scale.cast<std::vector<double>>();
-        o.mode = mode;
-        return std::make_shared<nn::Upsample>(o);
-      }),
-      py::arg("size") = py::none(), py::arg("scale_factor") = py::none(), py::arg("mode") = "nearest");
+  cell_class<nn::Flatten>(m, "Flatten")
+      .def(py::init<int64_t, int64_t>(), py::arg("start_dim") = 1, py::arg("end_dim") = -1);
+  cell_class<nn::Dropout>(m, "Dropout")
+      .def(py::init([](double p) { return std::make_shared<nn::Dropout>(p); }), py::arg("p") = 0.5);
+  cell_class<nn::Upsample>(m, "Upsample")
+      .def(py::init([](py::object size, py::object scale, std::string mode) {
+             nn::UpsampleOptions o;
+             if (!size.is_none()) o.size = to_ints(size);
+             if (!scale.is_none())
+               o.scale_factor = py::isinstance<py::float_>(scale) || py::isinstance<py::int_>(scale)
+                                    ? std::vector<double>{scale.cast<double>()}
+                                    : scale.cast<std::vector<double>>();
+             o.mode = mode;
+             return std::make_shared<nn::Upsample>(o);
+           }),
+           py::arg("size") = py::none(), py::arg("scale_factor") = py::none(),
+           py::arg("mode") = "nearest");
   cell_class<nn::ReLU>(m, "ReLU").def(py::init<>());
   cell_class<nn::ReLU6>(m, "ReLU6").def(py::init<>());
   cell_class<nn::LeakyReLU>(m, "LeakyReLU").def(py::init<double>(), py::arg("alpha") = 0.2);
@@ -208,52 +242,72 @@ void bind_nn(py::module_& m) {
   cell_class<nn::LogSoftmax>(m, "LogSoftmax").def(py::init<int64_t>(), py::arg("axis") = -1);
   m.def("get_activation", &nn::get_activation);
 
-  auto bn_opts = [](double eps, double momentum, bool affine, py::object g, py::object b, py::object mm,
-                    py::object mv, py::object ubs, py::object dt) {
-    return nn::BatchNormOptions{eps, momentum, affine, init_of(g), init_of(b), init_of(mm), init_of(mv),
-                                ubs.is_none() ? std::optional<bool>() : ubs.cast<bool>(), dtype_or(dt, kFloat32)};
+  auto bn_opts = [](double eps, double momentum, bool affine, py::object g, py::object b,
+                    py::object mm, py::object mv, py::object ubs, py::object dt) {
+    return nn::BatchNormOptions{eps,
+                                momentum,
+                                affine,
+                                init_of(g),
+                                init_of(b),
+                                init_of(mm),
+                                init_of(mv),
+                                ubs.is_none() ? std::optional<bool>() : ubs.cast<bool>(),
+                                dtype_or(dt, kFloat32)};
   };
   py::class_<nn::BatchNorm, Cell, std::shared_ptr<nn::BatchNorm>>(m, "BatchNorm");
-  auto bn1 = py::class_<nn::BatchNorm1d, nn::BatchNorm, std::shared_ptr<nn::BatchNorm1d>>(m, "BatchNorm1d");
-  auto bn2 = py::class_<nn::BatchNorm2d, nn::BatchNorm, std::shared_ptr<nn::BatchNorm2d>>(m, "BatchNorm2d");
-  bn1.def(py::init([bn_opts](int64_t n, double eps, double mom, bool affine, py::object g, py::object b,
-                             py::object mm, py::object mv, py::object ubs, py::object dt) {
-            return std::make_shared<nn::BatchNorm1d>(n, bn_opts(eps, mom, affine, g, b, mm, mv, ubs, dt));
-          }),
-          py::arg("num_features"), py::arg("eps") = 1e-5, py::arg("momentum") = 0.9, py::arg("affine") = true,
-          py::arg("gamma_init") = py::none(), py::arg("beta_init") = py::none(),
-          py::arg("moving_mean_init") = py::none(), py::arg("moving_var_init") = py::none(),
-          py::arg("use_batch_statistics") = py::none(), py::arg("dtype") = py::none());
-  bn2.def(py::init([bn_opts](int64_t n, double eps, double mom, bool affine, py::object g, py::object b,
-                             py::object mm, py::object mv, py::object ubs, py::object dt) {
-            return std::make_shared<nn::BatchNorm2d>(n, bn_opts(eps, mom, affine, g, b, mm, mv, ubs, dt));
-          }),
-          py::arg("num_features"), py::arg("eps") = 1e-5, py::arg("momentum") = 0.9, py::arg("affine") = true,
-          py::arg("gamma_init") = py::none(), py::arg("beta_init") = py::none(),
-          py::arg("moving_mean_init") = py::none(), py::arg("moving_var_init") = py::none(),
-          py::arg("use_batch_statistics") = py::none(), py::arg("dtype") = py::none());
-  cell_class<nn::LayerNorm>(m, "LayerNorm").def(
-      py::init([](py::object shape, int64_t bna, int64_t bpa, double eps, py::object g, py::object b, py::object dt) {
-        return std::make_shared<nn::LayerNorm>(to_shape(shape), nn::LayerNormOptions{bna, bpa, eps, init_of(g),
-                                                                                     init_of(b), dtype_or(dt, kFloat32)});
+  auto bn1 = py::class_<nn::BatchNorm1d, nn::BatchNorm, std::shared_ptr<nn::BatchNorm1d>>(
+      m, "BatchNorm1d");
+  auto bn2 = py::class_<nn::BatchNorm2d, nn::BatchNorm, std::shared_ptr<nn::BatchNorm2d>>(
+      m, "BatchNorm2d");
+  bn1.def(
+      py::init([bn_opts](int64_t n, double eps, double mom, bool affine, py::object g, py::object b,
+                         py::object mm, py::object mv, py::object ubs, py::object dt) {
+        return std::make_shared<nn::BatchNorm1d>(n,
+                                                 bn_opts(eps, mom, affine, g, b, mm, mv, ubs, dt));
       }),
-      py::arg("normalized_shape"), py::arg("begin_norm_axis") = -1, py::arg("begin_params_axis") = -1,
-      py::arg("epsilon") = 1e-7, py::arg("gamma_init") = py::none(), py::arg("beta_init") = py::none(),
+      py::arg("num_features"), py::arg("eps") = 1e-5, py::arg("momentum") = 0.9,
+      py::arg("affine") = true, py::arg("gamma_init") = py::none(),
+      py::arg("beta_init") = py::none(), py::arg("moving_mean_init") = py::none(),
+      py::arg("moving_var_init") = py::none(), py::arg("use_batch_statistics") = py::none(),
       py::arg("dtype") = py::none());
+  bn2.def(
+      py::init([bn_opts](int64_t n, double eps, double mom, bool affine, py::object g, py::object b,
+                         py::object mm, py::object mv, py::object ubs, py::object dt) {
+        return std::make_shared<nn::BatchNorm2d>(n,
+                                                 bn_opts(eps, mom, affine, g, b, mm, mv, ubs, dt));
+      }),
+      py::arg("num_features"), py::arg("eps") = 1e-5, py::arg("momentum") = 0.9,
+      py::arg("affine") = true, py::arg("gamma_init") = py::none(),
+      py::arg("beta_init") = py::none(), py::arg("moving_mean_init") = py::none(),
+      py::arg("moving_var_init") = py::none(), py::arg("use_batch_statistics") = py::none(),
+      py::arg("dtype") = py::none());
+  cell_class<nn::LayerNorm>(m, "LayerNorm")
+      .def(py::init([](py::object shape, int64_t bna, int64_t bpa, double eps, py::object g,
+                       py::object b, py::object dt) {
+             return std::make_shared<nn::LayerNorm>(
+                 to_shape(shape), nn::LayerNormOptions{bna, bpa, eps, init_of(g), init_of(b),
+                                                       dtype_or(dt, kFloat32)});
+           }),
+           py::arg("normalized_shape"), py::arg("begin_norm_axis") = -1,
+           py::arg("begin_params_axis") = -1, py::arg("epsilon") = 1e-7,
+           py::arg("gamma_init") = py::none(), py::arg("beta_init") = py::none(),
+           py::arg("dtype") = py::none());
 
   auto pool_init = [](bool is_max) {
-    return [is_max](py::object k, py::object s, std::string pad_mode, py::object padding, bool ceil_mode,
-                    bool count_include_pad) -> std::shared_ptr<nn::Pool2d> {
+    return [is_max](py::object k, py::object s, std::string pad_mode, py::object padding,
+                    bool ceil_mode, bool count_include_pad) -> std::shared_ptr<nn::Pool2d> {
       nn::PoolOptions o{pad_mode, pad4(padding), ceil_mode, count_include_pad};
       if (is_max) return std::make_shared<nn::MaxPool2d>(int2(k), int2(s), o);
       return std::make_shared<nn::AvgPool2d>(int2(k), int2(s), o);
     };
   };
   py::class_<nn::Pool2d, Cell, std::shared_ptr<nn::Pool2d>>(m, "Pool2d");
-  m.def("MaxPool2d", pool_init(true), py::arg("kernel_size") = 1, py::arg("stride") = 1, py::arg("pad_mode") = "valid",
-        py::arg("padding") = 0, py::arg("ceil_mode") = false, py::arg("count_include_pad") = true);
-  m.def("AvgPool2d", pool_init(false), py::arg("kernel_size") = 1, py::arg("stride") = 1, py::arg("pad_mode") = "valid",
-        py::arg("padding") = 0, py::arg("ceil_mode") = false, py::arg("count_include_pad") = true);
+  m.def("MaxPool2d", pool_init(true), py::arg("kernel_size") = 1, py::arg("stride") = 1,
+        py::arg("pad_mode") = "valid", py::arg("padding") = 0, py::arg("ceil_mode") = false,
+        py::arg("count_include_pad") = true);
+  m.def("AvgPool2d", pool_init(false), py::arg("kernel_size") = 1, py::arg("stride") = 1,
+        py::arg("pad_mode") = "valid", py::arg("padding") = 0, py::arg("ceil_mode") = false,
+        py::arg("count_include_pad") = true);
   cell_class<nn::AdaptiveAvgPool2d>(m, "AdaptiveAvgPool2d")
       .def(py::init([](py::object s) { return std::make_shared<nn::AdaptiveAvgPool2d>(int2(s)); }),
            py::arg("output_size") = 1);
@@ -261,40 +315,53 @@ void bind_nn(py::module_& m) {
   // ---- losses ----
   cell_class<nn::SoftmaxCrossEntropyWithLogits>(m, "SoftmaxCrossEntropyWithLogits")
       .def(py::init([](bool sparse, std::string red) {
-        return std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(nn::SoftmaxCrossEntropyWithLogitsOptions{sparse, red});
-      }), py::arg("sparse") = false, py::arg("reduction") = "none");
+             return std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+                 nn::SoftmaxCrossEntropyWithLogitsOptions{sparse, red});
+           }),
+           py::arg("sparse") = false, py::arg("reduction") = "none");
   auto opt_tensor = [](py::object o) { return o.is_none() ? Tensor() : to_tensor(o); };
   cell_class<nn::CrossEntropyLoss>(m, "CrossEntropyLoss")
       .def(py::init([opt_tensor](py::object w, int64_t ignore, std::string red, double ls) {
-        return std::make_shared<nn::CrossEntropyLoss>(nn::CrossEntropyLossOptions{opt_tensor(w), ignore, red, ls});
-      }), py::arg("weight") = py::none(), py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
-      py::arg("label_smoothing") = 0.0);
+             return std::make_shared<nn::CrossEntropyLoss>(
+                 nn::CrossEntropyLossOptions{opt_tensor(w), ignore, red, ls});
+           }),
+           py::arg("weight") = py::none(), py::arg("ignore_index") = -100,
+           py::arg("reduction") = "mean", py::arg("label_smoothing") = 0.0);
   cell_class<nn::NLLLoss>(m, "NLLLoss")
       .def(py::init([opt_tensor](py::object w, int64_t ignore, std::string red) {
-        return std::make_shared<nn::NLLLoss>(nn::NLLLossOptions{opt_tensor(w), ignore, red});
-      }), py::arg("weight") = py::none(), py::arg("ignore_index") = -100, py::arg("reduction") = "mean");
-  cell_class<nn::MSELoss>(m, "MSELoss")
-      .def(py::init([](std::string r) { return std::make_shared<nn::MSELoss>(nn::LossOptions{r}); }),
+             return std::make_shared<nn::NLLLoss>(nn::NLLLossOptions{opt_tensor(w), ignore, red});
+           }),
+           py::arg("weight") = py::none(), py::arg("ignore_index") = -100,
            py::arg("reduction") = "mean");
+  cell_class<nn::MSELoss>(m, "MSELoss")
+      .def(
+          py::init([](std::string r) { return std::make_shared<nn::MSELoss>(nn::LossOptions{r}); }),
+          py::arg("reduction") = "mean");
   cell_class<nn::L1Loss>(m, "L1Loss")
       .def(py::init([](std::string r) { return std::make_shared<nn::L1Loss>(nn::LossOptions{r}); }),
            py::arg("reduction") = "mean");
   cell_class<nn::SmoothL1Loss>(m, "SmoothL1Loss")
       .def(py::init([](double beta, std::string r) {
-        return std::make_shared<nn::SmoothL1Loss>(nn::SmoothL1LossOptions{beta, r});
-      }), py::arg("beta") = 1.0, py::arg("reduction") = "none");
+             return std::make_shared<nn::SmoothL1Loss>(nn::SmoothL1LossOptions{beta, r});
+           }),
+           py::arg("beta") = 1.0, py::arg("reduction") = "none");
   cell_class<nn::HuberLoss>(m, "HuberLoss")
       .def(py::init([](std::string r, double delta) {
-        return std::make_shared<nn::HuberLoss>(nn::HuberLossOptions{r, delta});
-      }), py::arg("reduction") = "mean", py::arg("delta") = 1.0);
+             return std::make_shared<nn::HuberLoss>(nn::HuberLossOptions{r, delta});
+           }),
+           py::arg("reduction") = "mean", py::arg("delta") = 1.0);
   cell_class<nn::BCELoss>(m, "BCELoss")
       .def(py::init([opt_tensor](py::object w, std::string r) {
-        return std::make_shared<nn::BCELoss>(nn::BCELossOptions{opt_tensor(w), r});
-      }), py::arg("weight") = py::none(), py::arg("reduction") = "mean");
+             return std::make_shared<nn::BCELoss>(nn::BCELossOptions{opt_tensor(w), r});
+           }),
+           py::arg("weight") = py::none(), py::arg("reduction") = "mean");
   cell_class<nn::BCEWithLogitsLoss>(m, "BCEWithLogitsLoss")
       .def(py::init([opt_tensor](std::string r, py::object w, py::object pw) {
-        return std::make_shared<nn::BCEWithLogitsLoss>(nn::BCEWithLogitsLossOptions{r, opt_tensor(w), opt_tensor(pw)});
-      }), py::arg("reduction") = "mean", py::arg("weight") = py::none(), py::arg("pos_weight") = py::none());
+             return std::make_shared<nn::BCEWithLogitsLoss>(
+                 nn::BCEWithLogitsLossOptions{r, opt_tensor(w), opt_tensor(pw)});
+           }),
+           py::arg("reduction") = "mean", py::arg("weight") = py::none(),
+           py::arg("pos_weight") = py::none());
 }
 
 }  // namespace spore::python

@@ -1,7 +1,8 @@
 // spore._C: the functional ops (spore/ops.h), autograd (grad, grad-mode scopes, stop_gradient)
 // and jit (Graph mode for Python functions). MindSpore's argument names and defaults are adapted
 // in Python (spore/ops/functional.py); here each op is bound once under its C++ name, with no
-// defaults: the public defaults have one home, spore/ops/surface.py (tests/python/test_op_surface.py).
+// defaults: the public defaults have one home, spore/ops/surface.py
+// (tests/python/test_op_surface.py).
 #include "common.h"
 
 namespace spore::python {
@@ -48,7 +49,8 @@ void bind_ops(py::module_& m) {
   m.def("silu", [](T x) { return silu(x); });
   m.def("gelu", [](T x, bool approx) { return gelu(x, approx); });
   m.def("softplus", [](T x, double b, double t) { return softplus(x, b, t); });
-  m.def("clamp", [](T x, std::optional<double> lo, std::optional<double> hi) { return clamp(x, lo, hi); });
+  m.def("clamp",
+        [](T x, std::optional<double> lo, std::optional<double> hi) { return clamp(x, lo, hi); });
   m.def("floor", [](T x) { return floor(x); });
   m.def("ceil", [](T x) { return ceil(x); });
   m.def("round", [](T x) { return round(x); });
@@ -101,32 +103,52 @@ void bind_ops(py::module_& m) {
   m.def("argmax", [](T x, int64_t a, bool k) { return argmax(x, a, k); });
   m.def("argmin", [](T x, int64_t a, bool k) { return argmin(x, a, k); });
   m.def("var", [](T x, py::object a, int64_t ddof, bool k) { return var(x, axes_of(a), ddof, k); });
-  m.def("std", [](T x, py::object a, int64_t ddof, bool k) { return spore::std(x, axes_of(a), ddof, k); });
+  m.def("std",
+        [](T x, py::object a, int64_t ddof, bool k) { return spore::std(x, axes_of(a), ddof, k); });
   m.def("sum_to_shape", [](T x, py::object s) { return sum_to_shape(x, to_shape(s)); });
 
   // ---- linear algebra, conv, pooling, normalisation (heavy: the GIL is released) ----
   auto nogil = py::call_guard<py::gil_scoped_release>();
-  m.def("matmul", [](T a, T b) { return matmul(a, b); }, nogil);
-  m.def("conv2d", [](T x, T w, std::optional<Tensor> b, std::vector<int64_t> stride, std::vector<int64_t> pad,
-                     std::vector<int64_t> dil, int64_t groups) {
-    Conv2dOptions o{stride, pad, dil, groups};
-    return b ? conv2d(x, w, *b, o) : conv2d(x, w, o);
-  }, nogil);
-  auto pool_opts = [](std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p, bool ceil_mode,
-                      bool include_pad) { return Pool2dOptions{k, s, p, ceil_mode, include_pad}; };
-  m.def("max_pool2d", [pool_opts](T x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p,
-                                  bool c) { return max_pool2d(x, pool_opts(k, s, p, c, true)); }, nogil);
-  m.def("avg_pool2d", [pool_opts](T x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p,
-                                  bool c, bool inc) { return avg_pool2d(x, pool_opts(k, s, p, c, inc)); }, nogil);
-  m.def("adaptive_avg_pool2d", [](T x, std::vector<int64_t> s) { return adaptive_avg_pool2d(x, s); }, nogil);
+  m.def(
+      "matmul", [](T a, T b) { return matmul(a, b); }, nogil);
+  m.def(
+      "conv2d",
+      [](T x, T w, std::optional<Tensor> b, std::vector<int64_t> stride, std::vector<int64_t> pad,
+         std::vector<int64_t> dil, int64_t groups) {
+        Conv2dOptions o{stride, pad, dil, groups};
+        return b ? conv2d(x, w, *b, o) : conv2d(x, w, o);
+      },
+      nogil);
+  auto pool_opts = [](std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p,
+                      bool ceil_mode, bool include_pad) {
+    return Pool2dOptions{k, s, p, ceil_mode, include_pad};
+  };
+  m.def(
+      "max_pool2d",
+      [pool_opts](T x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p,
+                  bool c) { return max_pool2d(x, pool_opts(k, s, p, c, true)); },
+      nogil);
+  m.def(
+      "avg_pool2d",
+      [pool_opts](T x, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p,
+                  bool c, bool inc) { return avg_pool2d(x, pool_opts(k, s, p, c, inc)); },
+      nogil);
+  m.def(
+      "adaptive_avg_pool2d", [](T x, std::vector<int64_t> s) { return adaptive_avg_pool2d(x, s); },
+      nogil);
   m.def("batch_norm_train", [](T x, T g, T b, double eps) {
     auto [y, mean, var] = batch_norm_train(x, g, b, eps);
     return py::make_tuple(y, mean, var);
   });
-  m.def("batch_norm_infer", [](T x, T g, T b, T mean, T var, double eps) {
-    return batch_norm_infer(x, g, b, mean, var, eps);
-  }, nogil);
-  m.def("layer_norm", [](T x, T g, T b, int64_t nd, double eps) { return layer_norm(x, g, b, nd, eps); }, nogil);
+  m.def(
+      "batch_norm_infer",
+      [](T x, T g, T b, T mean, T var, double eps) {
+        return batch_norm_infer(x, g, b, mean, var, eps);
+      },
+      nogil);
+  m.def(
+      "layer_norm",
+      [](T x, T g, T b, int64_t nd, double eps) { return layer_norm(x, g, b, nd, eps); }, nogil);
 
   // ---- softmax, shape and index ops ----
   m.def("softmax", [](T x, int64_t a) { return softmax(x, a); });
@@ -159,9 +181,14 @@ void bind_ops(py::module_& m) {
 
   // ---- autograd ----
   m.def("stop_gradient", &stop_gradient);
-  m.def("grad", [](T out, std::vector<Tensor> inputs, std::optional<Tensor> sens, bool create_graph) {
-    return autograd::grad(out, inputs, {.sens = sens.value_or(Tensor()), .create_graph = create_graph});
-  }, py::arg("output"), py::arg("inputs"), py::arg("sens") = py::none(), py::arg("create_graph") = false, nogil);
+  m.def(
+      "grad",
+      [](T out, std::vector<Tensor> inputs, std::optional<Tensor> sens, bool create_graph) {
+        return autograd::grad(out, inputs,
+                              {.sens = sens.value_or(Tensor()), .create_graph = create_graph});
+      },
+      py::arg("output"), py::arg("inputs"), py::arg("sens") = py::none(),
+      py::arg("create_graph") = false, nogil);
   py::class_<Scope<NoGradGuard>>(m, "_NoGrad")
       .def(py::init<>())
       .def("__enter__", &Scope<NoGradGuard>::enter)
@@ -171,7 +198,9 @@ void bind_ops(py::module_& m) {
       .def("__enter__", &Scope<EnableGradGuard>::enter)
       .def("__exit__", &Scope<EnableGradGuard>::exit);
   py::class_<PolicyScopeHolder>(m, "_PolicyScope")
-      .def(py::init([](const nn::Cell& c) { return PolicyScopeHolder{c.amp_policy(), nullptr}; }))
+      .def(py::init([](const nn::Cell& c) {
+        return PolicyScopeHolder{c.amp_policy(), nullptr};
+      }))
       .def("__enter__", &PolicyScopeHolder::enter)
       .def("__exit__", &PolicyScopeHolder::exit);
 
@@ -194,12 +223,18 @@ void bind_ops(py::module_& m) {
                  return k.get()().cast<std::string>();
                };
              }
-             return JitFunction([f](const std::vector<Tensor>& args) {
-               py::gil_scoped_acquire gil;
-               return f.get()(py::cast(args)).cast<std::vector<Tensor>>();
-             }, std::move(o));
-           }), py::arg("fn"), py::arg("name") = "jit", py::arg("extra_key") = py::none(), py::arg("max_cache") = 8)
-      .def("__call__", [](JitFunction& f, const std::vector<Tensor>& args) { return f(args); }, nogil)
+             return JitFunction(
+                 [f](const std::vector<Tensor>& args) {
+                   py::gil_scoped_acquire gil;
+                   return f.get()(py::cast(args)).cast<std::vector<Tensor>>();
+                 },
+                 std::move(o));
+           }),
+           py::arg("fn"), py::arg("name") = "jit", py::arg("extra_key") = py::none(),
+           py::arg("max_cache") = 8)
+      .def(
+          "__call__", [](JitFunction& f, const std::vector<Tensor>& args) { return f(args); },
+          nogil)
       .def("stats", &JitFunction::stats)
       .def("graph_text", &JitFunction::graph_text);
 }

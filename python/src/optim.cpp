@@ -23,7 +23,8 @@ auto sched(LrSchedule (*fn)(A...)) {
 // A learning rate from Python: a number, a per-step list, a C++ schedule or a Python callable of
 // the step (called with the GIL held).
 LearningRate lr_of(py::handle h) {
-  if (py::isinstance<py::float_>(h) || py::isinstance<py::int_>(h)) return LearningRate(h.cast<double>());
+  if (py::isinstance<py::float_>(h) || py::isinstance<py::int_>(h))
+    return LearningRate(h.cast<double>());
   if (py::isinstance<LrFn>(h)) return LearningRate(h.cast<LrFn>().f);
   if (py::isinstance<Tensor>(h)) {
     Tensor t = h.cast<Tensor>();
@@ -66,7 +67,9 @@ auto opt_class(py::module_& m, const char* name) {
 
 void bind_optim(py::module_& m) {
   auto nogil = py::call_guard<py::gil_scoped_release>();
-  py::class_<LrFn>(m, "LrSchedule").def("__call__", [](const LrFn& f, int64_t s) { return f.f(s); });
+  py::class_<LrFn>(m, "LrSchedule").def("__call__", [](const LrFn& f, int64_t s) {
+    return f.f(s);
+  });
   py::class_<Optimizer, std::shared_ptr<Optimizer>>(m, "OptimizerBase")
       .def("step", &Optimizer::step, nogil)
       .def("parameters", &Optimizer::parameters)
@@ -82,27 +85,33 @@ void bind_optim(py::module_& m) {
       .def("write_hyper", &Optimizer::write_hyper)
       .def("name", &Optimizer::name);
 
-  opt_class<optim::SGD>(m, "SGD").def(py::init([](py::list g, py::object lr, double mom, double damp, double wd,
-                                                   bool nesterov, double ls) {
-    return std::make_shared<optim::SGD>(groups_of(g), lr_of(lr), optim::SGDOptions{mom, damp, wd, nesterov, ls});
-  }));
-  opt_class<optim::Momentum>(m, "Momentum").def(py::init([](py::list g, py::object lr, double mom, double wd,
-                                                            bool nesterov, double ls) {
-    return std::make_shared<optim::Momentum>(groups_of(g), lr_of(lr), mom, optim::MomentumOptions{wd, nesterov, ls});
-  }));
-  opt_class<optim::Adam>(m, "Adam").def(py::init([](py::list g, py::object lr, double b1, double b2, double eps,
-                                                    double wd, double ls) {
-    return std::make_shared<optim::Adam>(groups_of(g), lr_of(lr), optim::AdamOptions{b1, b2, eps, wd, ls});
-  }));
-  opt_class<optim::AdamWeightDecay>(m, "AdamWeightDecay")
-      .def(py::init([](py::list g, py::object lr, double b1, double b2, double eps, double wd, double ls) {
-        return std::make_shared<optim::AdamWeightDecay>(groups_of(g), lr_of(lr),
-                                                        optim::AdamWeightDecayOptions{b1, b2, eps, wd, ls});
+  opt_class<optim::SGD>(m, "SGD").def(py::init(
+      [](py::list g, py::object lr, double mom, double damp, double wd, bool nesterov, double ls) {
+        return std::make_shared<optim::SGD>(groups_of(g), lr_of(lr),
+                                            optim::SGDOptions{mom, damp, wd, nesterov, ls});
       }));
-  opt_class<optim::RMSProp>(m, "RMSProp").def(py::init([](py::list g, py::object lr, double decay, double mom,
-                                                          double eps, double wd, double ls) {
-    return std::make_shared<optim::RMSProp>(groups_of(g), lr_of(lr), optim::RMSPropOptions{decay, mom, eps, wd, ls});
-  }));
+  opt_class<optim::Momentum>(m, "Momentum")
+      .def(py::init([](py::list g, py::object lr, double mom, double wd, bool nesterov, double ls) {
+        return std::make_shared<optim::Momentum>(groups_of(g), lr_of(lr), mom,
+                                                 optim::MomentumOptions{wd, nesterov, ls});
+      }));
+  opt_class<optim::Adam>(m, "Adam").def(py::init(
+      [](py::list g, py::object lr, double b1, double b2, double eps, double wd, double ls) {
+        return std::make_shared<optim::Adam>(groups_of(g), lr_of(lr),
+                                             optim::AdamOptions{b1, b2, eps, wd, ls});
+      }));
+  opt_class<optim::AdamWeightDecay>(m, "AdamWeightDecay")
+      .def(py::init(
+          [](py::list g, py::object lr, double b1, double b2, double eps, double wd, double ls) {
+            return std::make_shared<optim::AdamWeightDecay>(
+                groups_of(g), lr_of(lr), optim::AdamWeightDecayOptions{b1, b2, eps, wd, ls});
+          }));
+  opt_class<optim::RMSProp>(m, "RMSProp")
+      .def(py::init([](py::list g, py::object lr, double decay, double mom, double eps, double wd,
+                       double ls) {
+        return std::make_shared<optim::RMSProp>(groups_of(g), lr_of(lr),
+                                                optim::RMSPropOptions{decay, mom, eps, wd, ls});
+      }));
   m.def("global_norm", &optim::global_norm);
   m.def("clip_by_global_norm", &optim::clip_by_global_norm);
 
@@ -115,7 +124,8 @@ void bind_optim(py::module_& m) {
   m.def("lr_cosine_decay", sched(&optim::cosine_decay));
   m.def("lr_polynomial_decay", sched(&optim::polynomial_decay));
   m.def("lr_warmup", sched(&optim::warmup));
-  m.def("lr_linear_warmup", [](py::object s, int64_t n) { return LrFn{optim::linear_warmup(lr_of(s).fn, n)}; });
+  m.def("lr_linear_warmup",
+        [](py::object s, int64_t n) { return LrFn{optim::linear_warmup(lr_of(s).fn, n)}; });
   m.def("piecewise_constant_lr", &optim::piecewise_constant_lr);
   m.def("exponential_decay_lr", &optim::exponential_decay_lr);
   m.def("natural_exp_decay_lr", &optim::natural_exp_decay_lr);

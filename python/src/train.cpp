@@ -13,10 +13,9 @@ using train::Callback;
 using train::RunContext;
 
 // Hooks of a Python callback, in the order of kHooks; None where the object does not override.
-constexpr const char* kHooks[] = {"on_train_begin", "on_epoch_begin",     "on_step_begin",
-                                  "on_step_end",    "on_epoch_end",       "on_train_end",
-                                  "on_eval_begin",  "on_eval_step_begin", "on_eval_step_end",
-                                  "on_eval_end"};
+constexpr const char* kHooks[] = {
+    "on_train_begin", "on_epoch_begin", "on_step_begin",      "on_step_end",      "on_epoch_end",
+    "on_train_end",   "on_eval_begin",  "on_eval_step_begin", "on_eval_step_end", "on_eval_end"};
 class PyCallback : public Callback {
  public:
   explicit PyCallback(py::list hooks) {
@@ -86,17 +85,24 @@ auto cb_class(py::module_& m, const char* name) {
 void bind_train(py::module_& m) {
   auto nogil = py::call_guard<py::gil_scoped_release>();
   using nn::Cell;
-  // ---- communication and the auto-parallel context (mindspore.communication, set_auto_parallel_context) ----
-  m.def("parallel_init", [](const std::string& backend) { parallel::init(backend); }, py::arg("backend") = "mpi");
+  // ---- communication and the auto-parallel context (mindspore.communication,
+  // set_auto_parallel_context) ----
+  m.def(
+      "parallel_init", [](const std::string& backend) { parallel::init(backend); },
+      py::arg("backend") = "mpi");
   m.def("parallel_release", &parallel::release);
   m.def("get_rank", [] { return parallel::get_rank(); });
   m.def("get_group_size", [] { return parallel::get_group_size(); });
-  m.def("set_auto_parallel_context", [](const std::string& mode, bool gradients_mean, bool parallel_optimizer,
-                                        int64_t grad_accum, std::vector<std::vector<int64_t>> dataset_strategy,
-                                        bool full_batch, int64_t pipeline_stages, int64_t micro_batch_num) {
+  m.def("set_auto_parallel_context", [](const std::string& mode, bool gradients_mean,
+                                        bool parallel_optimizer, int64_t grad_accum,
+                                        std::vector<std::vector<int64_t>> dataset_strategy,
+                                        bool full_batch, int64_t pipeline_stages,
+                                        int64_t micro_batch_num) {
     SPORE_CHECK(mode == "stand_alone" || mode == "data_parallel" || mode == "semi_auto_parallel",
-                "set_auto_parallel_context: parallel_mode '", mode, "' is not supported yet; use 'stand_alone', "
-                "'data_parallel' or 'semi_auto_parallel' (auto_parallel's strategy search is not implemented: "
+                "set_auto_parallel_context: parallel_mode '", mode,
+                "' is not supported yet; use 'stand_alone', "
+                "'data_parallel' or 'semi_auto_parallel' (auto_parallel's strategy search is not "
+                "implemented: "
                 "set the strategies with shard())");
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
     ctx.parallel_mode = mode == "data_parallel"        ? parallel::ParallelMode::DataParallel
@@ -117,13 +123,15 @@ void bind_train(py::module_& m) {
       .def(py::init<CellPtr, CellPtr>());
   py::class_<train::WithEvalCell, Cell, std::shared_ptr<train::WithEvalCell>>(m, "WithEvalCell")
       .def(py::init<CellPtr, CellPtr>());
-  py::class_<train::TrainOneStepCell, Cell, std::shared_ptr<train::TrainOneStepCell>>(m, "TrainOneStepCell")
+  py::class_<train::TrainOneStepCell, Cell, std::shared_ptr<train::TrainOneStepCell>>(
+      m, "TrainOneStepCell")
       .def(py::init<CellPtr, optim::OptimizerPtr, double>())
       .def_property("sens", &train::TrainOneStepCell::sens, &train::TrainOneStepCell::set_sens)
       .def("last_grads", &train::TrainOneStepCell::last_grads)
       .def("jit_stats", &train::TrainOneStepCell::jit_stats);
   py::class_<train::TrainOneStepWithLossScaleCell, train::TrainOneStepCell,
-             std::shared_ptr<train::TrainOneStepWithLossScaleCell>>(m, "TrainOneStepWithLossScaleCell")
+             std::shared_ptr<train::TrainOneStepWithLossScaleCell>>(m,
+                                                                    "TrainOneStepWithLossScaleCell")
       .def(py::init<CellPtr, optim::OptimizerPtr, amp::LossScaleManagerPtr>())
       .def(py::init<CellPtr, optim::OptimizerPtr, double>())
       .def("loss_scale", &train::TrainOneStepWithLossScaleCell::loss_scale)
@@ -151,12 +159,16 @@ void bind_train(py::module_& m) {
       .def_readonly("stop_requested", &RunContext::stop_requested)
       .def("request_stop", &RunContext::request_stop);
   py::class_<Callback, std::shared_ptr<Callback>>(m, "CallbackBase");
-  py::class_<PyCallback, Callback, std::shared_ptr<PyCallback>>(m, "PyCallback").def(py::init<py::list>());
-  m.attr("CALLBACK_HOOKS") = py::cast(std::vector<std::string>(std::begin(kHooks), std::end(kHooks)));
-  cb_class<train::LossMonitor>(m, "LossMonitor").def(py::init([](int64_t n) {
-    return std::make_shared<train::LossMonitor>(n);
-  }), py::arg("per_print_times") = 1);
-  cb_class<train::TimeMonitor>(m, "TimeMonitor").def(py::init([] { return std::make_shared<train::TimeMonitor>(); }));
+  py::class_<PyCallback, Callback, std::shared_ptr<PyCallback>>(m, "PyCallback")
+      .def(py::init<py::list>());
+  m.attr("CALLBACK_HOOKS") =
+      py::cast(std::vector<std::string>(std::begin(kHooks), std::end(kHooks)));
+  cb_class<train::LossMonitor>(m, "LossMonitor")
+      .def(py::init([](int64_t n) { return std::make_shared<train::LossMonitor>(n); }),
+           py::arg("per_print_times") = 1);
+  cb_class<train::TimeMonitor>(m, "TimeMonitor").def(py::init([] {
+    return std::make_shared<train::TimeMonitor>();
+  }));
   py::class_<train::CheckpointConfig>(m, "CheckpointConfig")
       .def(py::init([](int64_t steps, int64_t epochs, int64_t keep, bool opt_state, bool on_end) {
         return train::CheckpointConfig{steps, epochs, keep, opt_state, on_end};
@@ -166,9 +178,10 @@ void bind_train(py::module_& m) {
       .def_readonly("keep_checkpoint_max", &train::CheckpointConfig::keep_checkpoint_max);
   cb_class<train::ModelCheckpoint>(m, "ModelCheckpoint")
       .def(py::init<std::string, std::string, train::CheckpointConfig>())
-      .def("saved_files", [](const train::ModelCheckpoint& c) {
-        return std::vector<std::string>(c.saved_files().begin(), c.saved_files().end());
-      })
+      .def("saved_files",
+           [](const train::ModelCheckpoint& c) {
+             return std::vector<std::string>(c.saved_files().begin(), c.saved_files().end());
+           })
       .def("latest_checkpoint", &train::ModelCheckpoint::latest_checkpoint)
       .def("prefix", &train::ModelCheckpoint::prefix);
   cb_class<train::EarlyStopping>(m, "EarlyStopping")
@@ -187,45 +200,60 @@ void bind_train(py::module_& m) {
   // ---- metrics ----
   py::class_<train::Metric, train::MetricPtr>(m, "MetricBase")
       .def("clear", &train::Metric::clear)
-      .def("update", [](train::Metric& mt, py::args a) {
-        std::vector<Tensor> v;
-        for (py::handle h : a) v.push_back(to_tensor(h));
-        mt.update(v);
-      })
+      .def("update",
+           [](train::Metric& mt, py::args a) {
+             std::vector<Tensor> v;
+             for (py::handle h : a) v.push_back(to_tensor(h));
+             mt.update(v);
+           })
       .def("eval", &train::Metric::eval)
       .def("name", &train::Metric::name);
-  py::class_<PyMetric, train::Metric, std::shared_ptr<PyMetric>>(m, "PyMetric").def(py::init<py::object>());
+  py::class_<PyMetric, train::Metric, std::shared_ptr<PyMetric>>(m, "PyMetric")
+      .def(py::init<py::object>());
   m.def("make_metric", &train::make_metric);
   m.def("metric_names", &train::metric_names);
   m.def("TopKCategoricalAccuracy", [](int64_t k) -> train::MetricPtr {
     return std::make_shared<train::TopKCategoricalAccuracy>(k);
   });
-  m.def("ConfusionMatrixMetric", [](int64_t n) -> train::MetricPtr {
-    return std::make_shared<train::ConfusionMatrix>(n);
-  });
+  m.def("ConfusionMatrixMetric",
+        [](int64_t n) -> train::MetricPtr { return std::make_shared<train::ConfusionMatrix>(n); });
 
   // ---- Model ----
   py::class_<train::Model>(m, "Model")
-      .def(py::init([](CellPtr net, CellPtr loss, optim::OptimizerPtr opt, std::vector<std::string> metrics,
-                       CellPtr eval_net, std::string amp_level, amp::LossScaleManagerPtr lsm,
-                       std::optional<bool> keep_bn, py::object cast_type) {
+      .def(py::init([](CellPtr net, CellPtr loss, optim::OptimizerPtr opt,
+                       std::vector<std::string> metrics, CellPtr eval_net, std::string amp_level,
+                       amp::LossScaleManagerPtr lsm, std::optional<bool> keep_bn,
+                       py::object cast_type) {
         std::optional<DType> ct;
         if (!cast_type.is_none()) ct = to_dtype(cast_type);
-        return std::make_unique<train::Model>(net, loss, opt, metrics, eval_net, amp_level, lsm, keep_bn, ct);
+        return std::make_unique<train::Model>(net, loss, opt, metrics, eval_net, amp_level, lsm,
+                                              keep_bn, ct);
       }))
       .def("add_metric", &train::Model::add_metric)
-      .def("train", [](train::Model& md, int64_t epoch, const data::Dataset& ds,
-                       const std::vector<std::shared_ptr<Callback>>& cbs, int64_t initial_epoch) {
-        md.train(epoch, ds, callbacks_of(cbs), initial_epoch);
-      }, nogil)
-      .def("eval", [](train::Model& md, const data::Dataset& ds, const std::vector<std::shared_ptr<Callback>>& cbs) {
-        return md.eval(ds, callbacks_of(cbs));
-      }, nogil)
-      .def("fit", [](train::Model& md, int64_t epoch, const data::Dataset& tr, const data::Dataset& va,
-                     const std::vector<std::shared_ptr<Callback>>& cbs, int64_t freq, int64_t initial_epoch) {
-        md.fit(epoch, tr, va, callbacks_of(cbs), freq, initial_epoch);
-      }, nogil)
-      .def("predict", [](train::Model& md, const std::vector<Tensor>& in) { return md.predict(in); }, nogil)
+      .def(
+          "train",
+          [](train::Model& md, int64_t epoch, const data::Dataset& ds,
+             const std::vector<std::shared_ptr<Callback>>& cbs,
+             int64_t initial_epoch) { md.train(epoch, ds, callbacks_of(cbs), initial_epoch); },
+          nogil)
+      .def(
+          "eval",
+          [](train::Model& md, const data::Dataset& ds,
+             const std::vector<std::shared_ptr<Callback>>& cbs) {
+            return md.eval(ds, callbacks_of(cbs));
+          },
+          nogil)
+      .def(
+          "fit",
+          [](train::Model& md, int64_t epoch, const data::Dataset& tr, const data::Dataset& va,
+             const std::vector<std::shared_ptr<Callback>>& cbs, int64_t freq,
+             int64_t initial_epoch) {
+            md.fit(epoch, tr, va, callbacks_of(cbs), freq, initial_epoch);
+          },
+          nogil)
+      .def(
+          "predict", [](train::Model& md, const std::vector<Tensor>& in) { return md.predict(in); },
+          nogil)
       .def("train_network", [](const train::Model& md) -> CellPtr { return md.train_network(); })
       .def("eval_network", [](const train::Model& md) { return md.eval_network(); });
 }

@@ -73,8 +73,7 @@ std::shared_ptr<nn::Cell> with_float32_output(std::shared_ptr<nn::Cell> network)
   return std::make_shared<OutputTo32>(std::move(network));
 }
 
-// ---- loss scale managers
-// -------------------------------------------------------------------------
+// ---- loss scale managers ------------------------------------------------------------------------
 
 FixedLossScaleManager::FixedLossScaleManager(double loss_scale, bool drop_overflow_update)
     : scale_(loss_scale), drop_(drop_overflow_update) {
@@ -112,8 +111,7 @@ void DynamicLossScaleManager::update_loss_scale(bool overflow) {
   }
 }
 
-// ---- build_train_network
-// -------------------------------------------------------------------------
+// ---- build_train_network ------------------------------------------------------------------------
 
 std::shared_ptr<nn::Cell> build_train_network(std::shared_ptr<nn::Cell> network,
                                               std::shared_ptr<optim::Optimizer> optimizer,

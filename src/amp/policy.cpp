@@ -32,10 +32,14 @@ class PolicyPrecision final : public ops::PrecisionPolicy {
 
 const char* level_name(Level l) {
   switch (l) {
-    case Level::O0: return "O0";
-    case Level::O1: return "O1";
-    case Level::O2: return "O2";
-    case Level::O3: return "O3";
+    case Level::O0:
+      return "O0";
+    case Level::O1:
+      return "O1";
+    case Level::O2:
+      return "O2";
+    case Level::O3:
+      return "O3";
   }
   return "?";
 }

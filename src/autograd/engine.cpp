@@ -2,8 +2,8 @@
 // op's gradient rule (written with ops, so create_graph gives higher-order gradients), sums
 // gradients that fan in, and reduces broadcast gradients to their input's shape.
 #include <algorithm>
-#include <functional>
 #include <atomic>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -41,7 +41,8 @@ bool is_zero_cotangent(const Tensor& g) {
   return false;
 }
 
-void record(ops::OpId op, const ops::Attrs& attrs, const ops::Tensors& inputs, ops::Tensors& outputs) {
+void record(ops::OpId op, const ops::Attrs& attrs, const ops::Tensors& inputs,
+            ops::Tensors& outputs) {
   auto node = std::make_shared<Node>();
   node->op = op;
   node->attrs = attrs;
@@ -69,7 +70,8 @@ Tensor accumulate(const Tensor& acc, const Tensor& g) { return acc.defined() ? a
 // Brings a gradient back to its input's shape, dtype and device.
 Tensor fit_to(const Tensor& g, const Tensor& input) {
   Tensor r = g;
-  if (r.device() != input.device()) r = r.to(input.device());  // a host scalar that joined a device op
+  if (r.device() != input.device())
+    r = r.to(input.device());  // a host scalar that joined a device op
   if (r.shape() != input.shape()) r = sum_to_shape(r, input.shape());
   if (r.dtype() != input.dtype()) r = cast(r, input.dtype());
   return r;
@@ -93,8 +95,8 @@ struct ZeroCotangentsReset {  // forgets this pass's zeros when it ends (nested 
 };
 
 struct Pending {
-  std::unordered_map<Node*, ops::Tensors> node_grads;    // per node, per output
-  std::unordered_map<TensorImpl*, Tensor> leaf_grads;    // per leaf tensor
+  std::unordered_map<Node*, ops::Tensors> node_grads;  // per node, per output
+  std::unordered_map<TensorImpl*, Tensor> leaf_grads;  // per leaf tensor
 };
 
 // Runs the tape backwards from root with cotangent seed; fills pending.leaf_grads.
@@ -169,7 +171,8 @@ void run_backward(const Tensor& root, const Tensor& seed, Pending& pending, bool
     ops::VjpContext ctx{n->inputs, n->outputs, cot, n->attrs};
     ops::Tensors grads;
     {
-      ops::PrecisionScope precision(n->precision);  // backward ops follow the forward op's precision
+      ops::PrecisionScope precision(
+          n->precision);  // backward ops follow the forward op's precision
       grads = def.rules.vjp(ctx);
     }
     SPORE_ASSERT(grads.size() <= n->inputs.size(), "gradient rule of ", def.name, " returned ",
@@ -196,12 +199,15 @@ Tensor default_seed(const Tensor& root, const Tensor& sens) {
   SPORE_CHECK(sens.shape() == root.shape() || sens.numel() == 1, "grad: sens has shape ",
               shape_str(sens.shape()), " but the output has shape ", shape_str(root.shape()));
   const Tensor s = sens.to(root.device());
-  return sens.shape() == root.shape() ? s : mul(ones(root.shape(), root.dtype(), root.device()), s.to(root.dtype()));
+  return sens.shape() == root.shape()
+             ? s
+             : mul(ones(root.shape(), root.dtype(), root.device()), s.to(root.dtype()));
 }
 
 }  // namespace
 
-std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs, const GradOptions& opts) {
+std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
+                         const GradOptions& opts) {
   SPORE_CHECK(output.defined(), "grad: the function returned an undefined tensor");
   SPORE_CHECK_TYPE(is_floating(output.dtype()), "grad: the output must be floating point, got ",
                    dtype_name(output.dtype()));
@@ -211,7 +217,8 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
   if (opts.on_grad_ready) {
     std::unordered_map<TensorImpl*, std::vector<size_t>> index_of;
     for (size_t i = 0; i < inputs.size(); ++i) index_of[inputs[i].impl_ptr().get()].push_back(i);
-    leaf_ready = [&opts, &fired, index_of = std::move(index_of)](TensorImpl* impl, const Tensor& g) {
+    leaf_ready = [&opts, &fired, index_of = std::move(index_of)](TensorImpl* impl,
+                                                                 const Tensor& g) {
       auto it = index_of.find(impl);
       if (it == index_of.end()) return;
       for (size_t i : it->second) {
@@ -226,8 +233,10 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
   out.reserve(inputs.size());
   for (const Tensor& in : inputs) {
     auto it = pending.leaf_grads.find(in.impl_ptr().get());
-    if (it != pending.leaf_grads.end() && it->second.defined()) out.push_back(it->second);
-    else out.push_back(zeros(in.shape(), in.dtype(), in.device()));
+    if (it != pending.leaf_grads.end() && it->second.defined())
+      out.push_back(it->second);
+    else
+      out.push_back(zeros(in.shape(), in.dtype(), in.device()));
   }
   for (size_t i = 0; i < fired.size(); ++i)
     if (!fired[i]) opts.on_grad_ready(i, out[i]);
@@ -235,10 +244,13 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
 }
 
 void backward(const Tensor& root, const Tensor& gradient) {
-  SPORE_CHECK(root.requires_grad(), "backward(): the tensor does not require grad and has no "
+  SPORE_CHECK(root.requires_grad(),
+              "backward(): the tensor does not require grad and has no "
               "history; did you forget set_requires_grad() on the inputs, or run under no_grad?");
-  SPORE_CHECK(gradient.defined() || root.numel() == 1, "backward(): a gradient must be given for a "
-              "non-scalar output of shape ", shape_str(root.shape()));
+  SPORE_CHECK(gradient.defined() || root.numel() == 1,
+              "backward(): a gradient must be given for a "
+              "non-scalar output of shape ",
+              shape_str(root.shape()));
   Pending pending;
   run_backward(root, default_seed(root, gradient), pending, false);
   for (auto& [impl, g] : pending.leaf_grads) {

@@ -43,11 +43,11 @@ class Event {
 };
 
 struct DeviceProperties {
-  std::string name;              // "CPU", "NVIDIA H200"
-  size_t total_memory = 0;       // bytes
-  int multiprocessors = 0;       // CUDA SMs; CPU cores
+  std::string name;                          // "CPU", "NVIDIA H200"
+  size_t total_memory = 0;                   // bytes
+  int multiprocessors = 0;                   // CUDA SMs; CPU cores
   int compute_major = 0, compute_minor = 0;  // CUDA compute capability; 0 elsewhere
-  size_t alignment = 64;         // of every allocation, in bytes
+  size_t alignment = 64;                     // of every allocation, in bytes
 };
 struct MemoryInfo {
   size_t free = 0, total = 0;  // bytes, as the device reports them
@@ -100,9 +100,10 @@ bool register_backend(DeviceType type, BackendFactory factory);
 void load_backend_plugins();
 // Why the CUDA backend is not there ("" when it loaded).
 const std::string& cuda_plugin_status();
-}
-#define SPORE_REGISTER_BACKEND(Dev, factory) \
-  [[maybe_unused]] static const bool spore_backend_##Dev = ::spore::detail::register_backend(::spore::DeviceType::Dev, factory)
+}  // namespace detail
+#define SPORE_REGISTER_BACKEND(Dev, factory)               \
+  [[maybe_unused]] static const bool spore_backend_##Dev = \
+      ::spore::detail::register_backend(::spore::DeviceType::Dev, factory)
 
 // The backend for `type`, or an error naming the targets this build supports.
 Backend& get_backend(DeviceType type);
@@ -127,6 +128,7 @@ class StreamGuard {  // makes `stream` current for its device on this thread, fo
 // Copies nbytes between any two devices (either may be the CPU), on the current stream of the
 // device side; device to device across backends goes through the host. When `blocking`, the bytes
 // are in place when the call returns.
-void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes, bool blocking);
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes,
+                bool blocking);
 
 }  // namespace spore

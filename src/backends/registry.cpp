@@ -19,7 +19,8 @@ std::array<Slot, kNumDeviceTypes>& slots() {
 }
 std::string supported_list() {
   std::string s = "[";
-  for (const auto& name : available_device_targets()) s += (s.size() > 1 ? ", '" : "'") + name + "'";
+  for (const auto& name : available_device_targets())
+    s += (s.size() > 1 ? ", '" : "'") + name + "'";
   return s + "]";
 }
 std::string how_to_enable(DeviceType t) {
@@ -29,7 +30,8 @@ std::string how_to_enable(DeviceType t) {
     case DeviceType::Ascend:
       return "The 'Ascend' target needs a vendor NPU backend (src/backends/ascend) built against "
              "CANN; this build has none. Use set_device(\"CPU\") meanwhile.";
-    default: return "";
+    default:
+      return "";
   }
 }
 }  // namespace
@@ -63,7 +65,7 @@ Backend& get_backend(DeviceType type) {
   return *s.instance;
 }
 
-// ---- current stream ------------------------------------------------------------------------------
+// ---- current stream -----------------------------------------------------------------------------
 namespace {
 // Per thread, the streams StreamGuards made current, by device (a short list: few devices).
 thread_local std::vector<std::pair<Device, Stream*>> t_current;
@@ -91,8 +93,9 @@ StreamGuard::~StreamGuard() {
   if (Stream** s = find_current(device_)) *s = prev_;
 }
 
-// ---- copies --------------------------------------------------------------------------------------
-void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes, bool blocking) {
+// ---- copies -------------------------------------------------------------------------------------
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes,
+                bool blocking) {
   if (nbytes == 0) return;
   const bool dst_host = dst_dev.type == DeviceType::CPU, src_host = src_dev.type == DeviceType::CPU;
   if (dst_host && src_host) {

@@ -28,15 +28,17 @@ void set_graph_mode_available(bool (*fn)()) { g_graph_available = fn; }
 void set_context(const ContextOptions& opts) {
   if (opts.save_graphs) g_save_graphs = *opts.save_graphs;
   if (opts.save_graphs_path) {
-    SPORE_CHECK(!opts.save_graphs_path->empty(), "[set_context] save_graphs_path is empty; give a folder");
+    SPORE_CHECK(!opts.save_graphs_path->empty(),
+                "[set_context] save_graphs_path is empty; give a folder");
     g_save_graphs_path = *opts.save_graphs_path;
   }
   if (!opts.mode) return;
   if (opts.mode == Mode::Graph && !(g_graph_available && g_graph_available()))
-    SPORE_THROW(ErrorKind::NotImplemented,
-                "Graph mode is not available in this build yet: the graph compiler (tracing, passes, "
-                "memory planning) is still being written. Use Mode::PyNative (`--mode pynative`), "
-                "which runs the same ops eagerly.");
+    SPORE_THROW(
+        ErrorKind::NotImplemented,
+        "Graph mode is not available in this build yet: the graph compiler (tracing, passes, "
+        "memory planning) is still being written. Use Mode::PyNative (`--mode pynative`), "
+        "which runs the same ops eagerly.");
   g_mode = *opts.mode;
 }
 std::string save_graphs_path() {
@@ -50,19 +52,23 @@ void set_device(const std::string& target, int device_id) {
   std::string t = target;
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::toupper(c); });
   DeviceType type;
-  if (t == "CPU") type = DeviceType::CPU;
-  else if (t == "GPU" || t == "CUDA") type = DeviceType::GPU;
-  else if (t == "ASCEND" || t == "NPU") type = DeviceType::Ascend;
-  else if (t == "TEST" && has_backend(DeviceType::Test)) type = DeviceType::Test;  // test builds only
+  if (t == "CPU")
+    type = DeviceType::CPU;
+  else if (t == "GPU" || t == "CUDA")
+    type = DeviceType::GPU;
+  else if (t == "ASCEND" || t == "NPU")
+    type = DeviceType::Ascend;
+  else if (t == "TEST" && has_backend(DeviceType::Test))
+    type = DeviceType::Test;  // test builds only
   else
     SPORE_THROW(ErrorKind::ValueError, "Unsupported device target '", target,
                 "'. Expected one of 'CPU', 'GPU', 'Ascend'.");
   Backend& b = get_backend(type);  // throws naming the supported targets when absent
   // Built but no device (a CUDA build on a machine without a GPU): a different message from "this
   // build has no such backend".
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, b.device_count() > 0, "set_device(\"", target, "\"): this build has the ",
-                   b.name(), " backend, but ", b.unavailable_reason().empty() ? "no device is visible"
-                                                                             : b.unavailable_reason(),
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, b.device_count() > 0, "set_device(\"", target,
+                   "\"): this build has the ", b.name(), " backend, but ",
+                   b.unavailable_reason().empty() ? "no device is visible" : b.unavailable_reason(),
                    ". Use set_device(\"CPU\") on this machine");
   SPORE_CHECK(device_id >= 0 && device_id < b.device_count(), "set_device: device_id ", device_id,
               " is out of range for ", b.name(), ", which has ", b.device_count(), " device(s)");

@@ -16,18 +16,25 @@ namespace spore::log {
 namespace {
 
 constexpr std::array<std::string_view, 7> kNames = {"trace", "debug",    "info", "warn",
-                                                     "error", "critical", "off"};
+                                                    "error", "critical", "off"};
 constexpr Level kDefault = Level::Info;
 
 spdlog::level::level_enum to_spdlog(Level l) {
   switch (l) {
-    case Level::Trace: return spdlog::level::trace;
-    case Level::Debug: return spdlog::level::debug;
-    case Level::Info: return spdlog::level::info;
-    case Level::Warn: return spdlog::level::warn;
-    case Level::Error: return spdlog::level::err;
-    case Level::Critical: return spdlog::level::critical;
-    case Level::Off: break;
+    case Level::Trace:
+      return spdlog::level::trace;
+    case Level::Debug:
+      return spdlog::level::debug;
+    case Level::Info:
+      return spdlog::level::info;
+    case Level::Warn:
+      return spdlog::level::warn;
+    case Level::Error:
+      return spdlog::level::err;
+    case Level::Critical:
+      return spdlog::level::critical;
+    case Level::Off:
+      break;
   }
   return spdlog::level::off;
 }
@@ -40,13 +47,17 @@ spdlog::logger& logger() {
     Level level = kDefault;
     std::string bad;
     if (const char* env = std::getenv("SPORE_LOG_LEVEL"); env && *env) {
-      if (auto parsed = parse_level(env)) level = *parsed;
-      else bad = env;
+      if (auto parsed = parse_level(env))
+        level = *parsed;
+      else
+        bad = env;
     }
     l->set_level(to_spdlog(level));
     if (!bad.empty())
-      l->warn("SPORE_LOG_LEVEL={} is not one of trace, debug, info, warn, error, critical, off; "
-              "using {}", bad, level_name(kDefault));
+      l->warn(
+          "SPORE_LOG_LEVEL={} is not one of trace, debug, info, warn, error, critical, off; "
+          "using {}",
+          bad, level_name(kDefault));
     return l;
   }();
   return *instance;
@@ -72,13 +83,20 @@ std::string_view level_name(Level level) { return kNames[size_t(level)]; }
 
 Level level() {
   switch (logger().level()) {
-    case spdlog::level::trace: return Level::Trace;
-    case spdlog::level::debug: return Level::Debug;
-    case spdlog::level::info: return Level::Info;
-    case spdlog::level::warn: return Level::Warn;
-    case spdlog::level::err: return Level::Error;
-    case spdlog::level::critical: return Level::Critical;
-    default: return Level::Off;
+    case spdlog::level::trace:
+      return Level::Trace;
+    case spdlog::level::debug:
+      return Level::Debug;
+    case spdlog::level::info:
+      return Level::Info;
+    case spdlog::level::warn:
+      return Level::Warn;
+    case spdlog::level::err:
+      return Level::Error;
+    case spdlog::level::critical:
+      return Level::Critical;
+    default:
+      return Level::Off;
   }
 }
 

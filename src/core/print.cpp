@@ -62,16 +62,22 @@ void print_rec(std::ostringstream& os, const std::vector<double>& vals, const Sh
   const bool cut = summarize && n > 2 * kEdge;
   for (int64_t i = 0; i < n; ++i) {
     if (cut && i == kEdge) {
-      if (dim + 1 == shape.size()) os << " ...";
-      else os << std::string(shape.size() - dim - 1, '\n') << std::string(size_t(indent + 1), ' ') << "...";
+      if (dim + 1 == shape.size())
+        os << " ...";
+      else
+        os << std::string(shape.size() - dim - 1, '\n') << std::string(size_t(indent + 1), ' ')
+           << "...";
       i = n - kEdge - 1;
       continue;
     }
     if (i > 0) {
-      if (dim + 1 == shape.size()) os << " ";
-      else os << std::string(shape.size() - dim - 1, '\n') << std::string(size_t(indent + 1), ' ');
+      if (dim + 1 == shape.size())
+        os << " ";
+      else
+        os << std::string(shape.size() - dim - 1, '\n') << std::string(size_t(indent + 1), ' ');
     }
-    print_rec(os, vals, shape, dim + 1, offset + i * strides[dim], strides, f, summarize, indent + 1);
+    print_rec(os, vals, shape, dim + 1, offset + i * strides[dim], strides, f, summarize,
+              indent + 1);
   }
   os << "]";
 }
@@ -80,7 +86,8 @@ void print_rec(std::ostringstream& os, const std::vector<double>& vals, const Sh
 
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
-  if (is_symbolic()) return "Tensor(symbolic, shape=" + shape_str(shape()) + ", dtype=" + dtype_name(dtype()) + ")";
+  if (is_symbolic())
+    return "Tensor(symbolic, shape=" + shape_str(shape()) + ", dtype=" + dtype_name(dtype()) + ")";
   std::vector<double> vals = to_vector<double>();
   Formatter f;
   f.floating = is_floating(dtype());

@@ -76,7 +76,8 @@ std::string fmt_ms(double ms) {
 
 namespace profiling::detail {
 void begin(int64_t& start_ns) { start_ns = now_ns(); }
-void end(const char* category, const char* name, int64_t start_ns, const std::string* args, int64_t bytes) {
+void end(const char* category, const char* name, int64_t start_ns, const std::string* args,
+         int64_t bytes) {
   const int64_t t = now_ns();
   ThreadBuffer& b = this_thread_buffer();
   const std::lock_guard lock(b.mutex);
@@ -91,8 +92,9 @@ void Profiler::start() {
   Registry& r = registry();
   {
     const std::lock_guard lock(r.mutex);
-    SPORE_CHECK_KIND(ErrorKind::RuntimeError, !r.running,
-                     "[Profiler] another profiler is already recording; stop() or analyse() it first");
+    SPORE_CHECK_KIND(
+        ErrorKind::RuntimeError, !r.running,
+        "[Profiler] another profiler is already recording; stop() or analyse() it first");
     r.running = true;
     for (auto& b : r.buffers) {
       const std::lock_guard bl(b->mutex);
@@ -124,21 +126,31 @@ std::string Profiler::analyse() {
       for (const Event& e : b->events) all.push_back({b->tid, e});
     }
   }
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.second.start_ns < b.second.start_ns; });
+  std::sort(all.begin(), all.end(),
+            [](const auto& a, const auto& b) { return a.second.start_ns < b.second.start_ns; });
   // Chrome trace events: complete events ("X") in microseconds, one thread name per tid.
   nlohmann::json events = nlohmann::json::array();
   std::map<int, bool> tids;
   for (const auto& [tid, e] : all) {
-    nlohmann::json j = {{"name", e.name}, {"cat", e.category}, {"ph", "X"}, {"pid", 1}, {"tid", tid},
-                        {"ts", double(e.start_ns - started_ns_) / 1e3}, {"dur", double(e.dur_ns) / 1e3}};
-    nlohmann::json args = e.args.empty() ? nlohmann::json::object() : nlohmann::json::parse("{" + e.args + "}");
+    nlohmann::json j = {{"name", e.name},
+                        {"cat", e.category},
+                        {"ph", "X"},
+                        {"pid", 1},
+                        {"tid", tid},
+                        {"ts", double(e.start_ns - started_ns_) / 1e3},
+                        {"dur", double(e.dur_ns) / 1e3}};
+    nlohmann::json args =
+        e.args.empty() ? nlohmann::json::object() : nlohmann::json::parse("{" + e.args + "}");
     if (e.bytes >= 0) args["bytes"] = e.bytes;
     if (!args.empty()) j["args"] = std::move(args);
     events.push_back(std::move(j));
     tids[tid] = true;
   }
   for (const auto& [tid, _] : tids)
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", tid},
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 1},
+                      {"tid", tid},
                       {"args", {{"name", tid == 1 ? "main" : "thread " + std::to_string(tid)}}}});
   // Summary: ops by total time (nodes of compiled graphs and PyNative ops alike), and the
   // categories' totals. Shares are of the profiled wall time.
@@ -157,7 +169,8 @@ std::string Profiler::analyse() {
     }
   }
   std::vector<std::pair<std::string, Row>> rows(ops.begin(), ops.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
   const double wall_ms = double(wall_ns_) / 1e6;
   std::ostringstream s;
   s << "profile: " << fmt_ms(wall_ms) << " ms wall, " << all.size() << " spans on " << tids.size()
@@ -165,13 +178,14 @@ std::string Profiler::analyse() {
   for (const auto& [cat, r] : cats)
     s << "  " << cat << ": " << r.count << " spans, " << fmt_ms(double(r.ns) / 1e6) << " ms\n";
   char line[160];
-  std::snprintf(line, sizeof line, "  %-34s %9s %12s %10s %7s\n", "op", "calls", "total ms", "avg us", "share");
+  std::snprintf(line, sizeof line, "  %-34s %9s %12s %10s %7s\n", "op", "calls", "total ms",
+                "avg us", "share");
   s << line;
   const size_t shown = std::min<size_t>(rows.size(), 25);
   for (size_t i = 0; i < shown; ++i) {
     const auto& [name, r] = rows[i];
-    std::snprintf(line, sizeof line, "  %-34s %9lld %12.3f %10.2f %6.1f%%\n", name.c_str(), (long long)r.count,
-                  double(r.ns) / 1e6, double(r.ns) / 1e3 / double(r.count),
+    std::snprintf(line, sizeof line, "  %-34s %9lld %12.3f %10.2f %6.1f%%\n", name.c_str(),
+                  (long long)r.count, double(r.ns) / 1e6, double(r.ns) / 1e3 / double(r.count),
                   100.0 * double(r.ns) / std::max(1.0, double(wall_ns_)));
     s << line;
   }
@@ -179,19 +193,21 @@ std::string Profiler::analyse() {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(opts_.output_path, ec);
-  SPORE_CHECK_KIND(ErrorKind::IOError, !ec, "[Profiler] cannot create output_path '", opts_.output_path,
-                   "': ", ec.message(), "; pass a writable folder");
+  SPORE_CHECK_KIND(ErrorKind::IOError, !ec, "[Profiler] cannot create output_path '",
+                   opts_.output_path, "': ", ec.message(), "; pass a writable folder");
   const std::string trace = (fs::path(opts_.output_path) / "trace.json").string();
   const std::string summary = (fs::path(opts_.output_path) / "summary.txt").string();
   {
     std::ofstream f(trace);
     f << nlohmann::json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump();
-    SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[Profiler] cannot write ", trace, "; is the disk full?");
+    SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[Profiler] cannot write ", trace,
+                     "; is the disk full?");
   }
   {
     std::ofstream f(summary);
     f << s.str();
-    SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[Profiler] cannot write ", summary, "; is the disk full?");
+    SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[Profiler] cannot write ", summary,
+                     "; is the disk full?");
   }
   return s.str() + "  trace: " + trace + " (open in https://ui.perfetto.dev or chrome://tracing)\n";
 }

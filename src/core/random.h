@@ -24,7 +24,9 @@ SPORE_HOST_DEVICE inline uint64_t mix(uint64_t x) {  // splitmix64 finaliser
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-SPORE_HOST_DEVICE inline uint64_t bits(uint64_t seed, uint64_t counter) { return mix(seed ^ mix(counter)); }
+SPORE_HOST_DEVICE inline uint64_t bits(uint64_t seed, uint64_t counter) {
+  return mix(seed ^ mix(counter));
+}
 // U[0, 1) with 53 random bits.
 SPORE_HOST_DEVICE inline double uniform(uint64_t seed, uint64_t counter) {
   return double(bits(seed, counter) >> 11) * (1.0 / 9007199254740992.0);

@@ -40,8 +40,10 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
 Storage::Storage(void* external, size_t nbytes, Device device, std::function<void(void*)> deleter)
     : data_(external), nbytes_(nbytes), device_(device), deleter_(std::move(deleter)) {}
 Storage::~Storage() {
-  if (allocator_) allocator_->deallocate(data_, nbytes_);
-  else if (deleter_) deleter_(data_);
+  if (allocator_)
+    allocator_->deallocate(data_, nbytes_);
+  else if (deleter_)
+    deleter_(data_);
 }
 
 NestedList::NestedList(std::initializer_list<NestedList> items) {
@@ -49,7 +51,8 @@ NestedList::NestedList(std::initializer_list<NestedList> items) {
   const Shape& inner = items.begin()->shape;
   for (const NestedList& it : items) {
     SPORE_CHECK(it.shape == inner, "tensor(): ragged nested list: found sub-lists of shapes ",
-                shape_str(inner), " and ", shape_str(it.shape), "; every row must have the same length");
+                shape_str(inner), " and ", shape_str(it.shape),
+                "; every row must have the same length");
     values.insert(values.end(), it.values.begin(), it.values.end());
   }
   shape.push_back(int64_t(items.size()));
@@ -93,7 +96,8 @@ void* Tensor::data_ptr() const {
 }
 
 void Tensor::copy_from_host(const void* src) const {
-  SPORE_CHECK(is_contiguous() && !is_symbolic(), "copy_from_host(): needs a concrete contiguous tensor");
+  SPORE_CHECK(is_contiguous() && !is_symbolic(),
+              "copy_from_host(): needs a concrete contiguous tensor");
   copy_bytes(data_ptr(), device(), src, Device{}, nbytes(), /*blocking=*/true);
 }
 
@@ -110,8 +114,8 @@ std::vector<T> Tensor::to_vector() const {
   const T* p = static_cast<const T*>(c.data_ptr());
   return std::vector<T>(p, p + c.numel());
 }
-#define SPORE_INSTANTIATE(T)                      \
-  template T Tensor::item<T>() const;             \
+#define SPORE_INSTANTIATE(T)          \
+  template T Tensor::item<T>() const; \
   template std::vector<T> Tensor::to_vector<T>() const;
 SPORE_INSTANTIATE(bool)
 SPORE_INSTANTIATE(uint8_t)
@@ -164,8 +168,10 @@ Tensor Tensor::detach() const {
 }
 
 Tensor& Tensor::set_requires_grad(bool r) {
-  SPORE_CHECK_TYPE(!r || is_floating(dtype()), "set_requires_grad: only floating-point tensors can "
-                   "require gradients, got dtype ", dtype_name(dtype()));
+  SPORE_CHECK_TYPE(!r || is_floating(dtype()),
+                   "set_requires_grad: only floating-point tensors can "
+                   "require gradients, got dtype ",
+                   dtype_name(dtype()));
   impl().requires_grad = r;
   return *this;
 }
@@ -192,12 +198,18 @@ Tensor generate(const Shape& shape, DType dtype, Device device, F f) {
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   return generate(shape, dtype, device, [value](int64_t) { return value; });
 }
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
+Tensor zeros(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 0, dtype, device);
+}
+Tensor ones(const Shape& shape, DType dtype, Device device) {
+  return full(shape, 1, dtype, device);
+}
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
 Tensor full_like(const Tensor& t, double v) { return full(t.shape(), v, t.dtype(), t.device()); }
-Tensor scalar_tensor(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
+Tensor scalar_tensor(double value, DType dtype, Device device) {
+  return full({}, value, dtype, device);
+}
 
 Tensor arange(double start, double end, double step, DType dtype, Device device) {
   SPORE_CHECK(step != 0, "arange: step must be non-zero");
@@ -217,22 +229,28 @@ Tensor eye(int64_t n, int64_t m, DType dtype, Device device) {
 }
 Tensor uniform(const Shape& shape, double low, double high, DType dtype, Device device) {
   const uint64_t s = random::seed(), base = random::reserve(uint64_t(shape_numel(shape)));
-  return generate(shape, dtype, device,
-                  [=](int64_t i) { return low + (high - low) * random::uniform(s, base + uint64_t(i)); });
+  return generate(shape, dtype, device, [=](int64_t i) {
+    return low + (high - low) * random::uniform(s, base + uint64_t(i));
+  });
 }
 Tensor normal(const Shape& shape, double mean, double stddev, DType dtype, Device device) {
   const uint64_t s = random::seed(), base = random::reserve(uint64_t(shape_numel(shape)));
   return generate(shape, dtype, device,
                   [=](int64_t i) { return mean + stddev * random::normal(s, base + uint64_t(i)); });
 }
-Tensor rand(const Shape& shape, DType dtype, Device device) { return uniform(shape, 0, 1, dtype, device); }
-Tensor randn(const Shape& shape, DType dtype, Device device) { return normal(shape, 0, 1, dtype, device); }
+Tensor rand(const Shape& shape, DType dtype, Device device) {
+  return uniform(shape, 0, 1, dtype, device);
+}
+Tensor randn(const Shape& shape, DType dtype, Device device) {
+  return normal(shape, 0, 1, dtype, device);
+}
 Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype, Device device) {
   SPORE_CHECK(high > low, "randint: high (", high, ") must be greater than low (", low, ")");
   const uint64_t s = random::seed(), base = random::reserve(uint64_t(shape_numel(shape)));
   const uint64_t range = uint64_t(high - low);
-  return generate(shape, dtype, device,
-                  [=](int64_t i) { return double(low + int64_t(random::bits(s, base + uint64_t(i)) % range)); });
+  return generate(shape, dtype, device, [=](int64_t i) {
+    return double(low + int64_t(random::bits(s, base + uint64_t(i)) % range));
+  });
 }
 Tensor randperm(int64_t n, DType dtype, Device device) {
   std::vector<int64_t> p(size_t(std::max<int64_t>(n, 0)));

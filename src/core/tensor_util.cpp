@@ -110,7 +110,8 @@ constexpr bool is_int_like = std::is_integral_v<T>;  // includes bool
 // out-of-range value is undefined behaviour; a float64 checkpoint can hold such values.)
 inline float to_float(double x) {
   if (x > double(std::numeric_limits<float>::max())) return std::numeric_limits<float>::infinity();
-  if (x < -double(std::numeric_limits<float>::max())) return -std::numeric_limits<float>::infinity();
+  if (x < -double(std::numeric_limits<float>::max()))
+    return -std::numeric_limits<float>::infinity();
   return float(x);
 }
 

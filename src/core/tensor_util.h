@@ -1,6 +1,7 @@
-// Tensor data-movement helpers for the data pipeline, checkpoints and other host code: row views, strided-to-contiguous
-// byte copies and element conversion between dtypes. They touch memory directly (no op dispatch,
-// no autograd), so they are safe on pipeline worker threads and cheap per row.
+// Tensor data-movement helpers for the data pipeline, checkpoints and other host code: row views,
+// strided-to-contiguous byte copies and element conversion between dtypes. They touch memory
+// directly (no op dispatch, no autograd), so they are safe on pipeline worker threads and cheap per
+// row.
 #pragma once
 #include <cstdint>
 

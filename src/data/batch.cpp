@@ -12,11 +12,11 @@
 #include <mutex>
 #include <thread>
 
-#include "spore/profiler.h"
-#include "data/node.h"
 #include "core/tensor_util.h"
+#include "data/node.h"
 #include "spore/context.h"
 #include "spore/data/sample_rng.h"
+#include "spore/profiler.h"
 
 namespace spore::data {
 namespace {
@@ -32,7 +32,7 @@ Tensor pad_to(const Tensor& t, const Shape& shape, double value) {
   for (int64_t i = 0, n = dst.numel(); i < n; ++i) std::memcpy(p + size_t(i) * is, one.data(), is);
   if (t.numel() == 0) return dst;
   spore::detail::copy_from_buffer(spore::detail::make_view(dst, t.shape(), dst.strides(), 0),
-                           spore::detail::contiguous_copy(t).data_ptr());
+                                  spore::detail::contiguous_copy(t).data_ptr());
   return dst;
 }
 

@@ -5,9 +5,9 @@
 // labels; rows are views.
 #include <cstring>
 
+#include "core/tensor_util.h"
 #include "data/file_util.h"
 #include "data/node.h"
-#include "core/tensor_util.h"
 
 namespace spore::data {
 namespace {

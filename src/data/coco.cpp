@@ -1,8 +1,8 @@
-// CocoDataset (task "Detection"): the annotation JSON is read once, at construction, by the one COCO
-// reader (src/io/coco.cpp, shared with the evaluator), into flat per-image arrays. Each sample then
-// reads (and decodes) its image file on a source worker and copies its boxes out: bbox float32 (K, 4) [x, y, w, h],
-// category_id int32 (K, 1), iscrowd int32 (K, 1). Images without annotations are kept (K = 0).
-// Malformed annotations are errors naming the file, the entry and the field.
+// CocoDataset (task "Detection"): the annotation JSON is read once, at construction, by the one
+// COCO reader (src/io/coco.cpp, shared with the evaluator), into flat per-image arrays. Each sample
+// then reads (and decodes) its image file on a source worker and copies its boxes out: bbox float32
+// (K, 4) [x, y, w, h], category_id int32 (K, 1), iscrowd int32 (K, 1). Images without annotations
+// are kept (K = 0). Malformed annotations are errors naming the file, the entry and the field.
 #include <cstring>
 #include <unordered_map>
 
@@ -81,7 +81,9 @@ class CocoNode : public SourceNode {
   }
 
  private:
-  std::string path(int64_t i) const { return detail::join_path(dir_, idx_.images[size_t(i)].file_name); }
+  std::string path(int64_t i) const {
+    return detail::join_path(dir_, idx_.images[size_t(i)].file_name);
+  }
   std::string dir_;
   CocoIndex idx_;
   bool decode_;

@@ -10,9 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/tensor_util.h"
 #include "data/file_util.h"
 #include "data/node.h"
-#include "core/tensor_util.h"
 
 namespace spore::data {
 namespace {
@@ -160,12 +160,13 @@ Dataset CSVDataset(const std::vector<std::string>& files, const CSVOptions& opts
     kinds[c] = Kind(opts.column_defaults[c].index());
     if (kinds[c] == Kind::Int) {
       const int64_t d = std::get<0>(opts.column_defaults[c]);
-      SPORE_CHECK(d >= INT32_MIN && d <= INT32_MAX, "[CSVDataset] the default of column \"", names[c], "\", ",
-                  d, ", does not fit int32");
+      SPORE_CHECK(d >= INT32_MIN && d <= INT32_MAX, "[CSVDataset] the default of column \"",
+                  names[c], "\", ", d, ", does not fit int32");
     } else if (kinds[c] == Kind::Float) {
       const double d = std::get<1>(opts.column_defaults[c]);
-      SPORE_CHECK(!std::isfinite(d) || std::fabs(d) <= FLT_MAX, "[CSVDataset] the default of column \"",
-                  names[c], "\", ", d, ", is out of float32's range");
+      SPORE_CHECK(!std::isfinite(d) || std::fabs(d) <= FLT_MAX,
+                  "[CSVDataset] the default of column \"", names[c], "\", ", d,
+                  ", is out of float32's range");
     }
   }
   int64_t n = 0;

@@ -127,7 +127,8 @@ RowIteratorPtr MapNode::make_iterator() {
           handle_sample_error(t.id, std::current_exception());
           t.skipped = true;
         }
-      }, "map");
+      },
+      "map");
   return it;
 }
 

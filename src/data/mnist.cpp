@@ -5,14 +5,14 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <numeric>
 #include <string>
 
-#include "data/node.h"
 #include "core/tensor_util.h"
+#include "data/node.h"
 
 namespace spore::data {
 namespace {
@@ -112,7 +112,8 @@ Tensor read_idx(const std::string& path, uint32_t magic_expected, const char* wh
   }
   // Even with no data (a zero dim), the other dims must make a shape a tensor can describe.
   SPORE_CHECK_KIND(ErrorKind::IOError, nonzero <= uint64_t(INT64_MAX), "[MnistDataset] ", path,
-                   ": dims ", shape_str(dims), " are too large for any IDX file; the header is corrupt");
+                   ": dims ", shape_str(dims),
+                   " are too large for any IDX file; the header is corrupt");
   std::string data;
   constexpr size_t kChunk = size_t(1) << 24;
   while (data.size() < expected) {
@@ -201,11 +202,12 @@ Dataset MnistDataset(const std::string& dir, const std::string& usage, const Mni
     n += p.images.shape()[0];
   }
   const int64_t h = parts[0].images.shape()[1], w = parts[0].images.shape()[2];
-  SPORE_CHECK(n > 0, "[MnistDataset] the IDX files in ", dir, " (usage '", usage,
-              "') hold no images; is the download complete? (Fashion-MNIST has 60000 train and 10000 "
-              "test images)");
-  SPORE_CHECK(n >= opts.num_shards, "[MnistDataset] ", dir, ": ", n, " images cannot be split into ",
-              opts.num_shards, " non-empty shards");
+  SPORE_CHECK(
+      n > 0, "[MnistDataset] the IDX files in ", dir, " (usage '", usage,
+      "') hold no images; is the download complete? (Fashion-MNIST has 60000 train and 10000 "
+      "test images)");
+  SPORE_CHECK(n >= opts.num_shards, "[MnistDataset] ", dir, ": ", n,
+              " images cannot be split into ", opts.num_shards, " non-empty shards");
   // (N, H, W, 1) HWC images and int32 labels, the parts one after the other.
   Tensor images = parts.size() == 1 ? parts[0].images : Tensor::empty({n, h, w}, kUInt8);
   Tensor labels = Tensor::empty({n}, kInt32);
@@ -214,7 +216,8 @@ Dataset MnistDataset(const std::string& dir, const std::string& usage, const Mni
     const int64_t m = p.images.shape()[0];
     if (parts.size() > 1)
       std::memcpy(images.data<uint8_t>() + row * h * w, p.images.data_ptr(), size_t(m * h * w));
-    spore::detail::convert_elements(p.labels.data_ptr(), kUInt8, labels.data<int32_t>() + row, kInt32, m);
+    spore::detail::convert_elements(p.labels.data_ptr(), kUInt8, labels.data<int32_t>() + row,
+                                    kInt32, m);
     row += m;
   }
   images = spore::detail::make_view(images, {n, h, w, 1}, {h * w, w, 1, 1}, 0);

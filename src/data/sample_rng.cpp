@@ -22,7 +22,8 @@ SampleRng& sample_rng() {
 }
 
 uint64_t sample_seed(uint64_t global_seed, uint64_t stage, uint64_t epoch, uint64_t index) {
-  return random::mix(random::mix(random::mix(global_seed ^ 0x9e3779b97f4a7c15ull) ^ stage) ^ epoch) ^
+  return random::mix(random::mix(random::mix(global_seed ^ 0x9e3779b97f4a7c15ull) ^ stage) ^
+                     epoch) ^
          random::mix(index);
 }
 

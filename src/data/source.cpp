@@ -5,9 +5,9 @@
 #include <numeric>
 
 #include "core/random.h"
+#include "core/tensor_util.h"
 #include "data/executor.h"
 #include "data/node.h"
-#include "core/tensor_util.h"
 
 namespace spore::data {
 
@@ -114,7 +114,8 @@ RowIteratorPtr SourceNode::make_iterator() {
           handle_sample_error(t.id, std::current_exception());
           t.skipped = true;
         }
-      }, "source");
+      },
+      "source");
   return it;
 }
 

@@ -29,8 +29,10 @@ Tensor boxes_f32(const Tensor& b, const char* fn, const char* what = "boxes") {
 
 Tensor vec_f32(const Tensor& s, int64_t n, const char* fn, const char* what) {
   SPORE_CHECK(s.defined() && s.dim() == 1 && s.size(0) == n, "[detection.", fn, "] expected ", what,
-              " of shape ", shape_str({n}), " (one per box), got ", s.defined() ? shape_str(s.shape()) : "undefined");
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, !s.is_symbolic(), "[detection.", fn, "] ", what, " is a traced tensor");
+              " of shape ", shape_str({n}), " (one per box), got ",
+              s.defined() ? shape_str(s.shape()) : "undefined");
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, !s.is_symbolic(), "[detection.", fn, "] ", what,
+                   " is a traced tensor");
   NoGradGuard ng;
   return s.detach().to(kFloat32).contiguous();
 }
@@ -53,8 +55,10 @@ Tensor index_tensor(const std::vector<int64_t>& v) {
 
 // torchvision's CPU nms_kernel on one group: `order` lists candidate indices; kept ones are
 // appended to keep in descending score order.
-void greedy_nms(const float* b, const float* scores, std::vector<int64_t> order, double thr, std::vector<int64_t>& keep) {
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return scores[x] > scores[y]; });
+void greedy_nms(const float* b, const float* scores, std::vector<int64_t> order, double thr,
+                std::vector<int64_t>& keep) {
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return scores[x] > scores[y]; });
   const size_t n = order.size();
   std::vector<uint8_t> suppressed(n, 0);
   std::vector<float> area(n);
@@ -79,7 +83,8 @@ void greedy_nms(const float* b, const float* scores, std::vector<int64_t> order,
 }
 
 void check_thr(double thr, const char* fn) {
-  SPORE_CHECK(std::isfinite(thr), "[detection.", fn, "] iou_threshold must be a finite number, got ", thr);
+  SPORE_CHECK(std::isfinite(thr), "[detection.", fn,
+              "] iou_threshold must be a finite number, got ", thr);
 }
 
 }  // namespace
@@ -135,23 +140,27 @@ Tensor nms(const Tensor& boxes, const Tensor& scores, double iou_threshold) {
   return index_tensor(keep);
 }
 
-Tensor batched_nms(const Tensor& boxes, const Tensor& scores, const Tensor& idxs, double iou_threshold) {
+Tensor batched_nms(const Tensor& boxes, const Tensor& scores, const Tensor& idxs,
+                   double iou_threshold) {
   check_thr(iou_threshold, "batched_nms");
   const Tensor b = boxes_f32(boxes, "batched_nms");
   const int64_t n = b.size(0);
   const Tensor s = vec_f32(scores, n, "batched_nms", "scores");
-  SPORE_CHECK(idxs.defined() && idxs.dim() == 1 && idxs.size(0) == n, "[detection.batched_nms] expected idxs of shape ",
-              shape_str({n}), " (one class per box), got ", idxs.defined() ? shape_str(idxs.shape()) : "undefined");
+  SPORE_CHECK(idxs.defined() && idxs.dim() == 1 && idxs.size(0) == n,
+              "[detection.batched_nms] expected idxs of shape ", shape_str({n}),
+              " (one class per box), got ", idxs.defined() ? shape_str(idxs.shape()) : "undefined");
   const std::vector<int64_t> cls = idxs.to_vector<int64_t>();
   // Group by class (classes in first-seen order), NMS per group, then all kept by score.
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return cls[size_t(x)] < cls[size_t(y)]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return cls[size_t(x)] < cls[size_t(y)]; });
   std::vector<int64_t> keep;
   for (size_t i = 0; i < order.size();) {
     size_t j = i;
     while (j < order.size() && cls[size_t(order[j])] == cls[size_t(order[i])]) ++j;
-    greedy_nms(b.data<float>(), s.data<float>(), std::vector<int64_t>(order.begin() + long(i), order.begin() + long(j)),
+    greedy_nms(b.data<float>(), s.data<float>(),
+               std::vector<int64_t>(order.begin() + long(i), order.begin() + long(j)),
                iou_threshold, keep);
     i = j;
   }
@@ -163,16 +172,19 @@ Tensor batched_nms(const Tensor& boxes, const Tensor& scores, const Tensor& idxs
 }
 
 std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptions& o) {
-  SPORE_CHECK(prediction.defined() && prediction.dim() == 3 && prediction.size(2) >= 6,
-              "[detection.non_max_suppression] expected predictions of shape (B, N, 5 + classes), got ",
-              prediction.defined() ? shape_str(prediction.shape()) : "undefined");
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, !prediction.is_symbolic(),
-                   "[detection.non_max_suppression] the predictions are a traced (Graph mode) tensor; run "
-                   "post-processing on the network's output outside the compiled function");
+  SPORE_CHECK(
+      prediction.defined() && prediction.dim() == 3 && prediction.size(2) >= 6,
+      "[detection.non_max_suppression] expected predictions of shape (B, N, 5 + classes), got ",
+      prediction.defined() ? shape_str(prediction.shape()) : "undefined");
+  SPORE_CHECK_KIND(
+      ErrorKind::RuntimeError, !prediction.is_symbolic(),
+      "[detection.non_max_suppression] the predictions are a traced (Graph mode) tensor; run "
+      "post-processing on the network's output outside the compiled function");
   SPORE_CHECK(o.conf_thres >= 0 && o.conf_thres <= 1 && o.iou_thres >= 0 && o.iou_thres <= 1,
-              "[detection.non_max_suppression] conf_thres and iou_thres must be in [0, 1], got ", o.conf_thres,
-              " and ", o.iou_thres);
-  SPORE_CHECK(o.max_det >= 1 && o.max_nms >= 1, "[detection.non_max_suppression] max_det and max_nms must be >= 1");
+              "[detection.non_max_suppression] conf_thres and iou_thres must be in [0, 1], got ",
+              o.conf_thres, " and ", o.iou_thres);
+  SPORE_CHECK(o.max_det >= 1 && o.max_nms >= 1,
+              "[detection.non_max_suppression] max_det and max_nms must be >= 1");
   Tensor pred;
   {
     NoGradGuard ng;
@@ -205,7 +217,8 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
         if (bs > o.conf_thres) cand.push_back({{box[0], box[1], box[2], box[3]}, bs, best});
       }
     }
-    std::stable_sort(cand.begin(), cand.end(), [](const Cand& a, const Cand& b) { return a.score > b.score; });
+    std::stable_sort(cand.begin(), cand.end(),
+                     [](const Cand& a, const Cand& b) { return a.score > b.score; });
     if (int64_t(cand.size()) > o.max_nms) cand.resize(size_t(o.max_nms));
     const int64_t n = int64_t(cand.size());
     Tensor boxes = Tensor::empty({n, 4}, kFloat32), scores = Tensor::empty({n}, kFloat32);
@@ -215,7 +228,9 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
       scores.data<float>()[i] = cand[size_t(i)].score;
       cls.data<int64_t>()[i] = o.agnostic ? 0 : cand[size_t(i)].cls;
     }
-    std::vector<int64_t> keep = n ? batched_nms(boxes, scores, cls, o.iou_thres).to_vector<int64_t>() : std::vector<int64_t>{};
+    std::vector<int64_t> keep =
+        n ? batched_nms(boxes, scores, cls, o.iou_thres).to_vector<int64_t>()
+          : std::vector<int64_t>{};
     if (int64_t(keep.size()) > o.max_det) keep.resize(size_t(o.max_det));
     Tensor det = Tensor::empty({int64_t(keep.size()), 6}, kFloat32);
     float* d = det.data<float>();
@@ -231,8 +246,9 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
 }
 
 LetterboxGeometry letterbox_geometry(int64_t h, int64_t w, int64_t th, int64_t tw, bool scaleup) {
-  SPORE_CHECK(h > 0 && w > 0 && th > 0 && tw > 0, "[detection.letterbox_geometry] expected positive sizes, got image (",
-              h, ", ", w, ") into (", th, ", ", tw, ")");
+  SPORE_CHECK(h > 0 && w > 0 && th > 0 && tw > 0,
+              "[detection.letterbox_geometry] expected positive sizes, got image (", h, ", ", w,
+              ") into (", th, ", ", tw, ")");
   LetterboxGeometry g{h, w, th, tw};
   double r = std::min(double(th) / double(h), double(tw) / double(w));
   if (!scaleup) r = std::min(r, 1.0);

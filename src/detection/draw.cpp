@@ -28,7 +28,8 @@ Tensor read_image(const std::string& path) {
   } catch (const cv::Exception& e) {
     SPORE_THROW(ErrorKind::IOError, "[detection.read_image] cannot decode ", path, ": ", e.what());
   }
-  SPORE_CHECK_KIND(ErrorKind::IOError, !bgr.empty(), "[detection.read_image] cannot read the image ", path,
+  SPORE_CHECK_KIND(ErrorKind::IOError, !bgr.empty(),
+                   "[detection.read_image] cannot read the image ", path,
                    "; expected an existing JPEG or PNG file");
   Tensor out = Tensor::empty({bgr.rows, bgr.cols, 3}, kUInt8);
   cv::Mat rgb(bgr.rows, bgr.cols, CV_8UC3, out.data_ptr());
@@ -37,9 +38,10 @@ Tensor read_image(const std::string& path) {
 }
 
 void write_image(const std::string& path, const Tensor& image) {
-  SPORE_CHECK(image.defined() && image.dim() == 3 && image.size(2) == 3 && image.dtype() == kUInt8,
-              "[detection.write_image] expected an RGB uint8 image (H, W, 3), got ",
-              image.defined() ? shape_str(image.shape()) + " " + dtype_name(image.dtype()) : "undefined");
+  SPORE_CHECK(
+      image.defined() && image.dim() == 3 && image.size(2) == 3 && image.dtype() == kUInt8,
+      "[detection.write_image] expected an RGB uint8 image (H, W, 3), got ",
+      image.defined() ? shape_str(image.shape()) + " " + dtype_name(image.dtype()) : "undefined");
   const Tensor src = image.contiguous();
   cv::Mat rgb(int(src.size(0)), int(src.size(1)), CV_8UC3, src.data_ptr()), bgr;
   cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
@@ -54,13 +56,15 @@ void write_image(const std::string& path, const Tensor& image) {
                    "; check that the folder exists and the name ends in .jpg or .png");
 }
 
-Tensor draw_detections(const Tensor& image, const Tensor& dets, const std::vector<std::string>& names) {
+Tensor draw_detections(const Tensor& image, const Tensor& dets,
+                       const std::vector<std::string>& names) {
   SPORE_CHECK(image.defined() && image.dim() == 3 && image.size(2) == 3 && image.dtype() == kUInt8,
               "[detection.draw_detections] expected an RGB uint8 image (H, W, 3), got ",
               image.defined() ? shape_str(image.shape()) : "undefined");
-  SPORE_CHECK(dets.defined() && dets.dim() == 2 && dets.size(1) == 6,
-              "[detection.draw_detections] expected detections (n, 6) [x1, y1, x2, y2, score, class], got ",
-              dets.defined() ? shape_str(dets.shape()) : "undefined");
+  SPORE_CHECK(
+      dets.defined() && dets.dim() == 2 && dets.size(1) == 6,
+      "[detection.draw_detections] expected detections (n, 6) [x1, y1, x2, y2, score, class], got ",
+      dets.defined() ? shape_str(dets.shape()) : "undefined");
   Tensor out = image.contiguous().clone();
   cv::Mat rgb(int(out.size(0)), int(out.size(1)), CV_8UC3, out.data_ptr());
   const std::vector<float> d = dets.to_vector<float>();
@@ -69,18 +73,21 @@ Tensor draw_detections(const Tensor& image, const Tensor& dets, const std::vecto
     const int64_t c = int64_t(d[i + 5]);
     cv::Scalar col = class_colour(c);
     col = cv::Scalar(col[2], col[1], col[0]);  // the image is RGB
-    const cv::Point p1(int(std::lround(d[i])), int(std::lround(d[i + 1]))), p2(int(std::lround(d[i + 2])), int(std::lround(d[i + 3])));
+    const cv::Point p1(int(std::lround(d[i])), int(std::lround(d[i + 1]))),
+        p2(int(std::lround(d[i + 2])), int(std::lround(d[i + 3])));
     cv::rectangle(rgb, p1, p2, col, thick, cv::LINE_AA);
     char label[96];
-    const std::string name = c >= 0 && size_t(c) < names.size() ? names[size_t(c)] : std::to_string(c);
+    const std::string name =
+        c >= 0 && size_t(c) < names.size() ? names[size_t(c)] : std::to_string(c);
     std::snprintf(label, sizeof label, "%s %.2f", name.c_str(), double(d[i + 4]));
     int base = 0;
     const double scale = 0.35 * thick;
     const cv::Size ts = cv::getTextSize(label, cv::FONT_HERSHEY_SIMPLEX, scale, 1, &base);
     const int top = std::max(0, p1.y - ts.height - 3);
-    cv::rectangle(rgb, cv::Point(p1.x, top), cv::Point(p1.x + ts.width + 2, top + ts.height + 3), col, cv::FILLED);
-    cv::putText(rgb, label, cv::Point(p1.x + 1, top + ts.height + 1), cv::FONT_HERSHEY_SIMPLEX, scale,
-                cv::Scalar(255, 255, 255), 1, cv::LINE_AA);
+    cv::rectangle(rgb, cv::Point(p1.x, top), cv::Point(p1.x + ts.width + 2, top + ts.height + 3),
+                  col, cv::FILLED);
+    cv::putText(rgb, label, cv::Point(p1.x + 1, top + ts.height + 1), cv::FONT_HERSHEY_SIMPLEX,
+                scale, cv::Scalar(255, 255, 255), 1, cv::LINE_AA);
   }
   return out;
 }

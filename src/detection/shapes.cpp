@@ -30,8 +30,12 @@ class Rng {  // splitmix64: portable, so a seed gives the same data set everywhe
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
-  double uniform(double lo = 0, double hi = 1) { return lo + (hi - lo) * double(next() >> 11) * 0x1.0p-53; }
-  int64_t randint(int64_t lo, int64_t hi) { return lo + int64_t(next() % uint64_t(hi - lo + 1)); }  // [lo, hi]
+  double uniform(double lo = 0, double hi = 1) {
+    return lo + (hi - lo) * double(next() >> 11) * 0x1.0p-53;
+  }
+  int64_t randint(int64_t lo, int64_t hi) {
+    return lo + int64_t(next() % uint64_t(hi - lo + 1));
+  }  // [lo, hi]
   bool chance(double p) { return uniform() < p; }
 
  private:
@@ -40,16 +44,19 @@ class Rng {  // splitmix64: portable, so a seed gives the same data set everywhe
 
 enum Shape { kCircle, kRectangle, kTriangle, kDiamond, kStar, kCross, kRing, kHexagon, kNumShapes };
 
-std::vector<cv::Point> polygon(const std::vector<cv::Point2d>& unit, cv::Point2d c, double sx, double sy, double angle) {
+std::vector<cv::Point> polygon(const std::vector<cv::Point2d>& unit, cv::Point2d c, double sx,
+                               double sy, double angle) {
   std::vector<cv::Point> pts;
   const double ca = std::cos(angle), sa = std::sin(angle);
   for (const auto& p : unit) {
     const double x = p.x * sx, y = p.y * sy;
-    pts.emplace_back(int(std::lround(c.x + x * ca - y * sa)), int(std::lround(c.y + x * sa + y * ca)));
+    pts.emplace_back(int(std::lround(c.x + x * ca - y * sa)),
+                     int(std::lround(c.y + x * sa + y * ca)));
   }
   return pts;
 }
-std::vector<cv::Point2d> regular(int n, double r_inner = 0) {  // n vertices (2n with a star's inner radius)
+std::vector<cv::Point2d> regular(
+    int n, double r_inner = 0) {  // n vertices (2n with a star's inner radius)
   std::vector<cv::Point2d> v;
   const int k = r_inner > 0 ? 2 * n : n;
   for (int i = 0; i < k; ++i) {
@@ -63,18 +70,29 @@ std::vector<cv::Point2d> regular(int n, double r_inner = 0) {  // n vertices (2n
 void draw_shape(cv::Mat& mask, Shape s, cv::Point2d c, double d, Rng& rng) {
   const double r = d / 2, tilt = rng.uniform(-0.15, 0.15), spin = rng.uniform(0, 2 * kPi);
   const double aspect = std::exp(rng.uniform(-0.4, 0.4));
-  auto fill = [&](const std::vector<cv::Point>& pts) { cv::fillPoly(mask, std::vector<std::vector<cv::Point>>{pts}, 255, cv::LINE_8); };
+  auto fill = [&](const std::vector<cv::Point>& pts) {
+    cv::fillPoly(mask, std::vector<std::vector<cv::Point>>{pts}, 255, cv::LINE_8);
+  };
   switch (s) {
     case kCircle:
-      cv::ellipse(mask, cv::Point(int(std::lround(c.x)), int(std::lround(c.y))),
-                  cv::Size(int(std::lround(r)), int(std::lround(r * std::exp(rng.uniform(-0.12, 0.12))))), 0, 0, 360, 255, cv::FILLED);
+      cv::ellipse(
+          mask, cv::Point(int(std::lround(c.x)), int(std::lround(c.y))),
+          cv::Size(int(std::lround(r)), int(std::lround(r * std::exp(rng.uniform(-0.12, 0.12))))),
+          0, 0, 360, 255, cv::FILLED);
       break;
     case kRectangle:
-      fill(polygon({{-1, -1}, {1, -1}, {1, 1}, {-1, 1}}, c, r * std::sqrt(aspect) * 0.85, r / std::sqrt(aspect) * 0.85, tilt));
+      fill(polygon({{-1, -1}, {1, -1}, {1, 1}, {-1, 1}}, c, r * std::sqrt(aspect) * 0.85,
+                   r / std::sqrt(aspect) * 0.85, tilt));
       break;
-    case kTriangle: fill(polygon(regular(3), c, r, r, spin)); break;
-    case kDiamond: fill(polygon(regular(4), c, r * std::sqrt(aspect), r / std::sqrt(aspect), tilt)); break;
-    case kStar: fill(polygon(regular(5, 0.45), c, r, r, spin)); break;
+    case kTriangle:
+      fill(polygon(regular(3), c, r, r, spin));
+      break;
+    case kDiamond:
+      fill(polygon(regular(4), c, r * std::sqrt(aspect), r / std::sqrt(aspect), tilt));
+      break;
+    case kStar:
+      fill(polygon(regular(5, 0.45), c, r, r, spin));
+      break;
     case kCross: {
       const double t = rng.uniform(0.25, 0.4);
       fill(polygon({{-1, -t}, {1, -t}, {1, t}, {-1, t}}, c, r, r, tilt));
@@ -84,16 +102,23 @@ void draw_shape(cv::Mat& mask, Shape s, cv::Point2d c, double d, Rng& rng) {
     case kRing: {
       const cv::Point cc(int(std::lround(c.x)), int(std::lround(c.y)));
       cv::circle(mask, cc, int(std::lround(r)), 255, cv::FILLED);
-      cv::circle(mask, cc, std::max(1, int(std::lround(r * rng.uniform(0.45, 0.65)))), 0, cv::FILLED);
+      cv::circle(mask, cc, std::max(1, int(std::lround(r * rng.uniform(0.45, 0.65)))), 0,
+                 cv::FILLED);
       break;
     }
-    case kHexagon: fill(polygon(regular(6), c, r, r, spin)); break;
-    default: break;
+    case kHexagon:
+      fill(polygon(regular(6), c, r, r, spin));
+      break;
+    default:
+      break;
   }
 }
 
 cv::Vec3b random_colour(Rng& rng) {  // saturated, not too dark (HSV)
-  cv::Mat hsv(1, 1, CV_8UC3, cv::Scalar(double(rng.randint(0, 179)), double(rng.randint(110, 255)), double(rng.randint(120, 255)))), bgr;
+  cv::Mat hsv(1, 1, CV_8UC3,
+              cv::Scalar(double(rng.randint(0, 179)), double(rng.randint(110, 255)),
+                         double(rng.randint(120, 255)))),
+      bgr;
   cv::cvtColor(hsv, bgr, cv::COLOR_HSV2BGR);
   return bgr.at<cv::Vec3b>(0, 0);
 }
@@ -111,11 +136,13 @@ struct Object {
 // One image: returns the BGR pixels and its objects.
 cv::Mat make_image(Rng& rng, int64_t S, const ShapesOptions& o, std::vector<Object>& objs) {
   int w = int(S), h = int(S);
-  if (rng.chance(0.4)) (rng.chance(0.5) ? h : w) = int(std::lround(double(S) * rng.uniform(0.65, 1.0)));
+  if (rng.chance(0.4))
+    (rng.chance(0.5) ? h : w) = int(std::lround(double(S) * rng.uniform(0.65, 1.0)));
   // Background: a linear gradient between two muted colours, noise, a few distractor lines.
   cv::Mat img(h, w, CV_8UC3);
   cv::Vec3b c1, c2;
-  for (int k = 0; k < 3; ++k) c1[k] = uchar(rng.randint(20, 235)), c2[k] = uchar(rng.randint(20, 235));
+  for (int k = 0; k < 3; ++k)
+    c1[k] = uchar(rng.randint(20, 235)), c2[k] = uchar(rng.randint(20, 235));
   const double ang = rng.uniform(0, 2 * kPi), dx = std::cos(ang), dy = std::sin(ang);
   const double span = std::abs(dx) * w + std::abs(dy) * h;
   const double x0 = dx < 0 ? -dx * w : 0, y0 = dy < 0 ? -dy * h : 0;
@@ -132,8 +159,8 @@ cv::Mat make_image(Rng& rng, int64_t S, const ShapesOptions& o, std::vector<Obje
   for (int64_t n = rng.randint(0, 3); n > 0; --n) {
     const cv::Vec3b c = random_colour(rng);
     cv::line(img, cv::Point(int(rng.randint(0, w - 1)), int(rng.randint(0, h - 1))),
-             cv::Point(int(rng.randint(0, w - 1)), int(rng.randint(0, h - 1))), cv::Scalar(c[0], c[1], c[2]),
-             int(rng.randint(1, 2)), cv::LINE_AA);
+             cv::Point(int(rng.randint(0, w - 1)), int(rng.randint(0, h - 1))),
+             cv::Scalar(c[0], c[1], c[2]), int(rng.randint(1, 2)), cv::LINE_AA);
   }
   cv::Mat mask(h, w, CV_8UC1);
   auto overlaps_too_much = [&](const cv::Rect& b) {
@@ -144,7 +171,8 @@ cv::Mat make_image(Rng& rng, int64_t S, const ShapesOptions& o, std::vector<Obje
     return false;
   };
   auto paint = [&](const cv::Mat& m, cv::Point2d at) {
-    const cv::Vec3b bg = img.at<cv::Vec3b>(std::clamp(int(at.y), 0, h - 1), std::clamp(int(at.x), 0, w - 1));
+    const cv::Vec3b bg =
+        img.at<cv::Vec3b>(std::clamp(int(at.y), 0, h - 1), std::clamp(int(at.x), 0, w - 1));
     cv::Vec3b c = random_colour(rng);
     for (int k = 0; k < 8 && colour_distance(c, bg) < 150; ++k) c = random_colour(rng);
     img.setTo(cv::Scalar(c[0], c[1], c[2]), m);
@@ -156,7 +184,8 @@ cv::Mat make_image(Rng& rng, int64_t S, const ShapesOptions& o, std::vector<Obje
     const int rw = int(rng.randint(36, 90)), rh = int(rng.randint(36, 90));
     const double rx = rng.uniform(0, std::max(1, w - rw)), ry = rng.uniform(0, std::max(1, h - rh));
     for (int64_t n = rng.randint(10, 24); n > 0; --n)
-      draw_shape(mask, s, {rx + rng.uniform(4, rw - 4), ry + rng.uniform(4, rh - 4)}, rng.uniform(4, 8), rng);
+      draw_shape(mask, s, {rx + rng.uniform(4, rw - 4), ry + rng.uniform(4, rh - 4)},
+                 rng.uniform(4, 8), rng);
     const cv::Rect box = cv::boundingRect(mask);
     if (box.area() > 0) {
       paint(mask, {rx + rw / 2.0, ry + rh / 2.0});
@@ -187,13 +216,13 @@ uint64_t image_seed(uint64_t seed, int split, int64_t i) {
   return r.next();
 }
 
-void make_split(const std::string& dir, const std::string& split, int split_id, int64_t n, const ShapesOptions& o,
-                ShapesSummary& sum) {
+void make_split(const std::string& dir, const std::string& split, int split_id, int64_t n,
+                const ShapesOptions& o, ShapesSummary& sum) {
   const fs::path img_dir = fs::path(dir) / (split + "2017");
   std::error_code ec;
   fs::create_directories(img_dir, ec);
-  SPORE_CHECK_KIND(ErrorKind::IOError, !ec, "[make_shapes] cannot create ", img_dir.string(), ": ", ec.message(),
-                   "; choose another --out folder");
+  SPORE_CHECK_KIND(ErrorKind::IOError, !ec, "[make_shapes] cannot create ", img_dir.string(), ": ",
+                   ec.message(), "; choose another --out folder");
   std::vector<std::vector<Object>> objects(static_cast<size_t>(n));
   std::vector<std::pair<int, int>> sizes(static_cast<size_t>(n));
   std::atomic<int64_t> failed{-1};
@@ -216,8 +245,8 @@ void make_split(const std::string& dir, const std::string& split, int split_id, 
     }
   }
   if (failed >= 0)
-    SPORE_THROW(ErrorKind::IOError, "[make_shapes] cannot write image ", failed.load() + 1, " into ", img_dir.string(),
-                "; check free disk space and permissions");
+    SPORE_THROW(ErrorKind::IOError, "[make_shapes] cannot write image ", failed.load() + 1,
+                " into ", img_dir.string(), "; check free disk space and permissions");
   metrics::Coco coco;
   const auto& names = shapes_class_names();
   for (size_t c = 0; c < names.size(); ++c) coco.add_category({int64_t(c) + 1, names[c], "shape"});
@@ -246,7 +275,8 @@ void make_split(const std::string& dir, const std::string& split, int split_id, 
   sum.images += n;
   const fs::path ann_dir = fs::path(dir) / "annotations";
   fs::create_directories(ann_dir, ec);
-  SPORE_CHECK_KIND(ErrorKind::IOError, !ec, "[make_shapes] cannot create ", ann_dir.string(), ": ", ec.message());
+  SPORE_CHECK_KIND(ErrorKind::IOError, !ec, "[make_shapes] cannot create ", ann_dir.string(), ": ",
+                   ec.message());
   coco.save((ann_dir / ("instances_" + split + "2017.json")).string());
 }
 
@@ -260,14 +290,18 @@ const std::vector<std::string>& shapes_class_names() {
 
 ShapesSummary make_shapes_dataset(const std::string& dir, const ShapesOptions& o) {
   SPORE_CHECK(!dir.empty(), "[make_shapes] the output folder is empty; pass --out DIR");
-  SPORE_CHECK(o.train >= 0 && o.val >= 0 && o.train + o.val > 0, "[make_shapes] expected train >= 0 and val >= 0 "
-              "images, at least one in all; got train ", o.train, ", val ", o.val);
-  SPORE_CHECK(o.size >= 64 && o.size <= 4096, "[make_shapes] expected an image size in [64, 4096], got ", o.size);
-  SPORE_CHECK(o.max_objects >= 1 && o.max_objects <= 100, "[make_shapes] expected max_objects in [1, 100], got ",
-              o.max_objects);
-  SPORE_CHECK(o.crowd_prob >= 0 && o.crowd_prob <= 1, "[make_shapes] crowd_prob must be in [0, 1], got ", o.crowd_prob);
-  SPORE_CHECK(o.jpeg_quality >= 1 && o.jpeg_quality <= 100, "[make_shapes] jpeg_quality must be in [1, 100], got ",
-              o.jpeg_quality);
+  SPORE_CHECK(o.train >= 0 && o.val >= 0 && o.train + o.val > 0,
+              "[make_shapes] expected train >= 0 and val >= 0 "
+              "images, at least one in all; got train ",
+              o.train, ", val ", o.val);
+  SPORE_CHECK(o.size >= 64 && o.size <= 4096,
+              "[make_shapes] expected an image size in [64, 4096], got ", o.size);
+  SPORE_CHECK(o.max_objects >= 1 && o.max_objects <= 100,
+              "[make_shapes] expected max_objects in [1, 100], got ", o.max_objects);
+  SPORE_CHECK(o.crowd_prob >= 0 && o.crowd_prob <= 1,
+              "[make_shapes] crowd_prob must be in [0, 1], got ", o.crowd_prob);
+  SPORE_CHECK(o.jpeg_quality >= 1 && o.jpeg_quality <= 100,
+              "[make_shapes] jpeg_quality must be in [1, 100], got ", o.jpeg_quality);
   ShapesSummary sum;
   if (o.train > 0) make_split(dir, "train", 0, o.train, o, sum);
   if (o.val > 0) make_split(dir, "val", 1, o.val, o, sum);

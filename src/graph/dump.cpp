@@ -60,22 +60,29 @@ std::string to_dot(const Graph& g) {
     for (char c : s) out += c == '"' ? std::string("\\\"") : std::string(1, c);
     return out;
   };
-  os << "digraph \"" << label(g.name) << "\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n";
+  os << "digraph \"" << label(g.name)
+     << "\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\"];\n";
   for (const Value* v : g.inputs)
     os << "  v" << v->id << " [shape=ellipse, label=\"" << ref(v) << " "
-       << (v->kind == ValueKind::kPlaceholder ? "arg" : v->kind == ValueKind::kConstant ? "const" : "capture")
-       << "\\n" << label(type_str(v)) << "\"];\n";
+       << (v->kind == ValueKind::kPlaceholder ? "arg"
+           : v->kind == ValueKind::kConstant  ? "const"
+                                              : "capture")
+       << "\\n"
+       << label(type_str(v)) << "\"];\n";
   for (const auto& n : g.nodes) {
     os << "  n" << n->id << " [label=\"" << label(n->def().name);
     for (const Value* o : n->outputs) os << "\\n" << ref(o) << ": " << label(type_str(o));
     os << "\"" << (n->is_effect() ? ", style=dashed" : "") << "];\n";
     for (const Value* in : n->inputs)
-      os << "  " << (in->producer ? "n" + std::to_string(in->producer->id) : "v" + std::to_string(in->id)) << " -> n"
-         << n->id << ";\n";
+      os << "  "
+         << (in->producer ? "n" + std::to_string(in->producer->id) : "v" + std::to_string(in->id))
+         << " -> n" << n->id << ";\n";
   }
   for (const Value* o : g.outputs)
-    os << "  " << (o->producer ? "n" + std::to_string(o->producer->id) : "v" + std::to_string(o->id))
-       << " -> out" << o->id << ";\n  out" << o->id << " [shape=plaintext, label=\"return " << ref(o) << "\"];\n";
+    os << "  "
+       << (o->producer ? "n" + std::to_string(o->producer->id) : "v" + std::to_string(o->id))
+       << " -> out" << o->id << ";\n  out" << o->id << " [shape=plaintext, label=\"return "
+       << ref(o) << "\"];\n";
   os << "}\n";
   return os.str();
 }

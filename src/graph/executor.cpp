@@ -63,7 +63,8 @@ void Executor::copy(const Tensor& src, const Tensor& dst) const {
                    device_type_name(src.device().type), " (Graph mode)");
   ops::Tensors in{src}, out{dst};
   const DeviceGuard here(src.device());
-  ops::KernelContext ctx{ops::op_def(ops::OpId::Copy), in, out, kNoAttrs, &current_stream(src.device())};
+  ops::KernelContext ctx{ops::op_def(ops::OpId::Copy), in, out, kNoAttrs,
+                         &current_stream(src.device())};
   k->fn(ctx);
 }
 
@@ -97,8 +98,9 @@ void Executor::bind() {
       continue;  // no kernel: the alias is the result
     }
     const ops::KernelEntry* k = ops::find_kernel(n->op, n->device.type);
-    SPORE_CHECK_KIND(ErrorKind::NotImplemented, k, "[", n->def().name, "] has no kernel for device ",
-                     device_type_name(n->device.type), " (Graph mode)");
+    SPORE_CHECK_KIND(ErrorKind::NotImplemented, k, "[", n->def().name,
+                     "] has no kernel for device ", device_type_name(n->device.type),
+                     " (Graph mode)");
     s.fn = k->fn;
     for (const Value* o : n->outputs) {
       rt[o] = slot_tensor(arena_for(o->device), plan_.offset.at(o), o);
@@ -128,8 +130,9 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
     SPORE_CHECK(a.shape() == v->shape && a.dtype() == v->dtype, "[jit] argument ", v->arg_index,
                 " is ", dtype_name(a.dtype()), shape_str(a.shape()),
                 " but the graph was compiled for ", dtype_name(v->dtype), shape_str(v->shape));
-    SPORE_CHECK(a.device() == v->device, "[jit] argument ", v->arg_index, " is on ", to_string(a.device()),
-                " but graph ", graph_->name, " was compiled for ", to_string(v->device),
+    SPORE_CHECK(a.device() == v->device, "[jit] argument ", v->arg_index, " is on ",
+                to_string(a.device()), " but graph ", graph_->name, " was compiled for ",
+                to_string(v->device),
                 "; move it with .to(device) (Model and TrainOneStepCell move batches for you)");
     copy(a, slot);
   }
@@ -138,16 +141,19 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
     first_seconds_.resize(steps_.size());
   }
   ++runs_;
-  const profiling::Span graph_span("graph", profiling::enabled() ? span_name(graph_->name) : "graph");
+  const profiling::Span graph_span("graph",
+                                   profiling::enabled() ? span_name(graph_->name) : "graph");
   for (size_t si = 0; si < steps_.size(); ++si) {
     Step& s = steps_[si];
-    const profiling::Span span("op", s.def->name, &s.prof_args);  // planned memory: no bytes allocated
+    const profiling::Span span("op", s.def->name,
+                               &s.prof_args);  // planned memory: no bytes allocated
     const DeviceGuard here(s.device);
     ops::KernelContext ctx{*s.def, s.inputs, s.outputs, *s.attrs, &current_stream(s.device)};
     if (profile_) {
       const auto t0 = std::chrono::steady_clock::now();
       s.fn(ctx);
-      const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double dt =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       (runs_ == 1 ? first_seconds_[si] : step_seconds_[si]) += dt;
     } else {
       s.fn(ctx);

@@ -42,8 +42,8 @@ class Executor {
   std::vector<std::pair<const Value*, const Storage*>> captured_storage_;
   void copy(const Tensor& src, const Tensor& dst) const;  // src's device's Copy kernel
   bool profile_ = false;
-  bool profile_nodes_ = false;        // SPORE_PROFILE=nodes: one line per node as well
-  std::vector<double> step_seconds_;  // per step, when profiling (the first run kept apart: it
+  bool profile_nodes_ = false;         // SPORE_PROFILE=nodes: one line per node as well
+  std::vector<double> step_seconds_;   // per step, when profiling (the first run kept apart: it
   std::vector<double> first_seconds_;  // includes one-time kernel choices and primitive builds)
   int64_t runs_ = 0;
 };

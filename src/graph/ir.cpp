@@ -51,7 +51,8 @@ Value* Graph::add_capture(const Tensor& t, ValueKind kind) {
 size_t Graph::index_of(const Node* n) const {
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i].get() == n) return i;
-  SPORE_ASSERT(false, "node ", n->id, " (", n->def().name, ") is not in graph ", name, "'s schedule");
+  SPORE_ASSERT(false, "node ", n->id, " (", n->def().name, ") is not in graph ", name,
+               "'s schedule");
   return 0;
 }
 

@@ -69,7 +69,8 @@ MemoryPlan plan_memory(const Graph& g) {
       auto it = index.find(in);
       if (it == index.end()) continue;
       const size_t rb = find(it->second);
-      if (blocks[rb].last != i || in->shape != o->shape || in->dtype != o->dtype || in->device != o->device)
+      if (blocks[rb].last != i || in->shape != o->shape || in->dtype != o->dtype ||
+          in->device != o->device)
         continue;
       owner[ob] = rb;
       blocks[rb].last = std::max(blocks[rb].last, blocks[ob].last);

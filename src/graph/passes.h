@@ -26,9 +26,9 @@ inline constexpr int kOrderOptimizer = 700;
 bool register_backend_pass(const BackendPass& p);
 const std::vector<BackendPass>& backend_passes();  // sorted by order
 // SPORE_REGISTER_PASS(CPU, "fuse_conv_matmul", 200, fuse_conv_matmul); in the backend's folder.
-#define SPORE_REGISTER_PASS(Dev, name, order, fn)                                              \
-  [[maybe_unused]] static const bool spore_pass_##fn = ::spore::graph::register_backend_pass( \
-      {::spore::DeviceType::Dev, name, order, fn})
+#define SPORE_REGISTER_PASS(Dev, name, order, fn)      \
+  [[maybe_unused]] static const bool spore_pass_##fn = \
+      ::spore::graph::register_backend_pass({::spore::DeviceType::Dev, name, order, fn})
 
 // Throws an internal error unless every node's inputs are defined before it and its outputs'
 // shapes and dtypes are what the op's inference gives for its inputs, on one device.

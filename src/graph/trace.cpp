@@ -21,7 +21,9 @@ namespace {
 thread_local int t_recompute_scope = 0;
 std::atomic<int> g_next_recompute_scope{0};
 }  // namespace
-RecomputeScope::RecomputeScope() : prev_(t_recompute_scope) { t_recompute_scope = ++g_next_recompute_scope; }
+RecomputeScope::RecomputeScope() : prev_(t_recompute_scope) {
+  t_recompute_scope = ++g_next_recompute_scope;
+}
 RecomputeScope::~RecomputeScope() { t_recompute_scope = prev_; }
 int current_recompute_scope() { return t_recompute_scope; }
 }  // namespace spore

@@ -12,9 +12,9 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
-#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -106,7 +106,8 @@ void check_tensors(const NamedTensors& tensors, const std::string& path) {
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
     SPORE_CHECK(!name.empty(), "[save_checkpoint] a tensor has an empty name (saving ", path, ")");
-    SPORE_CHECK(detail::is_utf8(name), "[save_checkpoint] tensor name \"", detail::printable_name(name),
+    SPORE_CHECK(detail::is_utf8(name), "[save_checkpoint] tensor name \"",
+                detail::printable_name(name),
                 "\" is not valid UTF-8, which checkpoint formats require (saving ", path,
                 "); rename the tensor");
     SPORE_CHECK(seen.insert(name).second, "[save_checkpoint] duplicate tensor name \"", name,
@@ -149,9 +150,12 @@ const Tensor* Checkpoint::find(const std::string& name) const {
 
 const char* format_name(CheckpointFormat f) {
   switch (f) {
-    case CheckpointFormat::SafeTensors: return "safetensors";
-    case CheckpointFormat::MindSpore: return "MindSpore .ckpt";
-    default: return "auto";
+    case CheckpointFormat::SafeTensors:
+      return "safetensors";
+    case CheckpointFormat::MindSpore:
+      return "MindSpore .ckpt";
+    default:
+      return "auto";
   }
 }
 
@@ -161,8 +165,9 @@ CheckpointFormat format_for_path(const std::string& path) {
                                                                    : CheckpointFormat::SafeTensors;
 }
 
-void detail::write_atomically(const std::string& path,
-                              const std::function<void(const std::function<void(const void*, size_t)>&)>& body) {
+void detail::write_atomically(
+    const std::string& path,
+    const std::function<void(const std::function<void(const void*, size_t)>&)>& body) {
   const detail::SaveFault fault = detail::g_fault.exchange(detail::SaveFault::None);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
@@ -174,7 +179,8 @@ void detail::write_atomically(const std::string& path,
       body([&](const void* p, size_t n) {
         put(p, n);
         // The simulated failure strikes after the first piece (the header) is out.
-        SPORE_CHECK_KIND(ErrorKind::IOError, !(fault == detail::SaveFault::AfterHeader && written++ == 0),
+        SPORE_CHECK_KIND(ErrorKind::IOError,
+                         !(fault == detail::SaveFault::AfterHeader && written++ == 0),
                          "[save_checkpoint] writing ", tmp, " failed: simulated failure");
       });
     });
@@ -200,8 +206,8 @@ void detail::write_atomically(const std::string& path,
   }
 }
 
-void save_checkpoint(const NamedTensors& tensors, const std::string& path,
-                     const Metadata& metadata, CheckpointFormat format) {
+void save_checkpoint(const NamedTensors& tensors, const std::string& path, const Metadata& metadata,
+                     CheckpointFormat format) {
   SPORE_CHECK(!path.empty(), "[save_checkpoint] empty path");
   check_tensors(tensors, path);
   if (format == CheckpointFormat::Auto) format = format_for_path(path);
@@ -291,9 +297,10 @@ Checkpoint load_safetensors(const std::string& path) {
   // so a repeated top-level key is an error rather than a silent choice.
   std::set<std::string> top_keys;
   std::string repeated;
-  auto on_event = [&](int depth, nlohmann::ordered_json::parse_event_t ev, nlohmann::ordered_json& v) {
-    if (ev == nlohmann::ordered_json::parse_event_t::key && depth == 1 && !top_keys.insert(v.get<std::string>()).second &&
-        repeated.empty())
+  auto on_event = [&](int depth, nlohmann::ordered_json::parse_event_t ev,
+                      nlohmann::ordered_json& v) {
+    if (ev == nlohmann::ordered_json::parse_event_t::key && depth == 1 &&
+        !top_keys.insert(v.get<std::string>()).second && repeated.empty())
       repeated = v.get<std::string>();
     return true;
   };
@@ -303,7 +310,8 @@ Checkpoint load_safetensors(const std::string& path) {
     SPORE_THROW(ErrorKind::IOError, where, "invalid JSON header: ", e.what());
   }
   SPORE_CHECK_KIND(ErrorKind::IOError, repeated.empty(), where, "the header names \"",
-                   detail::printable_name(repeated), "\" twice; a tensor has one entry (the file was written by a "
+                   detail::printable_name(repeated),
+                   "\" twice; a tensor has one entry (the file was written by a "
                    "broken writer: write it again)");
   SPORE_CHECK_KIND(ErrorKind::IOError, header.is_object(), where,
                    "the header is not a JSON object");
@@ -446,11 +454,14 @@ Checkpoint load_checkpoint(const std::string& path) {
   if (f == CheckpointFormat::Auto && format_for_path(path) == CheckpointFormat::MindSpore) {
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
-    SPORE_CHECK_KIND(ErrorKind::IOError, ec || size > 0, "[load_checkpoint] ", path,
-                     ": the file is empty (0 bytes); a save was interrupted or the copy failed: use another "
-                     "checkpoint");
-    SPORE_THROW(ErrorKind::IOError, "[load_checkpoint] ", path, ": not a MindSpore .ckpt (a protobuf Checkpoint "
-                "message, first byte 0x0A) nor a safetensors file; the file is corrupt or another framework's "
+    SPORE_CHECK_KIND(
+        ErrorKind::IOError, ec || size > 0, "[load_checkpoint] ", path,
+        ": the file is empty (0 bytes); a save was interrupted or the copy failed: use another "
+        "checkpoint");
+    SPORE_THROW(ErrorKind::IOError, "[load_checkpoint] ", path,
+                ": not a MindSpore .ckpt (a protobuf Checkpoint "
+                "message, first byte 0x0A) nor a safetensors file; the file is corrupt or another "
+                "framework's "
                 "(a TensorFlow .ckpt is not read): check the path, or save the checkpoint again");
   }
   return load_safetensors(path);
@@ -473,7 +484,8 @@ std::string summarize_names(const std::vector<std::string>& names, size_t max_na
     for (const auto& n : names) {
       const size_t dot = n.find('.');
       const std::string key = dot == std::string::npos ? n : n.substr(0, dot) + ".*";
-      auto it = std::find_if(items.begin(), items.end(), [&](const auto& i) { return i.first == key; });
+      auto it =
+          std::find_if(items.begin(), items.end(), [&](const auto& i) { return i.first == key; });
       if (it == items.end())
         items.emplace_back(key, 1);
       else
@@ -486,7 +498,8 @@ std::string summarize_names(const std::vector<std::string>& names, size_t max_na
     out += items[i].first;
     if (items[i].second > 1) out += " (" + std::to_string(items[i].second) + ")";
   }
-  if (items.size() > max_names) out += ", ... and " + std::to_string(items.size() - max_names) + " more";
+  if (items.size() > max_names)
+    out += ", ... and " + std::to_string(items.size() - max_names) + " more";
   return out;
 }
 
@@ -509,7 +522,11 @@ bool is_utf8(const std::string& s) {
   const size_t n = s.size();
   for (size_t i = 0; i < n;) {
     const unsigned c = p[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
     if (len == 0 || i + len > n) return false;
     uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
     for (size_t k = 1; k < len; ++k) {
@@ -562,7 +579,8 @@ LoadReport load_into_tensors(const NamedTensors& targets, const NamedTensors& lo
     // error anyone sees until the loss is 1e8. Floating widths convert (float16 <-> float32).
     if (is_floating(dst.dtype()) != is_floating(src.dtype())) {
       report.mismatched.push_back(name + ": expected " + dtype_name(dst.dtype()) + ", found " +
-                                  dtype_name(src.dtype()) + " (integer and floating values do not " +
+                                  dtype_name(src.dtype()) +
+                                  " (integer and floating values do not " +
                                   "convert; was the file written for another net?)");
       continue;
     }
@@ -575,21 +593,23 @@ LoadReport load_into_tensors(const NamedTensors& targets, const NamedTensors& lo
               "net (strict=true):\n",
               report.str());
   for (const auto& [dst, src] : copies) {
-    SPORE_CHECK(!dst->is_symbolic(), "[load_param_into_net] the target tensor is symbolic (being traced)");
+    SPORE_CHECK(!dst->is_symbolic(),
+                "[load_param_into_net] the target tensor is symbolic (being traced)");
     const Tensor s = spore::detail::contiguous_copy(*src);
     if (dst->device().type != DeviceType::CPU) {  // converted on the host, then copied in place
-      SPORE_CHECK(dst->is_contiguous(), "[load_param_into_net] a parameter on ", to_string(dst->device()),
-                  " must be contiguous to load in place");
+      SPORE_CHECK(dst->is_contiguous(), "[load_param_into_net] a parameter on ",
+                  to_string(dst->device()), " must be contiguous to load in place");
       Tensor tmp = Tensor::empty(dst->shape(), dst->dtype());
-      spore::detail::convert_elements(s.data_ptr(), s.dtype(), tmp.data_ptr(), tmp.dtype(), s.numel());
+      spore::detail::convert_elements(s.data_ptr(), s.dtype(), tmp.data_ptr(), tmp.dtype(),
+                                      s.numel());
       dst->copy_from_host(tmp.data_ptr());
     } else if (dst->is_contiguous()) {
       spore::detail::convert_elements(s.data_ptr(), s.dtype(), dst->data_ptr(), dst->dtype(),
-                                     s.numel());
+                                      s.numel());
     } else {
       Tensor tmp = Tensor::empty(dst->shape(), dst->dtype());
       spore::detail::convert_elements(s.data_ptr(), s.dtype(), tmp.data_ptr(), tmp.dtype(),
-                                     s.numel());
+                                      s.numel());
       spore::detail::copy_from_buffer(*dst, tmp.data_ptr());
     }
   }

@@ -17,8 +17,9 @@ void set_save_fault(SaveFault f);  // applies to the next save_checkpoint only
 // Writes path atomically: `body` emits the bytes through the function it is given; they go to
 // <path>.tmp.<pid>, which is fsynced and renamed over path. Any failure removes the temp file,
 // leaves path untouched and throws IOError saying why (full disk, read-only folder...).
-void write_atomically(const std::string& path,
-                      const std::function<void(const std::function<void(const void*, size_t)>&)>& body);
+void write_atomically(
+    const std::string& path,
+    const std::function<void(const std::function<void(const void*, size_t)>&)>& body);
 
 // A tensor name as the formats need it: valid UTF-8 (safetensors' header is JSON; a .ckpt tag is a
 // protobuf string). printable_name shows invalid bytes as \xNN for messages.

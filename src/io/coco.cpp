@@ -1,5 +1,5 @@
-// The COCO JSON reader and writer (include/spore/io/coco.h): one pass of simdjson On-Demand over the
-// bytes, each field checked as it is read, then the cross-entry rules (unique ids, annotations
+// The COCO JSON reader and writer (include/spore/io/coco.h): one pass of simdjson On-Demand over
+// the bytes, each field checked as it is read, then the cross-entry rules (unique ids, annotations
 // pointing at images).
 #include "spore/io/coco.h"
 
@@ -51,11 +51,13 @@ struct Where {
 
 // simdjson's words for a syntax error, with what it usually means here.
 std::string syntax(const char* what) {
-  return std::string(what) + " (the JSON is cut short or broken: was the file truncated while copying?)";
+  return std::string(what) +
+         " (the JSON is cut short or broken: was the file truncated while copying?)";
 }
 // A value of the wrong type is the file's content; any other error is broken JSON.
 [[noreturn]] void fail_on(const Where& w, simdjson::error_code err, const char* expected) {
-  fail(w, err == simdjson::INCORRECT_TYPE ? std::string(expected) : syntax(simdjson::error_message(err)));
+  fail(w, err == simdjson::INCORRECT_TYPE ? std::string(expected)
+                                          : syntax(simdjson::error_message(err)));
 }
 
 int64_t get_int(od::value v, const Where& w) {
@@ -81,7 +83,8 @@ std::array<double, 4> get_box(od::value v, const Where& w) {
   int k = 0;
   for (auto e : arr) {
     double d;
-    if (e.get_double().get(d) || !std::isfinite(d)) fail(w, "expected 4 finite numbers [x, y, w, h]");
+    if (e.get_double().get(d) || !std::isfinite(d))
+      fail(w, "expected 4 finite numbers [x, y, w, h]");
     if (k < 4) b[size_t(k)] = d;
     ++k;
   }
@@ -117,7 +120,8 @@ CocoImage parse_image(od::object obj, Where& w, const CocoRules& r) {
   }
   if (!has_id) w.field = "id", fail(w, "missing");
   if (r.training && img.id < 0) w.field = "id", fail(w, "expected an image id >= 0");
-  if (r.training && !has_file) w.field = "file_name", fail(w, "missing (the data set reads the image file)");
+  if (r.training && !has_file)
+    w.field = "file_name", fail(w, "missing (the data set reads the image file)");
   return img;
 }
 
@@ -192,12 +196,14 @@ void check_references(const CocoInstances& set, const Where& w, const CocoRules&
   images.reserve(set.images.size() * 2);
   for (size_t i = 0; i < set.images.size(); ++i)
     if (!images.insert(set.images[i].id).second)
-      fail(w.at("images", int64_t(i), "id"), "duplicate image id " + std::to_string(set.images[i].id));
+      fail(w.at("images", int64_t(i), "id"),
+           "duplicate image id " + std::to_string(set.images[i].id));
   std::unordered_set<int64_t> seen;
   for (size_t i = 0; i < set.annotations.size(); ++i) {
     const CocoAnnotation& a = set.annotations[i];
     if (r.annotation_ids && !seen.insert(a.id).second)
-      fail(w.at("annotations", int64_t(i), "id"), "duplicate annotation id " + std::to_string(a.id));
+      fail(w.at("annotations", int64_t(i), "id"),
+           "duplicate annotation id " + std::to_string(a.id));
     if (!images.count(a.image_id))
       fail(w.at("annotations", int64_t(i), "image_id"),
            "image id " + std::to_string(a.image_id) + " is not in \"images\"");
@@ -220,12 +226,16 @@ CocoInstances parse_instances(const simdjson::padded_string& json, const std::st
   try {
     od::object root;
     if (auto err = doc.get_object().get(root))
-      fail(w, err == simdjson::INCORRECT_TYPE ? "the top level is not a JSON object {\"images\": [...], ...}"
-                                              : syntax(simdjson::error_message(err)));
+      fail(w, err == simdjson::INCORRECT_TYPE
+                  ? "the top level is not a JSON object {\"images\": [...], ...}"
+                  : syntax(simdjson::error_message(err)));
     for (auto f : root) {
       std::string_view key;
       if (f.unescaped_key().get(key)) fail(w, "bad key");
-      const int which = key == "images" ? 0 : key == "annotations" ? 1 : key == "categories" ? 2 : -1;
+      const int which = key == "images"        ? 0
+                        : key == "annotations" ? 1
+                        : key == "categories"  ? 2
+                                               : -1;
       if (which < 0) continue;
       w.list = which == 0 ? "images" : which == 1 ? "annotations" : "categories";
       w.entry = -1, w.has_id = false;
@@ -236,9 +246,12 @@ CocoInstances parse_instances(const simdjson::padded_string& json, const std::st
         w.entry = k++, w.has_id = false;
         od::object obj;
         if (auto err = e.get_object().get(obj)) fail_on(w, err, "expected an object");
-        if (which == 0) set.images.push_back(parse_image(obj, w, r));
-        else if (which == 1) set.annotations.push_back(parse_annotation(obj, w, r));
-        else set.categories.push_back(parse_category(obj, w));
+        if (which == 0)
+          set.images.push_back(parse_image(obj, w, r));
+        else if (which == 1)
+          set.annotations.push_back(parse_annotation(obj, w, r));
+        else
+          set.categories.push_back(parse_category(obj, w));
       }
       if (which == 0) has_images = true;
       if (which == 2) has_cats = true;
@@ -255,7 +268,8 @@ CocoInstances parse_instances(const simdjson::padded_string& json, const std::st
   return set;
 }
 
-void write_text(const std::string& path, const std::string& text, const char* who, const char* what) {
+void write_text(const std::string& path, const std::string& text, const char* who,
+                const char* what) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), who, " cannot write the ", what, " ", path,
                    "; check that its folder exists and is writable");
@@ -286,8 +300,9 @@ std::vector<CocoDetection> read_coco_results(const std::string& path, const char
   try {
     od::array arr;
     if (auto err = doc.get_array().get(arr))
-      fail(w, err == simdjson::INCORRECT_TYPE ? "expected a JSON array of {image_id, category_id, bbox, score} objects"
-                                              : syntax(simdjson::error_message(err)));
+      fail(w, err == simdjson::INCORRECT_TYPE
+                  ? "expected a JSON array of {image_id, category_id, bbox, score} objects"
+                  : syntax(simdjson::error_message(err)));
     w.list = "results";
     int64_t k = 0;
     for (auto e : arr) {
@@ -299,10 +314,14 @@ std::vector<CocoDetection> read_coco_results(const std::string& path, const char
       for (auto g : obj) {
         std::string_view name;
         if (g.unescaped_key().get(name)) fail(w, "bad key");
-        if (name == "image_id") w.field = "image_id", d.image_id = get_int(g.value(), w), has_img = true;
-        else if (name == "category_id") w.field = "category_id", d.category_id = get_int(g.value(), w), has_cat = true;
-        else if (name == "bbox") w.field = "bbox", d.bbox = get_box(g.value(), w), has_box = true;
-        else if (name == "score") w.field = "score", d.score = get_num(g.value(), w), has_score = true;
+        if (name == "image_id")
+          w.field = "image_id", d.image_id = get_int(g.value(), w), has_img = true;
+        else if (name == "category_id")
+          w.field = "category_id", d.category_id = get_int(g.value(), w), has_cat = true;
+        else if (name == "bbox")
+          w.field = "bbox", d.bbox = get_box(g.value(), w), has_box = true;
+        else if (name == "score")
+          w.field = "score", d.score = get_num(g.value(), w), has_score = true;
         w.field = "";
       }
       if (!has_img) w.field = "image_id", fail(w, "missing");
@@ -321,21 +340,30 @@ void write_coco_instances(const CocoInstances& set, const std::string& path, con
   nlohmann::json j;
   j["images"] = nlohmann::json::array();
   for (const auto& i : set.images)
-    j["images"].push_back({{"id", i.id}, {"file_name", i.file_name}, {"width", i.width}, {"height", i.height}});
+    j["images"].push_back(
+        {{"id", i.id}, {"file_name", i.file_name}, {"width", i.width}, {"height", i.height}});
   j["annotations"] = nlohmann::json::array();
   for (const auto& a : set.annotations)
-    j["annotations"].push_back({{"id", a.id}, {"image_id", a.image_id}, {"category_id", a.category_id},
-                                {"bbox", a.bbox}, {"area", a.area}, {"iscrowd", a.iscrowd ? 1 : 0}});
+    j["annotations"].push_back({{"id", a.id},
+                                {"image_id", a.image_id},
+                                {"category_id", a.category_id},
+                                {"bbox", a.bbox},
+                                {"area", a.area},
+                                {"iscrowd", a.iscrowd ? 1 : 0}});
   j["categories"] = nlohmann::json::array();
   for (const auto& c : set.categories)
     j["categories"].push_back({{"id", c.id}, {"name", c.name}, {"supercategory", c.supercategory}});
   write_text(path, j.dump(), who, "annotation file");
 }
 
-void write_coco_results(const std::vector<CocoDetection>& dets, const std::string& path, const char* who) {
+void write_coco_results(const std::vector<CocoDetection>& dets, const std::string& path,
+                        const char* who) {
   nlohmann::json j = nlohmann::json::array();
   for (const auto& d : dets)
-    j.push_back({{"image_id", d.image_id}, {"category_id", d.category_id}, {"bbox", d.bbox}, {"score", d.score}});
+    j.push_back({{"image_id", d.image_id},
+                 {"category_id", d.category_id},
+                 {"bbox", d.bbox},
+                 {"score", d.score}});
   write_text(path, j.dump(), who, "results file");
 }
 

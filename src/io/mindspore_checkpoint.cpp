@@ -37,17 +37,19 @@ constexpr size_t kCrcTrailer = 7 + 10;
 
 struct TypeName {
   const char* name;
-  DType dtype;      // what Spore holds it as
+  DType dtype;       // what Spore holds it as
   size_t file_size;  // element size in the file
   bool is_signed;
 };
 // Spore has no 16-bit or unsigned 32/64-bit integers: those widen to the next signed type Spore
 // has (UInt64 values above INT64_MAX are an error).
 constexpr TypeName kTypes[] = {
-    {"Float32", kFloat32, 4, true}, {"Float64", kFloat64, 8, true},  {"Float16", kFloat16, 2, true},
-    {"BFloat16", kBFloat16, 2, true}, {"Int8", kInt8, 1, true},     {"UInt8", kUInt8, 1, false},
-    {"Uint8", kUInt8, 1, false},    {"Int32", kInt32, 4, true},     {"Int64", kInt64, 8, true},
-    {"Bool", kBool, 1, false},      {"Int16", kInt32, 2, true},     {"UInt16", kInt32, 2, false},
+    {"Float32", kFloat32, 4, true}, {"Float64", kFloat64, 8, true},
+    {"Float16", kFloat16, 2, true}, {"BFloat16", kBFloat16, 2, true},
+    {"Int8", kInt8, 1, true},       {"UInt8", kUInt8, 1, false},
+    {"Uint8", kUInt8, 1, false},    {"Int32", kInt32, 4, true},
+    {"Int64", kInt64, 8, true},     {"Bool", kBool, 1, false},
+    {"Int16", kInt32, 2, true},     {"UInt16", kInt32, 2, false},
     {"UInt32", kInt64, 4, false},   {"UInt64", kInt64, 8, false},
 };
 
@@ -59,15 +61,24 @@ const TypeName* find_type(const std::string& s) {
 
 const char* type_string(DType t) {
   switch (t) {
-    case kFloat32: return "Float32";
-    case kFloat64: return "Float64";
-    case kFloat16: return "Float16";
-    case kBFloat16: return "BFloat16";
-    case kInt8: return "Int8";
-    case kUInt8: return "UInt8";
-    case kInt32: return "Int32";
-    case kInt64: return "Int64";
-    case kBool: return "Bool";
+    case kFloat32:
+      return "Float32";
+    case kFloat64:
+      return "Float64";
+    case kFloat16:
+      return "Float16";
+    case kBFloat16:
+      return "BFloat16";
+    case kInt8:
+      return "Int8";
+    case kUInt8:
+      return "UInt8";
+    case kInt32:
+      return "Int32";
+    case kInt64:
+      return "Int64";
+    case kBool:
+      return "Bool";
   }
   return "?";
 }
@@ -91,13 +102,14 @@ std::string read_file(const std::string& path) {
   const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), f);
   const int err = errno;
   std::fclose(f);
-  SPORE_CHECK_KIND(ErrorKind::IOError, got == bytes.size(), "[load_checkpoint] ", path,
-                   ": read ", got, " of ", bytes.size(), " bytes: ", std::strerror(err));
+  SPORE_CHECK_KIND(ErrorKind::IOError, got == bytes.size(), "[load_checkpoint] ", path, ": read ",
+                   got, " of ", bytes.size(), " bytes: ", std::strerror(err));
   return bytes;
 }
 
 // Converts n elements of a 16/32/64-bit integer type from the file to Spore's wider type.
-void widen(const unsigned char* src, const TypeName& ty, void* dst, size_t n, const std::string& what) {
+void widen(const unsigned char* src, const TypeName& ty, void* dst, size_t n,
+           const std::string& what) {
   if (ty.dtype == kInt32) {  // Int16 / UInt16
     auto* d = static_cast<int32_t*>(dst);
     for (size_t i = 0; i < n; ++i) {
@@ -149,15 +161,17 @@ Checkpoint load_mindspore_checkpoint(const std::string& path) {
   SPORE_CHECK_KIND(ErrorKind::IOError,
                    !(size >= 4 && (std::memcmp(data, kCipherLE, 4) == 0 ||
                                    std::memcmp(data, kCipherBE, 4) == 0)),
-                   where, "the file is encrypted (saved with enc_key); Spore does not decrypt "
+                   where,
+                   "the file is encrypted (saved with enc_key); Spore does not decrypt "
                    "checkpoints. Load it in MindSpore with dec_key=... and re-save it without "
                    "enc_key, then load that file");
   // crc_check=True appends "crc_num" + a 10-byte big-endian CRC-32 of all bytes before it.
   if (size >= kCrcTrailer && std::memcmp(data + size - kCrcTrailer, kCrcTag, 7) == 0) {
     uint64_t want = 0;
     for (size_t i = size - 10; i < size; ++i) {
-      SPORE_CHECK_KIND(ErrorKind::IOError, want >> 56 == 0, where,
-                       "field crc_num: the stored CRC does not fit 64 bits; the trailer is corrupt");
+      SPORE_CHECK_KIND(
+          ErrorKind::IOError, want >> 56 == 0, where,
+          "field crc_num: the stored CRC does not fit 64 bits; the trailer is corrupt");
       want = (want << 8) | data[i];
     }
     size -= kCrcTrailer;
@@ -168,8 +182,9 @@ Checkpoint load_mindspore_checkpoint(const std::string& path) {
       off += n;
     }
     SPORE_CHECK_KIND(ErrorKind::IOError, uint64_t(crc) == want, where,
-                     "field crc_num: the file's CRC-32 is ", uint64_t(crc), " but the trailer says ",
-                     want, "; the file is corrupt (re-save or re-download it)");
+                     "field crc_num: the file's CRC-32 is ", uint64_t(crc),
+                     " but the trailer says ", want,
+                     "; the file is corrupt (re-save or re-download it)");
   }
 
   Checkpoint ck;
@@ -188,7 +203,8 @@ Checkpoint load_mindspore_checkpoint(const std::string& path) {
     SPORE_ASSERT(ty, "type checked when the value was read");
     // dims [0] is a scalar (MindSpore's encoding of shape ()), unless the content is empty.
     Shape shape;
-    const bool scalar = cur.dims.size() == 1 && cur.dims[0] == 0 && cur.content.size() == ty->file_size;
+    const bool scalar =
+        cur.dims.size() == 1 && cur.dims[0] == 0 && cur.content.size() == ty->file_size;
     // The element count, saturated at the file size (a count beyond it cannot match the content).
     const uint64_t cap = uint64_t(bytes.size()) + 1;
     uint64_t numel = 1;
@@ -196,9 +212,10 @@ Checkpoint load_mindspore_checkpoint(const std::string& path) {
       bool zero = false;
       uint64_t nonzero = 1;
       for (int64_t d : cur.dims) {
-        SPORE_CHECK_KIND(ErrorKind::IOError, d >= 0, what, "field tensor.dims: ", dims_str(cur.dims),
-                         " has a negative dimension");
-        if (d == 0) zero = true;
+        SPORE_CHECK_KIND(ErrorKind::IOError, d >= 0, what,
+                         "field tensor.dims: ", dims_str(cur.dims), " has a negative dimension");
+        if (d == 0)
+          zero = true;
         else {
           SPORE_CHECK_KIND(ErrorKind::IOError, uint64_t(d) <= uint64_t(INT64_MAX) / nonzero, what,
                            "field tensor.dims: ", dims_str(cur.dims),
@@ -210,12 +227,12 @@ Checkpoint load_mindspore_checkpoint(const std::string& path) {
       numel = zero ? 0 : std::min(nonzero, cap);
     }
     const unsigned __int128 want = (unsigned __int128)numel * ty->file_size;
-    SPORE_CHECK_KIND(ErrorKind::IOError, want == cur.content.size(), what,
-                     "field tensor.tensor_content: dims ", dims_str(cur.dims), " of ", cur.type,
-                     " need ", numel >= cap ? std::string("more bytes than the file has")
-                                                    : std::to_string(uint64_t(want)) + " bytes",
-                     " but the content has ", cur.content.size(),
-                     "; the file is truncated or corrupt");
+    SPORE_CHECK_KIND(
+        ErrorKind::IOError, want == cur.content.size(), what, "field tensor.tensor_content: dims ",
+        dims_str(cur.dims), " of ", cur.type, " need ",
+        numel >= cap ? std::string("more bytes than the file has")
+                     : std::to_string(uint64_t(want)) + " bytes",
+        " but the content has ", cur.content.size(), "; the file is truncated or corrupt");
     Tensor t = Tensor::empty(shape, ty->dtype);
     const auto* src = reinterpret_cast<const unsigned char*>(cur.content.data());
     if (ty->file_size == itemsize(ty->dtype)) {
@@ -236,31 +253,38 @@ Checkpoint load_mindspore_checkpoint(const std::string& path) {
   size_t pos = 0;
   int index = 0;
   while (pos < size) {
-    const std::string at = where + "value #" + std::to_string(index) + " at byte " + std::to_string(pos) + ": ";
+    const std::string at =
+        where + "value #" + std::to_string(index) + " at byte " + std::to_string(pos) + ": ";
     // Each top-level entry: tag 0x0A (field 1 `value`, length-delimited), a varint length, the
     // Value message. CodedInputStream limits: at most INT_MAX bytes per stream.
-    google::protobuf::io::CodedInputStream in(data + pos, int(std::min<size_t>(size - pos, INT_MAX)));
+    google::protobuf::io::CodedInputStream in(data + pos,
+                                              int(std::min<size_t>(size - pos, INT_MAX)));
     const uint32_t tag = in.ReadTag();
-    SPORE_CHECK_KIND(ErrorKind::IOError, tag == 0x0A, at,
-                     "expected field 1 `value` (a Checkpoint holds only Values; protobuf tag 0x0A), "
-                     "found tag ", tag, " (field ", tag >> 3, ", wire type ", tag & 7,
-                     "); not a MindSpore checkpoint, or corrupt");
+    SPORE_CHECK_KIND(
+        ErrorKind::IOError, tag == 0x0A, at,
+        "expected field 1 `value` (a Checkpoint holds only Values; protobuf tag 0x0A), "
+        "found tag ",
+        tag, " (field ", tag >> 3, ", wire type ", tag & 7,
+        "); not a MindSpore checkpoint, or corrupt");
     uint32_t len = 0;
     SPORE_CHECK_KIND(ErrorKind::IOError, in.ReadVarint32(&len), at,
                      "the Value's length (a varint) is truncated or malformed");
     const size_t head = size_t(in.CurrentPosition());
-    SPORE_CHECK_KIND(ErrorKind::IOError, len <= uint32_t(INT_MAX), at, "the Value claims ", len,
-                     " bytes, more than one protobuf message may hold (2 GiB); the file is corrupt");
+    SPORE_CHECK_KIND(
+        ErrorKind::IOError, len <= uint32_t(INT_MAX), at, "the Value claims ", len,
+        " bytes, more than one protobuf message may hold (2 GiB); the file is corrupt");
     SPORE_CHECK_KIND(ErrorKind::IOError, len <= size - pos - head, at, "the Value claims ", len,
                      " bytes but only ", size - pos - head,
                      " remain in the file; the file is truncated");
     value.Clear();
-    SPORE_CHECK_KIND(ErrorKind::IOError, value.ParsePartialFromArray(data + pos + head, int(len)), at,
-                     "the Value message (", len, " bytes) is not valid protobuf; the file is corrupt");
+    SPORE_CHECK_KIND(ErrorKind::IOError, value.ParsePartialFromArray(data + pos + head, int(len)),
+                     at, "the Value message (", len,
+                     " bytes) is not valid protobuf; the file is corrupt");
     SPORE_CHECK_KIND(ErrorKind::IOError, value.IsInitialized(), at,
                      "the Value lacks required field(s) ", value.InitializationErrorString());
     pos += head + len;
-    const std::string vat = where + "value #" + std::to_string(index) + " (tag \"" + value.tag() + "\"): ";
+    const std::string vat =
+        where + "value #" + std::to_string(index) + " (tag \"" + value.tag() + "\"): ";
     SPORE_CHECK_KIND(ErrorKind::IOError, !value.tag().empty(), at, "field tag is empty");
     SPORE_CHECK_KIND(ErrorKind::IOError, value.has_tensor(), vat,
                      "field tensor is absent (a MindSpore MapParameter, field maptensor, is not "
@@ -278,8 +302,8 @@ Checkpoint load_mindspore_checkpoint(const std::string& path) {
                        vat, "a slice of \"", cur.tag, "\" has tensor_type ", tp.tensor_type(),
                        " and dims ", dims_str(tp.dims()), ", but the first slice (value #",
                        cur.first_index, ") has ", cur.type, " and ", dims_str(cur.dims));
-      SPORE_CHECK_KIND(ErrorKind::IOError, cur.content.size() + tp.tensor_content().size() <= size, vat,
-                       "slices hold more bytes than the file");
+      SPORE_CHECK_KIND(ErrorKind::IOError, cur.content.size() + tp.tensor_content().size() <= size,
+                       vat, "slices hold more bytes than the file");
       cur.content += tp.tensor_content();
     } else {
       finish();

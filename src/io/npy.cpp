@@ -26,21 +26,31 @@ struct Descr {
   DType dtype;
   size_t file_size;
 };
-constexpr Descr kDescrs[] = {{"f4", kFloat32, 4}, {"f8", kFloat64, 8}, {"f2", kFloat16, 2}, {"i1", kInt8, 1},
-                             {"u1", kUInt8, 1},   {"i4", kInt32, 4},   {"i8", kInt64, 8},   {"b1", kBool, 1},
-                             {"i2", kInt32, 2},   {"u2", kInt32, 2}};
+constexpr Descr kDescrs[] = {{"f4", kFloat32, 4}, {"f8", kFloat64, 8}, {"f2", kFloat16, 2},
+                             {"i1", kInt8, 1},    {"u1", kUInt8, 1},   {"i4", kInt32, 4},
+                             {"i8", kInt64, 8},   {"b1", kBool, 1},    {"i2", kInt32, 2},
+                             {"u2", kInt32, 2}};
 
 const char* descr_of(DType t) {
   switch (t) {
-    case kFloat32: return "<f4";
-    case kFloat64: return "<f8";
-    case kFloat16: return "<f2";
-    case kInt8: return "|i1";
-    case kUInt8: return "|u1";
-    case kInt32: return "<i4";
-    case kInt64: return "<i8";
-    case kBool: return "|b1";
-    default: return nullptr;
+    case kFloat32:
+      return "<f4";
+    case kFloat64:
+      return "<f8";
+    case kFloat16:
+      return "<f2";
+    case kInt8:
+      return "|i1";
+    case kUInt8:
+      return "|u1";
+    case kInt32:
+      return "<i4";
+    case kInt64:
+      return "<i8";
+    case kBool:
+      return "|b1";
+    default:
+      return nullptr;
   }
 }
 
@@ -58,17 +68,18 @@ struct Reader {
     return false;
   }
   void expect(char c, const char* what) {
-    SPORE_CHECK_KIND(ErrorKind::IOError, eat(c), where, "header: expected '", c, "' ", what, " at offset ", i,
-                     " of \"", s, "\"");
+    SPORE_CHECK_KIND(ErrorKind::IOError, eat(c), where, "header: expected '", c, "' ", what,
+                     " at offset ", i, " of \"", s, "\"");
   }
   std::string str(const char* what) {
     ws();
-    SPORE_CHECK_KIND(ErrorKind::IOError, i < s.size() && (s[i] == '\'' || s[i] == '"'), where, "header: expected a quoted ",
-                     what, " at offset ", i);
+    SPORE_CHECK_KIND(ErrorKind::IOError, i < s.size() && (s[i] == '\'' || s[i] == '"'), where,
+                     "header: expected a quoted ", what, " at offset ", i);
     const char q = s[i++];
     const size_t b = i;
     while (i < s.size() && s[i] != q) ++i;
-    SPORE_CHECK_KIND(ErrorKind::IOError, i < s.size(), where, "header: unterminated string for ", what);
+    SPORE_CHECK_KIND(ErrorKind::IOError, i < s.size(), where, "header: unterminated string for ",
+                     what);
     return s.substr(b, i++ - b);
   }
   int64_t integer(const char* what) {
@@ -86,22 +97,26 @@ struct Reader {
 
 Tensor parse_npy(const std::string& bytes, const std::string& where0) {
   const std::string where = where0 + ": ";
-  SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() >= 10 && bytes.compare(0, 6, "\x93NUMPY") == 0, where,
-                   "not a .npy file (it does not start with \\x93NUMPY)");
+  SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() >= 10 && bytes.compare(0, 6, "\x93NUMPY") == 0,
+                   where, "not a .npy file (it does not start with \\x93NUMPY)");
   const int major = static_cast<unsigned char>(bytes[6]);
-  SPORE_CHECK_KIND(ErrorKind::IOError, major >= 1 && major <= 3, where, "field version: ", major, ".",
-                   int(static_cast<unsigned char>(bytes[7])), " is not a .npy version Spore reads (1.0-3.0)");
+  SPORE_CHECK_KIND(ErrorKind::IOError, major >= 1 && major <= 3, where, "field version: ", major,
+                   ".", int(static_cast<unsigned char>(bytes[7])),
+                   " is not a .npy version Spore reads (1.0-3.0)");
   size_t hlen = 0, start = 0;
   if (major == 1) {
-    hlen = size_t(static_cast<unsigned char>(bytes[8])) | size_t(static_cast<unsigned char>(bytes[9])) << 8;
+    hlen = size_t(static_cast<unsigned char>(bytes[8])) |
+           size_t(static_cast<unsigned char>(bytes[9])) << 8;
     start = 10;
   } else {
     SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() >= 12, where, "truncated header length");
-    for (int k = 3; k >= 0; --k) hlen = hlen << 8 | static_cast<unsigned char>(bytes[8 + size_t(k)]);
+    for (int k = 3; k >= 0; --k)
+      hlen = hlen << 8 | static_cast<unsigned char>(bytes[8 + size_t(k)]);
     start = 12;
   }
-  SPORE_CHECK_KIND(ErrorKind::IOError, hlen <= bytes.size() - start, where, "field header_len: ", hlen,
-                   " bytes, but only ", bytes.size() - start, " follow; the file is truncated");
+  SPORE_CHECK_KIND(ErrorKind::IOError, hlen <= bytes.size() - start, where,
+                   "field header_len: ", hlen, " bytes, but only ", bytes.size() - start,
+                   " follow; the file is truncated");
   const std::string header = bytes.substr(start, hlen);
   Reader r{header, 0, where};
   r.expect('{', "to open the header dict");
@@ -115,15 +130,20 @@ Tensor parse_npy(const std::string& bytes, const std::string& where0) {
       descr = r.str("descr"), have_descr = true;
     } else if (key == "fortran_order") {
       r.ws();
-      if (header.compare(r.i, 4, "True") == 0) fortran = true, r.i += 4;
-      else if (header.compare(r.i, 5, "False") == 0) r.i += 5;
-      else SPORE_THROW(ErrorKind::IOError, where, "header: field fortran_order: expected True or False");
+      if (header.compare(r.i, 4, "True") == 0)
+        fortran = true, r.i += 4;
+      else if (header.compare(r.i, 5, "False") == 0)
+        r.i += 5;
+      else
+        SPORE_THROW(ErrorKind::IOError, where,
+                    "header: field fortran_order: expected True or False");
       have_order = true;
     } else if (key == "shape") {
       r.expect('(', "to open the shape tuple");
       while (!r.eat(')')) {
         shape.push_back(r.integer("shape"));
-        SPORE_CHECK_KIND(ErrorKind::IOError, shape.size() <= 32, where, "header: field shape has more than 32 dims");
+        SPORE_CHECK_KIND(ErrorKind::IOError, shape.size() <= 32, where,
+                         "header: field shape has more than 32 dims");
         if (!r.eat(',')) {
           r.expect(')', "to close the shape tuple");
           break;
@@ -131,7 +151,8 @@ Tensor parse_npy(const std::string& bytes, const std::string& where0) {
       }
       have_shape = true;
     } else {
-      SPORE_THROW(ErrorKind::IOError, where, "header: unexpected key '", key, "' (expected descr, fortran_order, shape)");
+      SPORE_THROW(ErrorKind::IOError, where, "header: unexpected key '", key,
+                  "' (expected descr, fortran_order, shape)");
     }
     if (!r.eat(',')) {
       r.expect('}', "to close the header dict");
@@ -139,13 +160,20 @@ Tensor parse_npy(const std::string& bytes, const std::string& where0) {
     }
   }
   SPORE_CHECK_KIND(ErrorKind::IOError, have_descr && have_shape && have_order, where,
-                   "header: missing field ", !have_descr ? "descr" : !have_shape ? "shape" : "fortran_order");
+                   "header: missing field ",
+                   !have_descr   ? "descr"
+                   : !have_shape ? "shape"
+                                 : "fortran_order");
   SPORE_CHECK_KIND(ErrorKind::NotImplemented, !fortran, where,
-                   "field fortran_order: Fortran-ordered arrays are not supported; save np.ascontiguousarray(x)");
-  SPORE_CHECK_KIND(ErrorKind::IOError, descr.size() >= 3, where, "field descr: '", descr, "' is not a dtype");
+                   "field fortran_order: Fortran-ordered arrays are not supported; save "
+                   "np.ascontiguousarray(x)");
+  SPORE_CHECK_KIND(ErrorKind::IOError, descr.size() >= 3, where, "field descr: '", descr,
+                   "' is not a dtype");
   const char order = descr[0];
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, order == '<' || order == '|' || order == '=', where, "field descr: '",
-                   descr, "' is big-endian; save the array as little-endian (x.astype(x.dtype.newbyteorder('<')))");
+  SPORE_CHECK_KIND(
+      ErrorKind::NotImplemented, order == '<' || order == '|' || order == '=', where,
+      "field descr: '", descr,
+      "' is big-endian; save the array as little-endian (x.astype(x.dtype.newbyteorder('<')))");
   const Descr* d = nullptr;
   for (const auto& c : kDescrs)
     if (descr.compare(1, std::string::npos, c.code) == 0) d = &c;
@@ -160,16 +188,18 @@ Tensor parse_npy(const std::string& bytes, const std::string& where0) {
       SPORE_CHECK_KIND(ErrorKind::IOError, uint64_t(s) < (uint64_t(1) << 40), where, "field shape ",
                        shape_str(shape), ": dimension ", s, " is beyond any array's size");
     } else {
-      SPORE_CHECK_KIND(ErrorKind::IOError, uint64_t(s) <= bytes.size() / numel + 1, where, "field shape ",
-                       shape_str(shape), " needs more bytes than the file has");
+      SPORE_CHECK_KIND(ErrorKind::IOError, uint64_t(s) <= bytes.size() / numel + 1, where,
+                       "field shape ", shape_str(shape), " needs more bytes than the file has");
       numel *= uint64_t(s);
     }
   }
   const size_t data = start + hlen;
-  SPORE_CHECK_KIND(ErrorKind::IOError, numel <= (bytes.size() - data) / d->file_size &&
-                                           (bytes.size() - data) == numel * d->file_size,
-                   where, "data: shape ", shape_str(shape), " of ", descr, " needs ", numel * d->file_size,
-                   " bytes, the file has ", bytes.size() - data, " after the header");
+  SPORE_CHECK_KIND(ErrorKind::IOError,
+                   numel <= (bytes.size() - data) / d->file_size &&
+                       (bytes.size() - data) == numel * d->file_size,
+                   where, "data: shape ", shape_str(shape), " of ", descr, " needs ",
+                   numel * d->file_size, " bytes, the file has ", bytes.size() - data,
+                   " after the header");
   Tensor t = Tensor::empty(shape, d->dtype);
   const auto* src = reinterpret_cast<const unsigned char*>(bytes.data() + data);
   if (d->file_size == itemsize(d->dtype)) {
@@ -194,7 +224,8 @@ std::string encode_npy(const Tensor& t0) {
   SPORE_ASSERT(descr, "every dtype but bfloat16 has a descr");
   std::ostringstream h;
   h << "{'descr': '" << descr << "', 'fortran_order': False, 'shape': (";
-  for (size_t i = 0; i < t.shape().size(); ++i) h << t.shape()[i] << (t.shape().size() == 1 || i + 1 < t.shape().size() ? ", " : "");
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    h << t.shape()[i] << (t.shape().size() == 1 || i + 1 < t.shape().size() ? ", " : "");
   h << "), }";
   std::string header = h.str();
   const size_t total = 10 + header.size() + 1;
@@ -220,7 +251,8 @@ Tensor load_npy(const std::string& path) {
 }
 
 void save_npy(const Tensor& t, const std::string& path) {
-  SPORE_CHECK(t.defined() && !t.is_symbolic(), "[save_npy] the tensor has no data (saving ", path, ")");
+  SPORE_CHECK(t.defined() && !t.is_symbolic(), "[save_npy] the tensor has no data (saving ", path,
+              ")");
   const std::string bytes = encode_npy(t);
   detail::write_atomically(path, [&](const std::function<void(const void*, size_t)>& put) {
     put(bytes.data(), bytes.size());
@@ -249,44 +281,56 @@ struct ArchiveCloser {
 NamedArrays load_npz(const std::string& path) {
   const std::string where = "[load_npz] " + path;
   int code = 0;
-  std::unique_ptr<zip_t, ArchiveCloser> z(zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
-  SPORE_CHECK_KIND(ErrorKind::IOError, z != nullptr, where, ": cannot open it as an .npz (zip) archive: ",
-                   zip_error_text(code), "; write it with numpy.savez or numpy.savez_compressed");
+  std::unique_ptr<zip_t, ArchiveCloser> z(
+      zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code));
+  SPORE_CHECK_KIND(ErrorKind::IOError, z != nullptr, where,
+                   ": cannot open it as an .npz (zip) archive: ", zip_error_text(code),
+                   "; write it with numpy.savez or numpy.savez_compressed");
   const zip_int64_t n = zip_get_num_entries(z.get(), 0);
   NamedArrays out;
   std::set<std::string> seen;
   for (zip_int64_t i = 0; i < n; ++i) {
     zip_stat_t st;
     zip_stat_init(&st);
-    SPORE_CHECK_KIND(ErrorKind::IOError, zip_stat_index(z.get(), zip_uint64_t(i), 0, &st) == 0 &&
-                                             (st.valid & ZIP_STAT_NAME) && (st.valid & ZIP_STAT_SIZE),
-                     where, ": member ", i, " has no readable directory entry: ", zip_strerror(z.get()));
+    SPORE_CHECK_KIND(ErrorKind::IOError,
+                     zip_stat_index(z.get(), zip_uint64_t(i), 0, &st) == 0 &&
+                         (st.valid & ZIP_STAT_NAME) && (st.valid & ZIP_STAT_SIZE),
+                     where, ": member ", i,
+                     " has no readable directory entry: ", zip_strerror(z.get()));
     const std::string name = st.name;
     const std::string mwhere = where + " member '" + name + "'";
     if (!name.empty() && name.back() == '/') continue;  // a folder entry
-    SPORE_CHECK_KIND(ErrorKind::IOError, name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0, mwhere,
+    SPORE_CHECK_KIND(ErrorKind::IOError,
+                     name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0, mwhere,
                      ": not a .npy member (an .npz holds only NAME.npy files)");
-    SPORE_CHECK_KIND(ErrorKind::IOError, !(st.valid & ZIP_STAT_ENCRYPTION_METHOD) || st.encryption_method == ZIP_EM_NONE,
-                     mwhere, ": the member is encrypted; numpy writes unencrypted archives");
+    SPORE_CHECK_KIND(
+        ErrorKind::IOError,
+        !(st.valid & ZIP_STAT_ENCRYPTION_METHOD) || st.encryption_method == ZIP_EM_NONE, mwhere,
+        ": the member is encrypted; numpy writes unencrypted archives");
     SPORE_CHECK_KIND(ErrorKind::IOError, st.size <= kMaxMemberBytes, mwhere, ": claims ", st.size,
                      " bytes uncompressed, more than the ", kMaxMemberBytes, " Spore reads");
     // The claimed size is allocated before reading, so it must be one the stored bytes can give:
     // deflate expands at most 1032:1, a stored member is its own size.
     if ((st.valid & ZIP_STAT_COMP_SIZE) && (st.valid & ZIP_STAT_COMP_METHOD)) {
-      const zip_uint64_t most = st.comp_method == ZIP_CM_STORE ? st.comp_size : st.comp_size * 1032 + 1024;
-      SPORE_CHECK_KIND(ErrorKind::IOError, st.size <= most, mwhere, ": claims ", st.size, " bytes uncompressed from ",
-                       st.comp_size, " stored bytes, more than they can hold (a corrupt or hostile archive)");
+      const zip_uint64_t most =
+          st.comp_method == ZIP_CM_STORE ? st.comp_size : st.comp_size * 1032 + 1024;
+      SPORE_CHECK_KIND(ErrorKind::IOError, st.size <= most, mwhere, ": claims ", st.size,
+                       " bytes uncompressed from ", st.comp_size,
+                       " stored bytes, more than they can hold (a corrupt or hostile archive)");
     }
     const std::string key = name.substr(0, name.size() - 4);
-    SPORE_CHECK_KIND(ErrorKind::IOError, seen.insert(key).second, mwhere, ": a second array named '", key, "'");
+    SPORE_CHECK_KIND(ErrorKind::IOError, seen.insert(key).second, mwhere,
+                     ": a second array named '", key, "'");
     zip_file_t* f = zip_fopen_index(z.get(), zip_uint64_t(i), 0);
-    SPORE_CHECK_KIND(ErrorKind::IOError, f != nullptr, mwhere, ": cannot open it: ", zip_strerror(z.get()));
+    SPORE_CHECK_KIND(ErrorKind::IOError, f != nullptr, mwhere,
+                     ": cannot open it: ", zip_strerror(z.get()));
     std::string bytes(size_t(st.size), '\0');
     const zip_int64_t got = zip_fread(f, bytes.data(), st.size);
     const std::string ferr = got < 0 ? zip_error_strerror(zip_file_get_error(f)) : "";
     zip_fclose(f);
-    SPORE_CHECK_KIND(ErrorKind::IOError, got >= 0 && zip_uint64_t(got) == st.size, mwhere, ": read ", got, " of ",
-                     st.size, " bytes", ferr.empty() ? "" : ": ", ferr, " (a truncated or corrupt archive)");
+    SPORE_CHECK_KIND(ErrorKind::IOError, got >= 0 && zip_uint64_t(got) == st.size, mwhere,
+                     ": read ", got, " of ", st.size, " bytes", ferr.empty() ? "" : ": ", ferr,
+                     " (a truncated or corrupt archive)");
     out.emplace_back(key, parse_npy(bytes, mwhere));
   }
   return out;
@@ -299,8 +343,8 @@ void save_npz(const NamedArrays& arrays, const std::string& path, bool compresse
   std::vector<std::string> members;
   std::set<std::string> seen;
   for (const auto& [name, t] : arrays) {
-    SPORE_CHECK(!name.empty() && seen.insert(name).second, where, ": array names must be unique and non-empty, got '",
-                name, "'");
+    SPORE_CHECK(!name.empty() && seen.insert(name).second, where,
+                ": array names must be unique and non-empty, got '", name, "'");
     SPORE_CHECK(t.defined() && !t.is_symbolic(), where, ": array '", name, "' has no data");
     members.push_back(encode_npy(t));
   }
@@ -323,12 +367,14 @@ void save_npz(const NamedArrays& arrays, const std::string& path, bool compresse
   for (size_t i = 0; i < arrays.size(); ++i) {
     zip_source_t* src = zip_source_buffer(z, members[i].data(), members[i].size(), 0);
     if (!src) fail("buffering '" + arrays[i].first + "'");
-    const zip_int64_t idx = zip_file_add(z, (arrays[i].first + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8);
+    const zip_int64_t idx =
+        zip_file_add(z, (arrays[i].first + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8);
     if (idx < 0) {
       zip_source_free(src);
       fail("adding '" + arrays[i].first + "'");
     }
-    if (zip_set_file_compression(z, zip_uint64_t(idx), compressed ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0) != 0)
+    if (zip_set_file_compression(z, zip_uint64_t(idx), compressed ? ZIP_CM_DEFLATE : ZIP_CM_STORE,
+                                 0) != 0)
       fail("setting the compression of '" + arrays[i].first + "'");
   }
   if (zip_close(z) != 0) fail("writing the archive");
@@ -343,7 +389,8 @@ void save_npz(const NamedArrays& arrays, const std::string& path, bool compresse
     bytes.resize(got < 0 ? 0 : size_t(got));
   }
   zip_source_free(mem);
-  SPORE_CHECK_KIND(ErrorKind::IOError, ok && bytes.size() == st.size, where, ": could not read back the archive built in memory");
+  SPORE_CHECK_KIND(ErrorKind::IOError, ok && bytes.size() == st.size, where,
+                   ": could not read back the archive built in memory");
   detail::write_atomically(path, [&](const std::function<void(const void*, size_t)>& put) {
     put(bytes.data(), bytes.size());
   });

@@ -1,5 +1,6 @@
 // metrics::Coco: pycocotools' COCO over the one COCO reader (src/io/coco.cpp). The evaluator needs
-// a "categories" list and annotation ids (unique, >= 1: pycocotools tells a match by a non-zero id).
+// a "categories" list and annotation ids (unique, >= 1: pycocotools tells a match by a non-zero
+// id).
 #include <algorithm>
 #include <cmath>
 #include <unordered_set>
@@ -51,8 +52,9 @@ Coco Coco::load_res(const std::vector<CocoDetection>& dets) const {
     SPORE_CHECK(ids.count(d.image_id), "[CocoEval] detection ", i, " has image id ", d.image_id,
                 ", which is not an image of the ground truth; the results must come from the same "
                 "image set (pycocotools: 'Results do not correspond to current coco set')");
-    SPORE_CHECK(std::isfinite(d.score) && std::isfinite(d.bbox[0] + d.bbox[1] + d.bbox[2] + d.bbox[3]),
-                "[CocoEval] detection ", i, " (image ", d.image_id, ") has a non-finite box or score");
+    SPORE_CHECK(
+        std::isfinite(d.score) && std::isfinite(d.bbox[0] + d.bbox[1] + d.bbox[2] + d.bbox[3]),
+        "[CocoEval] detection ", i, " (image ", d.image_id, ") has a non-finite box or score");
     CocoAnnotation a;
     a.id = int64_t(i) + 1;
     a.image_id = d.image_id;
@@ -76,7 +78,9 @@ std::vector<int64_t> Coco::category_ids() const {
   return sorted_unique(std::move(v));
 }
 
-void Coco::save(const std::string& path) const { io::write_coco_instances(set_, path, "[CocoEval]"); }
+void Coco::save(const std::string& path) const {
+  io::write_coco_instances(set_, path, "[CocoEval]");
+}
 
 void save_detections(const std::vector<CocoDetection>& dets, const std::string& path) {
   io::write_coco_results(dets, path, "[CocoEval]");

@@ -60,9 +60,10 @@ constexpr double kEps = 2.220446049250313e-16;  // np.spacing(1)
 }  // namespace
 
 CocoEval::CocoEval(const Coco& gt, const Coco& dt, const std::string& iou_type) : gt_(gt), dt_(dt) {
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, iou_type == "bbox", "[CocoEval] iou_type '", iou_type,
-                   "' is not supported; this evaluator computes 'bbox' (segm and keypoints need masks "
-                   "and keypoint sigmas)");
+  SPORE_CHECK_KIND(
+      ErrorKind::NotImplemented, iou_type == "bbox", "[CocoEval] iou_type '", iou_type,
+      "' is not supported; this evaluator computes 'bbox' (segm and keypoints need masks "
+      "and keypoint sigmas)");
   params.img_ids = gt.image_ids();
   params.cat_ids = gt.category_ids();
   params.iou_thrs = linspace(.5, .95, 10);
@@ -70,18 +71,21 @@ CocoEval::CocoEval(const Coco& gt, const Coco& dt, const std::string& iou_type) 
 }
 
 const std::array<const char*, 12>& CocoEval::stat_names() {
-  static const std::array<const char*, 12> names{"AP",     "AP50",     "AP75",   "AP_small",
-                                                 "AP_medium", "AP_large", "AR1",    "AR10",
-                                                 "AR100",  "AR_small", "AR_medium", "AR_large"};
+  static const std::array<const char*, 12> names{"AP",        "AP50",     "AP75",      "AP_small",
+                                                 "AP_medium", "AP_large", "AR1",       "AR10",
+                                                 "AR100",     "AR_small", "AR_medium", "AR_large"};
   return names;
 }
 
 void CocoEval::evaluate() {
   const CocoEvalParams& p = params;
-  SPORE_CHECK(!p.iou_thrs.empty() && !p.rec_thrs.empty() && !p.max_dets.empty() && !p.area_rng.empty(),
-              "[CocoEval] params need at least one IoU threshold, recall threshold, max_dets and area range");
-  SPORE_CHECK(p.area_rng.size() == p.area_lbl.size(), "[CocoEval] params.area_rng has ", p.area_rng.size(),
-              " ranges but params.area_lbl ", p.area_lbl.size(), " labels; give one label per range");
+  SPORE_CHECK(
+      !p.iou_thrs.empty() && !p.rec_thrs.empty() && !p.max_dets.empty() && !p.area_rng.empty(),
+      "[CocoEval] params need at least one IoU threshold, recall threshold, max_dets and area "
+      "range");
+  SPORE_CHECK(p.area_rng.size() == p.area_lbl.size(), "[CocoEval] params.area_rng has ",
+              p.area_rng.size(), " ranges but params.area_lbl ", p.area_lbl.size(),
+              " labels; give one label per range");
   img_ids_ = p.img_ids;
   std::sort(img_ids_.begin(), img_ids_.end());
   img_ids_.erase(std::unique(img_ids_.begin(), img_ids_.end()), img_ids_.end());
@@ -89,7 +93,8 @@ void CocoEval::evaluate() {
   std::sort(cat_ids_.begin(), cat_ids_.end());
   cat_ids_.erase(std::unique(cat_ids_.begin(), cat_ids_.end()), cat_ids_.end());
   std::sort(params.max_dets.begin(), params.max_dets.end());
-  const size_t I = img_ids_.size(), K = cat_ids_.size(), A = p.area_rng.size(), T = p.iou_thrs.size();
+  const size_t I = img_ids_.size(), K = cat_ids_.size(), A = p.area_rng.size(),
+               T = p.iou_thrs.size();
   const int64_t max_det = params.max_dets.back();
 
   std::unordered_map<int64_t, size_t> img_index, cat_index;
@@ -97,7 +102,8 @@ void CocoEval::evaluate() {
   for (size_t k = 0; k < K; ++k) cat_index[cat_ids_[k]] = k;
   // Per (category, image) cell: annotation indices in file order (pycocotools' _gts / _dts).
   std::vector<std::vector<uint32_t>> gts(K * I), dts(K * I);
-  auto bucket = [&](const std::vector<CocoAnnotation>& anns, std::vector<std::vector<uint32_t>>& out) {
+  auto bucket = [&](const std::vector<CocoAnnotation>& anns,
+                    std::vector<std::vector<uint32_t>>& out) {
     for (size_t n = 0; n < anns.size(); ++n) {
       auto ii = img_index.find(anns[n].image_id);
       auto kk = cat_index.find(anns[n].category_id);
@@ -121,7 +127,8 @@ void CocoEval::evaluate() {
       std::vector<uint32_t> d = dts[k * I + i];
       if (g.empty() && d.empty()) continue;
       // Highest score first, stable (numpy's mergesort on -score); at most max_det.
-      std::stable_sort(d.begin(), d.end(), [&](uint32_t x, uint32_t y) { return D_all[x].score > D_all[y].score; });
+      std::stable_sort(d.begin(), d.end(),
+                       [&](uint32_t x, uint32_t y) { return D_all[x].score > D_all[y].score; });
       if (int64_t(d.size()) > max_det) d.resize(size_t(max_det));
       const size_t G = g.size(), D = d.size();
       ious.assign(D * G, 0.);
@@ -132,7 +139,8 @@ void CocoEval::evaluate() {
         const double lo = p.area_rng[a][0], hi = p.area_rng[a][1];
         EvalImage& e = eval_imgs_[(k * A + a) * I + i];
         eval_present_[(k * A + a) * I + i] = 1;
-        // Ground truth: ignored when crowd or its area is outside [lo, hi]; ignored ones last (stable).
+        // Ground truth: ignored when crowd or its area is outside [lo, hi]; ignored ones last
+        // (stable).
         ign.assign(G, 0);
         for (size_t gi = 0; gi < G; ++gi) {
           const CocoAnnotation& ga = G_all[g[gi]];
@@ -140,7 +148,8 @@ void CocoEval::evaluate() {
         }
         gt_order.resize(G);
         std::iota(gt_order.begin(), gt_order.end(), 0u);
-        std::stable_sort(gt_order.begin(), gt_order.end(), [&](uint32_t x, uint32_t y) { return ign[x] < ign[y]; });
+        std::stable_sort(gt_order.begin(), gt_order.end(),
+                         [&](uint32_t x, uint32_t y) { return ign[x] < ign[y]; });
         e.gt_ignore.resize(G);
         for (size_t j = 0; j < G; ++j) e.gt_ignore[j] = ign[gt_order[j]];
         e.dt_scores.resize(D);
@@ -186,10 +195,11 @@ void CocoEval::evaluate() {
 }
 
 void CocoEval::accumulate() {
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, evaluated_, "[CocoEval] accumulate() before evaluate(); call evaluate() first");
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, evaluated_,
+                   "[CocoEval] accumulate() before evaluate(); call evaluate() first");
   const CocoEvalParams& p = params;
-  const size_t T = p.iou_thrs.size(), R = p.rec_thrs.size(), K = cat_ids_.size(), A = p.area_rng.size(),
-               M = p.max_dets.size(), I = img_ids_.size();
+  const size_t T = p.iou_thrs.size(), R = p.rec_thrs.size(), K = cat_ids_.size(),
+               A = p.area_rng.size(), M = p.max_dets.size(), I = img_ids_.size();
   precision_.assign(T * R * K * A * M, -1.);
   recall_.assign(T * K * A * M, -1.);
   std::vector<double> scores, tp, fp, pr;
@@ -219,7 +229,8 @@ void CocoEval::accumulate() {
         const size_t nd = scores.size();
         order.resize(nd);
         std::iota(order.begin(), order.end(), 0u);
-        std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return scores[x] > scores[y]; });
+        std::stable_sort(order.begin(), order.end(),
+                         [&](uint32_t x, uint32_t y) { return scores[x] > scores[y]; });
         tp.resize(nd);
         fp.resize(nd);
         for (size_t t = 0; t < T; ++t) {
@@ -244,7 +255,8 @@ void CocoEval::accumulate() {
           for (size_t n = nd; n-- > 1;)  // precision envelope: non-increasing from the right
             if (pr[n] > pr[n - 1]) pr[n - 1] = pr[n];
           for (size_t r = 0; r < R; ++r) {
-            const size_t at = size_t(std::lower_bound(rc.begin(), rc.end(), p.rec_thrs[r]) - rc.begin());
+            const size_t at =
+                size_t(std::lower_bound(rc.begin(), rc.end(), p.rec_thrs[r]) - rc.begin());
             const size_t pk = (((t * R + r) * K + k) * A + a) * M + m;
             precision_[pk] = at < nd ? pr[at] : 0.;  // a recall never reached: precision 0
           }
@@ -256,31 +268,36 @@ void CocoEval::accumulate() {
 }
 
 double CocoEval::precision(int64_t t, int64_t r, int64_t k, int64_t a, int64_t m) const {
-  const int64_t T = int64_t(params.iou_thrs.size()), R = int64_t(params.rec_thrs.size()), K = int64_t(cat_ids_.size()),
-                A = int64_t(params.area_rng.size()), M = int64_t(params.max_dets.size());
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, accumulated_, "[CocoEval] precision() before accumulate()");
-  SPORE_CHECK_INDEX(t >= 0 && t < T && r >= 0 && r < R && k >= 0 && k < K && a >= 0 && a < A && m >= 0 && m < M,
-                    "[CocoEval] precision index (", t, ", ", r, ", ", k, ", ", a, ", ", m, ") outside (", T, ", ", R,
-                    ", ", K, ", ", A, ", ", M, ")");
+  const int64_t T = int64_t(params.iou_thrs.size()), R = int64_t(params.rec_thrs.size()),
+                K = int64_t(cat_ids_.size()), A = int64_t(params.area_rng.size()),
+                M = int64_t(params.max_dets.size());
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, accumulated_,
+                   "[CocoEval] precision() before accumulate()");
+  SPORE_CHECK_INDEX(
+      t >= 0 && t < T && r >= 0 && r < R && k >= 0 && k < K && a >= 0 && a < A && m >= 0 && m < M,
+      "[CocoEval] precision index (", t, ", ", r, ", ", k, ", ", a, ", ", m, ") outside (", T, ", ",
+      R, ", ", K, ", ", A, ", ", M, ")");
   return precision_[size_t((((t * R + r) * K + k) * A + a) * M + m)];
 }
 
 double CocoEval::recall(int64_t t, int64_t k, int64_t a, int64_t m) const {
-  const int64_t T = int64_t(params.iou_thrs.size()), K = int64_t(cat_ids_.size()), A = int64_t(params.area_rng.size()),
-                M = int64_t(params.max_dets.size());
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, accumulated_, "[CocoEval] recall() before accumulate()");
+  const int64_t T = int64_t(params.iou_thrs.size()), K = int64_t(cat_ids_.size()),
+                A = int64_t(params.area_rng.size()), M = int64_t(params.max_dets.size());
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, accumulated_,
+                   "[CocoEval] recall() before accumulate()");
   SPORE_CHECK_INDEX(t >= 0 && t < T && k >= 0 && k < K && a >= 0 && a < A && m >= 0 && m < M,
-                    "[CocoEval] recall index (", t, ", ", k, ", ", a, ", ", m, ") outside (", T, ", ", K, ", ", A,
-                    ", ", M, ")");
+                    "[CocoEval] recall index (", t, ", ", k, ", ", a, ", ", m, ") outside (", T,
+                    ", ", K, ", ", A, ", ", M, ")");
   return recall_[size_t(((t * K + k) * A + a) * M + m)];
 }
 
 // The mean of the defined (> -1) entries at one area range and max_dets, over every (or one) IoU
 // threshold, every recall threshold (AP) and category; -1 when none is defined.
-double CocoEval::summarize_one(bool ap, double iou_thr, const std::string& area, int64_t max_det) const {
+double CocoEval::summarize_one(bool ap, double iou_thr, const std::string& area,
+                               int64_t max_det) const {
   const CocoEvalParams& p = params;
-  const size_t T = p.iou_thrs.size(), R = p.rec_thrs.size(), K = cat_ids_.size(), A = p.area_rng.size(),
-               M = p.max_dets.size();
+  const size_t T = p.iou_thrs.size(), R = p.rec_thrs.size(), K = cat_ids_.size(),
+               A = p.area_rng.size(), M = p.max_dets.size();
   std::vector<size_t> ts, as, ms;
   for (size_t t = 0; t < T; ++t)
     if (iou_thr < 0 || p.iou_thrs[t] == iou_thr) ts.push_back(t);
@@ -294,7 +311,8 @@ double CocoEval::summarize_one(bool ap, double iou_thr, const std::string& area,
       for (size_t k = 0; k < K; ++k)
         for (size_t a : as)
           for (size_t m : ms) {
-            const double v = ap ? precision_[(((t * R + r) * K + k) * A + a) * M + m] : recall_[((t * K + k) * A + a) * M + m];
+            const double v = ap ? precision_[(((t * R + r) * K + k) * A + a) * M + m]
+                                : recall_[((t * K + k) * A + a) * M + m];
             if (v > -1) vals.push_back(v);
           }
   }
@@ -303,7 +321,8 @@ double CocoEval::summarize_one(bool ap, double iou_thr, const std::string& area,
 }
 
 std::string CocoEval::summarize() {
-  SPORE_CHECK_KIND(ErrorKind::RuntimeError, accumulated_, "[CocoEval] summarize() before accumulate(); call "
+  SPORE_CHECK_KIND(ErrorKind::RuntimeError, accumulated_,
+                   "[CocoEval] summarize() before accumulate(); call "
                    "evaluate() and accumulate() first");
   struct Row {
     bool ap;
@@ -312,22 +331,25 @@ std::string CocoEval::summarize() {
     int64_t max_det;
   };
   const int64_t md = params.max_dets.back();
-  const int64_t m0 = params.max_dets.front(), m1 = params.max_dets[std::min<size_t>(1, params.max_dets.size() - 1)];
-  const Row rows[12] = {{true, -1, "all", md},     {true, .5, "all", md},       {true, .75, "all", md},
-                        {true, -1, "small", md},   {true, -1, "medium", md},    {true, -1, "large", md},
-                        {false, -1, "all", m0},    {false, -1, "all", m1},      {false, -1, "all", md},
-                        {false, -1, "small", md},  {false, -1, "medium", md},   {false, -1, "large", md}};
+  const int64_t m0 = params.max_dets.front(),
+                m1 = params.max_dets[std::min<size_t>(1, params.max_dets.size() - 1)];
+  const Row rows[12] = {
+      {true, -1, "all", md},    {true, .5, "all", md},     {true, .75, "all", md},
+      {true, -1, "small", md},  {true, -1, "medium", md},  {true, -1, "large", md},
+      {false, -1, "all", m0},   {false, -1, "all", m1},    {false, -1, "all", md},
+      {false, -1, "small", md}, {false, -1, "medium", md}, {false, -1, "large", md}};
   std::string out;
   char iou_str[32], line[160];
-  std::snprintf(iou_str, sizeof iou_str, "%0.2f:%0.2f", params.iou_thrs.front(), params.iou_thrs.back());
+  std::snprintf(iou_str, sizeof iou_str, "%0.2f:%0.2f", params.iou_thrs.front(),
+                params.iou_thrs.back());
   for (int n = 0; n < 12; ++n) {
     const Row& r = rows[n];
     stats_[size_t(n)] = summarize_one(r.ap, r.iou, r.area, r.max_det);
     char one[16];
     if (r.iou >= 0) std::snprintf(one, sizeof one, "%0.2f", r.iou);
     std::snprintf(line, sizeof line, " %-18s %s @[ IoU=%-9s | area=%6s | maxDets=%3lld ] = %0.3f\n",
-                  r.ap ? "Average Precision" : "Average Recall", r.ap ? "(AP)" : "(AR)", r.iou >= 0 ? one : iou_str,
-                  r.area, (long long)r.max_det, stats_[size_t(n)]);
+                  r.ap ? "Average Precision" : "Average Recall", r.ap ? "(AP)" : "(AR)",
+                  r.iou >= 0 ? one : iou_str, r.area, (long long)r.max_det, stats_[size_t(n)]);
     out += line;
   }
   return out;

@@ -38,8 +38,7 @@ Pad4::Pad4(std::initializer_list<int64_t> v) {
   }
 }
 
-// ---- Dense
-// ---------------------------------------------------------------------------------------
+// ---- Dense --------------------------------------------------------------------------------------
 Dense::Dense(int64_t in_channels, int64_t out_channels, DenseOptions opt)
     : in_(in_channels), out_(out_channels), has_bias_(opt.has_bias), activation_(opt.activation) {
   set_cls_name("Dense");
@@ -92,36 +91,45 @@ Dense& Dense::shard(const parallel::Strategy& in_strategy, const parallel::Strat
   if (has_bias_) parallel::shard_parameter(parameter("bias"), l.bias);
   x_layout_ = l.x;
   if (!out_strategy.empty()) {
-    SPORE_CHECK(out_strategy.size() == 1 && out_strategy[0].size() == 2, "[Dense.shard] out_strategy is ((m, n),) "
-                "for the output (M, N); got ", out_strategy.size(), " entries");
+    SPORE_CHECK(out_strategy.size() == 1 && out_strategy[0].size() == 2,
+                "[Dense.shard] out_strategy is ((m, n),) "
+                "for the output (M, N); got ",
+                out_strategy.size(), " entries");
     // Same device matrix (m, k, n). The output's dim 0 may take the contraction's ranks (k) when
     // the input's rows are whole (m = 1): the partial sums are reduce-scattered over them.
     const int64_t m = in_strategy[0][0], k = in_strategy[0][1], mo = out_strategy[0][0];
-    SPORE_CHECK(out_strategy[0][1] == in_strategy[1][0], "[Dense.shard] out_strategy's n (", out_strategy[0][1],
-                ") must equal the weight's n (", in_strategy[1][0], ")");
-    SPORE_CHECK(mo == m || (m == 1 && mo == k), "[Dense.shard] out_strategy ((", mo, ", ", out_strategy[0][1],
-                "),) is not supported for in_strategy m = ", m, ", k = ", k, "; use m' = m (no reduce-scatter) or, "
-                "with m = 1, m' = k (reduce-scatter the partial sums over the contraction's ranks)");
-    out_layout_ = parallel::Layout{{mo == m ? l.out.dims[0] : l.x.dims[1], l.out.dims[1]}};  // x's dim 1: the k cut
+    SPORE_CHECK(out_strategy[0][1] == in_strategy[1][0], "[Dense.shard] out_strategy's n (",
+                out_strategy[0][1], ") must equal the weight's n (", in_strategy[1][0], ")");
+    SPORE_CHECK(
+        mo == m || (m == 1 && mo == k), "[Dense.shard] out_strategy ((", mo, ", ",
+        out_strategy[0][1], "),) is not supported for in_strategy m = ", m, ", k = ", k,
+        "; use m' = m (no reduce-scatter) or, "
+        "with m = 1, m' = k (reduce-scatter the partial sums over the contraction's ranks)");
+    out_layout_ = parallel::Layout{
+        {mo == m ? l.out.dims[0] : l.x.dims[1], l.out.dims[1]}};  // x's dim 1: the k cut
   }
   return *this;
 }
 
 Conv2d& Conv2d::shard(const parallel::Strategy& st) {
   if (!parallel::semi_auto_active()) return *this;
-  SPORE_CHECK(opt_.group == 1, "[Conv2d.shard] grouped convolutions (group ", opt_.group, ") cannot be sharded yet");
+  SPORE_CHECK(opt_.group == 1, "[Conv2d.shard] grouped convolutions (group ", opt_.group,
+              ") cannot be sharded yet");
   SPORE_CHECK(st.size() == 2 && st[0].size() == 4 && st[1].size() == 4,
-              "[Conv2d.shard] expected a strategy ((n, c_in, 1, 1), (c_out, c_in, 1, 1)) for the input (N, C, H, W) "
-              "and the weight (O, C, kh, kw), got ", st.size(), " entries");
+              "[Conv2d.shard] expected a strategy ((n, c_in, 1, 1), (c_out, c_in, 1, 1)) for the "
+              "input (N, C, H, W) "
+              "and the weight (O, C, kh, kw), got ",
+              st.size(), " entries");
   SPORE_CHECK(st[0][2] == 1 && st[0][3] == 1 && st[1][2] == 1 && st[1][3] == 1,
               "[Conv2d.shard] the spatial dims cannot be cut; use 1 for H, W, kh and kw");
-  SPORE_CHECK(st[0][1] == st[1][1], "[Conv2d.shard] the input's c_in (", st[0][1], ") and the weight's (", st[1][1],
-              ") must be equal: both cut the contraction");
+  SPORE_CHECK(st[0][1] == st[1][1], "[Conv2d.shard] the input's c_in (", st[0][1],
+              ") and the weight's (", st[1][1], ") must be equal: both cut the contraction");
   // device matrix (n, c_in, c_out), as a Dense's (m, k, n)
-  const parallel::DenseLayouts l =
-      parallel::dense_layouts({{st[0][0], st[0][1]}, {st[1][0], st[1][1]}}, parallel::get_group_size());
+  const parallel::DenseLayouts l = parallel::dense_layouts(
+      {{st[0][0], st[0][1]}, {st[1][0], st[1][1]}}, parallel::get_group_size());
   const parallel::DimSplit none{};
-  parallel::shard_parameter(parameter("weight"), parallel::Layout{{l.weight.dims[0], l.weight.dims[1], none, none}});
+  parallel::shard_parameter(parameter("weight"),
+                            parallel::Layout{{l.weight.dims[0], l.weight.dims[1], none, none}});
   if (opt_.has_bias) parallel::shard_parameter(parameter("bias"), l.bias);
   x_layout_ = parallel::Layout{{l.x.dims[0], l.x.dims[1], none, none}};
   return *this;
@@ -134,8 +142,7 @@ std::string Dense::extend_repr() const {
   return s;
 }
 
-// ---- Conv2d
-// --------------------------------------------------------------------------------------
+// ---- Conv2d -------------------------------------------------------------------------------------
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv2dOptions opt)
     : in_(in_channels), out_(out_channels), kernel_(kernel_size), opt_(std::move(opt)) {
   set_cls_name("Conv2d");
@@ -212,8 +219,7 @@ std::string Conv2d::extend_repr() const {
          ", has_bias=" + fmt_bool(opt_.has_bias) + ", format=NCHW";
 }
 
-// ---- Embedding
-// -----------------------------------------------------------------------------------
+// ---- Embedding ----------------------------------------------------------------------------------
 Embedding::Embedding(int64_t vocab_size, int64_t embedding_size, EmbeddingOptions opt)
     : vocab_(vocab_size), dim_(embedding_size), padding_idx_(opt.padding_idx) {
   set_cls_name("Embedding");
@@ -252,8 +258,7 @@ std::string Embedding::extend_repr() const {
          ", padding_idx=" + (padding_idx_ >= 0 ? std::to_string(padding_idx_) : "None");
 }
 
-// ---- Flatten, Dropout, Upsample
-// ------------------------------------------------------------------
+// ---- Flatten, Dropout, Upsample -----------------------------------------------------------------
 Flatten::Flatten(int64_t start_dim, int64_t end_dim) : start_(start_dim), end_(end_dim) {
   set_cls_name("Flatten");
 }

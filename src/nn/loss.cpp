@@ -61,8 +61,7 @@ void check_weight(const std::string& who, const Tensor& weight, int64_t classes)
 
 }  // namespace
 
-// ---- LossBase
-// ------------------------------------------------------------------------------------
+// ---- LossBase -----------------------------------------------------------------------------------
 LossBase::LossBase(std::string name, std::string reduction) : reduction_(std::move(reduction)) {
   set_cls_name(name);
   SPORE_CHECK(reduction_ == "mean" || reduction_ == "sum" || reduction_ == "none", "[", name,
@@ -108,8 +107,7 @@ Tensor SoftmaxCrossEntropyWithLogits::construct(const Tensor& logits, const Tens
   return get_loss(-sum(labels.to(logp.dtype()) * logp, {-1}));
 }
 
-// ---- CrossEntropyLoss / NLLLoss
-// ------------------------------------------------------------------
+// ---- CrossEntropyLoss / NLLLoss -----------------------------------------------------------------
 CrossEntropyLoss::CrossEntropyLoss(CrossEntropyLossOptions opt)
     : LossBase("CrossEntropyLoss", opt.reduction), opt_(std::move(opt)) {
   SPORE_CHECK(opt_.label_smoothing >= 0 && opt_.label_smoothing <= 1,
@@ -181,8 +179,7 @@ Tensor NLLLoss::construct(const Tensor& log_probs, const Tensor& labels) {
   return sum(nll) / sum(w);
 }
 
-// ---- regression losses
-// ---------------------------------------------------------------------------
+// ---- regression losses --------------------------------------------------------------------------
 Tensor MSELoss::construct(const Tensor& logits, const Tensor& labels) {
   return get_loss(square(logits - labels));
 }
@@ -210,8 +207,7 @@ Tensor HuberLoss::construct(const Tensor& logits, const Tensor& labels) {
   return get_loss(where(small, square(d) * 0.5, (d - 0.5 * delta_) * delta_));
 }
 
-// ---- binary cross-entropy
-// ------------------------------------------------------------------------
+// ---- binary cross-entropy -----------------------------------------------------------------------
 BCELoss::BCELoss(BCELossOptions opt)
     : LossBase("BCELoss", opt.reduction), weight_(std::move(opt.weight)) {}
 Tensor BCELoss::construct(const Tensor& probs, const Tensor& labels) {

@@ -70,8 +70,7 @@ std::string BatchNorm::extend_repr() const {
          (opt_.use_batch_statistics ? fmt_bool(*opt_.use_batch_statistics) : "None");
 }
 
-// ---- LayerNorm
-// -----------------------------------------------------------------------------------
+// ---- LayerNorm ----------------------------------------------------------------------------------
 LayerNorm::LayerNorm(Shape normalized_shape, LayerNormOptions opt)
     : normalized_shape_(std::move(normalized_shape)), opt_(std::move(opt)) {
   set_cls_name("LayerNorm");

@@ -32,7 +32,8 @@ constexpr int64_t kTraceBatch = 97;
 
 class Exporter {
  public:
-  Exporter(::onnx::GraphProto* g, bool dynamic, int64_t batch) : g_(g), dynamic_(dynamic), batch_(batch) {}
+  Exporter(::onnx::GraphProto* g, bool dynamic, int64_t batch)
+      : g_(g), dynamic_(dynamic), batch_(batch) {}
 
   std::map<const Value*, std::string> names;
 
@@ -61,7 +62,8 @@ class Exporter {
     return n;
   }
 
-  ::onnx::NodeProto* add(const std::string& op, std::vector<std::string> in, std::vector<std::string> out) {
+  ::onnx::NodeProto* add(const std::string& op, std::vector<std::string> in,
+                         std::vector<std::string> out) {
     auto* n = g_->add_node();
     n->set_op_type(op);
     n->set_name(fresh(op));
@@ -135,23 +137,40 @@ void Exporter::emit(const Node& n) {
   };
   const DType dt = n.outputs.empty() ? kFloat32 : n.outputs[0]->dtype;
   switch (n.op) {
-    case OpId::Neg: return unary("Neg");
-    case OpId::Abs: return unary("Abs");
-    case OpId::Exp: return unary("Exp");
-    case OpId::Log: return unary("Log");
-    case OpId::Sqrt: return unary("Sqrt");
-    case OpId::Sin: return unary("Sin");
-    case OpId::Cos: return unary("Cos");
-    case OpId::Tanh: return unary("Tanh");
-    case OpId::Sigmoid: return unary("Sigmoid");
-    case OpId::Relu: return unary("Relu");
-    case OpId::Floor: return unary("Floor");
-    case OpId::Ceil: return unary("Ceil");
-    case OpId::Round: return unary("Round");
-    case OpId::Sign: return unary("Sign");
-    case OpId::Erf: return unary("Erf");
-    case OpId::LogicalNot: return unary("Not");
-    case OpId::Copy: return unary("Identity");
+    case OpId::Neg:
+      return unary("Neg");
+    case OpId::Abs:
+      return unary("Abs");
+    case OpId::Exp:
+      return unary("Exp");
+    case OpId::Log:
+      return unary("Log");
+    case OpId::Sqrt:
+      return unary("Sqrt");
+    case OpId::Sin:
+      return unary("Sin");
+    case OpId::Cos:
+      return unary("Cos");
+    case OpId::Tanh:
+      return unary("Tanh");
+    case OpId::Sigmoid:
+      return unary("Sigmoid");
+    case OpId::Relu:
+      return unary("Relu");
+    case OpId::Floor:
+      return unary("Floor");
+    case OpId::Ceil:
+      return unary("Ceil");
+    case OpId::Round:
+      return unary("Round");
+    case OpId::Sign:
+      return unary("Sign");
+    case OpId::Erf:
+      return unary("Erf");
+    case OpId::LogicalNot:
+      return unary("Not");
+    case OpId::Copy:
+      return unary("Identity");
     case OpId::Rsqrt: {
       const std::string s = fresh("sqrt");
       add("Sqrt", {in(0)}, {s});
@@ -211,36 +230,59 @@ void Exporter::emit(const Node& n) {
       return;
     }
     case OpId::Cast: {
-      attr(add("Cast", {in(0)}, {out(0)}), "to", int64_t(onnx_detail::onnx_dtype(a.get_dtype("dtype"))));
+      attr(add("Cast", {in(0)}, {out(0)}), "to",
+           int64_t(onnx_detail::onnx_dtype(a.get_dtype("dtype"))));
       return;
     }
-    case OpId::Add: return binary("Add");
-    case OpId::Sub: return binary("Sub");
-    case OpId::Mul: return binary("Mul");
-    case OpId::Div: return binary("Div");
-    case OpId::Pow: return binary("Pow");
-    case OpId::Maximum: return binary("Max");
-    case OpId::Minimum: return binary("Min");
-    case OpId::Equal: return binary("Equal");
-    case OpId::Less: return binary("Less");
-    case OpId::LessEqual: return binary("LessOrEqual");
-    case OpId::Greater: return binary("Greater");
-    case OpId::GreaterEqual: return binary("GreaterOrEqual");
-    case OpId::LogicalAnd: return binary("And");
-    case OpId::LogicalOr: return binary("Or");
-    case OpId::LogicalXor: return binary("Xor");
+    case OpId::Add:
+      return binary("Add");
+    case OpId::Sub:
+      return binary("Sub");
+    case OpId::Mul:
+      return binary("Mul");
+    case OpId::Div:
+      return binary("Div");
+    case OpId::Pow:
+      return binary("Pow");
+    case OpId::Maximum:
+      return binary("Max");
+    case OpId::Minimum:
+      return binary("Min");
+    case OpId::Equal:
+      return binary("Equal");
+    case OpId::Less:
+      return binary("Less");
+    case OpId::LessEqual:
+      return binary("LessOrEqual");
+    case OpId::Greater:
+      return binary("Greater");
+    case OpId::GreaterEqual:
+      return binary("GreaterOrEqual");
+    case OpId::LogicalAnd:
+      return binary("And");
+    case OpId::LogicalOr:
+      return binary("Or");
+    case OpId::LogicalXor:
+      return binary("Xor");
     case OpId::NotEqual: {
       const std::string e = fresh("eq");
       add("Equal", {in(0), in(1)}, {e});
       add("Not", {e}, {out(0)});
       return;
     }
-    case OpId::Where: add("Where", {in(0), in(1), in(2)}, {out(0)}); return;
-    case OpId::Sum: return reduce("ReduceSum", true);
-    case OpId::Mean: return reduce("ReduceMean", false);
-    case OpId::Max: return reduce("ReduceMax", false);
-    case OpId::Min: return reduce("ReduceMin", false);
-    case OpId::Prod: return reduce("ReduceProd", false);
+    case OpId::Where:
+      add("Where", {in(0), in(1), in(2)}, {out(0)});
+      return;
+    case OpId::Sum:
+      return reduce("ReduceSum", true);
+    case OpId::Mean:
+      return reduce("ReduceMean", false);
+    case OpId::Max:
+      return reduce("ReduceMax", false);
+    case OpId::Min:
+      return reduce("ReduceMin", false);
+    case OpId::Prod:
+      return reduce("ReduceProd", false);
     case OpId::Argmax:
     case OpId::Argmin: {
       auto* p = add(n.op == OpId::Argmax ? "ArgMax" : "ArgMin", {in(0)}, {out(0)});
@@ -251,13 +293,16 @@ void Exporter::emit(const Node& n) {
     case OpId::Reshape:
       add("Reshape", {in(0), ints(dyn_shape(n.outputs[0]->shape))}, {out(0)});
       return;
-    case OpId::Permute: attr(add("Transpose", {in(0)}, {out(0)}), "perm", a.get_ints("axes")); return;
+    case OpId::Permute:
+      attr(add("Transpose", {in(0)}, {out(0)}), "perm", a.get_ints("axes"));
+      return;
     case OpId::Slice: {
       const int64_t d = ops::normalize_axis(a.get_int("dim"), int64_t(n.inputs[0]->shape.size()));
       int64_t end = a.get_int("end");
       if (dynamic_ && d == 0 && n.inputs[0]->shape[0] == batch_ && end >= batch_)
         end = std::numeric_limits<int64_t>::max();
-      add("Slice", {in(0), ints({a.get_int("start")}), ints({end}), ints({d}), ints({a.get_int("step", 1)})},
+      add("Slice",
+          {in(0), ints({a.get_int("start")}), ints({end}), ints({d}), ints({a.get_int("step", 1)})},
           {out(0)});
       return;
     }
@@ -265,13 +310,15 @@ void Exporter::emit(const Node& n) {
       std::vector<int64_t> s(n.outputs[0]->shape.begin(), n.outputs[0]->shape.end());
       if (dynamic_ && !s.empty() && s[0] == batch_) {
         if (n.inputs[0]->shape.size() != s.size() || n.inputs[0]->shape[0] != batch_)
-          unsupported(n, "it broadcasts a constant over the batch; export with dynamic_batch = false");
+          unsupported(n,
+                      "it broadcasts a constant over the batch; export with dynamic_batch = false");
         s[0] = 1;  // ONNX Expand broadcasts both ways: 1 keeps the input's batch
       }
       add("Expand", {in(0), ints(s)}, {out(0)});
       return;
     }
-    case OpId::Matmul: return binary("MatMul");
+    case OpId::Matmul:
+      return binary("MatMul");
     case OpId::Conv2d: {
       std::vector<std::string> ins{in(0), in(1)};
       if (n.inputs.size() > 2) ins.push_back(in(2));
@@ -299,7 +346,8 @@ void Exporter::emit(const Node& n) {
       const auto os = a.get_ints("output_size");
       const Shape& x = n.inputs[0]->shape;
       if (os[0] == 1 && os[1] == 1) return unary("GlobalAveragePool");
-      if (x[2] % os[0] || x[3] % os[1]) unsupported(n, "the input size is not a multiple of the output size");
+      if (x[2] % os[0] || x[3] % os[1])
+        unsupported(n, "the input size is not a multiple of the output size");
       auto* p = add("AveragePool", {in(0)}, {out(0)});
       attr(p, "kernel_shape", std::vector<int64_t>{x[2] / os[0], x[3] / os[1]});
       attr(p, "strides", std::vector<int64_t>{x[2] / os[0], x[3] / os[1]});
@@ -316,8 +364,12 @@ void Exporter::emit(const Node& n) {
       attr(p, "epsilon", a.get_float("eps", 1e-5));
       return;
     }
-    case OpId::Softmax: attr(add("Softmax", {in(0)}, {out(0)}), "axis", a.get_int("axis")); return;
-    case OpId::LogSoftmax: attr(add("LogSoftmax", {in(0)}, {out(0)}), "axis", a.get_int("axis")); return;
+    case OpId::Softmax:
+      attr(add("Softmax", {in(0)}, {out(0)}), "axis", a.get_int("axis"));
+      return;
+    case OpId::LogSoftmax:
+      attr(add("LogSoftmax", {in(0)}, {out(0)}), "axis", a.get_int("axis"));
+      return;
     case OpId::Concat: {
       std::vector<std::string> ins;
       for (size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
@@ -330,8 +382,12 @@ void Exporter::emit(const Node& n) {
       attr(add("Split", {in(0), ints(a.get_ints("sizes"))}, outs), "axis", a.get_int("axis"));
       return;
     }
-    case OpId::Gather: attr(add("GatherElements", {in(0), in(1)}, {out(0)}), "axis", a.get_int("axis")); return;
-    case OpId::IndexSelect: attr(add("Gather", {in(0), in(1)}, {out(0)}), "axis", a.get_int("axis")); return;
+    case OpId::Gather:
+      attr(add("GatherElements", {in(0), in(1)}, {out(0)}), "axis", a.get_int("axis"));
+      return;
+    case OpId::IndexSelect:
+      attr(add("Gather", {in(0), in(1)}, {out(0)}), "axis", a.get_int("axis"));
+      return;
     case OpId::Pad: {
       // Spore: (before, after) per dim from the last dim backwards (as torch.nn.functional.pad);
       // ONNX: all befores then all afters, first dim first.
@@ -364,29 +420,36 @@ void Exporter::emit(const Node& n) {
       attr(p, "reverse", int64_t(a.get_bool("reverse", false)));
       return;
     }
-    default: unsupported(n);
+    default:
+      unsupported(n);
   }
 }
 
-void set_value_info(::onnx::ValueInfoProto* vi, const std::string& name, const Shape& shape, DType dt,
-                    bool dynamic, int64_t batch) {
+void set_value_info(::onnx::ValueInfoProto* vi, const std::string& name, const Shape& shape,
+                    DType dt, bool dynamic, int64_t batch) {
   vi->set_name(name);
   auto* tt = vi->mutable_type()->mutable_tensor_type();
   tt->set_elem_type(onnx_detail::onnx_dtype(dt));
   auto* sh = tt->mutable_shape();
   for (size_t i = 0; i < shape.size(); ++i) {
     auto* d = sh->add_dim();
-    if (dynamic && i == 0 && shape[0] == batch) d->set_dim_param("N");
-    else d->set_dim_value(shape[i]);
+    if (dynamic && i == 0 && shape[0] == batch)
+      d->set_dim_param("N");
+    else
+      d->set_dim_value(shape[i]);
   }
 }
 
 }  // namespace
 
-void export_onnx(nn::Cell& net, const Tensor& example, const std::string& path, const OnnxExportOptions& opts) {
-  SPORE_CHECK(example.defined() && example.dim() >= 1, "[export_onnx] the example input must be a tensor "
-              "with a batch dimension, got ", example.defined() ? shape_str(example.shape()) : "undefined");
-  SPORE_CHECK(opts.opset >= 17, "[export_onnx] opset ", opts.opset, " is not supported; Spore writes opset 17 "
+void export_onnx(nn::Cell& net, const Tensor& example, const std::string& path,
+                 const OnnxExportOptions& opts) {
+  SPORE_CHECK(example.defined() && example.dim() >= 1,
+              "[export_onnx] the example input must be a tensor "
+              "with a batch dimension, got ",
+              example.defined() ? shape_str(example.shape()) : "undefined");
+  SPORE_CHECK(opts.opset >= 17, "[export_onnx] opset ", opts.opset,
+              " is not supported; Spore writes opset 17 "
               "or newer (LayerNormalization needs 17)");
   Shape shape = example.shape();
   const int64_t batch = opts.dynamic_batch ? kTraceBatch : shape[0];
@@ -421,20 +484,26 @@ void export_onnx(nn::Cell& net, const Tensor& example, const std::string& path, 
   for (Value* v : g->inputs) {
     if (v->kind == ValueKind::kPlaceholder) {
       ex.names[v] = opts.input_name;
-      set_value_info(gp->add_input(), opts.input_name, v->shape, v->dtype, opts.dynamic_batch, batch);
+      set_value_info(gp->add_input(), opts.input_name, v->shape, v->dtype, opts.dynamic_batch,
+                     batch);
       continue;
     }
     std::string nm;
     for (const auto& [pn, t] : named)
       if (t.is_same(v->tensor)) nm = pn;
     if (nm.empty()) nm = "const_" + std::to_string(v->id);
-    SPORE_CHECK(!(opts.dynamic_batch && !v->shape.empty() && v->shape[0] == batch), "[export_onnx] the "
-                "network makes a constant of shape ", shape_str(v->shape), " that depends on the batch size; "
-                "export with a fixed batch (OnnxExportOptions.dynamic_batch = false, `spore export --static-batch`)");
+    SPORE_CHECK(!(opts.dynamic_batch && !v->shape.empty() && v->shape[0] == batch),
+                "[export_onnx] the "
+                "network makes a constant of shape ",
+                shape_str(v->shape),
+                " that depends on the batch size; "
+                "export with a fixed batch (OnnxExportOptions.dynamic_batch = false, `spore export "
+                "--static-batch`)");
     ex.names[v] = nm;
     onnx_detail::to_tensor_proto(v->tensor, nm, gp->add_initializer());
   }
-  SPORE_CHECK(g->outputs.size() == 1, "[export_onnx] expected one output, the network returned ", g->outputs.size());
+  SPORE_CHECK(g->outputs.size() == 1, "[export_onnx] expected one output, the network returned ",
+              g->outputs.size());
   const Value* o = g->outputs[0];
   if (o->is_input()) {  // the network returned an input or a parameter unchanged
     ex.add("Identity", {ex.name(o)}, {opts.output_name});
@@ -445,13 +514,15 @@ void export_onnx(nn::Cell& net, const Tensor& example, const std::string& path, 
   set_value_info(gp->add_output(), opts.output_name, o->shape, o->dtype, opts.dynamic_batch, batch);
 
   std::string bytes;
-  SPORE_CHECK_KIND(ErrorKind::IOError, model.SerializeToString(&bytes), "[export_onnx] protobuf could not "
+  SPORE_CHECK_KIND(ErrorKind::IOError, model.SerializeToString(&bytes),
+                   "[export_onnx] protobuf could not "
                    "serialize the model (over 2 GiB?)");
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[export_onnx] cannot create ", path);
   f.write(bytes.data(), std::streamsize(bytes.size()));
   f.close();
-  SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[export_onnx] writing ", path, " failed (disk full?)");
+  SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[export_onnx] writing ", path,
+                   " failed (disk full?)");
 }
 
 }  // namespace spore

@@ -49,12 +49,16 @@ namespace {
 OnnxValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& where) {
   OnnxValueInfo info;
   info.name = v.name();
-  SPORE_CHECK_KIND(ErrorKind::IOError, v.has_type(), where, "value \"", v.name(), "\": field type is missing");
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, v.type().has_tensor_type(), where, "value \"", v.name(),
-                   "\": unsupported ONNX type (a sequence, map or optional); Spore's importer takes tensors only");
+  SPORE_CHECK_KIND(ErrorKind::IOError, v.has_type(), where, "value \"", v.name(),
+                   "\": field type is missing");
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, v.type().has_tensor_type(), where, "value \"",
+                   v.name(),
+                   "\": unsupported ONNX type (a sequence, map or optional); Spore's importer "
+                   "takes tensors only");
   const auto& tt = v.type().tensor_type();
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, onnx_detail::dtype_from_onnx(tt.elem_type(), &info.dtype), where,
-                   "value \"", v.name(), "\": field elem_type: unsupported ONNX type ",
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented,
+                   onnx_detail::dtype_from_onnx(tt.elem_type(), &info.dtype), where, "value \"",
+                   v.name(), "\": field elem_type: unsupported ONNX type ",
                    onnx_detail::onnx_dtype_name(tt.elem_type()), " tensors");
   if (tt.has_shape()) {
     for (int i = 0; i < tt.shape().dim_size(); ++i) {
@@ -72,13 +76,15 @@ OnnxValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& whe
 OnnxModel OnnxModel::load(const std::string& path) {
   const std::string where = "[onnx] " + path + ": ";
   const std::string bytes = onnx_detail::read_file(path, "onnx");
-  SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() < (size_t(1) << 31), where, "the file is ", bytes.size(),
-                   " bytes; protobuf models are limited to 2 GiB (larger ones keep weights in external data, "
-                   "which Spore does not read)");
+  SPORE_CHECK_KIND(
+      ErrorKind::IOError, bytes.size() < (size_t(1) << 31), where, "the file is ", bytes.size(),
+      " bytes; protobuf models are limited to 2 GiB (larger ones keep weights in external data, "
+      "which Spore does not read)");
   ::onnx::ModelProto model;
-  SPORE_CHECK_KIND(ErrorKind::IOError, model.ParseFromString(bytes), where,
-                   "not a valid ONNX model (the protobuf ModelProto does not parse); the file is corrupt or "
-                   "not an .onnx file");
+  SPORE_CHECK_KIND(
+      ErrorKind::IOError, model.ParseFromString(bytes), where,
+      "not a valid ONNX model (the protobuf ModelProto does not parse); the file is corrupt or "
+      "not an .onnx file");
   SPORE_CHECK_KIND(ErrorKind::IOError, model.has_graph(), where, "field graph is missing");
   OnnxModel m;
   m.impl_ = std::make_shared<Impl>();
@@ -90,10 +96,13 @@ OnnxModel OnnxModel::load(const std::string& path) {
   // reported as unsupported): read the default ops as opset 1.
   if (im.opset == 0) im.opset = 1;
   // An opset newer than any ONNX release may change what an op means: refused, never guessed.
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, im.opset <= kNewestOnnxOpset, where, "field opset_import: the model "
-                   "declares opset ", im.opset, " of the default ONNX domain; the newest ONNX defines is ",
-                   kNewestOnnxOpset, " (ONNX 1.18), which this importer reads. Export the model with opset <= ",
-                   kNewestOnnxOpset, " (torch.onnx.export(..., opset_version=17), the version Spore writes)");
+  SPORE_CHECK_KIND(
+      ErrorKind::NotImplemented, im.opset <= kNewestOnnxOpset, where,
+      "field opset_import: the model "
+      "declares opset ",
+      im.opset, " of the default ONNX domain; the newest ONNX defines is ", kNewestOnnxOpset,
+      " (ONNX 1.18), which this importer reads. Export the model with opset <= ", kNewestOnnxOpset,
+      " (torch.onnx.export(..., opset_version=17), the version Spore writes)");
   im.graph = std::move(*model.mutable_graph());
   const auto& g = im.graph;
 
@@ -113,17 +122,19 @@ OnnxModel OnnxModel::load(const std::string& path) {
   }
   for (int i = 0; i < g.node_size(); ++i) {
     const auto& n = g.node(i);
-    const std::string w = where + "node #" + std::to_string(i) + " (" + n.op_type() + " \"" + n.name() + "\"): ";
+    const std::string w =
+        where + "node #" + std::to_string(i) + " (" + n.op_type() + " \"" + n.name() + "\"): ";
     for (const auto& in : n.input())
-      SPORE_CHECK_KIND(ErrorKind::IOError, in.empty() || defined.count(in), w, "field input: \"", in,
-                       "\" is not a graph input, an initializer or the output of an earlier node (the "
-                       "graph is not topologically sorted, or the name is wrong)");
+      SPORE_CHECK_KIND(
+          ErrorKind::IOError, in.empty() || defined.count(in), w, "field input: \"", in,
+          "\" is not a graph input, an initializer or the output of an earlier node (the "
+          "graph is not topologically sorted, or the name is wrong)");
     for (const auto& out : n.output())
       if (!out.empty()) defined.insert(out);
   }
   for (const auto& v : g.output()) {
-    SPORE_CHECK_KIND(ErrorKind::IOError, defined.count(v.name()), where, "graph output \"", v.name(),
-                     "\" is produced by no node");
+    SPORE_CHECK_KIND(ErrorKind::IOError, defined.count(v.name()), where, "graph output \"",
+                     v.name(), "\" is produced by no node");
     im.outputs.push_back(value_info(v, where));
   }
   return m;
@@ -149,8 +160,8 @@ std::vector<std::string> OnnxModel::op_types() const {
 Tensor load_onnx_tensor(const std::string& path) {
   const std::string bytes = onnx_detail::read_file(path, "onnx");
   ::onnx::TensorProto p;
-  SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() < (size_t(1) << 31) && p.ParseFromString(bytes), "[onnx] ",
-                   path, ": not a serialized TensorProto (the protobuf does not parse)");
+  SPORE_CHECK_KIND(ErrorKind::IOError, bytes.size() < (size_t(1) << 31) && p.ParseFromString(bytes),
+                   "[onnx] ", path, ": not a serialized TensorProto (the protobuf does not parse)");
   return onnx_detail::from_tensor_proto(p, "[onnx] " + path + ": ");
 }
 
@@ -169,7 +180,8 @@ std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) 
   std::map<std::string, Tensor> env;
   if (is_tracing()) {
     // Fresh copies only the graph will hold: the tracer then treats the weights as constants, so
-    // the passes fold them (BatchNorm into the conv weights, transposes, ...) once, at compile time.
+    // the passes fold them (BatchNorm into the conv weights, transposes, ...) once, at compile
+    // time.
     NoTrace guard;
     for (const auto& [name, t] : initializers) {
       Tensor c = Tensor::empty(t.shape(), t.dtype());
@@ -187,10 +199,11 @@ std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) 
                           (n.name().empty() ? "" : " \"" + n.name() + "\"") + "): ";
     const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
     auto it = onnx_detail::handlers().find(n.op_type());
-    SPORE_CHECK_KIND(ErrorKind::NotImplemented, default_domain && it != onnx_detail::handlers().end(), w,
-                     "unsupported ONNX op ", default_domain ? n.op_type() : n.domain() + "::" + n.op_type(),
-                     " (opset ", opset, "); Spore's importer maps ", onnx_detail::handlers().size(),
-                     " ops (OnnxModel::supported_ops())");
+    SPORE_CHECK_KIND(
+        ErrorKind::NotImplemented, default_domain && it != onnx_detail::handlers().end(), w,
+        "unsupported ONNX op ", default_domain ? n.op_type() : n.domain() + "::" + n.op_type(),
+        " (opset ", opset, "); Spore's importer maps ", onnx_detail::handlers().size(),
+        " ops (OnnxModel::supported_ops())");
     Ctx c{n, {}, opset, w};
     bool all_const = true;
     for (const auto& in : n.input()) {
@@ -210,13 +223,14 @@ std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) 
     }
     for (int k = 0; k < n.output_size() && k < int(outs.size()); ++k)
       if (!n.output(k).empty()) {
-        SPORE_CHECK_KIND(ErrorKind::NotImplemented, outs[size_t(k)].defined(), w, "output ", k, " (\"",
-                         n.output(k), "\") is not produced by Spore's mapping of ", n.op_type());
+        SPORE_CHECK_KIND(ErrorKind::NotImplemented, outs[size_t(k)].defined(), w, "output ", k,
+                         " (\"", n.output(k), "\") is not produced by Spore's mapping of ",
+                         n.op_type());
         env[n.output(k)] = outs[size_t(k)];
       }
     for (int k = int(outs.size()); k < n.output_size(); ++k)
-      SPORE_CHECK_KIND(ErrorKind::NotImplemented, n.output(k).empty(), w, "output ", k, " (\"", n.output(k),
-                       "\") of ", n.op_type(), " is not produced by Spore's mapping");
+      SPORE_CHECK_KIND(ErrorKind::NotImplemented, n.output(k).empty(), w, "output ", k, " (\"",
+                       n.output(k), "\") of ", n.op_type(), " is not produced by Spore's mapping");
   }
   std::vector<Tensor> result;
   for (const auto& o : outputs) result.push_back(env.at(o.name));
@@ -226,8 +240,8 @@ std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) 
 std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& args, bool graph_mode) {
   Impl& im = *impl_;
   const std::string where = "[onnx] " + im.path + ": ";
-  SPORE_CHECK(args.size() == im.inputs.size(), where, "the model takes ", im.inputs.size(), " input(s), got ",
-              args.size());
+  SPORE_CHECK(args.size() == im.inputs.size(), where, "the model takes ", im.inputs.size(),
+              " input(s), got ", args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const auto& info = im.inputs[i];
     SPORE_CHECK(args[i].defined(), where, "input \"", info.name, "\" is undefined");
@@ -236,22 +250,24 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& args, bool graph_m
     bool fits = info.shape.empty() || info.shape.size() == size_t(args[i].dim());
     for (size_t d = 0; fits && d < info.shape.size(); ++d)
       fits = info.shape[d] < 0 || info.shape[d] == args[i].shape()[d];
-    SPORE_CHECK(fits, where, "input \"", info.name, "\" must have shape (", info.dim_names, "), got ",
-                shape_str(args[i].shape()));
+    SPORE_CHECK(fits, where, "input \"", info.name, "\" must have shape (", info.dim_names,
+                "), got ", shape_str(args[i].shape()));
   }
   const auto bad = unsupported_ops();
   if (!bad.empty()) {
     std::string list;
     for (const auto& b : bad) list += (list.empty() ? "" : ", ") + b;
-    SPORE_THROW(ErrorKind::NotImplemented, where, "unsupported ONNX op ", list, " (Spore's importer maps ",
-                onnx_detail::handlers().size(), " ops: OnnxModel::supported_ops())");
+    SPORE_THROW(ErrorKind::NotImplemented, where, "unsupported ONNX op ", list,
+                " (Spore's importer maps ", onnx_detail::handlers().size(),
+                " ops: OnnxModel::supported_ops())");
   }
   im.host.clear();
   if (!graph_mode) return im.interpret(args);
   std::vector<Tensor> traced;
   im.host_key.clear();
   for (const Tensor& t : args) {
-    const bool host = (t.dtype() == kInt64 || t.dtype() == kInt32 || t.dtype() == kBool) && t.numel() <= 1024;
+    const bool host =
+        (t.dtype() == kInt64 || t.dtype() == kInt32 || t.dtype() == kBool) && t.numel() <= 1024;
     im.host.push_back(host ? t.contiguous() : Tensor());
     if (!host) {
       traced.push_back(t);
@@ -266,7 +282,8 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& args, bool graph_m
     JitOptions opts;
     opts.name = "onnx";
     opts.extra_key = [self] { return self->host_key; };
-    im.jit = std::make_unique<JitFunction>(jit([self](const std::vector<Tensor>& a) { return self->interpret(a); }, opts));
+    im.jit = std::make_unique<JitFunction>(
+        jit([self](const std::vector<Tensor>& a) { return self->interpret(a); }, opts));
   }
   return (*im.jit)(traced);
 }

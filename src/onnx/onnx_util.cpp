@@ -15,15 +15,24 @@ using P = ::onnx::TensorProto;
 
 int onnx_dtype(DType t) {
   switch (t) {
-    case kFloat32: return P::FLOAT;
-    case kFloat64: return P::DOUBLE;
-    case kFloat16: return P::FLOAT16;
-    case kBFloat16: return P::BFLOAT16;
-    case kInt8: return P::INT8;
-    case kUInt8: return P::UINT8;
-    case kInt32: return P::INT32;
-    case kInt64: return P::INT64;
-    case kBool: return P::BOOL;
+    case kFloat32:
+      return P::FLOAT;
+    case kFloat64:
+      return P::DOUBLE;
+    case kFloat16:
+      return P::FLOAT16;
+    case kBFloat16:
+      return P::BFLOAT16;
+    case kInt8:
+      return P::INT8;
+    case kUInt8:
+      return P::UINT8;
+    case kInt32:
+      return P::INT32;
+    case kInt64:
+      return P::INT64;
+    case kBool:
+      return P::BOOL;
   }
   return P::UNDEFINED;
 }
@@ -31,18 +40,43 @@ int onnx_dtype(DType t) {
 bool dtype_from_onnx(int code, DType* out, bool* widened) {
   bool w = false;
   switch (code) {
-    case P::FLOAT: *out = kFloat32; break;
-    case P::DOUBLE: *out = kFloat64; break;
-    case P::FLOAT16: *out = kFloat16; break;
-    case P::BFLOAT16: *out = kBFloat16; break;
-    case P::INT8: *out = kInt8; break;
-    case P::UINT8: *out = kUInt8; break;
-    case P::INT32: *out = kInt32; break;
-    case P::INT64: *out = kInt64; break;
-    case P::BOOL: *out = kBool; break;
-    case P::INT16: case P::UINT16: *out = kInt32, w = true; break;
-    case P::UINT32: case P::UINT64: *out = kInt64, w = true; break;
-    default: return false;
+    case P::FLOAT:
+      *out = kFloat32;
+      break;
+    case P::DOUBLE:
+      *out = kFloat64;
+      break;
+    case P::FLOAT16:
+      *out = kFloat16;
+      break;
+    case P::BFLOAT16:
+      *out = kBFloat16;
+      break;
+    case P::INT8:
+      *out = kInt8;
+      break;
+    case P::UINT8:
+      *out = kUInt8;
+      break;
+    case P::INT32:
+      *out = kInt32;
+      break;
+    case P::INT64:
+      *out = kInt64;
+      break;
+    case P::BOOL:
+      *out = kBool;
+      break;
+    case P::INT16:
+    case P::UINT16:
+      *out = kInt32, w = true;
+      break;
+    case P::UINT32:
+    case P::UINT64:
+      *out = kInt64, w = true;
+      break;
+    default:
+      return false;
   }
   if (widened) *widened = w;
   return true;
@@ -66,10 +100,21 @@ namespace {
 // Element size in raw_data for an ONNX type Spore reads.
 size_t raw_size(int code) {
   switch (code) {
-    case P::FLOAT: case P::INT32: case P::UINT32: return 4;
-    case P::DOUBLE: case P::INT64: case P::UINT64: return 8;
-    case P::FLOAT16: case P::BFLOAT16: case P::INT16: case P::UINT16: return 2;
-    default: return 1;  // INT8, UINT8, BOOL
+    case P::FLOAT:
+    case P::INT32:
+    case P::UINT32:
+      return 4;
+    case P::DOUBLE:
+    case P::INT64:
+    case P::UINT64:
+      return 8;
+    case P::FLOAT16:
+    case P::BFLOAT16:
+    case P::INT16:
+    case P::UINT16:
+      return 2;
+    default:
+      return 1;  // INT8, UINT8, BOOL
   }
 }
 
@@ -82,24 +127,28 @@ void put(Tensor& t, int64_t i, T v) {
 }  // namespace
 
 Tensor from_tensor_proto(const P& p, const std::string& where) {
-  SPORE_CHECK_KIND(ErrorKind::IOError, !(p.has_data_location() && p.data_location() == P::EXTERNAL) &&
-                                           p.external_data_size() == 0,
-                   where, "field data_location: the tensor's data is in an external file, which "
-                   "Spore does not read; save the model with its weights inside (onnx.save_model(..., "
-                   "save_as_external_data=False))");
+  SPORE_CHECK_KIND(
+      ErrorKind::IOError,
+      !(p.has_data_location() && p.data_location() == P::EXTERNAL) && p.external_data_size() == 0,
+      where,
+      "field data_location: the tensor's data is in an external file, which "
+      "Spore does not read; save the model with its weights inside (onnx.save_model(..., "
+      "save_as_external_data=False))");
   SPORE_CHECK_KIND(ErrorKind::IOError, !p.has_segment(), where,
                    "field segment: segmented tensors are not supported");
   DType dt;
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, dtype_from_onnx(p.data_type(), &dt), where,
-                   "field data_type: ", onnx_dtype_name(p.data_type()),
-                   " tensors are not supported by Spore (supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, "
-                   "INT8, UINT8, INT16, UINT16, INT32, UINT32, INT64, UINT64, BOOL)");
+  SPORE_CHECK_KIND(
+      ErrorKind::NotImplemented, dtype_from_onnx(p.data_type(), &dt), where,
+      "field data_type: ", onnx_dtype_name(p.data_type()),
+      " tensors are not supported by Spore (supported: FLOAT, DOUBLE, FLOAT16, BFLOAT16, "
+      "INT8, UINT8, INT16, UINT16, INT32, UINT32, INT64, UINT64, BOOL)");
   Shape shape;
   uint64_t numel = 1;
   bool zero = false;
   for (int64_t d : p.dims()) {
     SPORE_CHECK_KIND(ErrorKind::IOError, d >= 0, where, "field dims: negative dimension ", d);
-    if (d == 0) zero = true;
+    if (d == 0)
+      zero = true;
     else {
       SPORE_CHECK_KIND(ErrorKind::IOError, uint64_t(d) <= (uint64_t(1) << 40) / numel, where,
                        "field dims: ", d, " makes the tensor larger than 2^40 elements");
@@ -169,11 +218,21 @@ Tensor from_tensor_proto(const P& p, const std::string& where) {
       for (int64_t i = 0; i < n; ++i) {
         const int32_t v = p.int32_data(int(i));
         switch (dt) {
-          case kInt32: put<int32_t>(t, i, v); break;
-          case kInt8: put<int8_t>(t, i, int8_t(v)); break;
-          case kUInt8: put<uint8_t>(t, i, uint8_t(v)); break;
-          case kBool: put<uint8_t>(t, i, uint8_t(v != 0)); break;
-          default: put<uint16_t>(t, i, uint16_t(v)); break;  // float16 / bfloat16 bits
+          case kInt32:
+            put<int32_t>(t, i, v);
+            break;
+          case kInt8:
+            put<int8_t>(t, i, int8_t(v));
+            break;
+          case kUInt8:
+            put<uint8_t>(t, i, uint8_t(v));
+            break;
+          case kBool:
+            put<uint8_t>(t, i, uint8_t(v != 0));
+            break;
+          default:
+            put<uint16_t>(t, i, uint16_t(v));
+            break;  // float16 / bfloat16 bits
         }
       }
   }
@@ -182,7 +241,8 @@ Tensor from_tensor_proto(const P& p, const std::string& where) {
 
 std::string read_file(const std::string& path, const char* who) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
-  SPORE_CHECK_KIND(ErrorKind::IOError, f, "[", who, "] cannot open ", path, ": ", std::strerror(errno));
+  SPORE_CHECK_KIND(ErrorKind::IOError, f, "[", who, "] cannot open ", path, ": ",
+                   std::strerror(errno));
   struct stat st;
   if (::fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
     std::fclose(f);

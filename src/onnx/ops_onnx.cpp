@@ -30,8 +30,8 @@ int64_t Ctx::i(const char* name, int64_t dflt) const {
 double Ctx::f(const char* name, double dflt) const {
   const A* a = attr(name);
   if (!a) return dflt;
-  SPORE_CHECK_KIND(ErrorKind::IOError, a->type() == A::FLOAT || a->has_f(), where, "attribute ", name,
-                   ": expected a FLOAT");
+  SPORE_CHECK_KIND(ErrorKind::IOError, a->type() == A::FLOAT || a->has_f(), where, "attribute ",
+                   name, ": expected a FLOAT");
   return a->f();
 }
 std::string Ctx::s(const char* name, const std::string& dflt) const {
@@ -49,9 +49,10 @@ const Tensor& Ctx::x(size_t k) const {
 }
 std::vector<int64_t> Ctx::const_ints(size_t k, const char* what) const {
   const Tensor& t = x(k);
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, !t.is_symbolic(), where, "input ", k, " (", what,
-                   ") depends on the model's input data; Spore needs it to be a constant (an initializer, "
-                   "a Constant, or computed from shapes)");
+  SPORE_CHECK_KIND(
+      ErrorKind::NotImplemented, !t.is_symbolic(), where, "input ", k, " (", what,
+      ") depends on the model's input data; Spore needs it to be a constant (an initializer, "
+      "a Constant, or computed from shapes)");
   NoTrace guard;
   return t.to_vector<int64_t>();
 }
@@ -59,13 +60,14 @@ double Ctx::const_scalar(size_t k, const char* what) const {
   const Tensor& t = x(k);
   SPORE_CHECK_KIND(ErrorKind::NotImplemented, !t.is_symbolic(), where, "input ", k, " (", what,
                    ") depends on the model's input data; Spore needs it to be a constant");
-  SPORE_CHECK_KIND(ErrorKind::IOError, t.numel() == 1, where, "input ", k, " (", what, ") must hold one value, has ",
-                   t.numel());
+  SPORE_CHECK_KIND(ErrorKind::IOError, t.numel() == 1, where, "input ", k, " (", what,
+                   ") must hold one value, has ", t.numel());
   NoTrace guard;
   return t.to_vector<double>()[0];
 }
 void Ctx::unsupported(const std::string& what) const {
-  SPORE_THROW(ErrorKind::NotImplemented, where, "unsupported ONNX op ", node.op_type(), " with ", what);
+  SPORE_THROW(ErrorKind::NotImplemented, where, "unsupported ONNX op ", node.op_type(), " with ",
+              what);
 }
 
 namespace {
@@ -73,8 +75,8 @@ namespace {
 using V = std::vector<Tensor>;
 
 int64_t norm_axis(int64_t a, int64_t rank, const Ctx& c) {
-  SPORE_CHECK_KIND(ErrorKind::IOError, a >= -rank && a < std::max<int64_t>(rank, 1), c.where, "axis ", a,
-                   " is out of range for rank ", rank);
+  SPORE_CHECK_KIND(ErrorKind::IOError, a >= -rank && a < std::max<int64_t>(rank, 1), c.where,
+                   "axis ", a, " is out of range for rank ", rank);
   return a < 0 ? a + rank : a;
 }
 
@@ -121,21 +123,26 @@ Handler variadic(F f) {
 
 // 2-D conv / pool geometry: pads (top, bottom, left, right) for Spore from ONNX's pads or auto_pad.
 std::vector<int64_t> spatial_pads(const Ctx& c, const Shape& x, const std::vector<int64_t>& k,
-                                  const std::vector<int64_t>& stride, const std::vector<int64_t>& dil) {
+                                  const std::vector<int64_t>& stride,
+                                  const std::vector<int64_t>& dil) {
   const std::string ap = c.s("auto_pad", "NOTSET");
   if (ap == "NOTSET") {
     const auto p = c.ints("pads", {0, 0, 0, 0});
-    SPORE_CHECK_KIND(ErrorKind::IOError, p.size() == 4, c.where, "attribute pads: expected 4 values for 2 "
-                     "spatial dims, got ", p.size());
+    SPORE_CHECK_KIND(ErrorKind::IOError, p.size() == 4, c.where,
+                     "attribute pads: expected 4 values for 2 "
+                     "spatial dims, got ",
+                     p.size());
     return {p[0], p[2], p[1], p[3]};
   }
   if (ap == "VALID") return {0, 0, 0, 0};
-  SPORE_CHECK_KIND(ErrorKind::IOError, ap == "SAME_UPPER" || ap == "SAME_LOWER", c.where, "attribute auto_pad: \"",
-                   ap, "\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
+  SPORE_CHECK_KIND(ErrorKind::IOError, ap == "SAME_UPPER" || ap == "SAME_LOWER", c.where,
+                   "attribute auto_pad: \"", ap,
+                   "\" is not NOTSET, VALID, SAME_UPPER or SAME_LOWER");
   std::vector<int64_t> r(4);
   for (int d = 0; d < 2; ++d) {
     const int64_t in = x[size_t(2 + d)], out = (in + stride[size_t(d)] - 1) / stride[size_t(d)];
-    const int64_t total = std::max<int64_t>(0, (out - 1) * stride[size_t(d)] + (k[size_t(d)] - 1) * dil[size_t(d)] + 1 - in);
+    const int64_t total = std::max<int64_t>(
+        0, (out - 1) * stride[size_t(d)] + (k[size_t(d)] - 1) * dil[size_t(d)] + 1 - in);
     const int64_t small = total / 2, big = total - small;
     r[size_t(2 * d)] = ap == "SAME_UPPER" ? small : big;
     r[size_t(2 * d + 1)] = ap == "SAME_UPPER" ? big : small;
@@ -144,7 +151,8 @@ std::vector<int64_t> spatial_pads(const Ctx& c, const Shape& x, const std::vecto
 }
 
 void need_2d(const Ctx& c, const Tensor& x) {
-  if (x.dim() != 4) c.unsupported(std::to_string(x.dim() - 2) + " spatial dims (Spore maps the 2-D form)");
+  if (x.dim() != 4)
+    c.unsupported(std::to_string(x.dim() - 2) + " spatial dims (Spore maps the 2-D form)");
 }
 
 V conv(Ctx& c) {
@@ -165,7 +173,8 @@ V pool(Ctx& c, bool max) {
   if (x0.dim() == 3) {  // 1-D: as 2-D over (1, L)
     const std::string ap = c.s("auto_pad", "NOTSET");
     if (ap != "NOTSET" && ap != "VALID") c.unsupported("auto_pad " + ap + " in 1-D");
-    if (max && c.node.output_size() > 1 && !c.node.output(1).empty()) c.unsupported("the Indices output");
+    if (max && c.node.output_size() > 1 && !c.node.output(1).empty())
+      c.unsupported("the Indices output");
     if (c.ints("dilations", {1}) != std::vector<int64_t>{1}) c.unsupported("dilations");
     const auto p = ap == "VALID" ? std::vector<int64_t>{0, 0} : c.ints("pads", {0, 0});
     Pool2dOptions o;
@@ -180,19 +189,22 @@ V pool(Ctx& c, bool max) {
   const bool integer = !is_floating(x0.dtype());
   const Tensor x = integer ? x0.to(kFloat32) : x0;
   need_2d(c, x);
-  if (max && c.node.output_size() > 1 && !c.node.output(1).empty()) c.unsupported("the Indices output");
+  if (max && c.node.output_size() > 1 && !c.node.output(1).empty())
+    c.unsupported("the Indices output");
   const auto dil = c.ints("dilations", {1, 1});
   if (dil != std::vector<int64_t>{1, 1}) c.unsupported("dilations");
   if (c.i("storage_order", 0)) c.unsupported("storage_order = 1");
   Pool2dOptions o;
   o.kernel_size = c.ints("kernel_shape");
-  SPORE_CHECK_KIND(ErrorKind::IOError, o.kernel_size.size() == 2, c.where, "attribute kernel_shape: expected 2 values");
+  SPORE_CHECK_KIND(ErrorKind::IOError, o.kernel_size.size() == 2, c.where,
+                   "attribute kernel_shape: expected 2 values");
   o.stride = c.ints("strides", {1, 1});
   o.padding = spatial_pads(c, x.shape(), o.kernel_size, o.stride, dil);
   o.ceil_mode = c.i("ceil_mode", 0) != 0;
   o.count_include_pad = c.i("count_include_pad", 0) != 0;
   const auto& pd = o.padding;
-  const bool wide = 2 * std::max(pd[0], pd[1]) > o.kernel_size[0] || 2 * std::max(pd[2], pd[3]) > o.kernel_size[1];
+  const bool wide = 2 * std::max(pd[0], pd[1]) > o.kernel_size[0] ||
+                    2 * std::max(pd[2], pd[3]) > o.kernel_size[1];
   Tensor y;
   if (!wide) {
     y = max ? max_pool2d(x, o) : avg_pool2d(x, o);
@@ -220,7 +232,8 @@ V batch_norm(Ctx& c) {
   if (x.dim() == 4) return {batch_norm_infer(x, c.x(1), c.x(2), c.x(3), c.x(4), eps)};
   // (N, C, ...) -> (N, C, L, 1)
   Shape s = x.shape();
-  const Tensor y = batch_norm_infer(x.reshape({s[0], s[1], -1, 1}), c.x(1), c.x(2), c.x(3), c.x(4), eps);
+  const Tensor y =
+      batch_norm_infer(x.reshape({s[0], s[1], -1, 1}), c.x(1), c.x(2), c.x(3), c.x(4), eps);
   return {y.reshape(s)};
 }
 
@@ -258,9 +271,9 @@ Tensor softmax_like(Ctx& c, bool log) {
   }
   // Before opset 13: the input is flattened to 2-D at axis (default 1).
   const int64_t ax = norm_axis(c.i("axis", 1), x.dim(), c);
-  const Tensor x2 = x.reshape({std::accumulate(x.shape().begin(), x.shape().begin() + ax, int64_t(1),
-                                               std::multiplies<>()),
-                               -1});
+  const Tensor x2 = x.reshape(
+      {std::accumulate(x.shape().begin(), x.shape().begin() + ax, int64_t(1), std::multiplies<>()),
+       -1});
   return (log ? log_softmax(x2, 1) : softmax(x2, 1)).reshape(x.shape());
 }
 
@@ -289,8 +302,8 @@ V squeeze_op(Ctx& c) {
   for (auto& a : axes) a = norm_axis(a, x.dim(), c);
   std::sort(axes.rbegin(), axes.rend());
   for (int64_t a : axes) {
-    SPORE_CHECK_KIND(ErrorKind::IOError, x.shape()[size_t(a)] == 1, c.where, "Squeeze axis ", a, " has size ",
-                     x.shape()[size_t(a)], ", not 1");
+    SPORE_CHECK_KIND(ErrorKind::IOError, x.shape()[size_t(a)] == 1, c.where, "Squeeze axis ", a,
+                     " has size ", x.shape()[size_t(a)], ", not 1");
     x = x.squeeze(a);
   }
   return {x};
@@ -335,8 +348,9 @@ V concat_op(Ctx& c) {
 V split_op(Ctx& c) {
   const Tensor& x = c.x(0);
   const int64_t ax = norm_axis(c.i("axis", 0), x.dim(), c);
-  std::vector<int64_t> sizes = c.opset >= 13 ? (c.has_in(1) ? c.const_ints(1, "split") : std::vector<int64_t>{})
-                                             : c.ints("split");
+  std::vector<int64_t> sizes =
+      c.opset >= 13 ? (c.has_in(1) ? c.const_ints(1, "split") : std::vector<int64_t>{})
+                    : c.ints("split");
   const int64_t n = x.shape()[size_t(ax)];
   if (sizes.empty()) {
     const int64_t parts = c.i("num_outputs", c.node.output_size());
@@ -359,11 +373,13 @@ V slice_op(Ctx& c) {
     ends = c.ints("ends");
     axes = c.ints("axes");
   }
-  SPORE_CHECK_KIND(ErrorKind::IOError, starts.size() == ends.size(), c.where, "starts and ends differ in length");
+  SPORE_CHECK_KIND(ErrorKind::IOError, starts.size() == ends.size(), c.where,
+                   "starts and ends differ in length");
   if (axes.empty())
     for (size_t k = 0; k < starts.size(); ++k) axes.push_back(int64_t(k));
   if (steps.empty()) steps.assign(starts.size(), 1);
-  SPORE_CHECK_KIND(ErrorKind::IOError, axes.size() == starts.size() && steps.size() == starts.size(), c.where,
+  SPORE_CHECK_KIND(ErrorKind::IOError,
+                   axes.size() == starts.size() && steps.size() == starts.size(), c.where,
                    "starts, ends, axes and steps differ in length");
   for (size_t k = 0; k < starts.size(); ++k) {
     const int64_t ax = norm_axis(axes[k], x.dim(), c), dim = x.shape()[size_t(ax)], step = steps[k];
@@ -437,8 +453,8 @@ V expand_op(Ctx& c) {
 V tile_op(Ctx& c) {
   const Tensor& x = c.x(0);
   const auto reps = c.const_ints(1, "repeats");
-  SPORE_CHECK_KIND(ErrorKind::IOError, reps.size() == size_t(x.dim()), c.where, "repeats has ", reps.size(),
-                   " values for a rank-", x.dim(), " input");
+  SPORE_CHECK_KIND(ErrorKind::IOError, reps.size() == size_t(x.dim()), c.where, "repeats has ",
+                   reps.size(), " values for a rank-", x.dim(), " input");
   Shape inter, expanded, out;
   for (size_t d = 0; d < reps.size(); ++d) {
     inter.push_back(1), inter.push_back(x.shape()[d]);
@@ -449,16 +465,17 @@ V tile_op(Ctx& c) {
 }
 
 // Resize: nearest-neighbour upsampling of an NCHW tensor by a whole factor s per spatial axis (what
-// YOLOv5's and U-Nets' Upsample export as): output pixel h = q s + r reads input q. That is exact for
-// coordinate_transformation_mode "asymmetric" with nearest_mode "floor" (h / s = q + r / s), and for
-// "half_pixel" / "pytorch_half_pixel" with the round_prefer_* modes ((h + 0.5) / s - 0.5 = q +
-// (2r + 1 - s) / 2s, strictly within half a pixel of q). Other modes, linear / cubic interpolation,
-// downsampling, fractional factors and the roi are refused.
+// YOLOv5's and U-Nets' Upsample export as): output pixel h = q s + r reads input q. That is exact
+// for coordinate_transformation_mode "asymmetric" with nearest_mode "floor" (h / s = q + r / s),
+// and for "half_pixel" / "pytorch_half_pixel" with the round_prefer_* modes ((h + 0.5) / s - 0.5 =
+// q + (2r + 1 - s) / 2s, strictly within half a pixel of q). Other modes, linear / cubic
+// interpolation, downsampling, fractional factors and the roi are refused.
 V resize_op(Ctx& c) {
   const Tensor& x = c.x(0);
   const std::string mode = c.s("mode", "nearest");
   if (mode != "nearest") c.unsupported("mode \"" + mode + "\"");
-  const std::string ctm = c.s("coordinate_transformation_mode", c.opset >= 11 ? "half_pixel" : "asymmetric");
+  const std::string ctm =
+      c.s("coordinate_transformation_mode", c.opset >= 11 ? "half_pixel" : "asymmetric");
   const std::string nearest = c.s("nearest_mode", "round_prefer_floor");
   const bool floor_ok = ctm == "asymmetric" && nearest == "floor";
   const bool half_ok = (ctm == "half_pixel" || ctm == "pytorch_half_pixel") &&
@@ -470,26 +487,31 @@ V resize_op(Ctx& c) {
   std::vector<int64_t> out;
   const bool sizes = c.opset >= 11 && c.has_in(3) && c.x(3).numel() > 0;
   if (sizes) {
-    if (c.x(3).is_symbolic()) c.unsupported("sizes computed from the model's input data (Spore needs a constant)");
+    if (c.x(3).is_symbolic())
+      c.unsupported("sizes computed from the model's input data (Spore needs a constant)");
     out = c.const_ints(3, "sizes");
   } else {
     const size_t k = c.opset >= 11 ? 2 : 1;
     const Tensor& sc = c.x(k);
-    if (sc.is_symbolic()) c.unsupported("scales computed from the model's input data (Spore needs a constant)");
+    if (sc.is_symbolic())
+      c.unsupported("scales computed from the model's input data (Spore needs a constant)");
     std::vector<double> f;
     {
       NoTrace guard;
       f = sc.to(kFloat64).reshape({-1}).to_vector<double>();
     }
-    SPORE_CHECK_KIND(ErrorKind::IOError, f.size() == 4, c.where, "scales has ", f.size(), " values for a rank-4 input");
+    SPORE_CHECK_KIND(ErrorKind::IOError, f.size() == 4, c.where, "scales has ", f.size(),
+                     " values for a rank-4 input");
     for (size_t d = 0; d < 4; ++d) out.push_back(int64_t(std::floor(double(x.shape()[d]) * f[d])));
   }
-  SPORE_CHECK_KIND(ErrorKind::IOError, out.size() == 4, c.where, "sizes has ", out.size(), " values for a rank-4 input");
-  if (out[0] != x.shape()[0] || out[1] != x.shape()[1]) c.unsupported("resizing the batch or channel axis");
+  SPORE_CHECK_KIND(ErrorKind::IOError, out.size() == 4, c.where, "sizes has ", out.size(),
+                   " values for a rank-4 input");
+  if (out[0] != x.shape()[0] || out[1] != x.shape()[1])
+    c.unsupported("resizing the batch or channel axis");
   for (int d = 2; d < 4; ++d)
     if (out[d] <= 0 || out[d] % x.shape()[d] != 0)
-      c.unsupported("a non-integer scale on axis " + std::to_string(d) + " (" + std::to_string(x.shape()[d]) + " -> " +
-                    std::to_string(out[d]) + ")");
+      c.unsupported("a non-integer scale on axis " + std::to_string(d) + " (" +
+                    std::to_string(x.shape()[d]) + " -> " + std::to_string(out[d]) + ")");
   return {upsample_nearest2d(x, {out[2], out[3]})};
 }
 
@@ -502,9 +524,11 @@ V pad_op(Ctx& c) {
   if (c.opset >= 11) {
     p = c.const_ints(1, "pads");
     if (c.has_in(3)) c.unsupported("the axes input");
-    if (c.has_in(2) && c.x(2).is_symbolic()) {  // a value computed from the data: x padded with 0 + v * border
+    if (c.has_in(2) &&
+        c.x(2).is_symbolic()) {  // a value computed from the data: x padded with 0 + v * border
       const size_t r = size_t(x.dim());
-      SPORE_CHECK_KIND(ErrorKind::IOError, p.size() == 2 * r, c.where, "pads has ", p.size(), " values for rank ", r);
+      SPORE_CHECK_KIND(ErrorKind::IOError, p.size() == 2 * r, c.where, "pads has ", p.size(),
+                       " values for rank ", r);
       std::vector<int64_t> sp;
       for (size_t k = 0; k < r; ++k) sp.push_back(p[r - 1 - k]), sp.push_back(p[2 * r - 1 - k]);
       const Tensor border = sub(full({}, 1.0, x.dtype()), pad(ones(x.shape(), x.dtype()), sp, 0));
@@ -516,7 +540,8 @@ V pad_op(Ctx& c) {
     value = c.f("value", 0);
   }
   const size_t r = size_t(x.dim());
-  SPORE_CHECK_KIND(ErrorKind::IOError, p.size() == 2 * r, c.where, "pads has ", p.size(), " values for rank ", r);
+  SPORE_CHECK_KIND(ErrorKind::IOError, p.size() == 2 * r, c.where, "pads has ", p.size(),
+                   " values for rank ", r);
   std::vector<int64_t> sp;
   for (size_t k = 0; k < r; ++k) sp.push_back(p[r - 1 - k]), sp.push_back(p[2 * r - 1 - k]);
   return {pad(x, sp, value)};
@@ -528,8 +553,11 @@ V clip_op(Ctx& c) {
     for (size_t k = 1; k <= 2; ++k) {
       if (!c.has_in(k)) continue;
       const Tensor& b = c.x(k);
-      if (b.is_symbolic()) x = k == 1 ? maximum(x, b.to(x.dtype())) : minimum(x, b.to(x.dtype()));
-      else x = k == 1 ? clamp(x, c.const_scalar(1, "min"), std::nullopt) : clamp(x, std::nullopt, c.const_scalar(2, "max"));
+      if (b.is_symbolic())
+        x = k == 1 ? maximum(x, b.to(x.dtype())) : minimum(x, b.to(x.dtype()));
+      else
+        x = k == 1 ? clamp(x, c.const_scalar(1, "min"), std::nullopt)
+                   : clamp(x, std::nullopt, c.const_scalar(2, "max"));
     }
     return {x};
   }
@@ -549,9 +577,12 @@ V cast_op(Ctx& c) {
 
 Tensor constant_of(const A& a, const Ctx& c) {
   switch (a.type()) {
-    case A::TENSOR: return from_tensor_proto(a.t(), c.where + "attribute " + a.name() + ": ");
-    case A::FLOAT: return full({}, a.f(), kFloat32);
-    case A::INT: return full({}, double(a.i()), kInt64);
+    case A::TENSOR:
+      return from_tensor_proto(a.t(), c.where + "attribute " + a.name() + ": ");
+    case A::FLOAT:
+      return full({}, a.f(), kFloat32);
+    case A::INT:
+      return full({}, double(a.i()), kInt64);
     case A::FLOATS: {
       std::vector<float> v(a.floats().begin(), a.floats().end());
       return from_buffer(v.data(), {int64_t(v.size())}, kFloat32);
@@ -560,13 +591,16 @@ Tensor constant_of(const A& a, const Ctx& c) {
       std::vector<int64_t> v(a.ints().begin(), a.ints().end());
       return from_buffer(v.data(), {int64_t(v.size())}, kInt64);
     }
-    default: c.unsupported("attribute " + a.name() + " (strings, sparse tensors)");
+    default:
+      c.unsupported("attribute " + a.name() + " (strings, sparse tensors)");
   }
 }
 
 V constant_op(Ctx& c) {
-  SPORE_CHECK_KIND(ErrorKind::IOError, c.node.attribute_size() == 1, c.where, "a Constant needs exactly one "
-                   "value attribute, found ", c.node.attribute_size());
+  SPORE_CHECK_KIND(ErrorKind::IOError, c.node.attribute_size() == 1, c.where,
+                   "a Constant needs exactly one "
+                   "value attribute, found ",
+                   c.node.attribute_size());
   return {constant_of(c.node.attribute(0), c)};
 }
 
@@ -590,8 +624,11 @@ V shape_op(Ctx& c) {
 V range_op(Ctx& c) {
   for (size_t k = 0; k < 3; ++k)
     if (c.x(k).is_symbolic())
-      c.unsupported("bounds computed from the input data in Graph mode (the output's shape would depend on the data)");
-  const double s = c.const_scalar(0, "start"), l = c.const_scalar(1, "limit"), d = c.const_scalar(2, "delta");
+      c.unsupported(
+          "bounds computed from the input data in Graph mode (the output's shape would depend on "
+          "the data)");
+  const double s = c.const_scalar(0, "start"), l = c.const_scalar(1, "limit"),
+               d = c.const_scalar(2, "delta");
   SPORE_CHECK_KIND(ErrorKind::IOError, d != 0, c.where, "Range delta is 0");
   const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((l - s) / d)));
   std::vector<double> v(static_cast<size_t>(n));
@@ -607,7 +644,8 @@ Tensor div_op(const Tensor& a, const Tensor& b) {
 
 V pow_op(Ctx& c) {
   const Tensor& a = c.x(0);
-  Tensor y = pow(a.to(promote_types(a.dtype(), kFloat32)), c.x(1).to(promote_types(a.dtype(), kFloat32)));
+  Tensor y =
+      pow(a.to(promote_types(a.dtype(), kFloat32)), c.x(1).to(promote_types(a.dtype(), kFloat32)));
   if (is_int(a.dtype())) y = round(y);
   return {y.to(a.dtype())};
 }
@@ -636,7 +674,8 @@ V argm(Ctx& c, bool max) {
 
 V topk_op(Ctx& c) {
   const Tensor& x = c.x(0);
-  const int64_t k = c.opset >= 10 ? c.const_ints(1, "K").at(0) : c.i("k", 1);  // K: a 1-element tensor
+  const int64_t k =
+      c.opset >= 10 ? c.const_ints(1, "K").at(0) : c.i("k", 1);  // K: a 1-element tensor
   const int64_t ax = norm_axis(c.i("axis", -1), x.dim(), c);
   auto [v, i] = topk(x, k, ax, c.i("largest", 1) != 0, c.i("sorted", 1) != 0);
   return {v, i};
@@ -647,7 +686,8 @@ V cumsum_op(Ctx& c) {
   const int64_t ax = norm_axis(c.const_ints(1, "axis").at(0), x.dim(), c);
   const bool exclusive = c.i("exclusive", 0) != 0;
   const Tensor cs = cumsum(x, ax);
-  Tensor y = c.i("reverse", 0) ? add(sub(sum(x, {ax}, true), cs), x) : cs;  // reverse: total - cumsum + x
+  Tensor y =
+      c.i("reverse", 0) ? add(sub(sum(x, {ax}, true), cs), x) : cs;  // reverse: total - cumsum + x
   if (exclusive) y = sub(y, x);
   return {y};
 }
@@ -694,7 +734,8 @@ V global_pool(Ctx& c, bool max) {
 }
 
 V dropout_op(Ctx& c) {
-  if (c.opset >= 12 && c.has_in(2) && (c.x(2).is_symbolic() || c.const_scalar(2, "training_mode") != 0))
+  if (c.opset >= 12 && c.has_in(2) &&
+      (c.x(2).is_symbolic() || c.const_scalar(2, "training_mode") != 0))
     c.unsupported("training_mode = true (random masks)");
   V out{c.x(0)};
   if (c.node.output_size() > 1) out.push_back(full(c.x(0).shape(), 1, kBool));
@@ -733,17 +774,21 @@ const std::map<std::string, Handler>& handlers() {
     t["LeakyRelu"] = [](Ctx& c) -> V { return {leaky_relu(c.x(0), c.f("alpha", 0.01))}; };
     t["Elu"] = [](Ctx& c) -> V { return elu(c, c.f("alpha", 1.0), 1.0); };
     t["Selu"] = [](Ctx& c) -> V {
-      return elu(c, c.f("alpha", 1.67326319217681884765625), c.f("gamma", 1.05070102214813232421875));
+      return elu(c, c.f("alpha", 1.67326319217681884765625),
+                 c.f("gamma", 1.05070102214813232421875));
     };
     t["Celu"] = [](Ctx& c) -> V {
       const Tensor& x = c.x(0);
       const double a = c.f("alpha", 1.0);
-      const Tensor neg = mul(scalar_like(a, x), sub(exp(div(x, scalar_like(a, x))), scalar_like(1, x)));
+      const Tensor neg =
+          mul(scalar_like(a, x), sub(exp(div(x, scalar_like(a, x))), scalar_like(1, x)));
       return {add(relu(x), minimum(scalar_like(0, x), neg))};
     };
     t["HardSigmoid"] = [](Ctx& c) -> V {
       const Tensor& x = c.x(0);
-      return {clamp(add(mul(x, scalar_like(c.f("alpha", 0.2), x)), scalar_like(c.f("beta", 0.5), x)), 0.0, 1.0)};
+      return {
+          clamp(add(mul(x, scalar_like(c.f("alpha", 0.2), x)), scalar_like(c.f("beta", 0.5), x)),
+                0.0, 1.0)};
     };
     t["HardSwish"] = [](Ctx& c) -> V {
       const Tensor& x = c.x(0);
@@ -827,16 +872,26 @@ const std::map<std::string, Handler>& handlers() {
     t["ArgMin"] = [](Ctx& c) { return argm(c, false); };
     t["TopK"] = topk_op;
     t["CumSum"] = cumsum_op;
-    t["ReduceSum"] = reducer(13, [](const Tensor& x, const Axes& a, bool k) { return sum(x, a, k); });
-    t["ReduceMean"] = reducer(18, [](const Tensor& x, const Axes& a, bool k) { return mean(x, a, k); });
-    t["ReduceMax"] = reducer(18, [](const Tensor& x, const Axes& a, bool k) { return amax(x, a, k); });
-    t["ReduceMin"] = reducer(18, [](const Tensor& x, const Axes& a, bool k) { return amin(x, a, k); });
-    t["ReduceProd"] = reducer(18, [](const Tensor& x, const Axes& a, bool k) { return prod(x, a, k); });
-    t["ReduceL1"] = reducer(18, [](const Tensor& x, const Axes& a, bool k) { return sum(abs(x), a, k); });
-    t["ReduceL2"] = reducer(18, [](const Tensor& x, const Axes& a, bool k) { return sqrt(sum(mul(x, x), a, k)); });
-    t["ReduceSumSquare"] = reducer(18, [](const Tensor& x, const Axes& a, bool k) { return sum(mul(x, x), a, k); });
-    t["ReduceLogSum"] = reducer(18, [](const Tensor& x, const Axes& a, bool k) { return log(sum(x, a, k)); });
-    t["ReduceLogSumExp"] = reducer(18, [](const Tensor& x, const Axes& a, bool k) { return logsumexp(x, a, k); });
+    t["ReduceSum"] =
+        reducer(13, [](const Tensor& x, const Axes& a, bool k) { return sum(x, a, k); });
+    t["ReduceMean"] =
+        reducer(18, [](const Tensor& x, const Axes& a, bool k) { return mean(x, a, k); });
+    t["ReduceMax"] =
+        reducer(18, [](const Tensor& x, const Axes& a, bool k) { return amax(x, a, k); });
+    t["ReduceMin"] =
+        reducer(18, [](const Tensor& x, const Axes& a, bool k) { return amin(x, a, k); });
+    t["ReduceProd"] =
+        reducer(18, [](const Tensor& x, const Axes& a, bool k) { return prod(x, a, k); });
+    t["ReduceL1"] =
+        reducer(18, [](const Tensor& x, const Axes& a, bool k) { return sum(abs(x), a, k); });
+    t["ReduceL2"] = reducer(
+        18, [](const Tensor& x, const Axes& a, bool k) { return sqrt(sum(mul(x, x), a, k)); });
+    t["ReduceSumSquare"] =
+        reducer(18, [](const Tensor& x, const Axes& a, bool k) { return sum(mul(x, x), a, k); });
+    t["ReduceLogSum"] =
+        reducer(18, [](const Tensor& x, const Axes& a, bool k) { return log(sum(x, a, k)); });
+    t["ReduceLogSumExp"] =
+        reducer(18, [](const Tensor& x, const Axes& a, bool k) { return logsumexp(x, a, k); });
     return t;
   }();
   return table;

@@ -1,5 +1,5 @@
-// Graph mode's blocked activation layout (backends/cpu/passes/blocked_layout.cpp), oneDNN's nChw16c: an
-// activation of logical shape (N, C, H, W) held as the ordinary contiguous 5-D tensor
+// Graph mode's blocked activation layout (backends/cpu/passes/blocked_layout.cpp), oneDNN's
+// nChw16c: an activation of logical shape (N, C, H, W) held as the ordinary contiguous 5-D tensor
 // (N, ceil(C/16), H, W, 16), element [n, cb, h, w, l] = logical [n, cb*16 + l, h, w]. Lanes with
 // cb*16 + l >= C are padding: every op that produces a blocked tensor writes zeros there, and
 // readers assume only that they are finite. The ops that take blocked operands say so with
@@ -13,6 +13,8 @@ namespace spore::ops::blocked {
 constexpr int64_t kLanes = 16;
 inline int64_t blocks(int64_t channels) { return (channels + kLanes - 1) / kLanes; }
 // (N, C, H, W) -> (N, ceil(C/16), H, W, 16)
-inline Shape shape(const Shape& nchw) { return {nchw[0], blocks(nchw[1]), nchw[2], nchw[3], kLanes}; }
+inline Shape shape(const Shape& nchw) {
+  return {nchw[0], blocks(nchw[1]), nchw[2], nchw[3], kLanes};
+}
 
 }  // namespace spore::ops::blocked

@@ -16,9 +16,12 @@ using ops::Metas;
 
 ops::AmpClass amp_class(CustomOpTraits::Amp a) {
   switch (a) {
-    case CustomOpTraits::Amp::kAllow16: return ops::AmpClass::kAllow16;
-    case CustomOpTraits::Amp::kFollow: return ops::AmpClass::kFollow;
-    default: return ops::AmpClass::kDefault;
+    case CustomOpTraits::Amp::kAllow16:
+      return ops::AmpClass::kAllow16;
+    case CustomOpTraits::Amp::kFollow:
+      return ops::AmpClass::kFollow;
+    default:
+      return ops::AmpClass::kDefault;
   }
 }
 
@@ -58,10 +61,11 @@ std::vector<DType> default_dtypes(const CustomOp& op) {
 CustomOpHandle register_custom_op(CustomOp spec) {
   const std::string& name = spec.name;
   const bool rows = spec.cpu_row_f32 || spec.cpu_row_f64;
-  SPORE_CHECK(spec.num_inputs >= 1, "[register_custom_op] op '", name, "' needs at least one input, got num_inputs=",
-              spec.num_inputs);
-  SPORE_CHECK(spec.cpu_kernel || rows, "[register_custom_op] op '", name,
-              "' has no CPU kernel: give cpu_kernel, or cpu_row_f32 / cpu_row_f64 for a pointwise op");
+  SPORE_CHECK(spec.num_inputs >= 1, "[register_custom_op] op '", name,
+              "' needs at least one input, got num_inputs=", spec.num_inputs);
+  SPORE_CHECK(
+      spec.cpu_kernel || rows, "[register_custom_op] op '", name,
+      "' has no CPU kernel: give cpu_kernel, or cpu_row_f32 / cpu_row_f64 for a pointwise op");
   SPORE_CHECK(!rows || spec.num_inputs <= 2, "[register_custom_op] op '", name,
               "': row kernels take one or two inputs, the op has ", spec.num_inputs);
   SPORE_CHECK(!spec.traits.pointwise || rows, "[register_custom_op] op '", name,
@@ -92,7 +96,9 @@ CustomOpHandle register_custom_op(CustomOp spec) {
     return {{shape, dtypes[0]}};
   };
   if (op->bprop)
-    rules.vjp = [op](const ops::VjpContext& c) -> ops::Tensors { return op->bprop(c.inputs, c.out(0), c.g(0)); };
+    rules.vjp = [op](const ops::VjpContext& c) -> ops::Tensors {
+      return op->bprop(c.inputs, c.out(0), c.g(0));
+    };
 
   ops::OpTraits traits;
   traits.fused = op->traits.pointwise ? ops::fused::Opcode::kCall : ops::fused::Opcode::kNone;
@@ -100,8 +106,10 @@ CustomOpHandle register_custom_op(CustomOp spec) {
   traits.idempotent = op->traits.idempotent;
   traits.amp = amp_class(op->traits.amp);
   uint32_t flags = op->bprop ? 0u : uint32_t(ops::kNonDiff);
-  if (op->traits.pointwise) flags |= ops::kElementwise | (op->num_inputs == 1 ? ops::kUnary : ops::kBinary);
-  const ops::OpId id = ops::register_op(op->name, op->num_inputs, 1, flags, traits, std::move(rules));
+  if (op->traits.pointwise)
+    flags |= ops::kElementwise | (op->num_inputs == 1 ? ops::kUnary : ops::kBinary);
+  const ops::OpId id =
+      ops::register_op(op->name, op->num_inputs, 1, flags, traits, std::move(rules));
 
   ops::KernelFn kernel;
   if (op->cpu_kernel) {
@@ -121,7 +129,8 @@ CustomOpHandle register_custom_op(CustomOp spec) {
   if (op->cpu_row_f32) row_kernels.f32 = op->cpu_row_f32;
   if (op->cpu_row_f64) row_kernels.f64 = op->cpu_row_f64;
   std::initializer_list<DType> none{};
-  ops::detail::register_kernel(id, DeviceType::CPU, std::move(kernel), none, std::move(row_kernels));
+  ops::detail::register_kernel(id, DeviceType::CPU, std::move(kernel), none,
+                               std::move(row_kernels));
   for (DType t : op->dtypes) ops::detail::register_kernel_dtype(id, DeviceType::CPU, t);
   return CustomOpHandle(uint16_t(id));
 }

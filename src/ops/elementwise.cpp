@@ -50,8 +50,7 @@ Metas compare_meta(const Metas& in, const Attrs&) {
   return {{broadcast_shapes(in[0].shape, in[1].shape), kBool}};
 }
 
-// ---- gradient helpers
-// ----------------------------------------------------------------------------
+// ---- gradient helpers ---------------------------------------------------------------------------
 Tensor zero_of(const Tensor& like) { return scalar_tensor(0, like.dtype()); }
 Tensor scalar_of(double v, const Tensor& like) { return scalar_tensor(v, like.dtype()); }
 
@@ -63,15 +62,13 @@ Tensor saved_out(const VjpContext& c, Tensor (*recompute)(const Tensor&)) {
 
 Tensors zero_grad(const VjpContext& c) { return {zeros_like(c.g())}; }
 
-
 constexpr double kSqrtHalf = 0.70710678118654752440;       // 1 / sqrt(2)
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // 2 / sqrt(pi): erf' scale
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;     // 1 / sqrt(2 pi): the normal pdf's scale
 
 }  // namespace
 
-// ---- unary
-// ---------------------------------------------------------------------------------------
+// ---- unary --------------------------------------------------------------------------------------
 SPORE_DEFINE_OP(Neg, {.infer = same_meta,
                       .vjp = [](const VjpContext& c) -> Tensors { return {neg(c.g())}; }});
 SPORE_DEFINE_OP(Abs, {.infer = same_meta, .vjp = [](const VjpContext& c) -> Tensors {
@@ -167,8 +164,7 @@ SPORE_DEFINE_OP(Erf, {.infer = float_meta, .vjp = [](const VjpContext& c) -> Ten
                       }});
 SPORE_DEFINE_OP(LogicalNot, {.infer = bool_unary_meta});
 
-// ---- binary
-// --------------------------------------------------------------------------------------
+// ---- binary -------------------------------------------------------------------------------------
 SPORE_DEFINE_OP(Add, {.infer = binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
                         return {c.g(), c.g()};
                       }});
@@ -221,8 +217,9 @@ SPORE_DEFINE_OP(LogicalXor, {.infer = compare_meta});
 // relu_grad(g, x) = g where x > 0: linear in g (its gradient is relu_grad again), piecewise
 // constant in x (zero gradient).
 SPORE_DEFINE_OP(ReluGrad, {.infer = float_binary_meta, .vjp = [](const VjpContext& c) -> Tensors {
-                             return {c.needs(0) ? call1(OpId::ReluGrad, {c.g(), c.in(1)}) : Tensor(),
-                                     c.needs(1) ? zeros_like(c.in(1)) : Tensor()};
+                             return {
+                                 c.needs(0) ? call1(OpId::ReluGrad, {c.g(), c.in(1)}) : Tensor(),
+                                 c.needs(1) ? zeros_like(c.in(1)) : Tensor()};
                            }});
 
 SPORE_DEFINE_OP(Where, {
@@ -246,8 +243,7 @@ SPORE_DEFINE_OP(Where, {
 
 }  // namespace spore::ops
 
-// ---- public functions
-// ------------------------------------------------------------------------------
+// ---- public functions ---------------------------------------------------------------------------
 namespace spore {
 namespace {
 using ops::Attrs;

@@ -61,8 +61,9 @@ Metas fused_elementwise_infer(const Metas& in, const Attrs& a) {
     } else if (op == Opcode::kCall) {
       check_value(k, ins[1]);
       if (ins[2] >= 0) check_value(k, ins[2]);
-      SPORE_CHECK(ins[3] >= 0 && ins[3] < num_ops() && op_def(OpId(ins[3])).traits.fused == Opcode::kCall,
-                  "instruction ", k, " calls op ", ins[3], ", which is not a pointwise op fused by call");
+      SPORE_CHECK(
+          ins[3] >= 0 && ins[3] < num_ops() && op_def(OpId(ins[3])).traits.fused == Opcode::kCall,
+          "instruction ", k, " calls op ", ins[3], ", which is not a pointwise op fused by call");
     } else if (op == Opcode::kWhere) {
       for (int j = 1; j < 4; ++j) check_value(k, ins[j]);
       SPORE_CHECK(is_bool[size_t(ins[1])], "instruction ", k, " (where) has a non-bool condition");

@@ -73,16 +73,22 @@ struct Lowering {
   bool optional_params = false;
   const char* variant_attr = nullptr;  // a bool attribute that, when true, selects `variant`
   Opcode variant = Opcode::kNone;
-  bool bool_input = false;             // fusible only from a bool input to a float output
+  bool bool_input = false;  // fusible only from a bool input to a float output
 };
 inline Lowering lowering(Opcode op) {
   switch (op) {
-    case Opcode::kLeakyRelu: return {.param0 = "alpha", .default0 = 0.01};
-    case Opcode::kSoftplus: return {.param0 = "beta", .default0 = 1, .param1 = "threshold", .default1 = 20};
-    case Opcode::kClamp: return {.param0 = "min", .param1 = "max", .optional_params = true};
-    case Opcode::kGeluErf: return {.variant_attr = "approximate", .variant = Opcode::kGeluTanh};
-    case Opcode::kBoolToFloat: return {.bool_input = true};
-    default: return {};
+    case Opcode::kLeakyRelu:
+      return {.param0 = "alpha", .default0 = 0.01};
+    case Opcode::kSoftplus:
+      return {.param0 = "beta", .default0 = 1, .param1 = "threshold", .default1 = 20};
+    case Opcode::kClamp:
+      return {.param0 = "min", .param1 = "max", .optional_params = true};
+    case Opcode::kGeluErf:
+      return {.variant_attr = "approximate", .variant = Opcode::kGeluTanh};
+    case Opcode::kBoolToFloat:
+      return {.bool_input = true};
+    default:
+      return {};
   }
 }
 

@@ -39,126 +39,130 @@ Tensors scatter_back(const VjpContext& c) {
 }  // namespace
 
 SPORE_DEFINE_OP(Gather, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    check_index_dtype(in[1].dtype, "index");
-    const int64_t ax =
-        normalize_axis(a.get_int("axis"), int64_t(in[0].shape.size()));
-    check_index_shape(in[0].shape, in[1].shape, ax, "input");
-    return {{in[1].shape, in[0].dtype}};
-  },
-  .vjp = [](const VjpContext& c) -> Tensors {
-    return {scatter_add(zeros_like(c.in(0)), c.attrs.get_int("axis"),
-                        c.in(1), c.g()),
-            Tensor()};
-  },
-});
+                            .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                              check_index_dtype(in[1].dtype, "index");
+                              const int64_t ax =
+                                  normalize_axis(a.get_int("axis"), int64_t(in[0].shape.size()));
+                              check_index_shape(in[0].shape, in[1].shape, ax, "input");
+                              return {{in[1].shape, in[0].dtype}};
+                            },
+                            .vjp = [](const VjpContext& c) -> Tensors {
+                              return {scatter_add(zeros_like(c.in(0)), c.attrs.get_int("axis"),
+                                                  c.in(1), c.g()),
+                                      Tensor()};
+                            },
+                        });
 
-SPORE_DEFINE_OP(IndexSelect, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    check_index_dtype(in[1].dtype, "index");
-    SPORE_CHECK(in[1].shape.size() <= 1, "index must be 1-d, got shape ",
-                shape_str(in[1].shape));
-    Shape o = in[0].shape;
-    const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(o.size()));
-    if (!o.empty()) o[size_t(ax)] = shape_numel(in[1].shape);
-    return {{o, in[0].dtype}};
-  },
-  // index_add of g into zeros: scatter_add with the index broadcast along the other dims.
-  .vjp = [](const VjpContext& c) -> Tensors {
-    const Tensor& x = c.in(0);
-    if (x.dim() == 0) return {c.g().reshape({}), Tensor()};
-    const int64_t ax = normalize_axis(c.attrs.get_int("axis"), x.dim());
-    Shape s(size_t(x.dim()), 1);
-    s[size_t(ax)] = c.in(1).numel();
-    Tensor idx = c.in(1).reshape(s).expand(c.g().shape());
-    return {scatter_add(zeros_like(x), ax, idx, c.g()), Tensor()};
-  },
-});
+SPORE_DEFINE_OP(
+    IndexSelect,
+    {
+        .infer = [](const Metas& in, const Attrs& a) -> Metas {
+          check_index_dtype(in[1].dtype, "index");
+          SPORE_CHECK(in[1].shape.size() <= 1, "index must be 1-d, got shape ",
+                      shape_str(in[1].shape));
+          Shape o = in[0].shape;
+          const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(o.size()));
+          if (!o.empty()) o[size_t(ax)] = shape_numel(in[1].shape);
+          return {{o, in[0].dtype}};
+        },
+        // index_add of g into zeros: scatter_add with the index broadcast along the other dims.
+        .vjp = [](const VjpContext& c) -> Tensors {
+          const Tensor& x = c.in(0);
+          if (x.dim() == 0) return {c.g().reshape({}), Tensor()};
+          const int64_t ax = normalize_axis(c.attrs.get_int("axis"), x.dim());
+          Shape s(size_t(x.dim()), 1);
+          s[size_t(ax)] = c.in(1).numel();
+          Tensor idx = c.in(1).reshape(s).expand(c.g().shape());
+          return {scatter_add(zeros_like(x), ax, idx, c.g()), Tensor()};
+        },
+    });
 
-SPORE_DEFINE_OP(ScatterAdd, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    check_index_dtype(in[1].dtype, "index");
-    SPORE_CHECK_TYPE(in[2].dtype == in[0].dtype, "src dtype ",
-                     dtype_name(in[2].dtype), " differs from input dtype ",
-                     dtype_name(in[0].dtype));
-    const int64_t ax =
-        normalize_axis(a.get_int("axis"), int64_t(in[0].shape.size()));
-    check_index_shape(in[0].shape, in[1].shape, ax, "input");
-    check_index_shape(in[2].shape, in[1].shape, -1, "src");
-    return {in[0]};
-  },
-  .vjp = [](const VjpContext& c) -> Tensors {
-    const int64_t ax = c.attrs.get_int("axis");
-    Tensor gs = gather(c.g(), ax, c.in(1));
-    if (gs.shape() !=
-        c.in(2).shape()) {  // src elements outside the index region get zero
-      std::vector<int64_t> pads;
-      for (int64_t d = c.in(2).dim() - 1; d >= 0; --d) {
-        pads.push_back(0);
-        pads.push_back(c.in(2).size(d) - gs.size(d));
-      }
-      gs = pad(gs, pads, 0);
-    }
-    return {c.g(), Tensor(), gs};
-  },
-});
+SPORE_DEFINE_OP(ScatterAdd,
+                {
+                    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                      check_index_dtype(in[1].dtype, "index");
+                      SPORE_CHECK_TYPE(in[2].dtype == in[0].dtype, "src dtype ",
+                                       dtype_name(in[2].dtype), " differs from input dtype ",
+                                       dtype_name(in[0].dtype));
+                      const int64_t ax =
+                          normalize_axis(a.get_int("axis"), int64_t(in[0].shape.size()));
+                      check_index_shape(in[0].shape, in[1].shape, ax, "input");
+                      check_index_shape(in[2].shape, in[1].shape, -1, "src");
+                      return {in[0]};
+                    },
+                    .vjp = [](const VjpContext& c) -> Tensors {
+                      const int64_t ax = c.attrs.get_int("axis");
+                      Tensor gs = gather(c.g(), ax, c.in(1));
+                      if (gs.shape() !=
+                          c.in(2).shape()) {  // src elements outside the index region get zero
+                        std::vector<int64_t> pads;
+                        for (int64_t d = c.in(2).dim() - 1; d >= 0; --d) {
+                          pads.push_back(0);
+                          pads.push_back(c.in(2).size(d) - gs.size(d));
+                        }
+                        gs = pad(gs, pads, 0);
+                      }
+                      return {c.g(), Tensor(), gs};
+                    },
+                });
 
 SPORE_DEFINE_OP(OneHot, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    check_index_dtype(in[0].dtype, "index");
-    const int64_t depth = a.get_int("depth");
-    SPORE_CHECK(depth > 0, "depth must be positive, got ", depth);
-    Shape o = in[0].shape;
-    o.push_back(depth);
-    return {{o, a.get_dtype("dtype")}};
-  },
-});
+                            .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                              check_index_dtype(in[0].dtype, "index");
+                              const int64_t depth = a.get_int("depth");
+                              SPORE_CHECK(depth > 0, "depth must be positive, got ", depth);
+                              Shape o = in[0].shape;
+                              o.push_back(depth);
+                              return {{o, a.get_dtype("dtype")}};
+                            },
+                        });
 
 SPORE_DEFINE_OP(TopK, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    const Shape& s = in[0].shape;
-    const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(s.size()));
-    const int64_t n = s.empty() ? 1 : s[size_t(ax)], k = a.get_int("k");
-    SPORE_CHECK(k >= 0 && k <= n, "k = ", k,
-                " is out of range for dimension ", ax, " of size ", n,
-                " (input shape ", shape_str(s), ")");
-    return sort_like_infer(s, in[0].dtype, ax, k);
-  },
-  .vjp = scatter_back,
-});
+                          .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                            const Shape& s = in[0].shape;
+                            const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(s.size()));
+                            const int64_t n = s.empty() ? 1 : s[size_t(ax)], k = a.get_int("k");
+                            SPORE_CHECK(k >= 0 && k <= n, "k = ", k,
+                                        " is out of range for dimension ", ax, " of size ", n,
+                                        " (input shape ", shape_str(s), ")");
+                            return sort_like_infer(s, in[0].dtype, ax, k);
+                          },
+                          .vjp = scatter_back,
+                      });
 
 SPORE_DEFINE_OP(Sort, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    const Shape& s = in[0].shape;
-    const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(s.size()));
-    return sort_like_infer(s, in[0].dtype, ax,
-                           s.empty() ? 1 : s[size_t(ax)]);
-  },
-  .vjp = scatter_back,
-});
+                          .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                            const Shape& s = in[0].shape;
+                            const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(s.size()));
+                            return sort_like_infer(s, in[0].dtype, ax,
+                                                   s.empty() ? 1 : s[size_t(ax)]);
+                          },
+                          .vjp = scatter_back,
+                      });
 
-SPORE_DEFINE_OP(Cumsum, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    normalize_axis(a.get_int("axis"), int64_t(in[0].shape.size()));
-    return {{in[0].shape, is_floating(in[0].dtype) ? in[0].dtype : kInt64}};
-  },
-  .vjp = [](const VjpContext& c) -> Tensors {
-    return {call1(OpId::Cumsum, {c.g()},
-                  Attrs()
-                      .set("axis", c.attrs.get_int("axis"))
-                      .set("reverse", !c.attrs.get_bool("reverse")))};
-  },
-});
+SPORE_DEFINE_OP(Cumsum,
+                {
+                    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                      normalize_axis(a.get_int("axis"), int64_t(in[0].shape.size()));
+                      return {{in[0].shape, is_floating(in[0].dtype) ? in[0].dtype : kInt64}};
+                    },
+                    .vjp = [](const VjpContext& c) -> Tensors {
+                      return {call1(OpId::Cumsum, {c.g()},
+                                    Attrs()
+                                        .set("axis", c.attrs.get_int("axis"))
+                                        .set("reverse", !c.attrs.get_bool("reverse")))};
+                    },
+                });
 
 SPORE_DEFINE_OP(Assign, {
-  .infer = [](const Metas& in, const Attrs&) -> Metas {
-    const Shape b = broadcast_shapes(in[0].shape, in[1].shape);
-    SPORE_CHECK(b == in[0].shape, "cannot assign a value of shape ",
-                shape_str(in[1].shape), " to a tensor of shape ",
-                shape_str(in[0].shape));
-    return {};
-  },
-});
+                            .infer = [](const Metas& in, const Attrs&) -> Metas {
+                              const Shape b = broadcast_shapes(in[0].shape, in[1].shape);
+                              SPORE_CHECK(b == in[0].shape, "cannot assign a value of shape ",
+                                          shape_str(in[1].shape), " to a tensor of shape ",
+                                          shape_str(in[0].shape));
+                              return {};
+                            },
+                        });
 
 }  // namespace spore::ops
 

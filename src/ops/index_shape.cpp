@@ -36,141 +36,145 @@ Shape padded_shape(const Shape& s, const std::vector<int64_t>& pads) {
 }  // namespace
 
 SPORE_DEFINE_OP(Softmax, {
-  .infer = softmax_infer,
-  .vjp = [](const VjpContext& c) -> Tensors {  // y * (g - sum(g * y))
-    const int64_t ax = c.attrs.get_int("axis");
-    const Tensor& y = c.out(0);
-    return {mul(y, sub(c.g(), sum(mul(c.g(), y), {ax}, true)))};
-  },
-});
+                             .infer = softmax_infer,
+                             .vjp = [](const VjpContext& c) -> Tensors {  // y * (g - sum(g * y))
+                               const int64_t ax = c.attrs.get_int("axis");
+                               const Tensor& y = c.out(0);
+                               return {mul(y, sub(c.g(), sum(mul(c.g(), y), {ax}, true)))};
+                             },
+                         });
 
 SPORE_DEFINE_OP(LogSoftmax, {
-  .infer = softmax_infer,
-  .vjp = [](const VjpContext& c) -> Tensors {  // g - softmax * sum(g)
-    const int64_t ax = c.attrs.get_int("axis");
-    return {sub(c.g(), mul(exp(c.out(0)), sum(c.g(), {ax}, true)))};
-  },
-});
+                                .infer = softmax_infer,
+                                .vjp = [](const VjpContext& c) -> Tensors {  // g - softmax * sum(g)
+                                  const int64_t ax = c.attrs.get_int("axis");
+                                  return {sub(c.g(), mul(exp(c.out(0)), sum(c.g(), {ax}, true)))};
+                                },
+                            });
 
-SPORE_DEFINE_OP(Concat, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    SPORE_CHECK(!in.empty(), "expected at least one tensor");
-    const Shape& s0 = in[0].shape;
-    SPORE_CHECK(!s0.empty(), "cannot concatenate 0-d tensors (use stack)");
-    const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(s0.size()));
-    Shape out = s0;
-    out[size_t(ax)] = 0;
-    for (size_t i = 0; i < in.size(); ++i) {
-      const Shape& s = in[i].shape;
-      SPORE_CHECK_TYPE(in[i].dtype == in[0].dtype, "input ", i, " has dtype ",
-                       dtype_name(in[i].dtype), " but input 0 has ",
-                       dtype_name(in[0].dtype));
-      bool ok = s.size() == s0.size();
-      for (size_t d = 0; ok && d < s.size(); ++d)
-        ok = int64_t(d) == ax || s[d] == s0[d];
-      SPORE_CHECK(ok, "input ", i, " has shape ", shape_str(s),
-                  " but input 0 has shape ", shape_str(s0),
-                  ": all dims except axis ", ax, " must match");
-      out[size_t(ax)] += s[size_t(ax)];
-    }
-    return {{out, in[0].dtype}};
-  },
-  .vjp = [](const VjpContext& c) -> Tensors {
-    const int64_t ax = normalize_axis(c.attrs.get_int("axis"), c.in(0).dim());
-    Tensors grads;
-    int64_t start = 0;
-    for (const Tensor& x : c.inputs) {
-      const int64_t n = x.size(ax);
-      grads.push_back(c.g().slice(ax, start, start + n));
-      start += n;
-    }
-    return grads;
-  },
-});
+SPORE_DEFINE_OP(Concat,
+                {
+                    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                      SPORE_CHECK(!in.empty(), "expected at least one tensor");
+                      const Shape& s0 = in[0].shape;
+                      SPORE_CHECK(!s0.empty(), "cannot concatenate 0-d tensors (use stack)");
+                      const int64_t ax = normalize_axis(a.get_int("axis"), int64_t(s0.size()));
+                      Shape out = s0;
+                      out[size_t(ax)] = 0;
+                      for (size_t i = 0; i < in.size(); ++i) {
+                        const Shape& s = in[i].shape;
+                        SPORE_CHECK_TYPE(in[i].dtype == in[0].dtype, "input ", i, " has dtype ",
+                                         dtype_name(in[i].dtype), " but input 0 has ",
+                                         dtype_name(in[0].dtype));
+                        bool ok = s.size() == s0.size();
+                        for (size_t d = 0; ok && d < s.size(); ++d)
+                          ok = int64_t(d) == ax || s[d] == s0[d];
+                        SPORE_CHECK(ok, "input ", i, " has shape ", shape_str(s),
+                                    " but input 0 has shape ", shape_str(s0),
+                                    ": all dims except axis ", ax, " must match");
+                        out[size_t(ax)] += s[size_t(ax)];
+                      }
+                      return {{out, in[0].dtype}};
+                    },
+                    .vjp = [](const VjpContext& c) -> Tensors {
+                      const int64_t ax = normalize_axis(c.attrs.get_int("axis"), c.in(0).dim());
+                      Tensors grads;
+                      int64_t start = 0;
+                      for (const Tensor& x : c.inputs) {
+                        const int64_t n = x.size(ax);
+                        grads.push_back(c.g().slice(ax, start, start + n));
+                        start += n;
+                      }
+                      return grads;
+                    },
+                });
 
 SPORE_DEFINE_OP(Split, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    const Shape& s = in[0].shape;
-    const int64_t ax =
-        normalize_axis(a.get_int("axis"), int64_t(s.size()));
-    SPORE_CHECK(!s.empty(), "cannot split a 0-d tensor");
-    const auto& sizes = a.get_ints("sizes");
-    int64_t total = 0;
-    Metas out;
-    for (int64_t n : sizes) {
-      SPORE_CHECK(n >= 0, "split sizes must be non-negative, got ",
-                  shape_str(sizes));
-      total += n;
-      Shape o = s;
-      o[size_t(ax)] = n;
-      out.push_back({o, in[0].dtype});
-    }
-    SPORE_CHECK(total == s[size_t(ax)], "split sizes ", shape_str(sizes),
-                " add up to ", total, " but dimension ", ax, " of shape ",
-                shape_str(s), " has size ", s[size_t(ax)]);
-    return out;
-  },
-  .vjp = [](const VjpContext& c) -> Tensors {
-    return {concat(c.cotangents, c.attrs.get_int("axis"))};
-  },
-});
+                           .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                             const Shape& s = in[0].shape;
+                             const int64_t ax =
+                                 normalize_axis(a.get_int("axis"), int64_t(s.size()));
+                             SPORE_CHECK(!s.empty(), "cannot split a 0-d tensor");
+                             const auto& sizes = a.get_ints("sizes");
+                             int64_t total = 0;
+                             Metas out;
+                             for (int64_t n : sizes) {
+                               SPORE_CHECK(n >= 0, "split sizes must be non-negative, got ",
+                                           shape_str(sizes));
+                               total += n;
+                               Shape o = s;
+                               o[size_t(ax)] = n;
+                               out.push_back({o, in[0].dtype});
+                             }
+                             SPORE_CHECK(total == s[size_t(ax)], "split sizes ", shape_str(sizes),
+                                         " add up to ", total, " but dimension ", ax, " of shape ",
+                                         shape_str(s), " has size ", s[size_t(ax)]);
+                             return out;
+                           },
+                           .vjp = [](const VjpContext& c) -> Tensors {
+                             return {concat(c.cotangents, c.attrs.get_int("axis"))};
+                           },
+                       });
 
 SPORE_DEFINE_OP(Pad, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    return {{padded_shape(in[0].shape, a.get_ints("pads")), in[0].dtype}};
-  },
-  // The gradient of padding by p is cropping by p: pad with -p.
-  .vjp = [](const VjpContext& c) -> Tensors {
-    std::vector<int64_t> neg = c.attrs.get_ints("pads");
-    for (int64_t& p : neg) p = -p;
-    return {pad(c.g(), neg, 0)};
-  },
-});
+                         .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                           return {{padded_shape(in[0].shape, a.get_ints("pads")), in[0].dtype}};
+                         },
+                         // The gradient of padding by p is cropping by p: pad with -p.
+                         .vjp = [](const VjpContext& c) -> Tensors {
+                           std::vector<int64_t> neg = c.attrs.get_ints("pads");
+                           for (int64_t& p : neg) p = -p;
+                           return {pad(c.g(), neg, 0)};
+                         },
+                     });
 
-SPORE_DEFINE_OP(Dropout, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    SPORE_CHECK_TYPE(is_floating(in[0].dtype),
-                     "expected a floating-point input, got ",
-                     dtype_name(in[0].dtype));
-    const double p = a.get_float("p");
-    SPORE_CHECK(p >= 0 && p <= 1, "p must be in [0, 1], got ", p);
-    return {in[0], {in[0].shape, kUInt8}};
-  },
-  .vjp = [](const VjpContext& c) -> Tensors {
-    const double p = c.attrs.get_float("p");
-    if (p >= 1) return {zeros_like(c.g())};
-    return {mul(c.g(), cast(c.out(1), c.g().dtype())) * (1.0 / (1.0 - p))};
-  },
-});
+SPORE_DEFINE_OP(Dropout,
+                {
+                    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                      SPORE_CHECK_TYPE(is_floating(in[0].dtype),
+                                       "expected a floating-point input, got ",
+                                       dtype_name(in[0].dtype));
+                      const double p = a.get_float("p");
+                      SPORE_CHECK(p >= 0 && p <= 1, "p must be in [0, 1], got ", p);
+                      return {in[0], {in[0].shape, kUInt8}};
+                    },
+                    .vjp = [](const VjpContext& c) -> Tensors {
+                      const double p = c.attrs.get_float("p");
+                      if (p >= 1) return {zeros_like(c.g())};
+                      return {mul(c.g(), cast(c.out(1), c.g().dtype())) * (1.0 / (1.0 - p))};
+                    },
+                });
 
-SPORE_DEFINE_OP(UpsampleNearest2d, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    const Shape& s = in[0].shape;
-    SPORE_CHECK(s.size() == 4,
-                "expected input of rank 4 (N, C, H, W), got shape ",
-                shape_str(s));
-    const auto& os = a.get_ints("output_size");
-    SPORE_CHECK(os.size() == 2 && os[0] > 0 && os[1] > 0,
-                "output_size must be two positive sizes (H, W), got ",
-                shape_str(os));
-    return {{{s[0], s[1], os[0], os[1]}, in[0].dtype}};
-  },
-  .vjp = [](const VjpContext& c) -> Tensors {
-    return {call1(OpId::UpsampleNearest2dBackward, {c.g()},
-                  Attrs().set("input_shape", c.in(0).shape()))};
-  },
-});
+SPORE_DEFINE_OP(UpsampleNearest2d,
+                {
+                    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                      const Shape& s = in[0].shape;
+                      SPORE_CHECK(s.size() == 4,
+                                  "expected input of rank 4 (N, C, H, W), got shape ",
+                                  shape_str(s));
+                      const auto& os = a.get_ints("output_size");
+                      SPORE_CHECK(os.size() == 2 && os[0] > 0 && os[1] > 0,
+                                  "output_size must be two positive sizes (H, W), got ",
+                                  shape_str(os));
+                      return {{{s[0], s[1], os[0], os[1]}, in[0].dtype}};
+                    },
+                    .vjp = [](const VjpContext& c) -> Tensors {
+                      return {call1(OpId::UpsampleNearest2dBackward, {c.g()},
+                                    Attrs().set("input_shape", c.in(0).shape()))};
+                    },
+                });
 
-SPORE_DEFINE_OP(UpsampleNearest2dBackward, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    const Shape& g = in[0].shape;
-    const Shape& xs = a.get_ints("input_shape");
-    SPORE_CHECK(g.size() == 4 && xs.size() == 4 && g[0] == xs[0] && g[1] == xs[1],
-                "gradient of shape ", shape_str(g),
-                " does not match input shape ", shape_str(xs));
-    return {{xs, in[0].dtype}};
-  },
-});
+SPORE_DEFINE_OP(UpsampleNearest2dBackward,
+                {
+                    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                      const Shape& g = in[0].shape;
+                      const Shape& xs = a.get_ints("input_shape");
+                      SPORE_CHECK(g.size() == 4 && xs.size() == 4 && g[0] == xs[0] && g[1] == xs[1],
+                                  "gradient of shape ", shape_str(g),
+                                  " does not match input shape ", shape_str(xs));
+                      return {{xs, in[0].dtype}};
+                    },
+                });
 
 }  // namespace spore::ops
 

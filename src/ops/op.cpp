@@ -22,8 +22,10 @@ namespace spore::ops {
 Attrs& Attrs::set(const char* key, AttrValue v) {
   auto it = std::lower_bound(items_.begin(), items_.end(), key,
                              [](const auto& kv, const char* k) { return kv.first < k; });
-  if (it != items_.end() && it->first == key) it->second = std::move(v);
-  else items_.insert(it, {key, std::move(v)});
+  if (it != items_.end() && it->first == key)
+    it->second = std::move(v);
+  else
+    items_.insert(it, {key, std::move(v)});
   return *this;
 }
 const AttrValue* Attrs::find(const char* key) const {
@@ -31,7 +33,8 @@ const AttrValue* Attrs::find(const char* key) const {
     if (kv.first == key) return &kv.second;
   return nullptr;
 }
-#define SPORE_ATTR_MISSING(key) SPORE_ASSERT(false, "missing attribute '", key, "' (have: ", str(), ")")
+#define SPORE_ATTR_MISSING(key) \
+  SPORE_ASSERT(false, "missing attribute '", key, "' (have: ", str(), ")")
 int64_t Attrs::get_int(const char* key) const {
   const AttrValue* v = find(key);
   if (!v) SPORE_ATTR_MISSING(key);
@@ -39,7 +42,9 @@ int64_t Attrs::get_int(const char* key) const {
   SPORE_ASSERT(std::holds_alternative<int64_t>(*v), "attribute '", key, "' is not an int");
   return std::get<int64_t>(*v);
 }
-int64_t Attrs::get_int(const char* key, int64_t dflt) const { return has(key) ? get_int(key) : dflt; }
+int64_t Attrs::get_int(const char* key, int64_t dflt) const {
+  return has(key) ? get_int(key) : dflt;
+}
 double Attrs::get_float(const char* key) const {
   const AttrValue* v = find(key);
   if (!v) SPORE_ATTR_MISSING(key);
@@ -47,7 +52,9 @@ double Attrs::get_float(const char* key) const {
   SPORE_ASSERT(std::holds_alternative<double>(*v), "attribute '", key, "' is not a float");
   return std::get<double>(*v);
 }
-double Attrs::get_float(const char* key, double dflt) const { return has(key) ? get_float(key) : dflt; }
+double Attrs::get_float(const char* key, double dflt) const {
+  return has(key) ? get_float(key) : dflt;
+}
 bool Attrs::get_bool(const char* key, bool dflt) const {
   const AttrValue* v = find(key);
   if (!v) return dflt;
@@ -58,7 +65,8 @@ bool Attrs::get_bool(const char* key, bool dflt) const {
 const std::vector<int64_t>& Attrs::get_ints(const char* key) const {
   const AttrValue* v = find(key);
   if (!v) SPORE_ATTR_MISSING(key);
-  SPORE_ASSERT(std::holds_alternative<std::vector<int64_t>>(*v), "attribute '", key, "' is not a list");
+  SPORE_ASSERT(std::holds_alternative<std::vector<int64_t>>(*v), "attribute '", key,
+               "' is not a list");
   return std::get<std::vector<int64_t>>(*v);
 }
 std::vector<int64_t> Attrs::get_ints(const char* key, std::vector<int64_t> dflt) const {
@@ -81,14 +89,21 @@ std::string Attrs::str() const {
   for (const auto& [k, v] : items_) {
     if (!s.empty()) s += ", ";
     s += k + "=";
-    std::visit([&](const auto& x) {
-      using T = std::decay_t<decltype(x)>;
-      if constexpr (std::is_same_v<T, std::vector<int64_t>>) s += shape_str(x);
-      else if constexpr (std::is_same_v<T, DType>) s += dtype_name(x);
-      else if constexpr (std::is_same_v<T, std::string>) s += "'" + x + "'";
-      else if constexpr (std::is_same_v<T, bool>) s += x ? "true" : "false";
-      else s += std::to_string(x);
-    }, v);
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+            s += shape_str(x);
+          else if constexpr (std::is_same_v<T, DType>)
+            s += dtype_name(x);
+          else if constexpr (std::is_same_v<T, std::string>)
+            s += "'" + x + "'";
+          else if constexpr (std::is_same_v<T, bool>)
+            s += x ? "true" : "false";
+          else
+            s += std::to_string(x);
+        },
+        v);
   }
   return s;
 }
@@ -98,16 +113,18 @@ size_t Attrs::hash() const {
   for (const auto& [k, v] : items_) {
     combine(std::hash<std::string>()(k));
     combine(v.index());
-    std::visit([&](const auto& x) {
-      using T = std::decay_t<decltype(x)>;
-      if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-        for (int64_t e : x) combine(std::hash<int64_t>()(e));
-      } else if constexpr (std::is_same_v<T, DType>) {
-        combine(size_t(x));
-      } else {
-        combine(std::hash<T>()(x));
-      }
-    }, v);
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+            for (int64_t e : x) combine(std::hash<int64_t>()(e));
+          } else if constexpr (std::is_same_v<T, DType>) {
+            combine(size_t(x));
+          } else {
+            combine(std::hash<T>()(x));
+          }
+        },
+        v);
   }
   return h;
 }
@@ -168,11 +185,11 @@ OpId register_op(std::string name, int num_inputs, int num_outputs, uint32_t fla
   SPORE_CHECK((flags & kNonDiff) || rules.vjp, "[register_op] op '", name,
               "' needs a gradient rule (bprop), or mark it non-differentiable");
   const int i = t.count.load();
-  SPORE_CHECK(i < kMaxOps, "[register_op] cannot register '", name, "': the op table holds ", kMaxOps,
-              " ops");
+  SPORE_CHECK(i < kMaxOps, "[register_op] cannot register '", name, "': the op table holds ",
+              kMaxOps, " ops");
   t.names.push_back(std::move(name));
-  t.defs[size_t(i)] = OpDef{OpId(i), t.names.back().c_str(), num_inputs, num_outputs, flags, std::move(rules),
-                            traits};
+  t.defs[size_t(i)] = OpDef{OpId(i), t.names.back().c_str(), num_inputs, num_outputs,
+                            flags,   std::move(rules),       traits};
   t.count.store(i + 1, std::memory_order_release);
   return OpId(i);
 }
@@ -204,7 +221,9 @@ namespace {
 TapeHook g_tape;  // set once at load time by src/autograd
 }
 void set_tape_hook(const TapeHook& hook) { g_tape = hook; }
-bool is_zero_cotangent(const Tensor& g) { return g_tape.is_zero_cotangent && g_tape.is_zero_cotangent(g); }
+bool is_zero_cotangent(const Tensor& g) {
+  return g_tape.is_zero_cotangent && g_tape.is_zero_cotangent(g);
+}
 
 void set_trace_hook(TraceHook* hook) { g_trace_hook = hook; }
 TraceHook* trace_hook() { return g_trace_hook; }
@@ -218,7 +237,7 @@ ShardingHook* current_sharding() { return g_sharding; }
 ShardingHookScope::ShardingHookScope(ShardingHook* h) : prev_(g_sharding) { g_sharding = h; }
 ShardingHookScope::~ShardingHookScope() { g_sharding = prev_; }
 
-// ---- shared inference helpers --------------------------------------------------------------------
+// ---- shared inference helpers -------------------------------------------------------------------
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
   const size_t n = std::max(a.size(), b.size());
   Shape out(n);
@@ -246,12 +265,13 @@ std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t ra
   return out;
 }
 
-// ---- dispatch ------------------------------------------------------------------------------------
+// ---- dispatch -----------------------------------------------------------------------------------
 std::string profile_args(const Metas& in, const Metas& out) {
   auto list = [](const Metas& ms) {
     std::string s = "[";
     for (size_t i = 0; i < ms.size(); ++i)
-      s += (i ? ", \"" : "\"") + std::string(dtype_name(ms[i].dtype)) + shape_str(ms[i].shape) + "\"";
+      s += (i ? ", \"" : "\"") + std::string(dtype_name(ms[i].dtype)) + shape_str(ms[i].shape) +
+           "\"";
     return s + "]";
   };
   return "\"inputs\": " + list(in) + ", \"outputs\": " + list(out);
@@ -259,7 +279,9 @@ std::string profile_args(const Metas& in, const Metas& out) {
 
 // A 0-d host tensor next to tensors on a device joins the op as a scalar (PyTorch's rule), so
 // `x * 2.0` uploads nothing; the device's kernels read it from the host.
-static bool is_host_scalar(const Tensor& t) { return t.dim() == 0 && t.device().type == DeviceType::CPU; }
+static bool is_host_scalar(const Tensor& t) {
+  return t.dim() == 0 && t.device().type == DeviceType::CPU;
+}
 
 Device op_device(const OpDef& def, const Tensors& inputs) {
   if (inputs.empty()) return current_device();
@@ -269,9 +291,11 @@ Device op_device(const OpDef& def, const Tensors& inputs) {
   const Device device = inputs[at].device();
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || inputs[i].device() == device || is_host_scalar(inputs[i])) continue;
-    SPORE_THROW(ErrorKind::RuntimeError, "[", def.name, "] expected all inputs on one device, but input ",
-                at, " is on ", to_string(device), " and input ", i, " is on ", to_string(inputs[i].device()),
-                ". Move one with .to(device) first (only a 0-d CPU tensor may join an op on another device, "
+    SPORE_THROW(ErrorKind::RuntimeError, "[", def.name,
+                "] expected all inputs on one device, but input ", at, " is on ", to_string(device),
+                " and input ", i, " is on ", to_string(inputs[i].device()),
+                ". Move one with .to(device) first (only a 0-d CPU tensor may join an op on "
+                "another device, "
                 "as a scalar).");
   }
   return device;
@@ -281,8 +305,8 @@ namespace {
 Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
   const OpDef& def = op_def(id);
   SPORE_ASSERT(def.rules.infer, "op '", def.name, "' has no inference rule");
-  SPORE_CHECK(def.num_inputs < 0 || int(inputs.size()) == def.num_inputs, "[", def.name, "] expected ",
-              def.num_inputs, " inputs, got ", inputs.size());
+  SPORE_CHECK(def.num_inputs < 0 || int(inputs.size()) == def.num_inputs, "[", def.name,
+              "] expected ", def.num_inputs, " inputs, got ", inputs.size());
   Metas in_meta;
   in_meta.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -310,11 +334,14 @@ Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
       SPORE_THROW(ErrorKind::NotImplemented, "[", def.name, "] has no kernel for device ",
                   device_type_name(device.type));
     }
-    const DType key = !inputs.empty() ? inputs[0].dtype() : out_meta.empty() ? kFloat32 : out_meta[0].dtype;
+    const DType key = !inputs.empty()    ? inputs[0].dtype()
+                      : out_meta.empty() ? kFloat32
+                                         : out_meta[0].dtype;
     if (!k->supports(key)) {
       std::string list;
       for (int t = 0; t < kNumDTypes; ++t)
-        if (k->supports(DType(t))) list += (list.empty() ? "" : ", ") + std::string(dtype_name(DType(t)));
+        if (k->supports(DType(t)))
+          list += (list.empty() ? "" : ", ") + std::string(dtype_name(DType(t)));
       SPORE_THROW(ErrorKind::TypeError, "[", def.name, "] does not support dtype ", dtype_name(key),
                   " on ", device_type_name(device.type), "; supported: ", list);
     }
@@ -336,15 +363,16 @@ Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
     KernelContext ctx{def, inputs, outputs, attrs, &current_stream(device)};
     k->fn(ctx);
   }
-  if (g_tape.should_record && g_tape.should_record(def, inputs)) g_tape.record(id, attrs, inputs, outputs);
+  if (g_tape.should_record && g_tape.should_record(def, inputs))
+    g_tape.record(id, attrs, inputs, outputs);
   return outputs;
 }
 
-// PyNative mixed precision (ops/precision.h): casts the inputs the current policy names, runs the op, and under
-// O1 casts low-precision outputs back to float32. The casts are ordinary Cast ops, so the tape
-// records them and float32 parameters get float32 gradients. Everything runs with the policy
-// suspended: no recursion, and the tape nodes carry O0, so backward ops simply follow the dtypes
-// of the tensors they were given (the forward's precision).
+// PyNative mixed precision (ops/precision.h): casts the inputs the current policy names, runs the
+// op, and under O1 casts low-precision outputs back to float32. The casts are ordinary Cast ops, so
+// the tape records them and float32 parameters get float32 gradients. Everything runs with the
+// policy suspended: no recursion, and the tape nodes carry O0, so backward ops simply follow the
+// dtypes of the tensors they were given (the forward's precision).
 bool is_low_or_f32(DType t) { return t == kFloat16 || t == kBFloat16 || t == kFloat32; }
 
 Tensor to_compute(const Tensor& x, DType c) {

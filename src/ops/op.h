@@ -31,7 +31,7 @@ enum class OpId : uint16_t {
   kCount
 };
 inline constexpr int kNumOps = int(OpId::kCount);  // built-in primitives
-inline constexpr int kMaxOps = 1024;                // built-in + registered at run time
+inline constexpr int kMaxOps = 1024;               // built-in + registered at run time
 int num_ops();
 
 enum OpFlags : uint32_t {
@@ -39,12 +39,12 @@ enum OpFlags : uint32_t {
   kUnary = 1u << 1,
   kBinary = 1u << 2,
   kReduce = 1u << 3,
-  kView = 1u << 4,       // output aliases input 0's storage; `view` builds it, no kernel
-  kNonDiff = 1u << 5,    // no gradient rule (outputs carry no history)
-  kInplace = 1u << 6,    // mutates input 0 (and maybe more); no outputs
-  kRandom = 1u << 7,     // draws from the global generator
+  kView = 1u << 4,     // output aliases input 0's storage; `view` builds it, no kernel
+  kNonDiff = 1u << 5,  // no gradient rule (outputs carry no history)
+  kInplace = 1u << 6,  // mutates input 0 (and maybe more); no outputs
+  kRandom = 1u << 7,   // draws from the global generator
   kCommutative = 1u << 8,
-  kTransfer = 1u << 9,   // output on another device (attrs device_type, device_index): ToDevice
+  kTransfer = 1u << 9,  // output on another device (attrs device_type, device_index): ToDevice
 };
 
 // How mixed precision treats an op (read by amp's rule, src/amp/policy.cpp).
@@ -65,7 +65,7 @@ struct OpTraits {
   bool zero_preserving = false;                // f(0, ..., 0) = 0 (blocked layouts' padding)
   bool idempotent = false;                     // f(f(x)) = f(x)
   AmpClass amp = AmpClass::kDefault;
-  int8_t amp_activations = 1;                  // kNorm: leading inputs that keep their dtype
+  int8_t amp_activations = 1;  // kNorm: leading inputs that keep their dtype
 };
 
 // ---- attributes ------------------------------------------------------------------------------
@@ -166,9 +166,9 @@ OpId register_op(std::string name, int num_inputs, int num_outputs, uint32_t fla
 // The op of that name (built-in or registered), or nullptr.
 const OpDef* find_op(std::string_view name);
 // SPORE_DEFINE_OP(Exp, {.infer = ..., .vjp = ...}); in the op family's .cpp file.
-#define SPORE_DEFINE_OP(Name, ...)                                              \
-  [[maybe_unused]] static const bool spore_op_rules_##Name =                    \
-      ::spore::ops::detail::register_rules(::spore::ops::OpId::Name, ::spore::ops::OpRules __VA_ARGS__)
+#define SPORE_DEFINE_OP(Name, ...)                                                                 \
+  [[maybe_unused]] static const bool spore_op_rules_##Name = ::spore::ops::detail::register_rules( \
+      ::spore::ops::OpId::Name, ::spore::ops::OpRules __VA_ARGS__)
 
 // Autograd's tape (src/autograd, a layer above) registers itself here, so the dispatcher can
 // offer it every op it ran, and gradient rules can ask about the engine's zero cotangents.
@@ -206,7 +206,8 @@ using KernelFn = std::function<void(KernelContext& ctx)>;
 // b[i * sb]) with strides 0 (broadcast) or 1; b is null for a unary op. The fused program calls
 // them on its blocks (float32 also for float16 / bfloat16 values; float64 for float64).
 template <class T>
-using RowFn = std::function<void(const T* a, int64_t sa, const T* b, int64_t sb, T* out, int64_t n)>;
+using RowFn =
+    std::function<void(const T* a, int64_t sa, const T* b, int64_t sb, T* out, int64_t n)>;
 struct RowKernels {
   RowFn<float> f32;
   RowFn<double> f64;
@@ -222,22 +223,22 @@ namespace detail {
 bool register_kernel(OpId id, DeviceType dev, KernelFn fn, std::initializer_list<DType> dtypes,
                      RowKernels rows = {});
 void register_kernel_dtype(OpId id, DeviceType dev, DType dtype);  // one more supported dtype
-}
+}  // namespace detail
 const KernelEntry* find_kernel(OpId id, DeviceType dev);
 
 // SPORE_KERNEL(CPU, Exp, exp_kernel, kFloat32, kFloat64, ...);
 // SPORE_KERNEL_ROWS(CPU, Name, kernel, (ops::RowKernels{f32_row, f64_row}), dtypes...): a pointwise
 // op whose ops.def trait is fused = kCall also hands the fused program its row kernels.
-#define SPORE_KERNEL(Dev, Name, fn, ...)                                                       \
-  [[maybe_unused]] static const bool spore_kernel_##Dev##_##Name =                             \
+#define SPORE_KERNEL(Dev, Name, fn, ...)                                                        \
+  [[maybe_unused]] static const bool spore_kernel_##Dev##_##Name =                              \
       ::spore::ops::detail::register_kernel(::spore::ops::OpId::Name, ::spore::DeviceType::Dev, \
                                             fn, {__VA_ARGS__})
-#define SPORE_KERNEL_ROWS(Dev, Name, fn, rows, ...)                                            \
-  [[maybe_unused]] static const bool spore_kernel_##Dev##_##Name =                             \
+#define SPORE_KERNEL_ROWS(Dev, Name, fn, rows, ...)                                             \
+  [[maybe_unused]] static const bool spore_kernel_##Dev##_##Name =                              \
       ::spore::ops::detail::register_kernel(::spore::ops::OpId::Name, ::spore::DeviceType::Dev, \
                                             fn, {__VA_ARGS__}, rows)
 
-// ---- dispatch ------------------------------------------------------------------------------------
+// ---- dispatch -----------------------------------------------------------------------------------
 // Runs a primitive: infer, (trace in Graph mode), allocate, kernel, record for autograd.
 Tensors call(OpId id, Tensors inputs, Attrs attrs = {});
 inline Tensor call1(OpId id, Tensors inputs, Attrs attrs = {}) {
@@ -265,6 +266,7 @@ std::string profile_args(const Metas& in, const Metas& out);
 // Shared inference helpers for op families.
 Shape broadcast_shapes(const Shape& a, const Shape& b);  // throws with both shapes on mismatch
 int64_t normalize_axis(int64_t axis, int64_t rank);      // throws IndexError when out of range
-std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t rank);  // sorted, unique
+std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes,
+                                    int64_t rank);  // sorted, unique
 
 }  // namespace spore::ops

@@ -16,19 +16,22 @@ namespace {
 // The optional trailing hyper input (attr hyper_input=true): float64 (k) of per-step scalars
 // (ops.def: Momentum / RMSProp [lr], Adam [lr, step, eps]) read at run time.
 void check_hyper(const TensorMeta& h, size_t k, size_t index) {
-  SPORE_CHECK_TYPE(h.dtype == kFloat64, "hyper (input ", index, ") must be float64, got ", dtype_name(h.dtype));
-  SPORE_CHECK(h.shape == Shape{int64_t(k)}, "hyper (input ", index, ") must have shape (", k, ",), got ",
-              shape_str(h.shape), "; pass the per-step scalars in ops.def's order or drop hyper_input");
+  SPORE_CHECK_TYPE(h.dtype == kFloat64, "hyper (input ", index, ") must be float64, got ",
+                   dtype_name(h.dtype));
+  SPORE_CHECK(h.shape == Shape{int64_t(k)}, "hyper (input ", index, ") must have shape (", k,
+              ",), got ", shape_str(h.shape),
+              "; pass the per-step scalars in ops.def's order or drop hyper_input");
 }
 
 // inputs: param first, then state tensors, grad last; all the same shape and float dtype.
 Metas check_update(const Metas& in) {
   const char* names[] = {"param", "state", "state", "grad"};
-  SPORE_CHECK_TYPE(is_floating(in[0].dtype), "param must be floating point, got ", dtype_name(in[0].dtype));
+  SPORE_CHECK_TYPE(is_floating(in[0].dtype), "param must be floating point, got ",
+                   dtype_name(in[0].dtype));
   for (size_t i = 1; i < in.size(); ++i) {
     const char* n = i + 1 == in.size() ? "grad" : names[std::min<size_t>(i, 2)];
-    SPORE_CHECK(in[i].shape == in[0].shape, n, " (input ", i, ") has shape ", shape_str(in[i].shape),
-                " but param has shape ", shape_str(in[0].shape));
+    SPORE_CHECK(in[i].shape == in[0].shape, n, " (input ", i, ") has shape ",
+                shape_str(in[i].shape), " but param has shape ", shape_str(in[0].shape));
     SPORE_CHECK_TYPE(in[i].dtype == in[0].dtype, n, " (input ", i, ") is ", dtype_name(in[i].dtype),
                      " but param is ", dtype_name(in[0].dtype));
   }
@@ -54,10 +57,12 @@ template <int per, int k>
 Metas infer_fused_update(const Metas& all, const Attrs& attrs) {
   static_assert(per == 3 || per == 4);
   const bool hyper = attrs.get_bool("hyper_input", false);
-  const char* layout = per == 3 ? "(params..., accums..., grads...)" : "(params..., ms..., vs..., grads...)";
-  SPORE_CHECK(!all.empty() && (all.size() - (hyper ? 1 : 0)) % per == 0 && all.size() > (hyper ? 1u : 0u),
-              "expected ", per, " lists of equal length ", layout, hyper ? " and the hyper input" : "", ", got ",
-              all.size(), " inputs");
+  const char* layout =
+      per == 3 ? "(params..., accums..., grads...)" : "(params..., ms..., vs..., grads...)";
+  SPORE_CHECK(
+      !all.empty() && (all.size() - (hyper ? 1 : 0)) % per == 0 && all.size() > (hyper ? 1u : 0u),
+      "expected ", per, " lists of equal length ", layout, hyper ? " and the hyper input" : "",
+      ", got ", all.size(), " inputs");
   if (hyper) check_hyper(all.back(), size_t(k), all.size() - 1);
   const Metas in = hyper ? Metas(all.begin(), all.end() - 1) : all;
   const size_t n = in.size() / per;
@@ -67,7 +72,8 @@ Metas infer_fused_update(const Metas& all, const Attrs& attrs) {
     try {
       check_update(group);
     } catch (const Error& e) {
-      throw Error(e.kind(), "parameter " + std::to_string(t) + " of " + std::to_string(n) + ": " + e.what());
+      throw Error(e.kind(),
+                  "parameter " + std::to_string(t) + " of " + std::to_string(n) + ": " + e.what());
     }
     SPORE_CHECK_TYPE(in[t].dtype == in[0].dtype, "parameter ", t, " is ", dtype_name(in[t].dtype),
                      " but parameter 0 is ", dtype_name(in[0].dtype),

@@ -34,7 +34,9 @@ class PrecisionPolicy {
 
 // The policy ops run under on this thread; nullptr: none (every op as written).
 const PrecisionPolicy* current_precision();
-inline OpPrecision decide(const PrecisionPolicy* p, OpId op) { return p ? p->decide(op) : OpPrecision{}; }
+inline OpPrecision decide(const PrecisionPolicy* p, OpId op) {
+  return p ? p->decide(op) : OpPrecision{};
+}
 
 // Makes p current on this thread (PrecisionScope restores the previous one; prefer it).
 void set_current_precision(const PrecisionPolicy* p);

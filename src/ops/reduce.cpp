@@ -96,66 +96,69 @@ Metas arg_infer(const Metas& in, const Attrs& a) {
 
 }  // namespace
 
-SPORE_DEFINE_OP(Sum, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    return reduce_infer(in, a, sum_dtype(in[0].dtype), false);
-  },
-  .vjp = [](const VjpContext& c) -> Tensors {
-    return {broadcast_back(c.g(), c.in(0), reduced_mask(c.attrs, c.in(0).dim()))};
-  },
-});
+SPORE_DEFINE_OP(Sum,
+                {
+                    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                      return reduce_infer(in, a, sum_dtype(in[0].dtype), false);
+                    },
+                    .vjp = [](const VjpContext& c) -> Tensors {
+                      return {broadcast_back(c.g(), c.in(0), reduced_mask(c.attrs, c.in(0).dim()))};
+                    },
+                });
 
 SPORE_DEFINE_OP(Mean, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    return reduce_infer(in, a, mean_dtype(in[0].dtype), false);
-  },
-  .vjp = [](const VjpContext& c) -> Tensors {
-    const auto red = reduced_mask(c.attrs, c.in(0).dim());
-    const int64_t n = std::max<int64_t>(reduced_count(c.in(0), red), 1);
-    return {broadcast_back(c.g() / double(n), c.in(0), red)};
-  },
-});
+                          .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                            return reduce_infer(in, a, mean_dtype(in[0].dtype), false);
+                          },
+                          .vjp = [](const VjpContext& c) -> Tensors {
+                            const auto red = reduced_mask(c.attrs, c.in(0).dim());
+                            const int64_t n = std::max<int64_t>(reduced_count(c.in(0), red), 1);
+                            return {broadcast_back(c.g() / double(n), c.in(0), red)};
+                          },
+                      });
 
 SPORE_DEFINE_OP(Max, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    return reduce_infer(in, a, in[0].dtype, true);
-  },
-  .vjp = extremum_vjp,
-});
+                         .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                           return reduce_infer(in, a, in[0].dtype, true);
+                         },
+                         .vjp = extremum_vjp,
+                     });
 
 SPORE_DEFINE_OP(Min, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    return reduce_infer(in, a, in[0].dtype, true);
-  },
-  .vjp = extremum_vjp,
-});
+                         .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                           return reduce_infer(in, a, in[0].dtype, true);
+                         },
+                         .vjp = extremum_vjp,
+                     });
 
 SPORE_DEFINE_OP(Prod, {
-  .infer = [](const Metas& in, const Attrs& a) -> Metas {
-    return reduce_infer(in, a, sum_dtype(in[0].dtype), false);
-  },
-  // d prod / d x_i = product of the others. Without zeros that is y / x_i;
-  // with exactly one zero in a slice only the zero's position gets the
-  // product of the rest; with two or more, all get 0.
-  .vjp = [](const VjpContext& c) -> Tensors {
-    const Tensor& x = c.in(0);
-    const auto red = reduced_mask(c.attrs, x.dim());
-    const Shape ks = keep_shape(x.shape(), red);
-    const Axes axes = c.attrs.get_ints("axes", {});
-    const Tensor zero = zeros({}, x.dtype());
-    Tensor is_zero = equal(x, zero);
-    Tensor nzeros = sum(cast(is_zero, x.dtype()), axes, true);
-    Tensor y = as_keep(c.out(0), ks);
-    Tensor g = as_keep(c.g(), ks);
-    Tensor x_safe = where(is_zero, ones({}, x.dtype()), x);
-    Tensor prod_nonzero = prod(x_safe, axes, true);
-    Tensor no_zero = div(y, x_safe);  // used only where the slice has no zero
-    Tensor one_zero = where(is_zero, prod_nonzero, zero);
-    Tensor others = where(equal(nzeros, zero), no_zero,
-                          where(equal(nzeros, ones({}, x.dtype())), one_zero, zero));
-    return {mul(g, others)};
-  },
-});
+                          .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                            return reduce_infer(in, a, sum_dtype(in[0].dtype), false);
+                          },
+                          // d prod / d x_i = product of the others. Without zeros that is y / x_i;
+                          // with exactly one zero in a slice only the zero's position gets the
+                          // product of the rest; with two or more, all get 0.
+                          .vjp = [](const VjpContext& c) -> Tensors {
+                            const Tensor& x = c.in(0);
+                            const auto red = reduced_mask(c.attrs, x.dim());
+                            const Shape ks = keep_shape(x.shape(), red);
+                            const Axes axes = c.attrs.get_ints("axes", {});
+                            const Tensor zero = zeros({}, x.dtype());
+                            Tensor is_zero = equal(x, zero);
+                            Tensor nzeros = sum(cast(is_zero, x.dtype()), axes, true);
+                            Tensor y = as_keep(c.out(0), ks);
+                            Tensor g = as_keep(c.g(), ks);
+                            Tensor x_safe = where(is_zero, ones({}, x.dtype()), x);
+                            Tensor prod_nonzero = prod(x_safe, axes, true);
+                            Tensor no_zero =
+                                div(y, x_safe);  // used only where the slice has no zero
+                            Tensor one_zero = where(is_zero, prod_nonzero, zero);
+                            Tensor others =
+                                where(equal(nzeros, zero), no_zero,
+                                      where(equal(nzeros, ones({}, x.dtype())), one_zero, zero));
+                            return {mul(g, others)};
+                          },
+                      });
 
 SPORE_DEFINE_OP(Argmax, {.infer = arg_infer});
 SPORE_DEFINE_OP(Argmin, {.infer = arg_infer});
@@ -163,8 +166,10 @@ SPORE_DEFINE_OP(Argmin, {.infer = arg_infer});
 // AllFinite (mixed precision's overflow check): any number of tensors of any shape and dtype ->
 // one bool scalar, true when no element of any input is inf or nan (integers always are finite).
 SPORE_DEFINE_OP(AllFinite, {
-  .infer = [](const Metas&, const Attrs&) -> Metas { return {{Shape{}, kBool}}; },
-});
+                               .infer = [](const Metas&, const Attrs&) -> Metas {
+                                 return {{Shape{}, kBool}};
+                               },
+                           });
 
 }  // namespace spore::ops
 

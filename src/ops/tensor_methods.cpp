@@ -34,8 +34,9 @@ Shape infer_reshape(const Shape& from, Shape to) {
 
 Tensor Tensor::view(const Shape& s) const {
   Shape target = infer_reshape(shape(), s), st;
-  SPORE_CHECK(view_strides(shape(), strides(), target, &st), "[view] cannot view a tensor of shape ",
-              shape_str(shape()), " with strides ", shape_str(strides()), " as ", shape_str(target),
+  SPORE_CHECK(view_strides(shape(), strides(), target, &st),
+              "[view] cannot view a tensor of shape ", shape_str(shape()), " with strides ",
+              shape_str(strides()), " as ", shape_str(target),
               " without a copy; use reshape(), or contiguous() first");
   return ops::call1(ops::OpId::Reshape, {*this}, ops::Attrs().set("shape", target));
 }
@@ -52,12 +53,14 @@ Tensor Tensor::permute(const std::vector<int64_t>& axes) const {
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
   std::vector<int64_t> axes(static_cast<size_t>(dim()), 0);
   for (size_t i = 0; i < axes.size(); ++i) axes[i] = int64_t(i);
-  std::swap(axes[size_t(ops::normalize_axis(a, dim()))], axes[size_t(ops::normalize_axis(b, dim()))]);
+  std::swap(axes[size_t(ops::normalize_axis(a, dim()))],
+            axes[size_t(ops::normalize_axis(b, dim()))]);
   return permute(axes);
 }
 Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
-  return ops::call1(ops::OpId::Slice, {*this},
-                    ops::Attrs().set("dim", d).set("start", start).set("end", end).set("step", step));
+  return ops::call1(
+      ops::OpId::Slice, {*this},
+      ops::Attrs().set("dim", d).set("start", start).set("end", end).set("step", step));
 }
 Tensor Tensor::select(int64_t d, int64_t index) const {
   const int64_t ax = ops::normalize_axis(d, dim()), n = shape()[size_t(ax)];

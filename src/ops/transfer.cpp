@@ -20,26 +20,30 @@ void to_device_kernel(KernelContext& ctx) {
   const Tensor src = x.is_contiguous() ? x : x.contiguous();
   // A copy to the host always completes before returning (the host reads it next); one to a
   // device may stay queued when asked (non_blocking) and the source is not freed before it runs.
-  const bool blocking = y.device().type == DeviceType::CPU || !ctx.attrs.get_bool("non_blocking", false);
+  const bool blocking =
+      y.device().type == DeviceType::CPU || !ctx.attrs.get_bool("non_blocking", false);
   copy_bytes(y.data_ptr(), y.device(), src.data_ptr(), src.device(), y.nbytes(), blocking);
 }
 
 template <DeviceType D>
 bool register_everywhere() {
-  detail::register_kernel(OpId::ToDevice, D, to_device_kernel,
-                          {kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64});
+  detail::register_kernel(
+      OpId::ToDevice, D, to_device_kernel,
+      {kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64});
   return true;
 }
-[[maybe_unused]] const bool registered = register_everywhere<DeviceType::CPU>() &&
-                                         register_everywhere<DeviceType::GPU>() &&
-                                         register_everywhere<DeviceType::Ascend>() &&
-                                         register_everywhere<DeviceType::Test>();
+[[maybe_unused]] const bool registered =
+    register_everywhere<DeviceType::CPU>() && register_everywhere<DeviceType::GPU>() &&
+    register_everywhere<DeviceType::Ascend>() && register_everywhere<DeviceType::Test>();
 }  // namespace
 
-SPORE_DEFINE_OP(ToDevice, {
-  .infer = [](const Metas& in, const Attrs&) -> Metas { return {in[0]}; },
-  .vjp = [](const VjpContext& c) -> Tensors { return {c.g().to(c.in(0).device())}; },
-});
+SPORE_DEFINE_OP(ToDevice,
+                {
+                    .infer = [](const Metas& in, const Attrs&) -> Metas { return {in[0]}; },
+                    .vjp = [](const VjpContext& c) -> Tensors {
+                      return {c.g().to(c.in(0).device())};
+                    },
+                });
 
 Device transfer_target(const Attrs& attrs) { return target_of(attrs); }
 

@@ -125,8 +125,7 @@ void Optimizer::append_state(std::vector<std::pair<std::string, Tensor>>& out,
   for (size_t i = 0; i < slots.size(); ++i) out.emplace_back(prefix + "." + names_[i], slots[i]);
 }
 
-// ---- helpers
-// --------------------------------------------------------------------------------------
+// ---- helpers ------------------------------------------------------------------------------------
 
 std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
   std::vector<ParamGroup> g(1);

@@ -45,8 +45,7 @@ Tensor decayed(const Tensor& grad, const Tensor& p, double wd) {
 
 }  // namespace
 
-// ---- SGD
-// ------------------------------------------------------------------------------------------
+// ---- SGD ----------------------------------------------------------------------------------------
 
 SGD::SGD(std::vector<Tensor> params, LearningRate lr, SGDOptions opts)
     : SGD(groups_of(std::move(params)), std::move(lr), opts) {}
@@ -101,8 +100,7 @@ void SGD::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
   started_[i] = true;
 }
 
-// ---- Momentum
-// -------------------------------------------------------------------------------------
+// ---- Momentum -----------------------------------------------------------------------------------
 
 Momentum::Momentum(std::vector<Tensor> params, LearningRate lr, double momentum,
                    MomentumOptions opts)
@@ -221,12 +219,14 @@ AdamWeightDecay::AdamWeightDecay(std::vector<ParamGroup> groups, LearningRate lr
 std::shared_ptr<Optimizer> AdamWeightDecay::rebuild(std::vector<ParamGroup> groups) const {
   return std::make_shared<AdamWeightDecay>(
       std::move(groups), default_lr(),
-      AdamWeightDecayOptions{.beta1 = opts_.beta1, .beta2 = opts_.beta2, .eps = opts_.eps,
-                             .weight_decay = opts_.weight_decay, .loss_scale = opts_.loss_scale});
+      AdamWeightDecayOptions{.beta1 = opts_.beta1,
+                             .beta2 = opts_.beta2,
+                             .eps = opts_.eps,
+                             .weight_decay = opts_.weight_decay,
+                             .loss_scale = opts_.loss_scale});
 }
 
-// ---- RMSProp
-// --------------------------------------------------------------------------------------
+// ---- RMSProp ------------------------------------------------------------------------------------
 
 RMSProp::RMSProp(std::vector<Tensor> params, LearningRate lr, RMSPropOptions opts)
     : RMSProp(groups_of(std::move(params)), std::move(lr), opts) {}
@@ -258,13 +258,10 @@ void RMSProp::free_state() {
 }
 
 void RMSProp::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
-  call_update(OpId::ApplyRMSProp,
-              {params_[i], ms_[i], mom_[i], decayed(grad, params_[i], weight_decay)},
-              Attrs()
-                  .set("decay", opts_.decay)
-                  .set("momentum", opts_.momentum)
-                  .set("eps", opts_.epsilon),
-              hyper_for(i), Attrs().set("lr", lr));
+  call_update(
+      OpId::ApplyRMSProp, {params_[i], ms_[i], mom_[i], decayed(grad, params_[i], weight_decay)},
+      Attrs().set("decay", opts_.decay).set("momentum", opts_.momentum).set("eps", opts_.epsilon),
+      hyper_for(i), Attrs().set("lr", lr));
 }
 
 }  // namespace spore::optim

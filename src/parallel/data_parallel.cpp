@@ -51,13 +51,17 @@ std::string diff(const std::string& root_sig, const std::string& sig, int root, 
   for (const auto& [name, desc] : a) {
     auto it = b.find(name);
     if (it == b.end()) {
-      if (n++ < limit) os << "\n    " << name << ": " << desc << " on rank " << root << ", missing on rank " << r;
+      if (n++ < limit)
+        os << "\n    " << name << ": " << desc << " on rank " << root << ", missing on rank " << r;
     } else if (it->second != desc) {
-      if (n++ < limit) os << "\n    " << name << ": " << desc << " on rank " << root << ", " << it->second << " on rank " << r;
+      if (n++ < limit)
+        os << "\n    " << name << ": " << desc << " on rank " << root << ", " << it->second
+           << " on rank " << r;
     }
   }
   for (const auto& [name, desc] : b)
-    if (!a.count(name) && n++ < limit) os << "\n    " << name << ": " << desc << " on rank " << r << ", missing on rank " << root;
+    if (!a.count(name) && n++ < limit)
+      os << "\n    " << name << ": " << desc << " on rank " << r << ", missing on rank " << root;
   if (n == 0) os << "\n    the same parameters in a different order";
   if (n > limit) os << "\n    ... and " << n - limit << " more";
   return os.str();
@@ -65,7 +69,8 @@ std::string diff(const std::string& root_sig, const std::string& sig, int root, 
 
 }  // namespace
 
-void broadcast_parameters(const std::vector<std::pair<std::string, Tensor>>& named, Group& group, int root) {
+void broadcast_parameters(const std::vector<std::pair<std::string, Tensor>>& named, Group& group,
+                          int root) {
   if (group.size() == 1) return;
   NoGradGuard no_grad;
   const std::string sig = signature(named);
@@ -81,13 +86,16 @@ void broadcast_parameters(const std::vector<std::pair<std::string, Tensor>>& nam
     std::memcpy(mine.data(), sig.data(), sig.size());
     Tensor all = group.all_gather(from_vector(mine, {max_len})).flatten();
     const uint8_t* p = all.data<uint8_t>();
-    auto sig_of = [&](int r) { return std::string(reinterpret_cast<const char*>(p + r * max_len), size_t(lens[size_t(r)])); };
+    auto sig_of = [&](int r) {
+      return std::string(reinterpret_cast<const char*>(p + r * max_len), size_t(lens[size_t(r)]));
+    };
     std::ostringstream os;
     os << "[parallel] data parallel needs the same network on every rank, but the parameters "
           "(names, shapes, dtypes) differ:";
     for (int r = 0; r < group.size(); ++r)
       if (hv[size_t(r)] != hv[size_t(root)])
-        os << "\n  rank " << r << " vs rank " << root << ":" << diff(sig_of(root), sig_of(r), root, r);
+        os << "\n  rank " << r << " vs rank " << root << ":"
+           << diff(sig_of(root), sig_of(r), root, r);
     SPORE_THROW(ErrorKind::ValueError, os.str());
   }
   // One fused buffer per dtype: a handful of broadcasts instead of one per tensor.
@@ -119,7 +127,8 @@ void broadcast_parameters(const std::vector<std::pair<std::string, Tensor>>& nam
 DistributedGradReducer::DistributedGradReducer(std::vector<std::pair<std::string, Tensor>> params,
                                                GroupPtr group, bool mean, CommFusion fusion)
     : params_(std::move(params)), group_(std::move(group)), mean_(mean) {
-  SPORE_CHECK(group_ != nullptr, "[DistributedGradReducer] the group is null; call parallel::init() first");
+  SPORE_CHECK(group_ != nullptr,
+              "[DistributedGradReducer] the group is null; call parallel::init() first");
   const size_t n = params_.size();
   bucket_of_.assign(n, 0);
   if (!fusion.fusion_indices.empty()) {
@@ -128,7 +137,8 @@ DistributedGradReducer::DistributedGradReducer(std::vector<std::pair<std::string
     std::vector<size_t> cuts{0};
     for (int64_t c : fusion.fusion_indices) {
       SPORE_CHECK_INDEX(c > 0 && size_t(c) < n && size_t(c) > cuts.back(),
-                        "[DistributedGradReducer] comm_fusion index ", c, " must increase within (0, ", n, ")");
+                        "[DistributedGradReducer] comm_fusion index ", c,
+                        " must increase within (0, ", n, ")");
       cuts.push_back(size_t(c));
     }
     cuts.push_back(n);
@@ -156,7 +166,8 @@ DistributedGradReducer::DistributedGradReducer(std::vector<std::pair<std::string
   for (auto& b : buckets_) {
     split.emplace_back();
     for (size_t i : b) {
-      if (!split.back().empty() && params_[split.back().front()].second.dtype() != params_[i].second.dtype())
+      if (!split.back().empty() &&
+          params_[split.back().front()].second.dtype() != params_[i].second.dtype())
         split.emplace_back();
       split.back().push_back(i);
     }
@@ -180,8 +191,8 @@ void DistributedGradReducer::start(size_t b) {
     const Tensor& p = params_[i].second;
     Tensor g = grads_[i].defined() ? grads_[i] : zeros_like(p);
     if (g.dtype() != p.dtype()) g = g.to(p.dtype());
-    SPORE_CHECK(g.numel() == p.numel(), "[DistributedGradReducer] gradient of ", params_[i].first, " has ",
-                g.numel(), " elements, the parameter ", p.numel());
+    SPORE_CHECK(g.numel() == p.numel(), "[DistributedGradReducer] gradient of ", params_[i].first,
+                " has ", g.numel(), " elements, the parameter ", p.numel());
     flat.push_back(g.reshape({g.numel()}));
   }
   Tensor buf = flat.size() == 1 ? flat[0].contiguous().clone() : concat(flat, 0);
@@ -229,7 +240,8 @@ std::vector<Tensor> DistributedGradReducer::operator()(std::vector<Tensor> grads
 }
 
 std::shared_ptr<DistributedGradReducer> setup_data_parallel(
-    train::TrainOneStepCell& step, const std::vector<std::pair<std::string, Tensor>>& named, GroupPtr group) {
+    train::TrainOneStepCell& step, const std::vector<std::pair<std::string, Tensor>>& named,
+    GroupPtr group) {
   if (!group) group = world();
   broadcast_parameters(named, *group);
   // Name the optimizer's parameters by identity with the network's.
@@ -238,15 +250,18 @@ std::shared_ptr<DistributedGradReducer> setup_data_parallel(
   for (size_t i = 0; i < ps.size(); ++i) {
     std::string name = "param" + std::to_string(i);
     for (const auto& [n, t] : named)
-      if (t.is_same(ps[i]) || (t.defined() && t.impl().storage == ps[i].impl().storage && t.offset() == ps[i].offset()))
+      if (t.is_same(ps[i]) ||
+          (t.defined() && t.impl().storage == ps[i].impl().storage && t.offset() == ps[i].offset()))
         name = n;
     params.emplace_back(name, ps[i]);
   }
   const AutoParallelContext& ctx = get_auto_parallel_context();
-  auto reducer = std::make_shared<DistributedGradReducer>(std::move(params), group, ctx.gradients_mean, ctx.comm_fusion);
+  auto reducer = std::make_shared<DistributedGradReducer>(std::move(params), group,
+                                                          ctx.gradients_mean, ctx.comm_fusion);
   step.set_grad_reducer([reducer](std::vector<Tensor> g) { return (*reducer)(std::move(g)); });
   if (ctx.overlap)
-    step.set_grad_ready_hook([reducer](size_t i, const Tensor& g) { reducer->on_grad_ready(i, g); });
+    step.set_grad_ready_hook(
+        [reducer](size_t i, const Tensor& g) { reducer->on_grad_ready(i, g); });
   else
     step.set_grad_ready_hook(nullptr);
   return reducer;

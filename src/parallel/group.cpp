@@ -12,10 +12,14 @@ namespace spore::parallel {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Mean: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Mean:
+      return "mean";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
   }
   return "?";
 }
@@ -36,8 +40,9 @@ void set_comm_timeout(double seconds) { g_timeout = seconds; }
 double get_comm_timeout() { return g_timeout; }
 
 std::shared_ptr<Group> Group::split(int, int) {
-  SPORE_THROW(ErrorKind::NotImplemented, "[parallel] the ", backend(),
-              " group cannot form subgroups yet; operator-level sharding needs them (use the MPI group)");
+  SPORE_THROW(
+      ErrorKind::NotImplemented, "[parallel] the ", backend(),
+      " group cannot form subgroups yet; operator-level sharding needs them (use the MPI group)");
 }
 
 namespace {
@@ -52,14 +57,15 @@ WorkPtr Group::all_to_all_async(const Tensor& in, const Tensor& out) {
   detail::check_tensor(out, "all_to_all");
   const int64_t n = size();
   SPORE_CHECK(in.numel() % n == 0 && out.numel() == in.numel() && out.dtype() == in.dtype(),
-              "[parallel] all_to_all: in and out need the same size, a multiple of the group size ", n,
-              "; got ", in.numel(), " and ", out.numel(), " elements");
+              "[parallel] all_to_all: in and out need the same size, a multiple of the group size ",
+              n, "; got ", in.numel(), " and ", out.numel(), " elements");
   const Tensor all = all_gather(in);  // (n, in...): keep block rank() of every rank's input
   const size_t block = in.nbytes() / size_t(n);
   auto* src = static_cast<const char*>(all.data_ptr());
   auto* dst = static_cast<char*>(out.data_ptr());
   for (int64_t r = 0; r < n; ++r)
-    std::memcpy(dst + size_t(r) * block, src + size_t(r) * in.nbytes() + size_t(rank()) * block, block);
+    std::memcpy(dst + size_t(r) * block, src + size_t(r) * in.nbytes() + size_t(rank()) * block,
+                block);
   return std::make_shared<FinishedWork>();
 }
 
@@ -75,14 +81,14 @@ namespace detail {
 
 void check_tensor(const Tensor& t, const char* op) {
   SPORE_CHECK(t.defined(), "[parallel] ", op, ": the tensor is undefined");
-  SPORE_CHECK(t.is_contiguous(), "[parallel] ", op, " works in place on a contiguous tensor, got shape ",
-              shape_str(t.shape()), " with strides ", shape_str(t.strides()),
-              "; pass t.contiguous() and use the result");
+  SPORE_CHECK(t.is_contiguous(), "[parallel] ", op,
+              " works in place on a contiguous tensor, got shape ", shape_str(t.shape()),
+              " with strides ", shape_str(t.strides()), "; pass t.contiguous() and use the result");
 }
 
 void check_mean_dtype(DType dt, ReduceOp op, const char* what) {
-  SPORE_CHECK_TYPE(dt != kBool || op == ReduceOp::Max || op == ReduceOp::Min, "[parallel] ", what, ": ",
-                   reduce_op_name(op), " of bool is not defined; use max (any) or min (all)");
+  SPORE_CHECK_TYPE(dt != kBool || op == ReduceOp::Max || op == ReduceOp::Min, "[parallel] ", what,
+                   ": ", reduce_op_name(op), " of bool is not defined; use max (any) or min (all)");
   SPORE_CHECK_TYPE(op != ReduceOp::Mean || is_floating(dt), "[parallel] ", what,
                    ": mean needs a floating dtype, got ", dtype_name(dt), "; use sum");
 }
@@ -144,14 +150,17 @@ class LocalGroup : public Group {
   }
   WorkPtr broadcast_async(const Tensor& t, int root) override {
     detail::check_tensor(t, "broadcast");
-    SPORE_CHECK_INDEX(root == 0, "[parallel] broadcast: root ", root, " is not a rank of a group of 1");
+    SPORE_CHECK_INDEX(root == 0, "[parallel] broadcast: root ", root,
+                      " is not a rank of a group of 1");
     return done();
   }
   WorkPtr send_async(const Tensor&, int dst, int) override {
-    SPORE_THROW(ErrorKind::ValueError, "[parallel] send to rank ", dst, ": a group of one process has no peer");
+    SPORE_THROW(ErrorKind::ValueError, "[parallel] send to rank ", dst,
+                ": a group of one process has no peer");
   }
   WorkPtr recv_async(const Tensor&, int src, int) override {
-    SPORE_THROW(ErrorKind::ValueError, "[parallel] recv from rank ", src, ": a group of one process has no peer");
+    SPORE_THROW(ErrorKind::ValueError, "[parallel] recv from rank ", src,
+                ": a group of one process has no peer");
   }
   void barrier() override {}
   GroupPtr split(int, int) override { return std::make_shared<LocalGroup>(); }
@@ -223,7 +232,8 @@ int get_rank() { return world()->rank(); }
 int get_group_size() { return world()->size(); }
 
 void set_auto_parallel_context(const AutoParallelContext& ctx) {
-  SPORE_CHECK(ctx.comm_fusion.bucket_mb >= 0, "[set_auto_parallel_context] comm_fusion.bucket_mb must be >= 0, got ",
+  SPORE_CHECK(ctx.comm_fusion.bucket_mb >= 0,
+              "[set_auto_parallel_context] comm_fusion.bucket_mb must be >= 0, got ",
               ctx.comm_fusion.bucket_mb);
   for (size_t i = 1; i < ctx.comm_fusion.fusion_indices.size(); ++i)
     SPORE_CHECK(ctx.comm_fusion.fusion_indices[i] > ctx.comm_fusion.fusion_indices[i - 1],
@@ -231,15 +241,21 @@ void set_auto_parallel_context(const AutoParallelContext& ctx) {
   SPORE_CHECK(ctx.gradient_accumulation_steps >= 1,
               "[set_auto_parallel_context] gradient_accumulation_steps must be >= 1, got ",
               ctx.gradient_accumulation_steps, " (1 updates on every batch)");
-  SPORE_CHECK(ctx.device_num >= 0, "[set_auto_parallel_context] device_num must be >= 0 (0: the group size), got ",
+  SPORE_CHECK(ctx.device_num >= 0,
+              "[set_auto_parallel_context] device_num must be >= 0 (0: the group size), got ",
               ctx.device_num);
   for (const auto& entry : ctx.dataset_strategy)
     for (int64_t v : entry)
-      SPORE_CHECK(v >= 1, "[set_auto_parallel_context] dataset_strategy entries must be >= 1 pieces, got ", v);
-  SPORE_CHECK(ctx.pipeline_stages >= 1, "[set_auto_parallel_context] pipeline_stages must be >= 1, got ",
+      SPORE_CHECK(v >= 1,
+                  "[set_auto_parallel_context] dataset_strategy entries must be >= 1 pieces, got ",
+                  v);
+  SPORE_CHECK(ctx.pipeline_stages >= 1,
+              "[set_auto_parallel_context] pipeline_stages must be >= 1, got ",
               ctx.pipeline_stages);
-  SPORE_CHECK(ctx.micro_batch_num >= 0, "[set_auto_parallel_context] micro_batch_num must be >= 0 (0: twice the "
-              "stages), got ", ctx.micro_batch_num);
+  SPORE_CHECK(ctx.micro_batch_num >= 0,
+              "[set_auto_parallel_context] micro_batch_num must be >= 0 (0: twice the "
+              "stages), got ",
+              ctx.micro_batch_num);
   g_ctx = ctx;
 }
 const AutoParallelContext& get_auto_parallel_context() { return g_ctx; }
@@ -248,7 +264,8 @@ void reset_auto_parallel_context() { g_ctx = {}; }
 #ifndef SPORE_HAVE_MPI
 bool have_mpi() { return false; }
 GroupPtr make_mpi_group() {
-  SPORE_THROW(ErrorKind::NotImplemented, "[parallel] this build has no MPI; install libopenmpi-dev "
+  SPORE_THROW(ErrorKind::NotImplemented,
+              "[parallel] this build has no MPI; install libopenmpi-dev "
               "(scripts/setup.sh) and re-run cmake with -DSPORE_MPI=ON");
 }
 namespace detail {
@@ -259,7 +276,8 @@ void abort_mpi(int) {}
 #ifndef SPORE_HAVE_NCCL
 bool have_nccl() { return false; }
 GroupPtr make_nccl_group() {
-  SPORE_THROW(ErrorKind::NotImplemented, "[parallel] this build has no NCCL (it needs the CUDA "
+  SPORE_THROW(ErrorKind::NotImplemented,
+              "[parallel] this build has no NCCL (it needs the CUDA "
               "toolkit and libnccl at configure time); use init(\"mpi\")");
 }
 #endif

@@ -3,9 +3,9 @@
 #include "spore/parallel/comm.h"
 
 namespace spore::parallel::detail {
-void check_tensor(const Tensor& t, const char* op);                // defined, contiguous
-void check_mean_dtype(DType dt, ReduceOp op, const char* what);    // Mean: floating; bool: max/min
-void scale_in_place(const Tensor& t, double s);                    // t *= s (floating dtypes)
+void check_tensor(const Tensor& t, const char* op);              // defined, contiguous
+void check_mean_dtype(DType dt, ReduceOp op, const char* what);  // Mean: floating; bool: max/min
+void scale_in_place(const Tensor& t, double s);                  // t *= s (floating dtypes)
 void finalize_mpi();       // MPI_Finalize unless a peer was lost (no-op without MPI)
 void abort_mpi(int code);  // MPI_Abort on the world
 }  // namespace spore::parallel::detail

@@ -8,27 +8,27 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <sstream>
-#include <atomic>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "core/log.h"
-#include "spore/profiler.h"
 #include "parallel/internal.h"
 #include "spore/parallel/parallel.h"
+#include "spore/profiler.h"
 
 // Reports the MPI call, MPI's own message, and where.
-#define SPORE_MPI_CHECK(call)                                                                  \
-  do {                                                                                         \
-    const int rc_ = (call);                                                                    \
-    if (rc_ != MPI_SUCCESS) [[unlikely]]                                                       \
-      ::spore::parallel::mpi_fail(#call, rc_, __FILE__, __LINE__);                             \
+#define SPORE_MPI_CHECK(call)                                      \
+  do {                                                             \
+    const int rc_ = (call);                                        \
+    if (rc_ != MPI_SUCCESS) [[unlikely]]                           \
+      ::spore::parallel::mpi_fail(#call, rc_, __FILE__, __LINE__); \
   } while (0)
 
 namespace spore::parallel {
@@ -37,8 +37,9 @@ namespace spore::parallel {
   char msg[MPI_MAX_ERROR_STRING] = {0};
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  SPORE_THROW(ErrorKind::RuntimeError, "[parallel] ", call, " failed: ", std::string(msg, size_t(len)),
-              " (", file, ":", line, ")\nhint: a peer may have exited; its own error is printed above");
+  SPORE_THROW(ErrorKind::RuntimeError, "[parallel] ", call,
+              " failed: ", std::string(msg, size_t(len)), " (", file, ":", line,
+              ")\nhint: a peer may have exited; its own error is printed above");
 }
 
 namespace {
@@ -47,7 +48,7 @@ bool g_mpi_started_here = false;  // we called MPI_Init (so we finalise)
 bool g_broken = false;            // a peer was lost: never finalise (it would wait for it)
 bool g_finalized = false;
 
-// ---- datatypes and ops ---------------------------------------------------------------------------
+// ---- datatypes and ops --------------------------------------------------------------------------
 
 template <typename T, int Op>  // Op: 0 sum, 1 max, 2 min
 void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -81,15 +82,23 @@ HalfTypes& half_types() {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case kBool: return MPI_C_BOOL;
-    case kUInt8: return MPI_UINT8_T;
-    case kInt8: return MPI_INT8_T;
-    case kInt32: return MPI_INT32_T;
-    case kInt64: return MPI_INT64_T;
+    case kBool:
+      return MPI_C_BOOL;
+    case kUInt8:
+      return MPI_UINT8_T;
+    case kInt8:
+      return MPI_INT8_T;
+    case kInt32:
+      return MPI_INT32_T;
+    case kInt64:
+      return MPI_INT64_T;
     case kFloat16:
-    case kBFloat16: return half_types().type;
-    case kFloat32: return MPI_FLOAT;
-    case kFloat64: return MPI_DOUBLE;
+    case kBFloat16:
+      return half_types().type;
+    case kFloat32:
+      return MPI_FLOAT;
+    case kFloat64:
+      return MPI_DOUBLE;
   }
   return MPI_BYTE;
 }
@@ -115,13 +124,16 @@ int count_of(const Tensor& t, const char* what) {
 std::string human_bytes(size_t n) {
   std::ostringstream os;
   os.precision(3);
-  if (n >= (1u << 20)) os << double(n) / double(1u << 20) << " MB";
-  else if (n >= 1024) os << double(n) / 1024.0 << " KB";
-  else os << n << " B";
+  if (n >= (1u << 20))
+    os << double(n) / double(1u << 20) << " MB";
+  else if (n >= 1024)
+    os << double(n) / 1024.0 << " KB";
+  else
+    os << n << " B";
   return os.str();
 }
 
-// ---- the group -----------------------------------------------------------------------------------
+// ---- the group ----------------------------------------------------------------------------------
 
 struct PeerInfo {
   int pid;
@@ -152,7 +164,9 @@ class Watchdog {
 
  private:
   static int64_t now_ns() {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
   }
   void run() {
     while (!stop_) {
@@ -187,8 +201,10 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
       g_mpi_started_here = true;
       std::atexit([] { detail::finalize_mpi(); });
     }
-    if (comm == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
-    else comm_ = comm;
+    if (comm == MPI_COMM_NULL)
+      MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    else
+      comm_ = comm;
     is_subgroup_ = comm != MPI_COMM_NULL;
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
@@ -217,8 +233,9 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     detail::check_tensor(t, "all_reduce");
     detail::check_mean_dtype(t.dtype(), op, "all_reduce");
     auto w = make_work("all_reduce", t);
-    SPORE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce"), mpi_type(t.dtype()),
-                                   mpi_op(t.dtype(), op, "all_reduce"), comm_, &w->req));
+    SPORE_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce"),
+                                   mpi_type(t.dtype()), mpi_op(t.dtype(), op, "all_reduce"), comm_,
+                                   &w->req));
     if (op == ReduceOp::Mean) w->done = [t, n = size_] { detail::scale_in_place(t, 1.0 / n); };
     return w;
   }
@@ -229,11 +246,12 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     detail::check_mean_dtype(t.dtype(), op, "all_reduce");
     const profiling::Span span("comm", "all_reduce", nullptr, int64_t(t.nbytes()));
     const double timeout = get_comm_timeout();
-    if (timeout > 0) watchdog_.arm(timeout, [this, timeout, n = t.nbytes()] {
-      return lost_message("all_reduce of " + std::to_string(n / 1024) + " KB", -1, timeout);
-    });
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce"), mpi_type(t.dtype()),
-                                 mpi_op(t.dtype(), op, "all_reduce"), comm_);
+    if (timeout > 0)
+      watchdog_.arm(timeout, [this, timeout, n = t.nbytes()] {
+        return lost_message("all_reduce of " + std::to_string(n / 1024) + " KB", -1, timeout);
+      });
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t, "all_reduce"),
+                                 mpi_type(t.dtype()), mpi_op(t.dtype(), op, "all_reduce"), comm_);
     if (timeout > 0) watchdog_.disarm();
     if (rc != MPI_SUCCESS) mpi_fail("MPI_Allreduce", rc, __FILE__, __LINE__);
     if (op == ReduceOp::Mean) detail::scale_in_place(t, 1.0 / size_);
@@ -249,8 +267,8 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     auto w = make_work("all_gather", out);
     w->keep.push_back(in);
     SPORE_MPI_CHECK(MPI_Iallgather(in.data_ptr(), count_of(in, "all_gather"), mpi_type(in.dtype()),
-                                   out.data_ptr(), count_of(in, "all_gather"), mpi_type(in.dtype()), comm_,
-                                   &w->req));
+                                   out.data_ptr(), count_of(in, "all_gather"), mpi_type(in.dtype()),
+                                   comm_, &w->req));
     return w;
   }
   WorkPtr reduce_scatter_async(const Tensor& in, const Tensor& out, ReduceOp op) override {
@@ -258,23 +276,24 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     detail::check_tensor(out, "reduce_scatter");
     detail::check_mean_dtype(in.dtype(), op, "reduce_scatter");
     SPORE_CHECK(in.numel() == out.numel() * size_ && out.dtype() == in.dtype(),
-                "[parallel] reduce_scatter: the input needs ", size_, " x the output's ", out.numel(),
-                " elements of one dtype, got ", in.numel(), " ", dtype_name(in.dtype()), " -> ",
-                dtype_name(out.dtype()));
+                "[parallel] reduce_scatter: the input needs ", size_, " x the output's ",
+                out.numel(), " elements of one dtype, got ", in.numel(), " ",
+                dtype_name(in.dtype()), " -> ", dtype_name(out.dtype()));
     auto w = make_work("reduce_scatter", out);
     w->keep.push_back(in);
-    SPORE_MPI_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), count_of(out, "reduce_scatter"),
-                                              mpi_type(in.dtype()), mpi_op(in.dtype(), op, "reduce_scatter"),
-                                              comm_, &w->req));
+    SPORE_MPI_CHECK(MPI_Ireduce_scatter_block(
+        in.data_ptr(), out.data_ptr(), count_of(out, "reduce_scatter"), mpi_type(in.dtype()),
+        mpi_op(in.dtype(), op, "reduce_scatter"), comm_, &w->req));
     if (op == ReduceOp::Mean) w->done = [out, n = size_] { detail::scale_in_place(out, 1.0 / n); };
     return w;
   }
   WorkPtr all_to_all_async(const Tensor& in, const Tensor& out) override {
     detail::check_tensor(in, "all_to_all");
     detail::check_tensor(out, "all_to_all");
-    SPORE_CHECK(in.numel() % size_ == 0 && out.numel() == in.numel() && out.dtype() == in.dtype(),
-                "[parallel] all_to_all: in and out need the same size, a multiple of the group size ", size_,
-                "; got ", in.numel(), " and ", out.numel(), " elements");
+    SPORE_CHECK(
+        in.numel() % size_ == 0 && out.numel() == in.numel() && out.dtype() == in.dtype(),
+        "[parallel] all_to_all: in and out need the same size, a multiple of the group size ",
+        size_, "; got ", in.numel(), " and ", out.numel(), " elements");
     auto w = make_work("all_to_all", in);
     w->keep.push_back(out);
     const int block = int(in.numel() / size_);
@@ -286,7 +305,8 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     detail::check_tensor(t, "broadcast");
     check_rank(root, "broadcast");
     auto w = make_work("broadcast", t);
-    SPORE_MPI_CHECK(MPI_Ibcast(t.data_ptr(), count_of(t, "broadcast"), mpi_type(t.dtype()), root, comm_, &w->req));
+    SPORE_MPI_CHECK(MPI_Ibcast(t.data_ptr(), count_of(t, "broadcast"), mpi_type(t.dtype()), root,
+                               comm_, &w->req));
     w->peer = root;
     return w;
   }
@@ -295,7 +315,8 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     check_rank(dst, "send");
     auto w = make_work("send", t);
     w->peer = dst;
-    SPORE_MPI_CHECK(MPI_Isend(t.data_ptr(), count_of(t, "send"), mpi_type(t.dtype()), dst, tag, comm_, &w->req));
+    SPORE_MPI_CHECK(MPI_Isend(t.data_ptr(), count_of(t, "send"), mpi_type(t.dtype()), dst, tag,
+                              comm_, &w->req));
     return w;
   }
   WorkPtr recv_async(const Tensor& t, int src, int tag) override {
@@ -303,7 +324,8 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     check_rank(src, "recv");
     auto w = make_work("recv", t);
     w->peer = src;
-    SPORE_MPI_CHECK(MPI_Irecv(t.data_ptr(), count_of(t, "recv"), mpi_type(t.dtype()), src, tag, comm_, &w->req));
+    SPORE_MPI_CHECK(MPI_Irecv(t.data_ptr(), count_of(t, "recv"), mpi_type(t.dtype()), src, tag,
+                              comm_, &w->req));
     return w;
   }
   void barrier() override {
@@ -326,8 +348,10 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
       }
     }
     if (suspects.empty()) {
-      if (peer >= 0) suspects.push_back(peer);
-      else if (size_ == 2) suspects.push_back(1 - rank_);
+      if (peer >= 0)
+        suspects.push_back(peer);
+      else if (size_ == 2)
+        suspects.push_back(1 - rank_);
     }
     std::ostringstream os;
     os << "[parallel] rank " << peers_[size_t(rank_)].world_rank << ": " << what;
@@ -339,22 +363,27 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     char t[32];
     std::snprintf(t, sizeof(t), "%g", timeout);
     if (suspects.empty()) {
-      os << "one of the other " << size_ - 1 << " ranks did not respond within " << t << " s (lost?)";
+      os << "one of the other " << size_ - 1 << " ranks did not respond within " << t
+         << " s (lost?)";
     } else {
       for (size_t i = 0; i < suspects.size(); ++i) {
         const int r = suspects[i];
-        os << (i ? "; " : "") << "rank " << peers_[size_t(r)].world_rank << " did not respond within " << t << " s (lost?)";
-        if (i < why.size()) os << " - its process " << peers_[size_t(r)].pid << " on " << peers_[size_t(r)].host
-                               << " " << why[i];
+        os << (i ? "; " : "") << "rank " << peers_[size_t(r)].world_rank
+           << " did not respond within " << t << " s (lost?)";
+        if (i < why.size())
+          os << " - its process " << peers_[size_t(r)].pid << " on " << peers_[size_t(r)].host
+             << " " << why[i];
       }
     }
-    os << "\nhint: the deadline is set_comm_timeout() / SPORE_COMM_TIMEOUT / spore train --comm-timeout;"
+    os << "\nhint: the deadline is set_comm_timeout() / SPORE_COMM_TIMEOUT / spore train "
+          "--comm-timeout;"
           " a checkpoint written before the fault can be resumed with spore train --resume FILE";
     return os.str();
   }
 
   void check_rank(int r, const char* what) const {
-    SPORE_CHECK_INDEX(r >= 0 && r < size_, "[parallel] ", what, ": rank ", r, " is not in [0, ", size_, ")");
+    SPORE_CHECK_INDEX(r >= 0 && r < size_, "[parallel] ", what, ": rank ", r, " is not in [0, ",
+                      size_, ")");
   }
 
  private:
@@ -364,7 +393,7 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     std::vector<Tensor> keep;    // buffers MPI reads or writes until completion
     std::shared_ptr<const MpiGroup> group;
     std::string what;
-    const char* op = "";   // the collective's name (the profiler's span)
+    const char* op = "";  // the collective's name (the profiler's span)
     int64_t bytes = -1;
     int peer = -1;
     bool finished = false;
@@ -409,7 +438,8 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     w->group = shared_from_this();
     w->op = op;
     w->bytes = t.defined() ? int64_t(t.nbytes()) : -1;
-    w->what = t.defined() ? std::string(op) + " of " + human_bytes(t.nbytes()) + " (" + dtype_name(t.dtype()) + ")"
+    w->what = t.defined() ? std::string(op) + " of " + human_bytes(t.nbytes()) + " (" +
+                                dtype_name(t.dtype()) + ")"
                           : std::string(op);
     if (t.defined()) w->keep.push_back(t);
     return w;

@@ -15,17 +15,17 @@
 #include "parallel/internal.h"
 #include "spore/parallel/parallel.h"
 
-#define SPORE_CUDA_CHECK(call)                                                                    \
-  do {                                                                                            \
-    const cudaError_t e_ = (call);                                                                \
-    SPORE_CHECK_KIND(::spore::ErrorKind::RuntimeError, e_ == cudaSuccess, "[parallel] ", #call,   \
-                     " failed: ", cudaGetErrorString(e_), " (", __FILE__, ":", __LINE__, ")");    \
+#define SPORE_CUDA_CHECK(call)                                                                  \
+  do {                                                                                          \
+    const cudaError_t e_ = (call);                                                              \
+    SPORE_CHECK_KIND(::spore::ErrorKind::RuntimeError, e_ == cudaSuccess, "[parallel] ", #call, \
+                     " failed: ", cudaGetErrorString(e_), " (", __FILE__, ":", __LINE__, ")");  \
   } while (0)
-#define SPORE_NCCL_CHECK(call)                                                                    \
-  do {                                                                                            \
-    const ncclResult_t r_ = (call);                                                               \
-    SPORE_CHECK_KIND(::spore::ErrorKind::RuntimeError, r_ == ncclSuccess, "[parallel] ", #call,   \
-                     " failed: ", ncclGetErrorString(r_), " (", __FILE__, ":", __LINE__, ")");    \
+#define SPORE_NCCL_CHECK(call)                                                                  \
+  do {                                                                                          \
+    const ncclResult_t r_ = (call);                                                             \
+    SPORE_CHECK_KIND(::spore::ErrorKind::RuntimeError, r_ == ncclSuccess, "[parallel] ", #call, \
+                     " failed: ", ncclGetErrorString(r_), " (", __FILE__, ":", __LINE__, ")");  \
   } while (0)
 
 namespace spore::parallel {
@@ -34,26 +34,38 @@ namespace {
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
     case kBool:
-    case kUInt8: return ncclUint8;
-    case kInt8: return ncclInt8;
-    case kInt32: return ncclInt32;
-    case kInt64: return ncclInt64;
-    case kFloat16: return ncclFloat16;
-    case kBFloat16: return ncclBfloat16;
-    case kFloat32: return ncclFloat32;
-    case kFloat64: return ncclFloat64;
+    case kUInt8:
+      return ncclUint8;
+    case kInt8:
+      return ncclInt8;
+    case kInt32:
+      return ncclInt32;
+    case kInt64:
+      return ncclInt64;
+    case kFloat16:
+      return ncclFloat16;
+    case kBFloat16:
+      return ncclBfloat16;
+    case kFloat32:
+      return ncclFloat32;
+    case kFloat64:
+      return ncclFloat64;
   }
   return ncclUint8;
 }
 
 ncclRedOp_t nccl_op(DType t, ReduceOp op, const char* what) {
-  SPORE_CHECK_TYPE(t != kBool || op == ReduceOp::Max || op == ReduceOp::Min, "[parallel] ", what, ": ",
-                   reduce_op_name(op), " of bool is not defined; use max (any) or min (all)");
+  SPORE_CHECK_TYPE(t != kBool || op == ReduceOp::Max || op == ReduceOp::Min, "[parallel] ", what,
+                   ": ", reduce_op_name(op), " of bool is not defined; use max (any) or min (all)");
   switch (op) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Mean: return ncclAvg;
-    case ReduceOp::Max: return ncclMax;
-    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Sum:
+      return ncclSum;
+    case ReduceOp::Mean:
+      return ncclAvg;
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
   }
   return ncclSum;
 }
@@ -65,7 +77,8 @@ class NcclGroup : public Group {
     size_ = mpi_->size();
     int devices = 0;
     SPORE_CUDA_CHECK(cudaGetDeviceCount(&devices));
-    SPORE_CHECK_KIND(ErrorKind::RuntimeError, devices > 0, "[parallel] init(\"nccl\"): no CUDA device visible");
+    SPORE_CHECK_KIND(ErrorKind::RuntimeError, devices > 0,
+                     "[parallel] init(\"nccl\"): no CUDA device visible");
     SPORE_CUDA_CHECK(cudaSetDevice(rank_ % devices));
     ncclUniqueId id;
     if (rank_ == 0) SPORE_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -95,8 +108,9 @@ class NcclGroup : public Group {
   WorkPtr all_gather_async(const Tensor& in, const Tensor& out) override {
     detail::check_tensor(in, "all_gather");
     detail::check_tensor(out, "all_gather");
-    SPORE_CHECK(out.numel() == in.numel() * size_ && out.dtype() == in.dtype(), "[parallel] all_gather: the output needs ",
-                in.numel() * size_, " elements, got ", out.numel());
+    SPORE_CHECK(out.numel() == in.numel() * size_ && out.dtype() == in.dtype(),
+                "[parallel] all_gather: the output needs ", in.numel() * size_, " elements, got ",
+                out.numel());
     return run("all_gather", in, out, [&](void* i, void* o) {
       return ncclAllGather(i, o, size_t(in.numel()), nccl_type(in.dtype()), comm_, stream_);
     });
@@ -106,10 +120,12 @@ class NcclGroup : public Group {
     detail::check_tensor(out, "reduce_scatter");
     detail::check_mean_dtype(in.dtype(), op, "reduce_scatter");
     SPORE_CHECK(in.numel() == out.numel() * size_ && out.dtype() == in.dtype(),
-                "[parallel] reduce_scatter: the input needs ", out.numel() * size_, " elements, got ", in.numel());
+                "[parallel] reduce_scatter: the input needs ", out.numel() * size_,
+                " elements, got ", in.numel());
     const ncclRedOp_t nop = nccl_op(in.dtype(), op, "reduce_scatter");
     return run("reduce_scatter", in, out, [&](void* i, void* o) {
-      return ncclReduceScatter(i, o, size_t(out.numel()), nccl_type(in.dtype()), nop, comm_, stream_);
+      return ncclReduceScatter(i, o, size_t(out.numel()), nccl_type(in.dtype()), nop, comm_,
+                               stream_);
     });
   }
   WorkPtr broadcast_async(const Tensor& t, int root) override {
@@ -159,7 +175,8 @@ class NcclGroup : public Group {
       const auto t0 = std::chrono::steady_clock::now();
       while (!test()) {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
-        if (timeout > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout)
+        if (timeout > 0 &&
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout)
           SPORE_THROW(ErrorKind::RuntimeError, "[parallel] rank ", rank, ": ", what,
                       ": a peer did not respond within ", timeout, " s (lost?)");
       }
@@ -175,17 +192,21 @@ class NcclGroup : public Group {
     void *din = nullptr, *dout = nullptr;
     if (in.defined()) {
       SPORE_CUDA_CHECK(cudaMallocAsync(&din, std::max<size_t>(in.nbytes(), 1), stream_));
-      SPORE_CUDA_CHECK(cudaMemcpyAsync(din, in.data_ptr(), in.nbytes(), cudaMemcpyHostToDevice, stream_));
+      SPORE_CUDA_CHECK(
+          cudaMemcpyAsync(din, in.data_ptr(), in.nbytes(), cudaMemcpyHostToDevice, stream_));
       w->keep.push_back(in);
     }
     if (out.defined()) {
-      if (out.is_same(in)) dout = din;
-      else SPORE_CUDA_CHECK(cudaMallocAsync(&dout, std::max<size_t>(out.nbytes(), 1), stream_));
+      if (out.is_same(in))
+        dout = din;
+      else
+        SPORE_CUDA_CHECK(cudaMallocAsync(&dout, std::max<size_t>(out.nbytes(), 1), stream_));
       w->keep.push_back(out);
     }
     SPORE_NCCL_CHECK(call(din, dout));
     if (out.defined())
-      SPORE_CUDA_CHECK(cudaMemcpyAsync(out.data_ptr(), dout, out.nbytes(), cudaMemcpyDeviceToHost, stream_));
+      SPORE_CUDA_CHECK(
+          cudaMemcpyAsync(out.data_ptr(), dout, out.nbytes(), cudaMemcpyDeviceToHost, stream_));
     if (din) SPORE_CUDA_CHECK(cudaFreeAsync(din, stream_));
     if (dout && dout != din) SPORE_CUDA_CHECK(cudaFreeAsync(dout, stream_));
     SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&w->event, cudaEventDisableTiming));

@@ -15,14 +15,16 @@ ShardedOptimizer::ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bo
       group_(group ? std::move(group) : world()),
       mean_(mean) {
   const std::string who = "[enable_parallel_optimizer] ";
-  SPORE_CHECK(inner_->clip_grad_norm() == 0, who, inner_->name(), " clips by the global gradient norm (",
-              inner_->clip_grad_norm(), "), which a shard cannot compute alone; turn clipping off or "
+  SPORE_CHECK(inner_->clip_grad_norm() == 0, who, inner_->name(),
+              " clips by the global gradient norm (", inner_->clip_grad_norm(),
+              "), which a shard cannot compute alone; turn clipping off or "
               "turn off enable_parallel_optimizer");
   const std::vector<Tensor>& params = inner_->parameters();
   const DType dt = params[0].dtype();
   int64_t total = 0;
   for (size_t i = 0; i < params.size(); ++i) {
-    SPORE_CHECK_TYPE(params[i].dtype() == dt, who, "every parameter must have one dtype to be sharded; ",
+    SPORE_CHECK_TYPE(params[i].dtype() == dt, who,
+                     "every parameter must have one dtype to be sharded; ",
                      inner_->parameter_names()[0], " is ", dtype_name(dt), " but ",
                      inner_->parameter_names()[i], " is ", dtype_name(params[i].dtype()));
     SPORE_CHECK(params[i].is_contiguous(), who, "parameter ", inner_->parameter_names()[i],
@@ -39,7 +41,8 @@ ShardedOptimizer::ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bo
   // in a group of its own so that it keeps the parameter's lr schedule and weight decay.
   std::vector<optim::ParamGroup> groups;
   for (size_t i = 0; i < params.size(); ++i) {
-    const int64_t a = std::max(begin_, offset_[i]), b = std::min(end_, offset_[i] + params[i].numel());
+    const int64_t a = std::max(begin_, offset_[i]),
+                  b = std::min(end_, offset_[i] + params[i].numel());
     if (a >= b) continue;
     Tensor view = params[i].view({-1}).slice(0, a - offset_[i], b - offset_[i]);
     shard_param_.push_back(i);
@@ -72,8 +75,8 @@ ShardedOptimizer::ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bo
 
 void ShardedOptimizer::step(const std::vector<Tensor>& grads) {
   const std::vector<Tensor>& params = parameters();
-  SPORE_CHECK(grads.size() == params.size(), "[", name(), "] step() got ", grads.size(), " gradients for ",
-              params.size(), " parameters");
+  SPORE_CHECK(grads.size() == params.size(), "[", name(), "] step() got ", grads.size(),
+              " gradients for ", params.size(), " parameters");
   NoGradGuard no_grad;
   // 1. This rank's full gradients into one flat buffer (an undefined gradient counts as zeros).
   for (size_t i = 0; i < params.size(); ++i) {
@@ -97,7 +100,9 @@ void ShardedOptimizer::step(const std::vector<Tensor>& grads) {
   }
   group_->all_gather(my_params_, flat_params_);
   for (size_t i = 0; i < params.size(); ++i)
-    assign(params[i], flat_params_.slice(0, offset_[i], offset_[i] + params[i].numel()).view(params[i].shape()));
+    assign(
+        params[i],
+        flat_params_.slice(0, offset_[i], offset_[i] + params[i].numel()).view(params[i].shape()));
   set_global_step(global_step() + 1);
 }
 

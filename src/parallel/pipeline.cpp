@@ -18,9 +18,10 @@ int tag_of(int64_t micro, int kind) { return int(micro * 4 + kind); }  // 0 head
 
 }  // namespace
 
-PipelineTrainer::PipelineTrainer(std::vector<nn::CellPtr> stages, nn::CellPtr loss_fn,
-                                 std::function<optim::OptimizerPtr(std::vector<Tensor>)> make_optimizer,
-                                 int64_t micro_batches, GroupPtr group, GroupPtr data_parallel_group)
+PipelineTrainer::PipelineTrainer(
+    std::vector<nn::CellPtr> stages, nn::CellPtr loss_fn,
+    std::function<optim::OptimizerPtr(std::vector<Tensor>)> make_optimizer, int64_t micro_batches,
+    GroupPtr group, GroupPtr data_parallel_group)
     : stages_(std::move(stages)),
       loss_fn_(std::move(loss_fn)),
       m_(micro_batches),
@@ -28,12 +29,15 @@ PipelineTrainer::PipelineTrainer(std::vector<nn::CellPtr> stages, nn::CellPtr lo
       dp_group_(std::move(data_parallel_group)) {
   rank_ = group_->rank();
   size_ = group_->size();
-  SPORE_CHECK(int64_t(stages_.size()) == size_, "[pipeline] ", stages_.size(), " stages but ", size_,
-              " ranks: pipeline_stages must equal the ranks of the job (one stage per rank); launch with "
-              "-n ", stages_.size(), " or split the network into ", size_, " stages");
+  SPORE_CHECK(
+      int64_t(stages_.size()) == size_, "[pipeline] ", stages_.size(), " stages but ", size_,
+      " ranks: pipeline_stages must equal the ranks of the job (one stage per rank); launch with "
+      "-n ",
+      stages_.size(), " or split the network into ", size_, " stages");
   SPORE_CHECK(m_ >= 1, "[pipeline] micro_batches must be >= 1, got ", m_);
   SPORE_CHECK(loss_fn_ != nullptr, "[pipeline] loss_fn is null");
-  for (size_t s = 0; s < stages_.size(); ++s) SPORE_CHECK(stages_[s] != nullptr, "[pipeline] stage ", s, " is null");
+  for (size_t s = 0; s < stages_.size(); ++s)
+    SPORE_CHECK(stages_[s] != nullptr, "[pipeline] stage ", s, " is null");
   params_ = stage()->trainable_params();
   SPORE_CHECK(!params_.empty(), "[pipeline] stage ", rank_, " has no trainable parameters");
   opt_ = make_optimizer(params_);
@@ -82,8 +86,8 @@ Tensor PipelineTrainer::forward(int64_t i, const Tensor& data, const Tensor& lab
   stats_.compute_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   if (rank_ < size_ - 1) {
     const Tensor out = y.detach().contiguous();
-    SPORE_CHECK(out.dim() <= kMaxDims, "[pipeline] stage ", rank_, " output has ", out.dim(), " dims, at most ",
-                kMaxDims, " can be sent");
+    SPORE_CHECK(out.dim() <= kMaxDims, "[pipeline] stage ", rank_, " output has ", out.dim(),
+                " dims, at most ", kMaxDims, " can be sent");
     Tensor header = zeros({2 + kMaxDims}, kInt64);
     int64_t* h = header.data<int64_t>();
     h[0] = out.dim();
@@ -136,8 +140,9 @@ void PipelineTrainer::backward(int64_t i) {
 }
 
 Tensor PipelineTrainer::step(const Tensor& data, const Tensor& label) {
-  SPORE_CHECK(data.dim() >= 1 && data.shape()[0] % m_ == 0, "[pipeline] the batch (", data.dim() ? data.shape()[0] : 0,
-              " rows) must split into micro_batches = ", m_, " equal micro-batches");
+  SPORE_CHECK(data.dim() >= 1 && data.shape()[0] % m_ == 0, "[pipeline] the batch (",
+              data.dim() ? data.shape()[0] : 0, " rows) must split into micro_batches = ", m_,
+              " equal micro-batches");
   const auto t0 = Clock::now();
   stats_ = {};
   loss_sum_ = Tensor();
@@ -170,8 +175,9 @@ Tensor PipelineTrainer::step(const Tensor& data, const Tensor& label) {
     stats_.compute_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
   }
   // The batch's mean loss, from the last stage to every rank.
-  Tensor loss = rank_ == size_ - 1 ? (loss_sum_ * (1.0 / double(m_))).to(kFloat32).contiguous().clone()
-                                   : zeros({}, kFloat32);
+  Tensor loss = rank_ == size_ - 1
+                    ? (loss_sum_ * (1.0 / double(m_))).to(kFloat32).contiguous().clone()
+                    : zeros({}, kFloat32);
   group_->broadcast(loss, size_ - 1);
   if (dp_group_ && dp_group_->size() > 1) dp_group_->all_reduce(loss, ReduceOp::Mean);
   stats_.step_seconds = std::chrono::duration<double>(Clock::now() - t0).count();

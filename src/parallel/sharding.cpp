@@ -27,7 +27,7 @@
 
 namespace spore::parallel {
 
-// ---- layouts -------------------------------------------------------------------------------------
+// ---- layouts ------------------------------------------------------------------------------------
 bool Layout::is_whole() const {
   return std::none_of(dims.begin(), dims.end(), [](const DimSplit& s) { return s.cut(); });
 }
@@ -52,7 +52,8 @@ int world_rank() { return world()->rank(); }
 
 std::string splits_str(const std::vector<DimSplit>& s) {
   std::string out;
-  for (const DimSplit& d : s) out += (out.empty() ? "" : ",") + std::to_string(d.parts) + "@" + std::to_string(d.stride);
+  for (const DimSplit& d : s)
+    out += (out.empty() ? "" : ",") + std::to_string(d.parts) + "@" + std::to_string(d.stride);
   return out;
 }
 
@@ -87,7 +88,8 @@ std::vector<DimSplit> missing(const std::vector<DimSplit>& used, const Layout& h
   std::vector<DimSplit> out;
   const std::vector<DimSplit> h = cuts_of(have);
   for (const DimSplit& u : used)
-    if (std::none_of(h.begin(), h.end(), [&](const DimSplit& x) { return x == u; })) out.push_back(u);
+    if (std::none_of(h.begin(), h.end(), [&](const DimSplit& x) { return x == u; }))
+      out.push_back(u);
   return out;
 }
 
@@ -113,8 +115,10 @@ void set_layout(const Tensor& t, const Layout& l) {
       it = it->second.impl.expired() ? g_table.erase(it) : std::next(it);
     g_sweep_at = std::max<size_t>(1024, 2 * g_table.size());
   }
-  if (l.is_whole()) g_table.erase(t.impl_ptr().get());
-  else g_table[t.impl_ptr().get()] = Entry{t.impl_ptr(), l};
+  if (l.is_whole())
+    g_table.erase(t.impl_ptr().get());
+  else
+    g_table[t.impl_ptr().get()] = Entry{t.impl_ptr(), l};
 }
 
 std::mutex g_log_mu;
@@ -125,8 +129,9 @@ void log_line(std::string s) {
   if (g_log_seen.insert(s).second) g_log.push_back(std::move(s));
 }
 
-// ---- groups: the ranks that differ only in some cuts' digits -------------------------------------
-int64_t digits_of(int64_t r, const std::vector<DimSplit>& cuts) {  // the rank's value in those digits
+// ---- groups: the ranks that differ only in some cuts' digits ------------------------------------
+int64_t digits_of(int64_t r,
+                  const std::vector<DimSplit>& cuts) {  // the rank's value in those digits
   int64_t v = 0;
   for (const DimSplit& c : cuts) v += ((r / c.stride) % c.parts) * c.stride;
   return v;
@@ -140,7 +145,8 @@ GroupPtr group_for(const std::vector<DimSplit>& cuts) {
   if (it != cache.end()) return it->second;
   const int r = world_rank();
   const int64_t mine = digits_of(r, cuts);
-  // Collective over the world: every rank reaches here in the same order (same network, same rules).
+  // Collective over the world: every rank reaches here in the same order (same network, same
+  // rules).
   GroupPtr g = world()->split(int(r - mine), int(mine));
   cache[key] = g;
   return g;
@@ -154,7 +160,7 @@ std::string ranks_of(const std::vector<DimSplit>& cuts) {
   return s;
 }
 
-// ---- the collective ops --------------------------------------------------------------------------
+// ---- the collective ops -------------------------------------------------------------------------
 enum class Kind { Gather, Slice, AllReduce, Mirror, ReduceScatter, AllToAll };
 struct Coll {
   Kind kind;
@@ -164,12 +170,18 @@ struct Coll {
 };
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::Gather: return "all_gather";
-    case Kind::Slice: return "slice";
-    case Kind::AllReduce: return "all_reduce";
-    case Kind::Mirror: return "mirror";
-    case Kind::ReduceScatter: return "reduce_scatter";
-    case Kind::AllToAll: return "all_to_all";
+    case Kind::Gather:
+      return "all_gather";
+    case Kind::Slice:
+      return "slice";
+    case Kind::AllReduce:
+      return "all_reduce";
+    case Kind::Mirror:
+      return "mirror";
+    case Kind::ReduceScatter:
+      return "reduce_scatter";
+    case Kind::AllToAll:
+      return "all_to_all";
   }
   return "?";
 }
@@ -217,41 +229,60 @@ CustomOpHandle coll_op(const Coll& c) {
   op.name = name;
   op.num_inputs = 1;
   op.dtypes = {kFloat32, kFloat64, kInt32, kInt64};  // integer inputs: labels, token ids
-  op.infer = [c, p](const std::vector<Shape>& s, const std::vector<DType>& t) -> std::pair<Shape, DType> {
+  op.infer = [c, p](const std::vector<Shape>& s,
+                    const std::vector<DType>& t) -> std::pair<Shape, DType> {
     Shape out = s[0];
     auto dim_ok = [&](int64_t d) {
-      SPORE_CHECK(d < int64_t(out.size()), "dim ", d, " is out of range for shape ", shape_str(out));
+      SPORE_CHECK(d < int64_t(out.size()), "dim ", d, " is out of range for shape ",
+                  shape_str(out));
     };
     switch (c.kind) {
-      case Kind::Gather: dim_ok(c.dim); out[size_t(c.dim)] *= p; break;
+      case Kind::Gather:
+        dim_ok(c.dim);
+        out[size_t(c.dim)] *= p;
+        break;
       case Kind::Slice:
       case Kind::ReduceScatter:
         dim_ok(c.dim);
-        SPORE_CHECK(out[size_t(c.dim)] % p == 0, "dim ", c.dim, " of ", shape_str(out), " does not split into ",
-                    p, " equal pieces; make it a multiple of ", p, " or change the strategy");
+        SPORE_CHECK(out[size_t(c.dim)] % p == 0, "dim ", c.dim, " of ", shape_str(out),
+                    " does not split into ", p, " equal pieces; make it a multiple of ", p,
+                    " or change the strategy");
         out[size_t(c.dim)] /= p;
         break;
       case Kind::AllToAll:
         dim_ok(c.dim);
         dim_ok(c.dim2);
-        SPORE_CHECK(out[size_t(c.dim2)] % p == 0, "dim ", c.dim2, " of ", shape_str(out), " does not split into ",
-                    p, " equal pieces");
+        SPORE_CHECK(out[size_t(c.dim2)] % p == 0, "dim ", c.dim2, " of ", shape_str(out),
+                    " does not split into ", p, " equal pieces");
         out[size_t(c.dim)] *= p;
         out[size_t(c.dim2)] /= p;
         break;
-      default: break;
+      default:
+        break;
     }
     return {out, t[0]};
   };
-  op.bprop = [c](const std::vector<Tensor>&, const Tensor&, const Tensor& dout) -> std::vector<Tensor> {
+  op.bprop = [c](const std::vector<Tensor>&, const Tensor&,
+                 const Tensor& dout) -> std::vector<Tensor> {
     Coll b = c;
     switch (c.kind) {
-      case Kind::Gather: b.kind = Kind::Slice; break;
-      case Kind::Slice: b.kind = Kind::Gather; break;
-      case Kind::AllReduce: return {dout};  // every rank's summand gets the whole gradient
-      case Kind::Mirror: b.kind = Kind::AllReduce; break;
-      case Kind::ReduceScatter: b.kind = Kind::Gather; break;
-      case Kind::AllToAll: std::swap(b.dim, b.dim2); break;
+      case Kind::Gather:
+        b.kind = Kind::Slice;
+        break;
+      case Kind::Slice:
+        b.kind = Kind::Gather;
+        break;
+      case Kind::AllReduce:
+        return {dout};  // every rank's summand gets the whole gradient
+      case Kind::Mirror:
+        b.kind = Kind::AllReduce;
+        break;
+      case Kind::ReduceScatter:
+        b.kind = Kind::Gather;
+        break;
+      case Kind::AllToAll:
+        std::swap(b.dim, b.dim2);
+        break;
     }
     return {apply(b, dout)};
   };
@@ -259,7 +290,9 @@ CustomOpHandle coll_op(const Coll& c) {
     const NoGradGuard no_grad;
     const Tensor& x = in[0];
     switch (c.kind) {
-      case Kind::Mirror: write(out, x); break;
+      case Kind::Mirror:
+        write(out, x);
+        break;
       case Kind::AllReduce:
         write(out, x);
         g->all_reduce(out, ReduceOp::Sum);
@@ -280,7 +313,8 @@ CustomOpHandle coll_op(const Coll& c) {
         g->reduce_scatter(packed, out, ReduceOp::Sum);
         break;
       }
-      case Kind::AllToAll: {  // send block j (piece j of dim2) to rank j; receive their pieces of dim
+      case Kind::AllToAll: {  // send block j (piece j of dim2) to rank j; receive their pieces of
+                              // dim
         const Tensor packed = move_axis(split_dim(x, c.dim2, p), c.dim2, 0).contiguous();
         Tensor recv = Tensor::empty(packed.shape(), packed.dtype());
         g->all_to_all(packed, recv);
@@ -299,10 +333,12 @@ Tensor apply(const Coll& c, const Tensor& x) { return coll_op(c)(x); }
 
 void log_coll(const Coll& c, const Tensor& x, const Layout& from, const Layout& to) {
   std::string s = kind_name(c.kind);
-  if (c.kind == Kind::AllToAll) s += " dims " + std::to_string(c.dim) + "->" + std::to_string(c.dim2);
-  else if (c.dim >= 0) s += " dim " + std::to_string(c.dim);
-  s += " of " + std::string(dtype_name(x.dtype())) + shape_str(whole_shape(x.shape(), from)) + " " + from.str() +
-       " -> " + to.str() + " (ranks " + ranks_of(c.cuts) + ")";
+  if (c.kind == Kind::AllToAll)
+    s += " dims " + std::to_string(c.dim) + "->" + std::to_string(c.dim2);
+  else if (c.dim >= 0)
+    s += " dim " + std::to_string(c.dim);
+  s += " of " + std::string(dtype_name(x.dtype())) + shape_str(whole_shape(x.shape(), from)) + " " +
+       from.str() + " -> " + to.str() + " (ranks " + ranks_of(c.cuts) + ")";
   log_line(std::move(s));
 }
 
@@ -354,10 +390,11 @@ Layout fitted(const Tensor& t) {  // the table's layout, or whole when it does n
 
 thread_local const Layout* g_out_request = nullptr;
 
-// ---- the engine ----------------------------------------------------------------------------------
+// ---- the engine ---------------------------------------------------------------------------------
 class Engine : public ops::ShardingHook {
  public:
-  std::optional<ops::Tensors> call(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a) override {
+  std::optional<ops::Tensors> call(ops::OpId id, const ops::Tensors& in,
+                                   const ops::Attrs& a) override {
     bool any = false;
     for (const Tensor& t : in)
       if (t.defined() && !fitted(t).is_whole()) any = true;
@@ -365,19 +402,32 @@ class Engine : public ops::ShardingHook {
     using ops::OpId;
     const ops::OpDef& def = ops::op_def(id);
     std::optional<ops::Tensors> out;
-    if (def.has(ops::kElementwise)) out = elementwise(id, in, a);
-    else if (id == OpId::Matmul) out = matmul(in, a);
-    else if (id == OpId::Sum || id == OpId::Mean) out = reduce(id, in, a);
-    else if (id == OpId::Reshape) out = reshape(in, a);
-    else if (id == OpId::Permute) out = permute(in, a);
-    else if (id == OpId::Copy) out = same_layout(id, in, a);
-    else if (id == OpId::Softmax || id == OpId::LogSoftmax) out = along_axis(id, in, a, a.get_int("axis"));
-    else if (id == OpId::LayerNorm) out = layer_norm(in, a);
-    else if (id == OpId::IndexSelect) out = index_select(in, a);
-    else if (id == OpId::Gather) out = gather(in, a);
-    else if (id == OpId::Slice) out = along_axis(id, in, a, a.get_int("dim"));
-    else if (id == OpId::Conv2d) out = conv2d(in, a);
-    else if (id == OpId::MaxPool2d || id == OpId::AvgPool2d || id == OpId::AdaptiveAvgPool2d) out = pool(id, in, a);
+    if (def.has(ops::kElementwise))
+      out = elementwise(id, in, a);
+    else if (id == OpId::Matmul)
+      out = matmul(in, a);
+    else if (id == OpId::Sum || id == OpId::Mean)
+      out = reduce(id, in, a);
+    else if (id == OpId::Reshape)
+      out = reshape(in, a);
+    else if (id == OpId::Permute)
+      out = permute(in, a);
+    else if (id == OpId::Copy)
+      out = same_layout(id, in, a);
+    else if (id == OpId::Softmax || id == OpId::LogSoftmax)
+      out = along_axis(id, in, a, a.get_int("axis"));
+    else if (id == OpId::LayerNorm)
+      out = layer_norm(in, a);
+    else if (id == OpId::IndexSelect)
+      out = index_select(in, a);
+    else if (id == OpId::Gather)
+      out = gather(in, a);
+    else if (id == OpId::Slice)
+      out = along_axis(id, in, a, a.get_int("dim"));
+    else if (id == OpId::Conv2d)
+      out = conv2d(in, a);
+    else if (id == OpId::MaxPool2d || id == OpId::AvgPool2d || id == OpId::AdaptiveAvgPool2d)
+      out = pool(id, in, a);
     if (!out) out = on_whole(id, in, a);
     return out;
   }
@@ -392,13 +442,16 @@ class Engine : public ops::ShardingHook {
   // Ops without a rule: every input whole, the op as written, outputs whole.
   static ops::Tensors on_whole(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a) {
     ops::Tensors w;
-    for (const Tensor& t : in) w.push_back(t.defined() ? move(t, fitted(t), Layout::whole(t.dim())) : t);
-    log_line(std::string("whole: ") + ops::op_name(id) + " has no sharding rule; its inputs are gathered");
+    for (const Tensor& t : in)
+      w.push_back(t.defined() ? move(t, fitted(t), Layout::whole(t.dim())) : t);
+    log_line(std::string("whole: ") + ops::op_name(id) +
+             " has no sharding rule; its inputs are gathered");
     return ops::call(id, std::move(w), a);
   }
 
   // Numpy broadcasting: each output dim takes the first input cut along it (not broadcast there).
-  static std::optional<ops::Tensors> elementwise(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a) {
+  static std::optional<ops::Tensors> elementwise(ops::OpId id, const ops::Tensors& in,
+                                                 const ops::Attrs& a) {
     std::vector<Layout> ls;
     std::vector<Shape> ws;
     Shape out_shape;
@@ -412,7 +465,8 @@ class Engine : public ops::ShardingHook {
     for (size_t j = 0; j < R; ++j)
       for (size_t i = 0; i < in.size() && !out.dims[j].cut(); ++i) {
         const int64_t d = int64_t(j) - int64_t(R - ws[i].size());
-        if (d >= 0 && ws[i][size_t(d)] == out_shape[j] && ls[i].dims[size_t(d)].cut()) out.dims[j] = ls[i].dims[size_t(d)];
+        if (d >= 0 && ws[i][size_t(d)] == out_shape[j] && ls[i].dims[size_t(d)].cut())
+          out.dims[j] = ls[i].dims[size_t(d)];
       }
     if (!valid_set(out.dims)) return std::nullopt;
     const std::vector<DimSplit> used = cuts_of(out);
@@ -434,7 +488,8 @@ class Engine : public ops::ShardingHook {
     const Shape wa = whole_shape(in[0].shape(), la), wb = whole_shape(in[1].shape(), lb);
     const size_t ra = wa.size(), rb = wb.size();
     const DimSplit k = lb.dims[rb - 2].cut() ? lb.dims[rb - 2] : la.dims[ra - 1];
-    const Shape batch = ops::broadcast_shapes(Shape(wa.begin(), wa.end() - 2), Shape(wb.begin(), wb.end() - 2));
+    const Shape batch =
+        ops::broadcast_shapes(Shape(wa.begin(), wa.end() - 2), Shape(wb.begin(), wb.end() - 2));
     const size_t R = batch.size() + 2;
     Layout out = Layout::whole(int64_t(R));
     for (size_t j = 0; j < batch.size(); ++j) {
@@ -482,7 +537,8 @@ class Engine : public ops::ShardingHook {
   }
 
   // Sum / Mean: reduced cut dims become an all-reduce of the local results.
-  static std::optional<ops::Tensors> reduce(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a) {
+  static std::optional<ops::Tensors> reduce(ops::OpId id, const ops::Tensors& in,
+                                            const ops::Attrs& a) {
     const Layout l = fitted(in[0]);
     const int64_t r = in[0].dim();
     const std::vector<int64_t> axes = ops::normalize_axes(a.get_ints("axes", {}), r);
@@ -492,7 +548,8 @@ class Engine : public ops::ShardingHook {
     int64_t pieces = 1;
     for (int64_t d = 0; d < r; ++d) {
       const bool red = axes.empty() || std::find(axes.begin(), axes.end(), d) != axes.end();
-      if (!red) out.dims.push_back(l.dims[size_t(d)]);
+      if (!red)
+        out.dims.push_back(l.dims[size_t(d)]);
       else {
         if (keep) out.dims.push_back({});
         if (l.dims[size_t(d)].cut()) {
@@ -542,7 +599,8 @@ class Engine : public ops::ShardingHook {
   }
 
   // 2-d pooling works per (N, C): those cuts stay; the spatial dims are made whole.
-  static std::optional<ops::Tensors> pool(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a) {
+  static std::optional<ops::Tensors> pool(ops::OpId id, const ops::Tensors& in,
+                                          const ops::Attrs& a) {
     const Layout l = fitted(in[0]);
     const Layout w{{l.dims[0], l.dims[1], {}, {}}};
     ops::Tensors out = ops::call(id, {move(in[0], l, w)}, a);
@@ -551,13 +609,14 @@ class Engine : public ops::ShardingHook {
     return out;
   }
 
-  static std::optional<ops::Tensors> same_layout(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a) {
+  static std::optional<ops::Tensors> same_layout(ops::OpId id, const ops::Tensors& in,
+                                                 const ops::Attrs& a) {
     return ops::Tensors{run1(id, in, a, fitted(in[0]))};
   }
 
   // Softmax over `axis`, Slice along it: that dim whole, the others keep their cuts.
-  static std::optional<ops::Tensors> along_axis(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a,
-                                                int64_t axis) {
+  static std::optional<ops::Tensors> along_axis(ops::OpId id, const ops::Tensors& in,
+                                                const ops::Attrs& a, int64_t axis) {
     const Layout l = fitted(in[0]);
     Layout w = l;
     w.dims[size_t(ops::normalize_axis(axis, in[0].dim()))] = {};
@@ -611,7 +670,8 @@ class Engine : public ops::ShardingHook {
   static std::optional<ops::Tensors> permute(const ops::Tensors& in, const ops::Attrs& a) {
     const Layout l = fitted(in[0]);
     Layout out;
-    for (int64_t ax : a.get_ints("axes")) out.dims.push_back(l.dims[size_t(ops::normalize_axis(ax, in[0].dim()))]);
+    for (int64_t ax : a.get_ints("axes"))
+      out.dims.push_back(l.dims[size_t(ops::normalize_axis(ax, in[0].dim()))]);
     return ops::Tensors{run1(ops::OpId::Permute, in, a, out)};
   }
 
@@ -624,7 +684,8 @@ class Engine : public ops::ShardingHook {
     const Shape& piece = in[0].shape();
     const Shape whole = whole_shape(piece, l);
     Shape target = a.get_ints("shape");
-    const bool whole_target = shape_numel(target) == shape_numel(whole) && shape_numel(whole) != shape_numel(piece);
+    const bool whole_target =
+        shape_numel(target) == shape_numel(whole) && shape_numel(whole) != shape_numel(piece);
     const Shape& src = whole_target ? whole : piece;
     Layout out = Layout::whole(int64_t(target.size()));
     size_t i = 0, j = 0;
@@ -635,9 +696,12 @@ class Engine : public ops::ShardingHook {
       if (i < src.size()) pi *= src[i++];
       if (j < target.size()) pj *= target[j++];
       while (pi != pj) {
-        if (pi < pj && i < src.size()) pi *= src[i++];
-        else if (j < target.size()) pj *= target[j++];
-        else return std::nullopt;
+        if (pi < pj && i < src.size())
+          pi *= src[i++];
+        else if (j < target.size())
+          pj *= target[j++];
+        else
+          return std::nullopt;
       }
       // The cut input dim must lead its group (only size-1 dims before it); the piece is then a
       // contiguous block of the group, which is a cut of the group's first output dim (even of
@@ -666,7 +730,7 @@ Engine& engine() {
 }
 }  // namespace
 
-// ---- public API ----------------------------------------------------------------------------------
+// ---- public API ---------------------------------------------------------------------------------
 Layout layout_from_strategy(const std::vector<int64_t>& pieces, int64_t device_num) {
   int64_t prod = 1;
   for (int64_t p : pieces) {
@@ -688,10 +752,11 @@ Layout layout_from_strategy(const std::vector<int64_t>& pieces, int64_t device_n
 
 DenseLayouts dense_layouts(const Strategy& st, int64_t n) {
   SPORE_CHECK(st.size() == 2 && st[0].size() == 2 && st[1].size() == 2,
-              "[Dense.shard] expected a strategy ((m, k), (n, k)) for the input (M, K) and the weight (N, K), got ",
+              "[Dense.shard] expected a strategy ((m, k), (n, k)) for the input (M, K) and the "
+              "weight (N, K), got ",
               st.size(), " entries");
-  SPORE_CHECK(st[0][1] == st[1][1], "[Dense.shard] the input's k (", st[0][1], ") and the weight's k (", st[1][1],
-              ") must be equal: both cut the contraction");
+  SPORE_CHECK(st[0][1] == st[1][1], "[Dense.shard] the input's k (", st[0][1],
+              ") and the weight's k (", st[1][1], ") must be equal: both cut the contraction");
   // device matrix (m, k, n): x = (m, k), weight = (n, k), out = (m, n)
   const Layout dm = layout_from_strategy({st[0][0], st[0][1], st[1][0]}, n);
   DenseLayouts r;
@@ -703,7 +768,8 @@ DenseLayouts dense_layouts(const Strategy& st, int64_t n) {
 }
 
 bool semi_auto_active() {
-  return get_auto_parallel_context().parallel_mode == ParallelMode::SemiAutoParallel && get_group_size() > 1;
+  return get_auto_parallel_context().parallel_mode == ParallelMode::SemiAutoParallel &&
+         get_group_size() > 1;
 }
 
 Layout layout_of(const Tensor& t) {
@@ -717,8 +783,8 @@ Layout layout_of(const Tensor& t) {
 }
 
 Tensor mark_piece(const Tensor& t, const Layout& l) {
-  SPORE_CHECK(l.dims.size() == size_t(t.dim()), "[sharding] layout ", l.str(), " has ", l.dims.size(),
-              " dims but the tensor ", shape_str(t.shape()), " has ", t.dim());
+  SPORE_CHECK(l.dims.size() == size_t(t.dim()), "[sharding] layout ", l.str(), " has ",
+              l.dims.size(), " dims but the tensor ", shape_str(t.shape()), " has ", t.dim());
   SPORE_CHECK(valid_set(l.dims), "[sharding] layout ", l.str(), " does not fit ", world_size(),
               " ranks (each cut must use its own digits of the rank number)");
   set_layout(t, l);
@@ -726,8 +792,8 @@ Tensor mark_piece(const Tensor& t, const Layout& l) {
 }
 
 Tensor distribute(const Tensor& full, const Layout& l) {
-  SPORE_CHECK(l.dims.size() == size_t(full.dim()), "[sharding] layout ", l.str(), " has ", l.dims.size(),
-              " dims but the tensor ", shape_str(full.shape()), " has ", full.dim());
+  SPORE_CHECK(l.dims.size() == size_t(full.dim()), "[sharding] layout ", l.str(), " has ",
+              l.dims.size(), " dims but the tensor ", shape_str(full.shape()), " has ", full.dim());
   Tensor t = move(full, Layout::whole(full.dim()), l);
   set_layout(t, l);
   return t;
@@ -747,11 +813,12 @@ void shard_parameter(Tensor& p, const Layout& l) {
               " dims but the parameter ", shape_str(p.shape()), " has ", p.dim());
   const Layout cur = fitted(p);
   if (cur == l) return;
-  SPORE_CHECK(cur.is_whole(), "[shard] the parameter ", shape_str(p.shape()), " is already cut as ", cur.str(),
-              "; shard() each layer once");
+  SPORE_CHECK(cur.is_whole(), "[shard] the parameter ", shape_str(p.shape()), " is already cut as ",
+              cur.str(), "; shard() each layer once");
   for (size_t d = 0; d < l.dims.size(); ++d)
-    SPORE_CHECK(p.shape()[d] % l.dims[d].parts == 0, "[shard] dim ", d, " of the parameter ", shape_str(p.shape()),
-                " does not split into ", l.dims[d].parts, " equal pieces; change the strategy or the layer size");
+    SPORE_CHECK(p.shape()[d] % l.dims[d].parts == 0, "[shard] dim ", d, " of the parameter ",
+                shape_str(p.shape()), " does not split into ", l.dims[d].parts,
+                " equal pieces; change the strategy or the layer size");
   Tensor piece;
   {
     const NoGradGuard no_grad;
@@ -763,7 +830,8 @@ void shard_parameter(Tensor& p, const Layout& l) {
     }
     piece = t.clone();
   }
-  TensorImpl& impl = p.impl();  // in place: every holder of p (cells, checkpoint lists) sees the piece
+  TensorImpl& impl =
+      p.impl();  // in place: every holder of p (cells, checkpoint lists) sees the piece
   impl.storage = piece.impl().storage;
   impl.shape = piece.impl().shape;
   impl.strides = piece.impl().strides;
@@ -784,13 +852,15 @@ std::vector<Tensor> ShardedCell::forward(const std::vector<Tensor>& inputs) {
   if (!semi_auto_active()) return net_->forward(inputs);
   const AutoParallelContext& ctx = get_auto_parallel_context();
   const int64_t n = world_size();
-  SPORE_CHECK(ctx.device_num == 0 || ctx.device_num == n, "[ShardedCell] device_num is ", ctx.device_num,
-              " but the job has ", n, " ranks; set device_num to ", n, " (or 0)");
+  SPORE_CHECK(ctx.device_num == 0 || ctx.device_num == n, "[ShardedCell] device_num is ",
+              ctx.device_num, " but the job has ", n, " ranks; set device_num to ", n, " (or 0)");
   std::vector<Tensor> xs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<int64_t> st = i < ctx.dataset_strategy.size() ? ctx.dataset_strategy[i] : std::vector<int64_t>{n};
-    SPORE_CHECK(int64_t(st.size()) <= inputs[i].dim(), "[ShardedCell] dataset_strategy entry ", i, " ",
-                shape_str(st), " has more dims than input ", i, " ", shape_str(inputs[i].shape()));
+    std::vector<int64_t> st =
+        i < ctx.dataset_strategy.size() ? ctx.dataset_strategy[i] : std::vector<int64_t>{n};
+    SPORE_CHECK(int64_t(st.size()) <= inputs[i].dim(), "[ShardedCell] dataset_strategy entry ", i,
+                " ", shape_str(st), " has more dims than input ", i, " ",
+                shape_str(inputs[i].shape()));
     st.resize(size_t(inputs[i].dim()), 1);
     const Layout l = layout_from_strategy(st, n);
     xs.push_back(ctx.full_batch ? distribute(inputs[i], l) : mark_piece(inputs[i], l));

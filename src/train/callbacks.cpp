@@ -26,8 +26,7 @@
 namespace spore::train {
 namespace fs = std::filesystem;
 
-// ---- LossMonitor / TimeMonitor
-// -------------------------------------------------------------------
+// ---- LossMonitor / TimeMonitor ------------------------------------------------------------------
 
 LossMonitor::LossMonitor(int64_t per_print_times, std::ostream* out)
     : per_print_(per_print_times), out_(out) {
@@ -96,7 +95,8 @@ void remove_stale_temp_files(const fs::path& dir) {
       pid = n.substr(11);
     else
       continue;
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9)
+      continue;
     if (::kill(pid_t(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
     std::error_code rm;
     fs::remove(e.path(), rm);
@@ -113,7 +113,8 @@ std::vector<std::string> family_files(const fs::path& dir, const std::string& pr
     size_t at = prefix.size();
     if (at < n.size() && n[at] == '_') {  // "<prefix>_<n>-"
       const size_t digits = n.find_first_not_of("0123456789", at + 1);
-      if (digits == at + 1 || digits == std::string::npos || digits - at > 10) continue;  // 1..9 digits
+      if (digits == at + 1 || digits == std::string::npos || digits - at > 10)
+        continue;  // 1..9 digits
       at = digits;
     }
     if (at >= n.size() || n[at] != '-') continue;
@@ -232,8 +233,7 @@ void ModelCheckpoint::save(RunContext& ctx) {
   if (config_.one_family) write_latest(dir, file);
 }
 
-// ---- EarlyStopping
-// ---------------------------------------------------------------------------------
+// ---- EarlyStopping ------------------------------------------------------------------------------
 
 EarlyStopping::EarlyStopping(EarlyStoppingOptions opts) : opts_(std::move(opts)) {
   SPORE_CHECK(opts_.patience >= 0, "[EarlyStopping] patience must be >= 0, got ", opts_.patience);
@@ -314,8 +314,7 @@ void EarlyStopping::on_train_end(RunContext& ctx) {
     assign(params[i].second, best_weights_[i]);
 }
 
-// ---- History
-// ---------------------------------------------------------------------------------------
+// ---- History ------------------------------------------------------------------------------------
 
 void History::on_train_begin(RunContext&) {
   epochs_.clear();
@@ -339,8 +338,7 @@ const std::vector<double>& History::operator[](const std::string& key) const {
   return it->second;
 }
 
-// ---- ProgressBar
-// ---------------------------------------------------------------------------------
+// ---- ProgressBar --------------------------------------------------------------------------------
 
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) seconds = 0;

@@ -89,8 +89,7 @@ Classes classify(const char* who, const Tensor& y_pred, const Tensor& y) {
 
 }  // namespace
 
-// ---- Accuracy
-// ---------------------------------------------------------------------------------------
+// ---- Accuracy -----------------------------------------------------------------------------------
 
 void Accuracy::clear() { correct_ = total_ = 0; }
 void Accuracy::update(const std::vector<Tensor>& inputs) {
@@ -104,8 +103,7 @@ double Accuracy::eval() const {
   return double(correct_) / double(total_);
 }
 
-// ---- Top-k
-// ----------------------------------------------------------------------------------------
+// ---- Top-k --------------------------------------------------------------------------------------
 
 TopKCategoricalAccuracy::TopKCategoricalAccuracy(int64_t k) : k_(k) {
   SPORE_CHECK(k >= 1, "[TopKCategoricalAccuracy] k must be >= 1, got ", k);
@@ -165,8 +163,7 @@ double ConfusionMatrix::eval() const {
   return double(trace) / double(total_);
 }
 
-// ---- Precision / Recall / F1
-// ----------------------------------------------------------------------
+// ---- Precision / Recall / F1 --------------------------------------------------------------------
 
 std::vector<double> ClassificationMetric::precisions() const {
   check_samples(name().c_str(), cm_.total());

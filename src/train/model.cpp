@@ -1,7 +1,7 @@
 // Model::train / eval / fit / predict (train/model.h): the epoch and step loops, the RunContext
 // bookkeeping and the callback calls. Training runs the TrainOneStepCell eagerly (PyNative).
-#include "spore/profiler.h"
 #include "spore/train/model.h"
+#include "spore/profiler.h"
 
 #include <algorithm>
 #include <chrono>
@@ -54,7 +54,8 @@ Device device_of(const nn::Cell& net) {
 // call, so a queued copy never reads freed memory.
 class DeviceFeeder {
  public:
-  DeviceFeeder(std::unique_ptr<data::Iterator> it, Device device) : it_(std::move(it)), device_(device) {
+  DeviceFeeder(std::unique_ptr<data::Iterator> it, Device device)
+      : it_(std::move(it)), device_(device) {
     ahead_ = fetch();
   }
   std::optional<data::Row> next() {
@@ -68,7 +69,8 @@ class DeviceFeeder {
     host_ = it_->next();
     if (!host_ || device_.type == DeviceType::CPU) return host_;
     data::Row moved;
-    for (const Tensor& t : *host_) moved.push_back(t.defined() ? t.to(device_, /*non_blocking=*/true) : t);
+    for (const Tensor& t : *host_)
+      moved.push_back(t.defined() ? t.to(device_, /*non_blocking=*/true) : t);
     return moved;
   }
   std::unique_ptr<data::Iterator> it_;
@@ -125,11 +127,14 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
   // optimizer state (the gradients are reduce-scattered by the sharded optimizer, not all-reduced).
   const bool sharded = optimizer_ && data_parallel && pctx.enable_parallel_optimizer;
   const bool semi_auto = parallel::semi_auto_active();
-  SPORE_CHECK(!(semi_auto && pctx.enable_parallel_optimizer), "[Model] enable_parallel_optimizer is not supported "
-              "with semi_auto_parallel yet (the cut layers already keep only their pieces' state); turn one off");
+  SPORE_CHECK(!(semi_auto && pctx.enable_parallel_optimizer),
+              "[Model] enable_parallel_optimizer is not supported "
+              "with semi_auto_parallel yet (the cut layers already keep only their pieces' state); "
+              "turn one off");
   if (sharded) {
     parallel::broadcast_parameters(network_->parameters_and_buffers(), *parallel::world());
-    optimizer_ = std::make_shared<parallel::ShardedOptimizer>(optimizer_, parallel::world(), pctx.gradients_mean);
+    optimizer_ = std::make_shared<parallel::ShardedOptimizer>(optimizer_, parallel::world(),
+                                                              pctx.gradients_mean);
   }
   const amp::Level level = amp::parse_level(amp_level);
   const bool amp_on = level != amp::Level::O0 || loss_scale_manager;
@@ -149,49 +154,60 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
     if (!train_network_) train_network_ = std::make_shared<TrainOneStepCell>(loss_net, optimizer_);
     // Data parallel (set_auto_parallel_context): broadcast rank 0's parameters, check that every
     // rank has the same ones, and all-reduce the gradients (MindSpore's Model does the same).
-    if (data_parallel && !sharded) parallel::setup_data_parallel(*train_network_, network_->parameters_and_buffers());
-    if (pctx.gradient_accumulation_steps > 1) train_network_->set_grad_accumulation(pctx.gradient_accumulation_steps);
+    if (data_parallel && !sharded)
+      parallel::setup_data_parallel(*train_network_, network_->parameters_and_buffers());
+    if (pctx.gradient_accumulation_steps > 1)
+      train_network_->set_grad_accumulation(pctx.gradient_accumulation_steps);
   }
-  if (optimizer_ && pctx.pipeline_stages > 1 && parallel::get_group_size() > 1) setup_pipeline(amp_on);
+  if (optimizer_ && pctx.pipeline_stages > 1 && parallel::get_group_size() > 1)
+    setup_pipeline(amp_on);
   if (!eval_network_ && loss_fn_) {
     const bool to32 = level == amp::Level::O2 || level == amp::Level::O3;
-    eval_network_ = std::make_shared<WithEvalCell>(to32 ? amp::with_float32_output(network_) : network_,
-                                                   loss_fn_);
+    eval_network_ = std::make_shared<WithEvalCell>(
+        to32 ? amp::with_float32_output(network_) : network_, loss_fn_);
     if (semi_auto) eval_network_ = std::make_shared<parallel::ShardedCell>(eval_network_);
   }
 }
 
 // pipeline_stages = P over R ranks: R / P replicas (data parallel) of P stages. The stages are runs
-// of the SequentialCell's cells (by their pipeline_stage, or equal runs); every rank keeps the whole
-// network, trains its stage with an optimizer of the user's kind over that stage's parameters, and
-// receives the other stages' parameters after each step (so evaluation and checkpoints see the
-// trained network).
+// of the SequentialCell's cells (by their pipeline_stage, or equal runs); every rank keeps the
+// whole network, trains its stage with an optimizer of the user's kind over that stage's
+// parameters, and receives the other stages' parameters after each step (so evaluation and
+// checkpoints see the trained network).
 void Model::setup_pipeline(bool amp_on) {
   const parallel::AutoParallelContext& pctx = parallel::get_auto_parallel_context();
   const int64_t P = pctx.pipeline_stages, R = parallel::get_group_size();
   const char* who = "[Model] pipeline_stages";
-  SPORE_CHECK(R % P == 0, who, " = ", P, " does not divide the ", R, " ranks; launch a multiple of ", P,
+  SPORE_CHECK(R % P == 0, who, " = ", P, " does not divide the ", R,
+              " ranks; launch a multiple of ", P,
               " ranks (each replica of the pipeline needs one rank per stage)");
   auto seq = std::dynamic_pointer_cast<nn::SequentialCell>(network_);
-  SPORE_CHECK(seq != nullptr, who, " needs the network as an nn::SequentialCell of its layers (set each one's "
-              "pipeline_stage, or none for equal runs); got a ", network_->cls_name());
+  SPORE_CHECK(seq != nullptr, who,
+              " needs the network as an nn::SequentialCell of its layers (set each one's "
+              "pipeline_stage, or none for equal runs); got a ",
+              network_->cls_name());
   SPORE_CHECK(loss_fn_ != nullptr, who, " needs a loss_fn: the last stage computes the loss");
-  SPORE_CHECK(!amp_on && pctx.gradient_accumulation_steps == 1 && !pctx.enable_parallel_optimizer &&
-                  pctx.parallel_mode != parallel::ParallelMode::SemiAutoParallel,
-              who, " cannot be combined with amp, gradient_accumulation_steps, enable_parallel_optimizer or "
-              "semi_auto_parallel yet; micro-batches already accumulate gradients");
+  SPORE_CHECK(
+      !amp_on && pctx.gradient_accumulation_steps == 1 && !pctx.enable_parallel_optimizer &&
+          pctx.parallel_mode != parallel::ParallelMode::SemiAutoParallel,
+      who,
+      " cannot be combined with amp, gradient_accumulation_steps, enable_parallel_optimizer or "
+      "semi_auto_parallel yet; micro-batches already accumulate gradients");
   const std::vector<nn::CellPtr>& cells = seq->cells();
   const int64_t n = int64_t(cells.size());
   SPORE_CHECK(n >= P, who, " = ", P, " but the network has only ", n, " cells");
-  const bool marked = std::any_of(cells.begin(), cells.end(), [](const nn::CellPtr& c) { return c->pipeline_stage() >= 0; });
+  const bool marked = std::any_of(cells.begin(), cells.end(),
+                                  [](const nn::CellPtr& c) { return c->pipeline_stage() >= 0; });
   std::vector<std::vector<nn::CellPtr>> runs(static_cast<size_t>(P));
   int64_t prev = 0;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = marked ? cells[size_t(i)]->pipeline_stage() : i * P / n;
-    SPORE_CHECK(s >= 0 && s < P, who, ": cell ", i, " (", cells[size_t(i)]->cls_name(), ") has pipeline_stage ", s,
-                "; set every cell's stage to 0 .. ", P - 1, " (or none)");
-    SPORE_CHECK(i == 0 || s >= prev, who, ": cell ", i, " (", cells[size_t(i)]->cls_name(), ") is on stage ", s,
-                " after a cell on stage ", prev, "; a stage's cells must be consecutive, in stage order");
+    SPORE_CHECK(s >= 0 && s < P, who, ": cell ", i, " (", cells[size_t(i)]->cls_name(),
+                ") has pipeline_stage ", s, "; set every cell's stage to 0 .. ", P - 1,
+                " (or none)");
+    SPORE_CHECK(i == 0 || s >= prev, who, ": cell ", i, " (", cells[size_t(i)]->cls_name(),
+                ") is on stage ", s, " after a cell on stage ", prev,
+                "; a stage's cells must be consecutive, in stage order");
     prev = s;
     runs[size_t(s)].push_back(cells[size_t(i)]);
   }
@@ -212,15 +228,19 @@ void Model::setup_pipeline(bool amp_on) {
     for (const Tensor& p : params)
       for (size_t i = 0; i < all.size(); ++i)
         if (all[i].is_same(p))
-          groups.push_back({.params = {p}, .weight_decay = user->weight_decay_of(i), .lr = user->lr_schedule(i),
+          groups.push_back({.params = {p},
+                            .weight_decay = user->weight_decay_of(i),
+                            .lr = user->lr_schedule(i),
                             .names = {user->parameter_names()[i]}});
     auto opt = user->rebuild(std::move(groups));
-    SPORE_CHECK(opt != nullptr, "[Model] pipeline_stages: the optimizer ", user->name(),
-                " cannot be rebuilt over a stage's parameters (it does not implement Optimizer::rebuild)");
+    SPORE_CHECK(
+        opt != nullptr, "[Model] pipeline_stages: the optimizer ", user->name(),
+        " cannot be rebuilt over a stage's parameters (it does not implement Optimizer::rebuild)");
     return opt;
   };
   pipeline_ = std::make_shared<parallel::PipelineTrainer>(
-      stages, loss_fn_, make_opt, pctx.micro_batch_num > 0 ? pctx.micro_batch_num : 2 * P, pipe_group, dp_group);
+      stages, loss_fn_, make_opt, pctx.micro_batch_num > 0 ? pctx.micro_batch_num : 2 * P,
+      pipe_group, dp_group);
   optimizer_ = pipeline_->optimizer();  // the one that steps (its lr and global step)
 }
 
@@ -291,7 +311,8 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
       {
         const profiling::Span span("train", "step");
         if (pipeline_) {
-          SPORE_CHECK(row->size() == 2, "[Model.train] pipeline_stages needs (data, label) rows, got ", row->size(),
+          SPORE_CHECK(row->size() == 2,
+                      "[Model.train] pipeline_stages needs (data, label) rows, got ", row->size(),
                       " columns");
           loss = pipeline_->step((*row)[0], (*row)[1]);
           pipeline_->sync_stages();

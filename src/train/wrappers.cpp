@@ -36,8 +36,7 @@ std::vector<Tensor> WithLossCell::forward(const std::vector<Tensor>& inputs) {
   return {(*loss_fn_)(out, inputs.back())};
 }
 
-// ---- TrainOneStepCell
-// ----------------------------------------------------------------------------
+// ---- TrainOneStepCell ---------------------------------------------------------------------------
 
 TrainOneStepCell::TrainOneStepCell(nn::CellPtr network, optim::OptimizerPtr optimizer, double sens)
     : network_(checked(std::move(network), "TrainOneStepCell", "network")),
@@ -55,8 +54,10 @@ Tensor TrainOneStepCell::construct(const Tensor& data, const Tensor& label) {
 void TrainOneStepCell::set_grad_accumulation(int64_t k) {
   SPORE_CHECK(k >= 1, "[TrainOneStepCell] gradient accumulation steps must be >= 1, got ", k,
               "; use 1 to update on every call");
-  SPORE_CHECK(micro_ == 0, "[TrainOneStepCell] cannot change gradient accumulation in the middle of "
-              "an accumulation (", micro_, " of ", accum_steps_, " micro-batches done); change it after an update");
+  SPORE_CHECK(micro_ == 0,
+              "[TrainOneStepCell] cannot change gradient accumulation in the middle of "
+              "an accumulation (",
+              micro_, " of ", accum_steps_, " micro-batches done); change it after an update");
   accum_steps_ = k;
   accum_.clear();
   if (k > 1)
@@ -86,7 +87,8 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
           for (size_t i = 0; i < optimizer_->parameters().size(); ++i)
             k += "," + std::to_string(optimizer_->lr_of(i));
           const std::string n = optimizer_->name();
-          if (n != "Momentum" && n != "SGD") k += ",step=" + std::to_string(optimizer_->global_step());
+          if (n != "Momentum" && n != "SGD")
+            k += ",step=" + std::to_string(optimizer_->global_step());
         }
         return k + ",sens=" + std::to_string(sens_) + ",accum=" + std::to_string(accum_steps_);
       };
@@ -102,17 +104,20 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
           opts);
     }
     const int64_t step = optimizer_->global_step();
-    if (apply) optimizer_->write_hyper();  // this step's lr (and step count) into the graph's tensors
+    if (apply)
+      optimizer_->write_hyper();  // this step's lr (and step count) into the graph's tensors
     std::vector<Tensor> in;
     for (const Tensor& t : inputs) in.push_back(t.contiguous());
     std::vector<Tensor> out = (*std::static_pointer_cast<JitFunction>(slot))(in);
-    if (apply) optimizer_->set_global_step(step + 1);  // tracing advanced it once; a cached run did not
+    if (apply)
+      optimizer_->set_global_step(step + 1);  // tracing advanced it once; a cached run did not
     micro_ = apply ? 0 : micro_ + 1;
     last_grads_.clear();  // the gradients live inside the compiled step
     return out;
   }
   SPORE_CHECK(accum_steps_ == 1 || !is_tracing() || tracing_own_step_,
-              "[TrainOneStepCell] gradient accumulation (", accum_steps_, " steps) cannot run inside "
+              "[TrainOneStepCell] gradient accumulation (", accum_steps_,
+              " steps) cannot run inside "
               "another traced function (its micro-batch counter lives on the host); call the cell "
               "directly, which compiles its own graphs in GRAPH_MODE");
   std::vector<Tensor> out = step_eager(inputs, apply);
@@ -132,9 +137,9 @@ std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inpu
               "that requires grad; check that the network's parameters are trainable");
   const bool accumulate = accum_steps_ > 1;
   // With accumulation the reducer runs once per update on the sums, so nothing starts early.
-  std::vector<Tensor> grads = autograd::grad(
-      loss, optimizer_->parameters(),
-      {.sens = full_like(loss.detach(), sens_), .on_grad_ready = accumulate ? nullptr : grad_ready_});
+  std::vector<Tensor> grads = autograd::grad(loss, optimizer_->parameters(),
+                                             {.sens = full_like(loss.detach(), sens_),
+                                              .on_grad_ready = accumulate ? nullptr : grad_ready_});
   if (accumulate) {
     const double inv = 1.0 / double(accum_steps_);
     for (size_t i = 0; i < grads.size(); ++i) {
@@ -159,7 +164,7 @@ std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inpu
   return {loss.detach()};
 }
 
-// ---- TrainOneStepWithLossScaleCell ---------------------------------------------------------------
+// ---- TrainOneStepWithLossScaleCell --------------------------------------------------------------
 
 TrainOneStepWithLossScaleCell::TrainOneStepWithLossScaleCell(nn::CellPtr network,
                                                              optim::OptimizerPtr optimizer,
@@ -172,8 +177,9 @@ TrainOneStepWithLossScaleCell::TrainOneStepWithLossScaleCell(nn::CellPtr network
 TrainOneStepWithLossScaleCell::TrainOneStepWithLossScaleCell(nn::CellPtr network,
                                                              optim::OptimizerPtr optimizer,
                                                              double scale_sense)
-    : TrainOneStepWithLossScaleCell(std::move(network), std::move(optimizer),
-                                    std::make_shared<amp::FixedLossScaleManager>(scale_sense, true)) {}
+    : TrainOneStepWithLossScaleCell(
+          std::move(network), std::move(optimizer),
+          std::make_shared<amp::FixedLossScaleManager>(scale_sense, true)) {}
 
 Tensor TrainOneStepWithLossScaleCell::construct(const Tensor& data, const Tensor& label) {
   return forward({data, label}).at(0);
@@ -183,9 +189,11 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::scaled_grads(const std::vecto
                                                                 const Tensor& scale) {
   EnableGradGuard enable;
   Tensor loss = network()->forward(inputs).at(0);
-  SPORE_CHECK(is_floating(loss.dtype()), "[TrainOneStepWithLossScaleCell] the network must return a floating loss, got ",
+  SPORE_CHECK(is_floating(loss.dtype()),
+              "[TrainOneStepWithLossScaleCell] the network must return a floating loss, got ",
               dtype_name(loss.dtype()));
-  SPORE_CHECK(loss.requires_grad(), "[TrainOneStepWithLossScaleCell] the loss does not depend on any parameter "
+  SPORE_CHECK(loss.requires_grad(),
+              "[TrainOneStepWithLossScaleCell] the loss does not depend on any parameter "
               "that requires grad; check that the network's parameters are trainable");
   // The scale is a tensor (a graph input in Graph mode), so every scale runs the same graph.
   const Tensor sens = scale.to(loss.dtype()).expand(loss.shape());
@@ -201,9 +209,11 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::scaled_grads(const std::vecto
 }
 
 std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Tensor>& inputs) {
-  SPORE_CHECK(grad_accumulation() == 1, "[TrainOneStepWithLossScaleCell] gradient accumulation is not "
-              "supported with loss scaling yet; use TrainOneStepCell (amp level O0/O1 without a loss "
-              "scale manager) or set gradient_accumulation_steps to 1");
+  SPORE_CHECK(
+      grad_accumulation() == 1,
+      "[TrainOneStepWithLossScaleCell] gradient accumulation is not "
+      "supported with loss scaling yet; use TrainOneStepCell (amp level O0/O1 without a loss "
+      "scale manager) or set gradient_accumulation_steps to 1");
   const double s = manager_->get_loss_scale();
   const Tensor scale = scalar_tensor(s, kFloat32);
   std::vector<Tensor> r;
@@ -247,8 +257,7 @@ JitStats TrainOneStepWithLossScaleCell::jit_stats() const {
   return compiled_ls_ ? std::static_pointer_cast<JitFunction>(compiled_ls_)->stats() : JitStats{};
 }
 
-// ---- WithEvalCell
-// ----------------------------------------------------------------------------------
+// ---- WithEvalCell -------------------------------------------------------------------------------
 
 WithEvalCell::WithEvalCell(nn::CellPtr network, nn::CellPtr loss_fn)
     : network_(checked(std::move(network), "WithEvalCell", "network")),
@@ -271,8 +280,7 @@ std::vector<Tensor> WithEvalCell::forward(const std::vector<Tensor>& inputs) {
   return {loss, outputs, inputs.back()};
 }
 
-// ---- LossFn
-// ------------------------------------------------------------------------------------------
+// ---- LossFn -------------------------------------------------------------------------------------
 
 LossFn::LossFn(Fn fn) : fn_(std::move(fn)) {
   SPORE_CHECK(fn_ != nullptr, "[LossFn] the loss function is empty");

@@ -178,8 +178,7 @@ TEST(AmpDispatch, NoGradInferenceRunsInLowPrecision) {
   EXPECT_EQ(y.dtype(), kBFloat16);
 }
 
-// ---- all_finite
-// ------------------------------------------------------------------------------------
+// ---- all_finite ---------------------------------------------------------------------------------
 
 TEST(AllFinite, OnePassOverMixedInputs) {
   Tensor a = ones({3}), b = ones({2, 2}, kFloat16), c = ones({5}, kInt32);
@@ -194,8 +193,7 @@ TEST(AllFinite, OnePassOverMixedInputs) {
   EXPECT_EQ(amp::all_finite({a}).dim(), 0);
 }
 
-// ---- loss scale managers
-// -------------------------------------------------------------------------
+// ---- loss scale managers ------------------------------------------------------------------------
 
 TEST(LossScale, DynamicManagerStateMachine) {
   amp::DynamicLossScaleManager m(8, 2, 3);
@@ -365,8 +363,7 @@ void fp16_recovery(Mode mode) {
 
 TEST(LossScale, Float16OverflowRecoversPyNative) { fp16_recovery(Mode::PyNative); }
 
-// ---- build_train_network / Model / errors
-// ---------------------------------------------------------
+// ---- build_train_network / Model / errors -------------------------------------------------------
 
 TEST(BuildTrainNetwork, CellTypesFollowMindSpore) {
   auto make = [](amp::Level level, amp::LossScaleManagerPtr m) {

@@ -6,8 +6,8 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <tuple>
 #include <set>
+#include <tuple>
 
 #include "backends/cuda/caching_allocator.h"
 #include "spore/error.h"
@@ -46,7 +46,10 @@ struct FakeEvents {
   std::set<int*> done;
   std::vector<int*> all;
   spore::cuda::StreamEvents hooks() {
-    return {[this](void*) { all.push_back(new int(0)); return static_cast<void*>(all.back()); },
+    return {[this](void*) {
+              all.push_back(new int(0));
+              return static_cast<void*>(all.back());
+            },
             [this](void* e) { return done.count(static_cast<int*>(e)) > 0; },
             [this](void* e) {
               done.erase(static_cast<int*>(e));
@@ -91,7 +94,8 @@ TEST(CudaCachingAllocator, ReusesBlocksOnTheirStream) {
   EXPECT_EQ(s.bytes_in_use, 2048u);
   EXPECT_EQ(s.cache_hits, 1u);
   EXPECT_EQ(s.cache_misses, 2u);
-  // A small request does not take a large cached block, nor a large one a block over twice its size.
+  // A small request does not take a large cached block, nor a large one a block over twice its
+  // size.
   cur = kStreamA;
   void* big = a.allocate(8 << 20);
   a.deallocate(big, 8 << 20);
@@ -123,8 +127,8 @@ TEST(CudaCachingAllocator, OutOfMemoryEmptiesTheCacheThenNamesTheBytes) {
   CachingAllocator a(raw, ev.hooks(), "GPU:0", [&cur] { return cur; });
   cur = kStreamA;
   void* p = a.allocate(4 << 20);
-  a.deallocate(p, 4 << 20);                 // cached: 4 MiB
-  void* q = a.allocate(6 << 20);            // does not fit beside it: the cache is emptied, retried
+  a.deallocate(p, 4 << 20);       // cached: 4 MiB
+  void* q = a.allocate(6 << 20);  // does not fit beside it: the cache is emptied, retried
   EXPECT_NE(q, nullptr);
   EXPECT_EQ(raw.frees, 1);
   EXPECT_EQ(a.stats().bytes_cached, 0u);

@@ -22,11 +22,12 @@ int gpu_count() { return cuda_built() ? get_backend(DeviceType::GPU).device_coun
 
 // Primitives without a GPU kernel (a new primitive lands here until it gets one: the list must stay
 // true both ways). The CPU backend's private ops are not in ops.def: the GPU never sees them.
-const std::set<std::string> kNotYet = {
-    "slice", "expand", "permute", "reshape"};  // views: no kernel on any device
+const std::set<std::string> kNotYet = {"slice", "expand", "permute",
+                                       "reshape"};  // views: no kernel on any device
 
 TEST(CudaBackend, EveryPrimitiveHasAGpuKernelOrIsListed) {
-  if (!cuda_built()) GTEST_SKIP() << "this build has no CUDA backend: " << detail::cuda_plugin_status();
+  if (!cuda_built())
+    GTEST_SKIP() << "this build has no CUDA backend: " << detail::cuda_plugin_status();
   std::vector<std::string> missing, stale;
   int covered = 0;
   for (int i = 0; i < ops::kNumOps; ++i) {
@@ -37,9 +38,12 @@ TEST(CudaBackend, EveryPrimitiveHasAGpuKernelOrIsListed) {
     if (!has && !listed && !d.has(ops::kView)) missing.push_back(d.name);
     if (has && listed) stale.push_back(d.name);
   }
-  EXPECT_TRUE(missing.empty()) << "no GPU kernel and not listed: " << ::testing::PrintToString(missing);
-  EXPECT_TRUE(stale.empty()) << "has a GPU kernel now: take it off the list: " << ::testing::PrintToString(stale);
-  std::printf("GPU kernels: %d of %d primitives (%zu not yet)\n", covered, ops::kNumOps, kNotYet.size());
+  EXPECT_TRUE(missing.empty()) << "no GPU kernel and not listed: "
+                               << ::testing::PrintToString(missing);
+  EXPECT_TRUE(stale.empty()) << "has a GPU kernel now: take it off the list: "
+                             << ::testing::PrintToString(stale);
+  std::printf("GPU kernels: %d of %d primitives (%zu not yet)\n", covered, ops::kNumOps,
+              kNotYet.size());
 }
 
 TEST(CudaBackend, NoGpuIsAClearMessageDifferentFromNoCudaBuild) {
@@ -51,7 +55,8 @@ TEST(CudaBackend, NoGpuIsAClearMessageDifferentFromNoCudaBuild) {
     msg = e.what();
   }
   if (cuda_built()) {
-    EXPECT_NE(msg.find("this build has the GPU backend, but no GPU is visible"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("this build has the GPU backend, but no GPU is visible"), std::string::npos)
+        << msg;
     EXPECT_NE(msg.find("nvidia-smi"), std::string::npos) << msg;
   } else {
     EXPECT_NE(msg.find("no CUDA backend"), std::string::npos) << msg;
@@ -69,7 +74,8 @@ Tensor random_on_cpu(Shape s, DType dt, uint64_t seed, double lo = -2, double hi
 double tolerance(DType dt) { return dt == kFloat32 ? 1e-5 : dt == kFloat16 ? 2e-3 : 1.6e-2; }
 
 void expect_close(const Tensor& gpu, const Tensor& cpu, DType dt, const std::string& what) {
-  const std::vector<float> g = gpu.cpu().to(kFloat32).to_vector<float>(), c = cpu.to(kFloat32).to_vector<float>();
+  const std::vector<float> g = gpu.cpu().to(kFloat32).to_vector<float>(),
+                           c = cpu.to(kFloat32).to_vector<float>();
   ASSERT_EQ(g.size(), c.size()) << what;
   for (size_t i = 0; i < g.size(); ++i) {
     const double tol = tolerance(dt) * std::max(1.0, std::fabs(double(c[i])));
@@ -86,7 +92,7 @@ class GpuParity : public ::testing::TestWithParam<DType> {
   void SetUp() override {
     if (gpu_count() == 0)
       GTEST_SKIP() << (cuda_built() ? get_backend(DeviceType::GPU).unavailable_reason()
-                                                          : detail::cuda_plugin_status());
+                                    : detail::cuda_plugin_status());
   }
   Device gpu{DeviceType::GPU, 0};
 };

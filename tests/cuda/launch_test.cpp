@@ -58,7 +58,8 @@ TEST(CudaReducePlan, SumOverTheLastAxisIsWarpModeOverTheFirstThreadMode) {
 TEST(CudaReducePlan, DimsMergeAndSizeOneDimsVanish) {
   ReducePlan p;
   // (N, C, H, W) over N, H, W (batch norm's statistics): C kept; H and W merge, N stays apart.
-  ASSERT_TRUE(make_reduce_plan({8, 16, 1, 5, 7}, {560, 35, 35, 7, 1}, {true, false, true, true, true}, p));
+  ASSERT_TRUE(
+      make_reduce_plan({8, 16, 1, 5, 7}, {560, 35, 35, 7, 1}, {true, false, true, true, true}, p));
   EXPECT_EQ(p.nkeep, 1);
   EXPECT_EQ(p.keep_size[0], 16);
   ASSERT_EQ(p.nred, 2);

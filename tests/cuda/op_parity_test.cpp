@@ -47,15 +47,18 @@ bool gpu_visible(std::string* why) {
 
 // "" when equal within the dtype's tolerance, else what differs.
 std::string compare(const Tensor& got, const Tensor& want, DType dt) {
-  if (got.shape() != want.shape()) return "shape " + shape_str(got.shape()) + " vs " + shape_str(want.shape());
-  if (got.dtype() != want.dtype()) return std::string("dtype ") + dtype_name(got.dtype()) + " vs " + dtype_name(want.dtype());
+  if (got.shape() != want.shape())
+    return "shape " + shape_str(got.shape()) + " vs " + shape_str(want.shape());
+  if (got.dtype() != want.dtype())
+    return std::string("dtype ") + dtype_name(got.dtype()) + " vs " + dtype_name(want.dtype());
   const std::vector<double> g = values(got.cpu().contiguous()), w = values(want.contiguous());
   const Tolerance tol = tolerance(is_floating(want.dtype()) ? dt : kInt64);
   for (size_t i = 0; i < g.size(); ++i) {
     if (std::isnan(w[i]) && std::isnan(g[i])) continue;
     if (std::isinf(w[i]) && g[i] == w[i]) continue;
     if (!(std::fabs(g[i] - w[i]) <= tol.atol + tol.rtol * std::fabs(w[i])))
-      return "element " + std::to_string(i) + ": GPU " + std::to_string(g[i]) + ", CPU " + std::to_string(w[i]);
+      return "element " + std::to_string(i) + ": GPU " + std::to_string(g[i]) + ", CPU " +
+             std::to_string(w[i]);
   }
   return "";
 }
@@ -98,14 +101,17 @@ Report parity(Device dev, const std::string& filter) {
         get_backend(dev.type).synchronize(dev.index);
       } catch (const Error& e) {
         const std::string msg = e.what();
-        if (msg.find("has no kernel for device") != std::string::npos || msg.find("does not support dtype") != std::string::npos)
+        if (msg.find("has no kernel for device") != std::string::npos ||
+            msg.find("does not support dtype") != std::string::npos)
           r.uses_missing.push_back(what + ": " + msg);
-        else r.failures.push_back(what + ": threw " + msg);
+        else
+          r.failures.push_back(what + ": threw " + msg);
         continue;
       }
       ++r.compared;
       if (got.size() != want.size()) {
-        r.failures.push_back(what + ": " + std::to_string(got.size()) + " outputs, CPU " + std::to_string(want.size()));
+        r.failures.push_back(what + ": " + std::to_string(got.size()) + " outputs, CPU " +
+                             std::to_string(want.size()));
         continue;
       }
       for (size_t k = 0; k < got.size(); ++k) {
@@ -115,7 +121,8 @@ Report parity(Device dev, const std::string& filter) {
           continue;
         }
         const std::string diff = compare(got[k], want[k], dt);
-        if (!diff.empty()) r.failures.push_back(what + " output " + std::to_string(k) + ": " + diff);
+        if (!diff.empty())
+          r.failures.push_back(what + " output " + std::to_string(k) + ": " + diff);
       }
     }
   }
@@ -127,9 +134,11 @@ TEST(GpuOpParity, EveryRowWithAGpuKernelEqualsTheCpu) {
   if (!gpu_visible(&why)) GTEST_SKIP() << why;
   const char* filter = std::getenv("SPORE_PARITY_FILTER");
   const Report r = parity(kGpu, filter ? filter : "");
-  std::printf("GPU parity: %d row x dtype runs compared, %zu mismatched; %d rows have no GPU kernel yet, %zu runs "
-              "reach a primitive without one\n",
-              r.compared, r.failures.size(), r.no_kernel_rows, r.uses_missing.size());
+  std::printf(
+      "GPU parity: %d row x dtype runs compared, %zu mismatched; %d rows have no GPU kernel yet, "
+      "%zu runs "
+      "reach a primitive without one\n",
+      r.compared, r.failures.size(), r.no_kernel_rows, r.uses_missing.size());
   for (const std::string& m : r.uses_missing) std::printf("  needs a kernel: %s\n", m.c_str());
   EXPECT_TRUE(r.failures.empty()) << ::testing::PrintToString(r.failures);
   EXPECT_GT(r.compared, 0);

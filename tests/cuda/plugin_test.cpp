@@ -39,7 +39,9 @@ std::string run(const std::string& env, const std::string& args) {
 
 const char* kGpuRun = "train mlp-regression --device GPU --epochs 1 --out /dev/null/x";
 
-bool contains(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
 
 TEST(PluginLoading, WithoutTheLibraryCpuWorkRunsAndGpuSaysTheBuildHasNone) {
   // libspore copied alone into a folder: it looks for libspore_cuda.so next to itself.
@@ -47,15 +49,17 @@ TEST(PluginLoading, WithoutTheLibraryCpuWorkRunsAndGpuSaysTheBuildHasNone) {
   fs::create_directories(dir);
   for (const auto& e : fs::directory_iterator(kLibDir))
     if (e.path().filename().string().rfind("libspore.so", 0) == 0)
-      fs::copy(e.path(), dir / e.path().filename(), fs::copy_options::copy_symlinks | fs::copy_options::overwrite_existing);
+      fs::copy(e.path(), dir / e.path().filename(),
+               fs::copy_options::copy_symlinks | fs::copy_options::overwrite_existing);
   const char* path = std::getenv("LD_LIBRARY_PATH");
-  const std::string env = "LD_LIBRARY_PATH=" + dir.string() + (path && *path ? ":" + std::string(path) : "") +
-                          " SPORE_CUDA_LIBRARY=";
+  const std::string env = "LD_LIBRARY_PATH=" + dir.string() +
+                          (path && *path ? ":" + std::string(path) : "") + " SPORE_CUDA_LIBRARY=";
   const std::string check = run(env, "run-check");
   EXPECT_TRUE(contains(check, "device targets in this build: ['CPU']")) << check;
   EXPECT_TRUE(contains(check, "installed on platform [CPU] successfully")) << check;
   const std::string gpu = run(env, kGpuRun);
-  EXPECT_TRUE(contains(gpu, "this build has no CUDA backend (" + (dir / "libspore_cuda.so").string() + " not found)"))
+  EXPECT_TRUE(contains(gpu, "this build has no CUDA backend (" +
+                                (dir / "libspore_cuda.so").string() + " not found)"))
       << gpu;
   EXPECT_TRUE(contains(gpu, "-DSPORE_CUDA=ON")) << gpu;
   fs::remove_all(dir);
@@ -70,7 +74,8 @@ TEST(PluginLoading, DisabledByTheEnvironment) {
 }
 
 TEST(PluginLoading, ABrokenLibraryGivesTheLoadersReason) {
-  const fs::path bad = fs::temp_directory_path() / ("spore_bad_" + std::to_string(::getpid()) + ".so");
+  const fs::path bad =
+      fs::temp_directory_path() / ("spore_bad_" + std::to_string(::getpid()) + ".so");
   std::ofstream(bad) << "not an ELF file\n";
   const std::string gpu = run("SPORE_CUDA_LIBRARY=" + bad.string(), kGpuRun);
   EXPECT_TRUE(contains(gpu, "did not load")) << gpu;
@@ -79,7 +84,8 @@ TEST(PluginLoading, ABrokenLibraryGivesTheLoadersReason) {
 }
 
 TEST(PluginLoading, BuiltWithoutAGpuSaysNoGpuIsVisible) {
-  if (!fs::exists(kLibDir / "libspore_cuda.so")) GTEST_SKIP() << "this build has no CUDA backend (SPORE_CUDA=OFF)";
+  if (!fs::exists(kLibDir / "libspore_cuda.so"))
+    GTEST_SKIP() << "this build has no CUDA backend (SPORE_CUDA=OFF)";
   const std::string check = run("", "run-check");
   EXPECT_TRUE(contains(check, "'GPU'")) << check;
   if (contains(check, "GPU: 0 device(s)")) {

@@ -25,10 +25,11 @@ const CustomOpHandle& softsign() {
   static const CustomOpHandle op = register_custom_op({
       .name = "test_softsign",
       .num_inputs = 1,
-      .bprop = [](const std::vector<Tensor>& in, const Tensor&, const Tensor& dy) {
-        const Tensor d = 1.0 + abs(in[0]);
-        return std::vector<Tensor>{dy / (d * d)};
-      },
+      .bprop =
+          [](const std::vector<Tensor>& in, const Tensor&, const Tensor& dy) {
+            const Tensor d = 1.0 + abs(in[0]);
+            return std::vector<Tensor>{dy / (d * d)};
+          },
       .cpu_row_f32 = softsign_row<float>,
       .cpu_row_f64 = softsign_row<double>,
       .traits = {.pointwise = true, .zero_preserving = true, .amp = CustomOpTraits::Amp::kAllow16},
@@ -60,7 +61,9 @@ void gradient_check(const CustomOpHandle& op) {
 
 // y = relu(op(x) * 2 + 1): jit-compiled, it becomes one fused elementwise node.
 void fused_in_graph_mode(const CustomOpHandle& op) {
-  auto fn = [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{relu(op(a[0]) * 2.0 + 1.0)}; };
+  auto fn = [&](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{relu(op(a[0]) * 2.0 + 1.0)};
+  };
   set_seed(3);
   Tensor x = randn({4, 33});
   auto g = graph::trace(fn, {x});
@@ -70,7 +73,8 @@ void fused_in_graph_mode(const CustomOpHandle& op) {
   auto f = jit(fn);
   const auto got = f({x})[0].to_vector<float>(), want = fn({x})[0].to_vector<float>();
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << op.name() << " element " << i;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_FLOAT_EQ(got[i], want[i]) << op.name() << " element " << i;
   EXPECT_NE(f.graph_text().find("fused_elementwise"), std::string::npos) << f.graph_text();
 }
 

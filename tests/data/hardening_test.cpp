@@ -23,19 +23,24 @@ TEST(ParserHardening, IdxDimsBeyondTheFileAreAnErrorNotAnAllocation) {
                                                 be32(0xffffffff) + be32(0xffffffff) + "abc");
   std::string msg = error_of([&] { data::MnistDataset(d.str(), "train"); });
   EXPECT_NE(msg.find("dims (4294967295, 4294967295, 4294967295) are too large for any IDX file"),
-            std::string::npos) << msg;
+            std::string::npos)
+      << msg;
   // 2^48 bytes claimed, 3 there: truncated, found without allocating 256 TiB.
-  write_file(d / "train-images-idx3-ubyte", std::string("\0\0\x08\x03", 4) + be32(65536) + be32(65536) +
-                                                be32(65536) + "abc");
+  write_file(d / "train-images-idx3-ubyte",
+             std::string("\0\0\x08\x03", 4) + be32(65536) + be32(65536) + be32(65536) + "abc");
   msg = error_of([&] { data::MnistDataset(d.str(), "train"); });
-  EXPECT_NE(msg.find("is truncated: dims (65536, 65536, 65536) need 281474976710656 bytes of data, found 3"),
-            std::string::npos) << msg;
+  EXPECT_NE(
+      msg.find(
+          "is truncated: dims (65536, 65536, 65536) need 281474976710656 bytes of data, found 3"),
+      std::string::npos)
+      << msg;
   write_file(d / "train-images-idx3-ubyte",
              std::string("\0\0\x08\x03", 4) + be32(0) + be32(0xffffffff) + be32(0xffffffff));
   msg = error_of([&] { data::MnistDataset(d.str(), "train"); });
   EXPECT_NE(msg.find("are too large for any IDX file"), std::string::npos) << msg;
   // A count that is merely larger than the data: truncated, with both numbers.
-  write_file(d / "train-images-idx3-ubyte", std::string("\0\0\x08\x03", 4) + be32(1000) + be32(28) + be32(28) + "xy");
+  write_file(d / "train-images-idx3-ubyte",
+             std::string("\0\0\x08\x03", 4) + be32(1000) + be32(28) + be32(28) + "xy");
   msg = error_of([&] { data::MnistDataset(d.str(), "train"); });
   EXPECT_NE(msg.find("need 784000 bytes of data, found 2"), std::string::npos) << msg;
 }
@@ -46,12 +51,15 @@ TEST(ParserHardening, CsvFloatBeyondFloat32IsAnError) {
   data::CSVOptions o;
   o.column_defaults = {int64_t(0), 0.0};
   const std::string msg = error_of([&] { data::CSVDataset({d / "a.csv"}, o); });
-  EXPECT_NE(msg.find("a.csv:2, column \"f\": \"1e300\" is out of float32's range"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a.csv:2, column \"f\": \"1e300\" is out of float32's range"),
+            std::string::npos)
+      << msg;
   // inf and nan stay readable
   write_file(d / "b.csv", "i,f\n1,inf\n2,nan\n");
   EXPECT_EQ(data::CSVDataset({d / "b.csv"}, o).get_dataset_size(), 2);
   o.column_defaults = {int64_t(1) << 40, 0.0};
-  EXPECT_NE(error_of([&] { data::CSVDataset({d / "b.csv"}, o); }).find("does not fit int32"), std::string::npos);
+  EXPECT_NE(error_of([&] { data::CSVDataset({d / "b.csv"}, o); }).find("does not fit int32"),
+            std::string::npos);
 }
 
 TEST(ParserHardening, CocoValuesBeyondTheirTypesAreErrors) {
@@ -78,7 +86,8 @@ TEST(ParserHardening, JpegHeaderClaimingBillionsOfPixelsIsAnError) {
   b[sof + 5] = b[sof + 7] = 0xFF;  // height and width 65500-ish
   b[sof + 6] = b[sof + 8] = 0xDC;
   const std::string msg = error_of([&] { vision::Decode()(jpg); });
-  EXPECT_NE(msg.find("65500x65500 pixels, more than the decoder's limit"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("65500x65500 pixels, more than the decoder's limit"), std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("OPENCV_IO_MAX_IMAGE_PIXELS"), std::string::npos) << msg;
 }
 

@@ -10,9 +10,9 @@
 #include <mutex>
 #include <thread>
 
+#include "data_util.h"
 #include "spore/context.h"
 #include "spore/data/dataset.h"
-#include "data_util.h"
 #include "test_util.h"
 
 using namespace spore;

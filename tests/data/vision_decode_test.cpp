@@ -91,8 +91,10 @@ TEST(VisionDecode, TruncatedAndCorruptPngAreErrors) {
 TEST(VisionDecode, NotImageBytesAreErrors) {
   const Tensor junk = from_vector<uint8_t>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, {10});
   const std::string junk_msg = vt::error_of([&] { vision::Decode()(junk); });
-  EXPECT_NE(junk_msg.find("unsupported or corrupt image (10 bytes, starting 01 02 03 04 05 06 07 08)"),
-            std::string::npos) << junk_msg;
+  EXPECT_NE(
+      junk_msg.find("unsupported or corrupt image (10 bytes, starting 01 02 03 04 05 06 07 08)"),
+      std::string::npos)
+      << junk_msg;
   EXPECT_NE(junk_msg.find("JPEG, PNG, BMP, TIFF, WebP and PNM"), std::string::npos) << junk_msg;
   EXPECT_NE(vt::error_of([&] { vision::Decode()(Tensor::empty({0}, kUInt8)); }).find("0 bytes"),
             std::string::npos);

@@ -19,7 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string temp_dir(const std::string& tag) {
-  const fs::path p = fs::temp_directory_path() / ("spore_shapes_" + tag + "_" + std::to_string(::getpid()));
+  const fs::path p =
+      fs::temp_directory_path() / ("spore_shapes_" + tag + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p.string();
 }
@@ -32,7 +33,8 @@ std::string slurp(const std::string& path) {
 
 TEST(Shapes, WritesAValidCocoSet) {
   const std::string dir = temp_dir("a");
-  const auto sum = detection::make_shapes_dataset(dir, {.train = 60, .val = 12, .size = 256, .seed = 3, .crowd_prob = 0.3});
+  const auto sum = detection::make_shapes_dataset(
+      dir, {.train = 60, .val = 12, .size = 256, .seed = 3, .crowd_prob = 0.3});
   EXPECT_EQ(sum.images, 72);
   EXPECT_GT(sum.crowd, 3);
   EXPECT_GT(sum.small, 10);
@@ -54,7 +56,8 @@ TEST(Shapes, WritesAValidCocoSet) {
     EXPECT_LE(a.category_id, 8);
   }
   // The data engine reads it: images decode at the annotated sizes, boxes come through.
-  auto ds = data::CocoDataset(dir + "/val2017", dir + "/annotations/instances_val2017.json", {.decode = true});
+  auto ds = data::CocoDataset(dir + "/val2017", dir + "/annotations/instances_val2017.json",
+                              {.decode = true});
   EXPECT_EQ(ds.get_dataset_size(), 12);
   const auto val = metrics::Coco::load(dir + "/annotations/instances_val2017.json");
   int64_t i = 0, boxes = 0;
@@ -89,13 +92,17 @@ TEST(Shapes, SameSeedSameSetAnyThreadCount) {
 }
 
 TEST(Shapes, BadOptionsAreErrors) {
-  EXPECT_NE(test::error_of([] { detection::make_shapes_dataset("/tmp/x", {.train = 0, .val = 0}); })
-                .find("at least one in all"),
+  EXPECT_NE(test::error_of([] {
+              detection::make_shapes_dataset("/tmp/x", {.train = 0, .val = 0});
+            }).find("at least one in all"),
             std::string::npos);
-  EXPECT_NE(test::error_of([] { detection::make_shapes_dataset("/tmp/x", {.size = 10}); }).find("image size in [64, 4096], got 10"),
+  EXPECT_NE(test::error_of([] {
+              detection::make_shapes_dataset("/tmp/x", {.size = 10});
+            }).find("image size in [64, 4096], got 10"),
             std::string::npos);
-  EXPECT_NE(test::error_of([] { detection::make_shapes_dataset("/proc/spore_no/x", {.train = 1, .val = 0}); })
-                .find("cannot create"),
+  EXPECT_NE(test::error_of([] {
+              detection::make_shapes_dataset("/proc/spore_no/x", {.train = 1, .val = 0});
+            }).find("cannot create"),
             std::string::npos);
 }
 

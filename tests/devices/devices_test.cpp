@@ -30,16 +30,17 @@ class Devices : public ::testing::Test {
   }
 };
 
-// ---- tensors on a device --------------------------------------------------------------------------
+// ---- tensors on a device ------------------------------------------------------------------------
 TEST_F(Devices, ToAndBackKeepsValuesAndStrides) {
   const Tensor x = arange(0, 12).reshape({3, 4});
   const Tensor d = x.to(kTest);
   EXPECT_EQ(d.device(), kTest);
-  EXPECT_EQ(d.to_vector<float>(), x.to_vector<float>());   // to_vector copies to the host
-  EXPECT_EQ(d.t().cpu().to_vector<float>(), x.t().contiguous().to_vector<float>());  // packed on the device
-  EXPECT_EQ(d.sum().item<float>(), 66.0f);                  // item copies to the host
-  EXPECT_TRUE(x.to(kCpu).is_same(x));                       // already there: no copy
-  EXPECT_NE(d.str().find("11"), std::string::npos);         // printing copies to the host
+  EXPECT_EQ(d.to_vector<float>(), x.to_vector<float>());  // to_vector copies to the host
+  EXPECT_EQ(d.t().cpu().to_vector<float>(),
+            x.t().contiguous().to_vector<float>());  // packed on the device
+  EXPECT_EQ(d.sum().item<float>(), 66.0f);           // item copies to the host
+  EXPECT_TRUE(x.to(kCpu).is_same(x));                // already there: no copy
+  EXPECT_NE(d.str().find("11"), std::string::npos);  // printing copies to the host
 }
 
 TEST_F(Devices, HostAccessToDeviceMemoryFailsLoudly) {
@@ -127,7 +128,8 @@ struct TrainRun {
   std::vector<std::vector<float>> params;
 };
 template <class Make>
-TrainRun train_on(Device device, Make make, const Shape& x_shape, int64_t classes, int steps, Mode mode) {
+TrainRun train_on(Device device, Make make, const Shape& x_shape, int64_t classes, int steps,
+                  Mode mode) {
   set_context({.mode = mode});
   set_device(device.type == DeviceType::CPU ? "CPU" : "Test");
   set_seed(7);
@@ -159,10 +161,10 @@ TrainRun train_on(Device device, Make make, const Shape& x_shape, int64_t classe
   return r;
 }
 
-// PyNative runs the same kernels on both devices: bit-equal (tol 0). Graph mode on the CPU also runs
-// the CPU backend's own passes (blocked layouts, oneDNN post-op fusion, conv + pool), which other
-// devices do not get, so the kernels differ in summation order: equal to float32 rounding, measured
-// relative to each tensor's largest value.
+// PyNative runs the same kernels on both devices: bit-equal (tol 0). Graph mode on the CPU also
+// runs the CPU backend's own passes (blocked layouts, oneDNN post-op fusion, conv + pool), which
+// other devices do not get, so the kernels differ in summation order: equal to float32 rounding,
+// measured relative to each tensor's largest value.
 void expect_same(const TrainRun& cpu, const TrainRun& dev, double tol = 0) {
   auto close = [tol](const std::vector<float>& a, const std::vector<float>& b) {
     if (tol == 0) return a == b;
@@ -174,10 +176,11 @@ void expect_same(const TrainRun& cpu, const TrainRun& dev, double tol = 0) {
     return a.size() == b.size() && err <= tol * std::max(scale, 1e-30);
   };
   ASSERT_EQ(cpu.losses.size(), dev.losses.size());
-  EXPECT_TRUE(close(cpu.losses, dev.losses)) << "losses " << ::testing::PrintToString(cpu.losses) << " vs "
-                                             << ::testing::PrintToString(dev.losses);
+  EXPECT_TRUE(close(cpu.losses, dev.losses)) << "losses " << ::testing::PrintToString(cpu.losses)
+                                             << " vs " << ::testing::PrintToString(dev.losses);
   ASSERT_EQ(cpu.params.size(), dev.params.size());
-  for (size_t i = 0; i < cpu.params.size(); ++i) EXPECT_TRUE(close(cpu.params[i], dev.params[i])) << "parameter " << i;
+  for (size_t i = 0; i < cpu.params.size(); ++i)
+    EXPECT_TRUE(close(cpu.params[i], dev.params[i])) << "parameter " << i;
 }
 
 TEST_F(Devices, LeNetPyNativeEqualsCpu) {
@@ -213,8 +216,9 @@ TEST_F(Devices, MlpRegressionEqualsCpu) {
       set_context({.mode = mode});
       set_device(k ? "Test" : "CPU");
       set_seed(2);
-      auto net = std::make_shared<nn::SequentialCell>(std::vector<nn::CellPtr>{
-          std::make_shared<nn::Dense>(4, 16), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dense>(16, 1)});
+      auto net = std::make_shared<nn::SequentialCell>(
+          std::vector<nn::CellPtr>{std::make_shared<nn::Dense>(4, 16), std::make_shared<nn::ReLU>(),
+                                   std::make_shared<nn::Dense>(16, 1)});
       auto step = std::make_shared<train::TrainOneStepCell>(
           std::make_shared<train::WithLossCell>(net, std::make_shared<nn::MSELoss>()),
           std::make_shared<optim::Adam>(net->trainable_params(), 0.01));
@@ -226,13 +230,15 @@ TEST_F(Devices, MlpRegressionEqualsCpu) {
       }
       for (int i = 0; i < 4; ++i)
         runs[k].losses.push_back(step->forward({x.to(device), y.to(device)})[0].item<float>());
-      for (const Tensor& p : net->trainable_params()) runs[k].params.push_back(p.to_vector<float>());
+      for (const Tensor& p : net->trainable_params())
+        runs[k].params.push_back(p.to_vector<float>());
     }
     expect_same(runs[0], runs[1], mode == Mode::Graph ? 1e-5 : 0);
   }
 }
 
-// One YOLOv5n training step (forward, the YOLO loss, gradients) on the test device equals the CPU's.
+// One YOLOv5n training step (forward, the YOLO loss, gradients) on the test device equals the
+// CPU's.
 TEST_F(Devices, YoloV5nStepEqualsCpu) {
   constexpr int64_t kImg = 64;
   std::vector<Tensor> results[2];
@@ -248,12 +254,15 @@ TEST_F(Devices, YoloV5nStepEqualsCpu) {
     {
       const DeviceGuard host(kCpu);  // the data engine's side: images and targets on the host
       x = rand({2, 3, kImg, kImg});
-      const Tensor boxes = tensor({{0, 1, 0.5, 0.5, 0.4, 0.3}, {0, 2, 0.25, 0.3, 0.2, 0.25}, {1, 0, 0.6, 0.55, 0.5, 0.6}});
-      t = models::build_targets(boxes, 2, net->detect().anchors().cpu(),
-                                {{{kImg / 8, kImg / 8}, {kImg / 16, kImg / 16}, {kImg / 32, kImg / 32}}}, 3, hyp);
+      const Tensor boxes = tensor(
+          {{0, 1, 0.5, 0.5, 0.4, 0.3}, {0, 2, 0.25, 0.3, 0.2, 0.25}, {1, 0, 0.6, 0.55, 0.5, 0.6}});
+      t = models::build_targets(
+          boxes, 2, net->detect().anchors().cpu(),
+          {{{kImg / 8, kImg / 8}, {kImg / 16, kImg / 16}, {kImg / 32, kImg / 32}}}, 3, hyp);
     }
     for (auto& level : t)
-      for (Tensor* f : {&level.index, &level.tbox, &level.anchor, &level.cls, &level.mask, &level.obj_write})
+      for (Tensor* f :
+           {&level.index, &level.tbox, &level.anchor, &level.cls, &level.mask, &level.obj_write})
         if (f->defined()) *f = f->to(device);
     models::YoloStep step(net, hyp, /*graph=*/false);
     for (const Tensor& r : step(x.to(device), t)) results[k].push_back(r.cpu());
@@ -317,7 +326,8 @@ TEST_F(Devices, ModelTrainMovesHostBatchesToTheNetwork) {
   auto ds = data::NumpySlicesDataset({x, y}, {"image", "label"}).batch(8);
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  train::Model model(net, loss, std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9),
+  train::Model model(net, loss,
+                     std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9),
                      {"accuracy"});
   model.train(1, ds);
   const auto m = model.eval(ds);

@@ -30,7 +30,8 @@ inline Result run(const std::string& args, const std::string& env = "") {
 
 // <tmp>/<prefix><name>_<pid>, emptied.
 inline std::filesystem::path temp_dir(const std::string& prefix, const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / (prefix + name + "_" + std::to_string(getpid()));
+  auto d =
+      std::filesystem::temp_directory_path() / (prefix + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;

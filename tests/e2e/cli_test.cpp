@@ -3,8 +3,8 @@
 // bad data give clear errors and non-zero exit codes, never a crash.
 #include <gtest/gtest.h>
 
-#include "e2e/cli_run.h"
 #include <sys/wait.h>
+#include "e2e/cli_run.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -27,7 +27,8 @@ fs::path temp_dir(const std::string& name) { return spore::e2e::temp_dir("spore_
 TEST(Cli, TrainLenetOnASubsetThenEval) {
   if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   fs::path out = temp_dir("lenet");
-  Result r = run("train lenet --epochs 2 --limit 2048 --eval-limit 512 --batch-size 64 --out " + out.string());
+  Result r = run("train lenet --epochs 2 --limit 2048 --eval-limit 512 --batch-size 64 --out " +
+                 out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("epoch 2/2: train loss"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;
@@ -47,11 +48,13 @@ TEST(Cli, TrainLenetOnASubsetThenEval) {
   fs::remove_all(out);
 }
 
-// A mistyped command is named as unknown, with the list of commands (not "A subcommand is required").
+// A mistyped command is named as unknown, with the list of commands (not "A subcommand is
+// required").
 TEST(Cli, UnknownCommandIsNamed) {
   const Result r = run("frobnicate --epochs 1");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("unknown command 'frobnicate'; the commands are train, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("unknown command 'frobnicate'; the commands are train, "), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("run-check"), std::string::npos) << r.out;
   EXPECT_EQ(run("--version").code, 0);
 }
@@ -69,9 +72,12 @@ TEST(Cli, PredictChecksItsOutputFirst) {
 // folder named, and the banner reports the images the data really holds.
 TEST(Cli, WrongSizedOrEmptyIdxDataIsNamed) {
   const fs::path dir = temp_dir("idx");
-  auto idx = [&](const std::string& name, uint32_t magic, std::vector<uint32_t> dims, size_t bytes) {
+  auto idx = [&](const std::string& name, uint32_t magic, std::vector<uint32_t> dims,
+                 size_t bytes) {
     std::string s;
-    auto be = [&](uint32_t v) { for (int k = 3; k >= 0; --k) s += char((v >> (8 * k)) & 0xff); };
+    auto be = [&](uint32_t v) {
+      for (int k = 3; k >= 0; --k) s += char((v >> (8 * k)) & 0xff);
+    };
     be(magic);
     for (uint32_t d : dims) be(d);
     s += std::string(bytes, '\0');
@@ -79,20 +85,24 @@ TEST(Cli, WrongSizedOrEmptyIdxDataIsNamed) {
   };
   auto write_set = [&](uint32_t n, uint32_t side) {
     for (const char* part : {"train", "t10k"}) {
-      idx(std::string(part) + "-images-idx3-ubyte", 0x803, {n, side, side}, size_t(n) * side * side);
+      idx(std::string(part) + "-images-idx3-ubyte", 0x803, {n, side, side},
+          size_t(n) * side * side);
       idx(std::string(part) + "-labels-idx1-ubyte", 0x801, {n}, n);
     }
   };
   write_set(0, 28);
-  Result r = run("train lenet --epochs 1 --data " + dir.string() + " --out " + (dir / "out").string());
+  Result r =
+      run("train lenet --epochs 1 --data " + dir.string() + " --out " + (dir / "out").string());
   EXPECT_NE(r.code, 0);
-  EXPECT_NE(r.out.find("the IDX files in " + dir.string() + " (usage 'train') hold no images"), std::string::npos)
+  EXPECT_NE(r.out.find("the IDX files in " + dir.string() + " (usage 'train') hold no images"),
+            std::string::npos)
       << r.out;
   write_set(4, 32);
   r = run("train lenet --epochs 1 --data " + dir.string() + " --out " + (dir / "out2").string());
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.out.find("4 train / 4 test images"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("the train images are 32x32; lenet and mlp take Fashion-MNIST's 28x28"), std::string::npos)
+  EXPECT_NE(r.out.find("the train images are 32x32; lenet and mlp take Fashion-MNIST's 28x28"),
+            std::string::npos)
       << r.out;
   fs::remove_all(dir);
 }
@@ -102,7 +112,8 @@ TEST(Cli, WrongSizedOrEmptyIdxDataIsNamed) {
 TEST(Cli, SecondRunIntoTheSameOutIsRefusedAndTheFirstFinishes) {
   if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const fs::path out = temp_dir("twice");
-  const std::string args = "train lenet --epochs 4 --limit 16384 --eval-limit 256 --batch-size 64 --out " + out.string();
+  const std::string args =
+      "train lenet --epochs 4 --limit 16384 --eval-limit 256 --batch-size 64 --out " + out.string();
   Result first{};
   std::thread a([&] { first = run(args); });
   // Wait until the first run holds the directory (its lock file names it).
@@ -117,18 +128,21 @@ TEST(Cli, SecondRunIntoTheSameOutIsRefusedAndTheFirstFinishes) {
   EXPECT_NE(second.code, 0) << second.out;
   EXPECT_NE(second.out.find("is in use by another run (pid "), std::string::npos) << second.out;
   EXPECT_NE(second.out.find("--out"), std::string::npos) << second.out;
-  EXPECT_EQ(second.out.find("epoch 1/4"), std::string::npos) << "the second run trained:\n" << second.out;
+  EXPECT_EQ(second.out.find("epoch 1/4"), std::string::npos) << "the second run trained:\n"
+                                                             << second.out;
   ASSERT_EQ(first.code, 0) << first.out;
   EXPECT_TRUE(fs::exists(out / "lenet.safetensors")) << first.out;
   // Once the first run has ended the directory is free again (the lock dies with its process).
-  const Result third = run("train lenet --epochs 1 --limit 512 --eval-limit 128 --out " + out.string());
+  const Result third =
+      run("train lenet --epochs 1 --limit 512 --eval-limit 128 --out " + out.string());
   EXPECT_EQ(third.code, 0) << third.out;
   fs::remove_all(out);
 }
 
 TEST(Cli, TrainMlpRegressionReportsMseAndMae) {
   fs::path out = temp_dir("reg");
-  Result r = run("train mlp-regression --epochs 2 --limit 1024 --eval-limit 256 --out " + out.string());
+  Result r =
+      run("train mlp-regression --epochs 2 --limit 1024 --eval-limit 256 --out " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("mse"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("mae"), std::string::npos) << r.out;
@@ -146,7 +160,8 @@ TEST(Cli, RunCheckPasses) {
 TEST(Cli, HelpIsComplete) {
   Result r = run("train --help");
   EXPECT_EQ(r.code, 0);
-  for (const char* flag : {"--epochs", "--batch-size", "--lr", "--mode", "--data", "--out", "--seed"})
+  for (const char* flag :
+       {"--epochs", "--batch-size", "--lr", "--mode", "--data", "--out", "--seed"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
@@ -165,7 +180,9 @@ TEST(Cli, BadInputsGiveClearErrors) {
   EXPECT_NE(r.out.find("alexnet"), std::string::npos) << r.out;
 
   // Graph mode is the default; the eager path stays available.
-  r = run("train lenet --mode pynative --epochs 1 --limit 64 --eval-limit 64 --out /tmp/spore_e2e_eager");
+  r =
+      run("train lenet --mode pynative --epochs 1 --limit 64 --eval-limit 64 --out "
+          "/tmp/spore_e2e_eager");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("final test accuracy"), std::string::npos) << r.out;
 

@@ -4,8 +4,8 @@
 // checkpoint back; bad inputs are one-line errors.
 #include <gtest/gtest.h>
 
-#include "e2e/cli_run.h"
 #include <sys/wait.h>
+#include "e2e/cli_run.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -26,7 +26,8 @@ fs::path temp_dir(const std::string& name) { return spore::e2e::temp_dir("spore_
 
 TEST(DetectionCli, MakeShapesThenCocoEval) {
   const fs::path d = temp_dir("shapes");
-  Result r = run("data make-shapes --out " + d.string() + " --train 6 --val 10 --size 128 --seed 5");
+  Result r =
+      run("data make-shapes --out " + d.string() + " --train 6 --val 10 --size 128 --seed 5");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("wrote 16 images"), std::string::npos) << r.out;
   const std::string gt = (d / "annotations/instances_val2017.json").string();
@@ -40,7 +41,9 @@ TEST(DetectionCli, MakeShapesThenCocoEval) {
   spore::metrics::save_detections(dets, (d / "res.json").string());
   r = run("coco-eval " + gt + " " + (d / "res.json").string());
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find(" Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 1.000"), std::string::npos)
+  EXPECT_NE(
+      r.out.find(" Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 1.000"),
+      std::string::npos)
       << r.out;
   r = run("coco-eval " + gt + " " + (d / "res.json").string() + " --json");
   ASSERT_EQ(r.code, 0) << r.out;
@@ -51,7 +54,8 @@ TEST(DetectionCli, MakeShapesThenCocoEval) {
   r = run("coco-eval " + gt + " " + (d / "nope.json").string());
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("nope.json"), std::string::npos) << r.out;
-  std::ofstream(d / "bad.json") << R"([{"image_id": 12345, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 1}])";
+  std::ofstream(d / "bad.json")
+      << R"([{"image_id": 12345, "category_id": 1, "bbox": [0, 0, 1, 1], "score": 1}])";
   r = run("coco-eval " + gt + " " + (d / "bad.json").string());
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("image id 12345"), std::string::npos) << r.out;
@@ -62,33 +66,42 @@ TEST(DetectionCli, MakeShapesThenCocoEval) {
 
 TEST(DetectionCli, TrainYolov5nThenEvalAndPredict) {
   const fs::path d = temp_dir("train");
-  Result r = run("data make-shapes --out " + (d / "data").string() + " --train 16 --val 8 --size 128 --seed 2");
+  Result r = run("data make-shapes --out " + (d / "data").string() +
+                 " --train 16 --val 8 --size 128 --seed 2");
   ASSERT_EQ(r.code, 0) << r.out;
   const fs::path out = d / "run";
-  r = run("train yolov5n --data " + (d / "data").string() + " --img 128 --epochs 2 --batch-size 8 --out " + out.string());
+  r = run("train yolov5n --data " + (d / "data").string() +
+          " --img 128 --epochs 2 --batch-size 8 --out " + out.string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("epoch 2/2: loss"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("val mAP@[.5:.95]"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" Average Recall     (AR) @[ IoU=0.50:0.95 | area= large | maxDets=100 ]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" Average Recall     (AR) @[ IoU=0.50:0.95 | area= large | maxDets=100 ]"),
+            std::string::npos)
+      << r.out;
   for (const char* f : {"yolov5n.safetensors", "metrics.jsonl", "metrics.csv", "curves.png"})
     EXPECT_TRUE(fs::exists(out / f)) << f << "\n" << r.out;
   const std::string ckpt = (out / "yolov5n.safetensors").string();
-  r = run("eval yolov5n --ckpt " + ckpt + " --data " + (d / "data").string() + " --save-json " + (d / "dets.json").string());
+  r = run("eval yolov5n --ckpt " + ckpt + " --data " + (d / "data").string() + " --save-json " +
+          (d / "dets.json").string());
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find(" Average Precision  (AP) @[ IoU=0.50      | area=   all | maxDets=100 ]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" Average Precision  (AP) @[ IoU=0.50      | area=   all | maxDets=100 ]"),
+            std::string::npos)
+      << r.out;
   EXPECT_TRUE(fs::exists(d / "dets.json"));
-  r = run("predict yolov5n --ckpt " + ckpt + " " + (d / "data/val2017/000000000001.jpg").string() + " --conf 0.01 --out " +
-          (d / "pred.jpg").string());
+  r = run("predict yolov5n --ckpt " + ckpt + " " + (d / "data/val2017/000000000001.jpg").string() +
+          " --conf 0.01 --out " + (d / "pred.jpg").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("detections; wrote"), std::string::npos) << r.out;
   EXPECT_GT(fs::file_size(d / "pred.jpg"), 1000u);
   // Fine-tuning from the checkpoint (--weights); --resume is refused with that hint; and the ONNX
   // export of the trained detector takes its classes and image size from the checkpoint.
-  r = run("train yolov5n --data " + (d / "data").string() + " --img 128 --epochs 1 --batch-size 8 --weights " + ckpt +
-          " --out " + (d / "tuned").string());
+  r = run("train yolov5n --data " + (d / "data").string() +
+          " --img 128 --epochs 1 --batch-size 8 --weights " + ckpt + " --out " +
+          (d / "tuned").string());
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("starting from the weights in"), std::string::npos) << r.out;
-  r = run("train yolov5n --data " + (d / "data").string() + " --img 128 --epochs 1 --resume " + ckpt);
+  r = run("train yolov5n --data " + (d / "data").string() + " --img 128 --epochs 1 --resume " +
+          ckpt);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("--weights"), std::string::npos) << r.out;
   r = run("export yolov5n --ckpt " + ckpt + " --out " + (d / "y.onnx").string());

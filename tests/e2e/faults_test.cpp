@@ -4,19 +4,20 @@
 //  - a full disk (a small tmpfs) or a file-size limit (RLIMIT_FSIZE, `ulimit -f`) during a save is
 //    a clear error, with the previous checkpoints intact and no temp file left;
 //  - a read-only, unusable or non-folder --out is a clear error before training starts;
-//  - every numeric flag rejects negative, zero (where not allowed), non-numeric, NaN and huge values
+//  - every numeric flag rejects negative, zero (where not allowed), non-numeric, NaN and huge
+//  values
 //    with one line naming the flag and the accepted range;
 //  - --device: CPU runs, a target this build lacks is set_device's "Unsupported device target";
 //  - `spore eval` takes an epoch checkpoint (optimizer state skipped and reported; --strict-load
 //    refuses it).
 // Runs are short (256 training images, batch 64: 4 steps an epoch) and seeded; loops are bounded.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,7 +43,8 @@ using spore::e2e::Result;
 using spore::e2e::run;
 const std::string kData = "/usr/share/datasets/fashion-mnist";
 // 4 steps an epoch, a 64-image evaluation: about a second an epoch.
-const std::string kQuick = " --limit 256 --eval-limit 64 --batch-size 64 --mode pynative --threads 2 ";
+const std::string kQuick =
+    " --limit 256 --eval-limit 64 --batch-size 64 --mode pynative --threads 2 ";
 
 fs::path temp_dir(const std::string& name) { return spore::e2e::temp_dir("spore_faults_", name); }
 
@@ -103,7 +105,8 @@ Listing list(const fs::path& dir) {
 }
 
 // The "epoch" metadata of a checkpoint (-1 when want_epoch is false, or with a test failure when it
-// does not load). The final model file (<out>/lenet.safetensors) carries no epoch: it is the net only.
+// does not load). The final model file (<out>/lenet.safetensors) carries no epoch: it is the net
+// only.
 int64_t checked_epoch(const fs::path& f, bool want_epoch = true) {
   try {
     const spore::io::Checkpoint ck = spore::io::load_checkpoint(f.string());
@@ -122,7 +125,8 @@ int64_t checked_epoch(const fs::path& f, bool want_epoch = true) {
 void expect_one_clean_line(const Result& r, const std::string& what) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   EXPECT_NE(r.out.find(what), std::string::npos) << r.out;
-  for (const char* noise : {"std::", "terminate", "what()", "Aborted", "exception", "filesystem error"})
+  for (const char* noise :
+       {"std::", "terminate", "what()", "Aborted", "exception", "filesystem error"})
     EXPECT_EQ(r.out.find(noise), std::string::npos) << noise << " in: " << r.out;
 }
 
@@ -138,10 +142,10 @@ TEST(Faults, KillDuringCheckpointSavesNeverLeavesABadFileAndResumeContinues) {
     const int ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     ASSERT_GE(ifd, 0);
     ASSERT_GE(inotify_add_watch(ifd, ck.c_str(), IN_CREATE), 0);
-    const int kill_at_save = 1 + int(rng() % kEpochs);  // during the k-th save
+    const int kill_at_save = 1 + int(rng() % kEpochs);           // during the k-th save
     const auto delay = std::chrono::microseconds(rng() % 4000);  // 0-4 ms into it
-    const pid_t pid = spawn(split_args("train lenet --epochs " + std::to_string(kEpochs) + kQuick + "--out " +
-                                       out.string()),
+    const pid_t pid = spawn(split_args("train lenet --epochs " + std::to_string(kEpochs) + kQuick +
+                                       "--out " + out.string()),
                             out / "log.txt");
     int saves = 0;
     bool exited = false;
@@ -154,7 +158,8 @@ TEST(Faults, KillDuringCheckpointSavesNeverLeavesABadFileAndResumeContinues) {
         for (ssize_t i = 0; i < n;) {
           const auto* ev = reinterpret_cast<const inotify_event*>(buf + i);
           // A checkpoint's temp file; "latest.tmp.<pid>" (the pointer's) is not a save.
-          if (ev->len && std::string(ev->name).find(".safetensors.tmp.") != std::string::npos) ++saves;
+          if (ev->len && std::string(ev->name).find(".safetensors.tmp.") != std::string::npos)
+            ++saves;
           i += ssize_t(sizeof(inotify_event) + ev->len);
         }
       }
@@ -180,25 +185,31 @@ TEST(Faults, KillDuringCheckpointSavesNeverLeavesABadFileAndResumeContinues) {
       const int64_t e = checked_epoch(f);
       if (e > newest) newest = e, newest_file = f;
     }
-    if (fs::exists(out / "lenet.safetensors")) checked_epoch(out / "lenet.safetensors", /*want_epoch=*/false);
+    if (fs::exists(out / "lenet.safetensors"))
+      checked_epoch(out / "lenet.safetensors", /*want_epoch=*/false);
     if (newest_file.empty() || newest >= kEpochs) {
       fs::remove_all(out);
       continue;
     }
     // Resume from the newest checkpoint for one more epoch: it must start at epoch newest + 1.
     const std::string next = std::to_string(newest + 1);
-    Result r = run("train lenet --epochs " + next + kQuick + "--out " + out.string() + " --resume " +
-                   newest_file.string());
+    Result r = run("train lenet --epochs " + next + kQuick + "--out " + out.string() +
+                   " --resume " + newest_file.string());
     ASSERT_EQ(r.code, 0) << r.out;
-    EXPECT_NE(r.out.find("epoch " + next + "/" + next + ": train loss"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("epoch " + next + "/" + next + ": train loss"), std::string::npos)
+        << r.out;
     for (int64_t e = 1; e <= newest; ++e)
       EXPECT_EQ(r.out.find("epoch " + std::to_string(e) + "/"), std::string::npos) << r.out;
-    EXPECT_TRUE(list(ck).temp_files.empty()) << "the resumed run removes the killed run's temp files";
+    EXPECT_TRUE(list(ck).temp_files.empty())
+        << "the resumed run removes the killed run's temp files";
     ++resumed;
     fs::remove_all(out);
   }
-  std::printf("kill -9 during saves: %d tries, %d left a temp file (killed mid-save), %d resumed, %d finished "
-              "before the kill\n", kTries, mid_save, resumed, finished);
+  std::printf(
+      "kill -9 during saves: %d tries, %d left a temp file (killed mid-save), %d resumed, %d "
+      "finished "
+      "before the kill\n",
+      kTries, mid_save, resumed, finished);
   EXPECT_GT(resumed, 0);
 }
 
@@ -219,8 +230,8 @@ TEST(Faults, FileSizeLimitDuringASaveIsAClearErrorAndKeepsThePreviousCheckpoint)
   const std::string before = read_file(first);
   ASSERT_GT(before.size(), 100000u);
   // `ulimit -f 64` (64 KiB): the metrics lines fit, the epoch-2 checkpoint does not.
-  const pid_t pid = spawn(split_args("train lenet --epochs 2" + kQuick + "--out " + out.string() + " --resume " +
-                                     first.string()),
+  const pid_t pid = spawn(split_args("train lenet --epochs 2" + kQuick + "--out " + out.string() +
+                                     " --resume " + first.string()),
                           out / "log.txt", 64 * 1024);
   const int code = wait_exit(pid);
   const Result r{code, read_file(out / "log.txt")};
@@ -238,24 +249,28 @@ TEST(Faults, FileSizeLimitDuringASaveIsAClearErrorAndKeepsThePreviousCheckpoint)
 }
 
 bool can_mount_tmpfs() {
-  return std::system("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs /mnt' >/dev/null 2>&1") == 0;
+  return std::system("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs /mnt' >/dev/null 2>&1") ==
+         0;
 }
 
 TEST(Faults, FullDiskDuringASaveIsAClearErrorAndKeepsThePreviousCheckpoints) {
   if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  if (!can_mount_tmpfs()) GTEST_SKIP() << "cannot mount a tmpfs here (needs unshare -m and mount rights)";
+  if (!can_mount_tmpfs())
+    GTEST_SKIP() << "cannot mount a tmpfs here (needs unshare -m and mount rights)";
   const fs::path probe = temp_dir("fullprobe");
   const fs::path first = train_one_epoch(probe);
   ASSERT_FALSE(first.empty());
   const uintmax_t ckpt = fs::file_size(first);
   fs::remove_all(probe);
-  // A tmpfs with room for two and a half checkpoints: epochs 1 and 2 save, epoch 3 runs out of space.
+  // A tmpfs with room for two and a half checkpoints: epochs 1 and 2 save, epoch 3 runs out of
+  // space.
   const fs::path dir = temp_dir("full"), mnt = dir / "mnt", copy = dir / "copy";
   fs::create_directories(mnt);
   const std::string size = std::to_string((ckpt * 5 / 2 + 4095) / 4096 * 4096);
-  const std::string cmd = "unshare -m sh -c 'mount -t tmpfs -o size=" + size + " tmpfs " + mnt.string() +
-                          " && OMP_NUM_THREADS=2 " + kSpore + " train lenet --epochs 3" + kQuick + "--out " +
-                          mnt.string() + " > " + (dir / "log.txt").string() + " 2>&1; rc=$?; cp -a " +
+  const std::string cmd = "unshare -m sh -c 'mount -t tmpfs -o size=" + size + " tmpfs " +
+                          mnt.string() + " && OMP_NUM_THREADS=2 " + kSpore +
+                          " train lenet --epochs 3" + kQuick + "--out " + mnt.string() + " > " +
+                          (dir / "log.txt").string() + " 2>&1; rc=$?; cp -a " +
                           (mnt / "checkpoints").string() + " " + copy.string() + "; exit $rc'";
   const int status = std::system(cmd.c_str());
   const Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir / "log.txt")};
@@ -295,21 +310,23 @@ TEST(Faults, UnusableOutIsAClearErrorBeforeTraining) {
     expect_one_clean_line(r, "--out " + c.out);
     EXPECT_NE(r.out.find(c.what), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("pass --out with a folder you can write to"), std::string::npos) << r.out;
-    EXPECT_EQ(r.out.find("training lenet"), std::string::npos) << "the error came after training started";
+    EXPECT_EQ(r.out.find("training lenet"), std::string::npos)
+        << "the error came after training started";
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
   }
   if (can_mount_tmpfs()) {  // a read-only file system: refused even for root
     const fs::path ro = dir / "rofs";
     fs::create_directories(ro);
     const std::string cmd = "unshare -m sh -c 'mount -t tmpfs -o ro,size=64k tmpfs " + ro.string() +
-                            " && OMP_NUM_THREADS=2 " + kSpore + " train lenet --epochs 1 --out " + ro.string() +
-                            " > " + (dir / "log.txt").string() + " 2>&1'";
+                            " && OMP_NUM_THREADS=2 " + kSpore + " train lenet --epochs 1 --out " +
+                            ro.string() + " > " + (dir / "log.txt").string() + " 2>&1'";
     const int status = std::system(cmd.c_str());
     const Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(dir / "log.txt")};
     EXPECT_EQ(r.code, 1) << r.out;
     expect_one_clean_line(r, "is not writable: Read-only file system");
   }
-  if (fs::exists(dir / "ro")) fs::permissions(dir / "ro", fs::perms::owner_all, fs::perm_options::replace);
+  if (fs::exists(dir / "ro"))
+    fs::permissions(dir / "ro", fs::perms::owner_all, fs::perm_options::replace);
   fs::remove_all(dir);
 }
 
@@ -320,11 +337,20 @@ TEST(Faults, BadNumericFlagValuesNameTheFlagAndTheRange) {
   };
   const std::vector<std::string> common = {"abc", "nan", "NaN", "inf", "-inf", "1e400", "", "3x"};
   const std::vector<Flag> flags = {
-      {"train lenet", "--epochs", "[1, 1000000]", {"-1", "0", "1.5", "1e3", "1000001", "99999999999999999999"}},
-      {"train lenet", "--batch-size", "[1, 65536]", {"-64", "0", "65537", "1e9", "18446744073709551616"}},
+      {"train lenet",
+       "--epochs",
+       "[1, 1000000]",
+       {"-1", "0", "1.5", "1e3", "1000001", "99999999999999999999"}},
+      {"train lenet",
+       "--batch-size",
+       "[1, 65536]",
+       {"-64", "0", "65537", "1e9", "18446744073709551616"}},
       {"train lenet", "--lr", "(0, 100]", {"-0.1", "0", "1e30", "100.5"}},
       {"train lenet", "--momentum", "[0, 1)", {"-0.5", "1", "2", "1e30"}},
-      {"train lenet", "--seed", "[0, 18446744073709551615]", {"-1", "18446744073709551616", "1.5", "1e3"}},
+      {"train lenet",
+       "--seed",
+       "[0, 18446744073709551615]",
+       {"-1", "18446744073709551616", "1.5", "1e3"}},
       {"train lenet", "--threads", "[0, 1024]", {"-2", "1025", "100000000000", "0.5"}},
       {"train lenet", "--limit", "[1, 2147483647]", {"-5", "0", "2147483648", "1e12"}},
       {"train lenet", "--eval-limit", "[1, 2147483647]", {"-5", "0", "99999999999999999999"}},
@@ -353,7 +379,8 @@ TEST(Faults, UserErrorsAreOneLineWithWhatToDo) {
   const fs::path d = temp_dir("errs");
   { std::ofstream(d / "bad.safetensors") << "not a checkpoint"; }
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"train lenet --epochs 1 --data /nonexistent/dir --out " + (d / "o").string(), "dataset-fashion-mnist"},
+      {"train lenet --epochs 1 --data /nonexistent/dir --out " + (d / "o").string(),
+       "dataset-fashion-mnist"},
       {"eval lenet --ckpt " + (d / "bad.safetensors").string(), "bad.safetensors"},
       {"eval lenet --ckpt " + (d / "missing.safetensors").string(), "missing.safetensors"},
       {"train alexnet", "alexnet"},
@@ -361,7 +388,8 @@ TEST(Faults, UserErrorsAreOneLineWithWhatToDo) {
       {"train lenet --amp O9 --out " + (d / "o").string(), "O9"},
       {"eval lenet", "--ckpt"},
       {"train lenet --no-such-flag", "--no-such-flag"},
-      {"train lenet --resume " + (d / "bad.safetensors").string() + " --out " + (d / "o").string(), "bad.safetensors"},
+      {"train lenet --resume " + (d / "bad.safetensors").string() + " --out " + (d / "o").string(),
+       "bad.safetensors"},
       {"", "subcommand"},
   };
   for (const auto& [args, what] : cases) {
@@ -381,12 +409,14 @@ TEST(Faults, DeviceTargets) {
   const std::vector<std::string> have = spore::available_device_targets();
   for (const std::string target : {std::string("GPU"), std::string("Ascend")}) {
     if (std::find(have.begin(), have.end(), target) != have.end()) continue;
-    for (const std::string& cmd : std::vector<std::string>{"train lenet --epochs 1 --out " + out.string(), "eval lenet --ckpt nowhere"}) {
+    for (const std::string& cmd : std::vector<std::string>{
+             "train lenet --epochs 1 --out " + out.string(), "eval lenet --ckpt nowhere"}) {
       r = run(cmd + " --device " + target);
       EXPECT_EQ(r.code, 1) << r.out;
       std::string list;
       for (const auto& h : have) list += (list.empty() ? "'" : ", '") + h + "'";
-      expect_one_clean_line(r, "Unsupported device target " + target + ". This build supports [" + list + "]");
+      expect_one_clean_line(
+          r, "Unsupported device target " + target + ". This build supports [" + list + "]");
     }
   }
   r = run("train lenet --device TPU --out " + out.string());
@@ -402,7 +432,8 @@ TEST(Faults, EvalTakesAnEpochCheckpointAndReportsTheSkippedTrainingState) {
   ASSERT_FALSE(ck.empty());
   Result r = run("eval lenet --limit 64 --ckpt " + ck.string());
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("entries the network does not have (moments.* ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("entries the network does not have (moments.* ("), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("accuracy"), std::string::npos) << r.out;
   r = run("eval lenet --limit 64 --strict-load --ckpt " + ck.string());
   EXPECT_EQ(r.code, 1) << r.out;
@@ -428,7 +459,8 @@ bool same_tensors(const fs::path& a, const fs::path& b) {
   if (x.tensors.size() != y.tensors.size()) return false;
   for (size_t i = 0; i < x.tensors.size(); ++i) {
     const auto& [n, t] = x.tensors[i];
-    if (n != y.tensors[i].first || t.to_vector<float>() != y.tensors[i].second.to_vector<float>()) return false;
+    if (n != y.tensors[i].first || t.to_vector<float>() != y.tensors[i].second.to_vector<float>())
+      return false;
   }
   return true;
 }
@@ -454,9 +486,12 @@ TEST(Faults, RestartsIntoOneOutStayBoundedAndResumeAutoContinuesExactly) {
   std::string latest;
   std::getline(std::ifstream(ck / "latest"), latest);
   EXPECT_EQ(latest, "lenet_4-2_4.safetensors");
-  Result r = run("train lenet --epochs 3" + kQuick + "--out " + out.string() + " --resume auto", kFixedConvs);
+  Result r = run("train lenet --epochs 3" + kQuick + "--out " + out.string() + " --resume auto",
+                 kFixedConvs);
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("--resume auto: continuing from " + (ck / latest).string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--resume auto: continuing from " + (ck / latest).string()),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("epoch 3/3: train loss"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("epoch 1/3"), std::string::npos) << r.out;
   r = run("train lenet --epochs 3" + kQuick + "--out " + straight.string(), kFixedConvs);
@@ -490,13 +525,14 @@ TEST(Faults, ResumeRefusesWhatItCannotRestoreUnlessPartial) {
   spore::io::save_checkpoint(widened, (out / "widened.safetensors").string(), ck.metadata);
   for (const char* f : {"missing", "widened"}) {
     const std::string file = (out / (std::string(f) + ".safetensors")).string();
-    r = run("train lenet --epochs 2" + kQuick + "--out " + (out / f).string() + " --resume " + file);
+    r = run("train lenet --epochs 2" + kQuick + "--out " + (out / f).string() + " --resume " +
+            file);
     EXPECT_NE(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("cannot restore the run exactly"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(name), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("--resume-partial"), std::string::npos) << r.out;
-    r = run("train lenet --epochs 2" + kQuick + "--out " + (out / f).string() + " --resume " + file +
-            " --resume-partial");
+    r = run("train lenet --epochs 2" + kQuick + "--out " + (out / f).string() + " --resume " +
+            file + " --resume-partial");
     ASSERT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("these start from their initial values"), std::string::npos) << r.out;
   }

@@ -58,9 +58,10 @@ TEST_F(Logging, LogLevelWarnSilencesTheProfileReport) {
 TEST_F(Logging, AnUnknownLogLevelIsReported) {
   const Output r = run_spore("SPORE_LOG_LEVEL=loud", "--version");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("[spore warning] SPORE_LOG_LEVEL=loud is not one of trace, debug, info, warn, "
-                       "error, critical, off; using info"),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("[spore warning] SPORE_LOG_LEVEL=loud is not one of trace, debug, info, warn, "
+                 "error, critical, off; using info"),
+      std::string::npos)
       << r.err;
 }
 

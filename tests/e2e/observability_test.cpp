@@ -51,9 +51,11 @@ TEST(Observability, ProfileTraceIsValidAndNested) {
   if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const fs::path out = temp_dir("prof"), prof = out / "profile", ir = out / "ir";
   int code = 0;
-  const std::string log = run("OMP_NUM_THREADS=2 " + kSpore + " train lenet --epochs 1 --limit 1024 --eval-limit 256 --out " +
-                                  out.string() + " --profile " + prof.string() + " --dump-ir " + ir.string(),
-                              &code);
+  const std::string log =
+      run("OMP_NUM_THREADS=2 " + kSpore +
+              " train lenet --epochs 1 --limit 1024 --eval-limit 256 --out " + out.string() +
+              " --profile " + prof.string() + " --dump-ir " + ir.string(),
+          &code);
   ASSERT_EQ(code, 0) << log;
   EXPECT_NE(log.find("profile:"), std::string::npos) << log;  // the summary is printed
   ASSERT_TRUE(fs::exists(prof / "trace.json")) << log;
@@ -77,8 +79,9 @@ TEST(Observability, ProfileTraceIsValidAndNested) {
     }
   }
   auto count = [&](const std::string& cat, const std::string& name = "") {
-    return std::count_if(spans.begin(), spans.end(),
-                         [&](const Span& s) { return s.cat == cat && (name.empty() || s.name == name); });
+    return std::count_if(spans.begin(), spans.end(), [&](const Span& s) {
+      return s.cat == cat && (name.empty() || s.name == name);
+    });
   };
   EXPECT_EQ(count("train", "step"), 16) << "1024 images / batch 64";
   EXPECT_GE(count("graph"), 16);  // the compiled step (and the compiled eval network)
@@ -132,7 +135,8 @@ struct Dashboard {
     pid = fork();
     if (pid == 0) {
       const std::string p = std::to_string(port);
-      execl(kSpore.c_str(), kSpore.c_str(), "dashboard", dir.c_str(), "--port", p.c_str(), (char*)nullptr);
+      execl(kSpore.c_str(), kSpore.c_str(), "dashboard", dir.c_str(), "--port", p.c_str(),
+            (char*)nullptr);
       _exit(127);
     }
   }
@@ -146,8 +150,10 @@ struct Dashboard {
 
 // The DOM after the page's scripts ran, from a real headless Chromium.
 std::string browser_dom(const std::string& url) {
-  return run("timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-             "--no-first-run --virtual-time-budget=6000 --dump-dom " + url + " 2>/dev/null");
+  return run(
+      "timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
+      "--no-first-run --virtual-time-budget=6000 --dump-dom " +
+      url + " 2>/dev/null");
 }
 
 std::string attr(const std::string& dom, const std::string& id_or_tag, const std::string& name) {
@@ -157,7 +163,8 @@ std::string attr(const std::string& dom, const std::string& id_or_tag, const std
 }
 
 TEST(Observability, DashboardRendersTheRunInChromium) {
-  if (system("command -v chromium > /dev/null 2>&1") != 0) GTEST_SKIP() << "chromium is not installed";
+  if (system("command -v chromium > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "chromium is not installed";
   const fs::path dir = temp_dir("dash");
   const std::vector<std::string> rows = {
       R"({"epoch":1,"loss":0.8123,"eval_loss":0.6234,"accuracy":0.7712,"lr":0.01,"time_s":2.5})",
@@ -169,7 +176,8 @@ TEST(Observability, DashboardRendersTheRunInChromium) {
     std::ofstream(dir / "run.json") << R"({"model": "lenet", "batch_size": 64, "lr": 0.01})";
     fs::create_directories(dir / "checkpoints");
     std::ofstream(dir / "checkpoints" / "lenet-3.safetensors") << std::string(1234, 'x');
-    std::ofstream(dir / "summary.txt") << "profile: 12.000 ms wall\n  conv2d_fused  3  1.000  333.33  8.3%\n";
+    std::ofstream(dir / "summary.txt")
+        << "profile: 12.000 ms wall\n  conv2d_fused  3  1.000  333.33  8.3%\n";
   }
   const int port = 18000 + int(getpid() % 1000);
   Dashboard server(dir, port);
@@ -192,7 +200,8 @@ TEST(Observability, DashboardRendersTheRunInChromium) {
   EXPECT_NE(dom.find("conv2d_fused"), std::string::npos);
   // Live: a fourth epoch written while the server runs shows up on the next load.
   std::ofstream(dir / "metrics.jsonl", std::ios::app)
-      << R"({"epoch":4,"loss":0.3789,"eval_loss":0.4301,"accuracy":0.8533,"lr":0.01,"time_s":2.4})" << "\n";
+      << R"({"epoch":4,"loss":0.3789,"eval_loss":0.4301,"accuracy":0.8533,"lr":0.01,"time_s":2.4})"
+      << "\n";
   dom = browser_dom(url);
   EXPECT_EQ(attr(dom, "body", "data-epochs"), "4");
   EXPECT_EQ(attr(dom, "canvas id=\"loss-chart\"", "data-points"), "8");

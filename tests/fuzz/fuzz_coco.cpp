@@ -8,8 +8,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string ann = fuzz::write_file("ann.json", data, size);
   static const std::string img = fuzz::write_file("a.jpg", std::string("\xff\xd8\xff not a jpeg"));
   fuzz::expect_clean([&] {
-    data::Dataset ds = data::CocoDataset(fuzz::scratch_dir(), ann,
-                                         {.decode = false, .num_parallel_workers = 1});
+    data::Dataset ds =
+        data::CocoDataset(fuzz::scratch_dir(), ann, {.decode = false, .num_parallel_workers = 1});
     int64_t rows = 0;
     for (auto it = ds.create_tuple_iterator(); auto row = it->next(); ++rows) {
       const Tensor& bbox = (*row)[1];

@@ -24,10 +24,12 @@ std::string idx_file(int ndims, std::initializer_list<uint32_t> dims) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spore;
   const bool images = size >= 4 && data[3] == 3;
-  fuzz::write_file("train-images-idx3-ubyte", images ? std::string(reinterpret_cast<const char*>(data), size)
-                                                     : idx_file(3, {2, 4, 3}));
-  fuzz::write_file("train-labels-idx1-ubyte", images ? idx_file(1, {2})
-                                                     : std::string(reinterpret_cast<const char*>(data), size));
+  fuzz::write_file(
+      "train-images-idx3-ubyte",
+      images ? std::string(reinterpret_cast<const char*>(data), size) : idx_file(3, {2, 4, 3}));
+  fuzz::write_file(
+      "train-labels-idx1-ubyte",
+      images ? idx_file(1, {2}) : std::string(reinterpret_cast<const char*>(data), size));
   fuzz::expect_clean([] {
     data::Dataset ds = data::MnistDataset(fuzz::scratch_dir(), "train");
     for (auto it = ds.create_tuple_iterator(); auto row = it->next();) {

@@ -5,7 +5,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace spore;
   fuzz::expect_clean([&] {
-    const Tensor t = io::parse_npy(std::string(reinterpret_cast<const char*>(data), size), "fuzz.npy");
+    const Tensor t =
+        io::parse_npy(std::string(reinterpret_cast<const char*>(data), size), "fuzz.npy");
     if (size_t(t.numel()) > size) std::abort();
   });
   return 0;

@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& in : m.inputs()) {
       Shape s;
       int64_t n = 1;
-      for (int64_t d : in.shape) s.push_back(d < 0 ? 1 : d), n *= std::max<int64_t>(1, d < 0 ? 1 : d);
+      for (int64_t d : in.shape)
+        s.push_back(d < 0 ? 1 : d), n *= std::max<int64_t>(1, d < 0 ? 1 : d);
       if (n > (1 << 16)) return;
       ins.push_back(zeros(s, in.dtype));
     }

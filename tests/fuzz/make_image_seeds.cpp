@@ -1,8 +1,8 @@
 // Writes the JPEG (and WebP / TIFF) seeds of the image_decode fuzz corpus with OpenCV: baseline,
-// progressive, grayscale, optimised Huffman tables with restart markers, small odd sizes. PNG and BMP seeds come from
-// make_seeds.py. Build and run by hand (not part of the build):
-//   g++ -std=c++17 tests/fuzz/make_image_seeds.cpp $(pkg-config --cflags --libs opencv4) -o /tmp/mis
-//   /tmp/mis tests/fuzz/corpus/image_decode
+// progressive, grayscale, optimised Huffman tables with restart markers, small odd sizes. PNG and
+// BMP seeds come from make_seeds.py. Build and run by hand (not part of the build):
+//   g++ -std=c++17 tests/fuzz/make_image_seeds.cpp $(pkg-config --cflags --libs opencv4) -o
+//   /tmp/mis /tmp/mis tests/fuzz/corpus/image_decode
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <string>
@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
     cv::Mat m(h, w, type);
     for (int y = 0; y < h; ++y)
       for (int x = 0; x < w; ++x)
-        for (int c = 0; c < m.channels(); ++c) m.ptr<uchar>(y)[x * m.channels() + c] = uchar((x * 37 + y * 11 + c * 90) & 255);
+        for (int c = 0; c < m.channels(); ++c)
+          m.ptr<uchar>(y)[x * m.channels() + c] = uchar((x * 37 + y * 11 + c * 90) & 255);
     return m;
   };
   struct Seed {
@@ -28,7 +29,9 @@ int main(int argc, char** argv) {
       {"seed_progressive_16x8.jpg", pattern(8, 16, CV_8UC3), {cv::IMWRITE_JPEG_PROGRESSIVE, 1}},
       {"seed_gray_5x5.jpg", pattern(5, 5, CV_8UC1), {cv::IMWRITE_JPEG_QUALITY, 50}},
       {"seed_420_17x3.jpg", pattern(3, 17, CV_8UC3), {cv::IMWRITE_JPEG_QUALITY, 95}},
-      {"seed_optimized_32x32.jpg", pattern(32, 32, CV_8UC3), {cv::IMWRITE_JPEG_OPTIMIZE, 1, cv::IMWRITE_JPEG_RST_INTERVAL, 1}},
+      {"seed_optimized_32x32.jpg",
+       pattern(32, 32, CV_8UC3),
+       {cv::IMWRITE_JPEG_OPTIMIZE, 1, cv::IMWRITE_JPEG_RST_INTERVAL, 1}},
       {"seed_3x3.webp", pattern(3, 3, CV_8UC3), {}},
       {"seed_4x2.tiff", pattern(2, 4, CV_8UC3), {}},
   };

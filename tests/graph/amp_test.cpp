@@ -66,8 +66,8 @@ StepSetup make(amp::Level level) {
 }
 
 std::unique_ptr<Graph> trace_step(StepSetup& s) {
-  return graph::trace([&](const std::vector<Tensor>& a) { return s.step->forward(a); },
-                      {s.x, s.y}, "amp_step");
+  return graph::trace([&](const std::vector<Tensor>& a) { return s.step->forward(a); }, {s.x, s.y},
+                      "amp_step");
 }
 
 bool is_float(DType t) { return t == kFloat16 || t == kBFloat16 || t == kFloat32; }
@@ -120,7 +120,8 @@ void expect_float32_updates(const Graph& g, size_t num_params) {
   for (const auto& n : g.nodes)
     if (n->op == OpId::ApplyMomentum || n->op == OpId::FusedApplyMomentum)
       for (const auto* v : n->inputs)  // but the optimizer's float64 hyper input (lr), last
-        if (!(n->attrs.get_bool("hyper_input", false) && v == n->inputs.back())) EXPECT_EQ(v->dtype, kFloat32) << describe(*n);
+        if (!(n->attrs.get_bool("hyper_input", false) && v == n->inputs.back()))
+          EXPECT_EQ(v->dtype, kFloat32) << describe(*n);
   for (const auto* o : g.outputs) EXPECT_EQ(o->dtype, kFloat32);
 }
 
@@ -159,7 +160,8 @@ Compiled compile(amp::Level level) {
 }
 
 // Losses of `steps` steps and the final parameters (as float32 values).
-std::vector<double> train_steps(Mode mode, amp::Level level, int steps, std::vector<float>* params) {
+std::vector<double> train_steps(Mode mode, amp::Level level, int steps,
+                                std::vector<float>* params) {
   StepSetup s = make(level);
   PyNativeAfter restore;
   set_context({.mode = mode});
@@ -247,10 +249,10 @@ TEST(AmpGraph, O1WhiteListInLowPrecisionWithCastsBack) {
   // PolicyScopeFunctionMatchesPyNativeAutocast has matmul -> relu, which makes one.)
   EXPECT_LE(g.count(OpId::Cast), c.casts_after_insert);
   EXPECT_EQ(exact_round_trips(g), 0u);
-  std::printf("O1: %zu nodes traced, %zu casts inserted (%zu exact round trips), %zu casts and "
-              "%zu nodes after the pipeline\n",
-              c.traced, c.casts_inserted, c.round_trips_after_insert, g.count(OpId::Cast),
-              g.num_nodes());
+  std::printf(
+      "O1: %zu nodes traced, %zu casts inserted (%zu exact round trips), %zu casts and "
+      "%zu nodes after the pipeline\n",
+      c.traced, c.casts_inserted, c.round_trips_after_insert, g.count(OpId::Cast), g.num_nodes());
 }
 
 TEST(AmpGraph, O2AllButNormInLowPrecisionWithFloat32BatchNormParameters) {
@@ -271,9 +273,10 @@ TEST(AmpGraph, O2AllButNormInLowPrecisionWithFloat32BatchNormParameters) {
       for (const auto* v : n->inputs) EXPECT_EQ(v->dtype, kFloat32);
   expect_float32_updates(g, 5);
   EXPECT_EQ(exact_round_trips(g), 0u);
-  std::printf("O2: %zu nodes traced, %zu casts inserted, %zu casts and %zu nodes after the "
-              "pipeline\n",
-              c.traced, c.casts_inserted, g.count(OpId::Cast), g.num_nodes());
+  std::printf(
+      "O2: %zu nodes traced, %zu casts inserted, %zu casts and %zu nodes after the "
+      "pipeline\n",
+      c.traced, c.casts_inserted, g.count(OpId::Cast), g.num_nodes());
 }
 
 TEST(AmpGraph, O3EverythingInLowPrecision) {
@@ -325,7 +328,8 @@ TEST(AmpGraph, RemoveCastPairs) {
   EXPECT_EQ(g->outputs[0], g->inputs[0]);
   EXPECT_EQ(g->outputs[3], g->inputs[2]);
   graph::verify(*g);
-  graph::Executor e1(std::shared_ptr<Graph>(std::move(ref))), e2(std::shared_ptr<Graph>(std::move(g)));
+  graph::Executor e1(std::shared_ptr<Graph>(std::move(ref))),
+      e2(std::shared_ptr<Graph>(std::move(g)));
   auto r1 = e1.run({xb, xh, xf, xb2}), r2 = e2.run({xb, xh, xf, xb2});
   for (size_t i = 0; i < r1.size(); ++i) {
     auto a = r1[i].to(kFloat64).to_vector<double>(), b = r2[i].to(kFloat64).to_vector<double>();
@@ -339,8 +343,8 @@ TEST(AmpGraph, PolicyScopeFunctionMatchesPyNativeAutocast) {
   Tensor w = randn({16, 8}), b = randn({8});
   auto fn = [&](const std::vector<Tensor>& a) {
     const amp::PolicyScope scope({amp::Level::O1, kLow});
-    Tensor h = relu(matmul(a[0], w));          // white list: bf16, back to f32
-    Tensor z = exp(h * 0.5) + b;               // f32
+    Tensor h = relu(matmul(a[0], w));  // white list: bf16, back to f32
+    Tensor z = exp(h * 0.5) + b;       // f32
     return std::vector<Tensor>{relu(matmul(z, w.transpose(0, 1))).sum({1})};
   };
   Tensor x = randn({5, 16});
@@ -356,9 +360,10 @@ TEST(AmpGraph, PolicyScopeFunctionMatchesPyNativeAutocast) {
     graph::run_pipeline(*g);
     EXPECT_EQ(exact_round_trips(*g), 0u);
     EXPECT_EQ(g->count(OpId::Cast), casts - 2 * trips);  // each pair's two casts gone
-    std::printf("O1 function: %zu nodes traced, %zu casts inserted (%zu round trips), %zu nodes "
-                "and %zu casts after the pipeline\n",
-                traced, inserted, trips, g->num_nodes(), g->count(OpId::Cast));
+    std::printf(
+        "O1 function: %zu nodes traced, %zu casts inserted (%zu round trips), %zu nodes "
+        "and %zu casts after the pipeline\n",
+        traced, inserted, trips, g->num_nodes(), g->count(OpId::Cast));
   }
   auto f = jit(fn);
   auto got = f({x})[0];
@@ -386,10 +391,11 @@ Diff compare(const std::vector<double>& e, const std::vector<double>& g,
   return d;
 }
 void print(const char* what, amp::Level level, const std::vector<double>& g, const Diff& d) {
-  std::printf("%s %s: losses %.6f %.6f %.6f %.6f; vs PyNative: rel loss diff %.3g %.3g %.3g %.3g,"
-              " max abs param diff",
-              amp::level_name(level), what, g[0], g[1], g[2], g[3], d.loss[0], d.loss[1],
-              d.loss[2], d.loss[3]);
+  std::printf(
+      "%s %s: losses %.6f %.6f %.6f %.6f; vs PyNative: rel loss diff %.3g %.3g %.3g %.3g,"
+      " max abs param diff",
+      amp::level_name(level), what, g[0], g[1], g[2], g[3], d.loss[0], d.loss[1], d.loss[2],
+      d.loss[3]);
   for (double p : d.param) std::printf(" %.3g", p);
   std::printf(" (conv.w, bn.gamma, bn.beta, fc.w, fc.b, moving mean, var)\n");
 }
@@ -450,8 +456,8 @@ TEST(AmpGraph, AmpPassMatchesPyNativeAutocast) {
 }
 
 // The whole compiled step (with the fusion passes) against PyNative autocast. O0 and O1 stay
-// within float32 rounding. Under O2/O3 the fusion pass also folds Dense's bf16 bias add into the matmul
-// (matmul_fused), which rounds the logits to bf16 once instead of twice (matmul, then add):
+// within float32 rounding. Under O2/O3 the fusion pass also folds Dense's bf16 bias add into the
+// matmul (matmul_fused), which rounds the logits to bf16 once instead of twice (matmul, then add):
 // a logit moves by at most 2^-9 of itself, so the first loss by well under 1e-3 relative; the
 // gradients then differ by O(2^-8) relative (bound as above, with |g| <= 1: kBiasBound per
 // step's worth, and the trajectories separate slowly), so 5e-3 on parameters and 5e-2 on the
@@ -512,9 +518,10 @@ TEST(AmpGraph, ResNet18O2MatchesPyNativeAutocast) {
       }
       size_t low_adds = 0;
       for (const auto& n : g->nodes) low_adds += n->op == OpId::Add && n->outputs[0]->dtype == kLow;
-      std::printf("ResNet-18 O2: %zu nodes traced, %zu casts inserted, %zu casts and %zu nodes "
-                  "after the clean-up passes, %zu bf16 adds\n",
-                  traced, inserted, g->count(OpId::Cast), g->num_nodes(), low_adds);
+      std::printf(
+          "ResNet-18 O2: %zu nodes traced, %zu casts inserted, %zu casts and %zu nodes "
+          "after the clean-up passes, %zu bf16 adds\n",
+          traced, inserted, g->count(OpId::Cast), g->num_nodes(), low_adds);
       graph::Executor ex(std::shared_ptr<Graph>(std::move(g)));
       for (int i = 0; i < 2; ++i) losses->push_back(ex.run({x, y}).at(0).item<double>());
     } else {

@@ -1,5 +1,5 @@
-// Blocked-layout propagation (backends/cpu/passes/blocked_layout.cpp): which values go blocked, where
-// the re-layouts land, and the rewritten graph computing what the plain one does (both run by
+// Blocked-layout propagation (backends/cpu/passes/blocked_layout.cpp): which values go blocked,
+// where the re-layouts land, and the rewritten graph computing what the plain one does (both run by
 // the executor), forward and backward.
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <cstdlib>
 
 #include "backends/cpu/ops/ops.h"
-#include "graph/executor.h"
 #include "backends/cpu/passes/passes.h"
+#include "graph/executor.h"
 #include "graph/passes.h"
 #include "graph/trace.h"
 #include "ops/op.h"
@@ -39,7 +39,8 @@ void expect_same_outputs(std::unique_ptr<Graph> g, std::unique_ptr<Graph> ref,
                          const std::vector<Tensor>& args, double tol = 1e-5) {
   const auto got = run_all(std::move(g), args), want = run_all(std::move(ref), args);
   ASSERT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < got.size(); ++k) expect_close(got[k], want[k], tol, "output " + std::to_string(k));
+  for (size_t k = 0; k < got.size(); ++k)
+    expect_close(got[k], want[k], tol, "output " + std::to_string(k));
 }
 
 // Fusion first, as in the pipeline: the pass sees conv2d_fused (bias + relu inside).
@@ -64,12 +65,15 @@ struct NoBlocked : test::ScopedEnv {  // SPORE_NO_BLOCKED_LAYOUT=1 for a scope
 TEST(BlockedLayout, LeNetConvStackForwardAndBackward) {
   set_seed(0);
   Tensor x = randn({8, 1, 28, 28});
-  Tensor w1 = (randn({6, 1, 5, 5}) * 0.3).set_requires_grad(true), b1 = (randn({6}) * 0.1).set_requires_grad(true);
-  Tensor w2 = (randn({16, 6, 5, 5}) * 0.1).set_requires_grad(true), b2 = (randn({16}) * 0.1).set_requires_grad(true);
+  Tensor w1 = (randn({6, 1, 5, 5}) * 0.3).set_requires_grad(true),
+         b1 = (randn({6}) * 0.1).set_requires_grad(true);
+  Tensor w2 = (randn({16, 6, 5, 5}) * 0.1).set_requires_grad(true),
+         b2 = (randn({16}) * 0.1).set_requires_grad(true);
   Tensor probe = randn({8, 400});
   auto fn = [&](const std::vector<Tensor>& a) {
     EnableGradGuard eg;
-    Tensor h = max_pool2d(relu(conv2d(a[0], w1, b1, {.padding = {2, 2, 2, 2}})), {.kernel_size = {2, 2}});
+    Tensor h =
+        max_pool2d(relu(conv2d(a[0], w1, b1, {.padding = {2, 2, 2, 2}})), {.kernel_size = {2, 2}});
     h = max_pool2d(relu(conv2d(h, w2, b2)), {.kernel_size = {2, 2}});
     Tensor loss = (h.reshape({8, 400}) * probe).sum();
     auto gr = autograd::grad(loss, {w1, b1, w2, b2});
@@ -88,7 +92,8 @@ TEST(BlockedLayout, LeNetConvStackForwardAndBackward) {
   EXPECT_EQ(blocked_nodes(*g), 5u);
   for (const auto& n : g->nodes) {
     EXPECT_FALSE(n->attrs.get_bool("blocked_x", false)) << "6-channel maps stay plain";
-    if (n->op == OpId::MaxPool2d && n->inputs[0]->shape[1] == 6) EXPECT_FALSE(n->attrs.get_bool("blocked", false));
+    if (n->op == OpId::MaxPool2d && n->inputs[0]->shape[1] == 6)
+      EXPECT_FALSE(n->attrs.get_bool("blocked", false));
   }
   EXPECT_EQ(g->count(cpu::op::FromBlocked()), 1u);
   EXPECT_EQ(g->count(cpu::op::ToBlocked()), 1u);
@@ -104,8 +109,10 @@ TEST(BlockedLayout, ResNetBlockWithBatchNormForwardAndBackward) {
   set_seed(1);
   Tensor x = randn({4, 16, 8, 8});
   auto param = [](Shape s, double k) { return (randn(s) * k).set_requires_grad(true); };
-  Tensor w1 = param({32, 16, 3, 3}, 0.1), w2 = param({32, 32, 3, 3}, 0.1), ws = param({32, 16, 1, 1}, 0.2);
-  Tensor g1 = param({32}, 0.1) + 1.0, be1 = param({32}, 0.1), g2 = param({32}, 0.1) + 1.0, be2 = param({32}, 0.1);
+  Tensor w1 = param({32, 16, 3, 3}, 0.1), w2 = param({32, 32, 3, 3}, 0.1),
+         ws = param({32, 16, 1, 1}, 0.2);
+  Tensor g1 = param({32}, 0.1) + 1.0, be1 = param({32}, 0.1), g2 = param({32}, 0.1) + 1.0,
+         be2 = param({32}, 0.1);
   g1 = g1.detach().set_requires_grad(true);
   g2 = g2.detach().set_requires_grad(true);
   Tensor probe = randn({4, 32});
@@ -131,7 +138,8 @@ TEST(BlockedLayout, ResNetBlockWithBatchNormForwardAndBackward) {
   graph::verify(*g);
   EXPECT_EQ(g->count(cpu::op::FromBlocked()), 1u);  // the mean's input
   for (const auto& n : g->nodes) {
-    if (n->op == OpId::BatchNorm || n->op == OpId::BatchNormBackward) EXPECT_TRUE(n->attrs.get_bool("blocked", false));
+    if (n->op == OpId::BatchNorm || n->op == OpId::BatchNormBackward)
+      EXPECT_TRUE(n->attrs.get_bool("blocked", false));
     if (n->op == OpId::Conv2dBackwardData) {
       EXPECT_TRUE(n->attrs.get_bool("blocked_x", false));
       EXPECT_TRUE(n->attrs.get_bool("blocked_y", false));
@@ -148,7 +156,8 @@ TEST(BlockedLayout, ChannelConcatOfWholeBlocks) {
   set_seed(2);
   Tensor x = randn({2, 16, 8, 8});
   auto param = [](Shape s, double k) { return (randn(s) * k).set_requires_grad(true); };
-  Tensor w1 = param({16, 16, 3, 3}, 0.1), w2 = param({32, 16, 1, 1}, 0.2), w3 = param({16, 48, 3, 3}, 0.1);
+  Tensor w1 = param({16, 16, 3, 3}, 0.1), w2 = param({32, 16, 1, 1}, 0.2),
+         w3 = param({16, 48, 3, 3}, 0.1);
   Tensor probe = randn({2, 16});
   auto fn = [&](const std::vector<Tensor>& a) {
     EnableGradGuard eg;
@@ -184,7 +193,8 @@ TEST(BlockedLayout, ChannelConcatOfWholeBlocks) {
   Tensor w4 = randn({8, 16, 1, 1}) * 0.2, w5 = randn({16, 24, 3, 3}) * 0.1;
   auto odd = graph::trace(
       [&](const std::vector<Tensor>& a) {
-        const Tensor c = concat({conv2d(a[0], w4), relu(conv2d(a[0], w1, {.padding = {1, 1, 1, 1}}))}, 1);
+        const Tensor c =
+            concat({conv2d(a[0], w4), relu(conv2d(a[0], w1, {.padding = {1, 1, 1, 1}}))}, 1);
         return std::vector<Tensor>{relu(conv2d(c, w5, {.padding = {1, 1, 1, 1}}))};
       },
       {x});
@@ -204,13 +214,16 @@ TEST(BlockedLayout, ChannelConcatOfWholeBlocks) {
 TEST(BlockedLayout, NoGainNoChangeAndSmallInputsStayPlain) {
   set_seed(2);
   Tensor x = randn({2, 3, 8, 8}), w = randn({16, 3, 3, 3}) * 0.2, w2 = randn({16, 16, 3, 3}) * 0.1;
-  auto lone = graph::trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], w).sum()}; }, {x});
+  auto lone = graph::trace(
+      [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{conv2d(a[0], w).sum()}; },
+      {x});
   EXPECT_EQ(cpu::blocked_layout(*lone), 0u);
   EXPECT_EQ(lone->count(cpu::op::ToBlocked()) + lone->count(cpu::op::FromBlocked()), 0u);
 
   auto two = graph::trace(
       [&](const std::vector<Tensor>& a) {
-        return std::vector<Tensor>{conv2d(relu(conv2d(a[0], w, {.padding = {1, 1, 1, 1}})), w2).sum()};
+        return std::vector<Tensor>{
+            conv2d(relu(conv2d(a[0], w, {.padding = {1, 1, 1, 1}})), w2).sum()};
       },
       {x});
   auto ref = two->clone();
@@ -231,7 +244,8 @@ TEST(BlockedLayout, NoGainNoChangeAndSmallInputsStayPlain) {
 // (exp) runs plain: the value it reads is re-laid-out back, so padding never turns non-zero.
 TEST(BlockedLayout, PaddedChannelsOnlyThroughZeroKeepingOps) {
   set_seed(3);
-  Tensor x = randn({2, 8, 10, 10}), w = randn({40, 8, 3, 3}) * 0.2, w2 = randn({16, 40, 3, 3}) * 0.2;
+  Tensor x = randn({2, 8, 10, 10}), w = randn({40, 8, 3, 3}) * 0.2,
+         w2 = randn({16, 40, 3, 3}) * 0.2;
   auto traced = graph::trace(
       [&](const std::vector<Tensor>& a) {
         Tensor h = conv2d(a[0], w);
@@ -260,7 +274,8 @@ TEST(BlockedLayout, EnvironmentSwitchTurnsItOff) {
   Tensor x = randn({2, 16, 8, 8}), w = randn({16, 16, 3, 3}) * 0.1;
   auto traced = graph::trace(
       [&](const std::vector<Tensor>& a) {
-        return std::vector<Tensor>{max_pool2d(conv2d(relu(conv2d(a[0], w)), w), {.kernel_size = {2, 2}})};
+        return std::vector<Tensor>{
+            max_pool2d(conv2d(relu(conv2d(a[0], w)), w), {.kernel_size = {2, 2}})};
       },
       {x});
   {

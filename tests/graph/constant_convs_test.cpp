@@ -27,13 +27,20 @@ struct Weights {
 
 Weights make_weights() {
   set_seed(3);
-  return {randn({16, 3, 3, 3}) * 0.3, randn({32, 16, 3, 3}) * 0.1, rand({32}) + 0.5, randn({32}) * 0.1, randn({32}) * 0.1,
-          rand({32}) + 0.5, randn({32, 32, 3, 3}) * 0.05, randn({32, 32, 1, 1}) * 0.2};
+  return {randn({16, 3, 3, 3}) * 0.3,
+          randn({32, 16, 3, 3}) * 0.1,
+          rand({32}) + 0.5,
+          randn({32}) * 0.1,
+          randn({32}) * 0.1,
+          rand({32}) + 0.5,
+          randn({32, 32, 3, 3}) * 0.05,
+          randn({32, 32, 1, 1}) * 0.2};
 }
 
 Tensor block(const Tensor& x, const Weights& p) {
   Tensor stem = relu(conv2d(x, p.w0, {.padding = {1, 1, 1, 1}}));
-  Tensor h = relu(batch_norm_infer(conv2d(stem, p.w1, {.padding = {1, 1, 1, 1}}), p.gamma, p.beta, p.mean, p.var, 1e-5));
+  Tensor h = relu(batch_norm_infer(conv2d(stem, p.w1, {.padding = {1, 1, 1, 1}}), p.gamma, p.beta,
+                                   p.mean, p.var, 1e-5));
   Tensor down = conv2d(h, p.w2, {.stride = {2, 2}, .padding = {1, 1, 1, 1}});
   return relu(down + conv2d(h, p.w3, {.stride = {2, 2}}));
 }
@@ -44,7 +51,8 @@ std::unique_ptr<Graph> frozen(const Tensor& x, const Weights& p) {
   return graph::trace(
       [&](const std::vector<Tensor>& a) {
         auto own = [](const Tensor& t) { return from_vector(t.to_vector<float>(), t.shape()); };
-        const Weights c{own(p.w0), own(p.w1), own(p.gamma), own(p.beta), own(p.mean), own(p.var), own(p.w2), own(p.w3)};
+        const Weights c{own(p.w0),   own(p.w1),  own(p.gamma), own(p.beta),
+                        own(p.mean), own(p.var), own(p.w2),    own(p.w3)};
         return std::vector<Tensor>{block(a[0], c)};
       },
       {x});
@@ -54,7 +62,8 @@ std::unique_ptr<Graph> frozen(const Tensor& x, const Weights& p) {
 
 TEST(ConstantConvs, FrozenResNetBlockRunsOnPreparedWeights) {
   const Weights p = make_weights();
-  const Tensor x = randn({4, 3, 16, 16});  // 4 x 8 x 8 = 256 tiles: Winograd for the block's first conv
+  const Tensor x =
+      randn({4, 3, 16, 16});  // 4 x 8 x 8 = 256 tiles: Winograd for the block's first conv
   auto g = frozen(x, p);
   auto ref = g->clone();
   graph::run_pipeline(*g);
@@ -62,7 +71,8 @@ TEST(ConstantConvs, FrozenResNetBlockRunsOnPreparedWeights) {
   EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 2u);
   EXPECT_EQ(g->count(OpId::Conv2d) + g->count(cpu::op::Conv2dFused()), 1u);  // the stem
   EXPECT_EQ(g->count(OpId::BatchNormInference), 0u);
-  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}), 1e-5);
+  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
+                     1e-5);
 }
 
 // A 3x3 stride-1 conv with few output tiles per thread (one 4x4 map: 4 tiles) takes the packed
@@ -75,7 +85,8 @@ TEST(ConstantConvs, FewTilesTakeThePackedKernel) {
   graph::run_pipeline(*g);
   EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 0u);
   EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 3u);
-  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}), 1e-5);
+  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
+                     1e-5);
 }
 
 // Weights the caller holds (a model's parameters, which training changes) stay on oneDNN; so does
@@ -83,7 +94,8 @@ TEST(ConstantConvs, FewTilesTakeThePackedKernel) {
 TEST(ConstantConvs, ParametersAndSwitchOffKeepOneDnn) {
   const Weights p = make_weights();
   const Tensor x = randn({4, 3, 16, 16});
-  auto held = graph::trace([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{block(a[0], p)}; }, {x});
+  auto held = graph::trace(
+      [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{block(a[0], p)}; }, {x});
   graph::run_pipeline(*held);
   EXPECT_EQ(held->count(cpu::op::Conv2dWinograd()) + held->count(cpu::op::Conv2dPacked()), 0u);
 
@@ -97,13 +109,14 @@ TEST(ConstantConvs, ParametersAndSwitchOffKeepOneDnn) {
 // concatenated along the channels, a 1x1 conv over the concat. The pipeline makes x * sigmoid(x) a
 // silu (algebraic_simplification), fuses it into the conv (dnnl_fusion), keeps the concat in the
 // blocked layout (no re-layout around it) and gives the two convs inside the block a prepared
-// kernel with silu in its epilogue. The stem reads the plain input and the last conv writes the plain
-// output: those two stay on oneDNN, which re-lays them out itself.
+// kernel with silu in its epilogue. The stem reads the plain input and the last conv writes the
+// plain output: those two stay on oneDNN, which re-lays them out itself.
 TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
   set_seed(4);
-  const Tensor w0 = randn({16, 3, 3, 3}) * 0.3, w1 = randn({16, 16, 1, 1}) * 0.3, w2 = randn({16, 16, 3, 3}) * 0.1,
-               w3 = randn({32, 32, 1, 1}) * 0.2, gamma = rand({16}) + 0.5, beta = randn({16}) * 0.1,
-               mean = randn({16}) * 0.1, var = rand({16}) + 0.5;
+  const Tensor w0 = randn({16, 3, 3, 3}) * 0.3, w1 = randn({16, 16, 1, 1}) * 0.3,
+               w2 = randn({16, 16, 3, 3}) * 0.1, w3 = randn({32, 32, 1, 1}) * 0.2,
+               gamma = rand({16}) + 0.5, beta = randn({16}) * 0.1, mean = randn({16}) * 0.1,
+               var = rand({16}) + 0.5;
   const Tensor x = randn({2, 3, 16, 16});
   auto net = [&](const Tensor& in, const std::vector<Tensor>& c) {
     auto silu_onnx = [](const Tensor& t) { return t * sigmoid(t); };
@@ -128,6 +141,8 @@ TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
   EXPECT_EQ(g->count(OpId::Concat), 1u);
   EXPECT_EQ(g->count(cpu::op::ToBlocked()) + g->count(cpu::op::FromBlocked()), 0u);
   for (const auto& n : g->nodes)
-    if (n->op == cpu::op::Conv2dWinograd() || n->op == cpu::op::Conv2dPacked()) EXPECT_EQ(n->attrs.get_string("act"), "silu");
-  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}), 1e-5);
+    if (n->op == cpu::op::Conv2dWinograd() || n->op == cpu::op::Conv2dPacked())
+      EXPECT_EQ(n->attrs.get_string("act"), "silu");
+  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
+                     1e-5);
 }

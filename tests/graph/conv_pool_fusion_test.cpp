@@ -1,12 +1,12 @@
-// Conv + max-pool fusion (backends/cpu/passes/conv_pool_fusion.cpp): which nodes it makes, and the fused
-// graph computing what the unfused one does (both run by the executor), forward and backward.
+// Conv + max-pool fusion (backends/cpu/passes/conv_pool_fusion.cpp): which nodes it makes, and the
+// fused graph computing what the unfused one does (both run by the executor), forward and backward.
 #include <gtest/gtest.h>
 
 #include "backends/cpu/kernels/conv_direct.h"
 #include "backends/cpu/kernels/conv_list.h"
 #include "backends/cpu/ops/ops.h"
-#include "graph/executor.h"
 #include "backends/cpu/passes/passes.h"
+#include "graph/executor.h"
 #include "graph/passes.h"
 #include "graph/trace.h"
 #include "spore/spore.h"
@@ -31,8 +31,8 @@ void prepare(Graph& g) {
 
 // LeNet-5's first block, forward and the weight gradients: conv1 (1 -> 6, pad 2) + bias + relu
 // -> 2x2 max pool -> a second conv so the pool's gradient is a real one.
-std::unique_ptr<Graph> lenet_block(const Tensor& x, const Tensor& w1, const Tensor& b1, const Tensor& w2,
-                                   const Tensor& probe, int64_t pool) {
+std::unique_ptr<Graph> lenet_block(const Tensor& x, const Tensor& w1, const Tensor& b1,
+                                   const Tensor& w2, const Tensor& probe, int64_t pool) {
   return graph::trace(
       [&](const std::vector<Tensor>& a) {
         EnableGradGuard eg;
@@ -52,20 +52,23 @@ TEST(ConvPoolFusion, LeNetFirstBlockForwardAndBackward) {
   cpu::ScopedConvImpl direct("direct_nchw,onednn,onednn_via_f32,reference");
   set_seed(0);
   Tensor x = randn({4, 1, 28, 28});
-  Tensor w1 = (randn({6, 1, 5, 5}) * 0.3).set_requires_grad(true), b1 = (randn({6}) * 0.1).set_requires_grad(true);
+  Tensor w1 = (randn({6, 1, 5, 5}) * 0.3).set_requires_grad(true),
+         b1 = (randn({6}) * 0.1).set_requires_grad(true);
   Tensor w2 = (randn({16, 6, 5, 5}) * 0.1).set_requires_grad(true), probe = randn({4, 16, 10, 10});
   auto g = lenet_block(x, w1, b1, w2, probe, 2);
   auto ref = g->clone();
   prepare(*g);
   const size_t pools_before = g->count(OpId::MaxPool2d);
   EXPECT_EQ(cpu::fuse_conv_pool(*g), 1u);  // the forward; b1's gradient also reads the pool's
-                                             // backward, so the weight gradient stays as it is
+                                           // backward, so the weight gradient stays as it is
   graph::verify(*g);
   EXPECT_EQ(g->count(cpu::op::Conv2dPoolFused()), 1u);
   EXPECT_EQ(g->count(OpId::MaxPool2d), pools_before - 1);
   EXPECT_EQ(g->count(cpu::op::Conv2dBackwardWeightPooled()), 0u);
-  const auto got = test::run_graph_all(std::move(g), {x}), want = test::run_graph_all(std::move(ref), {x});
-  for (size_t k = 0; k < got.size(); ++k) test::expect_close(got[k], want[k], 1e-5, "output " + std::to_string(k));
+  const auto got = test::run_graph_all(std::move(g), {x}),
+             want = test::run_graph_all(std::move(ref), {x});
+  for (size_t k = 0; k < got.size(); ++k)
+    test::expect_close(got[k], want[k], 1e-5, "output " + std::to_string(k));
 }
 
 // Without a bias (LeNet-5 as the model zoo builds it) the pool's gradient has one reader, the
@@ -102,8 +105,10 @@ TEST(ConvPoolFusion, NoBiasFusesBothDirectionsAndOverlappingPools) {
     // The pooled weight gradient sums each weight's ~800 products (4 images x 196 argmax
     // positions) in another order than the dense one: float32 rounding of such sums (|terms| ~ 1,
     // |sum| up to ~60) reaches ~1e-5 of max(1, |sum|) (measured 1.3e-5), hence 5e-5.
-    const auto got = test::run_graph_all(std::move(g), {x}), want = test::run_graph_all(std::move(ref), {x});
-    for (size_t k = 0; k < got.size(); ++k) test::expect_close(got[k], want[k], 5e-5, "output " + std::to_string(k));
+    const auto got = test::run_graph_all(std::move(g), {x}),
+               want = test::run_graph_all(std::move(ref), {x});
+    for (size_t k = 0; k < got.size(); ++k)
+      test::expect_close(got[k], want[k], 5e-5, "output " + std::to_string(k));
   }
 }
 

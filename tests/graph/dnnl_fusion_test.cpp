@@ -40,7 +40,9 @@ TEST(DnnlFusion, ConvBiasRelu) {
   set_seed(0);
   Tensor x = randn({2, 3, 8, 8}), w = randn({4, 3, 3, 3}) * 0.3, b = randn({4});
   auto g = graph::trace(
-      [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{relu(conv2d(a[0], w, b, pad1()))}; },
+      [&](const std::vector<Tensor>& a) {
+        return std::vector<Tensor>{relu(conv2d(a[0], w, b, pad1()))};
+      },
       {x});
   EXPECT_EQ(g->num_nodes(), 2u);  // conv2d (bias inside), relu
   auto ref = g->clone();
@@ -82,7 +84,9 @@ TEST(DnnlFusion, MatmulBiasReluLikeDense) {
   set_seed(2);
   Tensor x = randn({5, 12}), w = randn({7, 12}) * 0.3, b = randn({7});
   auto g = graph::trace(
-      [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{relu(matmul(a[0], w.t()) + b)}; },
+      [&](const std::vector<Tensor>& a) {
+        return std::vector<Tensor>{relu(matmul(a[0], w.t()) + b)};
+      },
       {x});
   EXPECT_EQ(g->count(OpId::Matmul), 1u);
   auto ref = g->clone();
@@ -110,7 +114,9 @@ TEST(DnnlFusion, EveryActivationAndResidualMatmul) {
   for (const auto& [name, act] : acts) {
     SCOPED_TRACE(name);
     auto g = graph::trace(
-        [&](const std::vector<Tensor>& a) { return std::vector<Tensor>{act(matmul(a[0], w) + b + a[1])}; },
+        [&](const std::vector<Tensor>& a) {
+          return std::vector<Tensor>{act(matmul(a[0], w) + b + a[1])};
+        },
         {x, r});
     auto ref = g->clone();
     EXPECT_EQ(cpu::fuse_conv_matmul(*g), 1u);
@@ -141,7 +147,8 @@ TEST(DnnlFusion, LeavesIntermediatesOthersRead) {
   auto t = graph::trace(
       [&](const std::vector<Tensor>& a) {
         EnableGradGuard eg;
-        Tensor l = (leaky_relu(conv2d(a[0], wl, pad1()), 0.1) * relu(conv2d(a[0], wr, pad1()))).sum();
+        Tensor l =
+            (leaky_relu(conv2d(a[0], wl, pad1()), 0.1) * relu(conv2d(a[0], wr, pad1()))).sum();
         auto gr = autograd::grad(l, {wl, wr});
         return std::vector<Tensor>{l, gr[0], gr[1]};
       },
@@ -154,12 +161,15 @@ TEST(DnnlFusion, LeavesIntermediatesOthersRead) {
   EXPECT_EQ(t->count(OpId::Conv2d), 1u);
   EXPECT_EQ(t->count(OpId::LeakyRelu), 1u);
   EXPECT_EQ(t->count(OpId::Relu), 0u);
-  graph::Executor a(std::shared_ptr<Graph>(std::move(ref))), b(std::shared_ptr<Graph>(std::move(t)));
+  graph::Executor a(std::shared_ptr<Graph>(std::move(ref))),
+      b(std::shared_ptr<Graph>(std::move(t)));
   auto ra = a.run({x}), rb = b.run({x});
-  for (size_t i = 0; i < ra.size(); ++i) expect_close(rb[i].to_vector<float>(), ra[i].to_vector<float>());
+  for (size_t i = 0; i < ra.size(); ++i)
+    expect_close(rb[i].to_vector<float>(), ra[i].to_vector<float>());
 }
 
-// An eval-mode ResNet basic block written with the functional ops: conv-bn-relu, conv-bn, + x, relu.
+// An eval-mode ResNet basic block written with the functional ops: conv-bn-relu, conv-bn, + x,
+// relu.
 TEST(DnnlFusion, BatchNormFoldingResNetBlock) {
   set_seed(4);
   const int64_t C = 8;
@@ -204,8 +214,9 @@ TEST(DnnlFusion, BatchNormFoldingWithConstantsFoldsAway) {
   auto g = graph::trace(
       [&](const std::vector<Tensor>& a) {
         Tensor w = ones({4, 4, 3, 3}) * 0.1;
-        return std::vector<Tensor>{relu(batch_norm_infer(conv2d(a[0], w, pad1()), full({4}, 2.0),
-                                                         full({4}, 0.5), full({4}, 0.1), full({4}, 4.0), 0.0))};
+        return std::vector<Tensor>{
+            relu(batch_norm_infer(conv2d(a[0], w, pad1()), full({4}, 2.0), full({4}, 0.5),
+                                  full({4}, 0.1), full({4}, 4.0), 0.0))};
       },
       {x});
   graph::run_pipeline(*g);
@@ -234,7 +245,8 @@ TEST(DnnlFusion, LeNetTrainingLossesEqualWithAndWithoutFusion) {
     }
     set_context({.mode = Mode::Graph});
     std::vector<double> out;
-    for (int s = 0; s < 8; ++s) out.push_back(step(xs[size_t(s % 3)], ys[size_t(s % 3)]).item<double>());
+    for (int s = 0; s < 8; ++s)
+      out.push_back(step(xs[size_t(s % 3)], ys[size_t(s % 3)]).item<double>());
     set_context({.mode = Mode::PyNative});
     return out;
   };
@@ -274,8 +286,10 @@ TEST(DnnlFusion, CompiledEvalAndPredictMatchEager) {
   auto net = models::resnet18(10, models::ResNetStem::Cifar);
   // Give the moving statistics values so the folding matters.
   for (auto& [name, b] : net->named_buffers())
-    if (name.find("moving_variance") != std::string::npos) assign(b, uniform(b.shape(), 0.5, 2.0));
-    else if (name.find("moving_mean") != std::string::npos) assign(b, randn(b.shape()) * 0.1);
+    if (name.find("moving_variance") != std::string::npos)
+      assign(b, uniform(b.shape(), 0.5, 2.0));
+    else if (name.find("moving_mean") != std::string::npos)
+      assign(b, randn(b.shape()) * 0.1);
   train::Model model(net, nullptr, nullptr);
   Tensor x = randn({3, 3, 32, 32});
   const auto eager = model.predict(x).to_vector<float>();

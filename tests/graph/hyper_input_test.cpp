@@ -42,11 +42,12 @@ void expect_bits(const Tensor& a, const Tensor& b, const std::string& what) {
   const Tensor x = a.contiguous(), y = b.contiguous();
   ASSERT_EQ(x.numel(), y.numel()) << what;
   const size_t sz = itemsize(x.dtype());
-  const char *p = static_cast<const char*>(x.data_ptr()), *q = static_cast<const char*>(y.data_ptr());
+  const char *p = static_cast<const char*>(x.data_ptr()),
+             *q = static_cast<const char*>(y.data_ptr());
   for (int64_t i = 0; i < x.numel(); ++i)
     ASSERT_EQ(std::memcmp(p + i * sz, q + i * sz, sz), 0)
-        << what << ": element " << i << ": " << x.to(kFloat64).to_vector<double>()[size_t(i)] << " vs "
-        << y.to(kFloat64).to_vector<double>()[size_t(i)];
+        << what << ": element " << i << ": " << x.to(kFloat64).to_vector<double>()[size_t(i)]
+        << " vs " << y.to(kFloat64).to_vector<double>()[size_t(i)];
 }
 
 struct UpdateCase {
@@ -60,18 +61,37 @@ struct UpdateCase {
 
 std::vector<UpdateCase> update_cases() {
   return {
-      {"momentum_nesterov_wd", OpId::ApplyMomentum, 1,
-       Attrs().set("momentum", 0.9).set("nesterov", true).set("weight_decay", 1e-2), Attrs().set("lr", 0.037),
+      {"momentum_nesterov_wd",
+       OpId::ApplyMomentum,
+       1,
+       Attrs().set("momentum", 0.9).set("nesterov", true).set("weight_decay", 1e-2),
+       Attrs().set("lr", 0.037),
        {0.037}},
-      {"adam_l2_step5", OpId::ApplyAdam, 2,
-       Attrs().set("beta1", 0.9).set("beta2", 0.999).set("weight_decay", 1e-3).set("decoupled", false),
-       Attrs().set("lr", 3e-3).set("step", int64_t(5)).set("eps", 1e-8 / std::sqrt(1 - std::pow(0.999, 5.0))),
+      {"adam_l2_step5",
+       OpId::ApplyAdam,
+       2,
+       Attrs()
+           .set("beta1", 0.9)
+           .set("beta2", 0.999)
+           .set("weight_decay", 1e-3)
+           .set("decoupled", false),
+       Attrs()
+           .set("lr", 3e-3)
+           .set("step", int64_t(5))
+           .set("eps", 1e-8 / std::sqrt(1 - std::pow(0.999, 5.0))),
        {3e-3, 5.0, 1e-8 / std::sqrt(1 - std::pow(0.999, 5.0))}},
-      {"adamw_step2p62", OpId::ApplyAdam, 2,
+      {"adamw_step2p62",
+       OpId::ApplyAdam,
+       2,
        Attrs().set("beta1", 0.8).set("beta2", 0.99).set("weight_decay", 0.1).set("decoupled", true),
-       Attrs().set("lr", 1e-2).set("step", int64_t(1) << 62).set("eps", 1e-6), {1e-2, std::ldexp(1.0, 62), 1e-6}},
-      {"rms_prop", OpId::ApplyRMSProp, 2, Attrs().set("decay", 0.9).set("momentum", 0.5).set("eps", 1e-6),
-       Attrs().set("lr", 0.02), {0.02}},
+       Attrs().set("lr", 1e-2).set("step", int64_t(1) << 62).set("eps", 1e-6),
+       {1e-2, std::ldexp(1.0, 62), 1e-6}},
+      {"rms_prop",
+       OpId::ApplyRMSProp,
+       2,
+       Attrs().set("decay", 0.9).set("momentum", 0.5).set("eps", 1e-6),
+       Attrs().set("lr", 0.02),
+       {0.02}},
   };
 }
 
@@ -106,7 +126,8 @@ Rig make_rig(const MakeOpt& make_opt) {
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   r.opt = make_opt(*r.net);
-  r.step = std::make_shared<train::TrainOneStepCell>(std::make_shared<train::WithLossCell>(r.net, loss), r.opt);
+  r.step = std::make_shared<train::TrainOneStepCell>(
+      std::make_shared<train::WithLossCell>(r.net, loss), r.opt);
   return r;
 }
 
@@ -134,7 +155,8 @@ std::vector<float> run_steps(Rig& r, const Batches& b, int steps, Mode mode) {
   PyNativeAfter restore;
   set_context({.mode = mode});
   std::vector<float> losses;
-  for (int i = 0; i < steps; ++i) losses.push_back((*r.step)(b.x[size_t(i % 3)], b.y[size_t(i % 3)]).item<float>());
+  for (int i = 0; i < steps; ++i)
+    losses.push_back((*r.step)(b.x[size_t(i % 3)], b.y[size_t(i % 3)]).item<float>());
   return losses;
 }
 
@@ -148,7 +170,8 @@ std::vector<float> run_steps(Rig& r, const Batches& b, int steps, Mode mode) {
 Rig expect_one_graph_matching_pynative(const MakeOpt& make_opt, int steps, const char* what) {
   Batches b = make_batches();
   Rig g = make_rig(make_opt), e = make_rig(make_opt);
-  const std::vector<float> lg = run_steps(g, b, steps, Mode::Graph), le = run_steps(e, b, steps, Mode::PyNative);
+  const std::vector<float> lg = run_steps(g, b, steps, Mode::Graph),
+                           le = run_steps(e, b, steps, Mode::PyNative);
   const JitStats st = g.step->jit_stats();
   EXPECT_EQ(st.traces, 1) << what;
   EXPECT_EQ(st.cache_hits, steps - 1) << what;
@@ -175,7 +198,8 @@ TEST(HyperInput, OpWithHyperEqualsAttributesBitwise) {
   for (const UpdateCase& c : update_cases())
     for (DType dt : {kFloat32, kFloat64})
       for (bool strided : {false, true}) {
-        const std::string what = std::string(c.name) + "/" + dtype_name(dt) + (strided ? "/strided" : "");
+        const std::string what =
+            std::string(c.name) + "/" + dtype_name(dt) + (strided ? "/strided" : "");
         const std::vector<Tensor> src = operands(c.nstate, dt, strided, 3);
         std::vector<Tensor> a = clone_mutable(src), h = clone_mutable(src);
         Attrs with_attrs = c.fixed;
@@ -183,8 +207,10 @@ TEST(HyperInput, OpWithHyperEqualsAttributesBitwise) {
         ops::call(c.op, a, with_attrs);
         h.push_back(hyper(c.values));
         ops::call(c.op, h, Attrs(c.fixed).set("hyper_input", true));
-        for (size_t i = 0; i + 1 < a.size(); ++i) expect_bits(a[i], h[i], what + " operand " + std::to_string(i));
-        EXPECT_FALSE(std::memcmp(a[0].data_ptr(), src[0].data_ptr(), a[0].nbytes()) == 0) << what << ": no update";
+        for (size_t i = 0; i + 1 < a.size(); ++i)
+          expect_bits(a[i], h[i], what + " operand " + std::to_string(i));
+        EXPECT_FALSE(std::memcmp(a[0].data_ptr(), src[0].data_ptr(), a[0].nbytes()) == 0)
+            << what << ": no update";
       }
 }
 
@@ -193,7 +219,8 @@ TEST(HyperInput, OpWithHyperEqualsAttributesBitwise) {
 TEST(HyperInput, FusedWithHyperEqualsSingleWithAttributes) {
   for (const UpdateCase& c : update_cases()) {
     if (c.op == OpId::ApplyRMSProp) continue;  // no fused form
-    const OpId fused = c.op == OpId::ApplyMomentum ? OpId::FusedApplyMomentum : OpId::FusedApplyAdam;
+    const OpId fused =
+        c.op == OpId::ApplyMomentum ? OpId::FusedApplyMomentum : OpId::FusedApplyAdam;
     std::vector<std::vector<Tensor>> singles, groups;
     for (int t = 0; t < 3; ++t) {
       const std::vector<Tensor> src = operands(c.nstate, kFloat32, t == 2, uint64_t(10 + t));
@@ -210,7 +237,8 @@ TEST(HyperInput, FusedWithHyperEqualsSingleWithAttributes) {
     ops::call(fused, in, Attrs(c.fixed).set("hyper_input", true));
     for (size_t t = 0; t < 3; ++t)
       for (size_t k = 0; k + 1 < singles[t].size(); ++k)
-        expect_bits(singles[t][k], groups[t][k], std::string(c.name) + " parameter " + std::to_string(t));
+        expect_bits(singles[t][k], groups[t][k],
+                    std::string(c.name) + " parameter " + std::to_string(t));
   }
 }
 
@@ -226,14 +254,17 @@ TEST(HyperInput, BadHyperIsAClearError) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(err(hyper({0.1, 0.2})).find("hyper (input 3) must have shape (1,), got (2,)"), std::string::npos)
+  EXPECT_NE(err(hyper({0.1, 0.2})).find("hyper (input 3) must have shape (1,), got (2,)"),
+            std::string::npos)
       << err(hyper({0.1, 0.2}));
-  EXPECT_NE(err(full({1}, 0.1)).find("hyper (input 3) must be float64, got float32"), std::string::npos)
+  EXPECT_NE(err(full({1}, 0.1)).find("hyper (input 3) must be float64, got float32"),
+            std::string::npos)
       << err(full({1}, 0.1));
   // hyper_input set but no hyper operand: the count says what is missing.
   std::string m;
   try {
-    ops::call(OpId::ApplyMomentum, clone_mutable(t), Attrs().set("momentum", 0.9).set("hyper_input", true));
+    ops::call(OpId::ApplyMomentum, clone_mutable(t),
+              Attrs().set("momentum", 0.9).set("hyper_input", true));
   } catch (const Error& e) {
     m = e.what();
   }
@@ -246,7 +277,11 @@ TEST(HyperInput, BadHyperIsAClearError) {
 // fuse (the fused node ends with A), B's stays single; the graph reads the hyper values at run
 // time, and fused == unfused bitwise on both runs.
 TEST(HyperInput, FusionTakesOneHyperValueAndReadsItAtRunTime) {
-  const Attrs at = Attrs().set("momentum", 0.9).set("nesterov", false).set("weight_decay", 0.0).set("hyper_input", true);
+  const Attrs at = Attrs()
+                       .set("momentum", 0.9)
+                       .set("nesterov", false)
+                       .set("weight_decay", 0.0)
+                       .set("hyper_input", true);
   auto make = [&](std::vector<Tensor>& state, Tensor& ha, Tensor& hb) {
     state.clear();
     for (int64_t n : {37, 5, 3, 11}) {
@@ -280,7 +315,8 @@ TEST(HyperInput, FusionTakesOneHyperValueAndReadsItAtRunTime) {
       EXPECT_TRUE(n->inputs.back()->tensor.is_same(ha1));
     }
   graph::verify(*gf);
-  graph::Executor ef(std::shared_ptr<Graph>(std::move(gf))), eu(std::shared_ptr<Graph>(std::move(gu)));
+  graph::Executor ef(std::shared_ptr<Graph>(std::move(gf))),
+      eu(std::shared_ptr<Graph>(std::move(gu)));
   ef.run(grads);
   eu.run(grads);
   // Momentum from acc = 0: p = 1 - 0.5 g after one step.
@@ -294,7 +330,8 @@ TEST(HyperInput, FusionTakesOneHyperValueAndReadsItAtRunTime) {
   p0 = s1[0].to_vector<float>();
   for (size_t i = 0; i < g0.size(); ++i)
     EXPECT_NEAR(p0[i], 1.0f - 0.5f * g0[i] - 0.25f * 1.9f * g0[i], 1e-6) << i;
-  for (size_t i = 0; i < s1.size(); ++i) expect_bits(s1[i], s2[i], "fused vs unfused " + std::to_string(i));
+  for (size_t i = 0; i < s1.size(); ++i)
+    expect_bits(s1[i], s2[i], "fused vs unfused " + std::to_string(i));
 }
 
 // The traced step reads the optimizer's hyper tensor: a DCE + fusion graph run over 10 steps
@@ -302,8 +339,8 @@ TEST(HyperInput, FusionTakesOneHyperValueAndReadsItAtRunTime) {
 static void expect_traced_bit_equal(const MakeOpt& opt, OpId fused, const char* what) {
   Batches b = make_batches();
   Rig g = make_rig(opt), e = make_rig(opt);
-  auto gr = graph::trace([&](const std::vector<Tensor>& a) { return g.step->forward(a); }, {b.x[0], b.y[0]},
-                         "train_step");
+  auto gr = graph::trace([&](const std::vector<Tensor>& a) { return g.step->forward(a); },
+                         {b.x[0], b.y[0]}, "train_step");
   graph::dead_code_elimination(*gr);
   if (fused != OpId::ApplyRMSProp) {
     EXPECT_EQ(graph::fuse_optimizer(*gr), g.net->trainable_params().size()) << what;
@@ -317,7 +354,8 @@ static void expect_traced_bit_equal(const MakeOpt& opt, OpId fused, const char* 
     lg.push_back(ex.run({b.x[size_t(i % 3)], b.y[size_t(i % 3)]}).at(0).item<float>());
   }
   const std::vector<float> le = run_steps(e, b, 10, Mode::PyNative);
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(lg[size_t(i)], le[size_t(i)]) << what << ": loss of step " << i;
+  for (int i = 0; i < 10; ++i)
+    EXPECT_EQ(lg[size_t(i)], le[size_t(i)]) << what << ": loss of step " << i;
   const auto pg = params_of(*g.net), pe = params_of(*e.net);
   for (size_t p = 0; p < pg.size(); ++p)
     ASSERT_EQ(std::memcmp(pg[p].data(), pe[p].data(), pg[p].size() * sizeof(float)), 0)
@@ -326,22 +364,26 @@ static void expect_traced_bit_equal(const MakeOpt& opt, OpId fused, const char* 
 
 TEST(HyperInput, TracedStepsBitEqualToPyNative) {
   expect_traced_bit_equal(
-      [](nn::Cell& n) { return std::make_shared<optim::Momentum>(n.trainable_params(), kCosine, 0.9); },
+      [](nn::Cell& n) {
+        return std::make_shared<optim::Momentum>(n.trainable_params(), kCosine, 0.9);
+      },
       OpId::FusedApplyMomentum, "cosine Momentum");
   expect_traced_bit_equal(
       [](nn::Cell& n) {
-        return std::make_shared<optim::Adam>(n.trainable_params(), kCosineAdam, optim::AdamOptions{.weight_decay = 1e-4});
+        return std::make_shared<optim::Adam>(n.trainable_params(), kCosineAdam,
+                                             optim::AdamOptions{.weight_decay = 1e-4});
       },
       OpId::FusedApplyAdam, "cosine Adam");
   expect_traced_bit_equal(
       [](nn::Cell& n) {
-        return std::make_shared<optim::AdamWeightDecay>(n.trainable_params(), kCosineAdam,
-                                                        optim::AdamWeightDecayOptions{.weight_decay = 1e-2});
+        return std::make_shared<optim::AdamWeightDecay>(
+            n.trainable_params(), kCosineAdam, optim::AdamWeightDecayOptions{.weight_decay = 1e-2});
       },
       OpId::FusedApplyAdam, "cosine AdamWeightDecay");
   expect_traced_bit_equal(
       [](nn::Cell& n) {
-        return std::make_shared<optim::RMSProp>(n.trainable_params(), kCosine, optim::RMSPropOptions{.momentum = 0.5});
+        return std::make_shared<optim::RMSProp>(n.trainable_params(), kCosine,
+                                                optim::RMSPropOptions{.momentum = 0.5});
       },
       OpId::ApplyRMSProp, "cosine RMSProp");
 }
@@ -352,16 +394,19 @@ TEST(HyperInput, TracedStepsBitEqualToPyNative) {
 // 10 here, when the rate was an attribute) and matches PyNative.
 TEST(HyperInput, CosineScheduleMomentumCompilesOneGraph) {
   Rig g = expect_one_graph_matching_pynative(
-      [](nn::Cell& n) { return std::make_shared<optim::Momentum>(n.trainable_params(), kCosine, 0.9); }, 10,
-      "cosine Momentum");
+      [](nn::Cell& n) {
+        return std::make_shared<optim::Momentum>(n.trainable_params(), kCosine, 0.9);
+      },
+      10, "cosine Momentum");
   EXPECT_EQ(g.step->jit_stats().cache_size, 1u);
 }
 
 TEST(HyperInput, ConstantLrMomentumUnchanged) {
   expect_one_graph_matching_pynative(
       [](nn::Cell& n) {
-        return std::make_shared<optim::Momentum>(n.trainable_params(), 0.05, 0.9,
-                                                 optim::MomentumOptions{.weight_decay = 1e-3, .nesterov = true});
+        return std::make_shared<optim::Momentum>(
+            n.trainable_params(), 0.05, 0.9,
+            optim::MomentumOptions{.weight_decay = 1e-3, .nesterov = true});
       },
       10, "constant Momentum");
 }
@@ -370,24 +415,28 @@ TEST(HyperInput, ConstantLrMomentumUnchanged) {
 TEST(HyperInput, AdamCompilesOneGraph) {
   expect_one_graph_matching_pynative(
       [](nn::Cell& n) {
-        return std::make_shared<optim::Adam>(n.trainable_params(), 3e-3, optim::AdamOptions{.weight_decay = 1e-4});
+        return std::make_shared<optim::Adam>(n.trainable_params(), 3e-3,
+                                             optim::AdamOptions{.weight_decay = 1e-4});
       },
       10, "Adam");
   expect_one_graph_matching_pynative(
-      [](nn::Cell& n) { return std::make_shared<optim::Adam>(n.trainable_params(), optim::warmup(1e-3, 4)); }, 10,
-      "Adam + warmup");
+      [](nn::Cell& n) {
+        return std::make_shared<optim::Adam>(n.trainable_params(), optim::warmup(1e-3, 4));
+      },
+      10, "Adam + warmup");
 }
 
 TEST(HyperInput, AdamWeightDecayAndRMSPropCompileOneGraph) {
   expect_one_graph_matching_pynative(
       [](nn::Cell& n) {
-        return std::make_shared<optim::AdamWeightDecay>(n.trainable_params(), kCosineAdam,
-                                                        optim::AdamWeightDecayOptions{.weight_decay = 1e-2});
+        return std::make_shared<optim::AdamWeightDecay>(
+            n.trainable_params(), kCosineAdam, optim::AdamWeightDecayOptions{.weight_decay = 1e-2});
       },
       10, "AdamWeightDecay");
   expect_one_graph_matching_pynative(
       [](nn::Cell& n) {
-        return std::make_shared<optim::RMSProp>(n.trainable_params(), kCosine, optim::RMSPropOptions{.momentum = 0.5});
+        return std::make_shared<optim::RMSProp>(n.trainable_params(), kCosine,
+                                                optim::RMSPropOptions{.momentum = 0.5});
       },
       10, "RMSProp");
 }
@@ -396,8 +445,10 @@ TEST(HyperInput, AdamWeightDecayAndRMSPropCompileOneGraph) {
 TEST(HyperInput, GroupScheduleGetsItsOwnHyperTensor) {
   const MakeOpt opt = [](nn::Cell& n) {
     std::vector<optim::ParamGroup> groups = optim::split_decay_groups(n.named_parameters());
-    groups[1].lr = optim::LearningRate(optim::piecewise_constant({3, 6, 10}, {0.1, 0.05, 0.01}));  // biases
-    return std::make_shared<optim::Momentum>(groups, kCosine, 0.9, optim::MomentumOptions{.weight_decay = 1e-3});
+    groups[1].lr =
+        optim::LearningRate(optim::piecewise_constant({3, 6, 10}, {0.1, 0.05, 0.01}));  // biases
+    return std::make_shared<optim::Momentum>(groups, kCosine, 0.9,
+                                             optim::MomentumOptions{.weight_decay = 1e-3});
   };
   Rig g = expect_one_graph_matching_pynative(opt, 10, "per-group schedules");
   ASSERT_EQ(g.opt->hyper_tensors().size(), 2u);
@@ -429,10 +480,12 @@ TEST(HyperInput, WriteHyperValues) {
 TEST(HyperInput, PlainSgdScheduleStillKeysOnTheRate) {
   Batches b = make_batches();
   const MakeOpt opt = [](nn::Cell& n) {
-    return std::make_shared<optim::SGD>(n.trainable_params(), optim::LearningRate(std::vector<double>{0.1, 0.05}));
+    return std::make_shared<optim::SGD>(n.trainable_params(),
+                                        optim::LearningRate(std::vector<double>{0.1, 0.05}));
   };
   Rig g = make_rig(opt), e = make_rig(opt);
-  const std::vector<float> lg = run_steps(g, b, 4, Mode::Graph), le = run_steps(e, b, 4, Mode::PyNative);
+  const std::vector<float> lg = run_steps(g, b, 4, Mode::Graph),
+                           le = run_steps(e, b, 4, Mode::PyNative);
   EXPECT_EQ(g.step->jit_stats().traces, 2);
   for (size_t i = 0; i < lg.size(); ++i) EXPECT_NEAR(lg[i], le[i], 1e-5 * std::abs(le[i])) << i;
   test::expect_params_close(params_of(*g.net), params_of(*e.net), "plain SGD");

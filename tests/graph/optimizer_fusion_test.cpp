@@ -2,9 +2,10 @@
 // node counts on traced training steps, parameters after N steps bit-equal to the unfused graph
 // and to PyNative (the fused kernel runs every element through the same vector code as the
 // per-parameter kernel, so the split across threads cannot change a bit; the full Graph-mode
-// pipeline, whose other fusions round differently, is compared to float32 rounding), Momentum with nesterov
-// and weight decay, Adam, parameter groups with different attributes kept apart, learning-rate
-// schedules (one graph: the lr is a hyper input), and the ordering rule (an update is never moved past a read of its parameter).
+// pipeline, whose other fusions round differently, is compared to float32 rounding), Momentum with
+// nesterov and weight decay, Adam, parameter groups with different attributes kept apart,
+// learning-rate schedules (one graph: the lr is a hyper input), and the ordering rule (an update is
+// never moved past a read of its parameter).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -42,8 +43,8 @@ Rig make_rig(const MakeOpt& make_opt) {
   s.net = std::make_shared<models::LeNet5>();
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  s.step = std::make_shared<train::TrainOneStepCell>(std::make_shared<train::WithLossCell>(s.net, loss),
-                                                     make_opt(*s.net));
+  s.step = std::make_shared<train::TrainOneStepCell>(
+      std::make_shared<train::WithLossCell>(s.net, loss), make_opt(*s.net));
   return s;
 }
 
@@ -67,14 +68,15 @@ std::vector<std::vector<float>> params_of(const nn::Cell& net) {
 }
 
 // Bitwise equality of every parameter element; the message names the first difference.
-void expect_bit_equal(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
-                      const char* what) {
+void expect_bit_equal(const std::vector<std::vector<float>>& a,
+                      const std::vector<std::vector<float>>& b, const char* what) {
   ASSERT_EQ(a.size(), b.size()) << what;
   for (size_t p = 0; p < a.size(); ++p) {
     ASSERT_EQ(a[p].size(), b[p].size()) << what;
     for (size_t i = 0; i < a[p].size(); ++i)
       ASSERT_EQ(std::memcmp(&a[p][i], &b[p][i], sizeof(float)), 0)
-          << what << ": parameter " << p << " element " << i << ": " << a[p][i] << " vs " << b[p][i];
+          << what << ": parameter " << p << " element " << i << ": " << a[p][i] << " vs "
+          << b[p][i];
   }
 }
 
@@ -85,9 +87,10 @@ void expect_bit_equal(const std::vector<std::vector<float>>& a, const std::vecto
 // Traces one step of s (the step function runs its PyNative body under the tracer), then DCE and
 // optionally the fusion; the executor runs `steps` steps on the batches. Returns the graph's
 // counts of (single updates, fused updates) for the caller's checks.
-std::pair<size_t, size_t> run_traced(Rig& s, const Batches& b, int steps, bool fuse, OpId single, OpId fused) {
-  auto g = graph::trace([&](const std::vector<Tensor>& a) { return s.step->forward(a); }, {b.x[0], b.y[0]},
-                        "train_step");
+std::pair<size_t, size_t> run_traced(Rig& s, const Batches& b, int steps, bool fuse, OpId single,
+                                     OpId fused) {
+  auto g = graph::trace([&](const std::vector<Tensor>& a) { return s.step->forward(a); },
+                        {b.x[0], b.y[0]}, "train_step");
   graph::dead_code_elimination(*g);
   if (fuse) graph::fuse_optimizer(*g);
   graph::verify(*g);
@@ -98,17 +101,21 @@ std::pair<size_t, size_t> run_traced(Rig& s, const Batches& b, int steps, bool f
 }
 
 MakeOpt momentum(double lr, double mom, optim::MomentumOptions o = {}) {
-  return [=](nn::Cell& net) { return std::make_shared<optim::Momentum>(net.trainable_params(), lr, mom, o); };
+  return [=](nn::Cell& net) {
+    return std::make_shared<optim::Momentum>(net.trainable_params(), lr, mom, o);
+  };
 }
 
 }  // namespace
 
 // LeNet-5's step: 8 apply_momentum nodes become one fused node holding all 24 operands (params,
-// accumulators, gradients) and the optimizer's hyper input (lr, read at run time), and nothing else changes.
+// accumulators, gradients) and the optimizer's hyper input (lr, read at run time), and nothing else
+// changes.
 TEST(OptimizerFusion, LeNetMomentumBecomesOneNode) {
   Rig s = make_rig(momentum(0.01, 0.9));
   Batches b = make_batches();
-  auto g = graph::trace([&](const std::vector<Tensor>& a) { return s.step->forward(a); }, {b.x[0], b.y[0]});
+  auto g = graph::trace([&](const std::vector<Tensor>& a) { return s.step->forward(a); },
+                        {b.x[0], b.y[0]});
   graph::dead_code_elimination(*g);
   const size_t params = s.net->trainable_params().size();
   ASSERT_EQ(params, 8u);  // MindSpore's LeNet-5: conv layers without bias
@@ -142,8 +149,9 @@ TEST(OptimizerFusion, ResNet18MomentumBecomesOneNode) {
   auto net = models::resnet18(10, models::ResNetStem::Cifar);
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  train::TrainOneStepCell step(std::make_shared<train::WithLossCell>(net, loss),
-                               std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  train::TrainOneStepCell step(
+      std::make_shared<train::WithLossCell>(net, loss),
+      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
   Tensor x = randn({2, 3, 32, 32}), y = randint(0, 10, {2}, kInt32);
   auto g = graph::trace([&](const std::vector<Tensor>& a) { return step.forward(a); }, {x, y});
   ASSERT_EQ(net->trainable_params().size(), 62u);
@@ -158,7 +166,7 @@ TEST(OptimizerFusion, ResNet18MomentumBecomesOneNode) {
 TEST(OptimizerFusion, MomentumParametersBitEqualToUnfusedAndPyNative) {
   Batches b = make_batches();
   Rig fused = make_rig(momentum(0.01, 0.9)), plain = make_rig(momentum(0.01, 0.9)),
-        eager = make_rig(momentum(0.01, 0.9));
+      eager = make_rig(momentum(0.01, 0.9));
   auto cf = run_traced(fused, b, 5, true, OpId::ApplyMomentum, OpId::FusedApplyMomentum);
   auto cp = run_traced(plain, b, 5, false, OpId::ApplyMomentum, OpId::FusedApplyMomentum);
   EXPECT_EQ(cf, std::make_pair(size_t(0), size_t(1)));
@@ -201,9 +209,11 @@ TEST(OptimizerFusion, NesterovWeightDecayBitEqualAndGraphMode) {
 TEST(OptimizerFusion, AdamFusedBitEqualToUnfusedAndPyNative) {
   Batches b = make_batches();
   const MakeOpt adam = [](nn::Cell& net) {
-    return std::make_shared<optim::Adam>(net.trainable_params(), 1e-3, optim::AdamOptions{.weight_decay = 1e-4});
+    return std::make_shared<optim::Adam>(net.trainable_params(), 1e-3,
+                                         optim::AdamOptions{.weight_decay = 1e-4});
   };
-  Rig fused = make_rig(adam), plain = make_rig(adam), eager = make_rig(adam), jitted = make_rig(adam);
+  Rig fused = make_rig(adam), plain = make_rig(adam), eager = make_rig(adam),
+      jitted = make_rig(adam);
   // One traced step each (tracing writes that step's hyper values), repeated 3 times.
   for (int i = 0; i < 3; ++i) {
     auto cf = run_traced(fused, b, 1, true, OpId::ApplyAdam, OpId::FusedApplyAdam);
@@ -219,7 +229,8 @@ TEST(OptimizerFusion, AdamFusedBitEqualToUnfusedAndPyNative) {
     set_context({.mode = Mode::Graph});
     for (int i = 0; i < 3; ++i) (*jitted.step)(b.x[0], b.y[0]);
   }
-  test::expect_params_close(params_of(*jitted.net), params_of(*eager.net), "Graph mode vs PyNative");
+  test::expect_params_close(params_of(*jitted.net), params_of(*eager.net),
+                            "Graph mode vs PyNative");
   EXPECT_EQ(jitted.step->jit_stats().traces, 1);
   EXPECT_EQ(jitted.step->jit_stats().cache_hits, 2);
 }
@@ -228,17 +239,20 @@ TEST(OptimizerFusion, AdamFusedBitEqualToUnfusedAndPyNative) {
 TEST(OptimizerFusion, DifferentAttributesAreNotMerged) {
   Batches b = make_batches();
   const MakeOpt grouped = [](nn::Cell& net) {
-    return std::make_shared<optim::Momentum>(optim::split_decay_groups(net.named_parameters()), 0.01, 0.9,
+    return std::make_shared<optim::Momentum>(optim::split_decay_groups(net.named_parameters()),
+                                             0.01, 0.9,
                                              optim::MomentumOptions{.weight_decay = 1e-2});
   };
   Rig s = make_rig(grouped), e = make_rig(grouped);  // s: node counts only
-  auto g = graph::trace([&](const std::vector<Tensor>& a) { return s.step->forward(a); }, {b.x[0], b.y[0]});
+  auto g = graph::trace([&](const std::vector<Tensor>& a) { return s.step->forward(a); },
+                        {b.x[0], b.y[0]});
   graph::run_pipeline(*g);
   EXPECT_EQ(g->count(OpId::ApplyMomentum), 0u);
   ASSERT_EQ(g->count(OpId::FusedApplyMomentum), 2u);
   std::vector<std::pair<double, size_t>> wd_operands;
   for (const auto& n : g->nodes)
-    if (n->op == OpId::FusedApplyMomentum) wd_operands.push_back({n->attrs.get_float("weight_decay"), n->inputs.size()});
+    if (n->op == OpId::FusedApplyMomentum)
+      wd_operands.push_back({n->attrs.get_float("weight_decay"), n->inputs.size()});
   std::sort(wd_operands.begin(), wd_operands.end());
   // LeNet-5: 3 biases without decay, 5 weights with it; 3 operands per parameter, and the hyper
   // input both groups share (same lr schedule).
@@ -256,8 +270,8 @@ TEST(OptimizerFusion, DifferentAttributesAreNotMerged) {
 TEST(OptimizerFusion, LearningRateScheduleKeepsWorking) {
   Batches b = make_batches();
   const MakeOpt sched = [](nn::Cell& net) {
-    return std::make_shared<optim::Momentum>(net.trainable_params(),
-                                             optim::LearningRate(std::vector<double>{0.05, 0.02, 0.01}), 0.9);
+    return std::make_shared<optim::Momentum>(
+        net.trainable_params(), optim::LearningRate(std::vector<double>{0.05, 0.02, 0.01}), 0.9);
   };
   Rig g = make_rig(sched), e = make_rig(sched);
   {
@@ -274,12 +288,16 @@ TEST(OptimizerFusion, LearningRateScheduleKeepsWorking) {
 // Ordering: an update is not moved past a node that reads its parameter (that node must see the
 // updated value), while an update with no such reader still joins the fused node.
 TEST(OptimizerFusion, NeverMovesAnUpdatePastAReadOfItsParameter) {
-  Tensor p1 = full({5}, 1.0), a1 = zeros({5}), p2 = full({7}, 2.0), a2 = zeros({7}), p3 = full({3}, 3.0),
-         a3 = zeros({3});
-  const ops::Attrs at = ops::Attrs().set("lr", 0.5).set("momentum", 0.9).set("nesterov", false).set("weight_decay", 0.0);
+  Tensor p1 = full({5}, 1.0), a1 = zeros({5}), p2 = full({7}, 2.0), a2 = zeros({7}),
+         p3 = full({3}, 3.0), a3 = zeros({3});
+  const ops::Attrs at = ops::Attrs()
+                            .set("lr", 0.5)
+                            .set("momentum", 0.9)
+                            .set("nesterov", false)
+                            .set("weight_decay", 0.0);
   auto fn = [&](const std::vector<Tensor>& a) {
     ops::call(OpId::ApplyMomentum, {p1, a1, a[0] * 1.0}, at);  // p1 -= 0.5 * 1 -> 0.5
-    Tensor seen = p1 * 2.0;                                        // must read the updated p1: 1.0
+    Tensor seen = p1 * 2.0;                                    // must read the updated p1: 1.0
     ops::call(OpId::ApplyMomentum, {p2, a2, a[1] * 1.0}, at);
     ops::call(OpId::ApplyMomentum, {p3, a3, a[2] * 1.0}, at);
     return std::vector<Tensor>{seen};
@@ -311,7 +329,11 @@ TEST(OptimizerFusion, NeverMovesAnUpdatePastAReadOfItsParameter) {
 // each fuses with the other parameters of its own step.
 TEST(OptimizerFusion, TwoStepsInOneGraphStayOrdered) {
   Tensor p1 = full({4}, 1.0), a1 = zeros({4}), p2 = full({6}, 1.0), a2 = zeros({6});
-  const ops::Attrs at = ops::Attrs().set("lr", 0.1).set("momentum", 0.5).set("nesterov", false).set("weight_decay", 0.0);
+  const ops::Attrs at = ops::Attrs()
+                            .set("lr", 0.1)
+                            .set("momentum", 0.5)
+                            .set("nesterov", false)
+                            .set("weight_decay", 0.0);
   auto fn = [&](const std::vector<Tensor>& a) {
     for (int s = 0; s < 2; ++s) {
       ops::call(OpId::ApplyMomentum, {p1, a1, a[0] * 1.0}, at);

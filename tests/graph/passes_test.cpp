@@ -178,9 +178,11 @@ TEST(GraphPasses, TransposeMovesIntoMatmul) {
       EXPECT_TRUE(n->outputs[0]->is_contiguous());
       EXPECT_EQ(n->inputs[1]->producer, nullptr);  // x itself: the two transposes cancelled
     }
-  const auto want = test::run_graph_all(std::move(ref), {x, dy}), got = test::run_graph_all(std::move(g), {x, dy});
+  const auto want = test::run_graph_all(std::move(ref), {x, dy}),
+             got = test::run_graph_all(std::move(g), {x, dy});
   for (size_t k = 0; k < 2; ++k)
-    for (size_t i = 0; i < want[k].size(); ++i) EXPECT_NEAR(got[k][i], want[k][i], 1e-5) << k << " " << i;
+    for (size_t i = 0; i < want[k].size(); ++i)
+      EXPECT_NEAR(got[k][i], want[k][i], 1e-5) << k << " " << i;
 }
 
 // relu -> max pool: the backward's relu_grad moves before the pool's backward, onto the pooled
@@ -207,7 +209,8 @@ TEST(GraphPasses, ReluGradMovesBeforeMaxPoolBackward) {
       EXPECT_EQ(n->outputs[0]->shape, (Shape{2, 8, 4, 4}));  // the pooled shape
       EXPECT_EQ(n->inputs[1]->producer->op, OpId::MaxPool2d);
     }
-  const auto want = test::run_graph_all(std::move(ref), {x}), got = test::run_graph_all(std::move(g), {x});
+  const auto want = test::run_graph_all(std::move(ref), {x}),
+             got = test::run_graph_all(std::move(g), {x});
   for (size_t k = 0; k < 2; ++k) expect_same(got[k], want[k]);
 }
 
@@ -286,15 +289,33 @@ TEST(GraphPasses, RandomGraphsOptimisedEqualUnoptimised) {
         const Tensor& q = pool[(i * 5 + 1) % pool.size()];
         Tensor r;
         switch (script[i]) {
-          case 0: r = p + q; break;
-          case 1: r = p * q; break;
-          case 2: r = tanh(p) - q; break;
-          case 3: r = relu(p) * 1.0; break;
-          case 4: r = neg(neg(p)) + 0.0; break;
-          case 5: r = p.t().t() * q; break;
-          case 6: r = p.reshape({12}).reshape({4, 3}).reshape({3, 4}); break;
-          case 7: r = exp(tanh(p)) + exp(tanh(p)); break;  // a repeated subexpression
-          default: r = sigmoid(q) * (ones({3, 4}) + 1.0); break;
+          case 0:
+            r = p + q;
+            break;
+          case 1:
+            r = p * q;
+            break;
+          case 2:
+            r = tanh(p) - q;
+            break;
+          case 3:
+            r = relu(p) * 1.0;
+            break;
+          case 4:
+            r = neg(neg(p)) + 0.0;
+            break;
+          case 5:
+            r = p.t().t() * q;
+            break;
+          case 6:
+            r = p.reshape({12}).reshape({4, 3}).reshape({3, 4});
+            break;
+          case 7:
+            r = exp(tanh(p)) + exp(tanh(p));
+            break;  // a repeated subexpression
+          default:
+            r = sigmoid(q) * (ones({3, 4}) + 1.0);
+            break;
         }
         pool.push_back(r);
       }

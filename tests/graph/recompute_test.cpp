@@ -56,10 +56,12 @@ TEST(Recompute, ResNet18BlocksRecomputedTrainTheSameWithLessMemory) {
   for (size_t i = 0; i < plain.losses.size(); ++i)
     EXPECT_NEAR(rc.losses[i], plain.losses[i], 1e-5 * std::abs(plain.losses[i])) << "step " << i;
   const double ratio = double(rc.stats.planned_peak_bytes) / double(plain.stats.planned_peak_bytes);
-  std::printf("ResNet-18 batch 32 training step: planned peak %.1f MB without recompute, %.1f MB with every "
-              "block recomputed (%.3fx); nodes %zu -> %zu\n",
-              plain.stats.planned_peak_bytes / 1e6, rc.stats.planned_peak_bytes / 1e6, ratio, plain.stats.nodes,
-              rc.stats.nodes);
+  std::printf(
+      "ResNet-18 batch 32 training step: planned peak %.1f MB without recompute, %.1f MB with "
+      "every "
+      "block recomputed (%.3fx); nodes %zu -> %zu\n",
+      plain.stats.planned_peak_bytes / 1e6, rc.stats.planned_peak_bytes / 1e6, ratio,
+      plain.stats.nodes, rc.stats.nodes);
   EXPECT_GT(rc.stats.nodes, plain.stats.nodes);  // the copies
   // Measured 0.730 (180.3 -> 131.7 MB): the floor is the 45 MB of weight gradients, alive until the
   // fused optimizer update, plus the largest block's recomputed activations.
@@ -92,7 +94,8 @@ struct TransformerBlock : nn::Cell {
     const int64_t n = x.shape()[0], t = x.shape()[1];
     Tensor h = (*qkv)((*ln1)(x).reshape({n * t, c})).reshape({n, t, 3 * c});  // (N, T, 3C)
     Tensor q = h.slice(2, 0, c), k = h.slice(2, c, 2 * c), v = h.slice(2, 2 * c, 3 * c);
-    Tensor att = softmax(matmul(q, k.transpose(1, 2)) * (1.0 / std::sqrt(double(c))), -1);  // (N, T, T)
+    Tensor att =
+        softmax(matmul(q, k.transpose(1, 2)) * (1.0 / std::sqrt(double(c))), -1);  // (N, T, T)
     Tensor a = (*proj)(matmul(att, v).reshape({n * t, c})).reshape({n, t, c});
     Tensor y = x + a;
     Tensor m = (*fc2)(gelu((*fc1)((*ln2)(y).reshape({n * t, c})))).reshape({n, t, c});
@@ -147,10 +150,11 @@ TEST(Recompute, TransformerBlocksRecomputedHalveThePlannedPeak) {
   for (size_t i = 0; i < plain.losses.size(); ++i)
     EXPECT_NEAR(rc.losses[i], plain.losses[i], 1e-5 * std::abs(plain.losses[i])) << "step " << i;
   const double ratio = double(rc.stats.planned_peak_bytes) / double(plain.stats.planned_peak_bytes);
-  std::printf("6 transformer blocks (C 64, T 128, batch 8) training step: planned peak %.1f MB without "
-              "recompute, %.1f MB with every block recomputed (%.3fx); nodes %zu -> %zu\n",
-              plain.stats.planned_peak_bytes / 1e6, rc.stats.planned_peak_bytes / 1e6, ratio, plain.stats.nodes,
-              rc.stats.nodes);
+  std::printf(
+      "6 transformer blocks (C 64, T 128, batch 8) training step: planned peak %.1f MB without "
+      "recompute, %.1f MB with every block recomputed (%.3fx); nodes %zu -> %zu\n",
+      plain.stats.planned_peak_bytes / 1e6, rc.stats.planned_peak_bytes / 1e6, ratio,
+      plain.stats.nodes, rc.stats.nodes);
   EXPECT_LE(ratio, 0.6);
 }
 

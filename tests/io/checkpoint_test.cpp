@@ -195,7 +195,8 @@ TEST(Checkpoint, MalformedFilesAreErrorsNamingTheFile) {
       {"no_offsets", st_file("{\"a\": {\"dtype\": \"F32\", \"shape\": [2]}}", a8), "data_offsets"},
       {"metadata_not_string", st_file("{\"__metadata__\": {\"k\": 1}}", ""), "not a string"},
       {"repeated_key",
-       st_file("{" + entry("a", "F32", "[1]", 0, 4) + ", " + entry("a", "F32", "[1]", 4, 8) + "}", a8),
+       st_file("{" + entry("a", "F32", "[1]", 0, 4) + ", " + entry("a", "F32", "[1]", 4, 8) + "}",
+               a8),
        "names \"a\" twice"},
   };
   for (const auto& c : cases) {
@@ -291,7 +292,9 @@ TEST(Checkpoint, LoadIntoTensorsInPlaceWithReport) {
 TEST(Checkpoint, IntegerDataIntoFloatParametersIsRefused) {
   Tensor w = full({2, 2}, 0.25), step = full({1}, 3.0).to(kInt64);
   const Tensor ints = full({2, 2}, 7.0).to(kInt32), floats = full({1}, 1.5);
-  const std::string e = test::error_of([&] { io::load_into_tensors({{"fc1.weight", w}}, {{"fc1.weight", ints}}, true); });
+  const std::string e = test::error_of([&] {
+    io::load_into_tensors({{"fc1.weight", w}}, {{"fc1.weight", ints}}, true);
+  });
   EXPECT_NE(e.find("fc1.weight: expected float32, found int32"), std::string::npos) << e;
   EXPECT_NE(e.find("do not convert"), std::string::npos) << e;
   EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{0.25f, 0.25f, 0.25f, 0.25f}));
@@ -314,8 +317,9 @@ std::string crosscheck_python() {
 TEST(Checkpoint, CrossCheckWithReferenceSafetensors) {
   const std::string py = crosscheck_python();
   if (std::system((py + " -c 'import safetensors' >/dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP() << py << " cannot import safetensors (bash scripts/setup.sh installs it; or set "
-                          "SPORE_PYTHON to a python that has it)";
+    GTEST_SKIP() << py
+                 << " cannot import safetensors (bash scripts/setup.sh installs it; or set "
+                    "SPORE_PYTHON to a python that has it)";
   const std::string script = std::string(SPORE_SOURCE_DIR) + "/tests/io/safetensors_crosscheck.py";
   const std::string dir = temp_dir();
   // Spore -> reference.
@@ -371,8 +375,9 @@ TEST(Checkpoint, CrossCheckWithReferenceSafetensors) {
 TEST(Checkpoint, CrossCheckWithNumpy) {
   const std::string py = crosscheck_python();
   if (std::system((py + " -c 'import numpy, safetensors.numpy' >/dev/null 2>&1").c_str()) != 0)
-    GTEST_SKIP() << py << " cannot import numpy and safetensors.numpy (bash scripts/setup.sh "
-                          "installs them; or set SPORE_PYTHON to a python that has them)";
+    GTEST_SKIP() << py
+                 << " cannot import numpy and safetensors.numpy (bash scripts/setup.sh "
+                    "installs them; or set SPORE_PYTHON to a python that has them)";
   const std::string script = std::string(SPORE_SOURCE_DIR) + "/tests/io/safetensors_crosscheck.py";
   const std::string dir = temp_dir();
   // Spore -> numpy.
@@ -485,7 +490,9 @@ TEST(RunLock, OneRunPerDirectory) {
   {
     io::RunLock first(dir);
     const std::string e = test::error_of([&] { io::RunLock second(dir, "--out"); });
-    EXPECT_NE(e.find("is in use by another run (pid " + std::to_string(::getpid())), std::string::npos) << e;
+    EXPECT_NE(e.find("is in use by another run (pid " + std::to_string(::getpid())),
+              std::string::npos)
+        << e;
     EXPECT_NE(e.find("pass another --out"), std::string::npos) << e;
   }
   io::RunLock again(dir);  // free once the first is gone

@@ -21,7 +21,8 @@ std::string temp_path(const std::string& name) {
   return "/tmp/spore_io_hardening_" + std::to_string(getpid()) + "_" + name;
 }
 
-void write_safetensors(const std::string& path, const std::string& header, const std::string& data) {
+void write_safetensors(const std::string& path, const std::string& header,
+                       const std::string& data) {
   std::string file(8, '\0');
   const uint64_t n = header.size();
   std::memcpy(file.data(), &n, 8);
@@ -34,7 +35,8 @@ TEST(CheckpointHardening, Float64BeyondFloat32LoadsAsInfinityAndIntoIntegersNot)
   write_safetensors(path, R"({"w":{"dtype":"F64","shape":[4],"data_offsets":[0,32]}})",
                     std::string(reinterpret_cast<const char*>(v), 32));
   const io::Checkpoint ck = io::load_checkpoint(path);
-  Tensor f32 = zeros({4}), f16 = zeros({4}).to(kFloat16), i32 = zeros({4}, kInt32), u8 = zeros({4}, kUInt8);
+  Tensor f32 = zeros({4}), f16 = zeros({4}).to(kFloat16), i32 = zeros({4}, kInt32),
+         u8 = zeros({4}, kUInt8);
   const io::LoadReport rep = io::load_into_tensors({{"w", f32}}, ck.tensors);
   EXPECT_TRUE(rep.ok()) << rep.str();
   const std::vector<float> got = f32.to_vector<float>();
@@ -56,12 +58,15 @@ TEST(CheckpointHardening, Float64BeyondFloat32LoadsAsInfinityAndIntoIntegersNot)
 
 TEST(CheckpointHardening, ShapeWhoseStridesOverflowIsAnError) {
   const std::string path = temp_path("strides.safetensors");
-  write_safetensors(path, R"({"x":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})", "");
+  write_safetensors(
+      path, R"({"x":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})", "");
   try {
     io::load_checkpoint(path);
     FAIL() << "loaded";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("more elements than a tensor can index"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("more elements than a tensor can index"),
+              std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
   // A zero dim with small other dims is a valid empty tensor.
@@ -73,12 +78,15 @@ TEST(CheckpointHardening, ShapeWhoseStridesOverflowIsAnError) {
 TEST(CheckpointHardening, ReportSummaryIsOneLineAndGroupsManyNames) {
   io::LoadReport rep;
   rep.missing = {"fc.weight"};
-  for (int i = 0; i < 8; ++i) rep.unexpected.push_back("moments.layer" + std::to_string(i) + ".weight");
+  for (int i = 0; i < 8; ++i)
+    rep.unexpected.push_back("moments.layer" + std::to_string(i) + ".weight");
   rep.unexpected.push_back("global_step");
   const std::string s = rep.summary();
   EXPECT_EQ(s.find('\n'), std::string::npos) << s;
-  EXPECT_EQ(s, "1 missing (in the net, not in the checkpoint): fc.weight; 9 unexpected (in the checkpoint, "
-               "not in the net): moments.* (8), global_step");
+  EXPECT_EQ(
+      s,
+      "1 missing (in the net, not in the checkpoint): fc.weight; 9 unexpected (in the checkpoint, "
+      "not in the net): moments.* (8), global_step");
   EXPECT_EQ(io::LoadReport{}.summary(), "");
   EXPECT_EQ(io::summarize_names({"a", "b"}), "a, b");
 }

@@ -4,11 +4,11 @@
 // (an IOError naming the file and the field, never a crash), and the zoo name mapping.
 #include <gtest/gtest.h>
 
+#include <zlib.h>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 #include <fstream>
-#include <zlib.h>
+#include <set>
 
 #include "models/mindspore_names.h"
 #include "models/resnet.h"
@@ -27,7 +27,9 @@ std::string temp_dir() {
   const char* d = mkdtemp(tmpl);
   return d ? std::string(d) : std::string("/tmp");
 }
-void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -44,14 +46,19 @@ std::string varint(uint64_t v) {
   } while (v);
   return s;
 }
-std::string field(int num, const std::string& payload) { return varint(uint64_t(num) << 3 | 2) + varint(payload.size()) + payload; }
-std::string tensor_proto(const std::vector<int64_t>& dims, const std::string& type, const std::string& content) {
+std::string field(int num, const std::string& payload) {
+  return varint(uint64_t(num) << 3 | 2) + varint(payload.size()) + payload;
+}
+std::string tensor_proto(const std::vector<int64_t>& dims, const std::string& type,
+                         const std::string& content) {
   std::string s;
   for (int64_t d : dims) s += varint(1 << 3 | 0) + varint(uint64_t(d));  // dims, unpacked (proto2)
   return s + field(2, type) + field(3, content);
 }
 // One Checkpoint.value entry.
-std::string value(const std::string& tag, const std::string& tensor) { return field(1, field(1, tag) + field(2, tensor)); }
+std::string value(const std::string& tag, const std::string& tensor) {
+  return field(1, field(1, tag) + field(2, tensor));
+}
 std::string f32s(std::initializer_list<float> v) {
   std::string s(v.size() * 4, '\0');
   std::memcpy(s.data(), std::data(v), s.size());
@@ -78,9 +85,11 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 TEST(MindSporeCkpt, RoundTripEveryDtype) {
   const std::string dir = temp_dir();
   io::NamedTensors ts;
-  const DType dtypes[] = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt8, kUInt8, kInt32, kInt64, kBool};
+  const DType dtypes[] = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt8,
+                          kUInt8,   kInt32,   kInt64,   kBool};
   int salt = 0;
-  for (DType dt : dtypes) ts.emplace_back(std::string("t_") + dtype_name(dt), patterned({2, 3}, dt, ++salt));
+  for (DType dt : dtypes)
+    ts.emplace_back(std::string("t_") + dtype_name(dt), patterned({2, 3}, dt, ++salt));
   ts.emplace_back("scalar", patterned({}, kFloat32, 7));
   ts.emplace_back("empty", Tensor::empty({0, 4}));
   ts.emplace_back("strided", patterned({4, 3}, kFloat32, 9).t());
@@ -101,7 +110,8 @@ TEST(MindSporeCkpt, RoundTripEveryDtype) {
   io::save_checkpoint(ts, dir + "/c.ckpt");
   EXPECT_EQ(io::detect_checkpoint_format(dir + "/c.ckpt"), io::CheckpointFormat::MindSpore);
   io::save_checkpoint(ts, dir + "/c.safetensors");
-  EXPECT_EQ(io::detect_checkpoint_format(dir + "/c.safetensors"), io::CheckpointFormat::SafeTensors);
+  EXPECT_EQ(io::detect_checkpoint_format(dir + "/c.safetensors"),
+            io::CheckpointFormat::SafeTensors);
 }
 
 // A file written from the wire format by hand: MindSpore's layout (a scalar as dims [0], 1.x's
@@ -133,7 +143,8 @@ TEST(MindSporeCkpt, ReadsHandWrittenFile) {
   EXPECT_EQ(ck.find("flag")->to_vector<int>(), (std::vector<int>{0, 1}));
 
   // crc_check=True: "crc_num" + a 10-byte big-endian CRC-32 of everything before it.
-  const uLong crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(f.data()), uInt(f.size()));
+  const uLong crc =
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(f.data()), uInt(f.size()));
   std::string trailer = "crc_num" + std::string(10, '\0');
   for (int k = 0; k < 4; ++k) trailer[size_t(16 - k)] = char((crc >> (8 * k)) & 0xff);
   write_file(dir + "/crc.ckpt", f + trailer);
@@ -157,19 +168,23 @@ TEST(MindSporeCkpt, MalformedFilesNameTheFileAndField) {
   const Case cases[] = {
       {"truncated", good.substr(0, good.size() - 3), "truncated"},
       {"short_content", value("w", tensor_proto({3}, "Float32", f32s({1, 2}))), "tensor_content"},
-      {"huge_dims", value("w", tensor_proto({1LL << 30, 1LL << 30}, "Float32", f32s({1}))), "tensor_content"},
-      {"overflow_dims", value("w", tensor_proto({1LL << 62, 1LL << 62}, "Float32", f32s({1}))), "dims"},
+      {"huge_dims", value("w", tensor_proto({1LL << 30, 1LL << 30}, "Float32", f32s({1}))),
+       "tensor_content"},
+      {"overflow_dims", value("w", tensor_proto({1LL << 62, 1LL << 62}, "Float32", f32s({1}))),
+       "dims"},
       {"negative_dims", value("w", tensor_proto({-2}, "Float32", f32s({1}))), "dims"},
       {"bad_type", value("w", tensor_proto({1}, "Complex64", f32s({1}))), "tensor_type"},
       {"string_type", value("w", tensor_proto({1}, "str", "abc")), "tensor_type"},
       {"no_tensor", field(1, field(1, "w")), "maptensor"},
       {"no_tag", field(1, field(2, tensor_proto({1}, "Float32", f32s({1})))), "tag"},
       {"slice_mismatch", good + value("w", tensor_proto({3}, "Float32", f32s({1, 2}))), "slice"},
-      {"tag_again", good + value("v", tensor_proto({1}, "Float32", f32s({1}))) + good, "appeared earlier"},
+      {"tag_again", good + value("v", tensor_proto({1}, "Float32", f32s({1}))) + good,
+       "appeared earlier"},
       {"other_field", good + varint(2 << 3 | 0) + varint(5), "field 2"},
       {"garbage_value", field(1, std::string("\xff\xff\xff", 3)), "not valid protobuf"},
       {"encrypted", std::string("\xd8\x5e\x3a\x7f", 4) + std::string(40, 'x'), "encrypted"},
-      {"non_utf8_tag", value(std::string("fc\xff\xfe.w", 6), tensor_proto({1}, "Float32", f32s({1}))),
+      {"non_utf8_tag",
+       value(std::string("fc\xff\xfe.w", 6), tensor_proto({1}, "Float32", f32s({1}))),
        "tag \"fc\\xff\\xfe.w\"): field tag: the parameter name is not valid UTF-8"},
   };
   for (const Case& c : cases) {
@@ -196,7 +211,8 @@ TEST(MindSporeCkpt, MalformedFilesNameTheFileAndField) {
   EXPECT_EQ(m.find("safetensors header"), std::string::npos) << m;
   // Neither format: the safetensors reader's words, and detect_checkpoint_format says both.
   write_file(dir + "/junk.bin", "hello world, not a checkpoint");
-  EXPECT_NE(error_of([&] { io::load_checkpoint(dir + "/junk.bin"); }).find("junk.bin"), std::string::npos);
+  EXPECT_NE(error_of([&] { io::load_checkpoint(dir + "/junk.bin"); }).find("junk.bin"),
+            std::string::npos);
   const std::string d = error_of([&] { io::detect_checkpoint_format(dir + "/junk.bin"); });
   EXPECT_NE(d.find("MindSpore"), std::string::npos) << d;
 }
@@ -211,9 +227,12 @@ TEST(MindSporeCkpt, EveryTruncationFailsCleanly) {
   for (size_t n = 0; n < full.size(); ++n) {
     write_file(dir + "/cut.ckpt", full.substr(0, n));
     size_t loaded = 0;
-    const std::string e = error_of([&] { loaded = io::load_checkpoint(dir + "/cut.ckpt").tensors.size(); });
-    if (e == "(no error)") EXPECT_LT(loaded, ts.size()) << n;
-    else EXPECT_NE(e.find("cut.ckpt"), std::string::npos) << n << ": " << e;
+    const std::string e =
+        error_of([&] { loaded = io::load_checkpoint(dir + "/cut.ckpt").tensors.size(); });
+    if (e == "(no error)")
+      EXPECT_LT(loaded, ts.size()) << n;
+    else
+      EXPECT_NE(e.find("cut.ckpt"), std::string::npos) << n << ": " << e;
   }
 }
 
@@ -226,10 +245,11 @@ TEST(MindSporeCkpt, ZooNameMapping) {
   const auto ms = models::to_mindspore_names("resnet18", ps);
   std::set<std::string> names;
   for (const auto& [n, t] : ms) names.insert(n);
-  for (const char* want : {"conv1.weight", "bn1.gamma", "bn1.beta", "bn1.moving_mean", "bn1.moving_variance",
-                           "layer1.0.conv1.weight", "layer1.0.bn1d.gamma", "layer1.0.bn2d.moving_variance",
-                           "layer2.0.down_sample_layer.0.weight", "layer2.0.down_sample_layer.1.gamma",
-                           "end_point.weight", "end_point.bias"})
+  for (const char* want :
+       {"conv1.weight", "bn1.gamma", "bn1.beta", "bn1.moving_mean", "bn1.moving_variance",
+        "layer1.0.conv1.weight", "layer1.0.bn1d.gamma", "layer1.0.bn2d.moving_variance",
+        "layer2.0.down_sample_layer.0.weight", "layer2.0.down_sample_layer.1.gamma",
+        "end_point.weight", "end_point.bias"})
     EXPECT_TRUE(names.count(want)) << want;
   EXPECT_EQ(models::guess_naming(ms), "resnet18");
   const auto back = models::from_mindspore_names("auto", ms);
@@ -237,7 +257,8 @@ TEST(MindSporeCkpt, ZooNameMapping) {
   EXPECT_EQ(models::to_mindspore_name("resnet18", "moments.stem.0.weight"), "moments.conv1.weight");
   EXPECT_EQ(models::to_mindspore_name("resnet50", "layer1.0.bn3.gamma"), "layer1.0.bn3.gamma");
   EXPECT_EQ(models::to_mindspore_name("lenet", "conv1.weight"), "conv1.weight");
-  EXPECT_NE(error_of([] { models::to_mindspore_name("vgg", "x"); }).find("unknown model"), std::string::npos);
+  EXPECT_NE(error_of([] { models::to_mindspore_name("vgg", "x"); }).find("unknown model"),
+            std::string::npos);
 }
 
 // .npy: round trips and malformed headers.
@@ -254,7 +275,8 @@ TEST(Npy, RoundTripAndMalformed) {
   EXPECT_EQ(io::load_npy(dir + "/v.npy").shape(), (Shape{7}));
   auto npy = [](const std::string& header, const std::string& data) {
     std::string h = header;
-    return std::string("\x93NUMPY\x01\x00", 8) + char(h.size() & 0xff) + char(h.size() >> 8) + h + data;
+    return std::string("\x93NUMPY\x01\x00", 8) + char(h.size() & 0xff) + char(h.size() >> 8) + h +
+           data;
   };
   const std::pair<std::string, const char*> bad[] = {
       {"not numpy", "not a .npy"},
@@ -263,7 +285,8 @@ TEST(Npy, RoundTripAndMalformed) {
       {npy("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", f32s({1, 2})), "descr"},
       {npy("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }", f32s({1})), "fortran_order"},
       {npy("{'descr': '<f4', 'shape': (1,), }", f32s({1})), "fortran_order"},
-      {npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999,), }", f32s({1})), "shape"},
+      {npy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999,), }", f32s({1})),
+       "shape"},
       {npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,", ""), "header"},
       {std::string("\x93NUMPY\x01\x00\xff\x7f{", 11), "truncated"},
   };
@@ -271,8 +294,9 @@ TEST(Npy, RoundTripAndMalformed) {
   const std::pair<const char*, Shape> empty[] = {
       {"(0,)", {0}}, {"(0, 1000000)", {0, 1000000}}, {"(1000000, 0, 3)", {1000000, 0, 3}}};
   for (const auto& [shape, want] : empty) {
-    write_file(dir + "/empty.npy",
-               npy(std::string("{'descr': '<f4', 'fortran_order': False, 'shape': ") + shape + ", }", ""));
+    write_file(
+        dir + "/empty.npy",
+        npy(std::string("{'descr': '<f4', 'fortran_order': False, 'shape': ") + shape + ", }", ""));
     EXPECT_EQ(io::load_npy(dir + "/empty.npy").shape(), want) << shape;
   }
   io::save_npy(Tensor::empty({0, 5}, kFloat32), dir + "/z.npy");
@@ -319,8 +343,9 @@ TEST(Npz, ReadsNumpyArchivesAndRoundTrips) {
       EXPECT_TRUE(same_bytes(back[i].second, out[i].second)) << out[i].first;
     }
     if (const char* py = SPORE_TEST_PYTHON; *py) {  // numpy reads what Spore wrote
-      const std::string cmd = std::string(py) + " -c \"import numpy as np; z = np.load('" + path +
-                              "'); assert z['t_float32'].shape == (2, 3, 4); assert len(z.files) == 8\" 2>/dev/null";
+      const std::string cmd =
+          std::string(py) + " -c \"import numpy as np; z = np.load('" + path +
+          "'); assert z['t_float32'].shape == (2, 3, 4); assert len(z.files) == 8\" 2>/dev/null";
       const int rc = std::system((std::string(py) + " -c 'import numpy' 2>/dev/null").c_str());
       if (rc == 0) EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     }
@@ -346,8 +371,10 @@ TEST(Npz, ReadsNumpyArchivesAndRoundTrips) {
   write_file(dir + "/bad.npz", corrupt);
   const std::string e = error_of([&] { io::load_npz(dir + "/bad.npz"); });
   EXPECT_NE(e.find("t_float32"), std::string::npos) << e;
-  EXPECT_NE(error_of([&] { io::load_npz(dir + "/missing.npz"); }).find("missing.npz"), std::string::npos);
-  EXPECT_NE(error_of([&] { io::save_npz({{"a", full({1}, 1.0)}, {"a", full({1}, 2.0)}}, dir + "/dup.npz"); })
-                .find("unique"),
+  EXPECT_NE(error_of([&] { io::load_npz(dir + "/missing.npz"); }).find("missing.npz"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              io::save_npz({{"a", full({1}, 1.0)}, {"a", full({1}, 2.0)}}, dir + "/dup.npz");
+            }).find("unique"),
             std::string::npos);
 }

@@ -3,7 +3,8 @@
 // detections near and far from the ground truth with tied scores, IoU exactly on thresholds,
 // images with more than 100 detections, empty images and categories the ground truth lacks.
 // A portable generator (splitmix64, no <random> distributions), so the cases, and the committed
-// pycocotools numbers for them (fixtures/coco_eval_pycocotools.json), are the same on every machine.
+// pycocotools numbers for them (fixtures/coco_eval_pycocotools.json), are the same on every
+// machine.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -23,9 +24,11 @@ class SplitMix {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   }
-  double uniform() { return double(next() >> 11) * 0x1.0p-53; }                    // [0, 1)
+  double uniform() { return double(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-  int64_t randint(int64_t lo, int64_t hi) { return lo + int64_t(next() % uint64_t(hi - lo + 1)); }  // [lo, hi]
+  int64_t randint(int64_t lo, int64_t hi) {
+    return lo + int64_t(next() % uint64_t(hi - lo + 1));
+  }  // [lo, hi]
   bool chance(double p) { return uniform() < p; }
 
  private:
@@ -58,9 +61,12 @@ inline CocoCase make_coco_case(int n) {
     const double h = w * std::exp(rng.uniform(-0.8, 0.8));
     return std::array<double, 4>{rng.uniform(0, 400), rng.uniform(0, 300), w, h};
   };
-  auto score = [&]() { return quantised_scores ? double(rng.randint(1, 10)) / 10.0 : rng.uniform(0.001, 1.0); };
+  auto score = [&]() {
+    return quantised_scores ? double(rng.randint(1, 10)) / 10.0 : rng.uniform(0.001, 1.0);
+  };
   for (int i = 0; i < num_imgs; ++i) {
-    const int64_t img_id = 1000 + int64_t(n) * 100 + int64_t(i) * 7;  // sparse, unsorted-friendly ids
+    const int64_t img_id =
+        1000 + int64_t(n) * 100 + int64_t(i) * 7;  // sparse, unsorted-friendly ids
     c.gt.add_image({img_id, "img" + std::to_string(img_id) + ".jpg", 640, 480});
     const bool empty_gt = rng.chance(0.15);
     const int num_gt = empty_gt ? 0 : int(rng.randint(1, 9));
@@ -73,10 +79,13 @@ inline CocoCase make_coco_case(int n) {
       a.category_id = cat_pool[rng.randint(0, std::max(0, num_cats - 2))];
       a.bbox = random_box(1.0);
       const double u = rng.uniform();
-      if (u < 0.1) a.bbox[2] = 32, a.bbox[3] = 32;       // area exactly 32^2: small and medium
-      else if (u < 0.2) a.bbox[2] = 96, a.bbox[3] = 96;  // exactly 96^2: medium and large
+      if (u < 0.1)
+        a.bbox[2] = 32, a.bbox[3] = 32;  // area exactly 32^2: small and medium
+      else if (u < 0.2)
+        a.bbox[2] = 96, a.bbox[3] = 96;  // exactly 96^2: medium and large
       a.area = a.bbox[2] * a.bbox[3];
-      if (rng.chance(0.3)) a.area *= rng.uniform(0.5, 1.0);  // a segmentation's area, smaller than the box
+      if (rng.chance(0.3))
+        a.area *= rng.uniform(0.5, 1.0);  // a segmentation's area, smaller than the box
       a.iscrowd = rng.chance(crowd_p);
       if (a.iscrowd) a.bbox[2] *= 2, a.bbox[3] *= 2, a.area = a.bbox[2] * a.bbox[3];
       gts.push_back(a);
@@ -98,8 +107,9 @@ inline CocoCase make_coco_case(int n) {
         d.image_id = img_id;
         d.category_id = rng.chance(0.85) ? g.category_id : cat_pool[rng.randint(0, num_cats - 1)];
         const double j = rng.uniform(0.0, 0.35);
-        d.bbox = {g.bbox[0] + g.bbox[2] * rng.uniform(-j, j), g.bbox[1] + g.bbox[3] * rng.uniform(-j, j),
-                  g.bbox[2] * (1 + rng.uniform(-j, j)), g.bbox[3] * (1 + rng.uniform(-j, j))};
+        d.bbox = {g.bbox[0] + g.bbox[2] * rng.uniform(-j, j),
+                  g.bbox[1] + g.bbox[3] * rng.uniform(-j, j), g.bbox[2] * (1 + rng.uniform(-j, j)),
+                  g.bbox[3] * (1 + rng.uniform(-j, j))};
         d.score = score();
         c.dets.push_back(d);
       }
@@ -121,7 +131,8 @@ inline CocoCase make_coco_case(int n) {
       if (many_dets && !gts.empty() && rng.chance(0.5)) {
         const auto& g = gts[size_t(rng.randint(0, int64_t(gts.size()) - 1))];
         d.category_id = g.category_id;
-        d.bbox = {g.bbox[0] + rng.uniform(-3, 3), g.bbox[1] + rng.uniform(-3, 3), g.bbox[2], g.bbox[3]};
+        d.bbox = {g.bbox[0] + rng.uniform(-3, 3), g.bbox[1] + rng.uniform(-3, 3), g.bbox[2],
+                  g.bbox[3]};
       } else {
         d.bbox = random_box(0.8);
       }

@@ -23,7 +23,8 @@ using metrics::CocoDetection;
 using metrics::CocoEval;
 
 std::string temp_dir(const std::string& tag) {
-  const fs::path p = fs::temp_directory_path() / ("spore_coco_" + tag + "_" + std::to_string(::getpid()));
+  const fs::path p =
+      fs::temp_directory_path() / ("spore_coco_" + tag + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   fs::create_directories(p);
   return p.string();
@@ -44,12 +45,18 @@ Coco one_box_gt(std::array<double, 4> box, bool crowd = false) {
   gt.add_image({1, "a.jpg", 100, 100});
   gt.add_category({1, "a", ""});
   gt.add_category({2, "b", ""});
-  gt.add_annotation({.id = 1, .image_id = 1, .category_id = 1, .bbox = box, .area = box[2] * box[3], .iscrowd = crowd});
+  gt.add_annotation({.id = 1,
+                     .image_id = 1,
+                     .category_id = 1,
+                     .bbox = box,
+                     .area = box[2] * box[3],
+                     .iscrowd = crowd});
   return gt;
 }
 
 TEST(CocoEval, ThresholdsAreNumpysLinspace) {
-  CocoEval ev(one_box_gt({0, 0, 10, 10}), one_box_gt({0, 0, 10, 10}).load_res(std::vector<CocoDetection>{}));
+  CocoEval ev(one_box_gt({0, 0, 10, 10}),
+              one_box_gt({0, 0, 10, 10}).load_res(std::vector<CocoDetection>{}));
   ASSERT_EQ(ev.params.iou_thrs.size(), 10u);
   ASSERT_EQ(ev.params.rec_thrs.size(), 101u);
   // repr(numpy.linspace(.5, .95, 10)) and linspace(0, 1, 101) entries, bit for bit.
@@ -75,11 +82,13 @@ TEST(CocoEval, PerfectDetectionAndEmptyCells) {
   // under 1, as in pycocotools; recall is exactly 1.
   const double p1 = 1 / (1 + 2.220446049250313e-16);
   const std::array<double, 12> expect{p1, p1, p1, p1, -1, -1, 1, 1, 1, 1, -1, -1};
-  for (int i = 0; i < 12; ++i) EXPECT_NEAR(s[size_t(i)], expect[size_t(i)], 1e-15) << CocoEval::stat_names()[size_t(i)];
+  for (int i = 0; i < 12; ++i)
+    EXPECT_NEAR(s[size_t(i)], expect[size_t(i)], 1e-15) << CocoEval::stat_names()[size_t(i)];
 }
 
 TEST(CocoEval, IouOnTheThresholdMatches) {
-  // The lower half of the gt: IoU exactly 0.5 -> a match at 0.5 only; AP = 1/10 (AP50 = 1, AP75 = 0).
+  // The lower half of the gt: IoU exactly 0.5 -> a match at 0.5 only; AP = 1/10 (AP50 = 1, AP75 =
+  // 0).
   const Coco gt = one_box_gt({0, 0, 40, 40});
   const auto s = metrics::coco_evaluate(gt, gt.load_res({{1, 1, {0, 0, 40, 20}, 0.9}}));
   EXPECT_DOUBLE_EQ(s[0], 0.1);
@@ -92,7 +101,8 @@ TEST(CocoEval, FalsePositiveFirstHalvesPrecision) {
   // Two detections: a miss scored higher, then the hit. Precision at recall 1 is 1/2 at every
   // threshold -> AP = 0.5; AR@1 = 0 (the top detection misses), AR@10 = 1.
   const Coco gt = one_box_gt({0, 0, 40, 40});
-  const auto s = metrics::coco_evaluate(gt, gt.load_res({{1, 1, {50, 50, 40, 40}, 0.9}, {1, 1, {0, 0, 40, 40}, 0.8}}));
+  const auto s = metrics::coco_evaluate(
+      gt, gt.load_res({{1, 1, {50, 50, 40, 40}, 0.9}, {1, 1, {0, 0, 40, 40}, 0.8}}));
   EXPECT_NEAR(s[0], 0.5, 1e-15);
   EXPECT_EQ(s[6], 0.0);
   EXPECT_EQ(s[7], 1.0);
@@ -102,7 +112,8 @@ TEST(CocoEval, CrowdRegionAbsorbsDetections) {
   // A crowd gt: detections inside it match (IoU = intersection / detection area = 1) and are
   // ignored; no gt counts, so every cell is -1.
   const Coco gt = one_box_gt({0, 0, 80, 80}, /*crowd=*/true);
-  const auto s = metrics::coco_evaluate(gt, gt.load_res({{1, 1, {5, 5, 10, 10}, 0.9}, {1, 1, {20, 20, 10, 10}, 0.8}}));
+  const auto s = metrics::coco_evaluate(
+      gt, gt.load_res({{1, 1, {5, 5, 10, 10}, 0.9}, {1, 1, {20, 20, 10, 10}, 0.8}}));
   for (double v : s) EXPECT_EQ(v, -1.0);
 }
 
@@ -112,7 +123,7 @@ TEST(CocoEval, AreaRangeBoundsAreInclusive) {
   const auto s = metrics::coco_evaluate(gt, gt.load_res({{1, 1, {0, 0, 32, 32}, 0.9}}));
   EXPECT_DOUBLE_EQ(s[3], 1.0);  // small
   EXPECT_DOUBLE_EQ(s[4], 1.0);  // medium
-  EXPECT_EQ(s[5], -1.0);  // large
+  EXPECT_EQ(s[5], -1.0);        // large
 }
 
 TEST(CocoEval, SummaryLinesArePycocotoolsFormat) {
@@ -125,44 +136,58 @@ TEST(CocoEval, SummaryLinesArePycocotoolsFormat) {
   std::string first, line2;
   std::getline(is, first);
   std::getline(is, line2);
-  EXPECT_EQ(first, " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 1.000");
-  EXPECT_EQ(line2, " Average Precision  (AP) @[ IoU=0.50      | area=   all | maxDets=100 ] = 1.000");
-  EXPECT_NE(text.find(" Average Recall     (AR) @[ IoU=0.50:0.95 | area= large | maxDets=100 ] = -1.000"),
-            std::string::npos);
+  EXPECT_EQ(first,
+            " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 1.000");
+  EXPECT_EQ(line2,
+            " Average Precision  (AP) @[ IoU=0.50      | area=   all | maxDets=100 ] = 1.000");
+  EXPECT_NE(
+      text.find(" Average Recall     (AR) @[ IoU=0.50:0.95 | area= large | maxDets=100 ] = -1.000"),
+      std::string::npos);
 }
 
 TEST(CocoEval, OrderOfCallsIsChecked) {
   const Coco gt = one_box_gt({10, 10, 20, 20});
   CocoEval ev(gt, gt.load_res(std::vector<CocoDetection>{}));
-  EXPECT_NE(test::error_of([&] { ev.accumulate(); }).find("call evaluate() first"), std::string::npos);
-  EXPECT_NE(test::error_of([&] { CocoEval(gt, gt, "segm"); }).find("'segm' is not supported"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { ev.accumulate(); }).find("call evaluate() first"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { CocoEval(gt, gt, "segm"); }).find("'segm' is not supported"),
+            std::string::npos);
 }
 
 TEST(CocoEval, BadFilesNameTheProblem) {
   const std::string dir = temp_dir("bad");
-  EXPECT_NE(test::error_of([&] { Coco::load(dir + "/missing.json"); }).find("missing.json"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { Coco::load(dir + "/missing.json"); }).find("missing.json"),
+            std::string::npos);
   write(dir + "/a.json", R"({"images": [{"id": 1, "file_name": "x.jpg"}], "categories": [{"id": 1}],
       "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3]}]})");
   const std::string e1 = test::error_of([&] { Coco::load(dir + "/a.json"); });
-  EXPECT_NE(e1.find("\"annotations\" entry 0 (id 1), field \"bbox\": expected 4 numbers"), std::string::npos) << e1;
+  EXPECT_NE(e1.find("\"annotations\" entry 0 (id 1), field \"bbox\": expected 4 numbers"),
+            std::string::npos)
+      << e1;
   write(dir + "/b.json", R"({"images": [{"id": 1}], "categories": [],
       "annotations": [{"id": 1, "image_id": 5, "category_id": 1, "bbox": [1, 2, 3, 4]}]})");
   const std::string e2 = test::error_of([&] { Coco::load(dir + "/b.json"); });
   EXPECT_NE(e2.find("image id 5 is not in \"images\""), std::string::npos) << e2;
   write(dir + "/c.json", R"({"images": [{"id": 1}], "categories": [],
       "annotations": [{"id": 0, "image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]}]})");
-  EXPECT_NE(test::error_of([&] { Coco::load(dir + "/c.json"); }).find("expected an id >= 1"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { Coco::load(dir + "/c.json"); }).find("expected an id >= 1"),
+            std::string::npos);
   write(dir + "/d.json", "{\"images\": [");
-  EXPECT_NE(test::error_of([&] { Coco::load(dir + "/d.json"); }).find("malformed annotation file"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { Coco::load(dir + "/d.json"); }).find("malformed annotation file"),
+            std::string::npos);
   const Coco gt = one_box_gt({10, 10, 20, 20});
-  write(dir + "/r1.json", R"([{"image_id": 7, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}])");
+  write(dir + "/r1.json",
+        R"([{"image_id": 7, "category_id": 1, "bbox": [1, 2, 3, 4], "score": 0.5}])");
   const std::string e3 = test::error_of([&] { gt.load_res(dir + "/r1.json"); });
-  EXPECT_NE(e3.find("image id 7, which is not an image of the ground truth"), std::string::npos) << e3;
+  EXPECT_NE(e3.find("image id 7, which is not an image of the ground truth"), std::string::npos)
+      << e3;
   EXPECT_NE(e3.find("r1.json"), std::string::npos) << e3;
   write(dir + "/r2.json", R"({"image_id": 1})");
-  EXPECT_NE(test::error_of([&] { gt.load_res(dir + "/r2.json"); }).find("expected a JSON array"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { gt.load_res(dir + "/r2.json"); }).find("expected a JSON array"),
+            std::string::npos);
   write(dir + "/r3.json", R"([{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]}])");
-  EXPECT_NE(test::error_of([&] { gt.load_res(dir + "/r3.json"); }).find("field \"score\": missing"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { gt.load_res(dir + "/r3.json"); }).find("field \"score\": missing"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -201,13 +226,14 @@ TEST(CocoEval, MatchesPycocotoolsOnGeneratedCases) {
     const Coco gt = Coco::load(d + "/gt.json");
     mine[c.name] = metrics::coco_evaluate(gt, gt.load_res(d + "/res.json"));
   }
-  const std::string fixture = std::string(SPORE_SOURCE_DIR) + "/tests/metrics/fixtures/coco_eval_pycocotools.json";
+  const std::string fixture =
+      std::string(SPORE_SOURCE_DIR) + "/tests/metrics/fixtures/coco_eval_pycocotools.json";
   std::string ref_path = fixture, source = "committed fixture (pycocotools' numbers)";
   if (has_pycocotools()) {
     ref_path = dir + "/pycocotools.json";
     source = "pycocotools, live";
-    const std::string cmd = python() + " " + SPORE_SOURCE_DIR + "/tests/metrics/coco_eval_crosscheck.py " + dir + " " +
-                            ref_path;
+    const std::string cmd = python() + " " + SPORE_SOURCE_DIR +
+                            "/tests/metrics/coco_eval_crosscheck.py " + dir + " " + ref_path;
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     if (const char* up = std::getenv("SPORE_UPDATE_FIXTURES"); up && std::string(up) == "1")
       fs::copy_file(ref_path, fixture, fs::copy_options::overwrite_existing);
@@ -222,7 +248,8 @@ TEST(CocoEval, MatchesPycocotoolsOnGeneratedCases) {
     ASSERT_TRUE(ref.contains(name)) << name << " missing from " << source;
     for (size_t i = 0; i < 12; ++i) {
       const double r = ref[name][i].get<double>();
-      EXPECT_NEAR(stats[i], r, 1e-12) << name << " " << metrics::CocoEval::stat_names()[i] << " (" << source << ")";
+      EXPECT_NEAR(stats[i], r, 1e-12)
+          << name << " " << metrics::CocoEval::stat_names()[i] << " (" << source << ")";
       exact += stats[i] == r;
       ++total;
       worst = std::max(worst, std::abs(stats[i] - r));

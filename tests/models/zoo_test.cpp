@@ -47,8 +47,9 @@ TEST(Zoo, ResNet18CifarForwardAndTrainStep) {
   EXPECT_EQ((*imagenet)(randn({1, 3, 64, 64})).shape(), (Shape{1, 10}));
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  train::TrainOneStepCell step(std::make_shared<train::WithLossCell>(net, loss),
-                               std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
+  train::TrainOneStepCell step(
+      std::make_shared<train::WithLossCell>(net, loss),
+      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
   const double l0 = step(x, y).item<double>();
   double l = l0;
   for (int i = 0; i < 5; ++i) l = step(x, y).item<double>();

@@ -81,8 +81,7 @@ std::vector<double> naive_pool(const Tensor& xt, int64_t k, int64_t s, std::vect
 
 }  // namespace
 
-// ---- Dense
-// ---------------------------------------------------------------------------------------
+// ---- Dense --------------------------------------------------------------------------------------
 TEST(Dense, MatchesLoops) {
   set_seed(11);
   nn::Dense fc(7, 4);
@@ -131,8 +130,7 @@ TEST(Dense, WrongFeatureCount) {
   expect_error([] { nn::Dense(3, 3, {.activation = "relux"}); }, "unknown activation 'relux'");
 }
 
-// ---- Conv2d
-// --------------------------------------------------------------------------------------
+// ---- Conv2d -------------------------------------------------------------------------------------
 TEST(Conv2d, SamePaddingLikeMindSpore) {
   nn::Conv2d c(1, 1, 3, {.stride = 2});
   EXPECT_EQ(c.pads_for(7, 8), (std::vector<int64_t>{1, 1, 0, 1}));
@@ -210,8 +208,7 @@ TEST(Conv2d, ParametersAndErrors) {
   expect_error([&] { valid(zeros({1, 1, 3, 3})); }, "smaller than the (dilated) kernel");
 }
 
-// ---- pooling
-// -------------------------------------------------------------------------------------
+// ---- pooling ------------------------------------------------------------------------------------
 TEST(Pool, MaxAndAvgMatchLoops) {
   set_seed(8);
   Tensor x = randn({2, 3, 7, 6});
@@ -255,8 +252,7 @@ TEST(Pool, MaxAndAvgMatchLoops) {
   expect_error([&] { p(zeros({2, 3})); }, "[MaxPool2d] expected input (N, C, H, W)");
 }
 
-// ---- Embedding, Flatten, Dropout, Upsample
-// -------------------------------------------------------
+// ---- Embedding, Flatten, Dropout, Upsample ------------------------------------------------------
 TEST(Embedding, LooksUpRows) {
   set_seed(2);
   nn::Embedding emb(10, 4, {.padding_idx = 0});
@@ -313,8 +309,7 @@ TEST(Upsample, Nearest) {
                "only mode 'nearest'");
 }
 
-// ---- activations
-// ---------------------------------------------------------------------------------
+// ---- activations --------------------------------------------------------------------------------
 TEST(Activation, Formulas) {
   const std::vector<double> xs{-3, -0.5, 0, 0.7, 4, 7};
   Tensor x = from_vector(xs, {6});

@@ -22,7 +22,9 @@ std::string temp_dir() {
   const char* d = mkdtemp(tmpl);
   return d ? std::string(d) : std::string("/tmp");
 }
-void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -49,13 +51,15 @@ std::string value_info(const std::string& name, std::vector<int64_t> dims) {
   for (int64_t d : dims) shape += len_field(1, int_field(1, uint64_t(d)));
   return len_field(1, name) + len_field(2, len_field(1, int_field(1, 1) + len_field(2, shape)));
 }
-std::string node(const std::vector<std::string>& in, const std::string& out, const std::string& op) {
+std::string node(const std::vector<std::string>& in, const std::string& out,
+                 const std::string& op) {
   std::string s;
   for (const auto& i : in) s += len_field(1, i);
   return s + len_field(2, out) + len_field(4, op);
 }
 // ModelProto: ir_version 8, opset 17, graph {nodes, initializers, input x, output y}.
-std::string model(const std::vector<std::string>& nodes, const std::vector<std::string>& inits = {}) {
+std::string model(const std::vector<std::string>& nodes,
+                  const std::vector<std::string>& inits = {}) {
   std::string g;
   for (const auto& n : nodes) g += len_field(1, n);
   for (const auto& t : inits) g += len_field(5, t);
@@ -87,7 +91,8 @@ TEST(OnnxImport, ExportedLeNetRoundTrip) {
     for (bool graph : {true, false}) {
       const std::vector<float> got = m.run({x}, graph)[0].to_vector<float>();
       ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << "batch " << b << " graph " << graph;
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-4) << "batch " << b << " graph " << graph;
     }
   }
   // A wrong input shape names the input and the expected shape.
@@ -101,7 +106,8 @@ TEST(OnnxImport, ExportedLeNetRoundTrip) {
       OnnxModel c = OnnxModel::load(dir + "/cut.onnx");
       (void)c.run({randn({1, 1, 28, 28})});
     } catch (const Error& err) {
-      EXPECT_NE(std::string(err.what()).find("cut.onnx"), std::string::npos) << n << ": " << err.what();
+      EXPECT_NE(std::string(err.what()).find("cut.onnx"), std::string::npos)
+          << n << ": " << err.what();
     }
   }
 }
@@ -112,10 +118,13 @@ TEST(OnnxImport, HandEncodedModelsAndHostileInput) {
   std::string raw(8, '\0');
   const float w[2] = {0.5f, -1.0f};
   std::memcpy(raw.data(), w, 8);
-  write_file(dir + "/ok.onnx", model({node({"x"}, "r", "Relu"), node({"r", "w"}, "y", "Add")}, {init("w", {2}, raw)}));
+  write_file(dir + "/ok.onnx", model({node({"x"}, "r", "Relu"), node({"r", "w"}, "y", "Add")},
+                                     {init("w", {2}, raw)}));
   OnnxModel ok = OnnxModel::load(dir + "/ok.onnx");
-  EXPECT_EQ(ok.run({tensor({-2.0, 3.0})}, false)[0].to_vector<float>(), (std::vector<float>{0.5f, 2.0f}));
-  EXPECT_EQ(ok.run({tensor({-2.0, 3.0})}, true)[0].to_vector<float>(), (std::vector<float>{0.5f, 2.0f}));
+  EXPECT_EQ(ok.run({tensor({-2.0, 3.0})}, false)[0].to_vector<float>(),
+            (std::vector<float>{0.5f, 2.0f}));
+  EXPECT_EQ(ok.run({tensor({-2.0, 3.0})}, true)[0].to_vector<float>(),
+            (std::vector<float>{0.5f, 2.0f}));
 
   struct Case {
     const char* name;
@@ -131,7 +140,8 @@ TEST(OnnxImport, HandEncodedModelsAndHostileInput) {
       {"no_graph", int_field(1, 8), "graph"},
       {"undefined_input", model({node({"x", "nope"}, "y", "Add")}), "field input"},
       {"short_raw", model({node({"x", "w"}, "y", "Add")}, {init("w", {3}, raw)}), "raw_data"},
-      {"huge_dims", model({node({"x", "w"}, "y", "Add")}, {init("w", {1LL << 30, 1LL << 30}, raw)}), "dims"},
+      {"huge_dims", model({node({"x", "w"}, "y", "Add")}, {init("w", {1LL << 30, 1LL << 30}, raw)}),
+       "dims"},
       {"no_producer", model({node({"x"}, "z", "Relu")}), "produced by no node"},
       {"future_opset", future, "declares opset 99 of the default ONNX domain"},
   };

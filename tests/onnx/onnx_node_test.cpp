@@ -4,9 +4,9 @@
 // rtol 1e-3, atol 1e-7); at least 95% of them pass. Every test with an op it does not map must
 // fail with "unsupported ONNX op X", never crash. A test that uses a feature the importer refuses
 // by name ("unsupported ONNX op ArgMax with select_last_index", STRING tensors, sequences) is
-// counted as unsupported and listed separately in the report. The per-op table is printed and written to
-// <build>/onnx_node_report.txt. Each test runs in a child process, so a crash is reported as a
-// failure of that test (and counts against the importer) instead of ending the run.
+// counted as unsupported and listed separately in the report. The per-op table is printed and
+// written to <build>/onnx_node_report.txt. Each test runs in a child process, so a crash is
+// reported as a failure of that test (and counts against the importer) instead of ending the run.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -67,13 +67,15 @@ std::string compare(const Tensor& got0, const Tensor& want) {
   if (got.shape() != want.shape())
     return "shape " + shape_str(got.shape()) + " != expected " + shape_str(want.shape());
   const bool fl = is_floating(want.dtype());
-  const std::vector<double> g = got.to(kFloat64).to_vector<double>(), w = want.to(kFloat64).to_vector<double>();
+  const std::vector<double> g = got.to(kFloat64).to_vector<double>(),
+                            w = want.to(kFloat64).to_vector<double>();
   for (size_t i = 0; i < w.size(); ++i) {
     if (std::isnan(w[i]) && std::isnan(g[i])) continue;
     if (std::isinf(w[i]) && g[i] == w[i]) continue;
     const double tol = fl ? 1e-7 + 1e-3 * std::abs(w[i]) : 0;
     if (!(std::abs(g[i] - w[i]) <= tol))
-      return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " != expected " + std::to_string(w[i]);
+      return "element " + std::to_string(i) + ": " + std::to_string(g[i]) + " != expected " +
+             std::to_string(w[i]);
   }
   return "";
 }
@@ -81,7 +83,8 @@ std::string compare(const Tensor& got0, const Tensor& want) {
 // The op a test is about: the one whose name is in the test's name, else the graph's first op.
 std::string op_of(const std::string& test, const std::vector<std::string>& ops) {
   std::string t;
-  for (char ch : test.substr(5)) t += ch == '_' ? ch : char(std::tolower(static_cast<unsigned char>(ch)));
+  for (char ch : test.substr(5))
+    t += ch == '_' ? ch : char(std::tolower(static_cast<unsigned char>(ch)));
   std::string best;
   for (const auto& op : ops) {
     std::string lo;
@@ -131,7 +134,8 @@ std::string run_one(const std::string& test, const std::string& dir) {
       std::vector<Tensor> ins, want;
       for (size_t k = 0; exists(dir + "/" + ds + "/input_" + std::to_string(k) + ".pb"); ++k) {
         Tensor t = load_onnx_tensor(dir + "/" + ds + "/input_" + std::to_string(k) + ".pb");
-        if (k < m.inputs().size() && m.inputs()[k].dtype == kBFloat16 && t.dtype() == kInt32) t = from_bf16_bits(t);
+        if (k < m.inputs().size() && m.inputs()[k].dtype == kBFloat16 && t.dtype() == kInt32)
+          t = from_bf16_bits(t);
         ins.push_back(t);
       }
       for (size_t k = 0; exists(dir + "/" + ds + "/output_" + std::to_string(k) + ".pb"); ++k)
@@ -156,11 +160,12 @@ std::string run_one(const std::string& test, const std::string& dir) {
   }
 }
 
-
 }  // namespace
 
 TEST(OnnxNodeTests, ConformanceOfSupportedOps) {
-  if (!exists(kData)) GTEST_SKIP() << kData << " is missing (Debian package libonnx-testdata; scripts/setup.sh installs it)";
+  if (!exists(kData))
+    GTEST_SKIP() << kData
+                 << " is missing (Debian package libonnx-testdata; scripts/setup.sh installs it)";
   std::map<std::string, Tally> per_op;
   std::vector<std::string> failures, crashes, features;
   for (const std::string& test : list_dir(kData)) {
@@ -170,7 +175,8 @@ TEST(OnnxNodeTests, ConformanceOfSupportedOps) {
     ASSERT_EQ(pipe(fd), 0);
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
-    if (pid == 0) {  // child: one line "op\tkind\tmessage", kind one of pass fail unsupported bad_unsupported
+    if (pid == 0) {  // child: one line "op\tkind\tmessage", kind one of pass fail unsupported
+                     // bad_unsupported
       close(fd[0]);
       // One thread: when an earlier test of this binary ran in this process (./test_onnx without a
       // filter), the parent's OpenMP pool exists, and libgomp's pool does not survive fork (a
@@ -191,32 +197,43 @@ TEST(OnnxNodeTests, ConformanceOfSupportedOps) {
       Tally& t = per_op[test];
       ++t.tests, ++t.failed;
       failures.push_back(test + ": the process died (" +
-                         (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status)) : std::string("no result")) + ")");
+                         (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
+                                              : std::string("no result")) +
+                         ")");
       crashes.push_back(test + ": crashed");
       continue;
     }
     const size_t a = line.find('\t'), b = line.find('\t', a + 1);
-    const std::string op = line.substr(0, a), kind = line.substr(a + 1, b - a - 1), msg = line.substr(b + 1);
+    const std::string op = line.substr(0, a), kind = line.substr(a + 1, b - a - 1),
+                      msg = line.substr(b + 1);
     Tally& t = per_op[op];
     ++t.tests;
-    if (kind == "pass") ++t.passed;
-    else if (kind == "unsupported") ++t.unsupported;
-    else if (kind == "unsupported_feature") ++t.unsupported, features.push_back(test + ": " + msg);
-    else if (kind == "bad_unsupported") ++t.unsupported, crashes.push_back(test + ": " + msg);
-    else ++t.failed, failures.push_back(test + ": " + msg);
+    if (kind == "pass")
+      ++t.passed;
+    else if (kind == "unsupported")
+      ++t.unsupported;
+    else if (kind == "unsupported_feature")
+      ++t.unsupported, features.push_back(test + ": " + msg);
+    else if (kind == "bad_unsupported")
+      ++t.unsupported, crashes.push_back(test + ": " + msg);
+    else
+      ++t.failed, failures.push_back(test + ": " + msg);
   }
   int tests = 0, passed = 0, failed = 0, unsupported = 0;
   std::string report = "op                          tests passed failed unsupported\n";
   for (const auto& [op, t] : per_op) {
     char line[160];
-    std::snprintf(line, sizeof line, "%-27s %5d %6d %6d %11d\n", op.c_str(), t.tests, t.passed, t.failed, t.unsupported);
+    std::snprintf(line, sizeof line, "%-27s %5d %6d %6d %11d\n", op.c_str(), t.tests, t.passed,
+                  t.failed, t.unsupported);
     report += line;
     tests += t.tests, passed += t.passed, failed += t.failed, unsupported += t.unsupported;
   }
   char total[200];
   std::snprintf(total, sizeof total,
-                "total: %d tests; %d with supported ops: %d passed, %d failed (%.1f%%); %d with unsupported ops\n",
-                tests, passed + failed, passed, failed, 100.0 * passed / std::max(1, passed + failed), unsupported);
+                "total: %d tests; %d with supported ops: %d passed, %d failed (%.1f%%); %d with "
+                "unsupported ops\n",
+                tests, passed + failed, passed, failed,
+                100.0 * passed / std::max(1, passed + failed), unsupported);
   report += total;
   report += "\nunsupported features of supported ops (counted as unsupported):\n";
   for (const auto& f : features) report += "  " + f + "\n";

@@ -32,7 +32,8 @@ Vec block_ref(const Vec& v, const Shape& s, float pad) {
     for (int64_t c = 0; c < C; ++c)
       for (int64_t h = 0; h < H; ++h)
         for (int64_t w = 0; w < W; ++w)
-          r[size_t((((n * Cb + c / 16) * H + h) * W + w) * 16 + c % 16)] = v[size_t(((n * C + c) * H + h) * W + w)];
+          r[size_t((((n * Cb + c / 16) * H + h) * W + w) * 16 + c % 16)] =
+              v[size_t(((n * C + c) * H + h) * W + w)];
   return r;
 }
 Tensor block_ref(const Tensor& t, float pad = 0) {
@@ -58,13 +59,15 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
       continue;
     }
     const float tol = 1e-5f * std::max(std::fabs(w[i]), scale);
-    if (!(std::fabs(g[i] - w[i]) <= tol)) ++bad, ADD_FAILURE() << what << ": element " << i << " " << g[i] << " vs " << w[i];
+    if (!(std::fabs(g[i] - w[i]) <= tol))
+      ++bad, ADD_FAILURE() << what << ": element " << i << " " << g[i] << " vs " << w[i];
   }
 }
 
 Attrs conv_attrs(int64_t stride, int64_t pad) {
   Attrs a;
-  a.set("stride", std::vector<int64_t>{stride, stride}).set("padding", std::vector<int64_t>{pad, pad, pad, pad});
+  a.set("stride", std::vector<int64_t>{stride, stride})
+      .set("padding", std::vector<int64_t>{pad, pad, pad, pad});
   a.set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
   return a;
 }
@@ -98,26 +101,34 @@ TEST_P(BlockedConv, ForwardAndBackwardMatchPlain) {
   // forward
   const Tensor y = ops::call1(OpId::Conv2d, {x, w}, plain);  // (N, O, OH, OW)
   const Tensor yb = ops::call1(OpId::Conv2d, {bl(x, g.bx), w}, blocked);
-  if (g.by) expect_close(yb, block_ref(y), std::string(g.name) + " forward", O);
-  else expect_close(yb, y, std::string(g.name) + " forward");
+  if (g.by)
+    expect_close(yb, block_ref(y), std::string(g.name) + " forward", O);
+  else
+    expect_close(yb, y, std::string(g.name) + " forward");
 
   // backward data: dy -> dx
   const Tensor dy = uniform(y.shape(), -1, 1);
-  const Attrs pd = Attrs(plain).set("input_shape", g.x), bd = Attrs(blocked).set("input_shape", g.x);
+  const Attrs pd = Attrs(plain).set("input_shape", g.x),
+              bd = Attrs(blocked).set("input_shape", g.x);
   const Tensor dx = ops::call1(OpId::Conv2dBackwardData, {dy, w}, pd);
   const Tensor dxb = ops::call1(OpId::Conv2dBackwardData, {bl(dy, g.by), w}, bd);
-  if (g.bx) expect_close(dxb, block_ref(dx), std::string(g.name) + " backward data", C);
-  else expect_close(dxb, dx, std::string(g.name) + " backward data");
+  if (g.bx)
+    expect_close(dxb, block_ref(dx), std::string(g.name) + " backward data", C);
+  else
+    expect_close(dxb, dx, std::string(g.name) + " backward data");
 
   // backward weight: (dy, x) -> dw, plain OIHW either way
-  const Attrs pw = Attrs(plain).set("weight_shape", g.w), bw = Attrs(blocked).set("weight_shape", g.w);
+  const Attrs pw = Attrs(plain).set("weight_shape", g.w),
+              bw = Attrs(blocked).set("weight_shape", g.w);
   const Tensor dw = ops::call1(OpId::Conv2dBackwardWeight, {dy, x}, pw);
   const Tensor dwb = ops::call1(OpId::Conv2dBackwardWeight, {bl(dy, g.by), bl(x, g.bx)}, bw);
   expect_close(dwb, dw, std::string(g.name) + " backward weight");
 }
 
 INSTANTIATE_TEST_SUITE_P(Geometries, BlockedConv, ::testing::ValuesIn(kGeos),
-                         [](const ::testing::TestParamInfo<Geo>& i) { return std::string(i.param.name); });
+                         [](const ::testing::TestParamInfo<Geo>& i) {
+                           return std::string(i.param.name);
+                         });
 
 // bfloat16 runs the same way (the comparison is against the plain bfloat16 op, so the tolerance
 // only covers different rounding inside oneDNN's implementations).
@@ -141,14 +152,18 @@ TEST(BlockedConvBf16, MatchesPlain) {
     }
   };
   const Tensor y = ops::call1(OpId::Conv2d, {x, w}, plain);
-  close(ops::call1(OpId::Conv2d, {bl(x), w}, blocked), block_ref(y.to(kFloat32)), "bf16 forward", 20);
+  close(ops::call1(OpId::Conv2d, {bl(x), w}, blocked), block_ref(y.to(kFloat32)), "bf16 forward",
+        20);
   const Tensor dy = uniform(y.shape(), -1, 1).to(kBFloat16);
-  const Tensor dx = ops::call1(OpId::Conv2dBackwardData, {dy, w}, Attrs(plain).set("input_shape", xs));
+  const Tensor dx =
+      ops::call1(OpId::Conv2dBackwardData, {dy, w}, Attrs(plain).set("input_shape", xs));
   close(ops::call1(OpId::Conv2dBackwardData, {bl(dy), w}, Attrs(blocked).set("input_shape", xs)),
         block_ref(dx.to(kFloat32)), "bf16 backward data", 6);
-  const Tensor dw = ops::call1(OpId::Conv2dBackwardWeight, {dy, x}, Attrs(plain).set("weight_shape", ws));
-  close(ops::call1(OpId::Conv2dBackwardWeight, {bl(dy), bl(x)}, Attrs(blocked).set("weight_shape", ws)), dw,
-        "bf16 backward weight", -1);
+  const Tensor dw =
+      ops::call1(OpId::Conv2dBackwardWeight, {dy, x}, Attrs(plain).set("weight_shape", ws));
+  close(ops::call1(OpId::Conv2dBackwardWeight, {bl(dy), bl(x)},
+                   Attrs(blocked).set("weight_shape", ws)),
+        dw, "bf16 backward weight", -1);
 }
 
 // conv2d_fused with blocked activations (the residual is blocked like y) vs the plain fused op.
@@ -181,32 +196,41 @@ void fused_case(const std::string& name, const Shape& xs, const Shape& ws, Attrs
 }
 
 TEST(BlockedConvFused, BiasRelu) {
-  fused_case("fused bias relu", {8, 6, 14, 14}, {16, 6, 3, 3}, Attrs().set("act", std::string("relu")), true, false, false);
-  fused_case("fused bias relu O=20", {8, 6, 14, 14}, {20, 6, 3, 3}, Attrs().set("act", std::string("relu")), true, false, false);
+  fused_case("fused bias relu", {8, 6, 14, 14}, {16, 6, 3, 3},
+             Attrs().set("act", std::string("relu")), true, false, false);
+  fused_case("fused bias relu O=20", {8, 6, 14, 14}, {20, 6, 3, 3},
+             Attrs().set("act", std::string("relu")), true, false, false);
 }
 TEST(BlockedConvFused, ResidualRelu) {
-  fused_case("fused residual relu", {4, 64, 8, 8}, {64, 64, 3, 3}, Attrs().set("act", std::string("relu")), false, false, true);
-  fused_case("fused residual relu O=20", {4, 20, 8, 8}, {20, 20, 3, 3}, Attrs().set("act", std::string("relu")), true, false, true);
+  fused_case("fused residual relu", {4, 64, 8, 8}, {64, 64, 3, 3},
+             Attrs().set("act", std::string("relu")), false, false, true);
+  fused_case("fused residual relu O=20", {4, 20, 8, 8}, {20, 20, 3, 3},
+             Attrs().set("act", std::string("relu")), true, false, true);
 }
 // A sigmoid maps the padding's 0 to 0.5 and a shift adds to it: the kernel must re-zero it.
 TEST(BlockedConvFused, ScaleShiftSigmoidKeepsPaddingZero) {
-  fused_case("fused scale shift sigmoid", {4, 6, 8, 8}, {10, 6, 3, 3}, Attrs().set("act", std::string("sigmoid")), true, true, false);
+  fused_case("fused scale shift sigmoid", {4, 6, 8, 8}, {10, 6, 3, 3},
+             Attrs().set("act", std::string("sigmoid")), true, true, false);
 }
 
 // ---- to_blocked / from_blocked -----------------------------------------------------------------
 
 TEST(BlockedLayout, RoundTripAndPadding) {
-  for (const Shape& s : {Shape{2, 6, 5, 7}, Shape{3, 16, 4, 4}, Shape{1, 33, 3, 2}, Shape{64, 1, 28, 28}}) {
+  for (const Shape& s :
+       {Shape{2, 6, 5, 7}, Shape{3, 16, 4, 4}, Shape{1, 33, 3, 2}, Shape{64, 1, 28, 28}}) {
     const Tensor x = uniform(s, -1, 1);
     const Tensor xb = ops::call1(cpu::op::ToBlocked(), {x});
     ASSERT_EQ(xb.shape(), blocked_shape(s));
-    EXPECT_EQ(xb.to_vector<float>(), block_ref(x.to_vector<float>(), s, 0.0f)) << shape_str(s);  // exact, zero padding
+    EXPECT_EQ(xb.to_vector<float>(), block_ref(x.to_vector<float>(), s, 0.0f))
+        << shape_str(s);  // exact, zero padding
     const Tensor back = ops::call1(cpu::op::FromBlocked(), {xb}, Attrs().set("channels", s[1]));
     ASSERT_EQ(back.shape(), s);
     EXPECT_EQ(back.to_vector<float>(), x.to_vector<float>()) << shape_str(s);
     // from_blocked ignores what the padding holds
-    const Tensor dirty = from_vector(block_ref(x.to_vector<float>(), s, kGarbage), blocked_shape(s));
-    EXPECT_EQ(ops::call1(cpu::op::FromBlocked(), {dirty}, Attrs().set("channels", s[1])).to_vector<float>(),
+    const Tensor dirty =
+        from_vector(block_ref(x.to_vector<float>(), s, kGarbage), blocked_shape(s));
+    EXPECT_EQ(ops::call1(cpu::op::FromBlocked(), {dirty}, Attrs().set("channels", s[1]))
+                  .to_vector<float>(),
               x.to_vector<float>());
   }
 }
@@ -217,7 +241,8 @@ TEST(BlockedLayout, StridedInputs) {
   const Tensor ex = small.expand({3, 6, 4, 5});
   ASSERT_FALSE(ex.is_contiguous());
   Tensor exb = ops::call1(cpu::op::ToBlocked(), {ex});
-  EXPECT_EQ(exb.to_vector<float>(), block_ref(ex.contiguous().to_vector<float>(), {3, 6, 4, 5}, 0.0f));
+  EXPECT_EQ(exb.to_vector<float>(),
+            block_ref(ex.contiguous().to_vector<float>(), {3, 6, 4, 5}, 0.0f));
   const Tensor base = uniform({2, 5, 3, 18}, -1, 1);
   const Tensor perm = base.permute({0, 3, 2, 1});  // (2, 18, 3, 5), channels strided by 1
   ASSERT_FALSE(perm.is_contiguous());
@@ -229,31 +254,60 @@ TEST(BlockedLayout, StridedInputs) {
 
 TEST(BlockedConvErrors, Shapes) {
   const Attrs a = conv_attrs(1, 0);
-  std::string m = error_of([&] { ops::call1(OpId::Conv2d, {zeros({2, 6, 8, 8}), zeros({16, 6, 3, 3})}, with_flags(a, true, false)); });
-  EXPECT_NE(m.find("[conv2d] with blocked_x=true the input must be blocked (N, ceil(C/16)=1, H, W, 16) for its C=6 channels, got shape (2, 6, 8, 8)"), std::string::npos) << m;
-  m = error_of([&] { ops::call1(OpId::Conv2d, {zeros({2, 2, 8, 8, 16}), zeros({16, 6, 3, 3})}, with_flags(a, true, true)); });
+  std::string m = error_of([&] {
+    ops::call1(OpId::Conv2d, {zeros({2, 6, 8, 8}), zeros({16, 6, 3, 3})},
+               with_flags(a, true, false));
+  });
+  EXPECT_NE(m.find("[conv2d] with blocked_x=true the input must be blocked (N, ceil(C/16)=1, H, W, "
+                   "16) for its C=6 channels, got shape (2, 6, 8, 8)"),
+            std::string::npos)
+      << m;
+  m = error_of([&] {
+    ops::call1(OpId::Conv2d, {zeros({2, 2, 8, 8, 16}), zeros({16, 6, 3, 3})},
+               with_flags(a, true, true));
+  });
   EXPECT_NE(m.find("ceil(C/16)=1"), std::string::npos) << m;
   m = error_of([&] {
-    ops::call1(cpu::op::Conv2dFused(), {zeros({2, 1, 8, 8, 16}), zeros({16, 6, 3, 3}), zeros({2, 16, 6, 6})},
+    ops::call1(cpu::op::Conv2dFused(),
+               {zeros({2, 1, 8, 8, 16}), zeros({16, 6, 3, 3}), zeros({2, 16, 6, 6})},
                with_flags(Attrs(a).set("has_residual", true), true, true));
   });
-  EXPECT_NE(m.find("[conv2d_fused] residual must have the output's shape (2, 1, 6, 6, 16)"), std::string::npos) << m;
+  EXPECT_NE(m.find("[conv2d_fused] residual must have the output's shape (2, 1, 6, 6, 16)"),
+            std::string::npos)
+      << m;
   m = error_of([&] {
     ops::call1(OpId::Conv2dBackwardData, {zeros({2, 16, 6, 6}), zeros({16, 6, 3, 3})},
                with_flags(Attrs(a).set("input_shape", Shape{2, 6, 8, 8}), true, true));
   });
-  EXPECT_NE(m.find("[conv2d_backward_data] with blocked_y=true dy must be the blocked (2, 1, 6, 6, 16)"), std::string::npos) << m;
+  EXPECT_NE(
+      m.find("[conv2d_backward_data] with blocked_y=true dy must be the blocked (2, 1, 6, 6, 16)"),
+      std::string::npos)
+      << m;
   m = error_of([&] {
     ops::call1(OpId::Conv2dBackwardWeight, {zeros({2, 1, 6, 6, 16}), zeros({2, 6, 8, 8})},
                with_flags(Attrs(a).set("weight_shape", Shape{16, 6, 3, 3}), true, true));
   });
-  EXPECT_NE(m.find("[conv2d_backward_weight] with blocked_x=true the input x must be blocked"), std::string::npos) << m;
-  m = error_of([&] { ops::call1(OpId::Conv2d, {zeros({2, 1, 8, 8, 16}, kFloat64), zeros({16, 6, 3, 3}, kFloat64)}, with_flags(a, true, true)); });
-  EXPECT_NE(m.find("supports float32, bfloat16 and float16 only, got float64"), std::string::npos) << m;
+  EXPECT_NE(m.find("[conv2d_backward_weight] with blocked_x=true the input x must be blocked"),
+            std::string::npos)
+      << m;
+  m = error_of([&] {
+    ops::call1(OpId::Conv2d, {zeros({2, 1, 8, 8, 16}, kFloat64), zeros({16, 6, 3, 3}, kFloat64)},
+               with_flags(a, true, true));
+  });
+  EXPECT_NE(m.find("supports float32, bfloat16 and float16 only, got float64"), std::string::npos)
+      << m;
   m = error_of([&] { ops::call1(cpu::op::ToBlocked(), {zeros({6, 8, 8})}); });
-  EXPECT_NE(m.find("[to_blocked] expected an input of rank 4 (N, C, H, W), got shape (6, 8, 8)"), std::string::npos) << m;
-  m = error_of([&] { ops::call1(cpu::op::FromBlocked(), {zeros({2, 1, 8, 8, 16})}, Attrs().set("channels", int64_t(20))); });
-  EXPECT_NE(m.find("[from_blocked] expected a blocked input (N, ceil(C/16)=2, H, W, 16) for channels=20, got shape (2, 1, 8, 8, 16)"), std::string::npos) << m;
+  EXPECT_NE(m.find("[to_blocked] expected an input of rank 4 (N, C, H, W), got shape (6, 8, 8)"),
+            std::string::npos)
+      << m;
+  m = error_of([&] {
+    ops::call1(cpu::op::FromBlocked(), {zeros({2, 1, 8, 8, 16})},
+               Attrs().set("channels", int64_t(20)));
+  });
+  EXPECT_NE(m.find("[from_blocked] expected a blocked input (N, ceil(C/16)=2, H, W, 16) for "
+                   "channels=20, got shape (2, 1, 8, 8, 16)"),
+            std::string::npos)
+      << m;
   m = error_of([&] { ops::call1(cpu::op::FromBlocked(), {zeros({2, 1, 8, 8, 16})}); });
   EXPECT_NE(m.find("'channels'"), std::string::npos) << m;
 }
@@ -272,7 +326,8 @@ SPORE_OP_CASES({
            .inputs = {{.shape = {2, 6, 3, 4}}},
            .run = [](const Tensors& t) -> Tensors { return {ops::call1(cpu::op::ToBlocked(), t)}; },
            .reference = [](const Tensors& t) -> Tensors {
-             return {from_values(block_values(values(t[0]), {2, 6, 3, 4}), {2, 1, 3, 4, 16}, kFloat64)};
+             return {
+                 from_values(block_values(values(t[0]), {2, 6, 3, 4}), {2, 1, 3, 4, 16}, kFloat64)};
            },
            .dtypes = {kFloat32}},
     OpCase{.name = "from_blocked/c20",
@@ -286,7 +341,8 @@ SPORE_OP_CASES({
              std::vector<double> r;
              for (int64_t n = 0; n < 2; ++n)
                for (int64_t c = 0; c < 20; ++c)
-                 for (int64_t i = 0; i < 12; ++i) r.push_back(v[size_t(((n * 2 + c / 16) * 12 + i) * 16 + c % 16)]);
+                 for (int64_t i = 0; i < 12; ++i)
+                   r.push_back(v[size_t(((n * 2 + c / 16) * 12 + i) * 16 + c % 16)]);
              return {from_values(r, {2, 20, 3, 4}, kFloat64)};
            },
            .dtypes = {kFloat32}},

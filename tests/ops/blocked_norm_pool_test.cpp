@@ -23,7 +23,8 @@ int64_t blocks(int64_t c) { return (c + 15) / 16; }
 
 // Plain (N, C, H, W) -> blocked (N, Cb, H, W, 16); padding lanes get pad(i) (finite).
 template <typename Pad>
-std::vector<float> to_blk(const std::vector<float>& v, int64_t N, int64_t C, int64_t H, int64_t W, Pad pad) {
+std::vector<float> to_blk(const std::vector<float>& v, int64_t N, int64_t C, int64_t H, int64_t W,
+                          Pad pad) {
   const int64_t Cb = blocks(C);
   std::vector<float> r(size_t(N * Cb * H * W * 16));
   for (int64_t n = 0; n < N; ++n)
@@ -54,15 +55,18 @@ std::vector<T> from_blk(const std::vector<T>& b, int64_t N, int64_t C, int64_t H
         for (int64_t l = 0; l < 16; ++l) {
           const int64_t c = cb * 16 + l;
           const T v = b[size_t(((n * Cb + cb) * H * W + s) * 16 + l)];
-          if (c < C) r[size_t((n * C + c) * H * W + s)] = v;
-          else if (padding) padding->push_back(v);
+          if (c < C)
+            r[size_t((n * C + c) * H * W + s)] = v;
+          else if (padding)
+            padding->push_back(v);
         }
   return r;
 }
 
 Shape blk_shape(int64_t N, int64_t C, int64_t H, int64_t W) { return {N, blocks(C), H, W, 16}; }
 
-Attrs pool_attrs(std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p, bool ceil = false) {
+Attrs pool_attrs(std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p,
+                 bool ceil = false) {
   Attrs a;
   a.set("kernel_size", k).set("stride", s).set("padding", p).set("ceil_mode", ceil);
   return a;
@@ -72,13 +76,16 @@ Attrs blocked(Attrs a) {
   return a;
 }
 
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, const char* what) {
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                  const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const bool ok = std::isnan(want[i]) ? std::isnan(got[i])
-                                        : std::abs(double(got[i]) - want[i]) <= rel * (1.0 + std::abs(want[i]));
-    if (!ok && bad++ < 5) ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i];
+    const bool ok = std::isnan(want[i])
+                        ? std::isnan(got[i])
+                        : std::abs(double(got[i]) - want[i]) <= rel * (1.0 + std::abs(want[i]));
+    if (!ok && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i];
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " differ";
 }
@@ -86,7 +93,8 @@ template <typename T>
 void expect_zero(const std::vector<T>& pad, const char* what) {
   size_t bad = 0;
   for (T v : pad) bad += v != T(0);
-  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << pad.size() << " padding lanes are not zero";
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << pad.size()
+                     << " padding lanes are not zero";
 }
 
 // max_pool2d and max_pool2d_backward, blocked vs plain, for one geometry.
@@ -105,7 +113,8 @@ void check_pool(int64_t N, int64_t C, int64_t H, int64_t W, const Attrs& a, bool
   const std::vector<int64_t> idx = plain[1].to_vector<int64_t>();
 
   // Zero-padded input (what every blocked producer writes).
-  auto blk = ops::call(OpId::MaxPool2d, {from_vector(to_blk(xv, N, C, H, W), blk_shape(N, C, H, W))}, blocked(a));
+  auto blk = ops::call(OpId::MaxPool2d,
+                       {from_vector(to_blk(xv, N, C, H, W), blk_shape(N, C, H, W))}, blocked(a));
   ASSERT_EQ(blk[0].shape(), blk_shape(N, C, OH, OW));
   ASSERT_EQ(blk[1].shape(), blk_shape(N, C, OH, OW));
   ASSERT_EQ(blk[1].dtype(), kInt64);
@@ -119,9 +128,11 @@ void check_pool(int64_t N, int64_t C, int64_t H, int64_t W, const Attrs& a, bool
   // Garbage input padding with the logical channel count given: padding still comes out zero.
   Attrs ac = blocked(a);
   ac.set("channels", C);
-  auto blk_g = ops::call(OpId::MaxPool2d, {from_vector(to_blk(xv, N, C, H, W, garbage), blk_shape(N, C, H, W))}, ac);
+  auto blk_g = ops::call(OpId::MaxPool2d,
+                         {from_vector(to_blk(xv, N, C, H, W, garbage), blk_shape(N, C, H, W))}, ac);
   ypad.clear();
-  expect_close(from_blk(blk_g[0].to_vector<float>(), N, C, OH, OW, &ypad), y, 0, "y (garbage padding)");
+  expect_close(from_blk(blk_g[0].to_vector<float>(), N, C, OH, OW, &ypad), y, 0,
+               "y (garbage padding)");
   expect_zero(ypad, "y (garbage padding)");
   std::vector<int64_t> ipad;
   EXPECT_EQ(from_blk(blk_g[1].to_vector<int64_t>(), N, C, OH, OW, &ipad), idx);
@@ -132,9 +143,12 @@ void check_pool(int64_t N, int64_t C, int64_t H, int64_t W, const Attrs& a, bool
   Attrs ab = a;
   ab.set("input_shape", Shape{N, C, H, W});
   const std::vector<float> dx =
-      ops::call1(OpId::MaxPool2dBackward, {from_vector(dyv, {N, C, OH, OW}), plain[1]}, ab).to_vector<float>();
-  Tensor dxb = ops::call1(OpId::MaxPool2dBackward,
-                          {from_vector(to_blk(dyv, N, C, OH, OW, garbage), blk_shape(N, C, OH, OW)), blk[1]}, blocked(ab));
+      ops::call1(OpId::MaxPool2dBackward, {from_vector(dyv, {N, C, OH, OW}), plain[1]}, ab)
+          .to_vector<float>();
+  Tensor dxb =
+      ops::call1(OpId::MaxPool2dBackward,
+                 {from_vector(to_blk(dyv, N, C, OH, OW, garbage), blk_shape(N, C, OH, OW)), blk[1]},
+                 blocked(ab));
   ASSERT_EQ(dxb.shape(), blk_shape(N, C, H, W));
   std::vector<float> dxpad;
   expect_close(from_blk(dxb.to_vector<float>(), N, C, H, W, &dxpad), dx, 1e-6, "dx");
@@ -173,26 +187,33 @@ void check_bn(int64_t N, int64_t C, int64_t H, int64_t W) {
   ASSERT_EQ(blk[1].shape(), Shape{C});
   ASSERT_EQ(blk[2].shape(), Shape{C});
   std::vector<float> pad;
-  expect_close(from_blk(blk[0].to_vector<float>(), N, C, H, W, &pad), plain[0].to_vector<float>(), 1e-5, "y");
+  expect_close(from_blk(blk[0].to_vector<float>(), N, C, H, W, &pad), plain[0].to_vector<float>(),
+               1e-5, "y");
   expect_zero(pad, "y");
   expect_close(blk[1].to_vector<float>(), plain[1].to_vector<float>(), 1e-5, "mean");
   expect_close(blk[2].to_vector<float>(), plain[2].to_vector<float>(), 1e-5, "invstd");
 
   // Backward with the plain op's statistics for both.
-  auto gp = ops::call(OpId::BatchNormBackward, {from_vector(dyv, ps), from_vector(xv, ps), gamma, plain[1], plain[2]}, a);
-  auto gb = ops::call(OpId::BatchNormBackward,
-                      {from_vector(to_blk(dyv, N, C, H, W, garbage), bs), xb, gamma, plain[1], plain[2]}, blocked(a));
+  auto gp = ops::call(OpId::BatchNormBackward,
+                      {from_vector(dyv, ps), from_vector(xv, ps), gamma, plain[1], plain[2]}, a);
+  auto gb =
+      ops::call(OpId::BatchNormBackward,
+                {from_vector(to_blk(dyv, N, C, H, W, garbage), bs), xb, gamma, plain[1], plain[2]},
+                blocked(a));
   ASSERT_EQ(gb[0].shape(), bs);
   pad.clear();
-  expect_close(from_blk(gb[0].to_vector<float>(), N, C, H, W, &pad), gp[0].to_vector<float>(), 1e-5, "dx");
+  expect_close(from_blk(gb[0].to_vector<float>(), N, C, H, W, &pad), gp[0].to_vector<float>(), 1e-5,
+               "dx");
   expect_zero(pad, "dx");
   // dgamma / dbeta are sums over N*H*W terms: relative to that scale.
   const double scale = std::sqrt(double(N * H * W));
   std::vector<float> dg = gb[1].to_vector<float>(), db = gb[2].to_vector<float>();
   const std::vector<float> dgp = gp[1].to_vector<float>(), dbp = gp[2].to_vector<float>();
   for (int64_t c = 0; c < C; ++c) {
-    EXPECT_NEAR(dg[size_t(c)], dgp[size_t(c)], 1e-5 * (scale + std::abs(dgp[size_t(c)]))) << "dgamma " << c;
-    EXPECT_NEAR(db[size_t(c)], dbp[size_t(c)], 1e-5 * (scale + std::abs(dbp[size_t(c)]))) << "dbeta " << c;
+    EXPECT_NEAR(dg[size_t(c)], dgp[size_t(c)], 1e-5 * (scale + std::abs(dgp[size_t(c)])))
+        << "dgamma " << c;
+    EXPECT_NEAR(db[size_t(c)], dbp[size_t(c)], 1e-5 * (scale + std::abs(dbp[size_t(c)])))
+        << "dbeta " << c;
   }
 }
 
@@ -206,7 +227,8 @@ TEST(BlockedBatchNorm, HandComputed) {
   for (int s = 0; s < 4; ++s) xb[size_t(s * 16)] = float(s + 1);
   Attrs a;
   a.set("eps", 0.0).set("blocked", true);
-  auto r = ops::call(OpId::BatchNorm, {from_vector(xb, {1, 1, 2, 2, 16}), ones({1}), zeros({1})}, a);
+  auto r =
+      ops::call(OpId::BatchNorm, {from_vector(xb, {1, 1, 2, 2, 16}), ones({1}), zeros({1})}, a);
   EXPECT_FLOAT_EQ(r[1].to_vector<float>()[0], 2.5f);
   EXPECT_FLOAT_EQ(r[2].to_vector<float>()[0], float(1 / std::sqrt(1.25)));
   const std::vector<float> y = r[0].to_vector<float>();
@@ -241,7 +263,8 @@ TEST(BlockedErrors, Shapes) {
   Attrs ab = a;
   ab.set("input_shape", Shape{2, 20, 8, 8});  // Cb = 2, so dy must be (2, 2, 4, 4, 16)
   m = error_of([&] {
-    ops::call(OpId::MaxPool2dBackward, {zeros({2, 1, 4, 4, 16}), zeros({2, 1, 4, 4, 16}, kInt64)}, ab);
+    ops::call(OpId::MaxPool2dBackward, {zeros({2, 1, 4, 4, 16}), zeros({2, 1, 4, 4, 16}, kInt64)},
+              ab);
   });
   EXPECT_NE(m.find("max_pool2d_backward"), std::string::npos) << m;
   EXPECT_NE(m.find("(2, 2, 4, 4, 16)"), std::string::npos) << m;
@@ -261,7 +284,8 @@ TEST(BlockedErrors, Shapes) {
   bb.set("blocked", true);
   m = error_of([&] {
     ops::call(OpId::BatchNormBackward,
-              {zeros({4, 2, 3, 3, 16}), zeros({4, 2, 3, 3, 16}), ones({6}), zeros({6}), ones({6})}, bb);
+              {zeros({4, 2, 3, 3, 16}), zeros({4, 2, 3, 3, 16}), ones({6}), zeros({6}), ones({6})},
+              bb);
   });
   EXPECT_NE(m.find("batch_norm_backward"), std::string::npos) << m;
   EXPECT_NE(m.find("C=6"), std::string::npos) << m;

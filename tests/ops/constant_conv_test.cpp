@@ -1,11 +1,11 @@
 // The constant-weight convolutions (backends/cpu/ops/constant_conv.cpp): Winograd F(2x2, 3x3)
 // (backends/cpu/kernels/conv_winograd.cpp) and the direct conv on packed weights (conv_packed.cpp),
 // against a convolution in float64 plain loops written here: every epilogue combination (bias,
-// folded BatchNorm scale / shift, residual, relu or silu), odd output sizes (Winograd edge tiles with one
-// row or column), no padding and asymmetric padding, strides 1 and 2, 1x1 / 3x3 / 5x5 kernels, the
-// packed conv reading x in place (no padding) and through its bordered copy, several channel
-// blocks, counts that leave short blocks and short register tiles, one and several threads; the
-// transformed and packed weights by hand; the shape / dtype errors; and op table rows.
+// folded BatchNorm scale / shift, residual, relu or silu), odd output sizes (Winograd edge tiles
+// with one row or column), no padding and asymmetric padding, strides 1 and 2, 1x1 / 3x3 / 5x5
+// kernels, the packed conv reading x in place (no padding) and through its bordered copy, several
+// channel blocks, counts that leave short blocks and short register tiles, one and several threads;
+// the transformed and packed weights by hand; the shape / dtype errors; and op table rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,14 +32,15 @@ struct Geo {
   int64_t N, C, H, W, O;
   int64_t pt, pb, pl, pr;
   bool bias, scale, residual;
-  const char* act;  // "", "relu" or "silu"
+  const char* act;            // "", "relu" or "silu"
   int64_t k = 3, stride = 1;  // square kernel, both strides
   int64_t OH() const { return (H + pt + pb - k) / stride + 1; }
   int64_t OW() const { return (W + pl + pr - k) / stride + 1; }
 };
 
 // (N, C, H, W) doubles -> the blocked (N, C/16, H, W, 16) order (C a multiple of 16).
-std::vector<double> to_blocked(const std::vector<double>& v, int64_t N, int64_t C, int64_t H, int64_t W) {
+std::vector<double> to_blocked(const std::vector<double>& v, int64_t N, int64_t C, int64_t H,
+                               int64_t W) {
   std::vector<double> r(v.size());
   for (int64_t n = 0; n < N; ++n)
     for (int64_t c = 0; c < C; ++c)
@@ -51,9 +52,10 @@ std::vector<double> to_blocked(const std::vector<double>& v, int64_t N, int64_t 
 }
 
 // act(conv(x, w) * scale + bias * scale + shift + residual) in float64, blocked layouts in and out.
-std::vector<double> reference(const Geo& g, const std::vector<double>& xb, const std::vector<double>& w,
-                              const std::vector<double>& b, const std::vector<double>& s,
-                              const std::vector<double>& sh, const std::vector<double>& rb) {
+std::vector<double> reference(const Geo& g, const std::vector<double>& xb,
+                              const std::vector<double>& w, const std::vector<double>& b,
+                              const std::vector<double>& s, const std::vector<double>& sh,
+                              const std::vector<double>& rb) {
   const int64_t Cb = g.C / 16, Ob = g.O / 16, OH = g.OH(), OW = g.OW();
   std::vector<double> y(size_t(g.N * g.O * OH * OW));
   for (int64_t n = 0; n < g.N; ++n)
@@ -80,7 +82,9 @@ std::vector<double> reference(const Geo& g, const std::vector<double>& xb, const
   return y;
 }
 
-Attrs weight_attrs(const Geo& g) { return Attrs().set("has_bias", g.bias).set("has_scale", g.scale); }
+Attrs weight_attrs(const Geo& g) {
+  return Attrs().set("has_bias", g.bias).set("has_scale", g.scale);
+}
 Attrs conv_attrs(const Geo& g) {
   Attrs a;
   a.set("padding", std::vector<int64_t>{g.pt, g.pb, g.pl, g.pr}).set("has_residual", g.residual);
@@ -89,19 +93,22 @@ Attrs conv_attrs(const Geo& g) {
   return a;
 }
 
-// Runs the two ops (prepare the weights, convolve) on t = (x_b, w[, bias][, scale, shift][, residual_b]).
+// Runs the two ops (prepare the weights, convolve) on t = (x_b, w[, bias][, scale, shift][,
+// residual_b]).
 Tensor run_conv(const Geo& g, const Tensors& t) {
   Tensors wins(t.begin() + 1, t.begin() + 2 + int(g.bias) + 2 * int(g.scale));
-  const Tensors ub =
-      ops::call(g.winograd ? cpu::op::WinogradWeights() : cpu::op::PackConvWeights(), wins, weight_attrs(g));
+  const Tensors ub = ops::call(g.winograd ? cpu::op::WinogradWeights() : cpu::op::PackConvWeights(),
+                               wins, weight_attrs(g));
   Tensors ins{t[0], ub[0], ub[1]};
   if (g.residual) ins.push_back(t.back());
-  return ops::call(g.winograd ? cpu::op::Conv2dWinograd() : cpu::op::Conv2dPacked(), ins, conv_attrs(g))[0];
+  return ops::call(g.winograd ? cpu::op::Conv2dWinograd() : cpu::op::Conv2dPacked(), ins,
+                   conv_attrs(g))[0];
 }
 
 Tensors make(const Geo& g, uint64_t seed) {
   set_seed(seed);
-  Tensors t{randn({g.N, g.C / 16, g.H, g.W, 16}), randn({g.O, g.C, g.k, g.k}) * (1.0 / std::sqrt(double(g.k * g.k * g.C)))};
+  Tensors t{randn({g.N, g.C / 16, g.H, g.W, 16}),
+            randn({g.O, g.C, g.k, g.k}) * (1.0 / std::sqrt(double(g.k * g.k * g.C)))};
   if (g.bias) t.push_back(randn({g.O}) * 0.1);
   if (g.scale) {
     t.push_back(rand({g.O}) + 0.5);
@@ -146,19 +153,26 @@ const Geo kGeos[] = {
     {"wino_one_pixel", true, 1, 16, 1, 1, 16, 1, 1, 1, 1, false, false, false, ""},
     // ResNet's downsampling conv and shortcut, the deep 4x4 convs at batch 1.
     {"packed_3x3_stride2", false, 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, "relu", 3, 2},
-    {"packed_3x3_stride2_odd", false, 1, 32, 7, 9, 16, 1, 1, 1, 1, true, false, false, "relu", 3, 2},
-    {"packed_1x1_stride2_in_place", false, 2, 16, 8, 8, 32, 0, 0, 0, 0, false, true, false, "", 1, 2},
-    {"packed_3x3_small_map_residual", false, 1, 48, 4, 4, 32, 1, 1, 1, 1, false, true, true, "relu"},
+    {"packed_3x3_stride2_odd", false, 1, 32, 7, 9, 16, 1, 1, 1, 1, true, false, false, "relu", 3,
+     2},
+    {"packed_1x1_stride2_in_place", false, 2, 16, 8, 8, 32, 0, 0, 0, 0, false, true, false, "", 1,
+     2},
+    {"packed_3x3_small_map_residual", false, 1, 48, 4, 4, 32, 1, 1, 1, 1, false, true, true,
+     "relu"},
     {"packed_3x3_no_padding_in_place", false, 2, 16, 7, 6, 16, 0, 0, 0, 0, true, false, false, ""},
     // Bottom / right padding only: the windows read one row / column past x (the bordered copy).
-    {"packed_bottom_right_padding", false, 1, 16, 8, 8, 16, 0, 1, 0, 1, false, false, false, "relu", 3, 2},
+    {"packed_bottom_right_padding", false, 1, 16, 8, 8, 16, 0, 1, 0, 1, false, false, false, "relu",
+     3, 2},
     {"packed_5x5_pad2", false, 2, 16, 9, 9, 16, 2, 2, 2, 2, true, true, true, "relu", 5, 1},
     // 2 x 15 x 15 = 450 pixels: chunks of 192 with a short last one, tiles of 6 with 0 left over.
     {"packed_many_rows", false, 2, 16, 15, 15, 16, 1, 1, 1, 1, false, false, false, "relu"},
-    // YOLOv5's conv + BatchNorm + SiLU: 3x3 (Winograd, edge tiles), 3x3 stride 2, 1x1; one with a residual.
+    // YOLOv5's conv + BatchNorm + SiLU: 3x3 (Winograd, edge tiles), 3x3 stride 2, 1x1; one with a
+    // residual.
     {"wino_silu_odd", true, 2, 16, 7, 9, 32, 1, 1, 1, 1, false, true, false, "silu"},
-    {"packed_3x3_stride2_silu", false, 1, 32, 10, 10, 16, 1, 1, 1, 1, false, true, false, "silu", 3, 2},
-    {"packed_1x1_silu_residual", false, 2, 32, 6, 6, 16, 0, 0, 0, 0, true, true, true, "silu", 1, 1},
+    {"packed_3x3_stride2_silu", false, 1, 32, 10, 10, 16, 1, 1, 1, 1, false, true, false, "silu", 3,
+     2},
+    {"packed_1x1_silu_residual", false, 2, 32, 6, 6, 16, 0, 0, 0, 0, true, true, true, "silu", 1,
+     1},
 };
 
 class ConstantConvGeo : public ::testing::TestWithParam<Geo> {};
@@ -180,7 +194,8 @@ TEST_P(ConstantConvGeo, MatchesConvolutionInFloat64) {
 TEST(ConstantConv, EveryHighwayTarget) {
   for (const std::string& target : cpu::direct_conv_targets()) {
     cpu::direct_conv_use_target(target);
-    for (const Geo& g : {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17], kGeos[18], kGeos[20]}) {
+    for (const Geo& g :
+         {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17], kGeos[18], kGeos[20]}) {
       const Tensors t = make(g, 11);
       expect_close(run_conv(g, t), ref_of(g, t), std::string(g.name) + " on " + target);
     }
@@ -211,7 +226,8 @@ TEST(Winograd, WeightTransformByHand) {
       for (int64_t c = 0; c < C; ++c)
         for (int64_t l = 0; l < 16; ++l) {
           const float want = c == 5 && l == 3 ? g1[i] * g1[j] * 0.5f : 0.f;
-          EXPECT_FLOAT_EQ(u[size_t(((i * 4 + j) * C + c) * 16 + l)], want) << i << j << " c " << c << " l " << l;
+          EXPECT_FLOAT_EQ(u[size_t(((i * 4 + j) * C + c) * 16 + l)], want)
+              << i << j << " c " << c << " l " << l;
         }
   EXPECT_FLOAT_EQ(beta[3], 2.f * 0.5f + 0.25f);
   EXPECT_FLOAT_EQ(beta[0], 0.f);
@@ -224,8 +240,8 @@ TEST(PackedConv, WeightPackingByHand) {
   w[size_t(((20 * C + 7) * K + 2) * K + 1)] = 3.f;  // o = 20, c = 7, i = 2, j = 1
   std::vector<float> scale(O, 1.f);
   scale[20] = 2.f;
-  const Tensors wb = ops::call(cpu::op::PackConvWeights(), {from_vector(w, {O, C, K, K}), from_vector(scale, {O}),
-                                                        zeros({O})},
+  const Tensors wb = ops::call(cpu::op::PackConvWeights(),
+                               {from_vector(w, {O, C, K, K}), from_vector(scale, {O}), zeros({O})},
                                Attrs().set("has_scale", true));
   ASSERT_EQ(wb[0].shape(), (Shape{2, K, K, C, 16}));
   const std::vector<float> wp = wb[0].to_vector<float>();
@@ -246,30 +262,46 @@ TEST(Winograd, BadInputsAreNamed) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(msg(cpu::op::WinogradWeights(), {zeros({16, 16, 5, 5})}, Attrs()).find("3x3 weight"), std::string::npos);
-  EXPECT_NE(msg(cpu::op::PackConvWeights(), {zeros({16, 12, 3, 3})}, Attrs()).find("multiples of 16"), std::string::npos);
-  EXPECT_NE(msg(cpu::op::PackConvWeights(), {zeros({16, 16, 3, 3}), zeros({8})}, Attrs().set("has_bias", true))
+  EXPECT_NE(msg(cpu::op::WinogradWeights(), {zeros({16, 16, 5, 5})}, Attrs()).find("3x3 weight"),
+            std::string::npos);
+  EXPECT_NE(
+      msg(cpu::op::PackConvWeights(), {zeros({16, 12, 3, 3})}, Attrs()).find("multiples of 16"),
+      std::string::npos);
+  EXPECT_NE(msg(cpu::op::PackConvWeights(), {zeros({16, 16, 3, 3}), zeros({8})},
+                Attrs().set("has_bias", true))
                 .find("per-channel inputs must have shape (16)"),
             std::string::npos);
-  EXPECT_NE(msg(cpu::op::WinogradWeights(), {zeros({8, 16, 3, 3})}, Attrs()).find("multiples of 16"), std::string::npos);
-  EXPECT_NE(msg(cpu::op::WinogradWeights(), {zeros({16, 16, 3, 3}, kFloat64)}, Attrs()).find("float32 only"),
+  EXPECT_NE(
+      msg(cpu::op::WinogradWeights(), {zeros({8, 16, 3, 3})}, Attrs()).find("multiples of 16"),
+      std::string::npos);
+  EXPECT_NE(msg(cpu::op::WinogradWeights(), {zeros({16, 16, 3, 3}, kFloat64)}, Attrs())
+                .find("float32 only"),
             std::string::npos);
   const Tensor x = zeros({1, 1, 4, 4, 16}), u = zeros({16, 1, 16, 16}), beta = zeros({16});
   const Attrs a = Attrs().set("padding", std::vector<int64_t>{1, 1, 1, 1});
-  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {x, zeros({16, 1, 32, 16}), beta}, a).find("expected u"), std::string::npos);
-  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {zeros({1, 16, 4, 4}), u, beta}, a).find("blocked x"), std::string::npos);
-  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {x, u, beta}, Attrs(a).set("act", "gelu")).find("act must be"),
+  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {x, zeros({16, 1, 32, 16}), beta}, a).find("expected u"),
             std::string::npos);
-  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {x, u, beta, zeros({1, 1, 3, 3, 16})}, Attrs(a).set("has_residual", true))
+  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {zeros({1, 16, 4, 4}), u, beta}, a).find("blocked x"),
+            std::string::npos);
+  EXPECT_NE(
+      msg(cpu::op::Conv2dWinograd(), {x, u, beta}, Attrs(a).set("act", "gelu")).find("act must be"),
+      std::string::npos);
+  EXPECT_NE(msg(cpu::op::Conv2dWinograd(), {x, u, beta, zeros({1, 1, 3, 3, 16})},
+                Attrs(a).set("has_residual", true))
                 .find("residual must have"),
             std::string::npos);
   const Tensor wp = zeros({1, 3, 3, 16, 16});
   const Attrs pa = Attrs(a).set("stride", std::vector<int64_t>{2, 2});
-  EXPECT_NE(msg(cpu::op::Conv2dPacked(), {x, zeros({1, 3, 3, 32, 16}), beta}, pa).find("expected wp"), std::string::npos);
-  EXPECT_NE(msg(cpu::op::Conv2dPacked(), {x, wp, beta}, Attrs(pa).set("stride", std::vector<int64_t>{0, 1}))
+  EXPECT_NE(
+      msg(cpu::op::Conv2dPacked(), {x, zeros({1, 3, 3, 32, 16}), beta}, pa).find("expected wp"),
+      std::string::npos);
+  EXPECT_NE(msg(cpu::op::Conv2dPacked(), {x, wp, beta},
+                Attrs(pa).set("stride", std::vector<int64_t>{0, 1}))
                 .find("stride must be"),
             std::string::npos);
-  EXPECT_NE(msg(cpu::op::Conv2dPacked(), {x, wp, zeros({32})}, pa).find("beta must have shape (16)"), std::string::npos);
+  EXPECT_NE(
+      msg(cpu::op::Conv2dPacked(), {x, wp, zeros({32})}, pa).find("beta must have shape (16)"),
+      std::string::npos);
   EXPECT_EQ(msg(cpu::op::Conv2dPacked(), {x, wp, beta}, pa), "no error");
 }
 
@@ -278,56 +310,68 @@ std::vector<OpCase> table_cases() {
   const Geo g{"table", true, 2, 16, 5, 6, 16, 1, 1, 1, 1, true, true, true, "relu"};
   const Geo p{"table_packed", false, 2, 16, 7, 6, 16, 1, 1, 1, 1, true, true, true, "relu", 3, 2};
   InputSpec pos{.shape = {g.O}, .lo = 0.5, .hi = 1.5};
-  OpCase conv{
-      .name = "conv2d_winograd/bias_scale_residual_relu_odd",
-      .op = cpu::op::Conv2dWinograd(),
-      .inputs = {{.shape = {g.N, 1, g.H, g.W, 16}}, {.shape = {g.O, g.C, 3, 3}, .lo = -0.3, .hi = 0.3},
-                 {.shape = {g.O}}, pos, {.shape = {g.O}}, {.shape = {g.N, 1, g.OH(), g.OW(), 16}}},
-      .run = [g](const Tensors& t) -> Tensors { return {run_conv(g, t)}; },
-      .reference = [g](const Tensors& t) -> Tensors {
-        return {from_values(ref_of(g, t), {g.N, 1, g.OH(), g.OW(), 16}, kFloat64)};
-      },
-      .dtypes = {kFloat32}};
-  OpCase weights{
-      .name = "winograd_weights/all_ones_kernel",
-      .op = cpu::op::WinogradWeights(),
-      .inputs = {{.make = [] { return ones({16, 16, 3, 3}); }}},
-      .run = [](const Tensors& t) -> Tensors { return ops::call(cpu::op::WinogradWeights(), t, Attrs()); },
-      .reference = [](const Tensors&) -> Tensors {
-        // G 1 Gᵀ = g gᵀ with g = (1, 1.5, .5, 1) for every (o, c); beta 0.
-        const double g1[4] = {1, 1.5, 0.5, 1};
-        std::vector<double> u;
-        for (int e = 0; e < 16; ++e)
-          for (int k = 0; k < 16 * 16; ++k) u.push_back(g1[e / 4] * g1[e % 4]);
-        return {from_values(u, {16, 1, 16, 16}, kFloat64), from_values(std::vector<double>(16, 0.0), {16}, kFloat64)};
-      },
-      .dtypes = {kFloat32}};
-  OpCase packed{
-      .name = "conv2d_packed/stride2_bias_scale_residual_relu",
-      .op = cpu::op::Conv2dPacked(),
-      .inputs = {{.shape = {p.N, 1, p.H, p.W, 16}}, {.shape = {p.O, p.C, 3, 3}, .lo = -0.3, .hi = 0.3},
-                 {.shape = {p.O}}, pos, {.shape = {p.O}}, {.shape = {p.N, 1, p.OH(), p.OW(), 16}}},
-      .run = [p](const Tensors& t) -> Tensors { return {run_conv(p, t)}; },
-      .reference = [p](const Tensors& t) -> Tensors {
-        return {from_values(ref_of(p, t), {p.N, 1, p.OH(), p.OW(), 16}, kFloat64)};
-      },
-      .dtypes = {kFloat32}};
-  OpCase packing{
-      .name = "pack_conv_weights/bias",
-      .op = cpu::op::PackConvWeights(),
-      .inputs = {{.shape = {16, 16, 1, 2}}, {.shape = {16}}},
-      .run = [](const Tensors& t) -> Tensors {
-        return ops::call(cpu::op::PackConvWeights(), t, Attrs().set("has_bias", true));
-      },
-      .reference = [](const Tensors& t) -> Tensors {
-        const auto w = values(t[0]);  // (16, 16, 1, 2) -> (1, 1, 2, 16, 16): [j][c][o] = w[o][c][0][j]
-        std::vector<double> r(w.size());
-        for (int64_t o = 0; o < 16; ++o)
-          for (int64_t c = 0; c < 16; ++c)
-            for (int64_t j = 0; j < 2; ++j) r[size_t((j * 16 + c) * 16 + o)] = w[size_t((o * 16 + c) * 2 + j)];
-        return {from_values(r, {1, 1, 2, 16, 16}, kFloat64), t[1].to(kFloat64)};
-      },
-      .dtypes = {kFloat32}};
+  OpCase conv{.name = "conv2d_winograd/bias_scale_residual_relu_odd",
+              .op = cpu::op::Conv2dWinograd(),
+              .inputs = {{.shape = {g.N, 1, g.H, g.W, 16}},
+                         {.shape = {g.O, g.C, 3, 3}, .lo = -0.3, .hi = 0.3},
+                         {.shape = {g.O}},
+                         pos,
+                         {.shape = {g.O}},
+                         {.shape = {g.N, 1, g.OH(), g.OW(), 16}}},
+              .run = [g](const Tensors& t) -> Tensors { return {run_conv(g, t)}; },
+              .reference = [g](const Tensors& t) -> Tensors {
+                return {from_values(ref_of(g, t), {g.N, 1, g.OH(), g.OW(), 16}, kFloat64)};
+              },
+              .dtypes = {kFloat32}};
+  OpCase weights{.name = "winograd_weights/all_ones_kernel",
+                 .op = cpu::op::WinogradWeights(),
+                 .inputs = {{.make =
+                                 [] {
+                                   return ones({16, 16, 3, 3});
+                                 }}},
+                 .run = [](const Tensors& t) -> Tensors {
+                   return ops::call(cpu::op::WinogradWeights(), t, Attrs());
+                 },
+                 .reference = [](const Tensors&) -> Tensors {
+                   // G 1 Gᵀ = g gᵀ with g = (1, 1.5, .5, 1) for every (o, c); beta 0.
+                   const double g1[4] = {1, 1.5, 0.5, 1};
+                   std::vector<double> u;
+                   for (int e = 0; e < 16; ++e)
+                     for (int k = 0; k < 16 * 16; ++k) u.push_back(g1[e / 4] * g1[e % 4]);
+                   return {from_values(u, {16, 1, 16, 16}, kFloat64),
+                           from_values(std::vector<double>(16, 0.0), {16}, kFloat64)};
+                 },
+                 .dtypes = {kFloat32}};
+  OpCase packed{.name = "conv2d_packed/stride2_bias_scale_residual_relu",
+                .op = cpu::op::Conv2dPacked(),
+                .inputs = {{.shape = {p.N, 1, p.H, p.W, 16}},
+                           {.shape = {p.O, p.C, 3, 3}, .lo = -0.3, .hi = 0.3},
+                           {.shape = {p.O}},
+                           pos,
+                           {.shape = {p.O}},
+                           {.shape = {p.N, 1, p.OH(), p.OW(), 16}}},
+                .run = [p](const Tensors& t) -> Tensors { return {run_conv(p, t)}; },
+                .reference = [p](const Tensors& t) -> Tensors {
+                  return {from_values(ref_of(p, t), {p.N, 1, p.OH(), p.OW(), 16}, kFloat64)};
+                },
+                .dtypes = {kFloat32}};
+  OpCase packing{.name = "pack_conv_weights/bias",
+                 .op = cpu::op::PackConvWeights(),
+                 .inputs = {{.shape = {16, 16, 1, 2}}, {.shape = {16}}},
+                 .run = [](const Tensors& t) -> Tensors {
+                   return ops::call(cpu::op::PackConvWeights(), t, Attrs().set("has_bias", true));
+                 },
+                 .reference = [](const Tensors& t) -> Tensors {
+                   const auto w = values(
+                       t[0]);  // (16, 16, 1, 2) -> (1, 1, 2, 16, 16): [j][c][o] = w[o][c][0][j]
+                   std::vector<double> r(w.size());
+                   for (int64_t o = 0; o < 16; ++o)
+                     for (int64_t c = 0; c < 16; ++c)
+                       for (int64_t j = 0; j < 2; ++j)
+                         r[size_t((j * 16 + c) * 16 + o)] = w[size_t((o * 16 + c) * 2 + j)];
+                   return {from_values(r, {1, 1, 2, 16, 16}, kFloat64), t[1].to(kFloat64)};
+                 },
+                 .dtypes = {kFloat32}};
   return {conv, weights, packed, packing};
 }
 SPORE_OP_CASES(table_cases());

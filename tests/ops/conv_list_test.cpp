@@ -15,8 +15,8 @@ using cpu::ConvDesc;
 using cpu::ConvProp;
 
 // x (N, C, H, W) * w (O, C, k, k), stride s, padding p on every side.
-ConvDesc desc(ConvProp prop, DType t, int64_t N, int64_t C, int64_t HW, int64_t O, int64_t k, int64_t s = 1,
-              int64_t p = 0) {
+ConvDesc desc(ConvProp prop, DType t, int64_t N, int64_t C, int64_t HW, int64_t O, int64_t k,
+              int64_t s = 1, int64_t p = 0) {
   ConvDesc d;
   d.prop = prop, d.dtype = t, d.N = N, d.C = C, d.H = HW, d.W = HW, d.O = O, d.kh = k, d.kw = k;
   d.OH = d.OW = (HW + 2 * p - k) / s + 1;
@@ -47,10 +47,12 @@ TEST(ConvList, ListsEndInTheReference) {
 }
 
 TEST(ConvList, ManyChannelsRunOnOneDnnAndSayWhy) {
-  const cpu::ConvChoice c = cpu::choose_conv(desc(ConvProp::kForward, kFloat32, 8, 16, 8, 32, 3, 1, 1));
+  const cpu::ConvChoice c =
+      cpu::choose_conv(desc(ConvProp::kForward, kFloat32, 8, 16, 8, 32, 3, 1, 1));
   EXPECT_STREQ(c.name(), "onednn") << c.str();
   EXPECT_NE(reason(c, "winograd").find("not graph constants"), std::string::npos) << c.str();
-  EXPECT_NE(reason(c, "direct_nchw").find("16 input channels (at most 4)"), std::string::npos) << c.str();
+  EXPECT_NE(reason(c, "direct_nchw").find("16 input channels (at most 4)"), std::string::npos)
+      << c.str();
   EXPECT_NE(c.str().find("declined: winograd: "), std::string::npos) << c.str();
 }
 
@@ -103,11 +105,14 @@ TEST(ConvList, ForcingAnEntryThatDeclinesIsAClearError) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::NotImplemented);
-    EXPECT_NE(std::string(e.what()).find("direct_nchw: 16 input channels (at most 4)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("direct_nchw: 16 input channels (at most 4)"),
+              std::string::npos)
         << e.what();
   }
   // The backward-data list has no direct_nchw: SPORE_CONV_IMPL=direct_nchw leaves it whole.
-  EXPECT_STREQ(cpu::choose_conv(desc(ConvProp::kBackwardData, kFloat32, 2, 16, 6, 8, 3, 1, 1)).name(), "onednn");
+  EXPECT_STREQ(
+      cpu::choose_conv(desc(ConvProp::kBackwardData, kFloat32, 2, 16, 6, 8, 3, 1, 1)).name(),
+      "onednn");
 }
 
 TEST(ConvList, UnknownNamesAreRejected) {
@@ -115,7 +120,8 @@ TEST(ConvList, UnknownNamesAreRejected) {
     cpu::set_conv_impl_override("onednn,bogus");
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("unknown convolution implementation 'bogus'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("unknown convolution implementation 'bogus'"),
+              std::string::npos);
     EXPECT_NE(std::string(e.what()).find("direct_nchw"), std::string::npos) << e.what();
   }
   EXPECT_THROW(cpu::set_conv_impl_override("onednn,-reference"), Error);

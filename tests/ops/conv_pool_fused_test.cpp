@@ -1,6 +1,6 @@
-// conv2d_pool_fused (backends/cpu/ops/conv_pool.cpp, backends/cpu/kernels/conv_pool_fused.cpp) against the
-// unfused public ops max_pool2d_with_indices(relu(conv2d(x, w, b))) with the direct conv forced
-// (so the conv arithmetic is the same and the indices must match exactly, ties and NaNs
+// conv2d_pool_fused (backends/cpu/ops/conv_pool.cpp, backends/cpu/kernels/conv_pool_fused.cpp)
+// against the unfused public ops max_pool2d_with_indices(relu(conv2d(x, w, b))) with the direct
+// conv forced (so the conv arithmetic is the same and the indices must match exactly, ties and NaNs
 // included): LeNet's conv1 with and without bias / relu, C_in = 3, a 27x27 conv plane whose last
 // row / column the 2x2 pool drops, ceil_mode, an overlapping padded 3x3/2 pool, a strided conv,
 // every Highway target, the unfused fallback (C_in > 4), and the shape / dtype errors. Plus an op
@@ -181,7 +181,9 @@ TEST(ConvPoolFusedRules, FallbackForOtherGeometries) {
 TEST(ConvPoolFusedRules, BadInputsAreRefused) {
   const Geo& g = kLenet;
   const Tensor x = filled({2, 1, 28, 28}, 1), w = filled(g.w, 2), b = filled({6}, 3);
-  auto call = [&](ops::Tensors in, Attrs a) { return ops::call(cpu::op::Conv2dPoolFused(), in, a); };
+  auto call = [&](ops::Tensors in, Attrs a) {
+    return ops::call(cpu::op::Conv2dPoolFused(), in, a);
+  };
   auto expect_msg = [&](ops::Tensors in, Attrs a, const std::string& part) {
     try {
       call(in, a);
@@ -241,8 +243,10 @@ OpCase table_case() {
             for (int64_t pw = 0; pw < PW; ++pw) {
               double best = -INFINITY;
               int64_t bi = -1;
-              for (int64_t h = std::max<int64_t>(2 * ph - 1, 0); h < std::min<int64_t>(2 * ph + 2, OH); ++h)
-                for (int64_t ww = std::max<int64_t>(2 * pw - 1, 0); ww < std::min<int64_t>(2 * pw + 2, OW); ++ww)
+              for (int64_t h = std::max<int64_t>(2 * ph - 1, 0);
+                   h < std::min<int64_t>(2 * ph + 2, OH); ++h)
+                for (int64_t ww = std::max<int64_t>(2 * pw - 1, 0);
+                     ww < std::min<int64_t>(2 * pw + 2, OW); ++ww)
                   if (bi < 0 || c[size_t(q * OH * OW + h * OW + ww)] > best)
                     best = c[size_t(q * OH * OW + h * OW + ww)], bi = h * OW + ww;
               y.push_back(best);

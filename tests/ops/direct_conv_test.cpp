@@ -201,8 +201,7 @@ TEST(DirectConv, OpsDispatchMatchesFloat64) {
         .set("has_residual", false)
         .set("act", std::string("relu"));
     const Attrs wa = Attrs(a).set("weight_shape", std::vector<int64_t>{g.O, g.C, g.kh, g.kw});
-    for (auto m :
-         {"direct_nchw,onednn,onednn_via_f32,reference", "", "-direct_nchw"}) {
+    for (auto m : {"direct_nchw,onednn,onednn_via_f32,reference", "", "-direct_nchw"}) {
       ModeGuard guard(m);
       const std::string what = std::string(c.name) + " SPORE_CONV_IMPL=" + m;
       for (int rep = 0; rep < 2; ++rep) {  // auto: the timed first call, then the cached choice

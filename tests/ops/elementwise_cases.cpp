@@ -392,13 +392,18 @@ SPORE_OP_CASES({
 
     // relu_grad(g, x): relu's fused gradient; no public function, so the rows call the primitive.
     binary(
-        "relu_grad/basic", OpId::ReluGrad, {.shape = {3, 13}}, {.shape = {3, 13}, .lo = -3, .hi = 3},
-        [](auto& g, auto& x) { return ops::call1(OpId::ReluGrad, {g, x}); },
+        "relu_grad/basic", OpId::ReluGrad, {.shape = {3, 13}},
+        {.shape = {3, 13}, .lo = -3, .hi = 3},
+        [](auto& g, auto& x) {
+          return ops::call1(OpId::ReluGrad, {g, x});
+        },
         [](double g, double x) { return x > 0 ? g : 0; }, kFloatTypes),
     binary(
         "relu_grad/non_contiguous", OpId::ReluGrad, {.shape = {4, 5}, .non_contiguous = true},
         {.shape = {4, 5}, .lo = -3, .hi = 3, .non_contiguous = true},
-        [](auto& g, auto& x) { return ops::call1(OpId::ReluGrad, {g, x}); },
+        [](auto& g, auto& x) {
+          return ops::call1(OpId::ReluGrad, {g, x});
+        },
         [](double g, double x) { return x > 0 ? g : 0; }),
 });
 

@@ -39,7 +39,8 @@ Vec ref_conv(const Tensor& x, const Tensor& w, int64_t p, Shape& out) {
               for (int64_t v = 0; v < K; ++v) {
                 const int64_t ih = i + u - p, iw = j + v - p;
                 if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                  s += vx[size_t(((n * C + c) * H + ih) * W + iw)] * vw[size_t(((o * C + c) * K + u) * K + v)];
+                  s += vx[size_t(((n * C + c) * H + ih) * W + iw)] *
+                       vw[size_t(((o * C + c) * K + u) * K + v)];
               }
           y[size_t(((n * O + o) * OH + i) * OW + j)] = s;
         }
@@ -47,18 +48,25 @@ Vec ref_conv(const Tensor& x, const Tensor& w, int64_t p, Shape& out) {
 }
 
 Attrs post_attrs(bool bias, bool res, const std::string& act, double alpha = 0, double beta = 0) {
-  return Attrs().set("has_bias", bias).set("has_residual", res).set("act", act).set("alpha", alpha).set("beta", beta);
+  return Attrs()
+      .set("has_bias", bias)
+      .set("has_residual", res)
+      .set("act", act)
+      .set("alpha", alpha)
+      .set("beta", beta);
 }
 
 // scale: a folded BatchNorm's per-channel scale and shift (inputs after the bias).
 OpCase conv_fused_case(std::string name, bool bias, bool res, std::string act, double alpha = 0,
                        double beta = 0, bool scale = false) {
   const Shape x{2, 3, 5, 5}, w{4, 3, 3, 3}, y{2, 4, 5, 5};
-  OpCase c{.name = "conv2d_fused/" + name, .op = cpu::op::Conv2dFused(),
+  OpCase c{.name = "conv2d_fused/" + name,
+           .op = cpu::op::Conv2dFused(),
            .inputs = {{.shape = x}, {.shape = w, .lo = -0.5, .hi = 0.5}},
            .run = [=](const Tensors& t) -> Tensors {
              Attrs a = post_attrs(bias, res, act, alpha, beta).set("has_scale", scale);
-             a.set("stride", std::vector<int64_t>{1, 1}).set("padding", std::vector<int64_t>{1, 1, 1, 1});
+             a.set("stride", std::vector<int64_t>{1, 1})
+                 .set("padding", std::vector<int64_t>{1, 1, 1, 1});
              a.set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
              return {ops::call1(cpu::op::Conv2dFused(), t, a)};
            },
@@ -91,24 +99,27 @@ OpCase conv_fused_case(std::string name, bool bias, bool res, std::string act, d
 OpCase matmul_fused_case(std::string name, bool bias, bool res, std::string act, bool nc_b = false,
                          double alpha = 0, double beta = 0) {
   const int64_t M = 5, K = 7, N = 6;
-  OpCase c{.name = "matmul_fused/" + name, .op = cpu::op::MatmulFused(),
-           .inputs = {{.shape = {M, K}}, {.shape = nc_b ? Shape{K, N} : Shape{K, N}, .non_contiguous = nc_b}},
-           .run = [=](const Tensors& t) -> Tensors {
-             return {ops::call1(cpu::op::MatmulFused(), t, post_attrs(bias, res, act, alpha, beta))};
-           },
-           .reference = [=](const Tensors& t) -> Tensors {
-             Vec a = values(t[0]), b = values(t[1]), r(size_t(M * N));
-             Vec vb = bias ? values(t[2]) : Vec(), vr = res ? values(t[bias ? 3 : 2]) : Vec();
-             for (int64_t i = 0; i < M; ++i)
-               for (int64_t j = 0; j < N; ++j) {
-                 double s = 0;
-                 for (int64_t k = 0; k < K; ++k) s += a[size_t(i * K + k)] * b[size_t(k * N + j)];
-                 s += (bias ? vb[size_t(j)] : 0.0) + (res ? vr[size_t(i * N + j)] : 0.0);
-                 r[size_t(i * N + j)] = act_ref(act, s, alpha, beta);
-               }
-             return {from_values(r, {M, N}, kFloat64)};
-           },
-           .dtypes = {kFloat32, kFloat64, kBFloat16}};
+  OpCase c{
+      .name = "matmul_fused/" + name,
+      .op = cpu::op::MatmulFused(),
+      .inputs = {{.shape = {M, K}},
+                 {.shape = nc_b ? Shape{K, N} : Shape{K, N}, .non_contiguous = nc_b}},
+      .run = [=](const Tensors& t) -> Tensors {
+        return {ops::call1(cpu::op::MatmulFused(), t, post_attrs(bias, res, act, alpha, beta))};
+      },
+      .reference = [=](const Tensors& t) -> Tensors {
+        Vec a = values(t[0]), b = values(t[1]), r(size_t(M * N));
+        Vec vb = bias ? values(t[2]) : Vec(), vr = res ? values(t[bias ? 3 : 2]) : Vec();
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < K; ++k) s += a[size_t(i * K + k)] * b[size_t(k * N + j)];
+            s += (bias ? vb[size_t(j)] : 0.0) + (res ? vr[size_t(i * N + j)] : 0.0);
+            r[size_t(i * N + j)] = act_ref(act, s, alpha, beta);
+          }
+        return {from_values(r, {M, N}, kFloat64)};
+      },
+      .dtypes = {kFloat32, kFloat64, kBFloat16}};
   if (bias) c.inputs.push_back({.shape = {N}});
   if (res) c.inputs.push_back({.shape = {M, N}});
   return c;

@@ -32,7 +32,8 @@ ops::Tensors make_inputs(const ops::OpDef& def, Opcode op, DType t) {
       continue;
     }
     Tensor x = randn({3, 7}, t) * 2.0;
-    if (name == "log" || name == "sqrt" || name == "rsqrt" || (name == "pow" && i == 0)) x = abs(x) + 0.25;
+    if (name == "log" || name == "sqrt" || name == "rsqrt" || (name == "pow" && i == 0))
+      x = abs(x) + 0.25;
     in.push_back(x);
   }
   return in;
@@ -71,8 +72,12 @@ TEST(FusedProgram, EveryOpcodeEqualsItsPrimitive) {
         const int nin = int(in.size());
         if (fz::is_unary(op)) {
           prog[1] = 0;
-          if (lw.param0) prog[2] = int64_t(consts.size()), consts.push_back(fz::encode_double(attrs.get_float(lw.param0)));
-          if (lw.param1) prog[3] = int64_t(consts.size()), consts.push_back(fz::encode_double(attrs.get_float(lw.param1)));
+          if (lw.param0)
+            prog[2] = int64_t(consts.size()),
+            consts.push_back(fz::encode_double(attrs.get_float(lw.param0)));
+          if (lw.param1)
+            prog[3] = int64_t(consts.size()),
+            consts.push_back(fz::encode_double(attrs.get_float(lw.param1)));
         } else {
           for (int i = 0; i < nin; ++i) prog[size_t(1 + i)] = i;
         }
@@ -81,12 +86,16 @@ TEST(FusedProgram, EveryOpcodeEqualsItsPrimitive) {
           want = want.to(t);
         }
         const Tensor got = ops::call(OpId::FusedElementwise, in,
-                                     ops::Attrs().set("program", prog).set("consts", consts)
-                                         .set("shape", Shape{3, 7}).set("dtype", t))[0];
+                                     ops::Attrs()
+                                         .set("program", prog)
+                                         .set("consts", consts)
+                                         .set("shape", Shape{3, 7})
+                                         .set("dtype", t))[0];
         ASSERT_EQ(got.dtype(), want.dtype());
         const auto g = got.to_vector<double>(), w = want.to_vector<double>();
         for (size_t i = 0; i < g.size(); ++i)
-          EXPECT_NEAR(g[i], w[i], (t == kFloat32 ? 2e-6 : 1e-14) * std::max(1.0, std::abs(w[i]))) << "element " << i;
+          EXPECT_NEAR(g[i], w[i], (t == kFloat32 ? 2e-6 : 1e-14) * std::max(1.0, std::abs(w[i])))
+              << "element " << i;
         covered.insert(op);
       }
     }

@@ -37,7 +37,10 @@ TEST_P(GradCheck, FiniteDifferences) {
   Tensor L;
   set_seed(1234);
   for (const Tensor& o : out) {
-    if (o.dtype() != kFloat64) { w.push_back(Tensor()); continue; }
+    if (o.dtype() != kFloat64) {
+      w.push_back(Tensor());
+      continue;
+    }
     Tensor wk = uniform(o.shape(), -1, 1, kFloat64);
     w.push_back(wk);
     Tensor term = mul(o, wk).sum();

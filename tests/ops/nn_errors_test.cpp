@@ -14,11 +14,16 @@ namespace {
 using ::spore::test::error_of;
 
 TEST(NnErrors, MatmulInnerDims) {
-  EXPECT_EQ(error_of([] { matmul(zeros({32, 100}), zeros({50, 10})); }),
+  EXPECT_EQ(error_of([] {
+              matmul(zeros({32, 100}), zeros({50, 10}));
+            }),
             "[matmul] inner dimensions differ: (32, 100) @ (50, 10)");
-  EXPECT_NE(error_of([] { matmul(zeros({2, 3, 4}), zeros({2, 5, 6})); }).find("(2, 3, 4) @ (2, 5, 6)"),
+  EXPECT_NE(error_of([] {
+              matmul(zeros({2, 3, 4}), zeros({2, 5, 6}));
+            }).find("(2, 3, 4) @ (2, 5, 6)"),
             std::string::npos);
-  EXPECT_NE(error_of([] { matmul(zeros({3}), zeros({4})); }).find("inner dimensions differ"), std::string::npos);
+  EXPECT_NE(error_of([] { matmul(zeros({3}), zeros({4})); }).find("inner dimensions differ"),
+            std::string::npos);
 }
 
 TEST(NnErrors, MatmulBatchBroadcast) {
@@ -35,7 +40,9 @@ TEST(NnErrors, ConvChannelMismatch) {
 }
 
 TEST(NnErrors, ConvBadGroups) {
-  const std::string m = error_of([] { conv2d(zeros({1, 4, 8, 8}), zeros({6, 2, 3, 3}), {.groups = 3}); });
+  const std::string m = error_of([] {
+    conv2d(zeros({1, 4, 8, 8}), zeros({6, 2, 3, 3}), {.groups = 3});
+  });
   EXPECT_NE(m.find("groups=3"), std::string::npos) << m;
   EXPECT_NE(m.find("C=4"), std::string::npos) << m;
 }
@@ -51,8 +58,12 @@ TEST(NnErrors, ConvRank) {
 }
 
 TEST(NnErrors, PoolKernelLargerThanPaddedInput) {
-  const std::string m = error_of([] { max_pool2d(zeros({1, 1, 3, 3}), Pool2dOptions{.kernel_size = {5, 5}}); });
-  EXPECT_NE(m.find("[max_pool2d] pool kernel (5, 5) is larger than the padded input (3, 3)"), std::string::npos) << m;
+  const std::string m = error_of([] {
+    max_pool2d(zeros({1, 1, 3, 3}), Pool2dOptions{.kernel_size = {5, 5}});
+  });
+  EXPECT_NE(m.find("[max_pool2d] pool kernel (5, 5) is larger than the padded input (3, 3)"),
+            std::string::npos)
+      << m;
   const std::string a = error_of([] {
     avg_pool2d(zeros({1, 1, 3, 3}), Pool2dOptions{.kernel_size = {2, 2}, .padding = {2, 2}});
   });
@@ -60,10 +71,13 @@ TEST(NnErrors, PoolKernelLargerThanPaddedInput) {
 }
 
 TEST(NnErrors, NormShapes) {
-  EXPECT_NE(error_of([] { batch_norm_train(zeros({4, 3, 2, 2}), ones({4}), zeros({3}), 1e-5); })
-                .find("gamma must have shape (3)"),
+  EXPECT_NE(error_of([] {
+              batch_norm_train(zeros({4, 3, 2, 2}), ones({4}), zeros({3}), 1e-5);
+            }).find("gamma must have shape (3)"),
             std::string::npos);
-  EXPECT_NE(error_of([] { layer_norm(zeros({4, 6}), ones({5}), zeros({5}), 1); }).find("normalized shape (6,)"),
+  EXPECT_NE(error_of([] {
+              layer_norm(zeros({4, 6}), ones({5}), zeros({5}), 1);
+            }).find("normalized shape (6,)"),
             std::string::npos);
 }
 
@@ -72,19 +86,25 @@ TEST(NnErrors, OptimizerUpdateShapes) {
     ops::call(ops::OpId::ApplyMomentum, {zeros({3}), zeros({3}), zeros({4})},
               ops::Attrs().set("lr", 0.1).set("momentum", 0.9));
   });
-  EXPECT_NE(m.find("[apply_momentum] grad (input 2) has shape (4,) but param has shape (3,)"), std::string::npos) << m;
+  EXPECT_NE(m.find("[apply_momentum] grad (input 2) has shape (4,) but param has shape (3,)"),
+            std::string::npos)
+      << m;
 }
 
 // Stands in for a oneDNN call that fails (the test binary does not link oneDNN itself).
-int failing_dnnl_call() { throw dnnl::error(dnnl_unimplemented, "could not create a primitive descriptor"); }
+int failing_dnnl_call() {
+  throw dnnl::error(dnnl_unimplemented, "could not create a primitive descriptor");
+}
 
 TEST(Onednn, CheckMacroReport) {
-  const std::string m = error_of([] { (void)SPORE_DNNL_CHECK(failing_dnnl_call(), "try float32"); });
+  const std::string m =
+      error_of([] { (void)SPORE_DNNL_CHECK(failing_dnnl_call(), "try float32"); });
   EXPECT_NE(m.find("oneDNN call failed: failing_dnnl_call()"), std::string::npos) << m;
   EXPECT_NE(m.find("status: unimplemented"), std::string::npos) << m;
   EXPECT_NE(m.find("nn_errors_test.cpp:"), std::string::npos) << m;
   EXPECT_NE(m.find("hint: try float32"), std::string::npos) << m;
-  const std::string s = error_of([] { SPORE_DNNL_CHECK_STATUS(dnnl_invalid_arguments, "check lda"); });
+  const std::string s =
+      error_of([] { SPORE_DNNL_CHECK_STATUS(dnnl_invalid_arguments, "check lda"); });
   EXPECT_NE(s.find("status: invalid_arguments"), std::string::npos) << s;
   EXPECT_NE(s.find("hint: check lda"), std::string::npos) << s;
 }

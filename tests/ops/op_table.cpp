@@ -25,7 +25,8 @@ Tensors make_inputs(const OpCase& c, DType dt) {
     }
     const DType t_dt = s.fixed_dtype == DType(255) ? dt : s.fixed_dtype;
     Shape shape = s.shape;
-    if (s.non_contiguous && shape.size() >= 2) std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+    if (s.non_contiguous && shape.size() >= 2)
+      std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
     Tensor t = uniform(shape, s.lo, s.hi, kFloat64);
     if (!is_floating(t_dt)) t = floor(t);
     t = t.to(t_dt);
@@ -37,11 +38,16 @@ Tensors make_inputs(const OpCase& c, DType dt) {
 
 Tolerance tolerance(DType dt) {
   switch (dt) {
-    case kFloat64: return {1e-10, 1e-10};
-    case kFloat32: return {1e-5, 1e-5};
-    case kFloat16: return {1e-2, 1e-2};
-    case kBFloat16: return {2e-2, 2e-2};
-    default: return {0, 0};
+    case kFloat64:
+      return {1e-10, 1e-10};
+    case kFloat32:
+      return {1e-5, 1e-5};
+    case kFloat16:
+      return {1e-2, 1e-2};
+    case kBFloat16:
+      return {2e-2, 2e-2};
+    default:
+      return {0, 0};
   }
 }
 
@@ -77,8 +83,10 @@ Tensor ref_binary(const Tensor& a, const Tensor& b, const std::function<double(d
   const Shape out = ops::broadcast_shapes(a.shape(), b.shape());
   std::vector<double> va = values(a), vb = values(b), r(size_t(shape_numel(out)));
   for (int64_t i = 0; i < int64_t(r.size()); ++i)
-    r[size_t(i)] = f(va[size_t(broadcast_index(i, out, a.shape()))], vb[size_t(broadcast_index(i, out, b.shape()))]);
-  return from_values(r, out, out_dtype == DType(255) ? promote_types(a.dtype(), b.dtype()) : out_dtype);
+    r[size_t(i)] = f(va[size_t(broadcast_index(i, out, a.shape()))],
+                     vb[size_t(broadcast_index(i, out, b.shape()))]);
+  return from_values(r, out,
+                     out_dtype == DType(255) ? promote_types(a.dtype(), b.dtype()) : out_dtype);
 }
 
 }  // namespace spore::test

@@ -50,7 +50,8 @@ std::vector<Param> all_params() {
 
 INSTANTIATE_TEST_SUITE_P(Ops, OpTable, ::testing::ValuesIn(all_params()),
                          [](const ::testing::TestParamInfo<Param>& info) {
-                           std::string n = op_cases()[info.param.index].name + "_" + dtype_name(info.param.dtype);
+                           std::string n = op_cases()[info.param.index].name + "_" +
+                                           dtype_name(info.param.dtype);
                            for (char& ch : n)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;

@@ -20,8 +20,8 @@ TEST(MaxPoolFastPath, MatchesPlainLoopOnNanInfAndTies) {
   for (size_t i = 3; i < v.size(); i += 13) v[i] = inf;
   for (size_t i = 5; i < v.size(); i += 17) v[i] = -inf;
   for (size_t i = 1; i < v.size(); i += 5) v[i] = v[i + 1] = 0.5f;
-  auto [y, idx] = max_pool2d_with_indices(from_vector(v, {N, C, H, W}),
-                                          Pool2dOptions{.kernel_size = {2, 2}});
+  auto [y, idx] =
+      max_pool2d_with_indices(from_vector(v, {N, C, H, W}), Pool2dOptions{.kernel_size = {2, 2}});
   ASSERT_EQ(y.shape(), (Shape{N, C, OH, OW}));
   const std::vector<float> yv = y.to_vector<float>();
   const std::vector<int64_t> iv = idx.to_vector<int64_t>();
@@ -41,8 +41,10 @@ TEST(MaxPoolFastPath, MatchesPlainLoopOnNanInfAndTies) {
           }
         const size_t o = size_t((q * OH + oh) * OW + ow);
         EXPECT_EQ(iv[o], bi) << "plane " << q << " window (" << oh << ", " << ow << ")";
-        if (std::isnan(best)) EXPECT_TRUE(std::isnan(yv[o]));
-        else EXPECT_EQ(yv[o], best);
+        if (std::isnan(best))
+          EXPECT_TRUE(std::isnan(yv[o]));
+        else
+          EXPECT_EQ(yv[o], best);
       }
 }
 

@@ -19,7 +19,8 @@ void expect_error(F&& f, ErrorKind kind, std::initializer_list<const char*> part
     FAIL() << "expected an error containing '" << *parts.begin() << "'";
   } catch (const Error& e) {
     EXPECT_EQ(int(e.kind()), int(kind)) << e.what();
-    for (const char* p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    for (const char* p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
 }
 
@@ -40,38 +41,76 @@ TEST(ReduceErrors, EmptyMax) {
 }
 
 TEST(IndexErrors, ConcatShapeMismatchNamesBothShapes) {
-  expect_error([&] { concat({zeros({2, 3}), zeros({2, 4})}, 0); }, ErrorKind::ValueError,
-               {"[concat]", "(2, 4)", "(2, 3)", "axis 0"});
-  expect_error([&] { concat({zeros({2, 3}), zeros({2, 3, 1})}, 0); }, ErrorKind::ValueError, {"(2, 3, 1)"});
+  expect_error(
+      [&] {
+        concat({zeros({2, 3}), zeros({2, 4})}, 0);
+      },
+      ErrorKind::ValueError, {"[concat]", "(2, 4)", "(2, 3)", "axis 0"});
+  expect_error(
+      [&] {
+        concat({zeros({2, 3}), zeros({2, 3, 1})}, 0);
+      },
+      ErrorKind::ValueError, {"(2, 3, 1)"});
 }
 
 TEST(IndexErrors, GatherIndexDtype) {
-  expect_error([&] { gather(zeros({2, 3}), 1, zeros({2, 3})); }, ErrorKind::TypeError,
-               {"[gather]", "index must be an integer tensor", "float32"});
-  expect_error([&] { index_select(zeros({2, 3}), 1, zeros({2})); }, ErrorKind::TypeError, {"[index_select]"});
+  expect_error(
+      [&] {
+        gather(zeros({2, 3}), 1, zeros({2, 3}));
+      },
+      ErrorKind::TypeError, {"[gather]", "index must be an integer tensor", "float32"});
+  expect_error(
+      [&] {
+        index_select(zeros({2, 3}), 1, zeros({2}));
+      },
+      ErrorKind::TypeError, {"[index_select]"});
 }
 
 TEST(IndexErrors, IndexValuesOutOfRange) {
-  expect_error([&] { one_hot(tensor({0, 4, 1}, kInt64), 4); }, ErrorKind::IndexError,
-               {"[one_hot]", "index 4 is out of range for depth 4"});
+  expect_error(
+      [&] {
+        one_hot(tensor({0, 4, 1}, kInt64), 4);
+      },
+      ErrorKind::IndexError, {"[one_hot]", "index 4 is out of range for depth 4"});
   expect_error([&] { one_hot(tensor({-1}, kInt32), 3); }, ErrorKind::IndexError, {"index -1"});
-  expect_error([&] { gather(zeros({2, 3}), 1, tensor({{0, 3}, {1, 1}}, kInt64)); }, ErrorKind::IndexError,
-               {"[gather]", "index 3 is out of range for dimension 1 of size 3"});
-  expect_error([&] { index_select(zeros({2, 3}), 0, tensor({2}, kInt64)); }, ErrorKind::IndexError,
-               {"[index_select]", "index 2"});
-  expect_error([&] { scatter_add(zeros({2, 3}), 0, tensor({{5, 0, 0}}, kInt64), ones({1, 3})); },
-               ErrorKind::IndexError, {"[scatter_add]", "index 5"});
+  expect_error(
+      [&] {
+        gather(zeros({2, 3}), 1, tensor({{0, 3}, {1, 1}}, kInt64));
+      },
+      ErrorKind::IndexError, {"[gather]", "index 3 is out of range for dimension 1 of size 3"});
+  expect_error(
+      [&] {
+        index_select(zeros({2, 3}), 0, tensor({2}, kInt64));
+      },
+      ErrorKind::IndexError, {"[index_select]", "index 2"});
+  expect_error(
+      [&] {
+        scatter_add(zeros({2, 3}), 0, tensor({{5, 0, 0}}, kInt64), ones({1, 3}));
+      },
+      ErrorKind::IndexError, {"[scatter_add]", "index 5"});
 }
 
 TEST(IndexErrors, BadAttributes) {
-  expect_error([&] { split(zeros({5, 2}), {2, 2}, 0); }, ErrorKind::ValueError, {"[split]", "add up to 4", "size 5"});
+  expect_error(
+      [&] {
+        split(zeros({5, 2}), {2, 2}, 0);
+      },
+      ErrorKind::ValueError, {"[split]", "add up to 4", "size 5"});
   expect_error([&] { topk(zeros({2, 3}), 4); }, ErrorKind::ValueError, {"[topk]", "k = 4"});
   expect_error([&] { pad(zeros({2}), {1, 1, 1, 1}); }, ErrorKind::ValueError, {"[pad]", "(2,)"});
   expect_error([&] { pad(zeros({2}), {1}); }, ErrorKind::ValueError, {"[pad]", "pairs"});
   expect_error([&] { dropout(zeros({2}), 1.5); }, ErrorKind::ValueError, {"[dropout]", "1.5"});
-  expect_error([&] { upsample_nearest2d(zeros({2, 3}), {4, 4}); }, ErrorKind::ValueError, {"rank 4"});
+  expect_error(
+      [&] {
+        upsample_nearest2d(zeros({2, 3}), {4, 4});
+      },
+      ErrorKind::ValueError, {"rank 4"});
   expect_error([&] { assign(zeros({2, 3}), zeros({4})); }, ErrorKind::ValueError, {"[assign]"});
-  expect_error([&] { sum_to_shape(zeros({2, 3}), {2, 4}); }, ErrorKind::ValueError, {"[sum_to_shape]"});
+  expect_error(
+      [&] {
+        sum_to_shape(zeros({2, 3}), {2, 4});
+      },
+      ErrorKind::ValueError, {"[sum_to_shape]"});
 }
 
 TEST(ReduceGrad, MaxTiesSplitEvenly) {
@@ -116,7 +155,8 @@ TEST(Reduce, DtypesOfResults) {
 TEST(Reduce, LargeHalfSumAccumulatesInFloat) {
   // 4096 halves of 1: a float16 accumulator would stall at 2048.
   EXPECT_EQ(sum(ones({4096}, kFloat16)).item<float>(), 4096.0f);
-  EXPECT_EQ(sum(ones({4096, 3}, kBFloat16), {0}).to_vector<float>(), std::vector<float>(3, 4096.0f));
+  EXPECT_EQ(sum(ones({4096, 3}, kBFloat16), {0}).to_vector<float>(),
+            std::vector<float>(3, 4096.0f));
 }
 
 TEST(Dropout, IdentityWhenNotTrainingOrZero) {

@@ -1,6 +1,7 @@
-// The registry self-test: walks ops.def and the CPU backend's private ops (backends/cpu/ops/ops.def)
-// and fails for any primitive that lacks inference, a gradient rule (unless kNonDiff or kInplace),
-// a CPU kernel (views: a view rule; ops fused by call: row kernels too), or a test row.
+// The registry self-test: walks ops.def and the CPU backend's private ops
+// (backends/cpu/ops/ops.def) and fails for any primitive that lacks inference, a gradient rule
+// (unless kNonDiff or kInplace), a CPU kernel (views: a view rule; ops fused by call: row kernels
+// too), or a test row.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -23,12 +24,15 @@ TEST(Registry, EveryPrimitiveIsComplete) {
     if (!d.has(ops::kNonDiff) && !d.has(ops::kInplace) && !d.rules.vjp)
       problems.push_back(std::string(d.name) + ": no gradient rule (mark it kNonDiff if intended)");
     if (d.has(ops::kView) ? !d.rules.view : !ops::find_kernel(id, DeviceType::CPU))
-      problems.push_back(std::string(d.name) + (d.has(ops::kView) ? ": no view rule" : ": no CPU kernel"));
-    if (!tested.count(id)) problems.push_back(std::string(d.name) + ": no row in the op test table");
+      problems.push_back(std::string(d.name) +
+                         (d.has(ops::kView) ? ": no view rule" : ": no CPU kernel"));
+    if (!tested.count(id))
+      problems.push_back(std::string(d.name) + ": no row in the op test table");
     // A trait that promises fusion by call needs the row kernels the fused program calls.
     const ops::KernelEntry* k = ops::find_kernel(id, DeviceType::CPU);
     if (d.traits.fused == ops::fused::Opcode::kCall && !(k && k->rows.f32))
-      problems.push_back(std::string(d.name) + ": fused = kCall but no float32 row kernel (SPORE_KERNEL_ROWS)");
+      problems.push_back(std::string(d.name) +
+                         ": fused = kCall but no float32 row kernel (SPORE_KERNEL_ROWS)");
   }
   std::string all;
   for (const auto& p : problems) all += "  " + p + "\n";

@@ -54,7 +54,8 @@ TEST_P(OpTableOnTestDevice, EqualsCpu) {
     const std::vector<double> gv = values(g), wv = values(w);
     for (size_t i = 0; i < gv.size(); ++i) {
       if (std::isnan(wv[i]) && std::isnan(gv[i])) continue;
-      ASSERT_EQ(gv[i], wv[i]) << c.name << " [" << dtype_name(dt) << "] output " << k << " element " << i;
+      ASSERT_EQ(gv[i], wv[i]) << c.name << " [" << dtype_name(dt) << "] output " << k << " element "
+                              << i;
     }
   }
 }
@@ -68,7 +69,8 @@ std::vector<Param> all_params() {
 
 INSTANTIATE_TEST_SUITE_P(Ops, OpTableOnTestDevice, ::testing::ValuesIn(all_params()),
                          [](const ::testing::TestParamInfo<Param>& info) {
-                           std::string n = op_cases()[info.param.index].name + "_" + dtype_name(info.param.dtype);
+                           std::string n = op_cases()[info.param.index].name + "_" +
+                                           dtype_name(info.param.dtype);
                            for (char& ch : n)
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;

@@ -27,11 +27,14 @@ Tensor filled(int rank, int64_t n, DType dt, int64_t base = 0) {
   return from_vector(v, {n}).to(dt).contiguous();
 }
 
-std::vector<double> values(const Tensor& t) { return t.to(kFloat64).contiguous().to_vector<double>(); }
+std::vector<double> values(const Tensor& t) {
+  return t.to(kFloat64).contiguous().to_vector<double>();
+}
 
 double tol(DType dt) { return dt == kFloat16 ? 1e-2 : dt == kBFloat16 ? 5e-2 : 1e-6; }
 
-const std::vector<DType> kAll = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kInt8, kUInt8};
+const std::vector<DType> kAll = {kFloat32, kFloat64, kFloat16, kBFloat16,
+                                 kInt32,   kInt64,   kInt8,    kUInt8};
 const std::vector<int64_t> kSizes = {1, 7, 1000, 65537};
 
 }  // namespace
@@ -88,7 +91,8 @@ TEST(Collectives, AllGatherReduceScatterBroadcast) {
       ASSERT_EQ(gathered.shape(), (Shape{R, n}));
       const auto gv = values(gathered);
       for (int r = 0; r < R; ++r)
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(gv[size_t(r * n + i)], value(r, i)) << dtype_name(dt);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(gv[size_t(r * n + i)], value(r, i)) << dtype_name(dt);
 
       Tensor in = filled(me, n * R, dt);  // rank r gets block r of the sum
       Tensor out = Tensor::empty({n}, dt);
@@ -110,7 +114,9 @@ TEST(Collectives, AllGatherReduceScatterBroadcast) {
 
 TEST(Collectives, BoolAnyAll) {
   auto g = group();
-  Tensor t = from_vector(std::vector<double>{g->rank() == 0 ? 1.0 : 0.0, 1, 0}, {3}).to(kBool).contiguous();
+  Tensor t = from_vector(std::vector<double>{g->rank() == 0 ? 1.0 : 0.0, 1, 0}, {3})
+                 .to(kBool)
+                 .contiguous();
   Tensor any = t.clone(), all = t.clone();
   g->all_reduce(any, ReduceOp::Max);
   g->all_reduce(all, ReduceOp::Min);

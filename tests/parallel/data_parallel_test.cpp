@@ -31,7 +31,8 @@ struct Trainer {
     auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
         nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
     opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9);
-    step = std::make_shared<train::TrainOneStepCell>(std::make_shared<train::WithLossCell>(net, loss), opt);
+    step = std::make_shared<train::TrainOneStepCell>(
+        std::make_shared<train::WithLossCell>(net, loss), opt);
   }
 };
 

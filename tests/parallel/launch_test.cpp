@@ -26,7 +26,8 @@ struct Result {
 };
 
 // A clean environment for an inner mpirun (no OMPI_* from an outer one).
-const std::string kCleanEnv = "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 ";
+const std::string kCleanEnv =
+    "env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE OMP_NUM_THREADS=1 ";
 
 // Runs a shell command with its output (stdout and stderr) captured and its wall time.
 Result shell(const std::string& cmd) {
@@ -42,7 +43,8 @@ Result shell(const std::string& cmd) {
 
 // Runs `spore launch -n 2 [env] -- spore train <model> <args>`.
 Result launch(const std::string& env, const std::string& args, const std::string& model = "lenet") {
-  return shell(kCleanEnv + env + " " + kSpore + " launch -n 2 -- spore train " + model + " " + args);
+  return shell(kCleanEnv + env + " " + kSpore + " launch -n 2 -- spore train " + model + " " +
+               args);
 }
 
 // A job whose rank 1 stopped: it failed within the deadline (5 s) plus start-up, naming rank 1.
@@ -50,19 +52,22 @@ void expect_lost_rank_named(const Result& r, const std::string& what) {
   std::printf("%s: exit %d after %.1f s:\n%s\n", what.c_str(), r.code, r.seconds, r.out.c_str());
   EXPECT_NE(r.code, 0) << what;
   EXPECT_LT(r.seconds, 45) << what;
-  EXPECT_NE(r.out.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos) << what << "\n" << r.out;
+  EXPECT_NE(r.out.find("rank 1 did not respond within 5 s (lost?)"), std::string::npos)
+      << what << "\n"
+      << r.out;
 }
 
 bool skip() {
-  return parallel::launcher_rank_size().second > 1 || !parallel::have_mpi() || !fs::exists(kSpore) ||
-         !fs::exists("/usr/share/datasets/fashion-mnist");
+  return parallel::launcher_rank_size().second > 1 || !parallel::have_mpi() ||
+         !fs::exists(kSpore) || !fs::exists("/usr/share/datasets/fashion-mnist");
 }
 
 // 512 images, global batch 64 (32 per rank): 8 steps per epoch.
 const std::string kArgs = "--limit 512 --eval-limit 256 --batch-size 64 --comm-timeout 5 --seed 3 ";
 
 fs::path tmp(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("spore_parallel_" + name + "_" + std::to_string(getpid()));
+  fs::path d =
+      fs::temp_directory_path() / ("spore_parallel_" + name + "_" + std::to_string(getpid()));
   fs::remove_all(d);
   return d;
 }
@@ -73,10 +78,12 @@ void expect_same_weights(const fs::path& a, const fs::path& b) {
   ASSERT_EQ(pa.tensors.size(), pb.tensors.size());
   for (size_t i = 0; i < pa.tensors.size(); ++i) {
     EXPECT_EQ(pa.tensors[i].first, pb.tensors[i].first);
-    const auto va = pa.tensors[i].second.to_vector<float>(), vb = pb.tensors[i].second.to_vector<float>();
+    const auto va = pa.tensors[i].second.to_vector<float>(),
+               vb = pb.tensors[i].second.to_vector<float>();
     ASSERT_EQ(va.size(), vb.size()) << pa.tensors[i].first;
     for (size_t k = 0; k < va.size(); ++k)
-      ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << b << " " << pa.tensors[i].first << "[" << k << "]";
+      ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k])))
+          << b << " " << pa.tensors[i].first << "[" << k << "]";
   }
 }
 
@@ -103,8 +110,9 @@ TEST(Launch, KilledRankStopsTheJobNamingIt) {
 TEST(Launch, HungRankIsReportedAfterTheDeadline) {
   if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
   const fs::path out = tmp("stop");
-  expect_lost_rank_named(launch("SPORE_FAULT_INJECT=1:5:stop", kArgs + "--epochs 3 --out " + out.string()),
-                         "data parallel");
+  expect_lost_rank_named(
+      launch("SPORE_FAULT_INJECT=1:5:stop", kArgs + "--epochs 3 --out " + out.string()),
+      "data parallel");
   fs::remove_all(out);
 }
 
@@ -145,12 +153,17 @@ TEST(Launch, ParallelOptimizerAndGradAccumulationMatchPlainDataParallel) {
   ASSERT_EQ(a.code, 0) << a.out;
   Result b = launch("", kArgs + "--epochs 2 --parallel-optimizer --out " + zero.string());
   ASSERT_EQ(b.code, 0) << b.out;
-  EXPECT_NE(b.out.find("each of the 2 ranks keeps 1/2 of the optimizer state"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("each of the 2 ranks keeps 1/2 of the optimizer state"), std::string::npos)
+      << b.out;
   // Shuffling draws the same order for --batch-size 32 x 2 accumulated as for 64 (one epoch order).
-  Result c = launch("", "--limit 512 --eval-limit 256 --batch-size 32 --comm-timeout 5 --seed 3 --grad-accum 2 "
-                    "--epochs 2 --out " + accum.string());
+  Result c = launch(
+      "",
+      "--limit 512 --eval-limit 256 --batch-size 32 --comm-timeout 5 --seed 3 --grad-accum 2 "
+      "--epochs 2 --out " +
+          accum.string());
   ASSERT_EQ(c.code, 0) << c.out;
-  for (const fs::path& other : {zero, accum}) expect_same_weights(plain / "lenet.safetensors", other / "lenet.safetensors");
+  for (const fs::path& other : {zero, accum})
+    expect_same_weights(plain / "lenet.safetensors", other / "lenet.safetensors");
   for (const fs::path& d : {plain, zero, accum}) fs::remove_all(d);
 }
 
@@ -166,9 +179,9 @@ TEST(Launch, ShardedTransformerMatchesOneProcessAndNamesALostRank) {
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("2 ranks as dp=1 x mp=2"), std::string::npos) << b.out;
   expect_same_weights(one / "transformer.safetensors", two / "transformer.safetensors");
-  expect_lost_rank_named(
-      launch("SPORE_FAULT_INJECT=1:3:stop", args + "--parallel mp=2 --out " + lost.string(), "transformer"),
-      "semi_auto_parallel");
+  expect_lost_rank_named(launch("SPORE_FAULT_INJECT=1:3:stop",
+                                args + "--parallel mp=2 --out " + lost.string(), "transformer"),
+                         "semi_auto_parallel");
   for (const fs::path& d : {one, two, lost}) fs::remove_all(d);
 }
 
@@ -177,14 +190,15 @@ TEST(Launch, ShardedTransformerMatchesOneProcessAndNamesALostRank) {
 TEST(Launch, LostRankIsNamedWithOptimizerShardingAndInAPipeline) {
   if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
   const fs::path out = tmp("zero_lost");
-  expect_lost_rank_named(
-      launch("SPORE_FAULT_INJECT=1:5:stop", kArgs + "--epochs 3 --parallel-optimizer --out " + out.string()),
-      "ZeRO-1");
+  expect_lost_rank_named(launch("SPORE_FAULT_INJECT=1:5:stop",
+                                kArgs + "--epochs 3 --parallel-optimizer --out " + out.string()),
+                         "ZeRO-1");
   fs::remove_all(out);
   const std::string bin = std::string(SPORE_BINARY_DIR) + "/tests/test_parallel";
-  expect_lost_rank_named(shell(kCleanEnv + "SPORE_PIPELINE_FAULT=1 SPORE_COMM_TIMEOUT=5 " + kSpore +
-                               " launch -n 2 -- " + bin + " --gtest_filter=LaunchChild.PipelineLostRank"),
-                         "pipeline");
+  expect_lost_rank_named(
+      shell(kCleanEnv + "SPORE_PIPELINE_FAULT=1 SPORE_COMM_TIMEOUT=5 " + kSpore +
+            " launch -n 2 -- " + bin + " --gtest_filter=LaunchChild.PipelineLostRank"),
+      "pipeline");
 }
 
 // Pipeline stages and sharded convolutions from the CLI: lenet cut into 2 stages (--parallel pp=2)

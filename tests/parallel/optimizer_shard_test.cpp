@@ -34,8 +34,10 @@ ShardRun make_run(uint64_t seed, const std::string& kind) {
   if (kind == "adam")
     r.opt = std::make_shared<optim::Adam>(groups, 2e-3, optim::AdamOptions{.weight_decay = 1e-3});
   else
-    r.opt = std::make_shared<optim::Momentum>(groups, 0.05, 0.9, optim::MomentumOptions{.weight_decay = 1e-3});
-  r.step = std::make_shared<train::TrainOneStepCell>(std::make_shared<train::WithLossCell>(r.net, loss), r.opt);
+    r.opt = std::make_shared<optim::Momentum>(groups, 0.05, 0.9,
+                                              optim::MomentumOptions{.weight_decay = 1e-3});
+  r.step = std::make_shared<train::TrainOneStepCell>(
+      std::make_shared<train::WithLossCell>(r.net, loss), r.opt);
   return r;
 }
 
@@ -50,9 +52,10 @@ double run_sharded(const std::string& kind, double* state_ratio) {
   const size_t full_state = parallel::optimizer_state_bytes(*ref.opt);
   auto sharded = std::make_shared<parallel::ShardedOptimizer>(zero.opt, g);
   zero.step = std::make_shared<train::TrainOneStepCell>(
-      std::make_shared<train::WithLossCell>(zero.net, std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
-                                                          nn::SoftmaxCrossEntropyWithLogitsOptions{
-                                                              .sparse = true, .reduction = "mean"})),
+      std::make_shared<train::WithLossCell>(
+          zero.net,
+          std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+              nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"})),
       sharded);
   *state_ratio = double(parallel::optimizer_state_bytes(*sharded)) / double(full_state);
   const int64_t global_batch = 16, per = global_batch / R;
@@ -76,7 +79,8 @@ double run_sharded(const std::string& kind, double* state_ratio) {
   auto a = ref.net->trainable_params(), b = zero.net->trainable_params();
   for (size_t i = 0; i < a.size(); ++i) {
     auto va = a[i].to_vector<float>(), vb = b[i].to_vector<float>();
-    for (size_t k = 0; k < va.size(); ++k) EXPECT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << i << "[" << k << "]";
+    for (size_t k = 0; k < va.size(); ++k)
+      EXPECT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k]))) << i << "[" << k << "]";
   }
   return worst;
 }
@@ -89,8 +93,9 @@ TEST(OptimizerShard, MomentumMatchesTheUnshardedStepAndHoldsItsShareOfTheState) 
   EXPECT_LE(d, 1e-5);
   const int R = parallel::get_group_size();
   EXPECT_LE(ratio, 1.0 / R + 0.05) << "state bytes on this rank / unsharded";
-  std::printf("[rank %d of %d] Momentum: max relative loss difference %.3g, state %.3f of the unsharded\n",
-              parallel::get_rank(), R, d, ratio);
+  std::printf(
+      "[rank %d of %d] Momentum: max relative loss difference %.3g, state %.3f of the unsharded\n",
+      parallel::get_rank(), R, d, ratio);
 }
 
 TEST(OptimizerShard, AdamMatchesTheUnshardedStep) {
@@ -119,6 +124,7 @@ TEST(OptimizerShard, RefusesClippingAndTheWrappedOptimizerIsUsedUp) {
     r.opt->step(grads);
     ADD_FAILURE() << "the wrapped optimizer should refuse to step";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("moved to a ShardedOptimizer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("moved to a ShardedOptimizer"), std::string::npos)
+        << e.what();
   }
 }

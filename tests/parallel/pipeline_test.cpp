@@ -9,14 +9,14 @@
 #include <cstdlib>
 
 #include "spore/autograd.h"
+#include "spore/data/dataset.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
 #include "spore/parallel/parallel.h"
 #include "spore/spore.h"
-#include "spore/train/wrappers.h"
-#include "spore/train/model.h"
 #include "spore/train/callbacks.h"
-#include "spore/data/dataset.h"
+#include "spore/train/model.h"
+#include "spore/train/wrappers.h"
 
 using namespace spore;
 
@@ -28,11 +28,13 @@ std::vector<nn::CellPtr> lenet_stages() {
   auto conv = std::make_shared<nn::SequentialCell>(std::vector<nn::CellPtr>{
       std::make_shared<nn::Conv2d>(1, 6, 5, nn::Conv2dOptions{.pad_mode = "pad", .padding = 2}),
       std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2, 2),
-      std::make_shared<nn::Conv2d>(6, 16, 5, nn::Conv2dOptions{.pad_mode = "valid"}), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::MaxPool2d>(2, 2), std::make_shared<nn::Flatten>()});
-  auto dense = std::make_shared<nn::SequentialCell>(std::vector<nn::CellPtr>{
-      std::make_shared<nn::Dense>(400, 120), std::make_shared<nn::ReLU>(), std::make_shared<nn::Dense>(120, 84),
-      std::make_shared<nn::ReLU>(), std::make_shared<nn::Dense>(84, 10)});
+      std::make_shared<nn::Conv2d>(6, 16, 5, nn::Conv2dOptions{.pad_mode = "valid"}),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2, 2),
+      std::make_shared<nn::Flatten>()});
+  auto dense = std::make_shared<nn::SequentialCell>(
+      std::vector<nn::CellPtr>{std::make_shared<nn::Dense>(400, 120), std::make_shared<nn::ReLU>(),
+                               std::make_shared<nn::Dense>(120, 84), std::make_shared<nn::ReLU>(),
+                               std::make_shared<nn::Dense>(84, 10)});
   return {conv, dense};
 }
 
@@ -65,7 +67,8 @@ TEST(Pipeline, LeNetTwoStagesMatchOneProcess) {
     set_seed(100 + uint64_t(s));
     Tensor x = randn({16, 1, 28, 28});
     Tensor y = randint(0, 10, {16}, kInt32);
-    if (s == 0) {  // the data's gradient (input_grad) against one process's, before the first update
+    if (s ==
+        0) {  // the data's gradient (input_grad) against one process's, before the first update
       const Tensor xg = x.clone().set_requires_grad(true);
       const Tensor want = autograd::grad((*ce_loss())((*ref_net)(xg), y), {xg})[0];
       x.set_requires_grad(true);
@@ -74,7 +77,8 @@ TEST(Pipeline, LeNetTwoStagesMatchOneProcess) {
       if (g->rank() == 0) {
         const auto a = pipe.input_grad().to_vector<float>(), b = want.to_vector<float>();
         ASSERT_EQ(a.size(), b.size());
-        for (size_t k = 0; k < a.size(); ++k) ASSERT_NEAR(a[k], b[k], 1e-5 + 1e-4 * std::abs(b[k])) << k;
+        for (size_t k = 0; k < a.size(); ++k)
+          ASSERT_NEAR(a[k], b[k], 1e-5 + 1e-4 * std::abs(b[k])) << k;
       }
       ref(x, y);  // the reference's first step
       continue;
@@ -91,7 +95,8 @@ TEST(Pipeline, LeNetTwoStagesMatchOneProcess) {
     auto va = a[i].to_vector<float>(), vb = b[i].to_vector<float>();
     for (size_t k = 0; k < va.size(); ++k) ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(vb[k])));
   }
-  std::printf("[rank %d] pipeline vs one process: max relative loss difference %.3g\n", g->rank(), worst);
+  std::printf("[rank %d] pipeline vs one process: max relative loss difference %.3g\n", g->rank(),
+              worst);
 }
 
 // dp x pipeline on 4 ranks: two replicas (dp = 2) of LeNet-5 in 2 stages; replica r trains on its
@@ -100,24 +105,28 @@ TEST(Pipeline, LeNetTwoStagesMatchOneProcess) {
 TEST(Pipeline, DataParallelTimesPipelineMatchesOneProcess) {
   parallel::init("mpi");
   auto g = parallel::world();
-  if (g->size() != 4) GTEST_SKIP() << "needs 4 ranks (ctest parallel_mpi_np4_sharding runs Pipeline.DataParallel*)";
+  if (g->size() != 4)
+    GTEST_SKIP() << "needs 4 ranks (ctest parallel_mpi_np4_sharding runs Pipeline.DataParallel*)";
   const int r = g->rank(), replica = r / 2, stage = r % 2;
   auto pipe_group = g->split(replica, stage);  // {0, 1}, {2, 3}: one replica's stages
   auto dp_group = g->split(stage, replica);    // {0, 2}, {1, 3}: one stage's replicas
   set_seed(5);
   auto stages = lenet_stages();
-  parallel::PipelineTrainer pipe(stages, ce_loss(), momentum, /*micro_batches=*/4, pipe_group, dp_group);
+  parallel::PipelineTrainer pipe(stages, ce_loss(), momentum, /*micro_batches=*/4, pipe_group,
+                                 dp_group);
   set_seed(5);
   auto ref_stages = lenet_stages();
   auto ref_net = std::make_shared<nn::SequentialCell>(ref_stages);
-  train::TrainOneStepCell ref(std::make_shared<train::WithLossCell>(ref_net, ce_loss()), momentum(ref_net->trainable_params()));
+  train::TrainOneStepCell ref(std::make_shared<train::WithLossCell>(ref_net, ce_loss()),
+                              momentum(ref_net->trainable_params()));
   double worst = 0;
   for (int s = 0; s < 20; ++s) {
     set_seed(100 + uint64_t(s));
     Tensor x = randn({16, 1, 28, 28});
     Tensor y = randint(0, 10, {16}, kInt32);
     const double lp = pipe.step(x.slice(0, replica * 8, replica * 8 + 8).contiguous(),
-                                y.slice(0, replica * 8, replica * 8 + 8).contiguous()).item<double>();
+                                y.slice(0, replica * 8, replica * 8 + 8).contiguous())
+                          .item<double>();
     const double lr = ref(x, y).item<double>();
     worst = std::max(worst, std::abs(lp - lr) / std::abs(lr));
   }
@@ -131,9 +140,10 @@ TEST(Pipeline, DataParallelTimesPipelineMatchesOneProcess) {
   if (r == 0) std::printf("dp=2 x pp=2 vs one process: max relative loss difference %.3g\n", worst);
 }
 
-// Two equal stages (four 512-wide dense layers each, micro-batches of 128 rows), 8 micro-batches: the bubble each rank
-// measures (1 - compute / step time) against (p-1)/(m+p-1) = 1/9. Printed, and checked loosely
-// (the two ranks share two cores with whatever else runs, so the figure is noisy here).
+// Two equal stages (four 512-wide dense layers each, micro-batches of 128 rows), 8 micro-batches:
+// the bubble each rank measures (1 - compute / step time) against (p-1)/(m+p-1) = 1/9. Printed, and
+// checked loosely (the two ranks share two cores with whatever else runs, so the figure is noisy
+// here).
 TEST(Pipeline, BubbleOfBalancedStagesIsNearTheory) {
   parallel::init("mpi");
   auto g = parallel::world();
@@ -169,9 +179,11 @@ TEST(Pipeline, BubbleOfBalancedStagesIsNearTheory) {
   if (g->rank() == 0) EXPECT_EQ(pipe.input_grad().shape(), x.shape());
   std::sort(bubbles.begin(), bubbles.end());
   const double median = bubbles[bubbles.size() / 2], theory = 1.0 / 9.0;
-  std::printf("[rank %d] 2 stages, 8 micro-batches: bubble %.3f (median of %zu steps; over all of them %.3f, "
-              "of which %.3f waiting for the neighbour), 1F1B theory %.3f\n", g->rank(), median, bubbles.size(),
-              1 - compute / wall, recv / wall, theory);
+  std::printf(
+      "[rank %d] 2 stages, 8 micro-batches: bubble %.3f (median of %zu steps; over all of them "
+      "%.3f, "
+      "of which %.3f waiting for the neighbour), 1F1B theory %.3f\n",
+      g->rank(), median, bubbles.size(), 1 - compute / wall, recv / wall, theory);
   // Quiet machine, 20 steps, three runs: 0.115 .. 0.169 (rank 0) and 0.158 .. 0.221 (rank 1) over
   // all steps, nearly all of the excess over the theory spent waiting for the other rank (the two
   // vCPUs' speeds drift run to run). Under ctest -j2 the ranks share the cores with other tests, so
@@ -187,14 +199,15 @@ TEST(Pipeline, StagesMustMatchTheRanks) {
     parallel::PipelineTrainer pipe(three, ce_loss(), momentum, 2, g);
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("pipeline_stages must equal the ranks"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("pipeline_stages must equal the ranks"), std::string::npos)
+        << e.what();
   }
 }
 
 // pipeline_stages through Model (MindSpore's set_auto_parallel_context(pipeline_stages=2)): LeNet-5
 // as one SequentialCell with its cells marked stage 0 / 1. 2 ranks: one pipeline; 4 ranks: two
-// replicas (dp x pipeline), each given its half of every batch. One epoch of 4 steps equals Model on
-// one process: the same step losses and the same trained network on every rank.
+// replicas (dp x pipeline), each given its half of every batch. One epoch of 4 steps equals Model
+// on one process: the same step losses and the same trained network on every rank.
 TEST(Pipeline, ModelWithPipelineStagesMatchesOneProcess) {
   parallel::init("mpi");
   auto g = parallel::world();
@@ -204,7 +217,8 @@ TEST(Pipeline, ModelWithPipelineStagesMatchesOneProcess) {
     auto st = lenet_stages();
     std::vector<nn::CellPtr> cells;
     for (int s = 0; s < 2; ++s)
-      for (const nn::CellPtr& c : std::static_pointer_cast<nn::SequentialCell>(st[size_t(s)])->cells()) {
+      for (const nn::CellPtr& c :
+           std::static_pointer_cast<nn::SequentialCell>(st[size_t(s)])->cells()) {
         c->set_pipeline_stage(s);
         cells.push_back(c);
       }
@@ -222,7 +236,9 @@ TEST(Pipeline, ModelWithPipelineStagesMatchesOneProcess) {
     parallel::reset_auto_parallel_context();
     std::vector<double> losses;
     auto ds = data::TensorDataset({xs, ys}, {"x", "y"}).batch(batch);
-    model.train(1, ds, {train::LambdaCallback({.on_step_end = [&](train::RunContext& c) { losses.push_back(c.loss); }})});
+    model.train(1, ds, {train::LambdaCallback({.on_step_end = [&](train::RunContext& c) {
+                  losses.push_back(c.loss);
+                }})});
     return std::make_pair(losses, net->trainable_params());
   };
   // dp x pipeline: replica r's rows are its half of each global batch of 16
@@ -237,15 +253,20 @@ TEST(Pipeline, ModelWithPipelineStagesMatchesOneProcess) {
   auto [lr, pr] = run(false, x, y, 16);
   ASSERT_EQ(lp.size(), lr.size());
   double worst = 0;
-  for (size_t i = 0; i < lp.size(); ++i) worst = std::max(worst, std::abs(lp[i] - lr[i]) / std::abs(lr[i]));
+  for (size_t i = 0; i < lp.size(); ++i)
+    worst = std::max(worst, std::abs(lp[i] - lr[i]) / std::abs(lr[i]));
   EXPECT_LE(worst, 1e-5);
   ASSERT_EQ(pp.size(), pr.size());
   for (size_t i = 0; i < pp.size(); ++i) {  // every stage's weights, on every rank (synced)
     auto va = pp[i].to_vector<float>(), vb = pr[i].to_vector<float>();
-    for (size_t k = 0; k < va.size(); ++k) ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(vb[k]))) << i;
+    for (size_t k = 0; k < va.size(); ++k)
+      ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(vb[k]))) << i;
   }
   if (g->rank() == 0)
-    std::printf("Model with pipeline_stages=2 on %d ranks vs one process: max relative loss difference %.3g\n", R, worst);
+    std::printf(
+        "Model with pipeline_stages=2 on %d ranks vs one process: max relative loss difference "
+        "%.3g\n",
+        R, worst);
 }
 
 // Run by Launch.LostRankIsNamedWithOptimizerShardingAndInAPipeline as its own 2-rank job (skipped

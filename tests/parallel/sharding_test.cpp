@@ -7,20 +7,20 @@
 
 #include <cmath>
 
+#include <unistd.h>
+#include <filesystem>
 #include "models/lenet.h"
 #include "models/transformer.h"
+#include "spore/data/dataset.h"
+#include "spore/io/checkpoint.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
 #include "spore/parallel/parallel.h"
 #include "spore/parallel/sharding.h"
 #include "spore/spore.h"
-#include "spore/train/wrappers.h"
-#include "spore/train/model.h"
 #include "spore/train/callbacks.h"
-#include "spore/io/checkpoint.h"
-#include "spore/data/dataset.h"
-#include <filesystem>
-#include <unistd.h>
+#include "spore/train/model.h"
+#include "spore/train/wrappers.h"
 
 using namespace spore;
 using parallel::DimSplit;
@@ -73,7 +73,8 @@ TEST(Sharding, StrategiesGiveLayouts) {
     parallel::layout_from_strategy({3, 1}, 4);
     FAIL() << "a strategy of 3 pieces on 4 ranks must be refused";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("does not divide device_num 4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("does not divide device_num 4"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -100,7 +101,8 @@ TEST(Sharding, EveryLayoutTransitionMovesValuesAndGradients) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    if (n == 2 && std::string(c.name).find("other ranks") != std::string::npos) continue;  // same digits
+    if (n == 2 && std::string(c.name).find("other ranks") != std::string::npos)
+      continue;  // same digits
     Tensor x = X.clone().set_requires_grad(true);
     const Tensor piece = parallel::distribute(x, c.from);
     const Tensor moved = parallel::redistribute(piece, c.to);
@@ -109,7 +111,8 @@ TEST(Sharding, EveryLayoutTransitionMovesValuesAndGradients) {
     Tensor want = X;
     for (size_t d = 0; d < 2; ++d)
       if (c.to.dims[d].cut()) {
-        const int64_t len = X.size(int64_t(d)) / c.to.dims[d].parts, q = c.to.piece(d, parallel::get_rank());
+        const int64_t len = X.size(int64_t(d)) / c.to.dims[d].parts,
+                      q = c.to.piece(d, parallel::get_rank());
         want = want.slice(int64_t(d), q * len, (q + 1) * len);
       }
     EXPECT_EQ(max_rel(moved, want), 0.0);
@@ -130,7 +133,10 @@ TEST(Sharding, RowParallelDenseAllReducesOrReduceScatters) {
     nn::Dense ref(16, 6);
     const Tensor x0 = randn({8, 16});
     Tensor xr = x0.clone().set_requires_grad(true);
-    { const Tensor y = ref(xr); (y * y).sum().backward(); }
+    {
+      const Tensor y = ref(xr);
+      (y * y).sum().backward();
+    }
     const SemiAuto ctx({{1, 1}});
     set_seed(9);
     auto dense = std::make_shared<nn::Dense>(16, 6);
@@ -139,16 +145,23 @@ TEST(Sharding, RowParallelDenseAllReducesOrReduceScatters) {
     struct Sq : nn::Cell {
       std::shared_ptr<nn::Dense> d;
       explicit Sq(std::shared_ptr<nn::Dense> dd) : d(std::move(dd)) { register_cell("d", d); }
-      Tensor construct(const Tensor& x) override { const Tensor y = (*d)(x); return (y * y).sum(); }
+      Tensor construct(const Tensor& x) override {
+        const Tensor y = (*d)(x);
+        return (y * y).sum();
+      }
     };
     parallel::ShardedCell cell(std::make_shared<Sq>(dense));
     parallel::clear_redistribution_log();
     Tensor xs = x0.clone().set_requires_grad(true);
     const Tensor loss = cell(xs);
     loss.backward();
-    { const Tensor y = ref(x0); EXPECT_LT(max_rel(loss, (y * y).sum()), 1e-6); }
+    {
+      const Tensor y = ref(x0);
+      EXPECT_LT(max_rel(loss, (y * y).sum()), 1e-6);
+    }
     EXPECT_LT(max_rel(xs.grad(), xr.grad()), 1e-5);
-    const Tensor gw = parallel::mark_piece(dense->weight().grad(), parallel::layout_of(dense->weight()));
+    const Tensor gw =
+        parallel::mark_piece(dense->weight().grad(), parallel::layout_of(dense->weight()));
     EXPECT_LT(max_rel(parallel::gather_whole(gw), ref.weight().grad()), 1e-5);
     bool found = false;
     for (const std::string& s : parallel::redistribution_log())
@@ -166,7 +179,8 @@ struct RunResult {
 };
 
 // 20 Momentum steps of the transformer on a global batch of 16. dp x mp > 1: sharded (semi_auto).
-RunResult train_transformer(int64_t dp, int64_t mp, Mode mode, const models::TransformerOptions& o) {
+RunResult train_transformer(int64_t dp, int64_t mp, Mode mode,
+                            const models::TransformerOptions& o) {
   set_context({.mode = mode});
   std::optional<SemiAuto> ctx;
   if (dp * mp > 1) ctx.emplace(std::vector<std::vector<int64_t>>{{dp, 1}, {dp}});
@@ -204,8 +218,8 @@ void expect_equal_runs(const RunResult& a, const RunResult& b) {
   for (size_t i = 0; i < a.params.size(); ++i) pw = std::max(pw, max_rel(a.params[i], b.params[i]));
   EXPECT_LT(pw, 1e-5) << "largest relative parameter difference after 20 steps";
   if (parallel::get_rank() == 0)
-    std::printf("[sharding] losses %.6f -> %.6f, max rel loss diff %.3g, max rel param diff %.3g\n", a.losses.front(),
-                a.losses.back(), worst, pw);
+    std::printf("[sharding] losses %.6f -> %.6f, max rel loss diff %.3g, max rel param diff %.3g\n",
+                a.losses.front(), a.losses.back(), worst, pw);
 }
 
 }  // namespace
@@ -214,9 +228,11 @@ void expect_equal_runs(const RunResult& a, const RunResult& b) {
 TEST(Sharding, TransformerShardedEqualsOneProcess) {
   const int n = ranks();
   if (n < 2) GTEST_SKIP() << "needs 2 or 4 MPI ranks";
-  const models::TransformerOptions o{.vocab = 32, .seq = 8, .dim = 32, .heads = 4, .layers = 2, .classes = 10};
-  std::vector<std::pair<int64_t, int64_t>> meshes = {{1, n}, {n, 1}};  // operator sharding alone, data alone
-  if (n == 4) meshes.push_back({2, 2});                                // dp x mp
+  const models::TransformerOptions o{
+      .vocab = 32, .seq = 8, .dim = 32, .heads = 4, .layers = 2, .classes = 10};
+  std::vector<std::pair<int64_t, int64_t>> meshes = {
+      {1, n}, {n, 1}};                   // operator sharding alone, data alone
+  if (n == 4) meshes.push_back({2, 2});  // dp x mp
   for (Mode mode : {Mode::PyNative, Mode::Graph}) {
     const RunResult ref = train_transformer(1, 1, mode, o);
     for (auto [dp, mp] : meshes) {
@@ -232,7 +248,8 @@ TEST(Sharding, TransformerShardedEqualsOneProcess) {
 TEST(Sharding, TransformerNeedsNoWholeInputFallback) {
   const int n = ranks();
   if (n < 2) GTEST_SKIP() << "needs 2 or 4 MPI ranks";
-  const models::TransformerOptions o{.vocab = 32, .seq = 8, .dim = 32, .heads = 4, .layers = 1, .classes = 10};
+  const models::TransformerOptions o{
+      .vocab = 32, .seq = 8, .dim = 32, .heads = 4, .layers = 1, .classes = 10};
   parallel::clear_redistribution_log();
   const int64_t dp = n == 4 ? 2 : 1, mp = n / dp;
   train_transformer(dp, mp, Mode::Graph, o);
@@ -248,18 +265,19 @@ TEST(Sharding, TransformerNeedsNoWholeInputFallback) {
   EXPECT_TRUE(mirror) << "column-parallel inputs all-reduce their gradients";
 }
 
-// Memory: with the blocks' Dense layers cut over mp = 2 ranks, each rank's parameters + Momentum state
-// are at most 0.55x of one process's (embedding, norms and head stay whole).
+// Memory: with the blocks' Dense layers cut over mp = 2 ranks, each rank's parameters + Momentum
+// state are at most 0.55x of one process's (embedding, norms and head stay whole).
 TEST(Sharding, OperatorShardingHalvesParameterAndOptimizerBytes) {
   const int n = ranks();
   if (n != 2) GTEST_SKIP() << "the figure is for 2 ranks (ctest parallel_mpi_np2)";
-  const models::TransformerOptions o{.vocab = 32, .seq = 8, .dim = 128, .heads = 4, .layers = 2, .classes = 10};
+  const models::TransformerOptions o{
+      .vocab = 32, .seq = 8, .dim = 128, .heads = 4, .layers = 2, .classes = 10};
   const RunResult one = train_transformer(1, 1, Mode::PyNative, o);
   const RunResult two = train_transformer(1, 2, Mode::PyNative, o);
   const double ratio = double(two.state_bytes) / double(one.state_bytes);
   if (parallel::get_rank() == 0)
-    std::printf("[sharding] parameter + optimizer bytes per rank: %lld of %lld = %.3fx\n", (long long)two.state_bytes,
-                (long long)one.state_bytes, ratio);
+    std::printf("[sharding] parameter + optimizer bytes per rank: %lld of %lld = %.3fx\n",
+                (long long)two.state_bytes, (long long)one.state_bytes, ratio);
   EXPECT_LE(ratio, 0.55);
   for (double l : two.losses) EXPECT_TRUE(std::isfinite(l));
 }
@@ -270,7 +288,8 @@ TEST(Sharding, CheckpointsArePerRankWithLayouts) {
   const int n = ranks();
   if (n < 2) GTEST_SKIP() << "needs 2 or 4 MPI ranks";
   const SemiAuto ctx({{1, 1}, {1}});
-  const models::TransformerOptions o{.vocab = 32, .seq = 8, .dim = 32, .heads = 4, .layers = 1, .classes = 10};
+  const models::TransformerOptions o{
+      .vocab = 32, .seq = 8, .dim = 32, .heads = 4, .layers = 1, .classes = 10};
   set_seed(21);
   auto net = std::make_shared<models::TransformerClassifier>(o);
   net->shard(1, n);
@@ -281,9 +300,11 @@ TEST(Sharding, CheckpointsArePerRankWithLayouts) {
   auto [ids, labels] = models::make_token_task(32, o, 7);
   auto ds = data::TensorDataset({ids, labels}, {"ids", "label"}).batch(16);
   const std::string dir = "/tmp/spore_sharded_ckpt_" + std::to_string(getppid());
-  auto ckpt = std::make_shared<train::ModelCheckpoint>("tr", dir, train::CheckpointConfig{.save_checkpoint_epochs = 1});
+  auto ckpt = std::make_shared<train::ModelCheckpoint>(
+      "tr", dir, train::CheckpointConfig{.save_checkpoint_epochs = 1});
   model.train(1, ds, {ckpt});
-  const std::string mine = dir + "/rank_" + std::to_string(parallel::get_rank()) + "/tr-1_2.safetensors";
+  const std::string mine =
+      dir + "/rank_" + std::to_string(parallel::get_rank()) + "/tr-1_2.safetensors";
   const io::Checkpoint c = io::load_checkpoint(mine);
   EXPECT_EQ(c.metadata.at("group_size"), std::to_string(n));
   EXPECT_EQ(c.metadata.at("layout.block0.q.weight"), "[" + std::to_string(n) + "@1, 1]");
@@ -318,7 +339,8 @@ TEST(Sharding, LeNetConvolutionsShardedEqualOneProcess) {
       Tensor y = randint(0, 10, {16}, kInt32);
       r.losses.push_back(step(x, y).item<double>());
     }
-    for (const Tensor& p : net->trainable_params()) r.params.push_back(dp * mp > 1 ? parallel::gather_whole(p) : p);
+    for (const Tensor& p : net->trainable_params())
+      r.params.push_back(dp * mp > 1 ? parallel::gather_whole(p) : p);
     set_context({.mode = Mode::PyNative});
     return r;
   };

@@ -200,17 +200,21 @@ TEST(Callbacks, ModelCheckpointKeepsNewest) {
 // removes those of dead processes and leaves a live writer's alone.
 TEST(Callbacks, ModelCheckpointRemovesDeadRunsTempFiles) {
   fs::path dir = fresh_dir("ckpt_stale_tmp");
-  const std::string dead = "999999999", alive = std::to_string(::getppid());  // a live process that is not this writer
-  for (const std::string& n : {"CKP-1_3.safetensors.tmp." + dead, "latest.tmp." + dead,
-                               "CKP-1_3.safetensors.tmp." + alive, "latest.tmp." + alive, std::string("notes.tmp.1")})
+  const std::string dead = "999999999",
+                    alive = std::to_string(::getppid());  // a live process that is not this writer
+  for (const std::string& n :
+       {"CKP-1_3.safetensors.tmp." + dead, "latest.tmp." + dead, "CKP-1_3.safetensors.tmp." + alive,
+        "latest.tmp." + alive, std::string("notes.tmp.1")})
     std::ofstream(dir / n) << "partial";
   Fixture f;
   auto ckpt = std::make_shared<ModelCheckpoint>(
       "CKP", dir.string(),
-      CheckpointConfig{.save_checkpoint_steps = 0, .save_checkpoint_epochs = 1, .one_family = true});
+      CheckpointConfig{
+          .save_checkpoint_steps = 0, .save_checkpoint_epochs = 1, .one_family = true});
   f.model.train(1, spore::test::regression_dataset(24, 8), {ckpt});
-  EXPECT_EQ(files_in(dir), (std::vector<std::string>{"CKP-1_3.safetensors", "CKP-1_3.safetensors.tmp." + alive,
-                                                     "latest", "latest.tmp." + alive, std::string("notes.tmp.1")}));
+  EXPECT_EQ(files_in(dir), (std::vector<std::string>{
+                               "CKP-1_3.safetensors", "CKP-1_3.safetensors.tmp." + alive, "latest",
+                               "latest.tmp." + alive, std::string("notes.tmp.1")}));
 }
 
 TEST(Callbacks, ProgressBarPlainLines) {

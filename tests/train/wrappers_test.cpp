@@ -123,12 +123,13 @@ std::vector<std::vector<float>> train_accumulated(int64_t k, int updates, Mode m
   return out;
 }
 
-void expect_close(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
-                  const std::string& what) {
+void expect_close(const std::vector<std::vector<float>>& a,
+                  const std::vector<std::vector<float>>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t p = 0; p < a.size(); ++p)
     for (size_t i = 0; i < a[p].size(); ++i)
-      EXPECT_NEAR(a[p][i], b[p][i], 1e-5 * (1 + std::abs(b[p][i]))) << what << " param " << p << " [" << i << "]";
+      EXPECT_NEAR(a[p][i], b[p][i], 1e-5 * (1 + std::abs(b[p][i])))
+          << what << " param " << p << " [" << i << "]";
 }
 }  // namespace
 

@@ -13,7 +13,7 @@ TEST(Autograd, ValueAndGradOfAPolynomial) {
   auto [value, grads] = value_and_grad(f, {x})(x);
   EXPECT_DOUBLE_EQ(value.item<double>(), 1 + 8 + 27 + 2 * 6);
   EXPECT_EQ(grads[0].to_vector<double>(), (std::vector<double>{5, 14, 29}));  // 3x^2 + 2
-  EXPECT_FALSE(x.requires_grad());  // restored afterwards
+  EXPECT_FALSE(x.requires_grad());                                            // restored afterwards
 }
 
 TEST(Autograd, BroadcastGradientsAreSummedBack) {
@@ -26,7 +26,8 @@ TEST(Autograd, BroadcastGradientsAreSummedBack) {
 
 TEST(Autograd, ViewsCarryGradients) {
   Tensor x = arange(0, 12, 1, kFloat64).reshape({3, 4});
-  auto g = grad([](const Tensor& v) { return (v.transpose(0, 1).slice(0, 1, 4, 2) * 2.0).sum(); }, {x})(x);
+  auto g = grad([](const Tensor& v) { return (v.transpose(0, 1).slice(0, 1, 4, 2) * 2.0).sum(); },
+                {x})(x);
   // transposed (4, 3); rows 1 and 3 of it = columns 1 and 3 of x
   EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2}));
   auto ge = grad([](const Tensor& v) { return v.reshape({12, 1}).expand({12, 5}).sum(); }, {x})(x);
@@ -35,7 +36,12 @@ TEST(Autograd, ViewsCarryGradients) {
 
 TEST(Autograd, FanInAccumulates) {
   Tensor x = tensor({2.0}, kFloat64);
-  auto g = grad([](const Tensor& v) { Tensor y = v * 3.0; return (y + y * v).sum(); }, {x})(x);
+  auto g = grad(
+      [](const Tensor& v) {
+        Tensor y = v * 3.0;
+        return (y + y * v).sum();
+      },
+      {x})(x);
   EXPECT_DOUBLE_EQ(g[0].item<double>(), 3 + 6 * 2);  // d/dx (3x + 3x^2)
 }
 
@@ -64,7 +70,8 @@ TEST(Autograd, BackwardAccumulatesIntoLeaves) {
 
 TEST(Autograd, SensScalesTheOutputGradient) {
   Tensor x = tensor({1, 2}, kFloat64);
-  auto [v, g] = value_and_grad([](const Tensor& t) { return (t * t).sum(); }, {x}, scalar_tensor(0.5, kFloat64))(x);
+  auto [v, g] = value_and_grad([](const Tensor& t) { return (t * t).sum(); }, {x},
+                               scalar_tensor(0.5, kFloat64))(x);
   EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{1, 2}));
 }
 

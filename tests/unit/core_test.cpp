@@ -29,11 +29,13 @@ TEST(DType, PromotionLattice) {
 TEST(DType, NamesRoundTrip) {
   for (int a = 0; a < kNumDTypes; ++a) EXPECT_EQ(dtype_from_name(dtype_name(DType(a))), DType(a));
   EXPECT_EQ(dtype_from_name("bf16"), kBFloat16);
-  EXPECT_NE(error_of([] { dtype_from_name("float8"); }).find("unknown dtype 'float8'"), std::string::npos);
+  EXPECT_NE(error_of([] { dtype_from_name("float8"); }).find("unknown dtype 'float8'"),
+            std::string::npos);
 }
 
 TEST(DType, HalfConversionIsExactWhereRepresentable) {
-  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.960464477539063e-08f, 0.333251953125f})
+  for (float f :
+       {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.960464477539063e-08f, 0.333251953125f})
     EXPECT_EQ(float(Half(f)), f) << f;
   EXPECT_TRUE(std::isinf(float(Half(70000.0f))));
   EXPECT_TRUE(std::isnan(float(Half(NAN))));
@@ -69,7 +71,7 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_FALSE(t.is_contiguous());
   EXPECT_EQ(t.impl().storage, a.impl().storage);
   EXPECT_EQ(t.contiguous().to_vector<float>()[1], 12.0f);  // t[0,0,1] = a[1,0,0]
-  Tensor s = a.slice(2, 1, 4, 2);  // (2, 3, 2): columns 1 and 3
+  Tensor s = a.slice(2, 1, 4, 2);                          // (2, 3, 2): columns 1 and 3
   EXPECT_EQ(s.shape(), (Shape{2, 3, 2}));
   EXPECT_EQ(s.to_vector<float>(), (std::vector<float>{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23}));
   EXPECT_EQ(s.impl().storage, a.impl().storage);
@@ -91,9 +93,15 @@ TEST(Tensor, ViewsShareStorage) {
 
 TEST(Tensor, ViewErrorsNameTheProblem) {
   Tensor a = zeros({2, 3});
-  EXPECT_NE(error_of([&] { a.reshape({4, 2}); }).find("cannot reshape (2, 3) (6 elements) into (4, 2)"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              a.reshape({4, 2});
+            }).find("cannot reshape (2, 3) (6 elements) into (4, 2)"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { a.permute({0, 0}); }).find("[permute]"), std::string::npos);
-  EXPECT_NE(error_of([&] { a.expand({3, 3}); }).find("cannot expand shape (2, 3)"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              a.expand({3, 3});
+            }).find("cannot expand shape (2, 3)"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { a.transpose(0, 2); }).find("axis 2 is out of range"), std::string::npos);
   EXPECT_NE(error_of([&] { a.data<double>(); }).find("dtype float32"), std::string::npos);
   EXPECT_NE(error_of([] { Tensor().shape(); }).find("undefined"), std::string::npos);
@@ -165,16 +173,21 @@ TEST(Backend, RegistryAndDeviceErrors) {
   EXPECT_EQ(targets[0], "CPU");
   const bool cuda_built = targets.size() > 1 && targets[1] == "GPU";  // libspore_cuda.so loaded
   const std::string msg = error_of([] { set_device("Ascend"); });
-  EXPECT_NE(msg.find(cuda_built ? "Unsupported device target Ascend. This build supports ['CPU', 'GPU']."
-                                 : "Unsupported device target Ascend. This build supports ['CPU']."),
-            std::string::npos) << msg;
-  // Two different messages: no CUDA backend in this build, or the backend but no GPU on this machine.
+  EXPECT_NE(
+      msg.find(cuda_built ? "Unsupported device target Ascend. This build supports ['CPU', 'GPU']."
+                          : "Unsupported device target Ascend. This build supports ['CPU']."),
+      std::string::npos)
+      << msg;
+  // Two different messages: no CUDA backend in this build, or the backend but no GPU on this
+  // machine.
   const std::string gpu = error_of([] { set_device("GPU"); });
   if (cuda_built && get_backend(DeviceType::GPU).device_count() == 0)
-    EXPECT_NE(gpu.find("this build has the GPU backend, but no GPU is visible"), std::string::npos) << gpu;
+    EXPECT_NE(gpu.find("this build has the GPU backend, but no GPU is visible"), std::string::npos)
+        << gpu;
   else if (!cuda_built)
     EXPECT_NE(gpu.find("no CUDA backend"), std::string::npos) << gpu;
-  EXPECT_NE(error_of([] { set_device("TPU"); }).find("Expected one of 'CPU', 'GPU', 'Ascend'"), std::string::npos);
+  EXPECT_NE(error_of([] { set_device("TPU"); }).find("Expected one of 'CPU', 'GPU', 'Ascend'"),
+            std::string::npos);
   EXPECT_NO_THROW(set_device("CPU"));
   EXPECT_FALSE(get_backend(DeviceType::CPU).library_versions().empty());
 }
@@ -182,7 +195,8 @@ TEST(Backend, RegistryAndDeviceErrors) {
 TEST(Context, ModesByName) {
   EXPECT_EQ(mode_from_name("GRAPH"), Mode::Graph);
   EXPECT_EQ(mode_from_name("pynative"), Mode::PyNative);
-  EXPECT_NE(error_of([] { mode_from_name("jit"); }).find("expected 'graph' or 'pynative'"), std::string::npos);
+  EXPECT_NE(error_of([] { mode_from_name("jit"); }).find("expected 'graph' or 'pynative'"),
+            std::string::npos);
   EXPECT_EQ(get_context_mode(), Mode::PyNative);
 }
 

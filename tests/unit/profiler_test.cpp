@@ -24,7 +24,8 @@ nlohmann::json read_trace(const std::filesystem::path& dir) {
 }  // namespace
 
 TEST(Profiler, RecordsPyNativeOpsWithShapesAndBytes) {
-  const auto dir = std::filesystem::temp_directory_path() / ("spore_prof_" + std::to_string(getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("spore_prof_" + std::to_string(getpid()));
   Tensor a = randn({8, 16}), b = randn({16, 4});
   (void)matmul(a, b);  // before the profiler: not recorded
   Profiler prof({.output_path = dir.string()});

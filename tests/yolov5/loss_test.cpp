@@ -36,9 +36,9 @@ TEST(YoloLoss, BuildTargetsByHand) {
   // P4 (stride 16): centre (10.6, 5.2), all three anchors pass. Cells: own (5, 10); y frac 0.2 ->
   // the one above (4, 10); x frac 0.6 -> the one to the right (5, 11). Order: offset, anchor.
   ASSERT_EQ(lv[1].count, 9);
-  const std::vector<std::array<int64_t, 5>> p4{{0, 0, 5, 10, 1}, {0, 1, 5, 10, 1}, {0, 2, 5, 10, 1},
-                                               {0, 0, 4, 10, 1}, {0, 1, 4, 10, 1}, {0, 2, 4, 10, 1},
-                                               {0, 0, 5, 11, 1}, {0, 1, 5, 11, 1}, {0, 2, 5, 11, 1}};
+  const std::vector<std::array<int64_t, 5>> p4{
+      {0, 0, 5, 10, 1}, {0, 1, 5, 10, 1}, {0, 2, 5, 10, 1}, {0, 0, 4, 10, 1}, {0, 1, 4, 10, 1},
+      {0, 2, 4, 10, 1}, {0, 0, 5, 11, 1}, {0, 1, 5, 11, 1}, {0, 2, 5, 11, 1}};
   EXPECT_EQ(lv[1].matches, p4);
   const auto tb = lv[1].tbox.to_vector<float>();
   EXPECT_NEAR(tb[6 * 4 + 0], 10.6f - 11, 1e-5);  // the right neighbour: offset -0.4
@@ -70,8 +70,10 @@ TEST(YoloLoss, DuplicateCellsWriteObjectnessOnce) {
   const auto m = lv[1].matches;
   // Order (offset, anchor, target): target 0 then 1 for each (offset, anchor).
   for (int64_t i = 0; i < 18; ++i) EXPECT_EQ(w[size_t(i)], i % 2 == 1 ? 1.f : 0.f) << i;
-  EXPECT_NE(test::error_of([&] { models::build_targets(rows({{2, 0, .5f, .5f, .1f, .1f}}, 6), 2, default_anchors(), kGrids320, 2); })
-                .find("expected an image in [0, 2)"),
+  EXPECT_NE(test::error_of([&] {
+              models::build_targets(rows({{2, 0, .5f, .5f, .1f, .1f}}, 6), 2, default_anchors(),
+                                    kGrids320, 2);
+            }).find("expected an image in [0, 2)"),
             std::string::npos);
 }
 
@@ -82,12 +84,16 @@ TEST(YoloLoss, AtanAndCiouByHand) {
   for (size_t i = 0; i < xs.size(); ++i) x.data<double>()[i] = xs[i];
   const auto a = models::atan_positive(x).to_vector<double>();
   for (size_t i = 0; i < xs.size(); ++i) EXPECT_NEAR(a[i], std::atan(double(xs[i])), 1e-8) << xs[i];
-  // Shifted by one width: IoU 1/3, enclosing 3 x 2 (c^2 = 13), centre distance 1: CIoU = 1/3 - 1/13.
-  const Tensor b1 = rows({{0, 0, 2, 2}, {0, 0, 2, 2}}, 4), b2 = rows({{1, 0, 2, 2}, {0, 0, 2, 4}}, 4);
+  // Shifted by one width: IoU 1/3, enclosing 3 x 2 (c^2 = 13), centre distance 1: CIoU = 1/3 -
+  // 1/13.
+  const Tensor b1 = rows({{0, 0, 2, 2}, {0, 0, 2, 2}}, 4),
+               b2 = rows({{1, 0, 2, 2}, {0, 0, 2, 4}}, 4);
   const auto c = models::bbox_ciou(b1, b2).to_vector<float>();
   EXPECT_NEAR(c[0], 1.0 / 3 - 1.0 / 13, 1e-6);
-  // Same centre, 2 x 2 inside 2 x 4: IoU 1/2, v = 4/pi^2 (atan(1/2) - atan(1))^2, alpha = v / (v + 1/2).
-  const double v = 4 / (std::numbers::pi * std::numbers::pi) * std::pow(std::atan(0.5) - std::atan(1.0), 2);
+  // Same centre, 2 x 2 inside 2 x 4: IoU 1/2, v = 4/pi^2 (atan(1/2) - atan(1))^2, alpha = v / (v +
+  // 1/2).
+  const double v =
+      4 / (std::numbers::pi * std::numbers::pi) * std::pow(std::atan(0.5) - std::atan(1.0), 2);
   EXPECT_NEAR(c[1], 0.5 - v * v / (v - 0.5 + 1), 1e-6);
 }
 
@@ -96,7 +102,8 @@ TEST(YoloLoss, ObjectnessOnlyWithoutTargets) {
   // against 0 (times the obj gain and the batch size).
   set_seed(4);
   std::vector<Tensor> raw{randn({2, 3, 4, 4, 7}), randn({2, 3, 2, 2, 7}), randn({2, 3, 1, 1, 7})};
-  const auto lv = models::build_targets(Tensor::empty({0, 6}, kFloat32), 2, default_anchors(), {{{4, 4}, {2, 2}, {1, 1}}}, 2);
+  const auto lv = models::build_targets(Tensor::empty({0, 6}, kFloat32), 2, default_anchors(),
+                                        {{{4, 4}, {2, 2}, {1, 1}}}, 2);
   models::YoloLossHyp hyp = models::scaled_hyp(2, 320);
   EXPECT_DOUBLE_EQ(hyp.obj, 0.25);
   EXPECT_DOUBLE_EQ(hyp.cls, 0.5 * 2 / 80);
@@ -106,7 +113,8 @@ TEST(YoloLoss, ObjectnessOnlyWithoutTargets) {
     const auto v = raw[size_t(l)].to_vector<float>();
     double s = 0;
     int n = 0;
-    for (size_t i = 4; i < v.size(); i += 7, ++n) s += std::log1p(std::exp(double(v[i])));  // BCE(x, 0)
+    for (size_t i = 4; i < v.size(); i += 7, ++n)
+      s += std::log1p(std::exp(double(v[i])));  // BCE(x, 0)
     expect += s / n * std::array<double, 3>{4.0, 1.0, 0.4}[size_t(l)];
   }
   EXPECT_NEAR(L.lobj.item<double>(), expect * 0.25, 1e-5);
@@ -119,7 +127,8 @@ TEST(YoloLoss, GradientsFlowAndPaddingIsInert) {
   // Zero raw outputs against one target: a finite loss with finite gradients everywhere.
   const Tensor t = rows({{0, 1, 0.53f, 0.26f, 0.2f, 0.3f}}, 6);
   const auto lv = models::build_targets(t, 1, default_anchors(), kGrids320, 2);
-  std::vector<Tensor> raw{zeros({1, 3, 40, 40, 7}), zeros({1, 3, 20, 20, 7}), zeros({1, 3, 10, 10, 7})};
+  std::vector<Tensor> raw{zeros({1, 3, 40, 40, 7}), zeros({1, 3, 20, 20, 7}),
+                          zeros({1, 3, 10, 10, 7})};
   for (auto& r : raw) r.set_requires_grad(true);
   const auto L = models::yolo_loss(raw, lv, models::scaled_hyp(2, 320));
   EXPECT_GT(L.lbox.item<double>(), 0);

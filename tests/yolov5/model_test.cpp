@@ -36,7 +36,8 @@ TEST(YoloV5Model, ParameterCounts) {
   bool has_anchors = false;
   for (const auto& [n, t] : net->named_buffers()) has_anchors |= n == "model.24.anchors";
   EXPECT_TRUE(has_anchors);
-  EXPECT_NE(test::error_of([] { models::yolov5("q"); }).find("expected n, s, m, l or x"), std::string::npos);
+  EXPECT_NE(test::error_of([] { models::yolov5("q"); }).find("expected n, s, m, l or x"),
+            std::string::npos);
 }
 
 TEST(YoloV5Model, ShapesAndDecoding) {
@@ -58,7 +59,7 @@ TEST(YoloV5Model, ShapesAndDecoding) {
   const auto rv = raw1.contiguous().to_vector<float>();
   const int64_t a = 2, gy = 3, gx = 5, no = 8;
   const int64_t at = (((1 * 3 + a) * 4 + gy) * 6 + gx) * no;  // batch 1
-  const int64_t row = 3 * 8 * 12 + (a * 4 + gy) * 6 + gx;  // after level 0's rows
+  const int64_t row = 3 * 8 * 12 + (a * 4 + gy) * 6 + gx;     // after level 0's rows
   const auto pv = pred.contiguous().to_vector<float>();
   const float* p = pv.data() + (1 * pred.size(1) + row) * no;
   EXPECT_NEAR(p[0], (sig(rv[size_t(at)]) * 2 - 0.5f + float(gx)) * 16, 1e-3);
@@ -66,7 +67,10 @@ TEST(YoloV5Model, ShapesAndDecoding) {
   EXPECT_NEAR(p[2], std::pow(sig(rv[size_t(at + 2)]) * 2, 2.f) * 59, 1e-3);
   EXPECT_NEAR(p[3], std::pow(sig(rv[size_t(at + 3)]) * 2, 2.f) * 119, 1e-3);
   EXPECT_NEAR(p[4], sig(rv[size_t(at + 4)]), 1e-5);
-  EXPECT_NE(test::error_of([&] { (*net)(rand({1, 3, 50, 64})); }).find("multiples of 32"), std::string::npos);
+  EXPECT_NE(test::error_of([&] {
+              (*net)(rand({1, 3, 50, 64}));
+            }).find("multiples of 32"),
+            std::string::npos);
 }
 
 TEST(YoloV5Model, DetectBiasPrior) {
@@ -81,8 +85,10 @@ TEST(YoloV5Model, DetectBiasPrior) {
     const double fan_in = name == "model.24.m.0.bias" ? 64 : 256;
     const auto b = t.to_vector<float>();
     for (int a = 0; a < 3; ++a) {
-      EXPECT_NEAR(b[size_t(a * 85 + 4)], std::log(8.0 / std::pow(640.0 / s, 2)), 1 / std::sqrt(fan_in) + 1e-6);
-      EXPECT_NEAR(b[size_t(a * 85 + 5)], std::log(0.6 / (80 - 0.99999)), 1 / std::sqrt(fan_in) + 1e-6);
+      EXPECT_NEAR(b[size_t(a * 85 + 4)], std::log(8.0 / std::pow(640.0 / s, 2)),
+                  1 / std::sqrt(fan_in) + 1e-6);
+      EXPECT_NEAR(b[size_t(a * 85 + 5)], std::log(0.6 / (80 - 0.99999)),
+                  1 / std::sqrt(fan_in) + 1e-6);
     }
   }
 }
@@ -93,12 +99,14 @@ TEST(YoloV5Model, GraphModeMatchesPyNative) {
   net->set_train(false);
   const Tensor x = rand({1, 3, 64, 64});
   const Tensor eager = (*net)(x);
-  auto f = jit([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{(*net)(a[0])}; }, {.name = "yolo_eval"});
+  auto f = jit([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{(*net)(a[0])}; },
+               {.name = "yolo_eval"});
   const Tensor graph = f({x})[0];
   ASSERT_EQ(graph.shape(), eager.shape());
   const auto g = graph.to_vector<float>(), e = eager.to_vector<float>();
   double worst = 0;
-  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, double(std::abs(g[i] - e[i])) / (1 + std::abs(e[i])));
+  for (size_t i = 0; i < g.size(); ++i)
+    worst = std::max(worst, double(std::abs(g[i] - e[i])) / (1 + std::abs(e[i])));
   EXPECT_LT(worst, 1e-4);
 }
 

@@ -21,11 +21,13 @@ constexpr int64_t kImg = 64;
 
 std::array<models::LevelTargets, 3> two_image_targets(const models::YoloV5& net) {
   Tensor t = Tensor::empty({3, 6}, kFloat32);
-  const float v[] = {0, 1, 0.5f, 0.5f, 0.4f, 0.3f, 0, 2, 0.25f, 0.3f, 0.2f, 0.25f, 1, 0, 0.6f, 0.55f, 0.5f, 0.6f};
+  const float v[] = {0,    1,    0.5f,  0.5f, 0.4f, 0.3f, 0,     2,    0.25f,
+                     0.3f, 0.2f, 0.25f, 1,    0,    0.6f, 0.55f, 0.5f, 0.6f};
   std::copy(v, v + 18, t.data<float>());
-  return models::build_targets(t, 2, const_cast<models::YoloV5&>(net).detect().anchors(),
-                               {{{kImg / 8, kImg / 8}, {kImg / 16, kImg / 16}, {kImg / 32, kImg / 32}}}, 3,
-                               models::scaled_hyp(3, kImg));
+  return models::build_targets(
+      t, 2, const_cast<models::YoloV5&>(net).detect().anchors(),
+      {{{kImg / 8, kImg / 8}, {kImg / 16, kImg / 16}, {kImg / 32, kImg / 32}}}, 3,
+      models::scaled_hyp(3, kImg));
 }
 
 TEST(YoloTrain, GraphStepEqualsPyNative) {
@@ -52,7 +54,8 @@ TEST(YoloTrain, GraphStepEqualsPyNative) {
     const auto a = e[i].to_vector<float>(), b = g[i].to_vector<float>();
     double scale = 1e-6;
     for (float v : a) scale = std::max(scale, double(std::abs(v)));
-    for (size_t j = 0; j < a.size(); ++j) worst = std::max(worst, std::abs(double(a[j]) - double(b[j])) / scale);
+    for (size_t j = 0; j < a.size(); ++j)
+      worst = std::max(worst, std::abs(double(a[j]) - double(b[j])) / scale);
   }
   EXPECT_LT(worst, 2e-3);
 }
@@ -74,9 +77,11 @@ void loss_falls(bool graph) {
     opt->step(std::vector<Tensor>(out.begin() + 4, out.end()));
     if (i == 0) first = out[0].item<double>();
     if (i >= steps - 4) last += out[0].item<double>() / 4;
-    if (std::getenv("SPORE_TEST_VERBOSE")) std::printf("%s step %d loss %.6f\n", graph ? "graph" : "pynative", i, out[0].item<double>());
+    if (std::getenv("SPORE_TEST_VERBOSE"))
+      std::printf("%s step %d loss %.6f\n", graph ? "graph" : "pynative", i, out[0].item<double>());
   }
-  EXPECT_LT(last, 0.75 * first) << (graph ? "graph" : "pynative") << ": " << first << " -> " << last;
+  EXPECT_LT(last, 0.75 * first) << (graph ? "graph" : "pynative") << ": " << first << " -> "
+                                << last;
   if (graph) EXPECT_EQ(step.stats().traces, 1);
 }
 // The gradients (outputs 4..) as one vector: the cosine of the angle between two such vectors and
@@ -84,7 +89,8 @@ void loss_falls(bool graph) {
 struct GradientAgreement {
   double cosine, norm_ratio;
 };
-GradientAgreement agreement(const std::vector<Tensor>& a, const std::vector<Tensor>& b, double scale = 1) {
+GradientAgreement agreement(const std::vector<Tensor>& a, const std::vector<Tensor>& b,
+                            double scale = 1) {
   double dot = 0, na = 0, nb = 0;
   for (size_t i = 4; i < a.size(); ++i) {
     const auto va = a[i].to_vector<float>(), vb = b[i].to_vector<float>();
@@ -125,20 +131,25 @@ TEST(YoloTrain, MixedPrecisionStepMatchesFloat32) {
   const Tensor jitter = (rand({2, 3, kImg, kImg}) * 2.0 - 1.0) * 1e-3;  // uniform in [-1e-3, 1e-3]
   const auto moved = f32(x * (1.0 + jitter), t);
   const GradientAgreement floor = agreement(ref, moved);
-  std::printf("float32 with the input moved by 1e-3 relative: gradient cosine %.5f, norm ratio %.4f\n",
-              floor.cosine, floor.norm_ratio);
+  std::printf(
+      "float32 with the input moved by 1e-3 relative: gradient cosine %.5f, norm ratio %.4f\n",
+      floor.cosine, floor.norm_ratio);
   models::YoloStep step(half, hyp, true, {}, /*loss_scaled=*/true);
   for (const double scale : {1024.0, 65536.0}) {
     size_t k = 0;
     for (auto& [n, b] : half->named_buffers()) assign(b, saved[k++]);
     const auto out = step(x, t, scale);
-    EXPECT_NEAR(out[0].item<double>(), ref[0].item<double>(), 1e-3 * std::abs(ref[0].item<double>()));
+    EXPECT_NEAR(out[0].item<double>(), ref[0].item<double>(),
+                1e-3 * std::abs(ref[0].item<double>()));
     const GradientAgreement g = agreement(ref, out, scale);
-    std::printf("amp O2 float16, loss scale %g: loss %.6f vs %.6f (float32), gradient cosine %.5f, norm ratio %.4f\n",
-                scale, out[0].item<double>(), ref[0].item<double>(), g.cosine, g.norm_ratio);
+    std::printf(
+        "amp O2 float16, loss scale %g: loss %.6f vs %.6f (float32), gradient cosine %.5f, norm "
+        "ratio %.4f\n",
+        scale, out[0].item<double>(), ref[0].item<double>(), g.cosine, g.norm_ratio);
     EXPECT_GT(g.cosine, std::min(floor.cosine, 0.99) - 0.02) << "scale " << scale;
     EXPECT_GT(g.cosine, 0.95) << "scale " << scale;
-    EXPECT_NEAR(g.norm_ratio, 1.0, std::max(0.02, 2 * std::abs(floor.norm_ratio - 1))) << "scale " << scale;
+    EXPECT_NEAR(g.norm_ratio, 1.0, std::max(0.02, 2 * std::abs(floor.norm_ratio - 1)))
+        << "scale " << scale;
   }
   EXPECT_EQ(step.stats().traces, 1);  // the scale is an input: one graph for every scale
 }
@@ -154,13 +165,14 @@ TEST(YoloTrain, ParamGroupsAndNesterovUpdate) {
   EXPECT_EQ(groups[0].weight_decay.value(), 0.0);
   EXPECT_EQ(groups[1].weight_decay.value(), 5e-4);
   EXPECT_EQ(groups[2].weight_decay.value(), 0.0);
-  for (const auto& n : groups[0].names) EXPECT_TRUE(n.ends_with("bias") || n.ends_with("beta")) << n;
+  for (const auto& n : groups[0].names)
+    EXPECT_TRUE(n.ends_with("bias") || n.ends_with("beta")) << n;
   for (const auto& n : groups[2].names) EXPECT_TRUE(n.ends_with("gamma")) << n;
   EXPECT_EQ(groups[1].names.front(), "model.0.conv.weight");
   EXPECT_EQ(groups[0].params.size(), groups[2].params.size() + 3);  // + Detect's three conv biases
   // One parameter by hand: p = 1, g = 0.5, wd 0.1, lr 0.1, momentum 0.9 (buf 0):
-  // g' = 0.6, buf = 0.6, p -= 0.1 (0.6 + 0.9 * 0.6) = 0.114 -> 0.886; then set_momentum(0.5), same g:
-  // g' = 0.5 + 0.0886 = 0.5886, buf = 0.3 + 0.5886 = 0.8886, p -= 0.1 (0.5886 + 0.4443).
+  // g' = 0.6, buf = 0.6, p -= 0.1 (0.6 + 0.9 * 0.6) = 0.114 -> 0.886; then set_momentum(0.5), same
+  // g: g' = 0.5 + 0.0886 = 0.5886, buf = 0.3 + 0.5886 = 0.8886, p -= 0.1 (0.5886 + 0.4443).
   Tensor p = ones({1});
   p.set_requires_grad(true);
   models::YoloSGD opt({{.params = {p}, .weight_decay = 0.1}}, 0.1, 0.9);

@@ -60,7 +60,8 @@ nlohmann::json metrics_rows(const fs::path& dir) {
 }
 
 nlohmann::json run_json(const fs::path& dir) {
-  nlohmann::json run = {{"name", dir.filename().string().empty() ? dir.string() : dir.filename().string()}};
+  nlohmann::json run = {
+      {"name", dir.filename().string().empty() ? dir.string() : dir.filename().string()}};
   run["metrics"] = metrics_rows(dir);
   run["hyper"] = nlohmann::json::object();
   if (fs::exists(dir / "run.json")) {
@@ -75,7 +76,9 @@ nlohmann::json run_json(const fs::path& dir) {
       if (e.is_regular_file() && e.path().extension() == ".safetensors") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   for (const fs::path& p : files)
-    ckpts.push_back({{"file", fs::relative(p, dir).string()}, {"bytes", fs::file_size(p, ec)}, {"modified", mtime_str(p)}});
+    ckpts.push_back({{"file", fs::relative(p, dir).string()},
+                     {"bytes", fs::file_size(p, ec)},
+                     {"modified", mtime_str(p)}});
   run["checkpoints"] = std::move(ckpts);
   run["profile"] = nullptr;
   for (const fs::path& p : {dir / "profile" / "summary.txt", dir / "summary.txt"})
@@ -94,10 +97,12 @@ void stop_server(int) {
 
 int dashboard(const DashboardArgs& a) {
   const fs::path dir(a.run_dir);
-  SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_directory(dir), "[dashboard] run folder '", a.run_dir,
-                   "' does not exist; pass the --out folder of a `spore train` run (e.g. out/lenet)");
-  SPORE_CHECK_KIND(ErrorKind::IOError, fs::exists(kChartJs), "[dashboard] the charting library ", kChartJs,
-                   " is missing; install it with `apt-get install libjs-chart.js` (scripts/setup.sh does)");
+  SPORE_CHECK_KIND(
+      ErrorKind::IOError, fs::is_directory(dir), "[dashboard] run folder '", a.run_dir,
+      "' does not exist; pass the --out folder of a `spore train` run (e.g. out/lenet)");
+  SPORE_CHECK_KIND(
+      ErrorKind::IOError, fs::exists(kChartJs), "[dashboard] the charting library ", kChartJs,
+      " is missing; install it with `apt-get install libjs-chart.js` (scripts/setup.sh does)");
   const std::string chart_js = read_file(kChartJs);
   httplib::Server server;
   server.Get("/", [](const httplib::Request&, httplib::Response& res) {
@@ -110,13 +115,13 @@ int dashboard(const DashboardArgs& a) {
     res.set_header("Cache-Control", "no-store");
     res.set_content(run_json(dir).dump(), "application/json");
   });
-  SPORE_CHECK(server.bind_to_port(a.host, a.port), "[dashboard] cannot listen on ", a.host, ":", a.port,
-              "; is another program using that port? Pass --port with a free one");
+  SPORE_CHECK(server.bind_to_port(a.host, a.port), "[dashboard] cannot listen on ", a.host, ":",
+              a.port, "; is another program using that port? Pass --port with a free one");
   g_server = &server;
   std::signal(SIGINT, stop_server);
   std::signal(SIGTERM, stop_server);
-  std::printf("spore dashboard: serving %s at http://%s:%d/ (Ctrl-C stops)\n", a.run_dir.c_str(), a.host.c_str(),
-              a.port);
+  std::printf("spore dashboard: serving %s at http://%s:%d/ (Ctrl-C stops)\n", a.run_dir.c_str(),
+              a.host.c_str(), a.port);
   std::fflush(stdout);
   server.listen_after_bind();
   g_server = nullptr;

@@ -32,7 +32,8 @@ ZooModel make_yolo(const std::string& m, const std::string& ckpt, int64_t img_ov
     const io::Checkpoint ck = io::load_checkpoint(ckpt);
     const auto names = ck.metadata.find("class_names"), size = ck.metadata.find("img");
     SPORE_CHECK(names != ck.metadata.end() && size != ck.metadata.end(), "checkpoint ", ckpt,
-                " has no class_names / img metadata; pass a checkpoint written by `spore train ", m, "`");
+                " has no class_names / img metadata; pass a checkpoint written by `spore train ", m,
+                "`");
     classes = int64_t(std::count(names->second.begin(), names->second.end(), '\n')) + 1;
     img = std::stoll(size->second);
   }
@@ -47,13 +48,16 @@ ZooModel make_model(const std::string& m, const std::string& ckpt = "", int64_t 
   if (m.rfind("yolov5", 0) == 0) return make_yolo(m, ckpt, img);
   SPORE_CHECK(img == 0, "--img applies to yolov5* only; ", m, " takes a fixed input size");
   if (m == "lenet") return {std::make_shared<models::LeNet5>(), {1, 1, 28, 28}};
-  if (m == "mlp") return {std::make_shared<models::MLP>(std::vector<int64_t>{784, 512, 256, 10}), {1, 1, 28, 28}};
+  if (m == "mlp")
+    return {std::make_shared<models::MLP>(std::vector<int64_t>{784, 512, 256, 10}), {1, 1, 28, 28}};
   if (m == "resnet18") return {models::resnet18(10, models::ResNetStem::Cifar), {1, 3, 32, 32}};
-  SPORE_THROW(ErrorKind::ValueError, "unknown model '", m, "'; expected lenet, mlp, resnet18 or yolov5n|s|m");
+  SPORE_THROW(ErrorKind::ValueError, "unknown model '", m,
+              "'; expected lenet, mlp, resnet18 or yolov5n|s|m");
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 double mib(const io::NamedTensors& ts) {
@@ -71,22 +75,25 @@ int convert(const ConvertArgs& a) {
   std::string renamed;
   if (a.model != "none" && ck.format != to) {
     const std::string family = a.model == "auto" ? models::guess_naming(ts) : a.model;
-    io::NamedTensors mapped = to == io::CheckpointFormat::MindSpore ? models::to_mindspore_names(family, ts)
-                                                                    : models::from_mindspore_names(family, ts);
+    io::NamedTensors mapped = to == io::CheckpointFormat::MindSpore
+                                  ? models::to_mindspore_names(family, ts)
+                                  : models::from_mindspore_names(family, ts);
     size_t n = 0;
     for (size_t i = 0; i < ts.size(); ++i) n += mapped[i].first != ts[i].first;
     if (n)
       renamed = "; renamed " + std::to_string(n) + " names " +
-                (to == io::CheckpointFormat::MindSpore ? "Spore -> MindSpore zoo" : "MindSpore zoo -> Spore") + " (" +
-                family + ")";
+                (to == io::CheckpointFormat::MindSpore ? "Spore -> MindSpore zoo"
+                                                       : "MindSpore zoo -> Spore") +
+                " (" + family + ")";
     ts = std::move(mapped);
   }
   if (to == io::CheckpointFormat::MindSpore && !ck.metadata.empty())
     std::printf("note: the %zu metadata entries of %s are not kept (.ckpt has no place for them)\n",
                 ck.metadata.size(), a.in.c_str());
   io::save_checkpoint(ts, a.out, ck.metadata, to);
-  std::printf("converted %zu tensors (%.2f MiB) from %s (%s) to %s (%s)%s\n", ts.size(), mib(ts), a.in.c_str(),
-              io::format_name(ck.format), a.out.c_str(), io::format_name(to), renamed.c_str());
+  std::printf("converted %zu tensors (%.2f MiB) from %s (%s) to %s (%s)%s\n", ts.size(), mib(ts),
+              a.in.c_str(), io::format_name(ck.format), a.out.c_str(), io::format_name(to),
+              renamed.c_str());
   return 0;
 }
 
@@ -99,8 +106,9 @@ int export_model(const ExportArgs& a) {
                               ? models::from_mindspore_names(a.model, ck.tensors)
                               : ck.tensors;
     io::LoadReport rep = io::load_param_into_net(*zm.net, ts, false);
-    SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "checkpoint ", a.ckpt, " does not fit the ", a.model,
-                " network: ", rep.summary(), "; pass a checkpoint of this model");
+    SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "checkpoint ", a.ckpt,
+                " does not fit the ", a.model, " network: ", rep.summary(),
+                "; pass a checkpoint of this model");
   }
   const std::string out = a.out.empty() ? a.model + ".onnx" : a.out;
   Shape in = zm.input;
@@ -111,10 +119,12 @@ int export_model(const ExportArgs& a) {
     zm.net->set_train(false);
     io::save_npy((*zm.net)(io::load_npy(a.input)), a.output);
   }
-  std::printf("exported %s%s to %s (ONNX opset 17, input \"input\" %s, output \"output\")\n", a.model.c_str(),
+  std::printf("exported %s%s to %s (ONNX opset 17, input \"input\" %s, output \"output\")\n",
+              a.model.c_str(),
               a.ckpt.empty() ? " (initial weights)" : (" (" + a.ckpt + ")").c_str(), out.c_str(),
-              a.static_batch ? shape_str(in).c_str()
-                             : ("(N, " + shape_str(Shape(in.begin() + 1, in.end())).substr(1)).c_str());
+              a.static_batch
+                  ? shape_str(in).c_str()
+                  : ("(N, " + shape_str(Shape(in.begin() + 1, in.end())).substr(1)).c_str());
   return 0;
 }
 
@@ -124,7 +134,8 @@ int infer(const InferArgs& a) {
   if (!bad.empty()) {
     std::string list;
     for (const auto& b : bad) list += (list.empty() ? "" : ", ") + b;
-    SPORE_THROW(ErrorKind::NotImplemented, a.model, " uses ONNX ops Spore does not support: ", list);
+    SPORE_THROW(ErrorKind::NotImplemented, a.model,
+                " uses ONNX ops Spore does not support: ", list);
   }
   // Inputs: one .npy for a one-input model, or an .npz whose arrays are named as the inputs.
   const auto& ins = m.inputs();
@@ -134,18 +145,24 @@ int infer(const InferArgs& a) {
     std::string have;
     for (const auto& [n, t] : arrays) have += (have.empty() ? "" : ", ") + n;
     for (const auto& in : ins) {
-      auto it = std::find_if(arrays.begin(), arrays.end(), [&](const auto& p) { return p.first == in.name; });
-      if (it == arrays.end() && ins.size() == 1 && arrays.size() == 1) it = arrays.begin();  // any name will do
-      SPORE_CHECK(it != arrays.end(), a.input, " has no array named '", in.name, "' (", a.model, "'s input); it has: ",
-                  have.empty() ? "none" : have, "; save it with numpy.savez(path, **{'", in.name, "': x})");
+      auto it = std::find_if(arrays.begin(), arrays.end(),
+                             [&](const auto& p) { return p.first == in.name; });
+      if (it == arrays.end() && ins.size() == 1 && arrays.size() == 1)
+        it = arrays.begin();  // any name will do
+      SPORE_CHECK(it != arrays.end(), a.input, " has no array named '", in.name, "' (", a.model,
+                  "'s input); it has: ", have.empty() ? "none" : have,
+                  "; save it with numpy.savez(path, **{'", in.name, "': x})");
       xs.push_back(it->second);
     }
   } else if (!a.input.empty()) {
-    SPORE_CHECK(ins.size() == 1, a.model, " takes ", ins.size(), " inputs; pass them in an .npz archive with one array"
+    SPORE_CHECK(ins.size() == 1, a.model, " takes ", ins.size(),
+                " inputs; pass them in an .npz archive with one array"
                 " per input, named as the inputs (numpy.savez)");
     xs.push_back(io::load_npy(a.input));
   } else {
-    SPORE_CHECK(a.bench, "--input x.npy (or in.npz) is required (or --bench with --batch N for random data)");
+    SPORE_CHECK(
+        a.bench,
+        "--input x.npy (or in.npz) is required (or --bench with --batch N for random data)");
     for (const auto& in : ins) {
       Shape s;
       for (int64_t d : in.shape) s.push_back(d < 0 ? a.batch : d);
@@ -157,17 +174,22 @@ int infer(const InferArgs& a) {
   if (ends_with(a.output, ".npz")) {
     io::NamedArrays outs;
     for (size_t i = 0; i < y.size(); ++i)
-      outs.emplace_back(i < m.outputs().size() ? m.outputs()[i].name : "output_" + std::to_string(i), y[i]);
+      outs.emplace_back(
+          i < m.outputs().size() ? m.outputs()[i].name : "output_" + std::to_string(i), y[i]);
     io::save_npz(outs, a.output);
   } else if (!a.output.empty()) {
-    SPORE_CHECK(y.size() == 1, a.model, " has ", y.size(), " outputs; write them with --output out.npz (one array per"
+    SPORE_CHECK(y.size() == 1, a.model, " has ", y.size(),
+                " outputs; write them with --output out.npz (one array per"
                 " output, by name)");
     io::save_npy(y[0], a.output);
   }
   std::string in_shapes;
-  for (const Tensor& x : xs) in_shapes += (in_shapes.empty() ? "" : ", ") + shape_str(x.shape()) + " " + dtype_name(x.dtype());
-  std::printf("%s: input %s -> output %s %s%s%s%s\n", a.model.c_str(), in_shapes.c_str(), shape_str(y[0].shape()).c_str(),
-              dtype_name(y[0].dtype()), y.size() > 1 ? (" (+" + std::to_string(y.size() - 1) + " more)").c_str() : "",
+  for (const Tensor& x : xs)
+    in_shapes +=
+        (in_shapes.empty() ? "" : ", ") + shape_str(x.shape()) + " " + dtype_name(x.dtype());
+  std::printf("%s: input %s -> output %s %s%s%s%s\n", a.model.c_str(), in_shapes.c_str(),
+              shape_str(y[0].shape()).c_str(), dtype_name(y[0].dtype()),
+              y.size() > 1 ? (" (+" + std::to_string(y.size() - 1) + " more)").c_str() : "",
               a.output.empty() ? "" : ", written to ", a.output.c_str());
   if (!a.bench) return 0;
   // Warm-up done above (compilation); then as many runs as fit in --seconds, at least 5.
@@ -182,7 +204,8 @@ int infer(const InferArgs& a) {
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
   std::printf("bench: batch %lld, %zu runs, median %.3f ms, best %.3f ms, %.1f samples/s\n",
-              (long long)xs[0].shape()[0], ms.size(), med, ms.front(), double(xs[0].shape()[0]) * 1000.0 / med);
+              (long long)xs[0].shape()[0], ms.size(), med, ms.front(),
+              double(xs[0].shape()[0]) * 1000.0 / med);
   return 0;
 }
 

@@ -21,20 +21,21 @@ struct ExportArgs {
   std::string format = "onnx";
   std::string out;
   bool static_batch = false;
-  int64_t batch = 1;  // the batch of the exported input when --static-batch
+  int64_t batch = 1;          // the batch of the exported input when --static-batch
   std::string input, output;  // optional: run the network on input (.npy), write its output (.npy)
-  int64_t img = 0;  // yolov5*: the exported image size (0: the checkpoint's, or 320)
+  int64_t img = 0;            // yolov5*: the exported image size (0: the checkpoint's, or 320)
 };
 int export_model(const ExportArgs& a);
 
 // `spore infer model.onnx --input x.npy [--output y.npy] [--bench]`
 struct InferArgs {
   std::string model;
-  std::string input;   // .npy, or .npz by input name; without it (with --bench) random data of --batch
+  std::string
+      input;  // .npy, or .npz by input name; without it (with --bench) random data of --batch
   std::string output;  // .npy (one output) or .npz (every output, by name); default: a summary only
   bool bench = false;
-  int64_t batch = 1;       // --bench without --input: the batch size
-  double seconds = 3;      // --bench: how long to measure
+  int64_t batch = 1;           // --bench without --input: the batch size
+  double seconds = 3;          // --bench: how long to measure
   std::string mode = "graph";  // graph | pynative
 };
 int infer(const InferArgs& a);

@@ -4,19 +4,19 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <sstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include "core/parallel.h"
 #include "core/random.h"
@@ -24,14 +24,14 @@
 #include "models/lenet.h"
 #include "models/mindspore_names.h"
 #include "models/mlp.h"
-#include "models/transformer.h"
 #include "models/resnet.h"
-#include "spore/data/vision.h"
+#include "models/transformer.h"
 #include "spore/data/dataset.h"
+#include "spore/data/vision.h"
 #include "spore/io/checkpoint.h"
 #include "spore/io/metrics.h"
-#include "spore/io/run_lock.h"
 #include "spore/io/plot.h"
+#include "spore/io/run_lock.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
 #include "spore/parallel/parallel.h"
@@ -53,8 +53,10 @@ constexpr double kMean = 0.2860, kStd = 0.3530;
 data::Dataset fashion(const std::string& dir, const std::string& usage, int64_t limit, bool train,
                       int64_t batch, const DistInfo& dist = {}, int64_t* rows = nullptr) {
   // num_samples counts one shard's rows (MindSpore's), so --limit N means N images in all.
-  data::Dataset ds = data::MnistDataset(dir, usage, {.num_samples = limit > 0 ? limit / dist.size : limit,
-                                                     .num_shards = dist.size, .shard_id = dist.rank});
+  data::Dataset ds = data::MnistDataset(dir, usage,
+                                        {.num_samples = limit > 0 ? limit / dist.size : limit,
+                                         .num_shards = dist.size,
+                                         .shard_id = dist.rank});
   if (rows) *rows = ds.get_dataset_size() * dist.size;
   if (train) ds = ds.shuffle(ds.get_dataset_size());
   ds = ds.batch(batch, /*drop_remainder=*/dist.size > 1);
@@ -65,9 +67,11 @@ data::Dataset fashion(const std::string& dir, const std::string& usage, int64_t 
   // LeNet-5 and the MLP are built for Fashion-MNIST's 28x28: another size is the data's fault, said
   // at the first batch rather than by a layer's shape check inside the step.
   return ds.map({[rescale, dir, usage](const Tensor& x) {
-                  SPORE_CHECK(x.size(1) == 28 && x.size(2) == 28, "--data ", dir, ": the ", usage, " images are ",
-                              x.size(1), "x", x.size(2), "; lenet and mlp take Fashion-MNIST's 28x28 images: "
-                              "point --data at Fashion-MNIST's IDX files (or train resnet18 on CIFAR-10)");
+                  SPORE_CHECK(
+                      x.size(1) == 28 && x.size(2) == 28, "--data ", dir, ": the ", usage,
+                      " images are ", x.size(1), "x", x.size(2),
+                      "; lenet and mlp take Fashion-MNIST's 28x28 images: "
+                      "point --data at Fashion-MNIST's IDX files (or train resnet18 on CIFAR-10)");
                   return rescale(x).reshape({x.size(0), 1, x.size(1), x.size(2)});
                 }},
                 "image", 1);
@@ -77,13 +81,16 @@ data::Dataset fashion(const std::string& dir, const std::string& usage, int64_t 
 // horizontal flip) for training, normalised with the training set's per-channel statistics.
 data::Dataset cifar10(const std::string& dir, const std::string& usage, int64_t limit, bool train,
                       int64_t batch, const DistInfo& dist = {}, int64_t* rows = nullptr) {
-  data::Dataset ds = data::Cifar10Dataset(dir, usage, {.num_samples = limit > 0 ? limit / dist.size : limit,
-                                                       .num_shards = dist.size, .shard_id = dist.rank});
+  data::Dataset ds = data::Cifar10Dataset(dir, usage,
+                                          {.num_samples = limit > 0 ? limit / dist.size : limit,
+                                           .num_shards = dist.size,
+                                           .shard_id = dist.rank});
   if (rows) *rows = ds.get_dataset_size() * dist.size;
   std::vector<data::Operation> ops;
   if (train) ops = {vision::RandomCrop({32, 32}, {.padding = {4}}), vision::RandomHorizontalFlip()};
   ops.push_back(vision::Rescale(1.0 / 255.0));
-  ops.push_back(vision::Normalize({0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}, /*is_hwc=*/true));
+  ops.push_back(
+      vision::Normalize({0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616}, /*is_hwc=*/true));
   ops.push_back(vision::HWC2CHW());
   ds = ds.map(ops, "image");
   if (train) ds = ds.shuffle(ds.get_dataset_size());
@@ -91,11 +98,13 @@ data::Dataset cifar10(const std::string& dir, const std::string& usage, int64_t 
 }
 
 bool is_cifar_model(const std::string& model) { return model == "resnet18"; }
-const char* data_name(const std::string& model) { return is_cifar_model(model) ? "CIFAR-10" : "Fashion-MNIST"; }
+const char* data_name(const std::string& model) {
+  return is_cifar_model(model) ? "CIFAR-10" : "Fashion-MNIST";
+}
 
-data::Dataset classifier_data(const std::string& model, const std::string& dir, const std::string& usage,
-                              int64_t limit, bool train, int64_t batch, const DistInfo& dist = {},
-                              int64_t* rows = nullptr) {
+data::Dataset classifier_data(const std::string& model, const std::string& dir,
+                              const std::string& usage, int64_t limit, bool train, int64_t batch,
+                              const DistInfo& dist = {}, int64_t* rows = nullptr) {
   return is_cifar_model(model) ? cifar10(dir, usage, limit, train, batch, dist, rows)
                                : fashion(dir, usage, limit, train, batch, dist, rows);
 }
@@ -104,7 +113,8 @@ nn::CellPtr make_classifier(const std::string& model) {
   if (model == "lenet") return std::make_shared<models::LeNet5>();
   if (model == "mlp") return std::make_shared<models::MLP>(std::vector<int64_t>{784, 512, 256, 10});
   if (model == "resnet18") return models::resnet18(10, models::ResNetStem::Cifar);
-  SPORE_THROW(ErrorKind::ValueError, "unknown model '", model, "'; expected lenet, mlp or resnet18");
+  SPORE_THROW(ErrorKind::ValueError, "unknown model '", model,
+              "'; expected lenet, mlp or resnet18");
 }
 
 int64_t count_params(const nn::Cell& net) {
@@ -117,33 +127,38 @@ int64_t count_params(const nn::Cell& net) {
 // loss_scale (mixed precision with a loss-scale cell): the current scale, printed and recorded.
 train::LambdaCallback epoch_logger(io::MetricsWriter& writer, const std::string& metric,
                                    std::function<double()> loss_scale = nullptr) {
-  return train::LambdaCallback({.on_epoch_end = [&writer, metric, loss_scale](train::RunContext& c) {
-    const double ips = c.epoch_elapsed > 0 ? double(c.epoch_samples) / c.epoch_elapsed : 0;
-    io::MetricValues rec{{"loss", c.epoch_loss}};
-    std::printf("epoch %lld/%lld: train loss %.4f", (long long)c.epoch, (long long)c.epoch_num, c.epoch_loss);
-    for (const auto& [k, v] : c.metrics) {
-      rec.emplace_back(k, v);
-      std::printf(", %s %.4f", k == metric ? ("test " + k).c_str() : k.c_str(), v);
-    }
-    if (loss_scale) {
-      rec.emplace_back("loss_scale", loss_scale());
-      std::printf(", loss scale %g", loss_scale());
-    }
-    rec.emplace_back("images_per_s", ips);
-    rec.emplace_back("seconds", c.epoch_elapsed);
-    std::printf(" (%.0f images/s, %.1f s)\n", ips, c.epoch_elapsed);
-    std::fflush(stdout);
-    writer.write(c.epoch, rec);
-  }});
+  return train::LambdaCallback(
+      {.on_epoch_end = [&writer, metric, loss_scale](train::RunContext& c) {
+        const double ips = c.epoch_elapsed > 0 ? double(c.epoch_samples) / c.epoch_elapsed : 0;
+        io::MetricValues rec{{"loss", c.epoch_loss}};
+        std::printf("epoch %lld/%lld: train loss %.4f", (long long)c.epoch, (long long)c.epoch_num,
+                    c.epoch_loss);
+        for (const auto& [k, v] : c.metrics) {
+          rec.emplace_back(k, v);
+          std::printf(", %s %.4f", k == metric ? ("test " + k).c_str() : k.c_str(), v);
+        }
+        if (loss_scale) {
+          rec.emplace_back("loss_scale", loss_scale());
+          std::printf(", loss scale %g", loss_scale());
+        }
+        rec.emplace_back("images_per_s", ips);
+        rec.emplace_back("seconds", c.epoch_elapsed);
+        std::printf(" (%.0f images/s, %.1f s)\n", ips, c.epoch_elapsed);
+        std::fflush(stdout);
+        writer.write(c.epoch, rec);
+      }});
 }
 
-void write_curves(const io::MetricsWriter& writer, const std::string& path, const std::string& title,
-                  const std::string& metric) {
-  io::TrainingCurves curves = io::curves_from_metrics(io::read_metrics_jsonl(writer.jsonl_path()), metric);
+void write_curves(const io::MetricsWriter& writer, const std::string& path,
+                  const std::string& title, const std::string& metric) {
+  io::TrainingCurves curves =
+      io::curves_from_metrics(io::read_metrics_jsonl(writer.jsonl_path()), metric);
   curves.title = title;
   for (auto* panel : {&curves.loss, &curves.metric})  // legends: what each curve was measured on
     for (io::CurveSeries& c : *panel)
-      c.label = c.label == "loss" ? "train" : c.label.rfind("eval_", 0) == 0 || c.label == metric ? "test" : c.label;
+      c.label = c.label == "loss"                                     ? "train"
+                : c.label.rfind("eval_", 0) == 0 || c.label == metric ? "test"
+                                                                      : c.label;
   io::save_training_curves(path, curves);
 }
 
@@ -164,14 +179,23 @@ std::pair<Tensor, Tensor> friedman1(int64_t n) {
 
 // The run's hyper-parameters as RUN_DIR/run.json (what `spore dashboard` shows).
 void write_run_json(const TrainArgs& a, const std::string& dir) {
-  const nlohmann::json j = {{"model", a.model}, {"epochs", a.epochs}, {"batch_size", a.batch_size}, {"lr", a.lr},
-                            {"momentum", a.momentum}, {"mode", a.mode}, {"seed", a.seed}, {"data", a.data},
-                            {"amp", a.amp}, {"amp_dtype", a.amp_dtype}, {"threads", a.threads}};
+  const nlohmann::json j = {{"model", a.model},
+                            {"epochs", a.epochs},
+                            {"batch_size", a.batch_size},
+                            {"lr", a.lr},
+                            {"momentum", a.momentum},
+                            {"mode", a.mode},
+                            {"seed", a.seed},
+                            {"data", a.data},
+                            {"amp", a.amp},
+                            {"amp_dtype", a.amp_dtype},
+                            {"threads", a.threads}};
   std::ofstream(fs::path(dir) / "run.json") << j.dump(2) << "\n";
 }
 
 int train_regression(const TrainArgs& a, const std::string& out) {
-  const int64_t n_train = a.limit > 0 ? a.limit : 8000, n_test = a.eval_limit > 0 ? a.eval_limit : 2000;
+  const int64_t n_train = a.limit > 0 ? a.limit : 8000,
+                n_test = a.eval_limit > 0 ? a.eval_limit : 2000;
   auto [xtr, ytr] = friedman1(n_train);
   auto [xte, yte] = friedman1(n_test);
   auto train_ds = data::TensorDataset({xtr, ytr}, {"x", "y"}).shuffle(n_train).batch(a.batch_size);
@@ -183,18 +207,21 @@ int train_regression(const TrainArgs& a, const std::string& out) {
   train::Model model(net, loss, opt, {"mse", "mae"});
   io::MetricsWriter writer(out + "/metrics");
   write_run_json(a, out);
-  std::printf("training mlp-regression on Friedman #1 (%lld train / %lld test samples, 10 features)\n",
-              (long long)n_train, (long long)n_test);
+  std::printf(
+      "training mlp-regression on Friedman #1 (%lld train / %lld test samples, 10 features)\n",
+      (long long)n_train, (long long)n_test);
   model.fit(a.epochs, train_ds, test_ds, {train::ProgressBar(), epoch_logger(writer, "mse")});
-  if (a.verbose && model.train_network()) {  // Graph mode: one compilation per batch shape, not per step
+  if (a.verbose &&
+      model.train_network()) {  // Graph mode: one compilation per batch shape, not per step
     const JitStats js = model.train_network()->jit_stats();
     if (js.traces > 0)
-      std::printf("compiled train step: %lld compilations, %lld cache hits, %zu cached\n", (long long)js.traces,
-                  (long long)js.cache_hits, js.cache_size);
+      std::printf("compiled train step: %lld compilations, %lld cache hits, %zu cached\n",
+                  (long long)js.traces, (long long)js.cache_hits, js.cache_size);
   }
   io::save_checkpoint(*net, out + "/mlp-regression.safetensors", {{"model", "mlp-regression"}});
   write_curves(writer, out + "/curves.png", "MLP regression (Friedman #1)", "mae");
-  std::printf("outputs: %s/{mlp-regression.safetensors, metrics.jsonl, metrics.csv, curves.png}\n", out.c_str());
+  std::printf("outputs: %s/{mlp-regression.safetensors, metrics.jsonl, metrics.csv, curves.png}\n",
+              out.c_str());
   return 0;
 }
 
@@ -214,18 +241,21 @@ Mesh parse_parallel(const std::string& spec, int ranks) {
     int64_t v = 0;
     const char* b = part.data() + (eq == std::string::npos ? part.size() : eq + 1);
     const auto [p, ec] = std::from_chars(b, part.data() + part.size(), v);
-    SPORE_CHECK(eq != std::string::npos && ec == std::errc() && p == part.data() + part.size() && v >= 1 &&
-                    (key == "dp" || key == "mp" || key == "pp"),
-                "--parallel '", spec, "': expected a list like dp=2,mp=2 or dp=2,pp=2 (dp: data-parallel replicas, "
-                "mp: ranks that share each layer, pp: pipeline stages), got the part '", part, "'");
+    SPORE_CHECK(eq != std::string::npos && ec == std::errc() && p == part.data() + part.size() &&
+                    v >= 1 && (key == "dp" || key == "mp" || key == "pp"),
+                "--parallel '", spec,
+                "': expected a list like dp=2,mp=2 or dp=2,pp=2 (dp: data-parallel replicas, "
+                "mp: ranks that share each layer, pp: pipeline stages), got the part '",
+                part, "'");
     (key == "dp" ? m.dp : key == "mp" ? m.mp : m.pp) = v;
   }
-  SPORE_CHECK(m.mp == 1 || m.pp == 1, "--parallel ", spec, ": mp and pp together are not supported yet; use "
+  SPORE_CHECK(m.mp == 1 || m.pp == 1, "--parallel ", spec,
+              ": mp and pp together are not supported yet; use "
               "dp x mp or dp x pp");
   if (m.dp == 0) m.dp = ranks / (m.mp * m.pp);
   SPORE_CHECK(m.dp * m.mp * m.pp == ranks, "--parallel ", spec, " needs ", m.dp * m.mp * m.pp,
-              " ranks but the job has ", ranks, "; launch with spore launch -n ", m.dp * m.mp * m.pp,
-              " or change the mesh");
+              " ranks but the job has ", ranks, "; launch with spore launch -n ",
+              m.dp * m.mp * m.pp, " or change the mesh");
   return m;
 }
 
@@ -235,16 +265,20 @@ Mesh parse_parallel(const std::string& spec, int ranks) {
 int train_transformer(const TrainArgs& a, const std::string& out) {
   const DistInfo dist = setup_distributed(a.comm_timeout);
   const Mesh mesh = parse_parallel(a.parallel, dist.size);
-  SPORE_CHECK(mesh.pp == 1, "--parallel ", a.parallel, ": the transformer trains with dp and mp; pipeline "
+  SPORE_CHECK(mesh.pp == 1, "--parallel ", a.parallel,
+              ": the transformer trains with dp and mp; pipeline "
               "stages (pp) are for lenet");
   const int64_t dp = mesh.dp, mp = mesh.mp;
   const models::TransformerOptions o;
-  const int64_t n_train = a.limit > 0 ? a.limit : 8192, n_test = a.eval_limit > 0 ? a.eval_limit : 1024;
-  SPORE_CHECK(a.batch_size % dp == 0, "--batch-size ", a.batch_size, " must be a multiple of dp = ", dp);
+  const int64_t n_train = a.limit > 0 ? a.limit : 8192,
+                n_test = a.eval_limit > 0 ? a.eval_limit : 1024;
+  SPORE_CHECK(a.batch_size % dp == 0, "--batch-size ", a.batch_size,
+              " must be a multiple of dp = ", dp);
   auto [xtr, ytr] = models::make_token_task(n_train, o, a.seed);
   auto [xte, yte] = models::make_token_task(n_test, o, a.seed + 1000);
   set_seed(a.seed);  // every rank draws the same batches: each takes its piece (full_batch)
-  auto train_ds = data::TensorDataset({xtr, ytr}, {"ids", "label"}).shuffle(n_train).batch(a.batch_size, true);
+  auto train_ds =
+      data::TensorDataset({xtr, ytr}, {"ids", "label"}).shuffle(n_train).batch(a.batch_size, true);
   auto test_ds = data::TensorDataset({xte, yte}, {"ids", "label"}).batch(256 / dp * dp, true);
   if (dist.size > 1) {
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
@@ -262,14 +296,21 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   auto opt = std::make_shared<optim::Adam>(net->trainable_params(), a.lr_given ? a.lr : 1e-3);
   train::Model model(net, loss, opt, {"accuracy"});
   if (dist.print) {
-    std::printf("training transformer (%lld blocks, width %lld, %lld heads) on the generated most-frequent-token "
-                "task: %lld train / %lld test sequences of %lld tokens, batch %lld, Adam(lr=%g), %s mode, %lld "
-                "parameters\n", (long long)o.layers, (long long)o.dim, (long long)o.heads, (long long)n_train,
-                (long long)n_test, (long long)o.seq, (long long)a.batch_size, a.lr_given ? a.lr : 1e-3,
-                a.mode.c_str(), (long long)params);
+    std::printf(
+        "training transformer (%lld blocks, width %lld, %lld heads) on the generated "
+        "most-frequent-token "
+        "task: %lld train / %lld test sequences of %lld tokens, batch %lld, Adam(lr=%g), %s mode, "
+        "%lld "
+        "parameters\n",
+        (long long)o.layers, (long long)o.dim, (long long)o.heads, (long long)n_train,
+        (long long)n_test, (long long)o.seq, (long long)a.batch_size, a.lr_given ? a.lr : 1e-3,
+        a.mode.c_str(), (long long)params);
     if (dist.size > 1)
-      std::printf("semi_auto_parallel: %d ranks as dp=%lld x mp=%lld; this rank holds %lld of the %lld parameters\n",
-                  dist.size, (long long)dp, (long long)mp, (long long)count_params(*net), (long long)params);
+      std::printf(
+          "semi_auto_parallel: %d ranks as dp=%lld x mp=%lld; this rank holds %lld of the %lld "
+          "parameters\n",
+          dist.size, (long long)dp, (long long)mp, (long long)count_params(*net),
+          (long long)params);
   }
   const std::string rank_out = dist.rank == 0 ? out : out + "/rank" + std::to_string(dist.rank);
   if (dist.print) fs::create_directories(rank_out);
@@ -280,21 +321,26 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   if (dist.print) writer = std::make_unique<io::MetricsWriter>(rank_out + "/metrics");
   if (dist.print) write_run_json(a, rank_out);
   train::Callbacks callbacks;
-  if (dist.print) callbacks = {train::ProgressBar({.log_every = 200}), epoch_logger(*writer, "accuracy")};
+  if (dist.print)
+    callbacks = {train::ProgressBar({.log_every = 200}), epoch_logger(*writer, "accuracy")};
   if (auto fault = fault_injector(dist.rank))
-    callbacks.push_back(train::LambdaCallback({.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
+    callbacks.push_back(train::LambdaCallback(
+        {.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
   model.fit(a.epochs, train_ds, test_ds, callbacks);
   // The checkpoint holds whole tensors: every rank takes part in the gathers, rank 0 writes.
   io::NamedTensors whole;
   for (const auto& [name, t] : net->parameters_and_buffers())
     whole.push_back({name, dist.size > 1 ? parallel::gather_whole(t) : t});
   if (a.verbose && dist.print)
-    for (const std::string& line : parallel::redistribution_log()) std::printf("redistribution: %s\n", line.c_str());
+    for (const std::string& line : parallel::redistribution_log())
+      std::printf("redistribution: %s\n", line.c_str());
   if (dist.rank == 0) {
     const std::string path = out + "/transformer.safetensors";
-    io::save_checkpoint(whole, path, {{"model", "transformer"}, {"epochs", std::to_string(a.epochs)}});
+    io::save_checkpoint(whole, path,
+                        {{"model", "transformer"}, {"epochs", std::to_string(a.epochs)}});
     write_curves(*writer, out + "/curves.png", "transformer (generated token task)", "accuracy");
-    std::printf("outputs: %s, %s/metrics.jsonl and .csv, %s/curves.png\n", path.c_str(), out.c_str(), out.c_str());
+    std::printf("outputs: %s, %s/metrics.jsonl and .csv, %s/curves.png\n", path.c_str(),
+                out.c_str(), out.c_str());
   }
   parallel::release();
   return 0;
@@ -308,8 +354,10 @@ std::string latest_checkpoint(const std::string& out) {
   std::string name;
   if (!std::getline(f, name) || name.empty()) return "";
   const fs::path file = dir / name;
-  SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_regular_file(file), "--resume auto: ", (dir / "latest").string(),
-                   " names ", name, ", which is not in ", dir.string(), "; pass --resume FILE with a checkpoint "
+  SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_regular_file(file),
+                   "--resume auto: ", (dir / "latest").string(), " names ", name,
+                   ", which is not in ", dir.string(),
+                   "; pass --resume FILE with a checkpoint "
                    "that exists");
   return file.string();
 }
@@ -317,8 +365,9 @@ std::string latest_checkpoint(const std::string& out) {
 // --resume: parameters, optimizer state (moments) and step from an epoch-end checkpoint of
 // ModelCheckpoint; returns the epochs already done. The shuffle is advanced past them so the
 // resumed run sees the same batches as an uninterrupted one.
-int64_t resume_from(const std::string& file, const io::Checkpoint& ck, nn::Cell& net, optim::Optimizer& opt,
-                    const data::Dataset& train_ds, int64_t epochs, bool partial) {
+int64_t resume_from(const std::string& file, const io::Checkpoint& ck, nn::Cell& net,
+                    optim::Optimizer& opt, const data::Dataset& train_ds, int64_t epochs,
+                    bool partial) {
   // Everything is restored or the run stops: the network, every optimizer moment (same shape and
   // dtype: a float64 moment would not resume bit for bit), and no entry left over. --resume-partial
   // restores what matches and lists what starts again from its initial value.
@@ -331,19 +380,22 @@ int64_t resume_from(const std::string& file, const io::Checkpoint& ck, nn::Cell&
   for (const auto& [n, t] : ck.tensors) {
     in_file.insert(n);
     auto it = by_name.find(n);
-    if (it == by_name.end()) rep.unexpected.push_back(n);
+    if (it == by_name.end())
+      rep.unexpected.push_back(n);
     else if (it->second->shape() != t.shape() || it->second->dtype() != t.dtype())
       rep.mismatched.push_back(n + ": expected " + shape_str(it->second->shape()) + " " +
-                               dtype_name(it->second->dtype()) + ", found " + shape_str(t.shape()) + " " +
-                               dtype_name(t.dtype()));
+                               dtype_name(it->second->dtype()) + ", found " + shape_str(t.shape()) +
+                               " " + dtype_name(t.dtype()));
   }
   for (const auto& [n, t] : targets)
     if (!in_file.count(n)) rep.missing.push_back(n);
-  SPORE_CHECK(partial || rep.ok(), "--resume ", file, " cannot restore the run exactly: ", rep.summary(),
-              ". Pass a checkpoint from <out>/checkpoints/ written by `spore train` for this model and "
-              "optimizer, or add --resume-partial to restore what matches and restart the rest");
+  SPORE_CHECK(
+      partial || rep.ok(), "--resume ", file, " cannot restore the run exactly: ", rep.summary(),
+      ". Pass a checkpoint from <out>/checkpoints/ written by `spore train` for this model and "
+      "optimizer, or add --resume-partial to restore what matches and restart the rest");
   if (!rep.ok())
-    std::printf("--resume-partial: %s; these start from their initial values\n", rep.summary().c_str());
+    std::printf("--resume-partial: %s; these start from their initial values\n",
+                rep.summary().c_str());
   io::NamedTensors matching;
   for (const auto& [n, t] : ck.tensors) {
     auto it = by_name.find(n);
@@ -353,36 +405,43 @@ int64_t resume_from(const std::string& file, const io::Checkpoint& ck, nn::Cell&
   io::load_into_tensors(targets, matching);
   auto meta = [&](const char* k) -> int64_t {
     auto it = ck.metadata.find(k);
-    SPORE_CHECK(it != ck.metadata.end(), "--resume ", file, " has no '", k, "' metadata; use a checkpoint "
+    SPORE_CHECK(it != ck.metadata.end(), "--resume ", file, " has no '", k,
+                "' metadata; use a checkpoint "
                 "from <out>/checkpoints/ written by spore train");
     int64_t v = 0;
-    const auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-    SPORE_CHECK(ec == std::errc() && p == it->second.data() + it->second.size() && v >= 0, "--resume ", file,
-                ": metadata '", k, "' is '", it->second, "', not a non-negative integer; use a checkpoint from "
+    const auto [p, ec] =
+        std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+    SPORE_CHECK(ec == std::errc() && p == it->second.data() + it->second.size() && v >= 0,
+                "--resume ", file, ": metadata '", k, "' is '", it->second,
+                "', not a non-negative integer; use a checkpoint from "
                 "<out>/checkpoints/ written by spore train");
     return v;
   };
   const int64_t epoch = meta("epoch"), step = meta("step"), global_step = meta("global_step");
-  SPORE_CHECK(step == train_ds.get_dataset_size(), "--resume ", file, " was written at step ", step, " of epoch ",
-              epoch, " (", train_ds.get_dataset_size(), " steps per epoch); resuming needs an epoch-end "
+  SPORE_CHECK(step == train_ds.get_dataset_size(), "--resume ", file, " was written at step ", step,
+              " of epoch ", epoch, " (", train_ds.get_dataset_size(),
+              " steps per epoch); resuming needs an epoch-end "
               "checkpoint with the same --batch-size, --limit and number of ranks");
-  SPORE_CHECK(epoch < epochs, "--resume ", file, " already has ", epoch, " epochs; pass --epochs > ", epoch);
+  SPORE_CHECK(epoch < epochs, "--resume ", file, " already has ", epoch,
+              " epochs; pass --epochs > ", epoch);
   opt.set_global_step(global_step);
-  for (int64_t e = 0; e < epoch; ++e) train_ds.create_tuple_iterator();  // each one draws an epoch's order
+  for (int64_t e = 0; e < epoch; ++e)
+    train_ds.create_tuple_iterator();  // each one draws an epoch's order
   return epoch;
 }
 
 // --out: created when missing, and written to once (a probe file) so that a folder that cannot be
 // used is an error now, before the data is read and training starts, not at the first save.
 void prepare_out_dir(const std::string& out) {
-  const std::string fix = "; pass --out with a folder you can write to (it is created when missing)";
+  const std::string fix =
+      "; pass --out with a folder you can write to (it is created when missing)";
   std::error_code ec;
   const fs::file_status st = fs::status(out, ec);
   SPORE_CHECK_KIND(ErrorKind::IOError, !fs::exists(st) || fs::is_directory(st), "--out ", out,
                    " exists and is not a folder", fix);
   fs::create_directories(out, ec);
-  SPORE_CHECK_KIND(ErrorKind::IOError, !ec && fs::is_directory(out), "--out ", out, ": cannot create the folder: ",
-                   ec ? ec.message() : "it is not a folder", fix);
+  SPORE_CHECK_KIND(ErrorKind::IOError, !ec && fs::is_directory(out), "--out ", out,
+                   ": cannot create the folder: ", ec ? ec.message() : "it is not a folder", fix);
   const std::string probe = out + "/.spore-write-test." + std::to_string(::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   const int err = errno;
@@ -390,7 +449,8 @@ void prepare_out_dir(const std::string& out) {
     ::close(fd);
     ::unlink(probe.c_str());
   }
-  SPORE_CHECK_KIND(ErrorKind::IOError, fd >= 0, "--out ", out, " is not writable: ", std::strerror(err), fix);
+  SPORE_CHECK_KIND(ErrorKind::IOError, fd >= 0, "--out ", out,
+                   " is not writable: ", std::strerror(err), fix);
 }
 
 }  // namespace
@@ -403,8 +463,9 @@ int train_job(const TrainArgs& a) {
   std::optional<io::Checkpoint> resume_ck;
   const std::string resume_file = a.resume == "auto" ? latest_checkpoint(out) : a.resume;
   if (a.resume == "auto")
-    std::printf(resume_file.empty() ? "--resume auto: no checkpoint in %s/checkpoints yet; starting from scratch\n"
-                                    : "--resume auto: continuing from %s\n",
+    std::printf(resume_file.empty()
+                    ? "--resume auto: no checkpoint in %s/checkpoints yet; starting from scratch\n"
+                    : "--resume auto: continuing from %s\n",
                 resume_file.empty() ? out.c_str() : resume_file.c_str());
   if (!resume_file.empty()) resume_ck = io::load_checkpoint(resume_file);
   set_seed(a.seed);
@@ -415,7 +476,7 @@ int train_job(const TrainArgs& a) {
   // The MNIST pipeline is cheap next to a step: producing batches on demand beats a prefetch
   // thread that preempts the training step's OpenMP threads on a 2-core machine.
   if (!is_cifar_model(a.model)) data::set_prefetch_size(0);
-  const amp::Level amp_level = amp::parse_level(a.amp);     // bad values: errors naming the valid ones
+  const amp::Level amp_level = amp::parse_level(a.amp);  // bad values: errors naming the valid ones
   const DType amp_dtype = amp::parse_dtype(a.amp_dtype);
   if (a.model == "transformer") return train_transformer(a, out);
   if (a.model == "mlp-regression") {
@@ -426,21 +487,29 @@ int train_job(const TrainArgs& a) {
   }
   SPORE_CHECK(!is_cifar_model(a.model) || a.data != TrainArgs{}.data, a.model,
               " trains on CIFAR-10: pass --data DIR, a folder with the binary version's "
-              "data_batch_1.bin ... data_batch_5.bin and test_batch.bin (www.cs.toronto.edu/~kriz/cifar.html)");
+              "data_batch_1.bin ... data_batch_5.bin and test_batch.bin "
+              "(www.cs.toronto.edu/~kriz/cifar.html)");
 
   // Under spore launch / mpirun: data parallel, a shard and batch / size images per rank.
   DistInfo dist = setup_distributed(a.comm_timeout);
   const Mesh mesh = parse_parallel(a.parallel, dist.size);
-  SPORE_CHECK(mesh.mp == 1 || a.model == "lenet", "--parallel ", a.parallel, ": operator-level sharding (mp) has "
-              "strategies for lenet and the transformer; train ", a.model, " with dp (data parallel)");
-  SPORE_CHECK(mesh.mp == 1 || a.resume.empty(), "--parallel ", a.parallel, " cannot --resume yet (the checkpoints "
+  SPORE_CHECK(mesh.mp == 1 || a.model == "lenet", "--parallel ", a.parallel,
+              ": operator-level sharding (mp) has "
+              "strategies for lenet and the transformer; train ",
+              a.model, " with dp (data parallel)");
+  SPORE_CHECK(mesh.mp == 1 || a.resume.empty(), "--parallel ", a.parallel,
+              " cannot --resume yet (the checkpoints "
               "of a sharded run are per rank); resume without mp");
-  SPORE_CHECK(mesh.pp == 1 || a.model == "lenet", "--parallel ", a.parallel, ": pipeline stages (pp) are set up "
+  SPORE_CHECK(mesh.pp == 1 || a.model == "lenet", "--parallel ", a.parallel,
+              ": pipeline stages (pp) are set up "
               "for lenet only (its layers as two stages); train lenet or use dp");
-  SPORE_CHECK(mesh.pp <= 2, "--parallel ", a.parallel, ": lenet is cut into at most 2 pipeline stages");
+  SPORE_CHECK(mesh.pp <= 2, "--parallel ", a.parallel,
+              ": lenet is cut into at most 2 pipeline stages");
 
-  SPORE_CHECK(!(a.parallel_optimizer && !a.resume.empty()), "--parallel-optimizer cannot be combined with "
-              "--resume yet (the sharded optimizer state is not in the checkpoints); resume without it");
+  SPORE_CHECK(
+      !(a.parallel_optimizer && !a.resume.empty()),
+      "--parallel-optimizer cannot be combined with "
+      "--resume yet (the sharded optimizer state is not in the checkpoints); resume without it");
   {
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
     ctx.gradient_accumulation_steps = a.grad_accum;
@@ -449,7 +518,8 @@ int train_job(const TrainArgs& a) {
       ctx.parallel_mode = parallel::ParallelMode::StandAlone;
       ctx.pipeline_stages = mesh.pp;
     }
-    if (mesh.mp > 1) {  // operator-level sharding: every rank reads the whole batch, keeps its piece
+    if (mesh.mp >
+        1) {  // operator-level sharding: every rank reads the whole batch, keeps its piece
       ctx.parallel_mode = parallel::ParallelMode::SemiAutoParallel;
       ctx.device_num = dist.size;
       ctx.dataset_strategy = {{mesh.dp, 1, 1, 1}, {mesh.dp}};
@@ -462,47 +532,61 @@ int train_job(const TrainArgs& a) {
   DistInfo data_dist = dist;
   if (mesh.pp > 1) data_dist = {int(dist.rank / mesh.pp), int(mesh.dp), dist.print};
   if (mesh.mp > 1) data_dist = {0, 1, dist.print};
-  SPORE_CHECK(a.batch_size % data_dist.size == 0, "--batch-size ", a.batch_size, " (the global batch) must be a "
-              "multiple of the number of data-parallel replicas, ", data_dist.size);
+  SPORE_CHECK(a.batch_size % data_dist.size == 0, "--batch-size ", a.batch_size,
+              " (the global batch) must be a "
+              "multiple of the number of data-parallel replicas, ",
+              data_dist.size);
   int64_t train_rows = 0, test_rows = 0;  // what the data holds (after --limit), for the banner
-  auto train_ds = classifier_data(a.model, a.data, "train", a.limit, true, a.batch_size / data_dist.size, data_dist,
-                                  &train_rows);
+  auto train_ds = classifier_data(a.model, a.data, "train", a.limit, true,
+                                  a.batch_size / data_dist.size, data_dist, &train_rows);
   auto test_ds = classifier_data(a.model, a.data, "test", a.eval_limit, false, 256, {}, &test_rows);
   nn::CellPtr net = mesh.pp > 1 ? models::lenet5_sequential(mesh.pp) : make_classifier(a.model);
-  if (mesh.mp > 1) std::static_pointer_cast<models::LeNet5>(net)->shard(mesh.dp, mesh.mp);  // before the optimizer
+  if (mesh.mp > 1)
+    std::static_pointer_cast<models::LeNet5>(net)->shard(mesh.dp, mesh.mp);  // before the optimizer
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), a.lr, a.momentum);
   // data parallel: broadcasts rank 0's weights. --amp: MindSpore's Model(amp_level=...).
-  train::Model model(net, loss, opt, {"accuracy"}, nullptr, amp::level_name(amp_level), nullptr, std::nullopt,
-                     amp_dtype);
-  auto loss_scale_cell = std::dynamic_pointer_cast<train::TrainOneStepWithLossScaleCell>(model.train_network());
+  train::Model model(net, loss, opt, {"accuracy"}, nullptr, amp::level_name(amp_level), nullptr,
+                     std::nullopt, amp_dtype);
+  auto loss_scale_cell =
+      std::dynamic_pointer_cast<train::TrainOneStepWithLossScaleCell>(model.train_network());
   int64_t initial_epoch = 0;
-  if (resume_ck) initial_epoch = resume_from(resume_file, *resume_ck, *net, *opt, train_ds, a.epochs, a.resume_partial);
+  if (resume_ck)
+    initial_epoch =
+        resume_from(resume_file, *resume_ck, *net, *opt, train_ds, a.epochs, a.resume_partial);
 
   if (dist.size > 1 && dist.print && mesh.mp > 1)
-    std::printf("semi_auto_parallel: %d ranks as dp=%lld x mp=%lld (conv1, fc1 cut on outputs; conv2, fc2 on "
-                "inputs); every rank reads the global batch of %lld and keeps its piece\n", dist.size,
-                (long long)mesh.dp, (long long)mesh.mp, (long long)a.batch_size);
+    std::printf(
+        "semi_auto_parallel: %d ranks as dp=%lld x mp=%lld (conv1, fc1 cut on outputs; conv2, fc2 "
+        "on "
+        "inputs); every rank reads the global batch of %lld and keeps its piece\n",
+        dist.size, (long long)mesh.dp, (long long)mesh.mp, (long long)a.batch_size);
   else if (dist.size > 1 && dist.print && mesh.pp > 1)
-    std::printf("pipeline parallel: %lld stages x %lld replicas, %lld images per replica per step in %lld "
-                "micro-batches (1F1B)\n", (long long)mesh.pp, (long long)mesh.dp,
-                (long long)(a.batch_size / mesh.dp), (long long)(2 * mesh.pp));
+    std::printf(
+        "pipeline parallel: %lld stages x %lld replicas, %lld images per replica per step in %lld "
+        "micro-batches (1F1B)\n",
+        (long long)mesh.pp, (long long)mesh.dp, (long long)(a.batch_size / mesh.dp),
+        (long long)(2 * mesh.pp));
   else if (dist.size > 1 && dist.print)
-    std::printf("data parallel: %d ranks, rank %d printing, %lld images per rank per step\n", dist.size,
-                dist.rank, (long long)(a.batch_size / dist.size));
-  if (dist.print) std::printf("training %s on %s (%s): %lld train / %lld test images, batch %lld, "
-              "Momentum(lr=%g, momentum=%g), %s mode, %d threads, %lld parameters\n",
-              a.model.c_str(), data_name(a.model), a.data.c_str(), (long long)train_rows,
-              (long long)test_rows, (long long)a.batch_size, a.lr,
-              a.momentum, a.mode.c_str(), get_num_threads(), (long long)count_params(*net));
+    std::printf("data parallel: %d ranks, rank %d printing, %lld images per rank per step\n",
+                dist.size, dist.rank, (long long)(a.batch_size / dist.size));
+  if (dist.print)
+    std::printf(
+        "training %s on %s (%s): %lld train / %lld test images, batch %lld, "
+        "Momentum(lr=%g, momentum=%g), %s mode, %d threads, %lld parameters\n",
+        a.model.c_str(), data_name(a.model), a.data.c_str(), (long long)train_rows,
+        (long long)test_rows, (long long)a.batch_size, a.lr, a.momentum, a.mode.c_str(),
+        get_num_threads(), (long long)count_params(*net));
   if (dist.print && a.grad_accum > 1)
-    std::printf("gradient accumulation: %lld batches per update (effective batch %lld)\n", (long long)a.grad_accum,
-                (long long)(a.grad_accum * a.batch_size));
+    std::printf("gradient accumulation: %lld batches per update (effective batch %lld)\n",
+                (long long)a.grad_accum, (long long)(a.grad_accum * a.batch_size));
   if (dist.print && a.parallel_optimizer)
-    std::printf("optimizer sharding: %s\n", dist.size > 1 ? ("each of the " + std::to_string(dist.size) +
-                " ranks keeps 1/" + std::to_string(dist.size) + " of the optimizer state").c_str()
-                : "off (a single process has nothing to shard with)");
+    std::printf("optimizer sharding: %s\n",
+                dist.size > 1 ? ("each of the " + std::to_string(dist.size) + " ranks keeps 1/" +
+                                 std::to_string(dist.size) + " of the optimizer state")
+                                    .c_str()
+                              : "off (a single process has nothing to shard with)");
   if (dist.print && amp_level != amp::Level::O0) {
     std::printf("mixed precision: %s, %s", amp::level_name(amp_level), dtype_name(amp_dtype));
     if (loss_scale_cell)
@@ -522,28 +606,39 @@ int train_job(const TrainArgs& a) {
   std::unique_ptr<io::MetricsWriter> writer_ptr;
   if (dist.print) writer_ptr = std::make_unique<io::MetricsWriter>(rank_out + "/metrics");
   if (dist.print) write_run_json(a, rank_out);
-  auto ckpt = std::make_shared<train::ModelCheckpoint>(
-      a.model, out + "/checkpoints",
-      train::CheckpointConfig{.save_checkpoint_steps = 0, .save_checkpoint_epochs = 1, .keep_checkpoint_max = 3,
-                              .one_family = true});
+  auto ckpt =
+      std::make_shared<train::ModelCheckpoint>(a.model, out + "/checkpoints",
+                                               train::CheckpointConfig{.save_checkpoint_steps = 0,
+                                                                       .save_checkpoint_epochs = 1,
+                                                                       .keep_checkpoint_max = 3,
+                                                                       .one_family = true});
   train::Callbacks callbacks;
-  if (dist.print) callbacks = {train::ProgressBar({.log_every = 200}), epoch_logger(*writer_ptr, "accuracy",
-                         loss_scale_cell ? std::function<double()>([loss_scale_cell] { return loss_scale_cell->loss_scale(); })
-                                         : nullptr)};
-  if (dist.rank == 0 || mesh.mp > 1) callbacks.push_back(ckpt);  // sharded: each rank writes its pieces
+  if (dist.print)
+    callbacks = {train::ProgressBar({.log_every = 200}),
+                 epoch_logger(*writer_ptr, "accuracy",
+                              loss_scale_cell ? std::function<double()>([loss_scale_cell] {
+                                return loss_scale_cell->loss_scale();
+                              })
+                                              : nullptr)};
+  if (dist.rank == 0 || mesh.mp > 1)
+    callbacks.push_back(ckpt);  // sharded: each rank writes its pieces
   if (auto fault = fault_injector(dist.rank))
-    callbacks.push_back(train::LambdaCallback({.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
+    callbacks.push_back(train::LambdaCallback(
+        {.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
   // --verbose, Graph mode: the statistics of the compiled step with the largest planned arena
   // (the full batch; the last, smaller batch of an epoch is a second signature).
   JitStats graph_stats;
   if (a.verbose && model.train_network())
-    callbacks.push_back(train::LambdaCallback({.on_step_end = [&graph_stats, &model](train::RunContext&) {
-      const JitStats js = model.train_network()->jit_stats();
-      if (js.planned_peak_bytes >= graph_stats.planned_peak_bytes) graph_stats = js;
-      graph_stats.traces = js.traces, graph_stats.cache_hits = js.cache_hits, graph_stats.cache_size = js.cache_size;
-    }}));
+    callbacks.push_back(
+        train::LambdaCallback({.on_step_end = [&graph_stats, &model](train::RunContext&) {
+          const JitStats js = model.train_network()->jit_stats();
+          if (js.planned_peak_bytes >= graph_stats.planned_peak_bytes) graph_stats = js;
+          graph_stats.traces = js.traces, graph_stats.cache_hits = js.cache_hits,
+          graph_stats.cache_size = js.cache_size;
+        }}));
   model.fit(a.epochs, train_ds, test_ds, callbacks, 1, initial_epoch);
-  // The final checkpoint holds whole tensors: with sharded layers every rank takes part in the gathers.
+  // The final checkpoint holds whole tensors: with sharded layers every rank takes part in the
+  // gathers.
   io::NamedTensors final_tensors = net->parameters_and_buffers();
   if (mesh.mp > 1)
     for (auto& [name, t] : final_tensors) t = parallel::gather_whole(t);
@@ -559,23 +654,32 @@ int train_job(const TrainArgs& a) {
     for (const auto& [k, v] : final_metrics.back())
       if (k == "accuracy") acc = v;
   const std::string path = rank_out + "/" + a.model + ".safetensors";
-  io::save_checkpoint(final_tensors, path, {{"model", a.model}, {"epochs", std::to_string(a.epochs)},
-                                   {"test_accuracy", std::to_string(acc)}});
+  io::save_checkpoint(final_tensors, path,
+                      {{"model", a.model},
+                       {"epochs", std::to_string(a.epochs)},
+                       {"test_accuracy", std::to_string(acc)}});
   write_curves(writer, rank_out + "/curves.png", a.model + " on " + data_name(a.model), "accuracy");
   if (a.verbose) {
     const AllocatorStats s = cpu_allocator().stats();
-    std::printf("memory: peak %.1f MiB in use, %.1f MiB cached, %llu allocations (%.1f%% cache hits)\n",
-                double(s.peak_bytes_in_use) / 1048576.0, double(s.bytes_cached) / 1048576.0,
-                (unsigned long long)s.num_allocs, 100.0 * double(s.cache_hits) / double(std::max<uint64_t>(s.num_allocs, 1)));
+    std::printf(
+        "memory: peak %.1f MiB in use, %.1f MiB cached, %llu allocations (%.1f%% cache hits)\n",
+        double(s.peak_bytes_in_use) / 1048576.0, double(s.bytes_cached) / 1048576.0,
+        (unsigned long long)s.num_allocs,
+        100.0 * double(s.cache_hits) / double(std::max<uint64_t>(s.num_allocs, 1)));
     const JitStats& js = graph_stats;
     if (js.traces > 0)
-      std::printf("compiled train step: %zu nodes traced, %zu after the passes; planned peak %.1f MiB "
-                  "(%.1f MiB without reuse); %lld compilations, %lld cache hits, %zu cached\n",
-                  js.nodes_traced, js.nodes, double(js.planned_peak_bytes) / 1048576.0,
-                  double(js.unplanned_bytes) / 1048576.0, (long long)js.traces, (long long)js.cache_hits, js.cache_size);
+      std::printf(
+          "compiled train step: %zu nodes traced, %zu after the passes; planned peak %.1f MiB "
+          "(%.1f MiB without reuse); %lld compilations, %lld cache hits, %zu cached\n",
+          js.nodes_traced, js.nodes, double(js.planned_peak_bytes) / 1048576.0,
+          double(js.unplanned_bytes) / 1048576.0, (long long)js.traces, (long long)js.cache_hits,
+          js.cache_size);
   }
-  std::printf("final test accuracy: %.4f\noutputs: %s (checkpoint), %s/metrics.jsonl and .csv, %s/curves.png, "
-              "%s/checkpoints/\n", acc, path.c_str(), out.c_str(), out.c_str(), out.c_str());
+  std::printf(
+      "final test accuracy: %.4f\noutputs: %s (checkpoint), %s/metrics.jsonl and .csv, "
+      "%s/curves.png, "
+      "%s/checkpoints/\n",
+      acc, path.c_str(), out.c_str(), out.c_str(), out.c_str());
   parallel::release();
   return 0;
 }
@@ -583,8 +687,9 @@ int train_job(const TrainArgs& a) {
 int train(const TrainArgs& a) {
   if (!a.dump_ir.empty()) {  // under spore launch each rank dumps its own graphs (rank<r>/)
     const auto [rank, size] = parallel::launcher_rank_size();
-    set_context({.save_graphs = true,
-                 .save_graphs_path = size > 1 ? a.dump_ir + "/rank" + std::to_string(rank) : a.dump_ir});
+    set_context(
+        {.save_graphs = true,
+         .save_graphs_path = size > 1 ? a.dump_ir + "/rank" + std::to_string(rank) : a.dump_ir});
   }
   if (a.model.rfind("yolov5", 0) == 0) {
     if (a.profile.empty()) return train_detector(a);
@@ -606,26 +711,33 @@ int eval(const EvalArgs& a) {
   nn::CellPtr net = make_classifier(a.model);
   io::Checkpoint ckpt = io::load_checkpoint(a.ckpt);
   // A MindSpore .ckpt names parameters as MindSpore's model zoo does.
-  if (ckpt.format == io::CheckpointFormat::MindSpore) ckpt.tensors = models::from_mindspore_names(a.model, ckpt.tensors);
-  // As MindSpore's load_param_into_net: the network's parameters are loaded; what the checkpoint has
-  // beyond them (the optimizer's moments.* in an epoch checkpoint) is training state, skipped and
-  // reported. A parameter the checkpoint lacks, or one of another shape, is an error.
+  if (ckpt.format == io::CheckpointFormat::MindSpore)
+    ckpt.tensors = models::from_mindspore_names(a.model, ckpt.tensors);
+  // As MindSpore's load_param_into_net: the network's parameters are loaded; what the checkpoint
+  // has beyond them (the optimizer's moments.* in an epoch checkpoint) is training state, skipped
+  // and reported. A parameter the checkpoint lacks, or one of another shape, is an error.
   io::LoadReport rep = io::load_param_into_net(*net, ckpt, /*strict=*/false);
-  const bool fits = rep.missing.empty() && rep.mismatched.empty() && (!a.strict_load || rep.unexpected.empty());
-  SPORE_CHECK(fits, "checkpoint ", a.ckpt, " does not fit the ", a.model, " network", a.strict_load ? " (--strict-load)" : "",
-              ": ", rep.summary(), "; pass a checkpoint written by `spore train ", a.model, "`",
-              a.strict_load && rep.missing.empty() && rep.mismatched.empty() ? " or drop --strict-load" : "");
+  const bool fits =
+      rep.missing.empty() && rep.mismatched.empty() && (!a.strict_load || rep.unexpected.empty());
+  SPORE_CHECK(fits, "checkpoint ", a.ckpt, " does not fit the ", a.model, " network",
+              a.strict_load ? " (--strict-load)" : "", ": ", rep.summary(),
+              "; pass a checkpoint written by `spore train ", a.model, "`",
+              a.strict_load && rep.missing.empty() && rep.mismatched.empty()
+                  ? " or drop --strict-load"
+                  : "");
   if (!rep.unexpected.empty())
-    std::printf("loaded %zu parameters from %s; skipped %zu entries the network does not have (%s): training state, "
-                "not needed to evaluate (--strict-load makes them an error)\n",
-                net->parameters_and_buffers().size(), a.ckpt.c_str(), rep.unexpected.size(),
-                io::summarize_names(rep.unexpected).c_str());
+    std::printf(
+        "loaded %zu parameters from %s; skipped %zu entries the network does not have (%s): "
+        "training state, "
+        "not needed to evaluate (--strict-load makes them an error)\n",
+        net->parameters_and_buffers().size(), a.ckpt.c_str(), rep.unexpected.size(),
+        io::summarize_names(rep.unexpected).c_str());
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   train::Model model(net, loss, nullptr, {"accuracy", "loss"});
   auto res = model.eval(classifier_data(a.model, a.data, "test", a.limit, false, a.batch_size));
-  std::printf("%s on %s test (%s): accuracy %.4f, loss %.4f\n", a.model.c_str(), data_name(a.model), a.ckpt.c_str(),
-              res["accuracy"], res["loss"]);
+  std::printf("%s on %s test (%s): accuracy %.4f, loss %.4f\n", a.model.c_str(), data_name(a.model),
+              a.ckpt.c_str(), res["accuracy"], res["loss"]);
   return 0;
 }
 

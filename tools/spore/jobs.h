@@ -17,29 +17,30 @@ struct TrainArgs {
   std::string data = "/usr/share/datasets/fashion-mnist";
   std::string out = "";  // default out/<model>
   uint64_t seed = 1;
-  int threads = 0;           // 0: all cores
-  int64_t limit = -1;        // use only the first N training samples (quick runs, tests)
-  int64_t eval_limit = -1;   // ... and N test samples
+  int threads = 0;          // 0: all cores
+  int64_t limit = -1;       // use only the first N training samples (quick runs, tests)
+  int64_t eval_limit = -1;  // ... and N test samples
   bool verbose = false;
-  std::string resume = "";     // a checkpoint written at an epoch end by this command, or "auto"
-  bool resume_partial = false; // restore what matches and restart the rest (listed) instead of refusing
-  double comm_timeout = 60;    // seconds before a silent peer rank counts as lost
-  std::string amp = "O0";        // mixed precision level O0..O3 (spore/amp.h)
-  std::string amp_dtype = "fp16";  // its low-precision dtype: fp16 | bf16
-  std::string profile = "";        // write a profiler trace + summary into this folder
-  std::string dump_ir = "";        // Graph mode: write the IR after every pass into this folder
-  std::string device = "CPU";      // MindSpore's device_target: CPU | GPU | Ascend
-  int64_t grad_accum = 1;          // batches summed per optimizer update (gradient accumulation)
-  bool parallel_optimizer = false; // under spore launch: shard the optimizer state (ZeRO-1)
-  std::string parallel;            // under spore launch: "dp=D,mp=M" (mp: transformer only)
+  std::string resume = "";  // a checkpoint written at an epoch end by this command, or "auto"
+  bool resume_partial =
+      false;  // restore what matches and restart the rest (listed) instead of refusing
+  double comm_timeout = 60;         // seconds before a silent peer rank counts as lost
+  std::string amp = "O0";           // mixed precision level O0..O3 (spore/amp.h)
+  std::string amp_dtype = "fp16";   // its low-precision dtype: fp16 | bf16
+  std::string profile = "";         // write a profiler trace + summary into this folder
+  std::string dump_ir = "";         // Graph mode: write the IR after every pass into this folder
+  std::string device = "CPU";       // MindSpore's device_target: CPU | GPU | Ascend
+  int64_t grad_accum = 1;           // batches summed per optimizer update (gradient accumulation)
+  bool parallel_optimizer = false;  // under spore launch: shard the optimizer state (ZeRO-1)
+  std::string parallel;             // under spore launch: "dp=D,mp=M" (mp: transformer only)
   // Detection (yolov5n|s|m, detection_jobs.cpp):
-  int64_t img = 320;               // letterboxed image size (a multiple of 32)
-  bool lr_given = false;           // --lr was passed (else YOLOv5's lr0 0.01)
-  bool batch_given = false;        // --batch-size was passed (else 16 for a detector)
-  bool no_mosaic = false;          // train without the 4-image mosaic
-  bool cos_lr = false;             // one-cycle cosine instead of the linear schedule
-  int64_t eval_every = 0;          // evaluate the EMA model every N epochs (0: at the end only)
-  std::string weights;             // start from these weights (YOLOv5's --weights: fine-tuning)
+  int64_t img = 320;         // letterboxed image size (a multiple of 32)
+  bool lr_given = false;     // --lr was passed (else YOLOv5's lr0 0.01)
+  bool batch_given = false;  // --batch-size was passed (else 16 for a detector)
+  bool no_mosaic = false;    // train without the 4-image mosaic
+  bool cos_lr = false;       // one-cycle cosine instead of the linear schedule
+  int64_t eval_every = 0;    // evaluate the EMA model every N epochs (0: at the end only)
+  std::string weights;       // start from these weights (YOLOv5's --weights: fine-tuning)
 };
 // --verbose: the library's debug log lines too (which convolution implementation runs each conv,
 // and why: backends/cpu/kernels/conv_list.h). verbose_log.cpp.
@@ -61,7 +62,8 @@ struct EvalArgs {
 int eval(const EvalArgs& a);
 int eval_detector(const EvalArgs& a);
 
-// `spore predict yolov5s --ckpt CKPT IMAGE [--out FILE]` (detection_jobs.cpp): boxes drawn on a copy.
+// `spore predict yolov5s --ckpt CKPT IMAGE [--out FILE]` (detection_jobs.cpp): boxes drawn on a
+// copy.
 struct PredictArgs {
   std::string model = "yolov5s";
   std::string ckpt, image, out;

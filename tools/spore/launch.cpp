@@ -28,7 +28,8 @@
 namespace spore::cli {
 
 int launch(const LaunchArgs& a) {
-  SPORE_CHECK(!a.command.empty(), "[spore launch] no command; usage: spore launch -n N -- spore train lenet ...");
+  SPORE_CHECK(!a.command.empty(),
+              "[spore launch] no command; usage: spore launch -n N -- spore train lenet ...");
   SPORE_CHECK(a.n >= 1, "[spore launch] -n must be >= 1, got ", a.n);
   std::string mpiexec = SPORE_MPIEXEC;
   if (mpiexec.empty()) mpiexec = "mpiexec";
@@ -37,7 +38,8 @@ int launch(const LaunchArgs& a) {
   for (std::string f; flags >> f;) args.push_back(f);
   args.insert(args.end(), {"-n", std::to_string(a.n)});
   if (!a.hostfile.empty()) {
-    SPORE_CHECK(std::filesystem::exists(a.hostfile), "[spore launch] hostfile '", a.hostfile, "' does not exist");
+    SPORE_CHECK(std::filesystem::exists(a.hostfile), "[spore launch] hostfile '", a.hostfile,
+                "' does not exist");
     args.insert(args.end(), {"--hostfile", a.hostfile});
   }
   // Threads per rank: the cores divided among the ranks (on one host), unless the user chose.
@@ -68,15 +70,17 @@ int launch(const LaunchArgs& a) {
   argv.push_back(nullptr);
   std::fflush(stdout);
   execvp(argv[0], argv.data());
-  SPORE_THROW(ErrorKind::RuntimeError, "[spore launch] could not run ", args[0], ": ", std::strerror(errno),
-              "\nhint: install OpenMPI (apt-get install openmpi-bin libopenmpi-dev, or scripts/setup.sh)");
+  SPORE_THROW(
+      ErrorKind::RuntimeError, "[spore launch] could not run ", args[0], ": ", std::strerror(errno),
+      "\nhint: install OpenMPI (apt-get install openmpi-bin libopenmpi-dev, or scripts/setup.sh)");
 }
 
 DistInfo setup_distributed(double comm_timeout) {
   DistInfo d;
   if (parallel::launcher_rank_size().second <= 1) return d;
   parallel::set_comm_timeout(std::getenv("SPORE_COMM_TIMEOUT") && comm_timeout == 60
-                                 ? parallel::get_comm_timeout() : comm_timeout);
+                                 ? parallel::get_comm_timeout()
+                                 : comm_timeout);
   parallel::init("mpi");
   d.rank = parallel::get_rank();
   d.size = parallel::get_group_size();
@@ -101,8 +105,8 @@ std::function<void(int64_t)> fault_injector(int rank) {
   const bool stop = std::strcmp(what, "stop") == 0;
   return [step, stop](int64_t global_step) {
     if (global_step != step) return;
-    std::fprintf(stderr, "spore: fault injection: %s this rank at step %lld\n", stop ? "stopping" : "killing",
-                 (long long)step);
+    std::fprintf(stderr, "spore: fault injection: %s this rank at step %lld\n",
+                 stop ? "stopping" : "killing", (long long)step);
     std::fflush(stderr);
     raise(stop ? SIGSTOP : SIGKILL);
   };

@@ -13,7 +13,8 @@ int main(int argc, char** argv) {
   Tensor w = tensor({1.0, 2.0, 3.0});
   auto f = [](const Tensor& v) { return (v * v).sum(); };
   auto [loss, grads] = value_and_grad(f, {w})(w);
-  std::cout << "f(w) = " << loss.item<float>() << ", df/dw = " << grads[0] << "\n";  // 14, [2, 4, 6]
+  std::cout << "f(w) = " << loss.item<float>() << ", df/dw = " << grads[0]
+            << "\n";  // 14, [2, 4, 6]
 
   // The same transform drives a descent: w <- w - 0.1 * df/dw shrinks w towards 0.
   for (int step = 1; step <= steps; ++step) {

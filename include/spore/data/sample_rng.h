@@ -9,7 +9,7 @@ namespace spore::data {
 class SampleRng {
  public:
   void seed(uint64_t s) { state_ = s, counter_ = 0; }
-  uint64_t next_u64();                          // uniform 64-bit
+  uint64_t next_u64();                           // uniform 64-bit
   double uniform(double lo = 0, double hi = 1);  // [lo, hi)
   int64_t randint(int64_t lo, int64_t hi);       // [lo, hi)
   bool bernoulli(double p);                      // true with probability p

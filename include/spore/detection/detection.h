@@ -7,9 +7,9 @@
 //   auto g = detection::letterbox_geometry(orig_h, orig_w, 320, 320);
 //   Tensor boxes = detection::unletterbox_boxes(dets[b].slice(1, 0, 4), g);   // original pixels
 //
-// Boxes are float32 (N, 4); "xyxy" is [x1, y1, x2, y2], "xywh" is [center x, center y, w, h] (YOLO's
-// output), COCO's [x, y, w, h] is "ltwh". Inputs are read on the CPU (any float dtype, any layout);
-// results are new float32 / int64 tensors. These are not ops: no gradients, not traced.
+// Boxes are float32 (N, 4); "xyxy" is [x1, y1, x2, y2], "xywh" is [center x, center y, w, h]
+// (YOLO's output), COCO's [x, y, w, h] is "ltwh". Inputs are read on the CPU (any float dtype, any
+// layout); results are new float32 / int64 tensors. These are not ops: no gradients, not traced.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,7 +33,8 @@ Tensor box_iou(const Tensor& a, const Tensor& b);
 Tensor nms(const Tensor& boxes, const Tensor& scores, double iou_threshold);
 // Class-aware NMS (torchvision.ops.batched_nms): boxes of different idxs (int, (N)) never
 // suppress each other. Returns kept indices, highest score first.
-Tensor batched_nms(const Tensor& boxes, const Tensor& scores, const Tensor& idxs, double iou_threshold);
+Tensor batched_nms(const Tensor& boxes, const Tensor& scores, const Tensor& idxs,
+                   double iou_threshold);
 
 struct NmsOptions {
   double conf_thres = 0.25;  // YOLOv5's detect.py; its COCO evaluation uses 0.001
@@ -41,7 +42,7 @@ struct NmsOptions {
   bool multi_label = false;  // one candidate per (box, class) with obj * cls > conf_thres
   bool agnostic = false;     // true: classes suppress each other
   int64_t max_det = 300;
-  int64_t max_nms = 30000;   // candidates kept (by score) before NMS
+  int64_t max_nms = 30000;  // candidates kept (by score) before NMS
 };
 // YOLO predictions (B, N, 5 + C): [cx, cy, w, h, objectness, class probabilities...] (already
 // sigmoid-ed, boxes in input pixels). Per image: candidates with objectness > conf_thres, score =
@@ -53,13 +54,14 @@ std::vector<Tensor> non_max_suppression(const Tensor& prediction, const NmsOptio
 // scale r = min(th / h, tw / w) (at most 1 when !scaleup), resized to (round(h r), round(w r)),
 // placed at (left, top) = ((tw - nw) / 2, (th - nh) / 2) (integer division).
 struct LetterboxGeometry {
-  int64_t h = 0, w = 0;      // the original image
-  int64_t th = 0, tw = 0;    // the letterboxed image
-  int64_t nh = 0, nw = 0;    // the resized image inside it
+  int64_t h = 0, w = 0;    // the original image
+  int64_t th = 0, tw = 0;  // the letterboxed image
+  int64_t nh = 0, nw = 0;  // the resized image inside it
   int64_t left = 0, top = 0;
-  float sx = 1, sy = 1;      // nw / w, nh / h (as float32, as the transform)
+  float sx = 1, sy = 1;  // nw / w, nh / h (as float32, as the transform)
 };
-LetterboxGeometry letterbox_geometry(int64_t h, int64_t w, int64_t th, int64_t tw, bool scaleup = true);
+LetterboxGeometry letterbox_geometry(int64_t h, int64_t w, int64_t th, int64_t tw,
+                                     bool scaleup = true);
 // xyxy boxes in the letterboxed image -> the original image, clipped to [0, w] x [0, h].
 Tensor unletterbox_boxes(const Tensor& boxes, const LetterboxGeometry& g);
 
@@ -68,6 +70,7 @@ Tensor read_image(const std::string& path);                      // JPEG, PNG, .
 void write_image(const std::string& path, const Tensor& image);  // format from the extension
 // A copy of image with each detection (n, 6) [x1, y1, x2, y2, score, class] drawn as a box in its
 // class's colour and labelled "name score" (names[class], or the class number).
-Tensor draw_detections(const Tensor& image, const Tensor& dets, const std::vector<std::string>& names = {});
+Tensor draw_detections(const Tensor& image, const Tensor& dets,
+                       const std::vector<std::string>& names = {});
 
 }  // namespace spore::detection

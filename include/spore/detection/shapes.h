@@ -20,12 +20,12 @@
 namespace spore::detection {
 
 struct ShapesOptions {
-  int64_t train = 8000;       // training images
-  int64_t val = 1000;         // validation images
-  int64_t size = 320;         // longer image side in pixels
+  int64_t train = 8000;  // training images
+  int64_t val = 1000;    // validation images
+  int64_t size = 320;    // longer image side in pixels
   uint64_t seed = 0;
-  int64_t max_objects = 7;    // per image (at least one)
-  double crowd_prob = 0.08;   // chance that an image holds a crowd cluster
+  int64_t max_objects = 7;   // per image (at least one)
+  double crowd_prob = 0.08;  // chance that an image holds a crowd cluster
   int jpeg_quality = 90;
 };
 struct ShapesSummary {

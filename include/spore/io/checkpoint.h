@@ -38,7 +38,7 @@ struct Checkpoint {
   NamedTensors tensors;  // in file data order (the order they were saved in)
   Metadata metadata;     // the header's "__metadata__" (string values); empty for .ckpt files
   CheckpointFormat format = CheckpointFormat::SafeTensors;  // what the file was
-  const Tensor* find(const std::string& name) const;  // nullptr when absent
+  const Tensor* find(const std::string& name) const;        // nullptr when absent
 };
 
 // Writes tensors (any dtype, any strides; CPU) and metadata to path, atomically. Names must be

@@ -21,8 +21,8 @@ Tensor load_npy(const std::string& path);
 void save_npy(const Tensor& t, const std::string& path);
 
 // An .npz archive's arrays by name (the member name without ".npy"), in archive order. A file that
-// is not a zip archive, a member that is not a .npy file, an encrypted member or a duplicate name is
-// an IOError naming the file and the member.
+// is not a zip archive, a member that is not a .npy file, an encrypted member or a duplicate name
+// is an IOError naming the file and the member.
 using NamedArrays = std::vector<std::pair<std::string, Tensor>>;
 NamedArrays load_npz(const std::string& path);
 // compressed: deflate the members (np.savez_compressed) instead of storing them (np.savez).

@@ -2,19 +2,19 @@
 // (AP@[.5:.95], AP50, AP75, AP small/medium/large, AR@1/10/100, AR small/medium/large).
 //
 //   auto gt = metrics::Coco::load("annotations/instances_val2017.json");
-//   auto dt = gt.load_res("detections.json");          // or gt.load_res(std::vector<CocoDetection>)
-//   metrics::CocoEval ev(gt, dt, "bbox");
-//   ev.evaluate(); ev.accumulate();
-//   std::cout << ev.summarize();                        // pycocotools' 12 lines; ev.stats() the values
+//   auto dt = gt.load_res("detections.json");          // or
+//   gt.load_res(std::vector<CocoDetection>) metrics::CocoEval ev(gt, dt, "bbox"); ev.evaluate();
+//   ev.accumulate(); std::cout << ev.summarize();                        // pycocotools' 12 lines;
+//   ev.stats() the values
 //
 // Semantics (pycocotools' COCOeval, written down in docs/detection.md): per image and category the
-// top max_dets[-1] detections by score (stable), IoU of [x, y, w, h] boxes where a crowd box's union
-// is the detection's own area, greedy matching in score order with IoU >= t (ties to the later gt,
-// thresholds capped at 1 - 1e-10), ground truth outside an area range (inclusive bounds, on the
-// annotation's "area") or crowd is ignored, unmatched detections outside the range are ignored,
-// 101-point interpolated precision with the 2.220446049250313e-16 guard, -1 where a cell has no
-// ground truth. Ground-truth annotation ids must be unique and >= 1 (pycocotools tells matched from
-// unmatched by a non-zero id).
+// top max_dets[-1] detections by score (stable), IoU of [x, y, w, h] boxes where a crowd box's
+// union is the detection's own area, greedy matching in score order with IoU >= t (ties to the
+// later gt, thresholds capped at 1 - 1e-10), ground truth outside an area range (inclusive bounds,
+// on the annotation's "area") or crowd is ignored, unmatched detections outside the range are
+// ignored, 101-point interpolated precision with the 2.220446049250313e-16 guard, -1 where a cell
+// has no ground truth. Ground-truth annotation ids must be unique and >= 1 (pycocotools tells
+// matched from unmatched by a non-zero id).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -26,7 +26,8 @@
 
 namespace spore::metrics {
 
-// The file format's records (include/spore/io/coco.h): one reader for the data engine and the evaluator.
+// The file format's records (include/spore/io/coco.h): one reader for the data engine and the
+// evaluator.
 using io::CocoAnnotation;
 using io::CocoCategory;
 using io::CocoDetection;
@@ -41,9 +42,9 @@ class Coco {
   // the entry and the field.
   static Coco load(const std::string& path);
   static Coco parse(std::string_view json, const std::string& source = "<string>");
-  // A result set: detections from a results JSON (a list of {image_id, category_id, bbox, score}) or
-  // in memory. Every image id must be one of this set's images. Ids are 1, 2, ... in order, area is
-  // w * h and iscrowd false, as pycocotools' loadRes.
+  // A result set: detections from a results JSON (a list of {image_id, category_id, bbox, score})
+  // or in memory. Every image id must be one of this set's images. Ids are 1, 2, ... in order, area
+  // is w * h and iscrowd false, as pycocotools' loadRes.
   Coco load_res(const std::string& path) const;
   Coco load_res(const std::vector<CocoDetection>& dets) const;
 
@@ -71,10 +72,10 @@ std::vector<CocoDetection> load_detections(const std::string& path);
 void save_detections(const std::vector<CocoDetection>& dets, const std::string& path);
 
 struct CocoEvalParams {
-  std::vector<int64_t> img_ids;   // default: every ground-truth image
-  std::vector<int64_t> cat_ids;   // default: every ground-truth category
-  std::vector<double> iou_thrs;   // numpy's linspace(.5, .95, 10)
-  std::vector<double> rec_thrs;   // numpy's linspace(0, 1, 101)
+  std::vector<int64_t> img_ids;  // default: every ground-truth image
+  std::vector<int64_t> cat_ids;  // default: every ground-truth category
+  std::vector<double> iou_thrs;  // numpy's linspace(.5, .95, 10)
+  std::vector<double> rec_thrs;  // numpy's linspace(0, 1, 101)
   std::vector<int64_t> max_dets{1, 10, 100};
   std::vector<std::array<double, 2>> area_rng{{0, 1e10}, {0, 1024}, {1024, 9216}, {9216, 1e10}};
   std::vector<std::string> area_lbl{"all", "small", "medium", "large"};
@@ -87,8 +88,8 @@ class CocoEval {
 
   void evaluate();    // per image, category and area range: matches at every IoU threshold
   void accumulate();  // precision (T, R, K, A, M) and recall (T, K, A, M)
-  // Computes stats() and returns pycocotools' 12 lines (" Average Precision  (AP) @[ IoU=0.50:0.95 |
-  // area=   all | maxDets=100 ] = 0.512", ...).
+  // Computes stats() and returns pycocotools' 12 lines (" Average Precision  (AP) @[ IoU=0.50:0.95
+  // | area=   all | maxDets=100 ] = 0.512", ...).
   std::string summarize();
   const std::array<double, 12>& stats() const { return stats_; }
   static const std::array<const char*, 12>& stat_names();  // "AP", "AP50", ..., "AR_large"
@@ -97,8 +98,8 @@ class CocoEval {
   double precision(int64_t t, int64_t r, int64_t k, int64_t a, int64_t m) const;
   double recall(int64_t t, int64_t k, int64_t a, int64_t m) const;
 
-  struct EvalImage {  // one (image, category, area range): evaluate()'s result
-    std::vector<double> dt_scores;   // (D) highest first
+  struct EvalImage {                  // one (image, category, area range): evaluate()'s result
+    std::vector<double> dt_scores;    // (D) highest first
     std::vector<uint8_t> dt_matched;  // (T, D)
     std::vector<uint8_t> dt_ignore;   // (T, D)
     std::vector<uint8_t> gt_ignore;   // (G)

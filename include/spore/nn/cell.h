@@ -65,7 +65,8 @@ class Cell {
   // saved in checkpoints but not trained.
   std::vector<Tensor> parameters() const;
   std::vector<Tensor> trainable_params() const;  // requires_grad parameters
-  std::vector<std::pair<std::string, Tensor>> named_parameters(const std::string& prefix = "") const;
+  std::vector<std::pair<std::string, Tensor>> named_parameters(
+      const std::string& prefix = "") const;
   std::vector<std::pair<std::string, Tensor>> named_buffers(const std::string& prefix = "") const;
   // Parameters and buffers: what a checkpoint holds.
   std::vector<std::pair<std::string, Tensor>> parameters_and_buffers() const;
@@ -80,11 +81,11 @@ class Cell {
   void to(Device device);
   std::string cls_name() const { return cls_name_; }
   virtual std::string extend_repr() const { return ""; }  // shown by str()
-  std::string str(int indent = 0) const;                   // the tree, like MindSpore's repr
+  std::string str(int indent = 0) const;                  // the tree, like MindSpore's repr
 
   Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
   Tensor& register_buffer(const std::string& name, Tensor t);
-  void register_cell(const std::string& name, Cell& cell);                   // member, not owned
+  void register_cell(const std::string& name, Cell& cell);                  // member, not owned
   void register_cell(const std::string& name, std::shared_ptr<Cell> cell);  // owned
   // register_cells("conv1", conv1, "fc1", fc1, ...)
   template <typename... Rest>
@@ -107,7 +108,8 @@ class Cell {
   std::optional<amp::Policy> amp_;
   bool recompute_ = false;
   int64_t pipeline_stage_ = -1;
-  // While construct runs: the cell's amp policy, and (tracing a recompute cell) its recompute scope.
+  // While construct runs: the cell's amp policy, and (tracing a recompute cell) its recompute
+  // scope.
   struct CallScopes {
     std::optional<amp::PolicyScope> amp;
     std::optional<RecomputeScope> recompute;

@@ -118,8 +118,7 @@ class Embedding : public Cell {
   int64_t vocab_, dim_, padding_idx_;
 };
 
-// ---- shape and regularisation
-// --------------------------------------------------------------------
+// ---- shape and regularisation -------------------------------------------------------------------
 class Flatten : public Cell {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);

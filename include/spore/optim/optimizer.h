@@ -114,9 +114,9 @@ class Optimizer {
   std::vector<std::string> names_;
   std::vector<double> weight_decays_;
   std::vector<LearningRate> lrs_;
-  std::vector<size_t> hyper_slot_;        // per parameter: its schedule's hyper tensor
-  std::vector<LearningRate> slot_lrs_;    // per hyper tensor: the schedule it holds
-  mutable std::vector<Tensor> hyper_;     // float64 (hyper_size()) each; made on first use
+  std::vector<size_t> hyper_slot_;               // per parameter: its schedule's hyper tensor
+  std::vector<LearningRate> slot_lrs_;           // per hyper tensor: the schedule it holds
+  mutable std::vector<Tensor> hyper_;            // float64 (hyper_size()) each; made on first use
   std::vector<std::vector<double>> hyper_host_;  // what each holds now (skips unchanged uploads)
   int64_t step_ = 0;
   double clip_norm_ = 0;

@@ -59,7 +59,9 @@ class Group {
   // Blocking forms.
   // Virtual: MPI's blocking all-reduce is about 2x faster than its non-blocking one for large
   // messages (OpenMPI's tuned vs libnbc algorithms), so the MPI group overrides it.
-  virtual void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum) { all_reduce_async(t, op)->wait(); }
+  virtual void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum) {
+    all_reduce_async(t, op)->wait();
+  }
   void all_gather(const Tensor& in, const Tensor& out) { all_gather_async(in, out)->wait(); }
   void reduce_scatter(const Tensor& in, const Tensor& out, ReduceOp op = ReduceOp::Sum) {
     reduce_scatter_async(in, out, op)->wait();

@@ -37,9 +37,9 @@ void release();
 // Prints nothing, stops every rank of the job (MPI_Abort) with `code`: the way out after an error
 // on one rank, so the others do not wait for it until the deadline.
 [[noreturn]] void abort(int code = 1);
-GroupPtr world();        // the group from init(); a local group of one when init() was not called
-int get_rank();          // 0 when not initialised
-int get_group_size();    // 1 when not initialised
+GroupPtr world();      // the group from init(); a local group of one when init() was not called
+int get_rank();        // 0 when not initialised
+int get_group_size();  // 1 when not initialised
 // Rank / size the launcher gave this process (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE), without
 // initialising anything; {0, 1} when not launched by MPI.
 std::pair<int, int> launcher_rank_size();
@@ -87,8 +87,8 @@ void reset_auto_parallel_context();
 // Checks that every rank holds the same (name, shape, dtype) list, then copies rank 0's values
 // into every rank's tensors. A mismatch throws on every rank, naming the ranks and parameters
 // that differ.
-void broadcast_parameters(const std::vector<std::pair<std::string, Tensor>>& named,
-                          Group& group, int root = 0);
+void broadcast_parameters(const std::vector<std::pair<std::string, Tensor>>& named, Group& group,
+                          int root = 0);
 
 // The bucketed gradient all-reduce. Buckets hold parameters of one dtype, taken in reverse order
 // (the backward pass produces the last layers' gradients first).
@@ -151,7 +151,7 @@ class ShardedOptimizer : public optim::Optimizer {
   optim::OptimizerPtr inner_, shard_;
   GroupPtr group_;
   bool mean_;
-  std::vector<int64_t> offset_;      // per parameter: its first element in the flat vector
+  std::vector<int64_t> offset_;  // per parameter: its first element in the flat vector
   int64_t begin_ = 0, end_ = 0, per_rank_ = 0;
   std::vector<size_t> shard_param_;  // per shard tensor: the parameter it is a range of
   Tensor flat_grads_, my_grads_, my_params_, flat_params_;  // persistent buffers
@@ -182,8 +182,9 @@ class PipelineTrainer {
   // the same stage in the other replicas (each fed its own part of the batch); the stage gradients
   // are averaged over it before the update. Build both with Group::split.
   PipelineTrainer(std::vector<nn::CellPtr> stages, nn::CellPtr loss_fn,
-                  std::function<optim::OptimizerPtr(std::vector<Tensor>)> make_optimizer, int64_t micro_batches,
-                  GroupPtr group = nullptr, GroupPtr data_parallel_group = nullptr);
+                  std::function<optim::OptimizerPtr(std::vector<Tensor>)> make_optimizer,
+                  int64_t micro_batches, GroupPtr group = nullptr,
+                  GroupPtr data_parallel_group = nullptr);
   // One training step on the whole batch (every rank passes the same data and label; stage 0 reads
   // data, the last stage label). Returns the batch's loss on every rank.
   Tensor step(const Tensor& data, const Tensor& label);

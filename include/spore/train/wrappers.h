@@ -99,7 +99,8 @@ class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
   TrainOneStepWithLossScaleCell(nn::CellPtr network, optim::OptimizerPtr optimizer,
                                 amp::LossScaleManagerPtr manager);
   // A constant scale that still skips overflowed steps (MindSpore's scale_sense tensor).
-  TrainOneStepWithLossScaleCell(nn::CellPtr network, optim::OptimizerPtr optimizer, double scale_sense);
+  TrainOneStepWithLossScaleCell(nn::CellPtr network, optim::OptimizerPtr optimizer,
+                                double scale_sense);
   Tensor construct(const Tensor& data, const Tensor& label) override;
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 

@@ -96,7 +96,8 @@ class CpuCachingAllocator final : public Allocator {
 }  // namespace
 
 Allocator& cpu_allocator() {
-  static CpuCachingAllocator* a = new CpuCachingAllocator();  // never destroyed: tensors may outlive main
+  static CpuCachingAllocator* a =
+      new CpuCachingAllocator();  // never destroyed: tensors may outlive main
   return *a;
 }
 

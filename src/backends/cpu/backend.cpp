@@ -1,13 +1,13 @@
 // The CPU backend: host memory through the caching allocator, kernels in backends/cpu/kernels/
 // (our own vectorised loops via Highway, and oneDNN for matmul/conv/pool/norm). Its streams and
 // events are trivial: a kernel has finished when its call returns, so there is nothing to wait for.
-#include <dnnl.hpp>
 #include <hwy/highway.h>
 #include <hwy/targets.h>
+#include <dnnl.hpp>
 
+#include <unistd.h>
 #include <cstring>
 #include <thread>
-#include <unistd.h>
 
 #include "backends/backend.h"
 
@@ -37,8 +37,10 @@ class CpuBackend final : public Backend {
   Allocator& pinned_allocator() override { return cpu_allocator(); }
   bool host_accessible() const override { return true; }
   DeviceProperties properties(int) const override {
-    return {.name = "CPU", .total_memory = memory_info(0).total,
-            .multiprocessors = int(std::thread::hardware_concurrency()), .alignment = 64};
+    return {.name = "CPU",
+            .total_memory = memory_info(0).total,
+            .multiprocessors = int(std::thread::hardware_concurrency()),
+            .alignment = 64};
   }
   MemoryInfo memory_info(int) const override {
     const long page = sysconf(_SC_PAGESIZE);
@@ -55,9 +57,10 @@ class CpuBackend final : public Backend {
   std::string library_versions() const override {
     const dnnl_version_t* v = dnnl_version();
     std::string s = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                    std::to_string(v->patch) + " (" + (v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other") +
-                    " runtime); Highway " + std::to_string(HWY_MAJOR) + "." + std::to_string(HWY_MINOR) +
-                    " (best target here: ";
+                    std::to_string(v->patch) + " (" +
+                    (v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other") +
+                    " runtime); Highway " + std::to_string(HWY_MAJOR) + "." +
+                    std::to_string(HWY_MINOR) + " (best target here: ";
     const int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;  // lower bit = better target
     s += hwy::TargetName(targets & -targets);
     return s + ")";

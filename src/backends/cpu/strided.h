@@ -15,7 +15,7 @@ inline constexpr int kMaxDims = 16;
 
 template <int N>
 struct StridedIter {
-  int ndim = 0;                               // after merging; sizes[ndim-1] is the inner loop
+  int ndim = 0;  // after merging; sizes[ndim-1] is the inner loop
   int64_t sizes[kMaxDims];
   int64_t strides[N][kMaxDims];
   int64_t numel = 1;
@@ -26,15 +26,15 @@ struct StridedIter {
 inline Shape broadcast_strides(const Tensor& t, const Shape& shape) {
   Shape st(shape.size(), 0);
   const size_t off = shape.size() - size_t(t.dim());
-  for (size_t i = 0; i < size_t(t.dim()); ++i)
-    st[off + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  for (size_t i = 0; i < size_t(t.dim()); ++i) st[off + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
   return st;
 }
 
 template <int N>
 StridedIter<N> make_iter(const Shape& shape, const std::array<Shape, N>& strides) {
   StridedIter<N> it;
-  SPORE_CHECK(shape.size() <= size_t(kMaxDims), "tensors of rank > ", kMaxDims, " are not supported");
+  SPORE_CHECK(shape.size() <= size_t(kMaxDims), "tensors of rank > ", kMaxDims,
+              " are not supported");
   for (size_t d = 0; d < shape.size(); ++d) {
     it.numel *= shape[d];
     if (shape[d] == 1) continue;  // size-1 dims never move a pointer
@@ -89,7 +89,8 @@ void for_each_row(const StridedIter<N>& it, F&& inner, int64_t grain_elems = 327
     const int64_t piece = (n_inner + parts - 1) / parts;
     parallel_for(0, rows * parts, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t row = t / parts, p0 = (t % parts) * piece, len = std::min(piece, n_inner - p0);
+        const int64_t row = t / parts, p0 = (t % parts) * piece,
+                      len = std::min(piece, n_inner - p0);
         if (len <= 0) continue;
         std::array<int64_t, N> off{};
         int64_t r = row;

@@ -70,8 +70,12 @@ class CudaEvent : public Event {
     SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming));
   }
   ~CudaEvent() override { cudaEventDestroy(e_); }
-  void record(Stream& s) override { SPORE_CUDA_CHECK(cudaEventRecord(e_, native(s.native_handle()))); }
-  void wait(Stream& s) override { SPORE_CUDA_CHECK(cudaStreamWaitEvent(native(s.native_handle()), e_, 0)); }
+  void record(Stream& s) override {
+    SPORE_CUDA_CHECK(cudaEventRecord(e_, native(s.native_handle())));
+  }
+  void wait(Stream& s) override {
+    SPORE_CUDA_CHECK(cudaStreamWaitEvent(native(s.native_handle()), e_, 0));
+  }
   bool query() override {
     const cudaError_t e = cudaEventQuery(e_);
     if (e == cudaErrorNotReady) return false;
@@ -159,7 +163,8 @@ ops::KernelFn with_device_scalars(ops::KernelFn fn) {
     for (Tensor& t : in) {
       if (!t.defined() || t.dim() != 0 || t.device().type != DeviceType::CPU) continue;
       Tensor d = Tensor::empty({}, t.dtype(), device);
-      SPORE_CUDA_CHECK(cudaMemcpyAsync(d.data_ptr(), t.data_ptr(), itemsize(t.dtype()), cudaMemcpyHostToDevice,
+      SPORE_CUDA_CHECK(cudaMemcpyAsync(d.data_ptr(), t.data_ptr(), itemsize(t.dtype()),
+                                       cudaMemcpyHostToDevice,
                                        native(ctx.stream->native_handle())));
       t = d;
     }
@@ -171,7 +176,9 @@ ops::KernelFn with_device_scalars(ops::KernelFn fn) {
 void wrap_kernels() {
   for (int i = 0, n = ops::num_ops(); i < n; ++i) {
     const ops::KernelEntry* k = ops::find_kernel(ops::OpId(i), DeviceType::GPU);
-    if (k) ops::detail::register_kernel(ops::OpId(i), DeviceType::GPU, with_device_scalars(k->fn), {}, k->rows);
+    if (k)
+      ops::detail::register_kernel(ops::OpId(i), DeviceType::GPU, with_device_scalars(k->fn), {},
+                                   k->rows);
   }
 }
 
@@ -221,12 +228,14 @@ class CudaBackend : public Backend {
     int n = 0;
     const cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-      reason_ = std::string("no GPU is visible: cudaGetDeviceCount says ") + cudaGetErrorString(e) + " (" +
-                cudaGetErrorName(e) + "); check `nvidia-smi` and the NVIDIA driver";
+      reason_ = std::string("no GPU is visible: cudaGetDeviceCount says ") + cudaGetErrorString(e) +
+                " (" + cudaGetErrorName(e) + "); check `nvidia-smi` and the NVIDIA driver";
       cudaGetLastError();
       n = 0;
     } else if (n == 0) {
-      reason_ = "no GPU is visible (cudaGetDeviceCount: 0 devices); check `nvidia-smi` and CUDA_VISIBLE_DEVICES";
+      reason_ =
+          "no GPU is visible (cudaGetDeviceCount: 0 devices); check `nvidia-smi` and "
+          "CUDA_VISIBLE_DEVICES";
     }
     devices_.resize(size_t(n));
     static std::once_flag wrapped;
@@ -266,7 +275,8 @@ class CudaBackend : public Backend {
     DeviceScope d(device);
     SPORE_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n, Stream& s) override {
+  void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n,
+                  Stream& s) override {
     if (n == 0) return;
     const int device = dst_dev.type == DeviceType::GPU ? dst_dev.index : src_dev.index;
     DeviceScope d(device);
@@ -279,7 +289,8 @@ class CudaBackend : public Backend {
  private:
   void check(int device) const {
     SPORE_CHECK(device >= 0 && device < device_count(), "GPU device ", device, " does not exist: ",
-                device_count() ? "this machine has " + std::to_string(device_count()) + " GPU(s)" : reason_);
+                device_count() ? "this machine has " + std::to_string(device_count()) + " GPU(s)"
+                               : reason_);
   }
   PerDevice& dev(int device) {
     check(device);
@@ -289,18 +300,21 @@ class CudaBackend : public Backend {
       p.raw = std::make_unique<RawCuda>(device);
       p.events = std::make_unique<EventPool>(device);
       EventPool* pool = p.events.get();
-      StreamEvents ev{[device, pool](void* s) -> void* {
-                        DeviceScope d(device);
-                        cudaEvent_t e = pool->take();
-                        SPORE_CUDA_CHECK(cudaEventRecord(e, native(s)));
-                        return e;
-                      },
-                      [](void* e) { return cudaEventQuery(static_cast<cudaEvent_t>(e)) == cudaSuccess; },
-                      [pool](void* e) { pool->give(static_cast<cudaEvent_t>(e)); }};
+      StreamEvents ev{
+          [device, pool](void* s) -> void* {
+            DeviceScope d(device);
+            cudaEvent_t e = pool->take();
+            SPORE_CUDA_CHECK(cudaEventRecord(e, native(s)));
+            return e;
+          },
+          [](void* e) { return cudaEventQuery(static_cast<cudaEvent_t>(e)) == cudaSuccess; },
+          [pool](void* e) { pool->give(static_cast<cudaEvent_t>(e)); }};
       p.allocator = std::make_unique<CachingAllocator>(
-          *p.raw, std::move(ev), "GPU:" + std::to_string(device),
-          [device] { return current_stream(Device{DeviceType::GPU, device}).native_handle(); });
-      if (const char* poison = std::getenv("SPORE_CUDA_POISON"); poison && std::string(poison) == "1")
+          *p.raw, std::move(ev), "GPU:" + std::to_string(device), [device] {
+            return current_stream(Device{DeviceType::GPU, device}).native_handle();
+          });
+      if (const char* poison = std::getenv("SPORE_CUDA_POISON");
+          poison && std::string(poison) == "1")
         p.allocator->set_poison([device](void* ptr, size_t n, void* stream) {
           DeviceScope d(device);
           SPORE_CUDA_CHECK(cudaMemsetAsync(ptr, 0xFF, n, native(stream)));

@@ -25,8 +25,8 @@ size_t round_size(size_t nbytes) {
   return (nbytes + unit - 1) / unit * unit;
 }
 
-CachingAllocator::CachingAllocator(RawDeviceAllocator& raw, StreamEvents events, std::string device_name,
-                                   std::function<void*()> current_stream)
+CachingAllocator::CachingAllocator(RawDeviceAllocator& raw, StreamEvents events,
+                                   std::string device_name, std::function<void*()> current_stream)
     : raw_(raw),
       events_(std::move(events)),
       device_name_(std::move(device_name)),
@@ -62,7 +62,8 @@ void* CachingAllocator::take_cached(size_t size, void* stream) {
 void CachingAllocator::collect_pending() {
   for (size_t i = 0; i < pending_.size();) {
     Pending& p = pending_[i];
-    const bool done = std::all_of(p.events.begin(), p.events.end(), [&](void* e) { return events_.done(e); });
+    const bool done =
+        std::all_of(p.events.begin(), p.events.end(), [&](void* e) { return events_.done(e); });
     if (!done) {
       ++i;
       continue;
@@ -107,11 +108,12 @@ void* CachingAllocator::allocate_on(size_t nbytes, void* stream) {
     if (!p) {
       size_t pending = 0;
       for (const auto& q : pending_) pending += q.block.size;
-      SPORE_THROW(ErrorKind::RuntimeError, "[", device_name_, "] out of memory: tried to allocate ", mib(size),
-                  " (", nbytes, " bytes); ", mib(stats_.bytes_in_use), " in use by tensors, ",
-                  mib(stats_.bytes_cached + pending), " cached (", mib(pending),
-                  " waiting for other streams). Free tensors you no longer need, lower the batch size, or "
-                  "use mixed precision (amp O2/O3)");
+      SPORE_THROW(
+          ErrorKind::RuntimeError, "[", device_name_, "] out of memory: tried to allocate ",
+          mib(size), " (", nbytes, " bytes); ", mib(stats_.bytes_in_use), " in use by tensors, ",
+          mib(stats_.bytes_cached + pending), " cached (", mib(pending),
+          " waiting for other streams). Free tensors you no longer need, lower the batch size, or "
+          "use mixed precision (amp O2/O3)");
     }
     live_[p] = Block{size, stream, {}};
   }
@@ -129,7 +131,8 @@ void CachingAllocator::deallocate(void* ptr, size_t) {
   if (!ptr) return;
   std::lock_guard lock(mutex_);
   auto it = live_.find(ptr);
-  SPORE_ASSERT(it != live_.end(), "[", device_name_, "] freeing a block this allocator did not hand out");
+  SPORE_ASSERT(it != live_.end(), "[", device_name_,
+               "] freeing a block this allocator did not hand out");
   Block b = std::move(it->second);
   live_.erase(it);
   stats_.bytes_in_use -= b.size;

@@ -9,7 +9,8 @@
 //   large blocks), without any synchronisation, since work on one stream runs in order.
 // - A block used on another stream is reusable only after an event recorded on that stream at free
 //   time has completed (record_stream / the Events hook), as PyTorch does.
-// - Out of memory: every cached block whose stream work is done is returned to the raw allocator and
+// - Out of memory: every cached block whose stream work is done is returned to the raw allocator
+// and
 //   the request is retried once; then an error names the bytes requested, in use and cached.
 #pragma once
 #include <cstddef>
@@ -50,8 +51,8 @@ class CachingAllocator : public Allocator {
                    std::function<void*()> current_stream = {});
   ~CachingAllocator() override;
 
-  void* allocate(size_t nbytes) override;             // for the current stream
-  void* allocate_on(size_t nbytes, void* stream);     // for `stream`
+  void* allocate(size_t nbytes) override;          // for the current stream
+  void* allocate_on(size_t nbytes, void* stream);  // for `stream`
   void deallocate(void* ptr, size_t nbytes) override;
   // The block at ptr is also used by `stream`: its memory is reused only once that stream's work
   // queued so far has run.

@@ -4,12 +4,13 @@
 
 #include "spore/error.h"
 
-#define SPORE_CUDA_CHECK(call)                                                                        \
-  do {                                                                                                \
-    const cudaError_t spore_cuda_err_ = (call);                                                       \
-    if (spore_cuda_err_ != cudaSuccess)                                                               \
-      SPORE_THROW(::spore::ErrorKind::RuntimeError, "[GPU] ", #call, " failed: ",                     \
-                  cudaGetErrorString(spore_cuda_err_), " (", cudaGetErrorName(spore_cuda_err_), ")"); \
+#define SPORE_CUDA_CHECK(call)                                            \
+  do {                                                                    \
+    const cudaError_t spore_cuda_err_ = (call);                           \
+    if (spore_cuda_err_ != cudaSuccess)                                   \
+      SPORE_THROW(::spore::ErrorKind::RuntimeError, "[GPU] ", #call,      \
+                  " failed: ", cudaGetErrorString(spore_cuda_err_), " (", \
+                  cudaGetErrorName(spore_cuda_err_), ")");                \
   } while (0)
 
 // After a kernel launch: a bad launch configuration shows here, not at the next call.

@@ -33,7 +33,8 @@ struct StridedIndex {
 
 // sizes: the output's shape; strides[k]: operand k's strides aligned to the output's rank.
 template <int N>
-bool make_index(const int64_t* sizes, int rank, const int64_t (*strides)[kMaxDims * 2], StridedIndex<N>& out) {
+bool make_index(const int64_t* sizes, int rank, const int64_t (*strides)[kMaxDims * 2],
+                StridedIndex<N>& out) {
   int64_t sz[kMaxDims * 2];
   int64_t st[N][kMaxDims * 2];
   int d = 0;

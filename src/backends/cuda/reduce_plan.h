@@ -52,7 +52,8 @@ inline bool make_reduce_plan(const std::vector<int64_t>& shape, const std::vecto
     }
   }
   // Reduced dims in any order: outermost (largest stride) first, then merged.
-  std::stable_sort(reduce.begin(), reduce.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::stable_sort(reduce.begin(), reduce.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   std::vector<std::pair<int64_t, int64_t>> r;
   for (const auto& [n, st] : reduce) {
     if (!r.empty() && r.back().second == st * n) {
@@ -65,9 +66,12 @@ inline bool make_reduce_plan(const std::vector<int64_t>& shape, const std::vecto
   if (k.size() > size_t(kReduceMaxDims) || r.size() > size_t(kReduceMaxDims)) return false;
   p.nkeep = int(k.size());
   p.nred = int(r.size());
-  for (int i = 0; i < p.nkeep; ++i) p.keep_size[i] = k[size_t(i)].first, p.keep_stride[i] = k[size_t(i)].second;
-  for (int i = 0; i < p.nred; ++i) p.red_size[i] = r[size_t(i)].first, p.red_stride[i] = r[size_t(i)].second;
-  // Warp mode when the reduction's innermost stride is below every kept stride (or nothing is kept).
+  for (int i = 0; i < p.nkeep; ++i)
+    p.keep_size[i] = k[size_t(i)].first, p.keep_stride[i] = k[size_t(i)].second;
+  for (int i = 0; i < p.nred; ++i)
+    p.red_size[i] = r[size_t(i)].first, p.red_stride[i] = r[size_t(i)].second;
+  // Warp mode when the reduction's innermost stride is below every kept stride (or nothing is
+  // kept).
   const int64_t rs = p.nred ? p.red_stride[p.nred - 1] : 1;
   const int64_t ks = p.nkeep ? p.keep_stride[p.nkeep - 1] : INT64_MAX;
   p.warp = p.nred == 0 || rs < ks || p.nkeep == 0;
@@ -77,10 +81,12 @@ inline bool make_reduce_plan(const std::vector<int64_t>& shape, const std::vecto
 // Picks the split of the reduced range: enough work items (warps or threads) to fill `sms`
 // multiprocessors, chunks of at least `min_chunk` elements.
 inline void choose_split(ReducePlan& p, int sms, int64_t min_chunk = 2048) {
-  const int64_t want = p.warp ? int64_t(sms) * 32 : int64_t(sms) * 1024;  // warps / threads in flight
+  const int64_t want =
+      p.warp ? int64_t(sms) * 32 : int64_t(sms) * 1024;  // warps / threads in flight
   int64_t split = 1;
   if (p.nout < want && p.count > min_chunk)
-    split = std::clamp<int64_t>(want / std::max<int64_t>(p.nout, 1), 1, (p.count + min_chunk - 1) / min_chunk);
+    split = std::clamp<int64_t>(want / std::max<int64_t>(p.nout, 1), 1,
+                                (p.count + min_chunk - 1) / min_chunk);
   p.split = split;
   p.chunk = (p.count + split - 1) / split;
   p.split = p.count ? (p.count + p.chunk - 1) / p.chunk : 1;  // no empty chunk

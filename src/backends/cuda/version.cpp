@@ -2,13 +2,15 @@
 #include "backends/cuda/version.h"
 
 #include <cublasLt.h>
-#include <cudnn.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 namespace spore::cuda {
 
 namespace {
-std::string dotted(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+std::string dotted(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
 }  // namespace
 
 std::string versions() {
@@ -16,11 +18,11 @@ std::string versions() {
   cudaRuntimeGetVersion(&rt);
   const bool has_driver = cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0;
   const size_t lt = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
-  const size_t dnn = cudnnGetVersion();  // major * 10000 + minor * 100 + patch (cuDNN 9)
-  return "CUDA runtime " + dotted(rt) + " (static), driver " + (has_driver ? dotted(drv) : "none") + ", cuBLASLt " +
-         std::to_string(lt / 10000) + "." + std::to_string((lt / 100) % 100) + "." + std::to_string(lt % 100) +
-         ", cuDNN " + std::to_string(dnn / 10000) + "." + std::to_string((dnn / 100) % 100) + "." +
-         std::to_string(dnn % 100);
+  const size_t dnn = cudnnGetVersion();    // major * 10000 + minor * 100 + patch (cuDNN 9)
+  return "CUDA runtime " + dotted(rt) + " (static), driver " + (has_driver ? dotted(drv) : "none") +
+         ", cuBLASLt " + std::to_string(lt / 10000) + "." + std::to_string((lt / 100) % 100) + "." +
+         std::to_string(lt % 100) + ", cuDNN " + std::to_string(dnn / 10000) + "." +
+         std::to_string((dnn / 100) % 100) + "." + std::to_string(dnn % 100);
 }
 
 }  // namespace spore::cuda

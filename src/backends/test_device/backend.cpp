@@ -15,9 +15,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -38,8 +38,8 @@ size_t page_size() {
 // recursive mutex serialises the test device's kernels and copies (a kernel may dispatch more).
 struct Pages {
   std::recursive_mutex mutex;
-  std::map<uintptr_t, size_t> blocks;      // live blocks
-  std::multimap<size_t, uintptr_t> free;   // freed blocks by mapped size, kept for reuse (closed)
+  std::map<uintptr_t, size_t> blocks;     // live blocks
+  std::multimap<size_t, uintptr_t> free;  // freed blocks by mapped size, kept for reuse (closed)
   std::vector<uintptr_t> open;
   int depth = 0;
   AllocatorStats stats;
@@ -57,8 +57,9 @@ struct Pages {
     if (it == blocks.end()) return;
     for (uintptr_t o : open)
       if (o == it->first) return;
-    SPORE_ASSERT(mprotect(reinterpret_cast<void*>(it->first), it->second, PROT_READ | PROT_WRITE) == 0,
-                 "test device: mprotect failed: ", std::strerror(errno));
+    SPORE_ASSERT(
+        mprotect(reinterpret_cast<void*>(it->first), it->second, PROT_READ | PROT_WRITE) == 0,
+        "test device: mprotect failed: ", std::strerror(errno));
     open.push_back(it->first);
   }
   void close_all() {
@@ -94,11 +95,13 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
   auto it = p.find(info->si_addr);
   if (it != p.blocks.end()) {
     char msg[256];
-    const int n = std::snprintf(msg, sizeof msg,
-                                "\nspore: the host touched Test-device memory at %p (a block of %zu bytes "
-                                "at %p) outside a kernel or copy: a missing .to(device) or copy_bytes\n",
-                                info->si_addr, it->second, reinterpret_cast<void*>(it->first));
-    if (n > 0) [[maybe_unused]] auto w = write(2, msg, size_t(n));
+    const int n =
+        std::snprintf(msg, sizeof msg,
+                      "\nspore: the host touched Test-device memory at %p (a block of %zu bytes "
+                      "at %p) outside a kernel or copy: a missing .to(device) or copy_bytes\n",
+                      info->si_addr, it->second, reinterpret_cast<void*>(it->first));
+    if (n > 0) [[maybe_unused]]
+      auto w = write(2, msg, size_t(n));
   }
   sigaction(SIGSEGV, &g_previous, nullptr);  // re-fault into the previous handler (or the default)
   (void)sig;
@@ -118,7 +121,8 @@ class TestAllocator final : public Allocator {
   void* allocate(size_t nbytes) override {
     Pages& p = pages();
     const std::lock_guard lock(p.mutex);
-    const size_t mapped = (std::max<size_t>(nbytes, 1) + page_size() - 1) / page_size() * page_size();
+    const size_t mapped =
+        (std::max<size_t>(nbytes, 1) + page_size() - 1) / page_size() * page_size();
     void* ptr = nullptr;
     auto cached = p.free.find(mapped);  // freed blocks stay mapped (closed) for reuse
     if (cached != p.free.end()) {
@@ -128,8 +132,9 @@ class TestAllocator final : public Allocator {
       ++p.stats.cache_hits;
     } else {
       ptr = mmap(nullptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      SPORE_CHECK_KIND(ErrorKind::RuntimeError, ptr != MAP_FAILED, "Test device: out of memory allocating ",
-                       nbytes, " bytes (", p.stats.bytes_in_use, " in use)");
+      SPORE_CHECK_KIND(ErrorKind::RuntimeError, ptr != MAP_FAILED,
+                       "Test device: out of memory allocating ", nbytes, " bytes (",
+                       p.stats.bytes_in_use, " in use)");
       ++p.stats.cache_misses;
     }
     p.blocks[uintptr_t(ptr)] = mapped;
@@ -189,9 +194,11 @@ ops::KernelFn wrap(ops::KernelFn cpu) {
   return [cpu = std::move(cpu)](ops::KernelContext& ctx) {
     OpenScope scope;
     for (const Tensor& t : ctx.inputs)
-      if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic()) scope.open(t.impl().storage->data());
+      if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic())
+        scope.open(t.impl().storage->data());
     for (const Tensor& t : ctx.outputs)
-      if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic()) scope.open(t.impl().storage->data());
+      if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic())
+        scope.open(t.impl().storage->data());
     cpu(ctx);
   };
 }
@@ -207,7 +214,8 @@ class TestBackend final : public Backend {
       if (!cpu || ops::find_kernel(id, DeviceType::Test)) continue;
       ops::detail::register_kernel(id, DeviceType::Test, wrap(cpu->fn), {}, cpu->rows);
       for (int t = 0; t < kNumDTypes; ++t)
-        if (cpu->supports(DType(t))) ops::detail::register_kernel_dtype(id, DeviceType::Test, DType(t));
+        if (cpu->supports(DType(t)))
+          ops::detail::register_kernel_dtype(id, DeviceType::Test, DType(t));
     }
   }
   DeviceType type() const override { return DeviceType::Test; }
@@ -223,12 +231,14 @@ class TestBackend final : public Backend {
   std::unique_ptr<Stream> new_stream(int) override { return std::make_unique<TestStream>(); }
   std::unique_ptr<Event> new_event(int) override { return std::make_unique<TestEvent>(); }
   void synchronize(int) override {}
-  void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n, Stream&) override {
+  void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n,
+                  Stream&) override {
     OpenScope scope;
     if (dst_dev.type == DeviceType::Test) scope.open(dst);
     if (src_dev.type == DeviceType::Test) scope.open(src);
     std::memcpy(dst, src, n);
-    ++test_device_copies().count[int(src_dev.type == DeviceType::Test) * 2 + int(dst_dev.type == DeviceType::Test)];
+    ++test_device_copies()
+          .count[int(src_dev.type == DeviceType::Test) * 2 + int(dst_dev.type == DeviceType::Test)];
   }
   std::string library_versions() const override { return "the CPU kernels on guarded pages"; }
 

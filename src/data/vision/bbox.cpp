@@ -91,7 +91,8 @@ cv::Matx23d corner_to_index(const cv::Matx23d& m) {
 }  // namespace
 
 RowFn Letterbox(std::vector<int64_t> size, double fill, bool scaleup) {
-  const auto hw = detail::size_hw(size, "Letterbox");  // no structured binding: lambdas capture these (clang 14)
+  const auto hw = detail::size_hw(
+      size, "Letterbox");  // no structured binding: lambdas capture these (clang 14)
   const int64_t th = hw.first, tw = hw.second;
   return [th, tw, fill, scaleup](const data::Row& row) {
     const Sample s = sample_of(row, "Letterbox");

@@ -70,7 +70,7 @@ FloatImage to_float(const Image& img) {
   FloatImage f{std::vector<float>(size_t(img.h * img.w * img.c)), img.h, img.w, img.c,
                img.dtype() == kUInt8 ? 255.f : 1.f};
   spore::detail::convert_elements(img.t.data_ptr(), img.dtype(), f.v.data(), kFloat32,
-                                 int64_t(f.v.size()));
+                                  int64_t(f.v.size()));
   return f;
 }
 

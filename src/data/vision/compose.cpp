@@ -16,7 +16,7 @@ Tensor as_float32(const Tensor& x) {
   const Tensor src = spore::detail::contiguous_copy(x);
   Tensor out = Tensor::empty(src.shape(), kFloat32);
   spore::detail::convert_elements(src.data_ptr(), src.dtype(), out.data_ptr(), kFloat32,
-                                 src.numel());
+                                  src.numel());
   return out;
 }
 
@@ -78,7 +78,8 @@ data::TensorOp TypeCast(DType dtype) {
     if (x.dtype() == dtype) return x;
     const Tensor src = spore::detail::contiguous_copy(x);
     Tensor out = Tensor::empty(src.shape(), dtype);
-    spore::detail::convert_elements(src.data_ptr(), src.dtype(), out.data_ptr(), dtype, src.numel());
+    spore::detail::convert_elements(src.data_ptr(), src.dtype(), out.data_ptr(), dtype,
+                                    src.numel());
     return out;
   };
 }

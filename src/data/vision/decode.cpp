@@ -5,10 +5,10 @@
 #include <turbojpeg.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <opencv2/imgcodecs.hpp>
@@ -59,7 +59,8 @@ const char* cv_format(const Bytes& b) {
   if (n >= 4 && ((d[0] == 'I' && d[1] == 'I' && d[2] == 42 && d[3] == 0) ||
                  (d[0] == 'M' && d[1] == 'M' && d[2] == 0 && d[3] == 42)))
     return "TIFF";
-  if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0) return "WebP";
+  if (n >= 12 && std::memcmp(d, "RIFF", 4) == 0 && std::memcmp(d + 8, "WEBP", 4) == 0)
+    return "WebP";
   if (n >= 3 && d[0] == 'P' && d[1] >= '1' && d[1] <= '6' && std::isspace(d[2])) return "PNM";
   if (jpeg_magic(b)) return "JPEG";  // CMYK / YCCK JPEGs, which libjpeg-turbo cannot make RGB
   return nullptr;
@@ -148,9 +149,10 @@ Tensor cv_decode(const Bytes& b, const char* op) {
       std::snprintf(hex, sizeof hex, "%02x", unsigned(b.data()[i]));
       head += (i ? " " : "") + std::string(hex);
     }
-    SPORE_THROW(ErrorKind::ValueError, "[vision.", op, "] unsupported or corrupt image (", b.size(),
-                " bytes, starting ", head.empty() ? "with nothing" : head,
-                "): the supported formats are JPEG, PNG, BMP, TIFF, WebP and PNM; convert the file to one");
+    SPORE_THROW(
+        ErrorKind::ValueError, "[vision.", op, "] unsupported or corrupt image (", b.size(),
+        " bytes, starting ", head.empty() ? "with nothing" : head,
+        "): the supported formats are JPEG, PNG, BMP, TIFF, WebP and PNM; convert the file to one");
   }
   if (png_magic(b)) {
     // A PNG ends with the 12-byte IEND chunk; without it the file was cut short.
@@ -165,9 +167,10 @@ Tensor cv_decode(const Bytes& b, const char* op) {
     bgr = cv::imdecode(raw, cv::IMREAD_COLOR);
   } catch (const cv::Exception& e) {
     // OpenCV's size check (validateInputImageSize) names its internal macro; say what to set.
-    SPORE_CHECK(std::string(e.what()).find("CV_IO_MAX_IMAGE_PIXELS") == std::string::npos, "[vision.", op,
-                "] the image (", b.size(), " bytes) claims more pixels than the decoder's limit of ",
-                max_image_pixels(), " (set OPENCV_IO_MAX_IMAGE_PIXELS to raise it), or its header is corrupt");
+    SPORE_CHECK(std::string(e.what()).find("CV_IO_MAX_IMAGE_PIXELS") == std::string::npos,
+                "[vision.", op, "] the image (", b.size(),
+                " bytes) claims more pixels than the decoder's limit of ", max_image_pixels(),
+                " (set OPENCV_IO_MAX_IMAGE_PIXELS to raise it), or its header is corrupt");
     SPORE_THROW(ErrorKind::ValueError, "[vision.", op, "] cannot decode the image (", b.size(),
                 " bytes): ", e.what());
   }
@@ -232,7 +235,8 @@ data::TensorOp DecodeResize(std::vector<int64_t> size, Inter interpolation) {
 
 data::TensorOp RandomCropDecodeResize(std::vector<int64_t> size, std::vector<double> scale,
                                       std::vector<double> ratio, Inter interpolation) {
-  const auto hw = detail::size_hw(size, "RandomCropDecodeResize");  // no structured binding: lambdas capture these (clang 14)
+  const auto hw = detail::size_hw(
+      size, "RandomCropDecodeResize");  // no structured binding: lambdas capture these (clang 14)
   const int64_t th = hw.first, tw = hw.second;
   detail::check_rrc_params(scale, ratio, "RandomCropDecodeResize");
   return [=](const Tensor& x) {

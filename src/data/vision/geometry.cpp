@@ -187,7 +187,8 @@ data::TensorOp Resize(std::vector<int64_t> size, Inter interpolation) {
 }
 
 data::TensorOp CenterCrop(std::vector<int64_t> size) {
-  const auto hw = detail::size_hw(size, "CenterCrop");  // no structured binding: lambdas capture these (clang 14)
+  const auto hw = detail::size_hw(
+      size, "CenterCrop");  // no structured binding: lambdas capture these (clang 14)
   const int64_t ch = hw.first, cw = hw.second;
   return [ch, cw](const Tensor& x) {
     Image img = detail::image_of(x, "CenterCrop", false);
@@ -202,7 +203,8 @@ data::TensorOp CenterCrop(std::vector<int64_t> size) {
 }
 
 data::TensorOp RandomCrop(std::vector<int64_t> size, RandomCropOptions opts) {
-  const auto hw = detail::size_hw(size, "RandomCrop");  // no structured binding: lambdas capture these (clang 14)
+  const auto hw = detail::size_hw(
+      size, "RandomCrop");  // no structured binding: lambdas capture these (clang 14)
   const int64_t ch = hw.first, cw = hw.second;
   const std::array<int64_t, 4> p = opts.padding.empty() ? std::array<int64_t, 4>{0, 0, 0, 0}
                                                         : padding_ltrb(opts.padding, "RandomCrop");
@@ -230,7 +232,8 @@ data::TensorOp RandomCrop(std::vector<int64_t> size, RandomCropOptions opts) {
 
 data::TensorOp RandomResizedCrop(std::vector<int64_t> size, std::vector<double> scale,
                                  std::vector<double> ratio, Inter interpolation) {
-  const auto hw = detail::size_hw(size, "RandomResizedCrop");  // no structured binding: lambdas capture these (clang 14)
+  const auto hw = detail::size_hw(
+      size, "RandomResizedCrop");  // no structured binding: lambdas capture these (clang 14)
   const int64_t oh = hw.first, ow = hw.second;
   detail::check_rrc_params(scale, ratio, "RandomResizedCrop");
   return [=](const Tensor& x) {

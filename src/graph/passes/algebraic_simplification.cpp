@@ -1,5 +1,6 @@
-// Algebraic simplification: x * sigmoid(x) -> silu(x); identities that remove a node (x*1, x+0, x-0, x/1, cast to the same
-// dtype, neg(neg(x)), f(f(x)) for ops whose ops.def trait says idempotent, reshape to the same shape, permute chains that cancel) or shorten a chain
+// Algebraic simplification: x * sigmoid(x) -> silu(x); identities that remove a node (x*1, x+0,
+// x-0, x/1, cast to the same dtype, neg(neg(x)), f(f(x)) for ops whose ops.def trait says
+// idempotent, reshape to the same shape, permute chains that cancel) or shorten a chain
 // (reshape(reshape(x)) -> reshape(x); permute(permute(x)) -> one permute), and moves transposes
 // into matmuls: transpose(a @ b) -> b^T @ a^T when nothing else reads a @ b (a Dense weight's
 // gradient is traced as (x^T @ dy)^T: a strided view the optimizer would walk column by column;
@@ -37,7 +38,8 @@ bool is_transpose_2d(const Node& n) {
 
 // A 2-D transpose view of v inserted at pos (strides swapped: no data moves).
 Value* transpose_view(Graph& g, size_t pos, Value* v, const Node& like) {
-  Node* t = g.insert_node(pos, ops::OpId::Permute, {v}, ops::Attrs().set("axes", std::vector<int64_t>{1, 0}),
+  Node* t = g.insert_node(pos, ops::OpId::Permute, {v},
+                          ops::Attrs().set("axes", std::vector<int64_t>{1, 0}),
                           {{Shape{v->shape[1], v->shape[0]}, v->dtype}});
   t->precision = like.precision;
   Value* o = t->outputs[0];
@@ -61,12 +63,14 @@ size_t transpose_matmul_products(Graph& g) {
     Node* n = g.nodes[i].get();
     Node* mm = n->inputs.empty() ? nullptr : n->inputs[0]->producer;
     if (!is_transpose_2d(*n) || !mm || mm->op != ops::OpId::Matmul || mm->inputs.size() != 2 ||
-        mm->inputs[0]->shape.size() != 2 || mm->inputs[1]->shape.size() != 2 || reads[n->inputs[0]] != 1 || viewed.count(n->outputs[0]))
+        mm->inputs[0]->shape.size() != 2 || mm->inputs[1]->shape.size() != 2 ||
+        reads[n->inputs[0]] != 1 || viewed.count(n->outputs[0]))
       continue;
     Value *a = mm->inputs[0], *b = mm->inputs[1];
     Value* bt = transpose_view(g, i++, b, *mm);
     Value* at = transpose_view(g, i++, a, *mm);
-    Node* m = g.insert_node(i++, ops::OpId::Matmul, {bt, at}, mm->attrs, {{n->outputs[0]->shape, n->outputs[0]->dtype}});
+    Node* m = g.insert_node(i++, ops::OpId::Matmul, {bt, at}, mm->attrs,
+                            {{n->outputs[0]->shape, n->outputs[0]->dtype}});
     m->precision = mm->precision;
     g.replace_all_uses(n->outputs[0], m->outputs[0]);  // n and mm are dead now
     ++changed;
@@ -92,13 +96,16 @@ size_t relu_grad_before_max_pool_backward(Graph& g) {
     if (!pool || pool->op != ops::OpId::MaxPool2d) continue;
     const Value* y = pool->inputs[0];  // what was pooled: x itself, or relu(x)
     const Value* x = n->inputs[1];
-    const bool same = y == x || (y->producer && y->producer->op == ops::OpId::Relu && y->producer->inputs[0] == x);
+    const bool same = y == x || (y->producer && y->producer->op == ops::OpId::Relu &&
+                                 y->producer->inputs[0] == x);
     Value* dy = bwd->inputs[0];
-    if (!same || dy->shape != pool->outputs[0]->shape || dy->dtype != pool->outputs[0]->dtype) continue;
-    Node* rg = g.insert_node(i++, ops::OpId::ReluGrad, {dy, pool->outputs[0]}, n->attrs, {{dy->shape, dy->dtype}});
+    if (!same || dy->shape != pool->outputs[0]->shape || dy->dtype != pool->outputs[0]->dtype)
+      continue;
+    Node* rg = g.insert_node(i++, ops::OpId::ReluGrad, {dy, pool->outputs[0]}, n->attrs,
+                             {{dy->shape, dy->dtype}});
     rg->precision = n->precision;
-    Node* b = g.insert_node(i++, ops::OpId::MaxPool2dBackward, {rg->outputs[0], bwd->inputs[1]}, bwd->attrs,
-                            {{n->outputs[0]->shape, n->outputs[0]->dtype}});
+    Node* b = g.insert_node(i++, ops::OpId::MaxPool2dBackward, {rg->outputs[0], bwd->inputs[1]},
+                            bwd->attrs, {{n->outputs[0]->shape, n->outputs[0]->dtype}});
     b->precision = bwd->precision;
     g.replace_all_uses(n->outputs[0], b->outputs[0]);  // n and bwd are dead now
     ++changed;
@@ -137,7 +144,8 @@ size_t mul_sigmoid_to_silu(Graph& g) {
 }  // namespace
 
 size_t algebraic_simplification(Graph& g) {
-  size_t changed = transpose_matmul_products(g) + relu_grad_before_max_pool_backward(g) + mul_sigmoid_to_silu(g);
+  size_t changed =
+      transpose_matmul_products(g) + relu_grad_before_max_pool_backward(g) + mul_sigmoid_to_silu(g);
   auto forward_to = [&](Node* n, Value* x) {
     if (!same_layout(n->outputs[0], x)) return false;
     g.replace_all_uses(n->outputs[0], x);

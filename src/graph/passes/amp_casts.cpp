@@ -94,8 +94,7 @@ size_t insert_amp_casts(Graph& g) {
     Node* n = up.get();
     const ops::OpDef& def = n->def();
     const bool keep_traced = n->is_effect() || !n->precision;
-    const ops::OpPrecision prec =
-        keep_traced ? ops::OpPrecision{} : n->precision->decide(n->op);
+    const ops::OpPrecision prec = keep_traced ? ops::OpPrecision{} : n->precision->decide(n->op);
     bool changed = false;
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       Value* orig = n->inputs[i];
@@ -164,8 +163,7 @@ size_t insert_amp_casts(Graph& g) {
 
 namespace {
 bool is_cast_from(const Value* v, DType from) {
-  return v->producer && v->producer->op == ops::OpId::Cast &&
-         v->producer->inputs[0]->dtype == from;
+  return v->producer && v->producer->op == ops::OpId::Cast && v->producer->inputs[0]->dtype == from;
 }
 }  // namespace
 

@@ -43,7 +43,8 @@ bool lower(const Node& n, Lowered& L) {
   const Opcode op = n.def().traits.fused;
   if (op == Opcode::kNone) return false;
   const fz::Lowering lw = fz::lowering(op);
-  if (lw.bool_input && (n.inputs[0]->dtype != kBool || !is_floating(n.outputs[0]->dtype))) return false;
+  if (lw.bool_input && (n.inputs[0]->dtype != kBool || !is_floating(n.outputs[0]->dtype)))
+    return false;
   const ops::Attrs& a = n.attrs;
   L.op = lw.variant_attr && a.get_bool(lw.variant_attr, false) ? lw.variant : op;
   if (lw.param0) {
@@ -69,8 +70,10 @@ bool fusable(const Node& n, DType t, Lowered& L) {
   if (!(o->dtype == t || o->dtype == kBool)) return false;
   for (const Value* in : n.inputs)
     if (!(in->dtype == t || in->dtype == kBool) || in->device != o->device) return false;
-  // The node's device must run fused programs (its FusedElementwise kernel reads ops/fused_program.h).
-  return is_floating(t) && o->device == n.device && ops::find_kernel(ops::OpId::FusedElementwise, n.device.type);
+  // The node's device must run fused programs (its FusedElementwise kernel reads
+  // ops/fused_program.h).
+  return is_floating(t) && o->device == n.device &&
+         ops::find_kernel(ops::OpId::FusedElementwise, n.device.type);
 }
 
 const char* opcode_name(Opcode op) {

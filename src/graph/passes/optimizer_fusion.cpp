@@ -57,7 +57,8 @@ bool can_move_past(const Node& u, const Node& y, const Family& f) {
 
 // Fuses one group of candidate nodes (schedule order) into one node at the last member's place;
 // returns how many joined, and leaves in `rest` the members that could not move there.
-size_t fuse_group(Graph& g, const Family& f, const std::vector<Node*>& members, std::vector<Node*>& rest) {
+size_t fuse_group(Graph& g, const Family& f, const std::vector<Node*>& members,
+                  std::vector<Node*>& rest) {
   std::vector<size_t> pos_of;  // schedule positions of the members
   {
     std::unordered_set<const Node*> want(members.begin(), members.end());

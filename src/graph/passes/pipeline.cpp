@@ -30,8 +30,9 @@ bool has_device(const Graph& g, DeviceType d) {
 
 bool register_backend_pass(const BackendPass& p) {
   auto& r = registry();
-  r.insert(std::upper_bound(r.begin(), r.end(), p,
-                            [](const BackendPass& a, const BackendPass& b) { return a.order < b.order; }),
+  r.insert(std::upper_bound(
+               r.begin(), r.end(), p,
+               [](const BackendPass& a, const BackendPass& b) { return a.order < b.order; }),
            p);
   return true;
 }

@@ -13,7 +13,8 @@ namespace {
 
 // A forward node whose outputs may be recomputed: marked, pure (no effects), deterministic.
 bool recomputable(const Node* n) {
-  return n && n->recompute_scope != 0 && !n->backward && !n->is_effect() && !n->def().has(ops::kRandom);
+  return n && n->recompute_scope != 0 && !n->backward && !n->is_effect() &&
+         !n->def().has(ops::kRandom);
 }
 
 }  // namespace
@@ -33,7 +34,8 @@ size_t recompute(Graph& g) {
     std::vector<Value*> ins;
     for (Value* in : p->inputs) {
       Value* c = in;
-      if (in->producer && in->producer->recompute_scope == p->recompute_scope) c = recomputed(in, pos);
+      if (in->producer && in->producer->recompute_scope == p->recompute_scope)
+        c = recomputed(in, pos);
       ins.push_back(c);
     }
     ops::Metas metas;

@@ -29,7 +29,6 @@ bool is_zeros(const Value* v) {
   return true;
 }
 
-
 std::vector<Node*> readers_of(const Graph& g, const Value* v) {
   std::vector<Node*> r;
   for (const auto& n : g.nodes)

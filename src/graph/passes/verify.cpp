@@ -15,9 +15,10 @@ void verify(const Graph& g) {
       const Value* v = n->inputs[i];
       SPORE_ASSERT(v && defined.count(v), "graph verify: node ", n->id, " (", def.name, ") input ",
                    i, " is not defined before it");
-      SPORE_ASSERT(v->device == n->device || (v->shape.empty() && v->device.type == DeviceType::CPU),
-                   "graph verify: node ", n->id, " (", def.name, ") runs on ", to_string(n->device),
-                   " but input ", i, " is on ", to_string(v->device));
+      SPORE_ASSERT(
+          v->device == n->device || (v->shape.empty() && v->device.type == DeviceType::CPU),
+          "graph verify: node ", n->id, " (", def.name, ") runs on ", to_string(n->device),
+          " but input ", i, " is on ", to_string(v->device));
       in.push_back({v->shape, v->dtype});
     }
     const ops::Metas out = def.rules.infer(in, n->attrs);

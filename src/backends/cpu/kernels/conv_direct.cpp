@@ -64,7 +64,7 @@ constexpr int64_t kWgradOB = 6;  // weight gradient: outputs per task (sharing t
 // The calling thread's scratch of at least n floats, kept (and grown) across calls.
 float* thread_scratch(size_t n);
 float* thread_weights(size_t n);
-float* thread_rows(size_t n);  // conv2d_direct_forward_rows' output rows
+float* thread_rows(size_t n);      // conv2d_direct_forward_rows' output rows
 constexpr size_t kRowsSlack = 64;  // readable floats past them (the sink's whole-vector loads)
 }  // namespace spore::cpu::dconv
 #endif
@@ -386,10 +386,12 @@ float* thread_partials(size_t n) { return thread_buffer<Slot::kPartials>(n); }
 std::string direct_conv_why_not(const DirectConvGeom& g) {
   if (g.C < 1 || g.C > 4) return std::to_string(g.C) + " input channels (at most 4)";
   if (g.O < 1 || g.N < 1 || g.OH < 1 || g.OW < 1) return "an empty conv";
-  if (g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1) return "a degenerate kernel";
+  if (g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 || g.dh < 1 || g.dw < 1)
+    return "a degenerate kernel";
   if (g.pt < 0 || g.pl < 0) return "negative padding";
   if (g.C * g.kh * g.kw > dconv::kMaxTaps)
-    return std::to_string(g.C * g.kh * g.kw) + " taps (at most " + std::to_string(dconv::kMaxTaps) + ")";
+    return std::to_string(g.C * g.kh * g.kw) + " taps (at most " + std::to_string(dconv::kMaxTaps) +
+           ")";
   const dconv::Plan p = dconv::plan_of(g, 16);
   if (g.C * p.CS >= (int64_t(8) << 20)) return "its per-thread scratch would pass 32 MiB";
   return "";
@@ -408,12 +410,14 @@ void conv2d_direct_forward(const DirectConvGeom& g, const float* x, const float*
 void conv2d_direct_forward_rows(const DirectConvGeom& g, const float* x, const float* w,
                                 const float* b, bool relu, int64_t R, int64_t oh_end,
                                 DirectRowSink sink, void* ctx) {
-  SPORE_CHECK(R >= 1 && oh_end >= 0 && oh_end <= g.OH, "conv2d_direct_forward_rows: expected R >= 1 and ",
-              "0 <= oh_end <= OH=", g.OH, ", got R=", R, ", oh_end=", oh_end);
+  SPORE_CHECK(R >= 1 && oh_end >= 0 && oh_end <= g.OH,
+              "conv2d_direct_forward_rows: expected R >= 1 and ", "0 <= oh_end <= OH=", g.OH,
+              ", got R=", R, ", oh_end=", oh_end);
   const int64_t max_ob = HWY_DYNAMIC_DISPATCH(dconv::MaxOB)();
   const int64_t nob = (g.O + max_ob - 1) / max_ob, ob = (g.O + nob - 1) / nob;
   parallel_for(0, g.N * nob, 1, [&](int64_t t0, int64_t t1) {
-    HWY_DYNAMIC_DISPATCH(dconv::FwdRowsTasks)(g, x, w, b, relu, ob, nob, t0, t1, R, oh_end, sink, ctx);
+    HWY_DYNAMIC_DISPATCH(dconv::FwdRowsTasks)
+    (g, x, w, b, relu, ob, nob, t0, t1, R, oh_end, sink, ctx);
   });
 }
 
@@ -425,9 +429,8 @@ void conv2d_direct_backward_weight(const DirectConvGeom& g, const float* dy, con
   const int64_t slots = std::clamp<int64_t>(get_num_threads(), 1, tasks), K = g.O * T;
   float* part = dconv::thread_partials(size_t(slots * K * L));
   parallel_for(0, slots, 1, [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s)
-      HWY_DYNAMIC_DISPATCH(dconv::WgradTasks)
-      (g, dy, x, part + s * K * L, ob, nob, s * tasks / slots, (s + 1) * tasks / slots);
+    for (int64_t s = s0; s < s1; ++s) HWY_DYNAMIC_DISPATCH(dconv::WgradTasks)
+    (g, dy, x, part + s * K * L, ob, nob, s * tasks / slots, (s + 1) * tasks / slots);
   });
   HWY_DYNAMIC_DISPATCH(dconv::WgradReduce)(part, slots, K, dw);
 }

@@ -1,6 +1,6 @@
 // The activation in the epilogue of the constant-weight convolutions (conv_packed.h,
-// conv_winograd.h): their "act" attribute, which the constant_convs pass copies from the conv2d_fused
-// it replaces.
+// conv_winograd.h): their "act" attribute, which the constant_convs pass copies from the
+// conv2d_fused it replaces.
 #pragma once
 #include <string>
 

@@ -18,7 +18,7 @@
 namespace spore::cpu {
 namespace {
 
-// ---- SPORE_CONV_IMPL -------------------------------------------------------------------------------
+// ---- SPORE_CONV_IMPL ----------------------------------------------------------------------------
 struct Override {
   std::string spec;
   bool exclude = false;            // "-a,-b"
@@ -43,17 +43,19 @@ Override parse(const std::string& spec) {
   std::string item;
   int minus = 0, plus = 0;
   while (std::getline(ss, item, ',')) {
-    item.erase(std::remove_if(item.begin(), item.end(), [](char c) { return c == ' '; }), item.end());
+    item.erase(std::remove_if(item.begin(), item.end(), [](char c) { return c == ' '; }),
+               item.end());
     if (item.empty()) continue;
     const bool neg = item[0] == '-';
     if (neg) item.erase(0, 1);
     (neg ? minus : plus)++;
-    SPORE_CHECK(std::find(known.begin(), known.end(), item) != known.end(), "SPORE_CONV_IMPL='", spec,
-                      "': unknown convolution implementation '", item, "'; the lists have: ", known_str);
+    SPORE_CHECK(std::find(known.begin(), known.end(), item) != known.end(), "SPORE_CONV_IMPL='",
+                spec, "': unknown convolution implementation '", item,
+                "'; the lists have: ", known_str);
     o.names.push_back(item);
   }
   SPORE_CHECK(minus == 0 || plus == 0, "SPORE_CONV_IMPL='", spec,
-                    "': either names to keep (a,b) or names to drop (-a,-b), not both");
+              "': either names to keep (a,b) or names to drop (-a,-b), not both");
   o.exclude = minus > 0;
   return o;
 }
@@ -64,7 +66,7 @@ Override g_override;
 uint64_t g_generation = 0;  // bumped by set_conv_impl_override: choices made meanwhile are stale
 
 const Override& current_override() {  // under g_mu
-  if (!g_override_read) {  // a bad value throws at every conv until it is fixed
+  if (!g_override_read) {             // a bad value throws at every conv until it is fixed
     const char* e = std::getenv("SPORE_CONV_IMPL");
     g_override = parse(e ? e : "");
     g_override_read = true;
@@ -91,7 +93,7 @@ std::vector<const ConvImpl*> narrowed(ConvProp prop, const Override& o, bool* fo
   return r;
 }
 
-// ---- timed entries ---------------------------------------------------------------------------------
+// ---- timed entries ------------------------------------------------------------------------------
 struct Verdict {
   bool wins;
   double self_ms, next_ms;
@@ -127,13 +129,14 @@ ConvChoice walk(const ConvDesc& d, const ConvImpl** next = nullptr) {
     if (why.empty() && e.timed && !forced) {
       auto it = g_verdicts.find({e.name, d.key()});
       if (it != g_verdicts.end() && !it->second.wins)
-        why = it->second.next + " measured faster at the first call (" + ms(it->second.next_ms) + " vs " +
-              ms(it->second.self_ms) + ")";
+        why = it->second.next + " measured faster at the first call (" + ms(it->second.next_ms) +
+              " vs " + ms(it->second.self_ms) + ")";
       else if (it != g_verdicts.end())
-        c.note = "timed at the first call: " + ms(it->second.self_ms) + " vs " + it->second.next + " " +
-                 ms(it->second.next_ms);
+        c.note = "timed at the first call: " + ms(it->second.self_ms) + " vs " + it->second.next +
+                 " " + ms(it->second.next_ms);
       else
-        c.note = "not timed yet: at the first call it runs against the next entry that takes the conv";
+        c.note =
+            "not timed yet: at the first call it runs against the next entry that takes the conv";
       if (why.empty() && it == g_verdicts.end() && next) {
         *next = nullptr;
         for (size_t k = i + 1; k < list.size() && !*next; ++k)
@@ -160,19 +163,22 @@ double seconds(const std::function<void()>& f) {
 
 const char* conv_prop_name(ConvProp p) {
   switch (p) {
-    case ConvProp::kForward: return "forward";
-    case ConvProp::kBackwardData: return "backward_data";
-    case ConvProp::kBackwardWeight: return "backward_weight";
+    case ConvProp::kForward:
+      return "forward";
+    case ConvProp::kBackwardData:
+      return "backward_data";
+    case ConvProp::kBackwardWeight:
+      return "backward_weight";
   }
   return "?";
 }
 
 std::string ConvDesc::str() const {
   std::ostringstream s;
-  s << conv_prop_name(prop) << " " << dtype_name(dtype) << " x " << N << "x" << C << "x" << H << "x" << W
-    << (blocked_x ? " (blocked)" : "") << " w " << O << "x" << C / G << "x" << kh << "x" << kw << " -> " << N
-    << "x" << O << "x" << OH << "x" << OW << (blocked_y ? " (blocked)" : "") << " stride " << sh << "x" << sw
-    << " pad " << pt << "," << pb << "," << pl << "," << pr;
+  s << conv_prop_name(prop) << " " << dtype_name(dtype) << " x " << N << "x" << C << "x" << H << "x"
+    << W << (blocked_x ? " (blocked)" : "") << " w " << O << "x" << C / G << "x" << kh << "x" << kw
+    << " -> " << N << "x" << O << "x" << OH << "x" << OW << (blocked_y ? " (blocked)" : "")
+    << " stride " << sh << "x" << sw << " pad " << pt << "," << pb << "," << pl << "," << pr;
   if (dh != 1 || dw != 1) s << " dilation " << dh << "x" << dw;
   if (G != 1) s << " groups " << G;
   if (bias) s << " bias";
@@ -184,9 +190,34 @@ std::string ConvDesc::str() const {
 }
 
 std::vector<int64_t> ConvDesc::key() const {
-  return {int64_t(prop), int64_t(dtype), N,  C,  H,  W,  O,  kh, kw, OH,      OW,
-          sh,            sw,            pt, pb, pl, pr, dh, dw, G,  blocked_x, blocked_y,
-          bias,          fused,         scale, residual, int64_t(std::hash<std::string>()(act)), constant_weights};
+  return {int64_t(prop),
+          int64_t(dtype),
+          N,
+          C,
+          H,
+          W,
+          O,
+          kh,
+          kw,
+          OH,
+          OW,
+          sh,
+          sw,
+          pt,
+          pb,
+          pl,
+          pr,
+          dh,
+          dw,
+          G,
+          blocked_x,
+          blocked_y,
+          bias,
+          fused,
+          scale,
+          residual,
+          int64_t(std::hash<std::string>()(act)),
+          constant_weights};
 }
 
 std::string ConvChoice::str() const {
@@ -224,8 +255,8 @@ void run_conv(ConvProp prop, ops::KernelContext& ctx) {
       gen = g_generation;
       c = walk(d, &next);
     }
-    SPORE_CHECK_KIND(ErrorKind::NotImplemented, c.impl, "[conv2d] no CPU convolution implementation takes ",
-                     d.str(), ": ", c.str());
+    SPORE_CHECK_KIND(ErrorKind::NotImplemented, c.impl,
+                     "[conv2d] no CPU convolution implementation takes ", d.str(), ": ", c.str());
     if (c.impl->timed && next) {
       // A timed entry's first call: it and the next entry each write the whole output from the
       // inputs; a warm-up each (oneDNN builds its primitive), then best of three in turn, then the

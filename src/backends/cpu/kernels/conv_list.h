@@ -27,7 +27,8 @@
 // Unknown names are an error listing the entries. ScopedConvImpl does the same for a scope.
 //
 // "Which kernel runs for this conv, and why": choose_conv(desc) (ConvChoice::str()); the kernels
-// log each first choice per geometry at debug level (SPORE_LOG_LEVEL=debug, `spore train --verbose`).
+// log each first choice per geometry at debug level (SPORE_LOG_LEVEL=debug, `spore train
+// --verbose`).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -83,7 +84,7 @@ struct ConvImpl {
 const std::vector<ConvImpl>& conv_impls(ConvProp prop);
 
 struct ConvChoice {
-  const ConvImpl* impl = nullptr;                          // null: none takes it (see str())
+  const ConvImpl* impl = nullptr;                             // null: none takes it (see str())
   std::vector<std::pair<std::string, std::string>> declined;  // earlier entries: (name, why)
   std::string note;  // about the chosen entry: forced, or its timing
   const char* name() const { return impl ? impl->name : "none"; }
@@ -105,7 +106,9 @@ void set_conv_impl_override(const std::string& spec);
 std::string conv_impl_override();
 class ScopedConvImpl {
  public:
-  explicit ScopedConvImpl(const std::string& spec) : old_(conv_impl_override()) { set_conv_impl_override(spec); }
+  explicit ScopedConvImpl(const std::string& spec) : old_(conv_impl_override()) {
+    set_conv_impl_override(spec);
+  }
   ~ScopedConvImpl() { set_conv_impl_override(old_); }
   ScopedConvImpl(const ScopedConvImpl&) = delete;
   ScopedConvImpl& operator=(const ScopedConvImpl&) = delete;

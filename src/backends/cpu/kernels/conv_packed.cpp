@@ -7,9 +7,9 @@
 // major: a thread's consecutive tasks reuse one chunk's input from L2 while the weight panels
 // (kh * kw * C * 16 floats each) stream past, and at batch 1 the threads split the output channels
 // (each reads half the weights). Per task, register tiles of 6 pixels x 16 channels (AVX2: 12
-// accumulators) run over all of K = kh * kw * C, then the epilogue (+ beta, + residual, relu or silu)
-// stores into y's blocked layout. (Cutting K into passes whose weights stay in L1, with the partial
-// sums parked between passes, measured slower here: bench/micro/constant_conv.cpp.)
+// accumulators) run over all of K = kh * kw * C, then the epilogue (+ beta, + residual, relu or
+// silu) stores into y's blocked layout. (Cutting K into passes whose weights stay in L1, with the
+// partial sums parked between passes, measured slower here: bench/micro/constant_conv.cpp.)
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_packed.cpp"
@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "backends/cpu/kernels/nn_util.h"
-#include "backends/cpu/ops/ops.h"
 #include "backends/cpu/kernels/simd_math-inl.h"
+#include "backends/cpu/ops/ops.h"
 #include "core/parallel.h"
 #include "spore/error.h"
 
@@ -52,8 +52,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 constexpr size_t kL = hn::MaxLanes(DF());
-constexpr size_t kNV = kL >= 16 ? 1 : 16 / kL;  // vectors per 16-channel group
-constexpr size_t kStep = kL >= 16 ? 16 : kL;    // lanes per vector actually used
+constexpr size_t kNV = kL >= 16 ? 1 : 16 / kL;                // vectors per 16-channel group
+constexpr size_t kStep = kL >= 16 ? 16 : kL;                  // lanes per vector actually used
 constexpr int kRows = int(12 / kNV) > 0 ? int(12 / kNV) : 1;  // 12 accumulators
 using DG = hn::CappedTag<float, kStep>;
 
@@ -71,8 +71,8 @@ HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* ta
   const float* base[R];
   SPORE_UNROLL for (int r = 0; r < R; ++r) base[r] = s.x + in_at[r];
   hn::Vec<DG> acc[R][kNV];
-  SPORE_UNROLL for (int r = 0; r < R; ++r)
-    SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::Zero(d);
+  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] =
+      hn::Zero(d);
   const float* w = wo;
   const int64_t units = g.kh * g.kw * Cb;
   int64_t tap = 0, cb = 0;
@@ -95,8 +95,10 @@ HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* ta
       auto o = hn::Add(acc[r][k], b);
       const int64_t at = out_at[r] + ob_at + int64_t(k * kStep);
       if (res) o = hn::Add(o, hn::LoadU(d, res + at));
-      if (act == ConvAct::kRelu) o = hn::Max(o, zero);
-      else if (act == ConvAct::kSilu) o = simd::HWY_NAMESPACE::silu_f(d, o);
+      if (act == ConvAct::kRelu)
+        o = hn::Max(o, zero);
+      else if (act == ConvAct::kSilu)
+        o = simd::HWY_NAMESPACE::silu_f(d, o);
       hn::StoreU(o, d, y + at);
     }
   }
@@ -123,10 +125,12 @@ void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const floa
   int64_t at_chunk = -1;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t chunk = t / Ob, ob = t % Ob;
-    const int64_t r_begin = chunk * kChunkRows, n_rows = std::min(rows, r_begin + kChunkRows) - r_begin;
+    const int64_t r_begin = chunk * kChunkRows,
+                  n_rows = std::min(rows, r_begin + kChunkRows) - r_begin;
     if (chunk != at_chunk) {
       for (int64_t i = 0; i < n_rows; ++i) {
-        const int64_t p = r_begin + i, n = p / (g.OH * g.OW), oh = p % (g.OH * g.OW) / g.OW, ow = p % g.OW;
+        const int64_t p = r_begin + i, n = p / (g.OH * g.OW), oh = p % (g.OH * g.OW) / g.OW,
+                      ow = p % g.OW;
         in_at[i] = ((n * (g.C / 16) * s.Hs + oh * g.sh) * s.Ws + ow * g.sw) * 16;
         out_at[i] = ((n * Ob * g.OH + oh) * g.OW + ow) * 16;
       }
@@ -137,7 +141,8 @@ void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const floa
     for (; i + kRows <= n_rows; i += kRows)
       Tile<kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
     if (i < n_rows)
-      TileTail<kRows - 1>(int(n_rows - i), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
+      TileTail<kRows - 1>(int(n_rows - i), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res,
+                          act, y);
   }
 }
 
@@ -182,17 +187,19 @@ void pad_input(const PackedConvGeom& g, const float* x, float* xp, int64_t Hp, i
 }
 }  // namespace pconv
 
-void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t kw, const float* bias,
-                       const float* scale, const float* shift, float* wp, float* beta) {
-  SPORE_ASSERT(O % 16 == 0 && C % 16 == 0, "packed conv: channels must be multiples of 16, got O=", O,
-               ", C=", C);
+void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t kw,
+                       const float* bias, const float* scale, const float* shift, float* wp,
+                       float* beta) {
+  SPORE_ASSERT(O % 16 == 0 && C % 16 == 0,
+               "packed conv: channels must be multiples of 16, got O=", O, ", C=", C);
   for (int64_t o = 0; o < O; ++o) {
     const float s = scale ? scale[o] : 1.f;
     beta[o] = (bias ? bias[o] : 0.f) * s + (shift ? shift[o] : 0.f);
     for (int64_t c = 0; c < C; ++c)
       for (int64_t i = 0; i < kh; ++i)
         for (int64_t j = 0; j < kw; ++j)
-          wp[((((o / 16) * kh + i) * kw + j) * C + c) * 16 + o % 16] = w[((o * C + c) * kh + i) * kw + j] * s;
+          wp[((((o / 16) * kh + i) * kw + j) * C + c) * 16 + o % 16] =
+              w[((o * C + c) * kh + i) * kw + j] * s;
   }
 }
 
@@ -241,8 +248,9 @@ void conv2d_packed_kernel(ops::KernelContext& ctx) {
   const bool has_res = ctx.attrs.get_bool("has_residual", false);
   const Tensor r = has_res ? dense(ctx.inputs[3]) : Tensor();
   const auto pad = ctx.attrs.get_ints("padding"), st = ctx.attrs.get_ints("stride");
-  const PackedConvGeom g{x.size(0), x.size(1) * 16, x.size(2), x.size(3), y.size(1) * 16, wp.size(1),
-                         wp.size(2), y.size(2), y.size(3), st[0], st[1], pad[0], pad[2]};
+  const PackedConvGeom g{x.size(0),  x.size(1) * 16, x.size(2), x.size(3), y.size(1) * 16,
+                         wp.size(1), wp.size(2),     y.size(2), y.size(3), st[0],
+                         st[1],      pad[0],         pad[2]};
   const ConvAct act = conv_act(ctx.attrs.has("act") ? ctx.attrs.get_string("act") : "");
   packed_conv2d(g, x.data<float>(), wp.data<float>(), beta.data<float>(),
                 has_res ? r.data<float>() : nullptr, act, y.data<float>());

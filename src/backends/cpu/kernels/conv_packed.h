@@ -22,10 +22,12 @@ struct PackedConvGeom {
 
 // wp (O/16, kh, kw, C, 16) = w[o][c][i][j] * scale[o]; beta (O) = bias * scale + shift. w is
 // (O, C, kh, kw); bias, scale and shift may be null (0, 1, 0).
-void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t kw, const float* bias,
-                       const float* scale, const float* shift, float* wp, float* beta);
+void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t kw,
+                       const float* bias, const float* scale, const float* shift, float* wp,
+                       float* beta);
 
-// y = act(conv(x, w) * scale + beta + residual), act none, relu or silu; residual (y's shape) may be null.
+// y = act(conv(x, w) * scale + beta + residual), act none, relu or silu; residual (y's shape) may
+// be null.
 void packed_conv2d(const PackedConvGeom& g, const float* x, const float* wp, const float* beta,
                    const float* residual, ConvAct act, float* y);
 

@@ -1,5 +1,6 @@
-// conv2d_pool_fused (backends/cpu/ops/conv_pool.cpp): max_pool2d(relu?(conv2d(x, w) + bias)) for the direct conv
-// kernels' geometries (conv_direct.h: C_in <= 4), float32 NCHW, without writing the conv output.
+// conv2d_pool_fused (backends/cpu/ops/conv_pool.cpp): max_pool2d(relu?(conv2d(x, w) + bias)) for
+// the direct conv kernels' geometries (conv_direct.h: C_in <= 4), float32 NCHW, without writing the
+// conv output.
 //
 // conv2d_direct_forward_rows computes the conv in groups of output rows per task (image n, block
 // of output channels) into a small per-thread buffer (bias and relu applied, the same arithmetic
@@ -10,10 +11,10 @@
 //   any other pool (overlapping, padded, ceil_mode): a group is the whole (OH, OW) plane.
 // Indices and ties / NaN follow the max_pool2d kernel (nn_pool.cpp): the index is h * OW + w in
 // the conv plane, the first maximum (row-major) wins, the first NaN wins over everything.
-// The 2x2 sink is SIMD (Highway, run-time dispatch): per pair of conv rows, L windows at a time from
-// two deinterleaving loads per row; the scalar 2x2 loop of max_pool2d costs more than the conv.
-// Geometries the direct kernels do not take run conv2d_fused's and max_pool2d's kernels through
-// a temporary (correct, not fast; the graph pass does not make those).
+// The 2x2 sink is SIMD (Highway, run-time dispatch): per pair of conv rows, L windows at a time
+// from two deinterleaving loads per row; the scalar 2x2 loop of max_pool2d costs more than the
+// conv. Geometries the direct kernels do not take run conv2d_fused's and max_pool2d's kernels
+// through a temporary (correct, not fast; the graph pass does not make those).
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_pool_fused.cpp"
@@ -203,16 +204,17 @@ namespace cpool {
 HWY_EXPORT(Pool2x2Rows);
 }  // namespace cpool
 namespace {
+using cpool::pool_window;
 using cpool::PoolGeom;
 using cpool::SinkCtx;
-using cpool::pool_window;
 
 // Tiled pools: buf (cnt, kh, OW) holds conv rows [oh0, oh0 + kh), i.e. pool row oh0 / kh.
 void tiled_sink(void* vctx, int64_t n, int64_t o0, int64_t cnt, int64_t oh0, int64_t rows,
                 const float* buf) {
   const SinkCtx& c = *static_cast<const SinkCtx*>(vctx);
   const PoolGeom& p = c.p;
-  if (p.kh == 2 && p.kw == 2) return HWY_DYNAMIC_DISPATCH(cpool::Pool2x2Rows)(&c, n, o0, cnt, oh0, buf);
+  if (p.kh == 2 && p.kw == 2)
+    return HWY_DYNAMIC_DISPATCH(cpool::Pool2x2Rows)(&c, n, o0, cnt, oh0, buf);
   const int64_t ph = oh0 / p.kh, OW = p.OW;
   for (int64_t k = 0; k < cnt; ++k) {
     const float* r0 = buf + k * rows * OW;
@@ -259,7 +261,8 @@ ops::Attrs pool_attrs(const ops::Attrs& a) {
 void unfused(ops::KernelContext& ctx, const Shape& conv_shape) {
   const ops::KernelEntry* conv = ops::find_kernel(op::Conv2dFused(), DeviceType::CPU);
   const ops::KernelEntry* pool = ops::find_kernel(ops::OpId::MaxPool2d, DeviceType::CPU);
-  SPORE_CHECK(conv && pool, "conv2d_pool_fused: the conv2d_fused / max_pool2d CPU kernels are missing");
+  SPORE_CHECK(conv && pool,
+              "conv2d_pool_fused: the conv2d_fused / max_pool2d CPU kernels are missing");
   ops::Tensors cout{Tensor::empty(conv_shape, kFloat32)};
   ops::KernelContext cc{ops::op_def(op::Conv2dFused()), ctx.inputs, cout, ctx.attrs};
   conv->fn(cc);
@@ -278,14 +281,16 @@ void conv2d_pool_fused_kernel(ops::KernelContext& ctx) {
   const auto st = a.get_ints("stride"), pad = a.get_ints("padding"), dil = a.get_ints("dilation");
   const int64_t OH = (xs[2] + pad[0] + pad[1] - dil[0] * (ws[2] - 1) - 1) / st[0] + 1;
   const int64_t OW = (xs[3] + pad[2] + pad[3] - dil[1] * (ws[3] - 1) - 1) / st[1] + 1;
-  const DirectConvGeom g{xs[0], xs[1], xs[2], xs[3], ws[0], ws[2], ws[3], OH,
+  const DirectConvGeom g{xs[0], xs[1], xs[2], xs[3],  ws[0],  ws[2],  ws[3], OH,
                          OW,    st[0], st[1], pad[0], pad[2], dil[0], dil[1]};
   if (!direct_conv_supported(g)) return unfused(ctx, {xs[0], ws[0], OH, OW});
 
   const auto pk = a.get_ints("pool_kernel_size", {2, 2}), ps = a.get_ints("pool_stride", {2, 2});
   const auto pp = a.get_ints("pool_padding", {0, 0, 0, 0});
   SinkCtx sc{{pk[0], pk[1], ps[0], ps[1], pp[0], pp[2], OH, OW, y.size(2), y.size(3)},
-             ws[0], y.data<float>(), idx.data<int64_t>()};
+             ws[0],
+             y.data<float>(),
+             idx.data<int64_t>()};
   const PoolGeom& p = sc.p;
   const bool tiled = p.kh == p.sh && p.kw == p.sw && pp[0] == 0 && pp[1] == 0 && pp[2] == 0 &&
                      pp[3] == 0 && p.PH * p.kh <= OH && p.PW * p.kw <= OW;

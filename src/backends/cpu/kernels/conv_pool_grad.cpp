@@ -1,7 +1,7 @@
-// conv2d_backward_weight_pooled (backends/cpu/ops/conv_pool.cpp) on the CPU, float32, groups 1, any C_in:
-// dw (O, C, kh, kw) = conv2d_backward_weight(max_pool2d_backward(dy_pooled, indices), x), computed
-// from the argmax positions alone: pooled element (n, o, e) with gradient g and index p = oh * OW + ow
-// (max_pool2d's convention: the winner in its (OH, OW) conv-output plane) adds
+// conv2d_backward_weight_pooled (backends/cpu/ops/conv_pool.cpp) on the CPU, float32, groups 1, any
+// C_in: dw (O, C, kh, kw) = conv2d_backward_weight(max_pool2d_backward(dy_pooled, indices), x),
+// computed from the argmax positions alone: pooled element (n, o, e) with gradient g and index p =
+// oh * OW + ow (max_pool2d's convention: the winner in its (OH, OW) conv-output plane) adds
 //   g * x[n, c, oh*sh - pt + i*dh, ow*sw - pl + j*dw]   to dw[o, c, i, j]   (zero outside x).
 // The (N, O, OH, OW) conv-output gradient is never formed; a 2x2 pool does a quarter of the dense
 // weight gradient's multiply-adds. Overlapping pool windows that share a winner simply add.
@@ -115,7 +115,8 @@ void build_rows(const Geom& g, const Plan& p, const float* x, float* xr) {
         continue;
       }
       const float* src = x + (c * g.H + ih) * g.W;
-      const int64_t lo = std::clamp<int64_t>(g.pl, 0, p.RW), hi = std::clamp<int64_t>(g.pl + g.W, lo, p.RW);
+      const int64_t lo = std::clamp<int64_t>(g.pl, 0, p.RW),
+                    hi = std::clamp<int64_t>(g.pl + g.W, lo, p.RW);
       std::memset(dst, 0, size_t(lo) * sizeof(float));
       std::memcpy(dst + lo, src + (lo - g.pl), size_t(hi - lo) * sizeof(float));
       std::memset(dst + hi, 0, size_t(p.RW - hi) * sizeof(float));
@@ -142,7 +143,8 @@ bool Sweep(const float* xr, int64_t S, const int64_t* pos, int64_t plane, const 
   auto add = [&](int u, const float* rp, float gs) HWY_ATTR {
     const auto gv = hn::Set(d, gs);
     SPORE_UNROLL for (int k = 0; k < NR; ++k) {
-      SPORE_UNROLL for (int v = 0; v < NV; ++v) acc[u][k][v] = hn::MulAdd(gv, hn::LoadU(d, rp + v * L), acc[u][k][v]);
+      SPORE_UNROLL for (int v = 0; v < NV; ++v) acc[u][k][v] =
+          hn::MulAdd(gv, hn::LoadU(d, rp + v * L), acc[u][k][v]);
       rp += S;
     }
   };
@@ -174,8 +176,8 @@ bool Sweep(const float* xr, int64_t S, const int64_t* pos, int64_t plane, const 
   return ok;
 }
 
-using SweepFn = bool (*)(const float*, int64_t, const int64_t*, int64_t, const float*, const int64_t*,
-                         int64_t, float*, int64_t);
+using SweepFn = bool (*)(const float*, int64_t, const int64_t*, int64_t, const float*,
+                         const int64_t*, int64_t, float*, int64_t);
 template <int NV, size_t... I>
 constexpr std::array<SweepFn, sizeof...(I)> sweep_table(std::index_sequence<I...>) {
   return {&Sweep<int(I) + 1, NV>...};
@@ -209,11 +211,13 @@ bool Images(const Geom& g, const float* dy, const int64_t* idx, const float* x, 
         for (int64_t v0 = 0; v0 < p.NV; v0 += kMaxNV) {
           const int64_t nv = std::min<int64_t>(kMaxNV, p.NV - v0);
           // Rows in groups of near-equal size, each at most kMaxAcc / nv.
-          const int64_t most = kMaxAcc / nv, ng = (p.seg + most - 1) / most, gs = (p.seg + ng - 1) / ng;
+          const int64_t most = kMaxAcc / nv, ng = (p.seg + most - 1) / most,
+                        gs = (p.seg + ng - 1) / ng;
           for (int64_t r = 0; r < p.seg; r += gs) {
             const int64_t nr = std::min(gs, p.seg - r);
-            ok &= tables[nv - 1][nr - 1](sx + r * p.S + v0 * L, p.S, pos, plane, dy + e0, idx + e0, g.PP,
-                                         part + ((o * p.K + k0 + r) * p.NV + v0) * L, pstride);
+            ok &=
+                tables[nv - 1][nr - 1](sx + r * p.S + v0 * L, p.S, pos, plane, dy + e0, idx + e0,
+                                       g.PP, part + ((o * p.K + k0 + r) * p.NV + v0) * L, pstride);
           }
         }
       }
@@ -232,7 +236,8 @@ namespace cpgrad {
 HWY_EXPORT(VecLanes);
 HWY_EXPORT(Images);
 
-void backward_weight_pooled(const Geom& g, const float* dy, const int64_t* idx, const float* x, float* dw) {
+void backward_weight_pooled(const Geom& g, const float* dy, const int64_t* idx, const float* x,
+                            float* dw) {
   const int64_t L = HWY_DYNAMIC_DISPATCH(VecLanes)();
   const Plan p = plan_of(g, L);
   const int64_t K = g.O * p.K * p.NV * L, plane = g.OH * g.OW;
@@ -247,11 +252,15 @@ void backward_weight_pooled(const Geom& g, const float* dy, const int64_t* idx, 
   std::atomic<bool> ok{true};
   parallel_for(0, slots, 1, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s)
-      if (!HWY_DYNAMIC_DISPATCH(Images)(g, dy, idx, x, pos, part + s * K, s * g.N / slots, (s + 1) * g.N / slots))
+      if (!HWY_DYNAMIC_DISPATCH(Images)(g, dy, idx, x, pos, part + s * K, s * g.N / slots,
+                                        (s + 1) * g.N / slots))
         ok.store(false, std::memory_order_relaxed);
   });
-  SPORE_CHECK_INDEX(ok.load(), "conv2d_backward_weight_pooled: an index lies outside the conv output "
-                    "plane of ", g.OH, " x ", g.OW, " = ", plane, " positions; indices must be max_pool2d's "
+  SPORE_CHECK_INDEX(ok.load(),
+                    "conv2d_backward_weight_pooled: an index lies outside the conv output "
+                    "plane of ",
+                    g.OH, " x ", g.OW, " = ", plane,
+                    " positions; indices must be max_pool2d's "
                     "(h * OW + w of the winner)");
   // dw[o, c, i, j] = sum over slots (in order) of lane j*dw of kernel row (c, i)'s vectors.
   for (int64_t o = 0; o < g.O; ++o)
@@ -273,14 +282,16 @@ void conv2d_backward_weight_pooled_kernel(ops::KernelContext& ctx) {
   if (dw.numel() == 0) return;
   const auto st = ctx.attrs.get_ints("stride"), pad = ctx.attrs.get_ints("padding"),
              dil = ctx.attrs.get_ints("dilation"), ys = ctx.attrs.get_ints("conv_output_shape");
-  const cpgrad::Geom g{x.size(0), x.size(1), x.size(2), x.size(3), dw.size(0), dw.size(2), dw.size(3),
-                       ys[2],     ys[3],     dy.size(2) * dy.size(3), st[0], st[1], pad[0], pad[2],
-                       dil[0],    dil[1]};
+  const cpgrad::Geom g{x.size(0),  x.size(1),  x.size(2), x.size(3), dw.size(0),
+                       dw.size(2), dw.size(3), ys[2],     ys[3],     dy.size(2) * dy.size(3),
+                       st[0],      st[1],      pad[0],    pad[2],    dil[0],
+                       dil[1]};
   if (g.N == 0 || g.PP == 0) {
     std::memset(dw.data_ptr(), 0, dw.nbytes());
     return;
   }
-  cpgrad::backward_weight_pooled(g, dy.data<float>(), idx.data<int64_t>(), x.data<float>(), dw.data<float>());
+  cpgrad::backward_weight_pooled(g, dy.data<float>(), idx.data<int64_t>(), x.data<float>(),
+                                 dw.data<float>());
 }
 }  // namespace
 

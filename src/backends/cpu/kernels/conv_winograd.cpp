@@ -7,7 +7,8 @@
 //      channels a blocked pixel holds (patches that cross the border read zeros there);
 //   2. 16 x (O/16) matrix products M[e][ob] (T, 16) = V[e] (T, C) @ U[e][ob] (C, 16), by a 6x16
 //      register tile (AVX2: 12 accumulators; one U row of two vectors feeds six broadcast rows);
-//   3. output transform: Y = Aᵀ M A per tile and 16 output channels, + beta, + residual, relu or silu,
+//   3. output transform: Y = Aᵀ M A per tile and 16 output channels, + beta, + residual, relu or
+//   silu,
 //      stored straight into y's blocked layout (the second row / column of an edge tile that falls
 //      outside an odd-sized output is dropped).
 // T is sized so that one V[e] (T x C floats) stays in L2 while the products sweep it.
@@ -28,8 +29,8 @@
 #include <vector>
 
 #include "backends/cpu/kernels/nn_util.h"
-#include "backends/cpu/ops/ops.h"
 #include "backends/cpu/kernels/simd_math-inl.h"
+#include "backends/cpu/ops/ops.h"
 #include "core/parallel.h"
 #include "spore/error.h"
 
@@ -39,7 +40,7 @@ namespace spore::cpu::wino {
 // Tiles per block: one V[e] (T x C floats) about 64 KiB, at least 12 and at most 192 tiles.
 inline int64_t block_tiles(int64_t C) { return std::clamp<int64_t>(16384 / C, 12, 192); }
 constexpr int64_t kMinTilesPerBlock = 32;  // fewer tiles per thread: split the channels instead
-float* thread_scratch(size_t n);  // the calling thread's, grown and kept across calls
+float* thread_scratch(size_t n);           // the calling thread's, grown and kept across calls
 }  // namespace spore::cpu::wino
 #endif
 
@@ -77,11 +78,9 @@ void InputTransform(const WinogradGeom& g, const float* HWY_RESTRICT x, int64_t 
       const float* xb = x + ((n * Cb + cb) * g.H * g.W) * 16;
       for (size_t lane = 0; lane < 16; lane += kStep) {
         hn::Vec<DG> p[4][4], q[4][4];
-        SPORE_UNROLL for (int i = 0; i < 4; ++i)
-          SPORE_UNROLL for (int j = 0; j < 4; ++j)
-            p[i][j] = row_in[i] && col_in[j]
-                          ? hn::LoadU(d, xb + ((ih0 + i) * g.W + iw0 + j) * 16 + lane)
-                          : hn::Zero(d);
+        SPORE_UNROLL for (int i = 0; i < 4; ++i) SPORE_UNROLL for (int j = 0; j < 4; ++j) p[i][j] =
+            row_in[i] && col_in[j] ? hn::LoadU(d, xb + ((ih0 + i) * g.W + iw0 + j) * 16 + lane)
+                                   : hn::Zero(d);
         SPORE_UNROLL for (int j = 0; j < 4; ++j) {  // Bᵀ d: rows
           q[0][j] = hn::Sub(p[0][j], p[2][j]);
           q[1][j] = hn::Add(p[1][j], p[2][j]);
@@ -89,7 +88,7 @@ void InputTransform(const WinogradGeom& g, const float* HWY_RESTRICT x, int64_t 
           q[3][j] = hn::Sub(p[1][j], p[3][j]);
         }
         float* out = v + t * g.C + cb * 16 + int64_t(lane);
-        const int64_t es = T * g.C;  // between transformed elements e
+        const int64_t es = T * g.C;                 // between transformed elements e
         SPORE_UNROLL for (int i = 0; i < 4; ++i) {  // (Bᵀ d) B: columns
           hn::StoreU(hn::Sub(q[i][0], q[i][2]), d, out + (i * 4 + 0) * es);
           hn::StoreU(hn::Add(q[i][1], q[i][2]), d, out + (i * 4 + 1) * es);
@@ -107,8 +106,8 @@ HWY_INLINE void Product(const float* HWY_RESTRICT v, int64_t ldv, const float* H
                         int64_t C, float* HWY_RESTRICT m) {
   const DG d;
   hn::Vec<DG> acc[R][kNV];
-  SPORE_UNROLL for (int r = 0; r < R; ++r)
-    SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::Zero(d);
+  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] =
+      hn::Zero(d);
   for (int64_t c = 0; c < C; ++c) {
     hn::Vec<DG> w[kNV];
     SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) w[k] = hn::LoadU(d, up + c * 16 + k * kStep);
@@ -117,8 +116,8 @@ HWY_INLINE void Product(const float* HWY_RESTRICT v, int64_t ldv, const float* H
       SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, w[k], acc[r][k]);
     }
   }
-  SPORE_UNROLL for (int r = 0; r < R; ++r)
-    SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) hn::StoreU(acc[r][k], d, m + r * 16 + k * kStep);
+  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k)
+      hn::StoreU(acc[r][k], d, m + r * 16 + k * kStep);
 }
 
 // The remainder rows (fewer than kRows) of a block, one template per count.
@@ -182,8 +181,10 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
             o = hn::Add(o, b);
             const int64_t at = ((plane + oh0 + a) * g.OW + ow0 + c) * 16 + int64_t(lane);
             if (res) o = hn::Add(o, hn::LoadU(d, res + at));
-            if (act == ConvAct::kRelu) o = hn::Max(o, zero);
-            else if (act == ConvAct::kSilu) o = simd::HWY_NAMESPACE::silu_f(d, o);
+            if (act == ConvAct::kRelu)
+              o = hn::Max(o, zero);
+            else if (act == ConvAct::kSilu)
+              o = simd::HWY_NAMESPACE::silu_f(d, o);
             hn::StoreU(o, d, y + at);
           }
         }
@@ -194,8 +195,9 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
 
 // Tasks [k0, k1) on the calling thread: task k is part k % parts (a 1/parts share of the output
 // channel blocks) of block k / parts of T tiles (the last block may be short).
-void Tasks(const WinogradGeom& g, const float* x, const float* u, const float* beta, const float* res,
-           ConvAct act, float* y, int64_t T, int64_t parts, int64_t k0, int64_t k1) {
+void Tasks(const WinogradGeom& g, const float* x, const float* u, const float* beta,
+           const float* res, ConvAct act, float* y, int64_t T, int64_t parts, int64_t k0,
+           int64_t k1) {
   const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2), Ob = g.O / 16;
   float* v = thread_scratch(size_t(16 * T * (g.C + g.O)));
   float* m = v + 16 * T * g.C;
@@ -256,8 +258,8 @@ void winograd_transform_weights(const float* w, int64_t O, int64_t C, const floa
 
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
                      const float* residual, ConvAct act, float* y) {
-  SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0, "winograd: channels must be multiples of 16, got O=",
-               g.O, ", C=", g.C);
+  SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0,
+               "winograd: channels must be multiples of 16, got O=", g.O, ", C=", g.C);
   const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
   if (tiles == 0) return;
   // Work for every thread. With many tiles, blocks of tiles (smaller blocks for smaller inputs).
@@ -288,10 +290,10 @@ void winograd_weights_kernel(ops::KernelContext& ctx) {
   const Tensor b = has_bias ? dense(ctx.inputs[i++]) : Tensor();
   const Tensor scale = has_scale ? dense(ctx.inputs[i++]) : Tensor();
   const Tensor shift = has_scale ? dense(ctx.inputs[i++]) : Tensor();
-  winograd_transform_weights(w.data<float>(), w.size(0), w.size(1), has_bias ? b.data<float>() : nullptr,
-                             has_scale ? scale.data<float>() : nullptr,
-                             has_scale ? shift.data<float>() : nullptr, ctx.outputs[0].data<float>(),
-                             ctx.outputs[1].data<float>());
+  winograd_transform_weights(
+      w.data<float>(), w.size(0), w.size(1), has_bias ? b.data<float>() : nullptr,
+      has_scale ? scale.data<float>() : nullptr, has_scale ? shift.data<float>() : nullptr,
+      ctx.outputs[0].data<float>(), ctx.outputs[1].data<float>());
 }
 
 // conv2d_winograd(x, u, beta[, residual]) -> y, all blocked but u and beta.
@@ -303,7 +305,7 @@ void conv2d_winograd_kernel(ops::KernelContext& ctx) {
   const Tensor r = has_res ? dense(ctx.inputs[3]) : Tensor();
   const auto pad = ctx.attrs.get_ints("padding");
   const WinogradGeom g{x.size(0), x.size(1) * 16, x.size(2), x.size(3), y.size(1) * 16,
-                       y.size(2), y.size(3), pad[0], pad[2]};
+                       y.size(2), y.size(3),      pad[0],    pad[2]};
   const ConvAct act = conv_act(ctx.attrs.has("act") ? ctx.attrs.get_string("act") : "");
   winograd_conv2d(g, x.data<float>(), u.data<float>(), beta.data<float>(),
                   has_res ? r.data<float>() : nullptr, act, y.data<float>());

@@ -31,8 +31,8 @@ struct WinogradGeom {
 void winograd_transform_weights(const float* w, int64_t O, int64_t C, const float* bias,
                                 const float* scale, const float* shift, float* u, float* beta);
 
-// y = act(conv(x, w) * scale + beta + residual) with act none, relu or silu; residual (y's shape) may be
-// null. Parallel over blocks of tiles.
+// y = act(conv(x, w) * scale + beta + residual) with act none, relu or silu; residual (y's shape)
+// may be null. Parallel over blocks of tiles.
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
                      const float* residual, ConvAct act, float* y);
 

@@ -102,8 +102,7 @@ inline void store_f32(const float* buf, T* dst, int64_t m) {
   from_f32(buf, dst, m);
 }
 
-// ---- loops
-// ----------------------------------------------------------------------------------------
+// ---- loops --------------------------------------------------------------------------------------
 inline constexpr int64_t kChunk = 256;  // float16/bfloat16 rows go through float buffers this long
 
 template <class Op>

@@ -346,8 +346,10 @@ void exec(const Instr& I, const C* const* rp, const int64_t* rs, C* dst, int64_t
   if (I.op == Opcode::kCall) {  // a registered pointwise op: its row kernel
     const C* b = I.b >= 0 ? rp[I.b] : nullptr;
     const int64_t sb = I.b >= 0 ? rs[I.b] : 0;
-    if constexpr (std::is_same_v<C, float>) return I.rows->f32(a, sa, b, sb, dst, n);
-    else return I.rows->f64(a, sa, b, sb, dst, n);
+    if constexpr (std::is_same_v<C, float>)
+      return I.rows->f32(a, sa, b, sb, dst, n);
+    else
+      return I.rows->f64(a, sa, b, sb, dst, n);
   }
   if (fz::is_unary(I.op)) {
     if constexpr (std::is_same_v<C, float>) {
@@ -546,10 +548,10 @@ template <class C>
 struct Plan {
   InputView view[fz::kMaxInputs];
   uint8_t kind[kMaxValues];
-  C sval[kMaxValues];      // kStatic values
-  int vslot[kMaxValues];   // the block register of each register-held value (-1: none)
+  C sval[kMaxValues];     // kStatic values
+  int vslot[kMaxValues];  // the block register of each register-held value (-1: none)
   int n_slots = 0;
-  int64_t B = 64;          // block length (elements)
+  int64_t B = 64;  // block length (elements)
 };
 
 template <class C>
@@ -642,8 +644,10 @@ Plan<C> plan(const Program& P, const ops::KernelContext& ctx, bool direct_out) {
   for (int k = 0; k < P.ni; ++k) {
     const Instr& I = P.instr[k];
     if (L.kind[P.nin + k] != kStatic) continue;
-    if (I.op == Opcode::kConst) L.sval[P.nin + k] = C(I.p0);
-    else exec<C>(I, rp0, rs0, &L.sval[P.nin + k], 1);
+    if (I.op == Opcode::kConst)
+      L.sval[P.nin + k] = C(I.p0);
+    else
+      exec<C>(I, rp0, rs0, &L.sval[P.nin + k], 1);
   }
   allocate_registers(P, L, direct_out);
   // Block length: a multiple of 64 elements, registers within the L1 budget...
@@ -679,7 +683,8 @@ Plan<C> plan(const Program& P, const ops::KernelContext& ctx, bool direct_out) {
 }
 
 // ---- the block loop: T is the output's storage type, C the compute type (float, or double for
-// float64) ------------------------------------------------------------------------------------------
+// float64)
+// ------------------------------------------------------------------------------------------
 template <class T, class C>
 void run(ops::KernelContext& ctx) {
   Tensor& out = ctx.outputs[0];

@@ -96,7 +96,8 @@ HWY_EXPORT(F32ToBF16);
 HWY_EXPORT(BF16ToF32);
 }  // namespace halfcvt
 
-static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2, "16-bit float types hold only their bits");
+static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2,
+              "16-bit float types hold only their bits");
 void to_f32(const Half* src, float* dst, int64_t n) {
   HWY_DYNAMIC_DISPATCH(halfcvt::F16ToF32)(reinterpret_cast<const uint16_t*>(src), dst, n);
 }

@@ -16,7 +16,6 @@
 namespace spore::cpu {
 namespace {
 
-
 // Calls f(offsets) for every lane along `axis` (-1: every element is a lane of length 1) of a
 // shape that N operands share except along the axis.
 template <int N, typename F>
@@ -86,8 +85,7 @@ void visit_index(DType t, F&& f) {
 
 Shape strides0(const Tensor& t) { return t.dim() ? t.strides() : Shape{}; }
 
-// ---- gather: out[..i..] = x[..index[..i..]..] along the axis
-// --------------------------------------
+// ---- gather: out[..i..] = x[..index[..i..]..] along the axis ------------------------------------
 void gather_kernel(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   const Tensor& index = ctx.inputs[1];
@@ -131,8 +129,7 @@ void gather_kernel(ops::KernelContext& ctx) {
   bad.check("gather", n, ax);
 }
 
-// ---- index_select: rows of x picked by a 1-d index
-// ------------------------------------------------
+// ---- index_select: rows of x picked by a 1-d index ----------------------------------------------
 void index_select_kernel(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   const Tensor& index = ctx.inputs[1];
@@ -169,8 +166,7 @@ void index_select_kernel(ops::KernelContext& ctx) {
   bad.check("index_select", n, ax);
 }
 
-// ---- scatter_add: out = x; out[..index[..i..]..] += src[..i..]
-// --------------------------------------
+// ---- scatter_add: out = x; out[..index[..i..]..] += src[..i..] ----------------------------------
 void scatter_add_kernel(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   const Tensor& index = ctx.inputs[1];
@@ -218,8 +214,7 @@ void scatter_add_kernel(ops::KernelContext& ctx) {
   bad.check("scatter_add", n, ax);
 }
 
-// ---- one_hot: (...) int -> (..., depth)
-// -------------------------------------------------------------
+// ---- one_hot: (...) int -> (..., depth) ---------------------------------------------------------
 void one_hot_kernel(ops::KernelContext& ctx) {
   const Tensor& index = ctx.inputs[0];
   Tensor& out = ctx.outputs[0];
@@ -250,8 +245,7 @@ void one_hot_kernel(ops::KernelContext& ctx) {
                     depth, " (expected 0 <= index < ", depth, ")");
 }
 
-// ---- topk / sort: per lane, order (value, position) pairs; ties keep the lower position
-// ----------
+// ---- topk / sort: per lane, order (value, position) pairs; ties keep the lower position ---------
 template <typename A>
 inline bool is_nan(A v) {
   if constexpr (std::is_floating_point_v<A>)
@@ -312,8 +306,7 @@ void sort_kernel(ops::KernelContext& ctx) {
              ctx.attrs.get_bool("descending", false));
 }
 
-// ---- cumsum (reverse: from the end)
-// ----------------------------------------------------------------
+// ---- cumsum (reverse: from the end) -------------------------------------------------------------
 void cumsum_kernel(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   Tensor& out = ctx.outputs[0];
@@ -342,8 +335,7 @@ void cumsum_kernel(ops::KernelContext& ctx) {
   });
 }
 
-// ---- assign: dst <- src (broadcast, cast), in place through dst's strides
-// --------------------------
+// ---- assign: dst <- src (broadcast, cast), in place through dst's strides -----------------------
 void assign_kernel(ops::KernelContext& ctx) {
   const Tensor& dst = ctx.inputs[0];
   const Tensor& src = ctx.inputs[1];

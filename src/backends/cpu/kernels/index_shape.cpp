@@ -13,7 +13,6 @@
 namespace spore::cpu {
 namespace {
 
-
 // A view on t's storage (kernels write through these into the output).
 Tensor alias(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
@@ -160,8 +159,7 @@ void softmax_kernel(ops::KernelContext& ctx) {
   });
 }
 
-// ---- concat / split
-// ------------------------------------------------------------------------------
+// ---- concat / split -----------------------------------------------------------------------------
 void concat_kernel(ops::KernelContext& ctx) {
   Tensor& out = ctx.outputs[0];
   const int64_t ax = ops::normalize_axis(ctx.attrs.get_int("axis"), out.dim());
@@ -186,8 +184,7 @@ void split_kernel(ops::KernelContext& ctx) {
   }
 }
 
-// ---- pad: fill with the value, then copy the overlap (negative pads crop)
-// ------------------------
+// ---- pad: fill with the value, then copy the overlap (negative pads crop) -----------------------
 void pad_kernel(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   Tensor& out = ctx.outputs[0];
@@ -215,8 +212,7 @@ void pad_kernel(ops::KernelContext& ctx) {
   copy_into(alias(out, region, out.strides(), ooff), alias(x, region, x.strides(), xoff));
 }
 
-// ---- dropout: element i keeps with probability 1 - p, drawn from counter base + i
-// ----------------
+// ---- dropout: element i keeps with probability 1 - p, drawn from counter base + i ---------------
 void dropout_kernel(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   Tensor& y = ctx.outputs[0];
@@ -246,8 +242,7 @@ void dropout_kernel(ops::KernelContext& ctx) {
   });
 }
 
-// ---- nearest upsampling: source index floor(dst * in / out)
-// ---------------------------------------
+// ---- nearest upsampling: source index floor(dst * in / out) -------------------------------------
 std::vector<int64_t> nearest_map(int64_t in, int64_t out) {
   std::vector<int64_t> m(static_cast<size_t>(out));
   for (int64_t o = 0; o < out; ++o) m[size_t(o)] = std::min(in - 1, o * in / out);

@@ -9,8 +9,8 @@
 //     are format_tag::any, so oneDNN picks its blocked layouts; the cached Compiled entry reorders
 //     NCHW/OIHW user tensors in and out (the reorder primitives are cached, the buffers come from
 //     the allocator). Each pass also tries the plain layouts themselves and keeps whichever runs
-//     faster ("layout choice"); onednn_blocked / onednn_plain fix the layouts. The bias, when given,
-//     is added inside the forward primitive. Conv2dFused (graph-internal, made by
+//     faster ("layout choice"); onednn_blocked / onednn_plain fix the layouts. The bias, when
+//     given, is added inside the forward primitive. Conv2dFused (graph-internal, made by
 //     backends/cpu/passes/dnnl_fusion.cpp): the same forward primitive with oneDNN post-ops: a
 //     per-channel scale and shift (binary mul / add: a folded BatchNorm), a sum for the residual
 //     (reordered straight into the primitive's destination buffer) and an eltwise activation; one
@@ -27,8 +27,8 @@
 // predicates are here.
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -54,11 +54,20 @@ struct Geom {
 // x / y: the activations as the kernel holds them, (N, C, H, W) or blocked (N, Cb, H, W, 16) (H and
 // W sit at the same positions); a blocked x's logical C comes from the weight.
 Geom geom(const Shape& x, const Shape& w, const Shape& y, const ops::Attrs& a) {
-  const auto &st = a.get_ints("stride"), &pad = a.get_ints("padding"), &dil = a.get_ints("dilation");
+  const auto &st = a.get_ints("stride"), &pad = a.get_ints("padding"),
+             &dil = a.get_ints("dilation");
   const int64_t G = a.get_int("groups", 1);
   const bool bx = a.get_bool("blocked_x", false), by = a.get_bool("blocked_y", false);
-  return {x[0], bx ? w[1] * G : x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], st[0], st[1],
-          pad[0], pad[1], pad[2], pad[3], dil[0], dil[1], G, bx, by};
+  return {x[0],   bx ? w[1] * G : x[1],
+          x[2],   x[3],
+          w[0],   w[2],
+          w[3],   y[2],
+          y[3],   st[0],
+          st[1],  pad[0],
+          pad[1], pad[2],
+          pad[3], dil[0],
+          dil[1], G,
+          bx,     by};
 }
 
 // Zeros the padding lanes of a blocked output t (N, Cb, H, W, 16) with C logical channels.
@@ -78,7 +87,10 @@ enum class Layout { kAuto, kBlocked, kPlain };
 onednn::CacheKey conv_key(ConvProp p, const Geom& g, DType t, bool bias, const ops::Attrs* post,
                           Layout l = Layout::kAuto) {
   onednn::CacheKey k;
-  k.add(int64_t(post ? op::Conv2dFused() : ops::OpId::Conv2d)).add(int64_t(p)).add(int64_t(t)).add(bias);
+  k.add(int64_t(post ? op::Conv2dFused() : ops::OpId::Conv2d))
+      .add(int64_t(p))
+      .add(int64_t(t))
+      .add(bias);
   k.add({g.N, g.C, g.H, g.W, g.O, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr, g.dh, g.dw, g.G});
   k.add(g.bx).add(g.by).add(int64_t(l));
   if (post) onednn::add_post_op_key(k, *post);
@@ -86,7 +98,8 @@ onednn::CacheKey conv_key(ConvProp p, const Geom& g, DType t, bool bias, const o
 }
 
 struct Descs {
-  dnnl::memory::desc x_user, w_user, y_user, b_user, c_user, x_any, w_any, y_any;  // c: (1, O, 1, 1)
+  dnnl::memory::desc x_user, w_user, y_user, b_user, c_user, x_any, w_any,
+      y_any;                          // c: (1, O, 1, 1)
   dnnl::memory::desc x_nchw, y_nchw;  // the plain layouts (the user's unless blocked)
   onednn::dims strides, dil, pad_l, pad_r;
 };
@@ -122,7 +135,8 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& s, bool bias,
                                                  std::vector<int>* binary_args = nullptr,
                                                  bool inference = false) {
   using cf = dnnl::convolution_forward;
-  const auto prop = inference ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
+  const auto prop =
+      inference ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
   auto d = bias ? cf::desc(prop, dnnl::algorithm::convolution_direct, s.x_any, s.w_any, s.b_user,
                            s.y_any, s.strides, s.dil, s.pad_l, s.pad_r)
                 : cf::desc(prop, dnnl::algorithm::convolution_direct, s.x_any, s.w_any, s.y_any,
@@ -134,7 +148,6 @@ dnnl::convolution_forward::primitive_desc fwd_pd(const Descs& s, bool bias,
   }
   return cf::primitive_desc(d, attr, onednn::engine());
 }
-
 
 // The layouts a candidate primitive runs on:
 //   kAny: oneDNN's preferred ones (the cached entry reorders the user's tensors in and out);
@@ -178,7 +191,8 @@ std::shared_ptr<onednn::Compiled> make_prim(ConvProp p, Descs s, bool bias, cons
     if (is_ref(pd)) return nullptr;
     return std::make_shared<onednn::Compiled>(
         cb(pd), pd,
-        std::vector<onednn::ArgSpec>{{DNNL_ARG_DIFF_DST, s.y_user}, {DNNL_ARG_WEIGHTS, s.w_user},
+        std::vector<onednn::ArgSpec>{{DNNL_ARG_DIFF_DST, s.y_user},
+                                     {DNNL_ARG_WEIGHTS, s.w_user},
                                      {DNNL_ARG_DIFF_SRC, s.x_user, true}});
   }
   using cw = dnnl::convolution_backward_weights;
@@ -188,7 +202,8 @@ std::shared_ptr<onednn::Compiled> make_prim(ConvProp p, Descs s, bool bias, cons
   if (is_ref(pd)) return nullptr;
   return std::make_shared<onednn::Compiled>(
       cw(pd), pd,
-      std::vector<onednn::ArgSpec>{{DNNL_ARG_DIFF_DST, s.y_user}, {DNNL_ARG_SRC, s.x_user},
+      std::vector<onednn::ArgSpec>{{DNNL_ARG_DIFF_DST, s.y_user},
+                                   {DNNL_ARG_SRC, s.x_user},
                                    {DNNL_ARG_DIFF_WEIGHTS, s.w_user, true}});
 }
 
@@ -229,8 +244,8 @@ size_t fastest(const std::vector<std::shared_ptr<onednn::Compiled>>& cands) {
 // The candidates: blocked, plain and (forward) blocked with forward_inference; the fastest wins.
 // With a blocked activation "plain" means the user's layouts, and two more candidates (kUserActs,
 // kNchw, see Cand) keep the choice at least as good as with NCHW activations.
-std::shared_ptr<onednn::Compiled> choose(ConvProp p, const Descs& s, bool bias, const ops::Attrs* post,
-                                         bool blocked, Layout l) {
+std::shared_ptr<onednn::Compiled> choose(ConvProp p, const Descs& s, bool bias,
+                                         const ops::Attrs* post, bool blocked, Layout l) {
   std::vector<std::shared_ptr<onednn::Compiled>> cands;
   auto add = [&](Cand cand, bool inference) {
     try {
@@ -256,15 +271,17 @@ std::shared_ptr<onednn::Compiled> choose(ConvProp p, const Descs& s, bool bias, 
 
 std::shared_ptr<onednn::Compiled> conv_prim(ConvProp p, const Geom& g, DType t, bool bias,
                                             const ops::Attrs* post, Layout l) {
-  return onednn::cached(conv_key(p, g, t, bias, post, l), [&]() -> std::shared_ptr<onednn::Compiled> {
-    try {
-      return choose(p, descs(g, t), bias, post, g.bx || g.by, l);
-    } catch (const dnnl::error& e) {
-      if (e.status == dnnl_unimplemented) return nullptr;
-      onednn::throw_dnnl_error("dnnl::convolution primitive_desc", int(e.status), e.what(), __FILE__,
-                               __LINE__, "check the conv2d shapes, padding and groups");
-    }
-  });
+  return onednn::cached(conv_key(p, g, t, bias, post, l),
+                        [&]() -> std::shared_ptr<onednn::Compiled> {
+                          try {
+                            return choose(p, descs(g, t), bias, post, g.bx || g.by, l);
+                          } catch (const dnnl::error& e) {
+                            if (e.status == dnnl_unimplemented) return nullptr;
+                            onednn::throw_dnnl_error("dnnl::convolution primitive_desc",
+                                                     int(e.status), e.what(), __FILE__, __LINE__,
+                                                     "check the conv2d shapes, padding and groups");
+                          }
+                        });
 }
 
 // ---- float64 reference loops -------------------------------------------------------------------
@@ -369,8 +386,10 @@ void epilogue_loop(const ops::Attrs& a, int64_t C, int64_t HW, T* y, const T* sc
       const T* rp = res ? res + p * HW : nullptr;
       for (int64_t i = 0; i < HW; ++i) {
         F v = F(yp[i]) * s + b + (rp ? F(rp[i]) : F(0));
-        if (kind == 1) v = v > F(0) ? v : F(0);
-        else if (kind == 2) v = F(activation(double(v)));
+        if (kind == 1)
+          v = v > F(0) ? v : F(0);
+        else if (kind == 2)
+          v = F(activation(double(v)));
         yp[i] = T(v);
       }
     }
@@ -402,8 +421,10 @@ void epilogue_loop_blocked(const ops::Attrs& a, int64_t C, int64_t HW, T* y, con
         for (int64_t l = 0; l < 16; ++l) {
           const int64_t e = i * 16 + l;
           F v = F(yp[e]) * s[l] + b[l] + (rp ? F(rp[e]) : F(0));
-          if (kind == 1) v = v > F(0) ? v : F(0);
-          else if (kind == 2) v = F(activation(double(v)));
+          if (kind == 1)
+            v = v > F(0) ? v : F(0);
+          else if (kind == 2)
+            v = F(activation(double(v)));
           yp[e] = T(v);
         }
     }
@@ -427,8 +448,8 @@ double seconds(const std::function<void()>& f) {
 }
 
 Geom geom(const ConvDesc& d) {
-  return {d.N,  d.C,  d.H,  d.W,  d.O,  d.kh, d.kw, d.OH, d.OW,       d.sh,       d.sw,
-          d.pt, d.pb, d.pl, d.pr, d.dh, d.dw, d.G,  d.blocked_x, d.blocked_y};
+  return {d.N,  d.C,  d.H,  d.W,  d.O,  d.kh, d.kw, d.OH, d.OW,        d.sh,
+          d.sw, d.pt, d.pb, d.pl, d.pr, d.dh, d.dw, d.G,  d.blocked_x, d.blocked_y};
 }
 
 // The conv, then the epilogue (scale, shift, residual, activation) in a loop: float32 with a
@@ -451,23 +472,27 @@ void conv_then_epilogue(ops::KernelContext& ctx, const Geom& g, Layout l) {
   } else {
     auto plain = conv_prim(ConvProp::kForward, g, y.dtype(), has_bias, nullptr, l);
     SPORE_ASSERT(plain, "no float32 convolution");
-    if (has_bias) plain->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), yp});
-    else plain->run({x.data_ptr(), w.data_ptr(), yp});
+    if (has_bias)
+      plain->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), yp});
+    else
+      plain->run({x.data_ptr(), w.data_ptr(), yp});
   }
   const T* sp = has_scale ? scale.data<T>() : nullptr;
   const T* hp = has_scale ? shift.data<T>() : nullptr;
   const T* rp = has_res ? r.data<T>() : nullptr;
   if (g.by) {
-    if constexpr (!std::is_same_v<T, double>) epilogue_loop_blocked<T>(ctx.attrs, g.O, g.OH * g.OW, yp, sp, hp, rp, y.numel());
+    if constexpr (!std::is_same_v<T, double>)
+      epilogue_loop_blocked<T>(ctx.attrs, g.O, g.OH * g.OW, yp, sp, hp, rp, y.numel());
     return;
   }
   epilogue_loop<T>(ctx.attrs, g.O, g.OH * g.OW, yp, sp, hp, rp, y.numel());
 }
 
-// ==== the entries ==================================================================================
-// Each: why_not (the predicate, "" = takes it) and run. The lists are at the end of the file.
+// ==== the entries
+// ================================================================================== Each: why_not
+// (the predicate, "" = takes it) and run. The lists are at the end of the file.
 
-// ---- winograd, packed: constant weights, prepared by the constant_convs pass -----------------------
+// ---- winograd, packed: constant weights, prepared by the constant_convs pass --------------------
 // Winograd does 2.25x fewer multiplies, but its transformed weights are 16/9 the size and are
 // streamed once per block of tiles: with few output tiles per thread (a 4x4 map at batch 1)
 // reading them costs more than the multiplies saved, and packed is faster.
@@ -475,13 +500,15 @@ constexpr int64_t kMinWinogradTilesPerThread = 8;
 
 std::string constant_conv_why_not(const ConvDesc& d) {
   if (d.prop != ConvProp::kForward) return "forward only";
-  if (!d.constant_weights) return "weights are not graph constants (prepared when a graph compiles)";
+  if (!d.constant_weights)
+    return "weights are not graph constants (prepared when a graph compiles)";
   if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c)";
   if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
   if (d.O % 16 != 0 || d.C % 16 != 0) return "O and C must be multiples of 16";
   if (d.kh * d.kw > 64) return "more than 64 taps";
   if (d.G != 1 || d.dh != 1 || d.dw != 1) return "groups or dilation";
-  if (!d.act.empty() && d.act != "relu" && d.act != "silu") return "activation " + d.act + " (relu or silu only)";
+  if (!d.act.empty() && d.act != "relu" && d.act != "silu")
+    return "activation " + d.act + " (relu or silu only)";
   return "";
 }
 std::string winograd_why_not(const ConvDesc& d) {
@@ -496,7 +523,7 @@ std::string winograd_why_not(const ConvDesc& d) {
 }
 std::string packed_why_not(const ConvDesc& d) { return constant_conv_why_not(d); }
 
-// ---- direct_nchw (conv_direct.cpp): few input channels, plain NCHW ---------------------------------
+// ---- direct_nchw (conv_direct.cpp): few input channels, plain NCHW ------------------------------
 // oneDNN computes these in its blocked layouts and the reorders cost as much as the arithmetic.
 DirectConvGeom direct_geom(const ConvDesc& d) {
   return {d.N, d.C, d.H, d.W, d.O, d.kh, d.kw, d.OH, d.OW, d.sh, d.sw, d.pt, d.pl, d.dh, d.dw};
@@ -514,15 +541,16 @@ void direct_run(ops::KernelContext& ctx, const ConvDesc& d) {
   const DirectConvGeom g = direct_geom(d);
   if (d.prop == ConvProp::kBackwardWeight) {
     Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
-    return conv2d_direct_backward_weight(g, dy.data<float>(), x.data<float>(), ctx.outputs[0].data<float>());
+    return conv2d_direct_backward_weight(g, dy.data<float>(), x.data<float>(),
+                                         ctx.outputs[0].data<float>());
   }
   Tensor x = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
   Tensor b = d.bias ? dense(ctx.inputs[2]) : Tensor();
-  conv2d_direct_forward(g, x.data<float>(), w.data<float>(), d.bias ? b.data<float>() : nullptr, d.act == "relu",
-                        ctx.outputs[0].data<float>());
+  conv2d_direct_forward(g, x.data<float>(), w.data<float>(), d.bias ? b.data<float>() : nullptr,
+                        d.act == "relu", ctx.outputs[0].data<float>());
 }
 
-// ---- onednn, onednn_blocked, onednn_plain ------------------------------------------------------------
+// ---- onednn, onednn_blocked, onednn_plain -------------------------------------------------------
 template <Layout L>
 std::string onednn_why_not(const ConvDesc& d) {
   if (d.dtype == kFloat64) return "float64 (oneDNN has no float64 convolution)";
@@ -530,12 +558,16 @@ std::string onednn_why_not(const ConvDesc& d) {
   ops::Attrs post;
   const ops::Attrs* pa = d.attrs;
   if (d.fused && !pa) {
-    post.set("has_bias", d.bias).set("has_scale", d.scale).set("has_residual", d.residual).set("act", d.act);
+    post.set("has_bias", d.bias)
+        .set("has_scale", d.scale)
+        .set("has_residual", d.residual)
+        .set("act", d.act);
     pa = &post;
   }
   if (conv_prim(d.prop, g, d.dtype, d.bias, d.fused ? pa : nullptr, L)) return "";
   // A post-op set oneDNN cannot fuse: float32 runs the plain conv, then the epilogue loop.
-  if (d.fused && d.dtype == kFloat32 && conv_prim(d.prop, g, d.dtype, d.bias, nullptr, L)) return "";
+  if (d.fused && d.dtype == kFloat32 && conv_prim(d.prop, g, d.dtype, d.bias, nullptr, L))
+    return "";
   return "no oneDNN implementation for " + std::string(dtype_name(d.dtype)) + " on this CPU";
 }
 
@@ -547,8 +579,10 @@ void onednn_forward(ops::KernelContext& ctx, const ConvDesc& d, Layout l) {
     Tensor b = d.bias ? dense(ctx.inputs[2]) : Tensor();
     auto prim = conv_prim(ConvProp::kForward, g, y.dtype(), d.bias, nullptr, l);
     SPORE_ASSERT(prim, "no oneDNN convolution (onednn's predicate said there was)");
-    if (d.bias) prim->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr()});
-    else prim->run({x.data_ptr(), w.data_ptr(), y.data_ptr()});
+    if (d.bias)
+      prim->run({x.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr()});
+    else
+      prim->run({x.data_ptr(), w.data_ptr(), y.data_ptr()});
     if (g.by) zero_padding(y, g.O);
     return;
   }
@@ -658,13 +692,16 @@ void onednn_backward_weight(ops::KernelContext& ctx, const ConvDesc& d, Layout l
 template <Layout L>
 void onednn_run(ops::KernelContext& ctx, const ConvDesc& d) {
   switch (d.prop) {
-    case ConvProp::kForward: return onednn_forward(ctx, d, L);
-    case ConvProp::kBackwardData: return onednn_backward_data(ctx, d, L);
-    case ConvProp::kBackwardWeight: return onednn_backward_weight(ctx, d, L);
+    case ConvProp::kForward:
+      return onednn_forward(ctx, d, L);
+    case ConvProp::kBackwardData:
+      return onednn_backward_data(ctx, d, L);
+    case ConvProp::kBackwardWeight:
+      return onednn_backward_weight(ctx, d, L);
   }
 }
 
-// ---- onednn_via_f32: float16 / bfloat16 where oneDNN has no implementation -----------------------
+// ---- onednn_via_f32: float16 / bfloat16 where oneDNN has no implementation ----------------------
 void conv2d_kernel(ops::KernelContext& ctx);
 void conv2d_backward_data_kernel(ops::KernelContext& ctx);
 
@@ -675,13 +712,16 @@ std::string via_f32_why_not(const ConvDesc& d) {
 void via_f32_run(ops::KernelContext& ctx, const ConvDesc& d) {
   // The float32 copy goes through its own list (direct_nchw or onednn).
   switch (d.prop) {
-    case ConvProp::kForward: return run_via_f32(ctx, conv2d_kernel);
-    case ConvProp::kBackwardData: return run_via_f32(ctx, conv2d_backward_data_kernel);
-    case ConvProp::kBackwardWeight: return run_via_f32(ctx, conv2d_backward_weight_kernel);
+    case ConvProp::kForward:
+      return run_via_f32(ctx, conv2d_kernel);
+    case ConvProp::kBackwardData:
+      return run_via_f32(ctx, conv2d_backward_data_kernel);
+    case ConvProp::kBackwardWeight:
+      return run_via_f32(ctx, conv2d_backward_weight_kernel);
   }
 }
 
-// ---- reference: plain loops in float64 (other dtypes through float64 copies) ---------------------
+// ---- reference: plain loops in float64 (other dtypes through float64 copies) --------------------
 std::string reference_why_not(const ConvDesc& d) {
   if (d.blocked_x || d.blocked_y) return "blocked activations (the loops read NCHW)";
   return "";
@@ -689,7 +729,7 @@ std::string reference_why_not(const ConvDesc& d) {
 void reference_f64(ops::KernelContext& ctx) {
   const ConvProp prop = ctx.def.id == ops::OpId::Conv2dBackwardData     ? ConvProp::kBackwardData
                         : ctx.def.id == ops::OpId::Conv2dBackwardWeight ? ConvProp::kBackwardWeight
-                                                                         : ConvProp::kForward;
+                                                                        : ConvProp::kForward;
   const ConvDesc d = ConvDesc::of(prop, ctx);
   const Geom g = geom(d);
   Tensor a = dense(ctx.inputs[0]), b = dense(ctx.inputs[1]);
@@ -699,22 +739,25 @@ void reference_f64(ops::KernelContext& ctx) {
       if (d.fused) return conv_then_epilogue<double>(ctx, g, Layout::kAuto);
       return conv_fwd_f64(g, a.data<double>(), b.data<double>(),
                           d.bias ? dense(ctx.inputs[2]).data<double>() : nullptr, out);
-    case ConvProp::kBackwardData: return conv_bwd_data_f64(g, a.data<double>(), b.data<double>(), out);
-    case ConvProp::kBackwardWeight: return conv_bwd_weight_f64(g, a.data<double>(), b.data<double>(), out);
+    case ConvProp::kBackwardData:
+      return conv_bwd_data_f64(g, a.data<double>(), b.data<double>(), out);
+    case ConvProp::kBackwardWeight:
+      return conv_bwd_weight_f64(g, a.data<double>(), b.data<double>(), out);
   }
 }
 void reference_run(ops::KernelContext& ctx, const ConvDesc& d) {
   if (d.dtype == kFloat64) return reference_f64(ctx);
   // Through float64 copies (the reference of a test, never a fast path).
   ops::Tensors in, out;
-  for (const Tensor& t : ctx.inputs) in.push_back(is_floating(t.dtype()) ? dense_as(t, kFloat64) : t);
+  for (const Tensor& t : ctx.inputs)
+    in.push_back(is_floating(t.dtype()) ? dense_as(t, kFloat64) : t);
   for (const Tensor& t : ctx.outputs) out.push_back(Tensor::empty(t.shape(), kFloat64));
   ops::KernelContext c64{ctx.def, in, out, ctx.attrs};
   reference_f64(c64);
   for (size_t i = 0; i < out.size(); ++i) convert_into(out[i], ctx.outputs[i]);
 }
 
-// ---- the kernels ---------------------------------------------------------------------------------
+// ---- the kernels --------------------------------------------------------------------------------
 void conv2d_kernel(ops::KernelContext& ctx) {
   if (ctx.outputs[0].numel() > 0) run_conv(ConvProp::kForward, ctx);
 }
@@ -727,23 +770,31 @@ void conv2d_backward_weight_kernel(ops::KernelContext& ctx) {
 
 }  // namespace
 
-// ==== the lists ======================================================================================
+// ==== the lists
+// ======================================================================================
 const std::vector<ConvImpl>& conv_impls(ConvProp prop) {
   static const ConvImpl winograd{"winograd", winograd_why_not, nullptr};
   static const ConvImpl packed{"packed", packed_why_not, nullptr};
   static const ConvImpl direct{"direct_nchw", direct_why_not, direct_run, /*timed=*/true};
   static const ConvImpl onednn{"onednn", onednn_why_not<Layout::kAuto>, onednn_run<Layout::kAuto>};
-  static const ConvImpl blocked{"onednn_blocked", onednn_why_not<Layout::kBlocked>, onednn_run<Layout::kBlocked>};
-  static const ConvImpl plain{"onednn_plain", onednn_why_not<Layout::kPlain>, onednn_run<Layout::kPlain>};
+  static const ConvImpl blocked{"onednn_blocked", onednn_why_not<Layout::kBlocked>,
+                                onednn_run<Layout::kBlocked>};
+  static const ConvImpl plain{"onednn_plain", onednn_why_not<Layout::kPlain>,
+                              onednn_run<Layout::kPlain>};
   static const ConvImpl via_f32{"onednn_via_f32", via_f32_why_not, via_f32_run};
   static const ConvImpl reference{"reference", reference_why_not, reference_run};
-  static const std::vector<ConvImpl> forward{winograd, packed, direct, onednn, blocked, plain, via_f32, reference};
+  static const std::vector<ConvImpl> forward{winograd, packed, direct,  onednn,
+                                             blocked,  plain,  via_f32, reference};
   static const std::vector<ConvImpl> backward_data{onednn, blocked, plain, via_f32, reference};
-  static const std::vector<ConvImpl> backward_weight{direct, onednn, blocked, plain, via_f32, reference};
+  static const std::vector<ConvImpl> backward_weight{direct, onednn,  blocked,
+                                                     plain,  via_f32, reference};
   switch (prop) {
-    case ConvProp::kForward: return forward;
-    case ConvProp::kBackwardData: return backward_data;
-    case ConvProp::kBackwardWeight: return backward_weight;
+    case ConvProp::kForward:
+      return forward;
+    case ConvProp::kBackwardData:
+      return backward_data;
+    case ConvProp::kBackwardWeight:
+      return backward_weight;
   }
   return forward;
 }
@@ -754,8 +805,10 @@ ConvDesc ConvDesc::of(ConvProp prop, const Shape& x, const Shape& w, const Shape
   d.prop = prop;
   d.dtype = dtype;
   const Geom g = cpu::geom(x, w, y, a);
-  d.N = g.N, d.C = g.C, d.H = g.H, d.W = g.W, d.O = g.O, d.kh = g.kh, d.kw = g.kw, d.OH = g.OH, d.OW = g.OW;
-  d.sh = g.sh, d.sw = g.sw, d.pt = g.pt, d.pb = g.pb, d.pl = g.pl, d.pr = g.pr, d.dh = g.dh, d.dw = g.dw;
+  d.N = g.N, d.C = g.C, d.H = g.H, d.W = g.W, d.O = g.O, d.kh = g.kh, d.kw = g.kw, d.OH = g.OH,
+  d.OW = g.OW;
+  d.sh = g.sh, d.sw = g.sw, d.pt = g.pt, d.pb = g.pb, d.pl = g.pl, d.pr = g.pr, d.dh = g.dh,
+  d.dw = g.dw;
   d.G = g.G, d.blocked_x = g.bx, d.blocked_y = g.by;
   if (prop == ConvProp::kForward) {
     d.fused = fused;
@@ -774,10 +827,11 @@ ConvDesc ConvDesc::of(ConvProp prop, const Shape& x, const Shape& w, const Shape
 
 ConvDesc ConvDesc::of(ConvProp prop, const ops::KernelContext& ctx) {
   // x / w / y as the kernel holds them, whichever is the output.
-  const Shape& w = prop == ConvProp::kBackwardWeight ? ctx.outputs[0].shape() : ctx.inputs[1].shape();
-  const Shape& x = prop == ConvProp::kForward          ? ctx.inputs[0].shape()
-                   : prop == ConvProp::kBackwardData   ? ctx.outputs[0].shape()
-                                                       : ctx.inputs[1].shape();
+  const Shape& w =
+      prop == ConvProp::kBackwardWeight ? ctx.outputs[0].shape() : ctx.inputs[1].shape();
+  const Shape& x = prop == ConvProp::kForward        ? ctx.inputs[0].shape()
+                   : prop == ConvProp::kBackwardData ? ctx.outputs[0].shape()
+                                                     : ctx.inputs[1].shape();
   const Shape& y = prop == ConvProp::kForward ? ctx.outputs[0].shape() : ctx.inputs[0].shape();
   return of(prop, x, w, y, ctx.outputs[0].dtype(), ctx.attrs, ctx.def.id != ops::OpId::Conv2d,
             ctx.inputs.size());
@@ -785,7 +839,9 @@ ConvDesc ConvDesc::of(ConvProp prop, const ops::KernelContext& ctx) {
 
 SPORE_KERNEL(CPU, Conv2d, conv2d_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 SPORE_CPU_KERNEL(Conv2dFused, conv2d_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
-SPORE_KERNEL(CPU, Conv2dBackwardData, conv2d_backward_data_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
-SPORE_KERNEL(CPU, Conv2dBackwardWeight, conv2d_backward_weight_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_KERNEL(CPU, Conv2dBackwardData, conv2d_backward_data_kernel, kFloat32, kFloat64, kBFloat16,
+             kFloat16);
+SPORE_KERNEL(CPU, Conv2dBackwardWeight, conv2d_backward_weight_kernel, kFloat32, kFloat64,
+             kBFloat16, kFloat16);
 
 }  // namespace spore::cpu

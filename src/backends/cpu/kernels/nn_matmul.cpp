@@ -6,8 +6,8 @@
 // Batch dims that broadcast (a (B, M, K) @ b (K, N)) fold into M when they can, else go to oneDNN
 // as a batch of 1; any other layout is made contiguous first.
 //
-// MatmulFused (graph-internal, from backends/cpu/passes/dnnl_fusion.cpp): the same primitive with a bias
-// (N) broadcast over rows, a sum post-op for a residual and an eltwise activation.
+// MatmulFused (graph-internal, from backends/cpu/passes/dnnl_fusion.cpp): the same primitive with a
+// bias (N) broadcast over rows, a sum post-op for a residual and an eltwise activation.
 #include <algorithm>
 #include <cstring>
 
@@ -81,7 +81,8 @@ struct Epilogue {
 
 // c (B, M, N) contiguous = a @ b through a cached oneDNN matmul; false when oneDNN has no
 // implementation for this dtype here.
-bool dnnl_matmul(const Tensor& a, const Tensor& b, Tensor& c, Mat ma, Mat mb, const Epilogue& ep = {}) {
+bool dnnl_matmul(const Tensor& a, const Tensor& b, Tensor& c, Mat ma, Mat mb,
+                 const Epilogue& ep = {}) {
   const DType t = c.dtype();
   Mat mc{std::max(ma.batch, mb.batch), ma.rows, mb.cols, ma.rows * mb.cols, mb.cols, 1};
   // Broadcast weights with a row-major batch of A: fold the batch into A's rows (one big GEMM).
@@ -108,7 +109,8 @@ bool dnnl_matmul(const Tensor& a, const Tensor& b, Tensor& c, Mat ma, Mat mb, co
       const dnnl::memory::desc bmd_bias =
           three_d ? dnnl::memory::desc({1, 1, mc.cols}, d, onednn::tag::abc)
                   : dnnl::memory::desc({1, mc.cols}, d, onednn::tag::ab);
-      auto desc = bias ? dnnl::matmul::desc(amd, bmd, bmd_bias, cmd) : dnnl::matmul::desc(amd, bmd, cmd);
+      auto desc =
+          bias ? dnnl::matmul::desc(amd, bmd, bmd_bias, cmd) : dnnl::matmul::desc(amd, bmd, cmd);
       dnnl::matmul::primitive_desc pd(desc, attr, onednn::engine());
       std::vector<onednn::ArgSpec> args{{DNNL_ARG_SRC, amd}, {DNNL_ARG_WEIGHTS, bmd}};
       if (bias) args.push_back({DNNL_ARG_BIAS, bmd_bias});
@@ -121,8 +123,10 @@ bool dnnl_matmul(const Tensor& a, const Tensor& b, Tensor& c, Mat ma, Mat mb, co
     }
   });
   if (!prim) return false;
-  if (bias) prim->run({a.data_ptr(), b.data_ptr(), ep.bias, c.data_ptr()}, ep.residual);
-  else prim->run({a.data_ptr(), b.data_ptr(), c.data_ptr()}, ep.residual);
+  if (bias)
+    prim->run({a.data_ptr(), b.data_ptr(), ep.bias, c.data_ptr()}, ep.residual);
+  else
+    prim->run({a.data_ptr(), b.data_ptr(), c.data_ptr()}, ep.residual);
   return true;
 }
 
@@ -137,20 +141,21 @@ void matmul_f64(const Tensor& a, const Tensor& b, Tensor& c, const Shape& out_ba
   const double *pa = A.data<double>(), *pb = B.data<double>();
   double* pc = c.data<double>();
   const int64_t batch = shape_numel(out_batch);
-  parallel_for(0, batch * M, std::max<int64_t>(1, 4096 / std::max<int64_t>(K * N, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t bi = r / M, i = r % M;
-      const double* arow = pa + (bi * M + i) * K;
-      const double* bmat = pb + bi * K * N;
-      double* crow = pc + (bi * M + i) * N;
-      std::fill(crow, crow + N, 0.0);
-      for (int64_t k = 0; k < K; ++k) {
-        const double av = arow[k];
-        const double* brow = bmat + k * N;
-        for (int64_t j = 0; j < N; ++j) crow[j] += av * brow[j];
-      }
-    }
-  });
+  parallel_for(0, batch * M, std::max<int64_t>(1, 4096 / std::max<int64_t>(K * N, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const int64_t bi = r / M, i = r % M;
+                   const double* arow = pa + (bi * M + i) * K;
+                   const double* bmat = pb + bi * K * N;
+                   double* crow = pc + (bi * M + i) * N;
+                   std::fill(crow, crow + N, 0.0);
+                   for (int64_t k = 0; k < K; ++k) {
+                     const double av = arow[k];
+                     const double* brow = bmat + k * N;
+                     for (int64_t j = 0; j < N; ++j) crow[j] += av * brow[j];
+                   }
+                 }
+               });
 }
 
 // Runs c = a @ b (+ the epilogue) for any operand layouts.
@@ -207,9 +212,12 @@ void matmul_fused_kernel(ops::KernelContext& ctx) {
   if (c.numel() == 0) return;
   const Shape out_batch(c.shape().begin(), c.shape().end() - 2);
   if (c.dtype() == kFloat64 || a.size(-1) == 0) {  // plain product, then the epilogue per element
-    if (c.dtype() != kFloat64 && c.dtype() != kFloat32) return run_via_f32(ctx, matmul_fused_kernel);
-    if (a.size(-1) == 0) std::memset(c.data_ptr(), 0, c.nbytes());
-    else matmul_f64(a, b, c, out_batch);
+    if (c.dtype() != kFloat64 && c.dtype() != kFloat32)
+      return run_via_f32(ctx, matmul_fused_kernel);
+    if (a.size(-1) == 0)
+      std::memset(c.data_ptr(), 0, c.nbytes());
+    else
+      matmul_f64(a, b, c, out_batch);
     auto epilogue = [&](auto* cp) {
       using T = std::remove_pointer_t<decltype(cp)>;
       const T* bp = has_bias ? static_cast<const T*>(bias.data_ptr()) : nullptr;
@@ -221,8 +229,10 @@ void matmul_fused_kernel(ops::KernelContext& ctx) {
         cp[i] = T(activation(v));
       }
     };
-    if (c.dtype() == kFloat64) epilogue(c.data<double>());
-    else epilogue(c.data<float>());
+    if (c.dtype() == kFloat64)
+      epilogue(c.data<double>());
+    else
+      epilogue(c.data<float>());
     return;
   }
   Epilogue ep{&ctx.attrs, has_bias ? bias.data_ptr() : nullptr, has_res ? res.data_ptr() : nullptr};

@@ -89,7 +89,8 @@ HWY_NOINLINE void BnStats(const Geom g, const float* x, double* out, int64_t t0,
       const float* xj = xp + j;
       const auto cv = hn::Mul(vsum(sp.n, [&](int64_t o) { return hn::LoadU(d, xj + o); }), inv);
       hn::Store(cv, d, c + j);
-      hn::Store(vsum(sp.n, [&](int64_t o) { return hn::Sub(hn::LoadU(d, xj + o), cv); }), d, s1 + j);
+      hn::Store(vsum(sp.n, [&](int64_t o) { return hn::Sub(hn::LoadU(d, xj + o), cv); }), d,
+                s1 + j);
       hn::Store(vsum(sp.n,
                      [&](int64_t o) {
                        const auto v = hn::Sub(hn::LoadU(d, xj + o), cv);
@@ -107,8 +108,8 @@ HWY_NOINLINE void BnStats(const Geom g, const float* x, double* out, int64_t t0,
 }
 
 // y = x * scale + shift per lane (scale, shift: Cb*16 floats), padding lanes zero.
-HWY_NOINLINE void BnApply(const Geom g, const float* x, const float* scale, const float* shift, float* y,
-                          int64_t t0, int64_t t1) {
+HWY_NOINLINE void BnApply(const Geom g, const float* x, const float* scale, const float* shift,
+                          float* y, int64_t t0, int64_t t1) {
   const DF d;
   const int64_t L = int64_t(hn::Lanes(d));
   for (int64_t t = t0; t < t1; ++t) {
@@ -119,14 +120,15 @@ HWY_NOINLINE void BnApply(const Geom g, const float* x, const float* scale, cons
       const float* xp = x + sp.off + j;
       float* yp = y + sp.off + j;
       for (int64_t i = 0; i < sp.n; ++i)
-        hn::StoreU(hn::IfThenElseZero(ok, hn::MulAdd(hn::LoadU(d, xp + i * 16), k, b)), d, yp + i * 16);
+        hn::StoreU(hn::IfThenElseZero(ok, hn::MulAdd(hn::LoadU(d, xp + i * 16), k, b)), d,
+                   yp + i * 16);
     }
   }
 }
 
 // Per task, per lane: out[t*32 + l] = sum(dy), out[+16] = sum(dy * (x - mean)).
-HWY_NOINLINE void BnBwdSums(const Geom g, const float* dy, const float* x, const float* mean, double* out,
-                            int64_t t0, int64_t t1) {
+HWY_NOINLINE void BnBwdSums(const Geom g, const float* dy, const float* x, const float* mean,
+                            double* out, int64_t t0, int64_t t1) {
   const DF d;
   const int64_t L = int64_t(hn::Lanes(d));
   alignas(64) float s1[16], s2[16];
@@ -136,7 +138,10 @@ HWY_NOINLINE void BnBwdSums(const Geom g, const float* dy, const float* x, const
       const float *gp = dy + sp.off + j, *xp = x + sp.off + j;
       const auto m = hn::LoadU(d, mean + sp.cb * 16 + j);
       hn::Store(vsum(sp.n, [&](int64_t o) { return hn::LoadU(d, gp + o); }), d, s1 + j);
-      hn::Store(vsum(sp.n, [&](int64_t o) { return hn::Mul(hn::LoadU(d, gp + o), hn::Sub(hn::LoadU(d, xp + o), m)); }),
+      hn::Store(vsum(sp.n,
+                     [&](int64_t o) {
+                       return hn::Mul(hn::LoadU(d, gp + o), hn::Sub(hn::LoadU(d, xp + o), m));
+                     }),
                 d, s2 + j);
     }
     double* o = out + t * 32;
@@ -148,8 +153,9 @@ HWY_NOINLINE void BnBwdSums(const Geom g, const float* dy, const float* x, const
 }
 
 // dx = k * (dy - mdy - (x - mean) * kx) per lane (each Cb*16 floats), padding lanes zero.
-HWY_NOINLINE void BnBwdApply(const Geom g, const float* dy, const float* x, const float* k, const float* mdy,
-                             const float* kx, const float* mean, float* dx, int64_t t0, int64_t t1) {
+HWY_NOINLINE void BnBwdApply(const Geom g, const float* dy, const float* x, const float* k,
+                             const float* mdy, const float* kx, const float* mean, float* dx,
+                             int64_t t0, int64_t t1) {
   const DF d;
   const int64_t L = int64_t(hn::Lanes(d));
   for (int64_t t = t0; t < t1; ++t) {
@@ -163,7 +169,8 @@ HWY_NOINLINE void BnBwdApply(const Geom g, const float* dy, const float* x, cons
       float* op = dx + sp.off + j;
       for (int64_t i = 0; i < sp.n; ++i) {
         const auto xc = hn::Sub(hn::LoadU(d, xp + i * 16), m);
-        const auto r = hn::NegMulAdd(xc, kxv, hn::Sub(hn::LoadU(d, gp + i * 16), mv));  // dy - mdy - xc*kx
+        const auto r =
+            hn::NegMulAdd(xc, kxv, hn::Sub(hn::LoadU(d, gp + i * 16), mv));  // dy - mdy - xc*kx
         hn::StoreU(hn::IfThenElseZero(ok, hn::Mul(kv, r)), d, op + i * 16);
       }
     }
@@ -187,11 +194,16 @@ namespace {
 template <typename F>
 void visit_float(DType t, F&& f) {
   switch (t) {
-    case kFloat32: return f(float{});
-    case kFloat64: return f(double{});
-    case kBFloat16: return f(BFloat16{});
-    case kFloat16: return f(Half{});
-    default: SPORE_ASSERT(false, "norm kernel called with dtype ", dtype_name(t));
+    case kFloat32:
+      return f(float{});
+    case kFloat64:
+      return f(double{});
+    case kBFloat16:
+      return f(BFloat16{});
+    case kFloat16:
+      return f(Half{});
+    default:
+      SPORE_ASSERT(false, "norm kernel called with dtype ", dtype_name(t));
   }
 }
 
@@ -225,8 +237,10 @@ void store(Tensor& t, const std::vector<double>& v) {
     using T = decltype(tag);
     T* p = t.data<T>();
     for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, double>) p[i] = v[i];
-      else p[i] = T(float(v[i]));
+      if constexpr (std::is_same_v<T, double>)
+        p[i] = v[i];
+      else
+        p[i] = T(float(v[i]));
     }
   });
 }
@@ -242,7 +256,8 @@ NCS ncs(const Tensor& x) {
 
 template <typename T>
 void batch_norm_fwd(const NCS& d, double eps, const T* x, const std::vector<double>& gamma,
-                    const std::vector<double>& beta, T* y, acc_t<T>* mean_out, acc_t<T>* invstd_out) {
+                    const std::vector<double>& beta, T* y, acc_t<T>* mean_out,
+                    acc_t<T>* invstd_out) {
   using A = acc_t<T>;
   const double n = double(d.N * d.S);
   parallel_for(0, d.C, 1, [&](int64_t c0, int64_t c1) {
@@ -269,7 +284,8 @@ void batch_norm_fwd(const NCS& d, double eps, const T* x, const std::vector<doub
       const double invstd = 1.0 / std::sqrt(ss / n + eps);
       mean_out[c] = A(mean);
       invstd_out[c] = A(invstd);
-      const A scale = A(invstd * gamma[size_t(c)]), shift = A(beta[size_t(c)] - mean * invstd * gamma[size_t(c)]);
+      const A scale = A(invstd * gamma[size_t(c)]),
+              shift = A(beta[size_t(c)] - mean * invstd * gamma[size_t(c)]);
       for (int64_t i = 0; i < d.N; ++i) {
         const T* r = x + (i * d.C + c) * d.S;
         T* o = y + (i * d.C + c) * d.S;
@@ -281,8 +297,8 @@ void batch_norm_fwd(const NCS& d, double eps, const T* x, const std::vector<doub
 
 template <typename T>
 void batch_norm_bwd(const NCS& d, const T* dy, const T* x, const std::vector<double>& gamma,
-                    const acc_t<T>* mean, const acc_t<T>* invstd, T* dx, std::vector<double>& dgamma,
-                    std::vector<double>& dbeta) {
+                    const acc_t<T>* mean, const acc_t<T>* invstd, T* dx,
+                    std::vector<double>& dgamma, std::vector<double>& dbeta) {
   using A = acc_t<T>;
   const double n = double(d.N * d.S);
   parallel_for(0, d.C, 1, [&](int64_t c0, int64_t c1) {
@@ -350,7 +366,9 @@ void batch_norm_blocked(ops::KernelContext& ctx) {
   const double total = double(N * g.S);
   const size_t CL = size_t(g.Cb * 16);
   std::vector<double> sum(CL, 0.0), m2(CL, 0.0);
-  auto count = [&](int64_t t) { return double(std::min(blkbn::kChunk, g.S - (t % g.chunks) * blkbn::kChunk)); };
+  auto count = [&](int64_t t) {
+    return double(std::min(blkbn::kChunk, g.S - (t % g.chunks) * blkbn::kChunk));
+  };
   for (int64_t t = 0; t < T; ++t) {
     const double cnt = count(t), *pt = &part[size_t(t * 48)];
     double* sp = &sum[size_t((t / g.chunks) % g.Cb * 16)];
@@ -368,7 +386,8 @@ void batch_norm_blocked(ops::KernelContext& ctx) {
   std::vector<float> scale(CL, 0.0f), shift(CL, 0.0f);
   float *mo = ctx.outputs[1].data<float>(), *io = ctx.outputs[2].data<float>();
   for (int64_t c = 0; c < C; ++c) {
-    const double mean = sum[size_t(c)], invstd = 1.0 / std::sqrt(std::max(m2[size_t(c)], 0.0) / total + eps);
+    const double mean = sum[size_t(c)],
+                 invstd = 1.0 / std::sqrt(std::max(m2[size_t(c)], 0.0) / total + eps);
     mo[c] = float(mean);
     io[c] = float(invstd);
     scale[size_t(c)] = float(invstd * gamma[size_t(c)]);
@@ -382,7 +401,8 @@ void batch_norm_blocked(ops::KernelContext& ctx) {
 
 void batch_norm_backward_blocked(ops::KernelContext& ctx) {
   Tensor dy = dense(ctx.inputs[0]), x = dense(ctx.inputs[1]);
-  SPORE_ASSERT(dy.dtype() == kFloat32, "batch_norm_backward: blocked layout supports float32 only, got dy of ",
+  SPORE_ASSERT(dy.dtype() == kFloat32,
+               "batch_norm_backward: blocked layout supports float32 only, got dy of ",
                dtype_name(dy.dtype()));
   const auto gamma = small_values(ctx.inputs[2]), mean = small_values(ctx.inputs[3]),
              invstd = small_values(ctx.inputs[4]);
@@ -408,7 +428,8 @@ void batch_norm_backward_blocked(ops::KernelContext& ctx) {
     }
   }
   for (int64_t c = 0; c < C; ++c) {
-    // As the plain kernel: the float invstd, dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)).
+    // As the plain kernel: the float invstd, dx = gamma*invstd*(dy - mean(dy) -
+    // xhat*mean(dy*xhat)).
     const double is = double(float(invstd[size_t(c)])), a = sdy[size_t(c)], b = sdyx[size_t(c)];
     dbeta[size_t(c)] = a;
     dgamma[size_t(c)] = b * is;
@@ -418,7 +439,8 @@ void batch_norm_backward_blocked(ops::KernelContext& ctx) {
   }
   float* dxp = ctx.outputs[0].data<float>();
   parallel_for(0, T, bn_grain(g), [&](int64_t t0, int64_t t1) {
-    HWY_DYNAMIC_DISPATCH(blkbn::BnBwdApply)(g, gp, xp, k.data(), mdy.data(), kx.data(), m.data(), dxp, t0, t1);
+    HWY_DYNAMIC_DISPATCH(blkbn::BnBwdApply)
+    (g, gp, xp, k.data(), mdy.data(), kx.data(), m.data(), dxp, t0, t1);
   });
   store(ctx.outputs[1], dgamma);
   store(ctx.outputs[2], dbeta);
@@ -449,7 +471,8 @@ void batch_norm_backward_kernel(ops::KernelContext& ctx) {
   visit_float(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     using A = acc_t<T>;
-    Tensor mean = dense_as(ctx.inputs[3], dtype_of_v<A>), invstd = dense_as(ctx.inputs[4], dtype_of_v<A>);
+    Tensor mean = dense_as(ctx.inputs[3], dtype_of_v<A>),
+           invstd = dense_as(ctx.inputs[4], dtype_of_v<A>);
     Tensor dyt = dense_as(dy, x.dtype());
     batch_norm_bwd<T>(d, dyt.data<T>(), x.data<T>(), gamma, mean.data<A>(), invstd.data<A>(),
                       ctx.outputs[0].data<T>(), dgamma, dbeta);
@@ -476,47 +499,51 @@ void batch_norm_inference_kernel(ops::KernelContext& ctx) {
     }
     const T* xp = x.data<T>();
     T* yp = ctx.outputs[0].data<T>();
-    parallel_for(0, d.N * d.C, std::max<int64_t>(1, 32768 / std::max<int64_t>(d.S, 1)), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const A k = scale[size_t(r % d.C)], b = shift[size_t(r % d.C)];
-        const T* src = xp + r * d.S;
-        T* dst = yp + r * d.S;
-        for (int64_t j = 0; j < d.S; ++j) dst[j] = T(A(src[j]) * k + b);
-      }
-    });
+    parallel_for(0, d.N * d.C, std::max<int64_t>(1, 32768 / std::max<int64_t>(d.S, 1)),
+                 [&](int64_t r0, int64_t r1) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     const A k = scale[size_t(r % d.C)], b = shift[size_t(r % d.C)];
+                     const T* src = xp + r * d.S;
+                     T* dst = yp + r * d.S;
+                     for (int64_t j = 0; j < d.S; ++j) dst[j] = T(A(src[j]) * k + b);
+                   }
+                 });
   });
 }
 
 // ---- layer norm --------------------------------------------------------------------------------
 
 template <typename T>
-void layer_norm_fwd(int64_t rows, int64_t D, double eps, const T* x, const std::vector<acc_t<T>>& gamma,
-                    const std::vector<acc_t<T>>& beta, T* y, acc_t<T>* mean_out, acc_t<T>* rstd_out) {
+void layer_norm_fwd(int64_t rows, int64_t D, double eps, const T* x,
+                    const std::vector<acc_t<T>>& gamma, const std::vector<acc_t<T>>& beta, T* y,
+                    acc_t<T>* mean_out, acc_t<T>* rstd_out) {
   using A = acc_t<T>;
-  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* xr = x + r * D;
-      A s = 0;
-      for (int64_t j = 0; j < D; ++j) s += A(xr[j]);
-      const A m = s / A(D);
-      A ss = 0;
-      for (int64_t j = 0; j < D; ++j) {
-        const A v = A(xr[j]) - m;
-        ss += v * v;
-      }
-      const A rs = A(1.0 / std::sqrt(double(ss) / double(D) + eps));
-      mean_out[r] = m;
-      rstd_out[r] = rs;
-      T* yr = y + r * D;
-      for (int64_t j = 0; j < D; ++j) yr[j] = T((A(xr[j]) - m) * rs * gamma[size_t(j)] + beta[size_t(j)]);
-    }
-  });
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const T* xr = x + r * D;
+                   A s = 0;
+                   for (int64_t j = 0; j < D; ++j) s += A(xr[j]);
+                   const A m = s / A(D);
+                   A ss = 0;
+                   for (int64_t j = 0; j < D; ++j) {
+                     const A v = A(xr[j]) - m;
+                     ss += v * v;
+                   }
+                   const A rs = A(1.0 / std::sqrt(double(ss) / double(D) + eps));
+                   mean_out[r] = m;
+                   rstd_out[r] = rs;
+                   T* yr = y + r * D;
+                   for (int64_t j = 0; j < D; ++j)
+                     yr[j] = T((A(xr[j]) - m) * rs * gamma[size_t(j)] + beta[size_t(j)]);
+                 }
+               });
 }
 
 template <typename T>
-void layer_norm_bwd(int64_t rows, int64_t D, const T* dy, const T* x, const std::vector<acc_t<T>>& gamma,
-                    const acc_t<T>* mean, const acc_t<T>* rstd, T* dx, std::vector<double>& dgamma,
-                    std::vector<double>& dbeta) {
+void layer_norm_bwd(int64_t rows, int64_t D, const T* dy, const T* x,
+                    const std::vector<acc_t<T>>& gamma, const acc_t<T>* mean, const acc_t<T>* rstd,
+                    T* dx, std::vector<double>& dgamma, std::vector<double>& dbeta) {
   using A = acc_t<T>;
   // Rows split into one block per thread; each block keeps its own dgamma/dbeta partial sums.
   const int64_t nb = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), rows));
@@ -582,7 +609,8 @@ void layer_norm_backward_kernel(ops::KernelContext& ctx) {
     using T = decltype(tag);
     using A = acc_t<T>;
     Tensor dy = dense_as(ctx.inputs[0], x.dtype());
-    Tensor mean = dense_as(ctx.inputs[3], dtype_of_v<A>), rstd = dense_as(ctx.inputs[4], dtype_of_v<A>);
+    Tensor mean = dense_as(ctx.inputs[3], dtype_of_v<A>),
+           rstd = dense_as(ctx.inputs[4], dtype_of_v<A>);
     layer_norm_bwd<T>(rows, D, dy.data<T>(), x.data<T>(), as_vec<A>(gamma), mean.data<A>(),
                       rstd.data<A>(), ctx.outputs[0].data<T>(), dgamma, dbeta);
   });

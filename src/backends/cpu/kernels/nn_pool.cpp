@@ -2,7 +2,8 @@
 // (count_include_pad, ceil_mode as PyTorch) and adaptive average, plus their backwards. Plain loops
 // over (N*C) planes in parallel: a plane is small and hot in cache, and the 2x2 / 3x3 windows of
 // real networks are memory-bound, so oneDNN's blocked layouts (and their reorders) would not pay.
-// Half types compute in float. The 2x2 stride-2 window (LeNet, VGG...) has its own branch-free loop.
+// Half types compute in float. The 2x2 stride-2 window (LeNet, VGG...) has its own branch-free
+// loop.
 //
 // max_pool2d / max_pool2d_backward with `blocked` (graph mode's nChw16c activations, 5-D
 // (N, Cb, H, W, 16), float32): the 16 channels of one pixel are 16 consecutive floats, so every
@@ -74,8 +75,8 @@ HWY_INLINE void step(hn::Vec<DF> v, int32_t at, hn::Vec<DF>& best, hn::Vec<DI>& 
 }
 
 // Planes [q0, q1) of x (N*Cb, H, W, 16) -> y, idx (N*Cb, OH, OW, 16).
-HWY_NOINLINE void MaxPoolBlockedFwd(const Geom g, const float* x, float* y, int64_t* idx, int64_t q0,
-                                    int64_t q1) {
+HWY_NOINLINE void MaxPoolBlockedFwd(const Geom g, const float* x, float* y, int64_t* idx,
+                                    int64_t q0, int64_t q1) {
   const DF d;
   const DI di;
   const int64_t L = int64_t(hn::Lanes(d));
@@ -106,9 +107,11 @@ HWY_NOINLINE void MaxPoolBlockedFwd(const Geom g, const float* x, float* y, int6
           }
           continue;
         }
-        const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0), h1 = std::min(oh * g.sh - g.pt + g.kh, g.H);
+        const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0),
+                      h1 = std::min(oh * g.sh - g.pt + g.kh, g.H);
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0), w1 = std::min(ow * g.sw - g.pl + g.kw, g.W);
+          const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0),
+                        w1 = std::min(ow * g.sw - g.pl + g.kw, g.W);
           auto best = ninf;
           auto bi = hn::Set(di, int32_t(h0 * g.W + w0));
           for (int64_t h = h0; h < h1; ++h)
@@ -126,8 +129,8 @@ HWY_NOINLINE void MaxPoolBlockedFwd(const Geom g, const float* x, float* y, int6
 // Planes [q0, q1): dx (N*Cb, H, W, 16) from dy, idx (N*Cb, OH, OW, 16). Each window position
 // adds dy where the lane's index names it (a compare and a masked add per position instead of
 // a scatter); 2x2 stride-2 windows tile the input, so there they store without zeroing first.
-HWY_NOINLINE void MaxPoolBlockedBwd(const Geom g, const float* dy, const int64_t* idx, float* dx, int64_t q0,
-                                    int64_t q1) {
+HWY_NOINLINE void MaxPoolBlockedBwd(const Geom g, const float* dy, const int64_t* idx, float* dx,
+                                    int64_t q0, int64_t q1) {
   const DF d;
   const DI di;
   const int64_t L = int64_t(hn::Lanes(d));
@@ -138,7 +141,8 @@ HWY_NOINLINE void MaxPoolBlockedBwd(const Geom g, const float* dy, const int64_t
     const int64_t* ip = idx + q * g.OH * g.OW * 16;
     float* xp = dx + q * plane;
     if (g.k2s2) {  // only the rows / columns no window covers need zeros
-      if (2 * g.OH < g.H) std::memset(xp + 2 * g.OH * g.W * 16, 0, size_t((g.H - 2 * g.OH) * g.W * 16) * 4);
+      if (2 * g.OH < g.H)
+        std::memset(xp + 2 * g.OH * g.W * 16, 0, size_t((g.H - 2 * g.OH) * g.W * 16) * 4);
       if (2 * g.OW < g.W)
         for (int64_t h = 0; h < 2 * g.OH; ++h)
           std::memset(xp + (h * g.W + 2 * g.OW) * 16, 0, size_t((g.W - 2 * g.OW) * 16) * 4);
@@ -158,15 +162,23 @@ HWY_NOINLINE void MaxPoolBlockedBwd(const Geom g, const float* dy, const int64_t
             float* r0 = xp + int64_t(at) * 16 + j;
             float* r1 = r0 + g.W * 16;
             const auto z = hn::Zero(d);
-            hn::StoreU(hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at))), gv, z), d, r0);
-            hn::StoreU(hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at + 1))), gv, z), d, r0 + 16);
-            hn::StoreU(hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at + int32_t(g.W)))), gv, z), d, r1);
-            hn::StoreU(hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at + int32_t(g.W) + 1))), gv, z), d,
-                       r1 + 16);
+            hn::StoreU(hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at))), gv, z), d,
+                       r0);
+            hn::StoreU(hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at + 1))), gv, z), d,
+                       r0 + 16);
+            hn::StoreU(hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at + int32_t(g.W)))),
+                                      gv, z),
+                       d, r1);
+            hn::StoreU(
+                hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at + int32_t(g.W) + 1))),
+                               gv, z),
+                d, r1 + 16);
             continue;
           }
-          const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0), h1 = std::min(oh * g.sh - g.pt + g.kh, g.H);
-          const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0), w1 = std::min(ow * g.sw - g.pl + g.kw, g.W);
+          const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0),
+                        h1 = std::min(oh * g.sh - g.pt + g.kh, g.H);
+          const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0),
+                        w1 = std::min(ow * g.sw - g.pl + g.kw, g.W);
           for (int64_t h = h0; h < h1; ++h)
             for (int64_t w = w0; w < w1; ++w) {
               float* px = xp + (h * g.W + w) * 16 + j;
@@ -199,7 +211,9 @@ Pool pool_of(const Shape& x, const Shape& y, const ops::Attrs& a) {
   return {x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3]};
 }
 
-int64_t plane_grain(const Pool& p) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(p.H * p.W, 1)); }
+int64_t plane_grain(const Pool& p) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(p.H * p.W, 1));
+}
 
 // The 2x2 stride-2 window of CNNs (every window inside the plane), branch-free: on real data
 // "is this one bigger" is a coin flip the branch predictor loses. The maximum m comes from max(),
@@ -282,23 +296,25 @@ void max_pool_fwd(const Pool& p, const T* x, T* y, int64_t* idx) {
 }
 
 template <typename T>
-void max_pool_bwd(int64_t planes, int64_t in_plane, int64_t out_plane, const T* dy, const int64_t* idx, T* dx) {
+void max_pool_bwd(int64_t planes, int64_t in_plane, int64_t out_plane, const T* dy,
+                  const int64_t* idx, T* dx) {
   using A = acc_t<T>;
-  parallel_for(0, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(in_plane, 1)), [&](int64_t q0, int64_t q1) {
-    for (int64_t q = q0; q < q1; ++q) {
-      T* dxp = dx + q * in_plane;
-      const T* dyp = dy + q * out_plane;
-      const int64_t* ip = idx + q * out_plane;
-      if constexpr (std::is_same_v<T, A>) {
-        std::fill(dxp, dxp + in_plane, T(0));
-        for (int64_t o = 0; o < out_plane; ++o) dxp[ip[o]] += dyp[o];
-      } else {  // accumulate half types in float
-        std::vector<float> acc(size_t(in_plane), 0.0f);
-        for (int64_t o = 0; o < out_plane; ++o) acc[size_t(ip[o])] += float(dyp[o]);
-        for (int64_t i = 0; i < in_plane; ++i) dxp[i] = T(acc[size_t(i)]);
-      }
-    }
-  });
+  parallel_for(0, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(in_plane, 1)),
+               [&](int64_t q0, int64_t q1) {
+                 for (int64_t q = q0; q < q1; ++q) {
+                   T* dxp = dx + q * in_plane;
+                   const T* dyp = dy + q * out_plane;
+                   const int64_t* ip = idx + q * out_plane;
+                   if constexpr (std::is_same_v<T, A>) {
+                     std::fill(dxp, dxp + in_plane, T(0));
+                     for (int64_t o = 0; o < out_plane; ++o) dxp[ip[o]] += dyp[o];
+                   } else {  // accumulate half types in float
+                     std::vector<float> acc(size_t(in_plane), 0.0f);
+                     for (int64_t o = 0; o < out_plane; ++o) acc[size_t(ip[o])] += float(dyp[o]);
+                     for (int64_t i = 0; i < in_plane; ++i) dxp[i] = T(acc[size_t(i)]);
+                   }
+                 }
+               });
 }
 
 // The PyTorch avg-pool divisor of window (oh, ow) and its clipped bounds.
@@ -362,8 +378,8 @@ inline int64_t bin_start(int64_t i, int64_t n, int64_t out) { return (i * n) / o
 inline int64_t bin_end(int64_t i, int64_t n, int64_t out) { return ((i + 1) * n + out - 1) / out; }
 
 template <typename T>
-void adaptive_avg(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, const T* src, T* dst,
-                  bool backward) {
+void adaptive_avg(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, const T* src,
+                  T* dst, bool backward) {
   using A = acc_t<T>;
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(H * W, 1));
   parallel_for(0, planes, grain, [&](int64_t q0, int64_t q1) {
@@ -397,29 +413,38 @@ void adaptive_avg(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, 
 template <typename F>
 void visit_float(DType t, F&& f) {
   switch (t) {
-    case kFloat32: return f(float{});
-    case kFloat64: return f(double{});
-    case kBFloat16: return f(BFloat16{});
-    case kFloat16: return f(Half{});
-    default: SPORE_ASSERT(false, "pool kernel called with dtype ", dtype_name(t));
+    case kFloat32:
+      return f(float{});
+    case kFloat64:
+      return f(double{});
+    case kBFloat16:
+      return f(BFloat16{});
+    case kFloat16:
+      return f(Half{});
+    default:
+      SPORE_ASSERT(false, "pool kernel called with dtype ", dtype_name(t));
   }
 }
 
 // Blocked geometry from the logical input (N, C, H, W) and output planes (OH, OW).
-blkpool::Geom blocked_geom(int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, const ops::Attrs& a) {
+blkpool::Geom blocked_geom(int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                           const ops::Attrs& a) {
   const auto k = a.get_ints("kernel_size"), s = a.get_ints("stride"), p = a.get_ints("padding");
   blkpool::Geom g{(C + 15) / 16, C, H, W, OH, OW, k[0], k[1], s[0], s[1], p[0], p[2], false};
-  g.k2s2 = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.pt == 0 && g.pl == 0 && 2 * OH <= H &&
-           2 * OW <= W;
+  g.k2s2 = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.pt == 0 && g.pl == 0 &&
+           2 * OH <= H && 2 * OW <= W;
   return g;
 }
 
 void check_blocked_f32(const Tensor& t, const char* op) {
-  SPORE_ASSERT(t.dtype() == kFloat32, op, ": blocked layout supports float32 only, got ", dtype_name(t.dtype()));
+  SPORE_ASSERT(t.dtype() == kFloat32, op, ": blocked layout supports float32 only, got ",
+               dtype_name(t.dtype()));
 }
 
 // Blocked planes are 16x larger than plain ones: ~4 planes of 28x28 per task.
-int64_t blocked_grain(int64_t plane_floats) { return std::max<int64_t>(1, 65536 / std::max<int64_t>(plane_floats, 1)); }
+int64_t blocked_grain(int64_t plane_floats) {
+  return std::max<int64_t>(1, 65536 / std::max<int64_t>(plane_floats, 1));
+}
 
 // x (N, Cb, H, W, 16) -> y, indices (N, Cb, OH, OW, 16). The logical C is not an input of the op:
 // the optional attribute `channels` gives it (then y's padding lanes are zeroed whatever x holds);
@@ -431,10 +456,10 @@ void max_pool2d_blocked(ops::KernelContext& ctx) {
   check_blocked_f32(x, "max_pool2d");
   if (y.numel() == 0) return;
   const int64_t Cb = x.size(1);
-  const blkpool::Geom g =
-      blocked_geom(ctx.attrs.get_int("channels", Cb * 16), x.size(2), x.size(3), y.size(2), y.size(3), ctx.attrs);
-  SPORE_ASSERT(g.Cb == Cb, "max_pool2d: channels=", g.C, " does not match ", Cb, " blocks of input ",
-               shape_str(x.shape()));
+  const blkpool::Geom g = blocked_geom(ctx.attrs.get_int("channels", Cb * 16), x.size(2), x.size(3),
+                                       y.size(2), y.size(3), ctx.attrs);
+  SPORE_ASSERT(g.Cb == Cb, "max_pool2d: channels=", g.C, " does not match ", Cb,
+               " blocks of input ", shape_str(x.shape()));
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   int64_t* ip = idx.data<int64_t>();
@@ -546,7 +571,8 @@ SPORE_KERNEL(CPU, MaxPool2dBackward, max_pool2d_backward_kernel, SPORE_POOL_DTYP
 SPORE_KERNEL(CPU, AvgPool2d, avg_pool2d_kernel, SPORE_POOL_DTYPES);
 SPORE_KERNEL(CPU, AvgPool2dBackward, avg_pool2d_backward_kernel, SPORE_POOL_DTYPES);
 SPORE_KERNEL(CPU, AdaptiveAvgPool2d, adaptive_avg_pool2d_kernel, SPORE_POOL_DTYPES);
-SPORE_KERNEL(CPU, AdaptiveAvgPool2dBackward, adaptive_avg_pool2d_backward_kernel, SPORE_POOL_DTYPES);
+SPORE_KERNEL(CPU, AdaptiveAvgPool2dBackward, adaptive_avg_pool2d_backward_kernel,
+             SPORE_POOL_DTYPES);
 
 }  // namespace spore::cpu
 #endif  // HWY_ONCE

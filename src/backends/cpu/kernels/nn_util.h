@@ -47,8 +47,8 @@ inline void run_via_f32(ops::KernelContext& ctx, void (*f32_kernel)(ops::KernelC
   for (const Tensor& t : ctx.inputs)
     in.push_back(is_floating(t.dtype()) && t.dtype() != kFloat64 ? dense_as(t, kFloat32) : t);
   for (const Tensor& t : ctx.outputs)
-    out.push_back(is_floating(t.dtype()) && t.dtype() != kFloat64 ? Tensor::empty(t.shape(), kFloat32)
-                                                                  : t);
+    out.push_back(
+        is_floating(t.dtype()) && t.dtype() != kFloat64 ? Tensor::empty(t.shape(), kFloat32) : t);
   ops::KernelContext c32{ctx.def, in, out, ctx.attrs};
   f32_kernel(c32);
   for (size_t i = 0; i < out.size(); ++i)

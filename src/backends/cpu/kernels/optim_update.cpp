@@ -64,7 +64,8 @@ HWY_INLINE void flat_loop(T* const (&ptr)[N], int64_t n, F f) {
       hn::StoreU(p, d, ptr[0] + i);
       hn::StoreU(s, d, ptr[1] + i);
     } else {
-      auto p = hn::LoadU(d, ptr[0] + i), s1 = hn::LoadU(d, ptr[1] + i), s2 = hn::LoadU(d, ptr[2] + i);
+      auto p = hn::LoadU(d, ptr[0] + i), s1 = hn::LoadU(d, ptr[1] + i),
+           s2 = hn::LoadU(d, ptr[2] + i);
       f(d, p, s1, s2, hn::LoadU(d, ptr[3] + i));
       hn::StoreU(p, d, ptr[0] + i);
       hn::StoreU(s1, d, ptr[1] + i);
@@ -117,9 +118,10 @@ template <class T>
 HWY_INLINE void adam(T* p, T* m, T* v, T* g, int64_t n, const AdamCoeffs& c) {
   const hn::ScalableTag<T> d;
   using V = hn::Vec<decltype(d)>;
-  const V step = hn::Set(d, T(c.step_size)), isb = hn::Set(d, T(c.inv_sqrt_bc2)), e = hn::Set(d, T(c.eps)),
-          b1 = hn::Set(d, T(c.beta1)), b2 = hn::Set(d, T(c.beta2)), ob1 = hn::Set(d, T(c.one_b1)),
-          ob2 = hn::Set(d, T(c.one_b2)), l2 = hn::Set(d, T(c.l2)), shrink = hn::Set(d, T(c.shrink));
+  const V step = hn::Set(d, T(c.step_size)), isb = hn::Set(d, T(c.inv_sqrt_bc2)),
+          e = hn::Set(d, T(c.eps)), b1 = hn::Set(d, T(c.beta1)), b2 = hn::Set(d, T(c.beta2)),
+          ob1 = hn::Set(d, T(c.one_b1)), ob2 = hn::Set(d, T(c.one_b2)), l2 = hn::Set(d, T(c.l2)),
+          shrink = hn::Set(d, T(c.shrink));
   T* const ptr[4] = {p, m, v, g};
   flat_loop<4, T>(ptr, n, [&](auto, V& pv, V& mv, V& vv, V gv) {
     gv = hn::Add(gv, hn::Mul(l2, pv));
@@ -133,13 +135,15 @@ HWY_INLINE void adam(T* p, T* m, T* v, T* g, int64_t n, const AdamCoeffs& c) {
 HWY_NOINLINE void MomentumF32(float* p, float* acc, float* g, int64_t n, const MomentumCoeffs& c) {
   momentum<float>(p, acc, g, n, c);
 }
-HWY_NOINLINE void MomentumF64(double* p, double* acc, double* g, int64_t n, const MomentumCoeffs& c) {
+HWY_NOINLINE void MomentumF64(double* p, double* acc, double* g, int64_t n,
+                              const MomentumCoeffs& c) {
   momentum<double>(p, acc, g, n, c);
 }
 HWY_NOINLINE void AdamF32(float* p, float* m, float* v, float* g, int64_t n, const AdamCoeffs& c) {
   adam<float>(p, m, v, g, n, c);
 }
-HWY_NOINLINE void AdamF64(double* p, double* m, double* v, double* g, int64_t n, const AdamCoeffs& c) {
+HWY_NOINLINE void AdamF64(double* p, double* m, double* v, double* g, int64_t n,
+                          const AdamCoeffs& c) {
   adam<double>(p, m, v, g, n, c);
 }
 
@@ -176,20 +180,25 @@ void update(const Tensor* in, F&& f) {
   auto it = make_iter<N>(in[0].shape(), st);
   std::array<T*, N> ptr;
   for (int k = 0; k < N; ++k) ptr[size_t(k)] = base<T>(in[k]);
-  for_each_row<N>(it, [&](const std::array<int64_t, N>& off, int64_t n, const std::array<int64_t, N>& s) {
-    std::array<T*, N> p;
-    for (int k = 0; k < N; ++k) p[size_t(k)] = ptr[size_t(k)] + off[size_t(k)];
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (N == 3) f(p[0][i * s[0]], p[1][i * s[1]], p[2][i * s[2]]);
-      else f(p[0][i * s[0]], p[1][i * s[1]], p[2][i * s[2]], p[3][i * s[3]]);
-    }
-  });
+  for_each_row<N>(
+      it, [&](const std::array<int64_t, N>& off, int64_t n, const std::array<int64_t, N>& s) {
+        std::array<T*, N> p;
+        for (int k = 0; k < N; ++k) p[size_t(k)] = ptr[size_t(k)] + off[size_t(k)];
+        for (int64_t i = 0; i < n; ++i) {
+          if constexpr (N == 3)
+            f(p[0][i * s[0]], p[1][i * s[1]], p[2][i * s[2]]);
+          else
+            f(p[0][i * s[0]], p[1][i * s[1]], p[2][i * s[2]], p[3][i * s[3]]);
+        }
+      });
 }
 
 template <typename F>
 void visit_f32_f64(DType t, F&& f) {
-  if (t == kFloat64) f(double{});
-  else f(float{});
+  if (t == kFloat64)
+    f(double{});
+  else
+    f(float{});
 }
 
 // The per-step scalars of one call: the hyper input's values (k of them, any stride) when
@@ -209,13 +218,14 @@ Hyper hyper_of(const ops::KernelContext& ctx, size_t k) {
 }
 
 MomentumCoeffs momentum_coeffs(const ops::Attrs& a, const Hyper& h) {
-  return {h.present ? h.v[0] : a.get_float("lr"), a.get_float("momentum"), a.get_float("weight_decay", 0.0),
-          a.get_bool("nesterov", false)};
+  return {h.present ? h.v[0] : a.get_float("lr"), a.get_float("momentum"),
+          a.get_float("weight_decay", 0.0), a.get_bool("nesterov", false)};
 }
 
 AdamCoeffs adam_coeffs(const ops::Attrs& a, const Hyper& h, const char* who) {
   const double lr = h.present ? h.v[0] : a.get_float("lr"), b1 = a.get_float("beta1", 0.9),
-               b2 = a.get_float("beta2", 0.999), eps = h.present ? h.v[2] : a.get_float("eps", 1e-8),
+               b2 = a.get_float("beta2", 0.999),
+               eps = h.present ? h.v[2] : a.get_float("eps", 1e-8),
                wd = a.get_float("weight_decay", 0.0);
   // A double holds every integer step exactly up to 2^53 (and AdamWeightDecay's 2^62).
   const double step = h.present ? h.v[1] : double(a.get_int("step", 1));
@@ -224,20 +234,31 @@ AdamCoeffs adam_coeffs(const ops::Attrs& a, const Hyper& h, const char* who) {
   const bool decoupled = a.get_bool("decoupled", false);
   const double bc1 = 1 - std::pow(b1, step), bc2 = 1 - std::pow(b2, step);
   // p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps); the scalars are rounded to T by the loops.
-  return {lr / bc1, 1 / std::sqrt(bc2), eps, b1, b2, 1 - b1, 1 - b2, decoupled ? 0.0 : wd,
+  return {lr / bc1,
+          1 / std::sqrt(bc2),
+          eps,
+          b1,
+          b2,
+          1 - b1,
+          1 - b2,
+          decoupled ? 0.0 : wd,
           decoupled ? 1 - lr * wd : 1.0};
 }
 
 // The contiguous flat loops, by dtype.
 template <typename T>
 void momentum_flat(T* p, T* acc, T* g, int64_t n, const MomentumCoeffs& c) {
-  if constexpr (std::is_same_v<T, float>) HWY_DYNAMIC_DISPATCH(optim::MomentumF32)(p, acc, g, n, c);
-  else HWY_DYNAMIC_DISPATCH(optim::MomentumF64)(p, acc, g, n, c);
+  if constexpr (std::is_same_v<T, float>)
+    HWY_DYNAMIC_DISPATCH(optim::MomentumF32)(p, acc, g, n, c);
+  else
+    HWY_DYNAMIC_DISPATCH(optim::MomentumF64)(p, acc, g, n, c);
 }
 template <typename T>
 void adam_flat(T* p, T* m, T* v, T* g, int64_t n, const AdamCoeffs& c) {
-  if constexpr (std::is_same_v<T, float>) HWY_DYNAMIC_DISPATCH(optim::AdamF32)(p, m, v, g, n, c);
-  else HWY_DYNAMIC_DISPATCH(optim::AdamF64)(p, m, v, g, n, c);
+  if constexpr (std::is_same_v<T, float>)
+    HWY_DYNAMIC_DISPATCH(optim::AdamF32)(p, m, v, g, n, c);
+  else
+    HWY_DYNAMIC_DISPATCH(optim::AdamF64)(p, m, v, g, n, c);
 }
 
 // The strided fallbacks: the same formulas element by element.
@@ -259,8 +280,9 @@ void momentum_strided(const Tensor* in, const MomentumCoeffs& c) {
 }
 template <typename T>
 void adam_strided(const Tensor* in, const AdamCoeffs& c) {
-  const T step_size = T(c.step_size), isb = T(c.inv_sqrt_bc2), e = T(c.eps), beta1 = T(c.beta1), beta2 = T(c.beta2),
-          one_b1 = T(c.one_b1), one_b2 = T(c.one_b2), l2 = T(c.l2), shrink = T(c.shrink);
+  const T step_size = T(c.step_size), isb = T(c.inv_sqrt_bc2), e = T(c.eps), beta1 = T(c.beta1),
+          beta2 = T(c.beta2), one_b1 = T(c.one_b1), one_b2 = T(c.one_b2), l2 = T(c.l2),
+          shrink = T(c.shrink);
   update<4, T>(in, [=](T& p, T& m, T& v, T& g0) {
     const T g = g0 + l2 * p;
     p *= shrink;
@@ -323,7 +345,8 @@ void fused_apply_momentum_kernel(ops::KernelContext& ctx) {
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<3, T>(
-        ctx.inputs, groups, [&](T* const* p, int64_t n) { momentum_flat<T>(p[0], p[1], p[2], n, c); },
+        ctx.inputs, groups,
+        [&](T* const* p, int64_t n) { momentum_flat<T>(p[0], p[1], p[2], n, c); },
         [&](const Tensor* in) { momentum_strided<T>(in, c); });
   });
 }
@@ -354,8 +377,8 @@ void fused_apply_adam_kernel(ops::KernelContext& ctx) {
 void apply_rms_prop_kernel(ops::KernelContext& ctx) {
   const auto& a = ctx.attrs;
   const Hyper h = hyper_of(ctx, 1);
-  const double lr = h.present ? h.v[0] : a.get_float("lr"), decay = a.get_float("decay", 0.9), mo = a.get_float("momentum", 0.0),
-               eps = a.get_float("eps", 1e-10);
+  const double lr = h.present ? h.v[0] : a.get_float("lr"), decay = a.get_float("decay", 0.9),
+               mo = a.get_float("momentum", 0.0), eps = a.get_float("eps", 1e-10);
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T l = T(lr), d = T(decay), one_d = T(1 - decay), m = T(mo), e = T(eps);

@@ -93,9 +93,8 @@ struct Odometer {
 
 // Accumulator type: float for the half types, double for double, int64 for integers and bool.
 template <typename T>
-using AccOf = std::conditional_t<
-    std::is_floating_point_v<T>, T,
-    std::conditional_t<is_half_v<T>, float, int64_t>>;
+using AccOf = std::conditional_t<std::is_floating_point_v<T>, T,
+                                 std::conditional_t<is_half_v<T>, float, int64_t>>;
 
 template <typename T, typename Acc>
 inline Acc load(T v) {

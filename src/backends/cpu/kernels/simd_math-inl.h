@@ -11,8 +11,8 @@
 #define SPORE_CPU_SIMD_MATH_INL_H_
 #endif
 
-#include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace spore::cpu::simd {

@@ -26,13 +26,20 @@ bool has_type(DType t) { return t == kFloat32 || t == kBFloat16 || t == kFloat16
 
 dt to_dnnl(DType t) {
   switch (t) {
-    case kFloat32: return dt::f32;
-    case kBFloat16: return dt::bf16;
-    case kFloat16: return dt::f16;
-    case kInt32: return dt::s32;
-    case kInt8: return dt::s8;
-    case kUInt8: return dt::u8;
-    default: break;
+    case kFloat32:
+      return dt::f32;
+    case kBFloat16:
+      return dt::bf16;
+    case kFloat16:
+      return dt::f16;
+    case kInt32:
+      return dt::s32;
+    case kInt8:
+      return dt::s8;
+    case kUInt8:
+      return dt::u8;
+    default:
+      break;
   }
   SPORE_ASSERT(false, "dtype ", dtype_name(t), " has no oneDNN data type");
 }
@@ -45,27 +52,37 @@ dnnl::primitive_attr default_attr() {
 
 const char* status_str(int status) {
   switch (dnnl_status_t(status)) {
-    case dnnl_success: return "success";
-    case dnnl_out_of_memory: return "out_of_memory";
-    case dnnl_invalid_arguments: return "invalid_arguments";
-    case dnnl_unimplemented: return "unimplemented";
-    case dnnl_iterator_ends: return "iterator_ends";
-    case dnnl_runtime_error: return "runtime_error";
-    case dnnl_not_required: return "not_required";
-    default: return "unknown status";
+    case dnnl_success:
+      return "success";
+    case dnnl_out_of_memory:
+      return "out_of_memory";
+    case dnnl_invalid_arguments:
+      return "invalid_arguments";
+    case dnnl_unimplemented:
+      return "unimplemented";
+    case dnnl_iterator_ends:
+      return "iterator_ends";
+    case dnnl_runtime_error:
+      return "runtime_error";
+    case dnnl_not_required:
+      return "not_required";
+    default:
+      return "unknown status";
   }
 }
 
 void throw_dnnl_error(const char* call, int status, const char* what, const char* file, int line,
                       const char* hint) {
-  std::string msg = std::string("oneDNN call failed: ") + call + "\n  status: " + status_str(status);
+  std::string msg =
+      std::string("oneDNN call failed: ") + call + "\n  status: " + status_str(status);
   if (what && *what) msg += std::string(" (") + what + ")";
   msg += std::string("\n  at ") + file + ":" + std::to_string(line);
   if (hint && *hint) {
     msg += std::string("\n  hint: ") + hint;
   } else if (dnnl_status_t(status) == dnnl_unimplemented) {
-    msg += "\n  hint: this CPU or oneDNN build has no implementation for these shapes/dtypes; "
-           "try float32";
+    msg +=
+        "\n  hint: this CPU or oneDNN build has no implementation for these shapes/dtypes; "
+        "try float32";
   }
   SPORE_THROW(dnnl_status_t(status) == dnnl_unimplemented ? ErrorKind::NotImplemented
                                                           : ErrorKind::RuntimeError,
@@ -78,7 +95,8 @@ size_t CacheKey::hash() const {
   return h;
 }
 
-Compiled::Compiled(dnnl::primitive prim, const dnnl::primitive_desc_base& pd, std::vector<ArgSpec> specs)
+Compiled::Compiled(dnnl::primitive prim, const dnnl::primitive_desc_base& pd,
+                   std::vector<ArgSpec> specs)
     : prim_(std::move(prim)), impl_(pd.impl_info_str()) {
   dnnl::engine& eng = engine();
   for (const ArgSpec& s : specs) {
@@ -114,7 +132,8 @@ std::vector<size_t> Compiled::arg_bytes() const {
 }
 
 void Compiled::run(const void* const* ptr_array, size_t n, const void* dst_init) {
-  SPORE_ASSERT(n == args_.size(), "oneDNN primitive run with ", n, " buffers, expected ", args_.size());
+  SPORE_ASSERT(n == args_.size(), "oneDNN primitive run with ", n, " buffers, expected ",
+               args_.size());
   use_fp_mode_on_pool();  // oneDNN's threads are the OpenMP pool's: flush-to-zero as ours
   std::lock_guard<std::mutex> lock(mu_);
   dnnl::stream& s = stream();
@@ -128,8 +147,7 @@ void Compiled::run(const void* const* ptr_array, size_t n, const void* dst_init)
       SPORE_ASSERT(i < 7, "too many reordered oneDNN arguments");
       temps[i] = Tensor::empty({int64_t(a.prim_bytes)}, kUInt8);
       a.prim.set_data_handle(temps[i].data_ptr());
-      if (!a.output)
-        SPORE_DNNL_CHECK(a.reorder.execute(s, a.user, a.prim), "input reorder failed");
+      if (!a.output) SPORE_DNNL_CHECK(a.reorder.execute(s, a.user, a.prim), "input reorder failed");
     }
     if (a.accumulate && dst_init) {
       if (a.prim) {  // reorder the initial contents straight into the blocked buffer
@@ -149,13 +167,15 @@ void Compiled::run(const void* const* ptr_array, size_t n, const void* dst_init)
   }
   SPORE_DNNL_CHECK(prim_.execute(s, exec_args_), "primitive execution failed");
   for (Arg& a : args_)
-    if (a.prim && a.output) SPORE_DNNL_CHECK(a.reorder.execute(s, a.prim, a.user), "output reorder failed");
+    if (a.prim && a.output)
+      SPORE_DNNL_CHECK(a.reorder.execute(s, a.prim, a.user), "output reorder failed");
   s.wait();
 }
 
 namespace {
 // The activation names, in the order their codes go into cache keys.
-constexpr const char* kActs[] = {"", "relu", "leaky_relu", "sigmoid", "tanh", "gelu", "gelu_tanh", "silu", "clamp"};
+constexpr const char* kActs[] = {"",     "relu",      "leaky_relu", "sigmoid", "tanh",
+                                 "gelu", "gelu_tanh", "silu",       "clamp"};
 int act_code(const ops::Attrs& a) {
   const std::string act = a.has("act") ? a.get_string("act") : std::string();
   for (int i = 0; i < int(std::size(kActs)); ++i)
@@ -180,15 +200,32 @@ std::vector<int> set_post_ops(dnnl::primitive_attr& attr, const ops::Attrs& a,
   const float alpha = float(a.get_float("alpha", 0.0)), beta = float(a.get_float("beta", 0.0));
   using alg = dnnl::algorithm;
   switch (act_code(a)) {
-    case 0: break;
-    case 1: po.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f); break;
-    case 2: po.append_eltwise(1.0f, alg::eltwise_relu, alpha, 0.0f); break;  // slope alpha below 0
-    case 3: po.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); break;
-    case 4: po.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); break;
-    case 5: po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f); break;
-    case 6: po.append_eltwise(1.0f, alg::eltwise_gelu_tanh, 0.0f, 0.0f); break;
-    case 7: po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f); break;  // x * sigmoid(1 x)
-    case 8: po.append_eltwise(1.0f, alg::eltwise_clip, alpha, beta); break;   // min(max(x, a), b)
+    case 0:
+      break;
+    case 1:
+      po.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f);
+      break;
+    case 2:
+      po.append_eltwise(1.0f, alg::eltwise_relu, alpha, 0.0f);
+      break;  // slope alpha below 0
+    case 3:
+      po.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f);
+      break;
+    case 4:
+      po.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f);
+      break;
+    case 5:
+      po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f);
+      break;
+    case 6:
+      po.append_eltwise(1.0f, alg::eltwise_gelu_tanh, 0.0f, 0.0f);
+      break;
+    case 7:
+      po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f);
+      break;  // x * sigmoid(1 x)
+    case 8:
+      po.append_eltwise(1.0f, alg::eltwise_clip, alpha, beta);
+      break;  // min(max(x, a), b)
   }
   attr.set_post_ops(po);
   return binary_args;
@@ -208,15 +245,24 @@ Activation activation_of(const ops::Attrs& a) {
 
 double Activation::operator()(double x) const {
   switch (code) {
-    case 1: return x > 0 ? x : 0.0;
-    case 2: return x > 0 ? x : alpha * x;
-    case 3: return 1.0 / (1.0 + std::exp(-x));
-    case 4: return std::tanh(x);
-    case 5: return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
-    case 6: return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case 7: return x / (1.0 + std::exp(-x));
-    case 8: return std::min(std::max(x, alpha), beta);
-    default: return x;
+    case 1:
+      return x > 0 ? x : 0.0;
+    case 2:
+      return x > 0 ? x : alpha * x;
+    case 3:
+      return 1.0 / (1.0 + std::exp(-x));
+    case 4:
+      return std::tanh(x);
+    case 5:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case 6:
+      return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case 7:
+      return x / (1.0 + std::exp(-x));
+    case 8:
+      return std::min(std::max(x, alpha), beta);
+    default:
+      return x;
   }
 }
 
@@ -231,7 +277,8 @@ std::unordered_map<CacheKey, std::shared_ptr<Compiled>, KeyHash>& cache_map() {
 }
 }  // namespace
 
-std::shared_ptr<Compiled> cached(const CacheKey& key, const std::function<std::shared_ptr<Compiled>()>& make) {
+std::shared_ptr<Compiled> cached(const CacheKey& key,
+                                 const std::function<std::shared_ptr<Compiled>()>& make) {
   {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = cache_map().find(key);

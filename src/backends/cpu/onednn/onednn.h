@@ -110,7 +110,7 @@ class Compiled {
   std::mutex mu_;  // memory objects are rebound per call
 };
 
-// ---- post-ops (Conv2dFused / MatmulFused) --------------------------------------------------------
+// ---- post-ops (Conv2dFused / MatmulFused) -------------------------------------------------------
 // The fused ops' attributes: has_scale (conv only: a per-channel scale then shift, two binary
 // post-ops: BatchNorm folded in without rewriting the weight), has_residual (a sum post-op:
 // dst += residual) and act ("" / "relu" / "leaky_relu" / "sigmoid" / "tanh" / "gelu" /
@@ -130,26 +130,28 @@ struct Activation {
 Activation activation_of(const ops::Attrs& a);
 
 // Returns the cached entry for key, creating it with make() on the first call.
-std::shared_ptr<Compiled> cached(const CacheKey& key, const std::function<std::shared_ptr<Compiled>()>& make);
+std::shared_ptr<Compiled> cached(const CacheKey& key,
+                                 const std::function<std::shared_ptr<Compiled>()>& make);
 size_t cache_size();  // number of cached primitives (tests check reuse)
 
 }  // namespace spore::cpu::onednn
 
 // Wraps a oneDNN C++ API expression: a dnnl::error becomes a spore::Error naming the call, the
 // library's status, file:line and a hint. Usage: auto pd = SPORE_DNNL_CHECK(make_pd(), "hint");
-#define SPORE_DNNL_CHECK(expr, hint)                                                            \
-  [&]() -> decltype(auto) {                                                                     \
-    try {                                                                                       \
-      return expr;                                                                              \
-    } catch (const dnnl::error& spore_dnnl_e) {                                                 \
+#define SPORE_DNNL_CHECK(expr, hint)                                                               \
+  [&]() -> decltype(auto) {                                                                        \
+    try {                                                                                          \
+      return expr;                                                                                 \
+    } catch (const dnnl::error& spore_dnnl_e) {                                                    \
       ::spore::cpu::onednn::throw_dnnl_error(#expr, int(spore_dnnl_e.status), spore_dnnl_e.what(), \
-                                             __FILE__, __LINE__, hint);                         \
-    }                                                                                           \
+                                             __FILE__, __LINE__, hint);                            \
+    }                                                                                              \
   }()
 // For C API calls returning dnnl_status_t (dnnl_sgemm, ...).
-#define SPORE_DNNL_CHECK_STATUS(expr, hint)                                                        \
-  do {                                                                                             \
-    const dnnl_status_t spore_dnnl_s = (expr);                                                     \
-    if (spore_dnnl_s != dnnl_success) [[unlikely]]                                                 \
-      ::spore::cpu::onednn::throw_dnnl_error(#expr, int(spore_dnnl_s), "", __FILE__, __LINE__, hint); \
+#define SPORE_DNNL_CHECK_STATUS(expr, hint)                                                    \
+  do {                                                                                         \
+    const dnnl_status_t spore_dnnl_s = (expr);                                                 \
+    if (spore_dnnl_s != dnnl_success) [[unlikely]]                                             \
+      ::spore::cpu::onednn::throw_dnnl_error(#expr, int(spore_dnnl_s), "", __FILE__, __LINE__, \
+                                             hint);                                            \
   } while (0)

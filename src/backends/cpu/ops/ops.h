@@ -19,7 +19,9 @@ const std::vector<ops::OpId>& all();
 
 }  // namespace spore::cpu::op
 
-// SPORE_CPU_KERNEL(Conv2dFused, conv2d_fused_kernel, kFloat32, ...): SPORE_KERNEL for a CPU-private op.
-#define SPORE_CPU_KERNEL(Name, fn, ...)                                                                \
-  [[maybe_unused]] static const bool spore_kernel_CPU_##Name = ::spore::ops::detail::register_kernel( \
-      ::spore::cpu::op::Name(), ::spore::DeviceType::CPU, fn, {__VA_ARGS__})
+// SPORE_CPU_KERNEL(Conv2dFused, conv2d_fused_kernel, kFloat32, ...): SPORE_KERNEL for a CPU-private
+// op.
+#define SPORE_CPU_KERNEL(Name, fn, ...)                                                         \
+  [[maybe_unused]] static const bool spore_kernel_CPU_##Name =                                  \
+      ::spore::ops::detail::register_kernel(::spore::cpu::op::Name(), ::spore::DeviceType::CPU, \
+                                            fn, {__VA_ARGS__})

@@ -11,10 +11,11 @@
 // How it decides:
 //   - Layout-aware nodes (conv2d, conv2d_fused, their two backward ops, max_pool2d and its
 //     backward, batch_norm and its backward, pointwise ops whose operands all have the
-//     output's shape, and channel concats of whole 16-channel blocks: YOLOv5's C3 and neck) tie their activations into classes (union-find): a pool's input and
-//     output, an add's operands, share one layout. A convolution ties only its y side (output,
-//     residual; dy of the backward ops); its x side (input; dx) is a class of its own, because
-//     oneDNN reads and writes the two sides in independent layouts.
+//     output's shape, and channel concats of whole 16-channel blocks: YOLOv5's C3 and neck) tie
+//     their activations into classes (union-find): a pool's input and output, an add's operands,
+//     share one layout. A convolution ties only its y side (output, residual; dy of the backward
+//     ops); its x side (input; dx) is a class of its own, because oneDNN reads and writes the two
+//     sides in independent layouts.
 //   - A class is blocked when the reorders it saves (its tensors read or written by convs)
 //     outweigh the re-layouts it needs at its boundary (to_blocked where a member comes from a
 //     node that is not layout-aware or from a graph input, from_blocked where one is read by
@@ -49,7 +50,9 @@ bool disabled() {
 
 // Channel counts whose blocks would be mostly padding: every blocked op would move up to 16/C
 // times the bytes (LeNet-5's 6 channels: 2.7x, measured a net loss). At most a quarter extra.
-bool too_much_padding(int64_t C) { return C < kLanes || 4 * ops::blocked::blocks(C) * kLanes > 5 * C; }
+bool too_much_padding(int64_t C) {
+  return C < kLanes || 4 * ops::blocked::blocks(C) * kLanes > 5 * C;
+}
 
 // (The blocked kernels are the CPU backend's.)
 bool plain_4d_f32(const Value* v) {
@@ -114,13 +117,13 @@ std::vector<Slot> aware_slots(const Node& n) {
     }
     out(0, 'p');
   } else if (op == OpId::Sum) {  // a conv bias gradient: sum over (N, H, W) -> (C)
-    if (n.attrs.get_ints("axes") != std::vector<int64_t>{0, 2, 3} || n.attrs.get_bool("keepdims", false) ||
-        !plain_4d_f32(n.inputs[0]))
+    if (n.attrs.get_ints("axes") != std::vector<int64_t>{0, 2, 3} ||
+        n.attrs.get_bool("keepdims", false) || !plain_4d_f32(n.inputs[0]))
       return {};
     in(0, 'p');
   } else {
-    const bool pointwise =
-        op == OpId::FusedElementwise || (n.def().has(ops::kElementwise) && !n.is_view() && !n.is_effect());
+    const bool pointwise = op == OpId::FusedElementwise ||
+                           (n.def().has(ops::kElementwise) && !n.is_view() && !n.is_effect());
     if (!pointwise || n.outputs.size() != 1 || !plain_4d_f32(n.outputs[0])) return {};
     const Shape& shape = n.outputs[0]->shape;
     if (shape[1] % kLanes != 0 && (op == OpId::FusedElementwise || !keeps_zero(op))) return {};
@@ -169,14 +172,17 @@ size_t blocked_layout(Graph& g) {
       for (const Value* v : n.inputs) pinned.insert(v);
     std::vector<Slot> s = aware_slots(n);
     if (s.empty()) continue;
-    const Value* tie = nullptr;   // the 'p' / 'y' side's first value
+    const Value* tie = nullptr;  // the 'p' / 'y' side's first value
     for (const Slot& sl : s) {
       const Value* v = sl.input >= 0 ? n.inputs[size_t(sl.input)] : n.outputs[size_t(sl.output)];
       uf.find(v);
-      if (v->dtype == kFloat32 && (v->shape.size() != 4 || too_much_padding(v->shape[1]))) pinned.insert(v);
+      if (v->dtype == kFloat32 && (v->shape.size() != 4 || too_much_padding(v->shape[1])))
+        pinned.insert(v);
       if (sl.side == 'x') continue;
-      if (tie) uf.unite(v, tie);
-      else tie = v;
+      if (tie)
+        uf.unite(v, tie);
+      else
+        tie = v;
     }
     slots.emplace(&n, std::move(s));
   }
@@ -189,9 +195,12 @@ size_t blocked_layout(Graph& g) {
   std::unordered_set<const Value*> bad_class;
   for (const auto& [node, s] : slots)
     for (const Slot& sl : s) {
-      const Value* v = sl.input >= 0 ? node->inputs[size_t(sl.input)] : node->outputs[size_t(sl.output)];
-      if (sl.input >= 0) ++aware_reads[v];
-      else aware_producer[v] = true;
+      const Value* v =
+          sl.input >= 0 ? node->inputs[size_t(sl.input)] : node->outputs[size_t(sl.output)];
+      if (sl.input >= 0)
+        ++aware_reads[v];
+      else
+        aware_producer[v] = true;
       if (is_conv(node->op) && v->dtype == kFloat32) gain[uf.find(v)] += v->numel();
     }
   for (const auto& n : g.nodes)
@@ -201,12 +210,15 @@ size_t blocked_layout(Graph& g) {
     const Value* r = uf.find(v);
     if (pinned.count(v)) bad_class.insert(r);
     if (v->dtype != kFloat32) continue;  // indices: produced and read only by aware pool nodes
-    if (!aware_producer.count(v)) gain[r] -= v->numel();  // to_blocked before its aware readers
-    else if (reads[v] > aware_reads[v] || returned.count(v)) gain[r] -= v->numel();  // from_blocked
+    if (!aware_producer.count(v))
+      gain[r] -= v->numel();  // to_blocked before its aware readers
+    else if (reads[v] > aware_reads[v] || returned.count(v))
+      gain[r] -= v->numel();  // from_blocked
   }
   // Indices of a max pool whose backward cannot run blocked would have no plain twin.
   for (const auto& [v, root] : uf.parent)
-    if (v->dtype == kInt64 && (reads[v] > aware_reads[v] || returned.count(v))) bad_class.insert(uf.find(v));
+    if (v->dtype == kInt64 && (reads[v] > aware_reads[v] || returned.count(v)))
+      bad_class.insert(uf.find(v));
   auto blocked = [&](const Value* v) {
     const Value* r = uf.find(v);
     return !bad_class.count(r) && gain[r] > 0;
@@ -229,7 +241,8 @@ size_t blocked_layout(Graph& g) {
       if (sl.input >= 0 && !aware_producer.count(v)) {  // a plain producer: re-layout once
         Value*& twin = blocked_twin[v];
         if (!twin) {
-          Node* t = g.insert_node(i++, op::ToBlocked(), {v}, {}, {{blocked_shape(v->shape), v->dtype}});
+          Node* t =
+              g.insert_node(i++, op::ToBlocked(), {v}, {}, {{blocked_shape(v->shape), v->dtype}});
           t->precision = n->precision;
           twin = t->outputs[0];
         }
@@ -255,10 +268,15 @@ size_t blocked_layout(Graph& g) {
       const int64_t C = v->shape[0], Cb = ops::blocked::blocks(C);
       v->shape = {Cb, kLanes};
       v->strides = contiguous_strides(v->shape);
-      Node* r = g.insert_node(i + 1, OpId::Reshape, {v}, ops::Attrs().set("shape", Shape{Cb * kLanes}),
-                              {{Shape{Cb * kLanes}, v->dtype}});
+      Node* r =
+          g.insert_node(i + 1, OpId::Reshape, {v}, ops::Attrs().set("shape", Shape{Cb * kLanes}),
+                        {{Shape{Cb * kLanes}, v->dtype}});
       Node* sl = g.insert_node(i + 2, OpId::Slice, {r->outputs[0]},
-                               ops::Attrs().set("dim", int64_t(0)).set("start", int64_t(0)).set("end", C).set("step", int64_t(1)),
+                               ops::Attrs()
+                                   .set("dim", int64_t(0))
+                                   .set("start", int64_t(0))
+                                   .set("end", C)
+                                   .set("step", int64_t(1)),
                                {{Shape{C}, v->dtype}});
       r->precision = sl->precision = n->precision;
       for (size_t j = i + 3; j < g.nodes.size(); ++j)

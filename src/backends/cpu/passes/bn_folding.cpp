@@ -27,8 +27,8 @@ using namespace graph;
 namespace {
 using ops::OpId;
 
-Value* emit(Graph& g, size_t& pos, const ops::PrecisionPolicy* amp, OpId op, std::vector<Value*> ins,
-            ops::Attrs attrs = {}) {
+Value* emit(Graph& g, size_t& pos, const ops::PrecisionPolicy* amp, OpId op,
+            std::vector<Value*> ins, ops::Attrs attrs = {}) {
   ops::Metas metas;
   for (const Value* v : ins) metas.push_back({v->shape, v->dtype});
   const ops::Metas out = ops::op_def(op).rules.infer(metas, attrs);
@@ -55,7 +55,8 @@ size_t fold_batchnorm(Graph& g) {
     const DType dt = y->dtype;
     bool params_ok = true;
     for (size_t i = 1; i < 5; ++i)
-      params_ok = params_ok && is_floating(bn->inputs[i]->dtype) && bn->inputs[i]->shape == Shape{y->shape[1]};
+      params_ok = params_ok && is_floating(bn->inputs[i]->dtype) &&
+                  bn->inputs[i]->shape == Shape{y->shape[1]};
     if (!params_ok) continue;
     size_t ci = 0;
     while (g.nodes[ci].get() != conv) ++ci;
@@ -63,23 +64,29 @@ size_t fold_batchnorm(Graph& g) {
     for (size_t i = ci; i < bi && !effect; ++i) effect = g.nodes[i]->is_effect();
     if (effect) continue;
 
-    Value *gamma = bn->inputs[1], *beta = bn->inputs[2], *mean = bn->inputs[3], *var = bn->inputs[4];
+    Value *gamma = bn->inputs[1], *beta = bn->inputs[2], *mean = bn->inputs[3],
+          *var = bn->inputs[4];
     const DType pt = var->dtype;  // the statistics' dtype (float32 under mixed precision)
-    size_t pos = ci;  // new nodes go right before the conv
+    size_t pos = ci;              // new nodes go right before the conv
     const ops::PrecisionPolicy* amp = conv->precision;
     auto cast = [&](Value* v, DType to) {
       return v->dtype == to ? v : emit(g, pos, amp, OpId::Cast, {v}, ops::Attrs().set("dtype", to));
     };
     Value* eps = g.add_capture(full({}, bn->attrs.get_float("eps"), pt), ValueKind::kConstant);
     Value* scale = emit(g, pos, amp, OpId::Mul,
-                        {cast(gamma, pt), emit(g, pos, amp, OpId::Rsqrt, {emit(g, pos, amp, OpId::Add, {var, eps})})});
+                        {cast(gamma, pt), emit(g, pos, amp, OpId::Rsqrt,
+                                               {emit(g, pos, amp, OpId::Add, {var, eps})})});
     Value* centred = conv->inputs.size() == 3
                          ? emit(g, pos, amp, OpId::Sub, {cast(conv->inputs[2], pt), cast(mean, pt)})
                          : emit(g, pos, amp, OpId::Neg, {cast(mean, pt)});
-    Value* shift = emit(g, pos, amp, OpId::Add, {cast(beta, pt), emit(g, pos, amp, OpId::Mul, {centred, scale})});
+    Value* shift = emit(g, pos, amp, OpId::Add,
+                        {cast(beta, pt), emit(g, pos, amp, OpId::Mul, {centred, scale})});
     // The conv becomes conv2d_fused(x, w, scale, shift) in place (its output keeps its readers).
     conv->op = op::Conv2dFused();
-    conv->attrs.set("has_bias", false).set("has_scale", true).set("has_residual", false).set("act", "");
+    conv->attrs.set("has_bias", false)
+        .set("has_scale", true)
+        .set("has_residual", false)
+        .set("act", "");
     conv->inputs = {conv->inputs[0], conv->inputs[1], cast(scale, dt), cast(shift, dt)};
     g.replace_all_uses(bn->outputs[0], y);
     g.nodes.erase(g.nodes.begin() + std::ptrdiff_t(pos + (bi - ci)));  // bn moved by the inserts

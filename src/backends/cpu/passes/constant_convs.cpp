@@ -37,8 +37,8 @@ Way way_of(const Node& n, bool fused) {
   const Value* y = n.outputs[0];
   const Value* w = n.inputs[1];
   if (w->shape.size() != 4) return Way::kOneDnn;
-  ConvDesc d = ConvDesc::of(ConvProp::kForward, n.inputs[0]->shape, w->shape, y->shape, y->dtype, n.attrs,
-                            fused, n.inputs.size());
+  ConvDesc d = ConvDesc::of(ConvProp::kForward, n.inputs[0]->shape, w->shape, y->shape, y->dtype,
+                            n.attrs, fused, n.inputs.size());
   // The weight and the per-channel inputs (bias, scale, shift: between it and the residual).
   const size_t per_channel = n.inputs.size() - 2 - size_t(d.residual);
   d.constant_weights = w->kind == ValueKind::kConstant && w->dtype == kFloat32;

@@ -2,7 +2,8 @@
 // then relu and a 2x2 max pool), in both directions of the training step:
 //
 //   forward:  conv2d / conv2d_fused (bias, relu) -> max_pool2d            -> conv2d_pool_fused
-//   backward: max_pool2d_backward -> conv2d_backward_weight              -> conv2d_backward_weight_pooled
+//   backward: max_pool2d_backward -> conv2d_backward_weight              ->
+//   conv2d_backward_weight_pooled
 //
 // The forward computes the conv rows a pool window needs and pools them at once, so the conv
 // output (4x the pool's) is never written or read back; the backward visits only the pool's
@@ -55,7 +56,6 @@ bool fusable_conv(const Node& n) {
          (act.empty() || act == "relu");
 }
 
-
 Node* insert_like(Graph& g, const Node* at, OpId op, std::vector<Value*> ins, ops::Attrs attrs,
                   const ops::PrecisionPolicy* policy) {
   ops::Metas metas;
@@ -69,7 +69,8 @@ Node* insert_like(Graph& g, const Node* at, OpId op, std::vector<Value*> ins, op
 }  // namespace
 
 size_t fuse_conv_pool(Graph& g) {
-  if (const char* off = std::getenv("SPORE_GRAPH_DISABLE"); off && std::strstr(off, "conv_pool_fusion"))
+  if (const char* off = std::getenv("SPORE_GRAPH_DISABLE");
+      off && std::strstr(off, "conv_pool_fusion"))
     return 0;
   size_t fused = 0;
   auto reads = count_reads(g);
@@ -107,8 +108,8 @@ size_t fuse_conv_pool(Graph& g) {
     a.set("groups", int64_t(1))
         .set("weight_shape", w->attrs.get_ints("weight_shape"))
         .set("conv_output_shape", b->attrs.get_ints("input_shape"));
-    Node* f = insert_like(g, w, op::Conv2dBackwardWeightPooled(), {b->inputs[0], b->inputs[1], w->inputs[1]},
-                          std::move(a), w->precision);
+    Node* f = insert_like(g, w, op::Conv2dBackwardWeightPooled(),
+                          {b->inputs[0], b->inputs[1], w->inputs[1]}, std::move(a), w->precision);
     g.replace_all_uses(w->outputs[0], f->outputs[0]);
     ++fused;
   }

@@ -36,20 +36,33 @@ bool disabled() {
 // The activation's post-op attributes, or false when op is none oneDNN can fuse.
 bool activation_attrs(const Node& n, ops::Attrs& a) {
   switch (n.op) {
-    case OpId::Relu: a.set("act", "relu"); return true;
+    case OpId::Relu:
+      a.set("act", "relu");
+      return true;
     case OpId::LeakyRelu:
       a.set("act", "leaky_relu").set("alpha", n.attrs.get_float("alpha", 0.01));
       return true;
-    case OpId::Sigmoid: a.set("act", "sigmoid"); return true;
-    case OpId::Tanh: a.set("act", "tanh"); return true;
-    case OpId::Gelu: a.set("act", n.attrs.get_bool("approximate", false) ? "gelu_tanh" : "gelu"); return true;
-    case OpId::Silu: a.set("act", "silu"); return true;
+    case OpId::Sigmoid:
+      a.set("act", "sigmoid");
+      return true;
+    case OpId::Tanh:
+      a.set("act", "tanh");
+      return true;
+    case OpId::Gelu:
+      a.set("act", n.attrs.get_bool("approximate", false) ? "gelu_tanh" : "gelu");
+      return true;
+    case OpId::Silu:
+      a.set("act", "silu");
+      return true;
     case OpId::Clamp: {
       const double inf = std::numeric_limits<double>::infinity();
-      a.set("act", "clamp").set("alpha", n.attrs.get_float("min", -inf)).set("beta", n.attrs.get_float("max", inf));
+      a.set("act", "clamp")
+          .set("alpha", n.attrs.get_float("min", -inf))
+          .set("beta", n.attrs.get_float("max", inf));
       return true;
     }
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -71,8 +84,9 @@ struct Uses {
   }
 };
 
-bool same_meta(const Value* a, const Value* b) { return a->shape == b->shape && a->dtype == b->dtype; }
-
+bool same_meta(const Value* a, const Value* b) {
+  return a->shape == b->shape && a->dtype == b->dtype;
+}
 
 }  // namespace
 
@@ -93,9 +107,10 @@ size_t fuse_conv_matmul(Graph& g) {
     const bool prefused = n->op == op::Conv2dFused();  // a folded BatchNorm: scale and shift
     const bool conv = n->op == OpId::Conv2d || prefused;
     Value* cur = n->outputs[0];
-    if (cur->dtype != kFloat32 && cur->dtype != kBFloat16 && cur->dtype != kFloat16) continue;  // oneDNN's
-    if (!conv && (n->inputs[0]->shape.size() < 2 || n->inputs[1]->shape.size() < 2 ||
-                  cur->shape.size() > 3))
+    if (cur->dtype != kFloat32 && cur->dtype != kBFloat16 && cur->dtype != kFloat16)
+      continue;  // oneDNN's
+    if (!conv &&
+        (n->inputs[0]->shape.size() < 2 || n->inputs[1]->shape.size() < 2 || cur->shape.size() > 3))
       continue;
     Value* bias = n->op == OpId::Conv2d && n->inputs.size() == 3 ? n->inputs[2] : nullptr;
     Value *residual = nullptr, *bias_to_reshape = nullptr;
@@ -103,12 +118,14 @@ size_t fuse_conv_matmul(Graph& g) {
     ops::Attrs post = conv ? n->attrs : ops::Attrs();
     const int64_t channels = conv ? cur->shape[1] : cur->shape.back();
     // + bias
-    if (Node* u = uses.single(cur); !bias && !prefused && u && u->op == OpId::Add && same_meta(u->outputs[0], cur)) {
+    if (Node* u = uses.single(cur);
+        !bias && !prefused && u && u->op == OpId::Add && same_meta(u->outputs[0], cur)) {
       Value* other = u->inputs[0] == cur ? u->inputs[1] : u->inputs[0];
       const Shape& s = other->shape;
-      const bool is_bias = other != cur && other->dtype == cur->dtype && other->is_contiguous() &&
-                           (conv ? (s == Shape{channels, 1, 1} || s == Shape{1, channels, 1, 1})
-                                 : (s == Shape{channels} || (s == Shape{1, channels} && cur->shape.size() == 2)));
+      const bool is_bias =
+          other != cur && other->dtype == cur->dtype && other->is_contiguous() &&
+          (conv ? (s == Shape{channels, 1, 1} || s == Shape{1, channels, 1, 1})
+                : (s == Shape{channels} || (s == Shape{1, channels} && cur->shape.size() == 2)));
       if (is_bias) {
         bias = other;
         if (s.size() != 1) bias_to_reshape = other;
@@ -117,8 +134,8 @@ size_t fuse_conv_matmul(Graph& g) {
       }
     }
     // + residual (same shape)
-    if (Node* u = uses.single(cur); u && u->op == OpId::Add && same_meta(u->outputs[0], cur) &&
-                                    u->inputs[0] != u->inputs[1]) {
+    if (Node* u = uses.single(cur);
+        u && u->op == OpId::Add && same_meta(u->outputs[0], cur) && u->inputs[0] != u->inputs[1]) {
       Value* other = u->inputs[0] == cur ? u->inputs[1] : u->inputs[0];
       if (same_meta(other, cur)) {
         residual = other;
@@ -127,8 +144,9 @@ size_t fuse_conv_matmul(Graph& g) {
       }
     }
     // -> activation
-    if (Node* u = uses.single(cur); u && u->outputs.size() == 1 && same_meta(u->outputs[0], cur) &&
-                                    activation_attrs(*u, post)) {  // (an effect reader has no outputs)
+    if (Node* u = uses.single(cur);
+        u && u->outputs.size() == 1 && same_meta(u->outputs[0], cur) &&
+        activation_attrs(*u, post)) {  // (an effect reader has no outputs)
       cur = u->outputs[0];
       chain.push_back(u);
     }
@@ -147,7 +165,8 @@ size_t fuse_conv_matmul(Graph& g) {
       r->precision = n->precision;
       bias = r->outputs[0];
     }
-    std::vector<Value*> ins = prefused ? n->inputs : std::vector<Value*>{n->inputs[0], n->inputs[1]};
+    std::vector<Value*> ins =
+        prefused ? n->inputs : std::vector<Value*>{n->inputs[0], n->inputs[1]};
     if (bias) ins.push_back(bias);
     if (residual) ins.push_back(residual);
     if (!prefused) post.set("has_bias", bias != nullptr);

@@ -1,7 +1,8 @@
 // The CPU backend's graph passes: rewrites that only pay off with oneDNN and the CPU kernels. Each
 // registers itself into the Graph-mode pipeline (graph/passes.h, SPORE_REGISTER_PASS) at its
 // order among the generic fusion passes, and runs on graphs with CPU nodes. This folder belongs to
-// the compiler layer (it reads and rewrites graph IR); the rest of backends/cpu is the device layer.
+// the compiler layer (it reads and rewrites graph IR); the rest of backends/cpu is the device
+// layer.
 #pragma once
 #include <cstddef>
 

@@ -20,7 +20,9 @@ T* data_of(const Tensor& t) {
   return static_cast<T*>(const_cast<void*>(t.data_ptr()));
 }
 
-inline cudaStream_t stream_of(const ops::KernelContext& ctx) { return native(ctx.stream->native_handle()); }
+inline cudaStream_t stream_of(const ops::KernelContext& ctx) {
+  return native(ctx.stream->native_handle());
+}
 
 template <class T>
 constexpr bool kHalf = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
@@ -33,49 +35,94 @@ using calc_t = std::conditional_t<kHalf<T>, float, T>;
 
 template <class To, class From>
 __device__ __forceinline__ To cvt(From x) {
-  if constexpr (std::is_same_v<To, From>) return x;
-  else if constexpr (std::is_same_v<To, __half>) return __float2half(float(calc_t<From>(x)));
-  else if constexpr (std::is_same_v<To, __nv_bfloat16>) return __float2bfloat16(float(calc_t<From>(x)));
-  else if constexpr (std::is_same_v<From, __half>) return To(__half2float(x));
-  else if constexpr (std::is_same_v<From, __nv_bfloat16>) return To(__bfloat162float(x));
-  else if constexpr (std::is_same_v<To, bool>) return x != From(0);
-  else return To(x);
+  if constexpr (std::is_same_v<To, From>)
+    return x;
+  else if constexpr (std::is_same_v<To, __half>)
+    return __float2half(float(calc_t<From>(x)));
+  else if constexpr (std::is_same_v<To, __nv_bfloat16>)
+    return __float2bfloat16(float(calc_t<From>(x)));
+  else if constexpr (std::is_same_v<From, __half>)
+    return To(__half2float(x));
+  else if constexpr (std::is_same_v<From, __nv_bfloat16>)
+    return To(__bfloat162float(x));
+  else if constexpr (std::is_same_v<To, bool>)
+    return x != From(0);
+  else
+    return To(x);
 }
 
 // Calls f(T{}) with the C++ type of dt.
 template <class F>
 void visit_all(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case kFloat32: f(float{}); break;
-    case kFloat16: f(__half{}); break;
-    case kBFloat16: f(__nv_bfloat16{}); break;
-    case kFloat64: f(double{}); break;
-    case kInt32: f(int32_t{}); break;
-    case kInt64: f(int64_t{}); break;
-    case kUInt8: f(uint8_t{}); break;
-    case kInt8: f(int8_t{}); break;
-    case kBool: f(bool{}); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] ", op, ": no kernel for ", dtype_name(dt));
+    case kFloat32:
+      f(float{});
+      break;
+    case kFloat16:
+      f(__half{});
+      break;
+    case kBFloat16:
+      f(__nv_bfloat16{});
+      break;
+    case kFloat64:
+      f(double{});
+      break;
+    case kInt32:
+      f(int32_t{});
+      break;
+    case kInt64:
+      f(int64_t{});
+      break;
+    case kUInt8:
+      f(uint8_t{});
+      break;
+    case kInt8:
+      f(int8_t{});
+      break;
+    case kBool:
+      f(bool{});
+      break;
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] ", op, ": no kernel for ", dtype_name(dt));
   }
 }
 template <class F>
 void visit_float(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case kFloat32: f(float{}); break;
-    case kFloat16: f(__half{}); break;
-    case kBFloat16: f(__nv_bfloat16{}); break;
-    case kFloat64: f(double{}); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] ", op, ": no kernel for ", dtype_name(dt));
+    case kFloat32:
+      f(float{});
+      break;
+    case kFloat16:
+      f(__half{});
+      break;
+    case kBFloat16:
+      f(__nv_bfloat16{});
+      break;
+    case kFloat64:
+      f(double{});
+      break;
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] ", op, ": no kernel for ", dtype_name(dt));
   }
 }
 template <class F>
 void visit_index(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case kUInt8: f(uint8_t{}); break;
-    case kInt8: f(int8_t{}); break;
-    case kInt32: f(int32_t{}); break;
-    case kInt64: f(int64_t{}); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] ", op, ": the index must be an integer tensor, got ", dtype_name(dt));
+    case kUInt8:
+      f(uint8_t{});
+      break;
+    case kInt8:
+      f(int8_t{});
+      break;
+    case kInt32:
+      f(int32_t{});
+      break;
+    case kInt64:
+      f(int64_t{});
+      break;
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] ", op, ": the index must be an integer tensor, got ",
+                  dtype_name(dt));
   }
 }
 
@@ -113,7 +160,8 @@ __device__ __forceinline__ void walk_offsets(const Walk& w, int64_t i, int64_t (
   }
 }
 
-#define SPORE_GRID_LOOP(i, n) \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
+#define SPORE_GRID_LOOP(i, n)                                               \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
 
 }  // namespace spore::cuda

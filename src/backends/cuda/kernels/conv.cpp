@@ -20,12 +20,13 @@
 #include "backends/cuda/cuda_check.h"
 #include "ops/op.h"
 
-#define SPORE_CUDNN_CHECK(call)                                                                               \
-  do {                                                                                                        \
-    const cudnnStatus_t spore_st_ = (call);                                                                   \
-    if (spore_st_ != CUDNN_STATUS_SUCCESS)                                                                    \
-      SPORE_THROW(::spore::ErrorKind::RuntimeError, "[GPU] ", #call, " failed: ", cudnnGetErrorString(spore_st_), \
-                  " (cuDNN status ", int(spore_st_), ")");                                                     \
+#define SPORE_CUDNN_CHECK(call)                                                                   \
+  do {                                                                                            \
+    const cudnnStatus_t spore_st_ = (call);                                                       \
+    if (spore_st_ != CUDNN_STATUS_SUCCESS)                                                        \
+      SPORE_THROW(::spore::ErrorKind::RuntimeError, "[GPU] ", #call,                              \
+                  " failed: ", cudnnGetErrorString(spore_st_), " (cuDNN status ", int(spore_st_), \
+                  ")");                                                                           \
   } while (0)
 
 namespace spore::cuda {
@@ -51,11 +52,16 @@ struct Types {
 };
 Types types_of(DType t) {
   switch (t) {
-    case kFloat32: return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH};
-    case kFloat16: return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
-    case kBFloat16: return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
-    case kFloat64: return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, CUDNN_FMA_MATH};
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] conv2d: no kernel for ", dtype_name(t));
+    case kFloat32:
+      return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, CUDNN_FMA_MATH};
+    case kFloat16:
+      return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
+    case kBFloat16:
+      return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
+    case kFloat64:
+      return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, CUDNN_FMA_MATH};
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] conv2d: no kernel for ", dtype_name(t));
   }
 }
 
@@ -67,16 +73,20 @@ struct Geom {
   int64_t N, C, H, W, O, kh, kw, OH, OW, sh, sw, ph, pw, dh, dw, G;
   DType dt;
   std::vector<int64_t> extra;  // {left, right, top, bottom}; empty when symmetric
-  auto key() const { return std::make_tuple(N, C, H, W, O, kh, kw, OH, OW, sh, sw, ph, pw, dh, dw, G, int(dt)); }
+  auto key() const {
+    return std::make_tuple(N, C, H, W, O, kh, kw, OH, OW, sh, sw, ph, pw, dh, dw, G, int(dt));
+  }
 };
 
-Geom geom(const Shape& x, const Shape& w, const Shape& y, const ops::Attrs& a, DType dt, const char* op) {
+Geom geom(const Shape& x, const Shape& w, const Shape& y, const ops::Attrs& a, DType dt,
+          const char* op) {
   SPORE_CHECK(!a.get_bool("blocked_x", false) && !a.get_bool("blocked_y", false), "[GPU] ", op,
               ": the blocked (nChw16c) layout is the CPU's");
   const auto st = a.get_ints("stride"), pad = a.get_ints("padding"), dil = a.get_ints("dilation");
   const int64_t ph = std::min(pad[0], pad[1]), pw = std::min(pad[2], pad[3]);
-  Geom g{x[0], x[1], x[2], x[3], w[0], w[2], w[3], y[2], y[3], st[0], st[1], ph, pw, dil[0], dil[1],
-         a.get_int("groups", 1), dt, {}};
+  Geom g{x[0], x[1],  x[2],  x[3], w[0], w[2],   w[3],   y[2],
+         y[3], st[0], st[1], ph,   pw,   dil[0], dil[1], a.get_int("groups", 1),
+         dt,   {}};
   if (pad[0] != pad[1] || pad[2] != pad[3]) {
     g.extra = {pad[2] - pw, pad[3] - pw, pad[0] - ph, pad[1] - ph};
     g.H += g.extra[2] + g.extra[3];
@@ -102,12 +112,15 @@ struct Descs {
     SPORE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
     SPORE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
     SPORE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
-    SPORE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, t.data, int(g.N), int(g.C), int(g.H), int(g.W)));
-    SPORE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, t.data, int(g.N), int(g.O), int(g.OH), int(g.OW)));
-    SPORE_CUDNN_CHECK(
-        cudnnSetFilter4dDescriptor(w, t.data, CUDNN_TENSOR_NCHW, int(g.O), int(g.C / g.G), int(g.kh), int(g.kw)));
-    SPORE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, int(g.ph), int(g.pw), int(g.sh), int(g.sw), int(g.dh),
-                                                      int(g.dw), CUDNN_CROSS_CORRELATION, t.compute));
+    SPORE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, t.data, int(g.N), int(g.C),
+                                                 int(g.H), int(g.W)));
+    SPORE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, t.data, int(g.N), int(g.O),
+                                                 int(g.OH), int(g.OW)));
+    SPORE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, t.data, CUDNN_TENSOR_NCHW, int(g.O),
+                                                 int(g.C / g.G), int(g.kh), int(g.kw)));
+    SPORE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, int(g.ph), int(g.pw), int(g.sh),
+                                                      int(g.sw), int(g.dh), int(g.dw),
+                                                      CUDNN_CROSS_CORRELATION, t.compute));
     SPORE_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, int(g.G)));
     SPORE_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, t.math));
   }
@@ -159,21 +172,22 @@ Choice choose(Pass pass, const Geom& g, const Descs& d, cudnnHandle_t h) {
   int n = 0;
   if (pass == Pass::kForward) {
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-    SPORE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y, int(perf.size()), &n, perf.data()));
+    SPORE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x, d.w, d.conv, d.y,
+                                                             int(perf.size()), &n, perf.data()));
     c = pick(perf, n, "conv2d");
-    SPORE_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y,
-                                                              cudnnConvolutionFwdAlgo_t(c.algo), &c.workspace));
+    SPORE_CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(
+        h, d.x, d.w, d.conv, d.y, cudnnConvolutionFwdAlgo_t(c.algo), &c.workspace));
   } else if (pass == Pass::kData) {
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-    SPORE_CUDNN_CHECK(
-        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.w, d.y, d.conv, d.x, int(perf.size()), &n, perf.data()));
+    SPORE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        h, d.w, d.y, d.conv, d.x, int(perf.size()), &n, perf.data()));
     c = pick(perf, n, "conv2d_backward_data");
-    SPORE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x,
-                                                                   cudnnConvolutionBwdDataAlgo_t(c.algo), &c.workspace));
+    SPORE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, d.w, d.y, d.conv, d.x, cudnnConvolutionBwdDataAlgo_t(c.algo), &c.workspace));
   } else {
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-    SPORE_CUDNN_CHECK(
-        cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x, d.y, d.conv, d.w, int(perf.size()), &n, perf.data()));
+    SPORE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        h, d.x, d.y, d.conv, d.w, int(perf.size()), &n, perf.data()));
     c = pick(perf, n, "conv2d_backward_weight");
     SPORE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         h, d.x, d.y, d.conv, d.w, cudnnConvolutionBwdFilterAlgo_t(c.algo), &c.workspace));
@@ -218,16 +232,20 @@ void conv2d(ops::KernelContext& ctx) {
   const Choice c = choose(Pass::kForward, g, d, h);
   const Tensor ws = workspace(c.workspace, y.device());
   const Scale s(g.dt);
-  SPORE_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), d.x, x.data_ptr(), d.w, w.data_ptr(), d.conv,
-                                            cudnnConvolutionFwdAlgo_t(c.algo), ptr(ws), c.workspace, s.zero(), d.y,
-                                            y.data_ptr()));
+  SPORE_CUDNN_CHECK(cudnnConvolutionForward(h, s.one(), d.x, x.data_ptr(), d.w, w.data_ptr(),
+                                            d.conv, cudnnConvolutionFwdAlgo_t(c.algo), ptr(ws),
+                                            c.workspace, s.zero(), d.y, y.data_ptr()));
   if (ctx.inputs.size() == 3) {  // y += bias, broadcast over (N, ., OH, OW)
-    const Tensor b = dense(ctx.inputs[2].dtype() == y.dtype() ? ctx.inputs[2] : ctx.inputs[2].to(y.dtype()));
+    const Tensor b =
+        dense(ctx.inputs[2].dtype() == y.dtype() ? ctx.inputs[2] : ctx.inputs[2].to(y.dtype()));
     cudnnTensorDescriptor_t bd;
     SPORE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bd));
-    const cudnnStatus_t st = cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, types_of(g.dt).data, 1, int(g.O), 1, 1);
+    const cudnnStatus_t st =
+        cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, types_of(g.dt).data, 1, int(g.O), 1, 1);
     const cudnnStatus_t add =
-        st == CUDNN_STATUS_SUCCESS ? cudnnAddTensor(h, s.one(), bd, b.data_ptr(), s.one(), d.y, y.data_ptr()) : st;
+        st == CUDNN_STATUS_SUCCESS
+            ? cudnnAddTensor(h, s.one(), bd, b.data_ptr(), s.one(), d.y, y.data_ptr())
+            : st;
     cudnnDestroyTensorDescriptor(bd);
     SPORE_CUDNN_CHECK(add);
   }
@@ -238,9 +256,11 @@ void conv2d_backward_data(ops::KernelContext& ctx) {
   Tensor& dx = ctx.outputs[0];
   if (dx.numel() == 0) return;
   const Tensor dy = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
-  const Geom g = geom(dx.shape(), w.shape(), dy.shape(), ctx.attrs, dx.dtype(), "conv2d_backward_data");
+  const Geom g =
+      geom(dx.shape(), w.shape(), dy.shape(), ctx.attrs, dx.dtype(), "conv2d_backward_data");
   if (dy.numel() == 0) {
-    SPORE_CUDA_CHECK(cudaMemsetAsync(dx.data_ptr(), 0, dx.nbytes(), native(ctx.stream->native_handle())));
+    SPORE_CUDA_CHECK(
+        cudaMemsetAsync(dx.data_ptr(), 0, dx.nbytes(), native(ctx.stream->native_handle())));
     return;
   }
   const Descs d(g);
@@ -249,14 +269,17 @@ void conv2d_backward_data(ops::KernelContext& ctx) {
   const Tensor ws = workspace(c.workspace, dx.device());
   const Scale s(g.dt);
   // With extra padding the gradient of the padded x is computed, then cropped into dx.
-  const Tensor dxp = g.extra.empty() ? dx : Tensor::empty({g.N, g.C, g.H, g.W}, dx.dtype(), dx.device());
-  SPORE_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), d.w, w.data_ptr(), d.y, dy.data_ptr(), d.conv,
-                                                 cudnnConvolutionBwdDataAlgo_t(c.algo), ptr(ws), c.workspace, s.zero(),
-                                                 d.x, const_cast<void*>(dxp.data_ptr())));
+  const Tensor dxp =
+      g.extra.empty() ? dx : Tensor::empty({g.N, g.C, g.H, g.W}, dx.dtype(), dx.device());
+  SPORE_CUDNN_CHECK(cudnnConvolutionBackwardData(h, s.one(), d.w, w.data_ptr(), d.y, dy.data_ptr(),
+                                                 d.conv, cudnnConvolutionBwdDataAlgo_t(c.algo),
+                                                 ptr(ws), c.workspace, s.zero(), d.x,
+                                                 const_cast<void*>(dxp.data_ptr())));
   if (!g.extra.empty()) {
     std::vector<int64_t> crop;
     for (int64_t e : g.extra) crop.push_back(-e);
-    const Tensor cropped = ops::call1(ops::OpId::Pad, {dxp}, ops::Attrs().set("pads", crop).set("value", 0.0));
+    const Tensor cropped =
+        ops::call1(ops::OpId::Pad, {dxp}, ops::Attrs().set("pads", crop).set("value", 0.0));
     ops::call(ops::OpId::Assign, {dx, cropped});
   }
 }
@@ -266,10 +289,12 @@ void conv2d_backward_weight(ops::KernelContext& ctx) {
   Tensor& dw = ctx.outputs[0];
   if (dw.numel() == 0) return;
   const Tensor dy = dense(ctx.inputs[0]);
-  const Geom g = geom(ctx.inputs[1].shape(), dw.shape(), dy.shape(), ctx.attrs, dw.dtype(), "conv2d_backward_weight");
+  const Geom g = geom(ctx.inputs[1].shape(), dw.shape(), dy.shape(), ctx.attrs, dw.dtype(),
+                      "conv2d_backward_weight");
   const Tensor x = dense(padded(ctx.inputs[1], g));
   if (dy.numel() == 0) {
-    SPORE_CUDA_CHECK(cudaMemsetAsync(dw.data_ptr(), 0, dw.nbytes(), native(ctx.stream->native_handle())));
+    SPORE_CUDA_CHECK(
+        cudaMemsetAsync(dw.data_ptr(), 0, dw.nbytes(), native(ctx.stream->native_handle())));
     return;
   }
   const Descs d(g);
@@ -277,15 +302,17 @@ void conv2d_backward_weight(ops::KernelContext& ctx) {
   const Choice c = choose(Pass::kWeight, g, d, h);
   const Tensor ws = workspace(c.workspace, dw.device());
   const Scale s(g.dt);
-  SPORE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, s.one(), d.x, x.data_ptr(), d.y, dy.data_ptr(), d.conv,
-                                                   cudnnConvolutionBwdFilterAlgo_t(c.algo), ptr(ws), c.workspace,
-                                                   s.zero(), d.w, dw.data_ptr()));
+  SPORE_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+      h, s.one(), d.x, x.data_ptr(), d.y, dy.data_ptr(), d.conv,
+      cudnnConvolutionBwdFilterAlgo_t(c.algo), ptr(ws), c.workspace, s.zero(), d.w, dw.data_ptr()));
 }
 
 }  // namespace
 
 SPORE_KERNEL(GPU, Conv2d, conv2d, kFloat32, kFloat64, kBFloat16, kFloat16);
-SPORE_KERNEL(GPU, Conv2dBackwardData, conv2d_backward_data, kFloat32, kFloat64, kBFloat16, kFloat16);
-SPORE_KERNEL(GPU, Conv2dBackwardWeight, conv2d_backward_weight, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_KERNEL(GPU, Conv2dBackwardData, conv2d_backward_data, kFloat32, kFloat64, kBFloat16,
+             kFloat16);
+SPORE_KERNEL(GPU, Conv2dBackwardWeight, conv2d_backward_weight, kFloat32, kFloat64, kBFloat16,
+             kFloat16);
 
 }  // namespace spore::cuda

@@ -1,7 +1,8 @@
 // Elementwise CUDA kernels: unary and binary ops (numpy broadcasting, any strides), where, cast and
 // copy. One grid-stride kernel per (op, dtype): the output is contiguous (the dispatcher allocates
 // it), each input is read through its own strides; a fully contiguous call skips the index
-// arithmetic and, when aligned, moves 16 bytes per load and store. float16 / bfloat16 compute in float32, as the CPU kernels do.
+// arithmetic and, when aligned, moves 16 bytes per load and store. float16 / bfloat16 compute in
+// float32, as the CPU kernels do.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -9,14 +10,14 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/launch.h"
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/launch.h"
 #include "ops/op.h"
 
 namespace spore::cuda {
 namespace {
 
-// ---- types ---------------------------------------------------------------------------------------
+// ---- types --------------------------------------------------------------------------------------
 template <class T>
 struct Compute {
   using type = T;
@@ -34,15 +35,21 @@ using compute_t = typename Compute<T>::type;
 
 template <class To, class From>
 __device__ __forceinline__ To convert(From x) {
-  if constexpr (std::is_same_v<To, __half>) return __float2half(float(x));
-  else if constexpr (std::is_same_v<To, __nv_bfloat16>) return __float2bfloat16(float(x));
-  else if constexpr (std::is_same_v<From, __half>) return To(__half2float(x));
-  else if constexpr (std::is_same_v<From, __nv_bfloat16>) return To(__bfloat162float(x));
-  else if constexpr (std::is_same_v<To, bool>) return x != From(0);
-  else return To(x);
+  if constexpr (std::is_same_v<To, __half>)
+    return __float2half(float(x));
+  else if constexpr (std::is_same_v<To, __nv_bfloat16>)
+    return __float2bfloat16(float(x));
+  else if constexpr (std::is_same_v<From, __half>)
+    return To(__half2float(x));
+  else if constexpr (std::is_same_v<From, __nv_bfloat16>)
+    return To(__bfloat162float(x));
+  else if constexpr (std::is_same_v<To, bool>)
+    return x != From(0);
+  else
+    return To(x);
 }
 
-// ---- indexing ------------------------------------------------------------------------------------
+// ---- indexing -----------------------------------------------------------------------------------
 template <int N>
 __device__ __forceinline__ void offsets(const StridedIndex<N>& ix, int64_t i, int64_t (&off)[N]) {
   for (int k = 0; k < N; ++k) off[k] = 0;
@@ -57,7 +64,8 @@ __device__ __forceinline__ void offsets(const StridedIndex<N>& ix, int64_t i, in
 template <int N>
 StridedIndex<N> index_for(const Tensor& out, const Tensor* const (&in)[N]) {
   const int rank = int(out.dim());
-  SPORE_CHECK(rank <= 2 * kMaxDims, "[GPU] elementwise ops take at most ", 2 * kMaxDims, " dims, got ", rank);
+  SPORE_CHECK(rank <= 2 * kMaxDims, "[GPU] elementwise ops take at most ", 2 * kMaxDims,
+              " dims, got ", rank);
   int64_t strides[N][kMaxDims * 2] = {};
   for (int k = 0; k < N; ++k) {
     const Tensor& t = *in[k];
@@ -66,8 +74,10 @@ StridedIndex<N> index_for(const Tensor& out, const Tensor* const (&in)[N]) {
       strides[k][lead + d] = t.size(d) == 1 ? 0 : t.strides()[size_t(d)];
   }
   StridedIndex<N> ix;
-  SPORE_CHECK(make_index<N>(out.shape().data(), rank, strides, ix), "[GPU] an elementwise op's operands have more "
-              "than ", kMaxDims, " dims that cannot be merged; make them contiguous first");
+  SPORE_CHECK(make_index<N>(out.shape().data(), rank, strides, ix),
+              "[GPU] an elementwise op's operands have more "
+              "than ",
+              kMaxDims, " dims that cannot be merged; make them contiguous first");
   return ix;
 }
 
@@ -76,19 +86,19 @@ T* ptr(const Tensor& t) {
   return static_cast<T*>(const_cast<void*>(t.data_ptr()));
 }
 
-// ---- unary ---------------------------------------------------------------------------------------
+// ---- unary --------------------------------------------------------------------------------------
 struct UnaryParams {
   float a = 0, b = 0;
   bool has_a = false, has_b = false;
 };
 
-#define SPORE_UNARY(Name, expr)                                   \
-  struct Name {                                                   \
-    template <class C>                                            \
-    __device__ C operator()(C x, const UnaryParams& p) const {    \
-      (void)p;                                                    \
-      return expr;                                                \
-    }                                                             \
+#define SPORE_UNARY(Name, expr)                                \
+  struct Name {                                                \
+    template <class C>                                         \
+    __device__ C operator()(C x, const UnaryParams& p) const { \
+      (void)p;                                                 \
+      return expr;                                             \
+    }                                                          \
   };
 SPORE_UNARY(NegF, C(-x))
 SPORE_UNARY(AbsF, x < C(0) ? C(-x) : x)
@@ -104,7 +114,8 @@ SPORE_UNARY(ReluF, x > C(0) ? x : C(0))
 SPORE_UNARY(LeakyReluF, x < C(0) ? C(x * C(p.a)) : x)
 SPORE_UNARY(SiluF, C(x / (C(1) + exp(-x))))
 SPORE_UNARY(GeluErfF, C(C(0.5) * x * (C(1) + erf(x * C(0.70710678118654752)))))
-SPORE_UNARY(GeluTanhF, C(C(0.5) * x * (C(1) + tanh(C(0.79788456080286536) * (x + C(0.044715) * x * x * x)))))
+SPORE_UNARY(GeluTanhF,
+            C(C(0.5) * x * (C(1) + tanh(C(0.79788456080286536) * (x + C(0.044715) * x * x * x)))))
 SPORE_UNARY(SoftplusF, C(p.a) * x > C(p.b) ? x : C(log1p(exp(C(p.a) * x)) / C(p.a)))
 SPORE_UNARY(ClampF, (p.has_a && x < C(p.a)) ? C(p.a) : ((p.has_b && x > C(p.b)) ? C(p.b) : x))
 SPORE_UNARY(FloorF, C(floor(x)))
@@ -115,17 +126,25 @@ SPORE_UNARY(ErfF, C(erf(x)))
 #undef SPORE_UNARY
 
 // Functors defined on integers too (the rest are float-only: their switch skips integer types).
-template <class F> constexpr bool kIntegers = false;
-template <> constexpr bool kIntegers<NegF> = true;
-template <> constexpr bool kIntegers<AbsF> = true;
-template <> constexpr bool kIntegers<ReluF> = true;
-template <> constexpr bool kIntegers<SignF> = true;
-template <> constexpr bool kIntegers<ClampF> = true;
+template <class F>
+constexpr bool kIntegers = false;
+template <>
+constexpr bool kIntegers<NegF> = true;
+template <>
+constexpr bool kIntegers<AbsF> = true;
+template <>
+constexpr bool kIntegers<ReluF> = true;
+template <>
+constexpr bool kIntegers<SignF> = true;
+template <>
+constexpr bool kIntegers<ClampF> = true;
 
 template <class F, class T>
-__global__ void unary_kernel(T* out, const T* x, StridedIndex<1> ix, int64_t n, bool contiguous, UnaryParams p) {
+__global__ void unary_kernel(T* out, const T* x, StridedIndex<1> ix, int64_t n, bool contiguous,
+                             UnaryParams p) {
   using C = compute_t<T>;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[1] = {i};
     if (!contiguous) offsets<1>(ix, i, off);
     out[i] = convert<T>(F()(convert<C>(x[off[0]]), p));
@@ -146,7 +165,8 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 template <class F, class T>
 __global__ void unary_vec_kernel(Pack<T>* out, const Pack<T>* x, int64_t npack, UnaryParams p) {
   using C = compute_t<T>;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < npack; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < npack;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const Pack<T> a = x[i];
     Pack<T> r;
 #pragma unroll
@@ -156,19 +176,20 @@ __global__ void unary_vec_kernel(Pack<T>* out, const Pack<T>* x, int64_t npack, 
 }
 
 template <class F, class T>
-void launch_unary(T* out, const T* x, const StridedIndex<1>& ix, int64_t n, bool contiguous, UnaryParams p,
-                  cudaStream_t s) {
+void launch_unary(T* out, const T* x, const StridedIndex<1>& ix, int64_t n, bool contiguous,
+                  UnaryParams p, cudaStream_t s) {
   int64_t done = 0;
   if (contiguous && n >= kPack<T> && aligned16(out) && aligned16(x)) {
     const int64_t npack = n / kPack<T>;
     const Launch1d l = launch_1d(npack);
-    unary_vec_kernel<F, T><<<l.blocks, l.threads, 0, s>>>(reinterpret_cast<Pack<T>*>(out),
-                                                          reinterpret_cast<const Pack<T>*>(x), npack, p);
+    unary_vec_kernel<F, T><<<l.blocks, l.threads, 0, s>>>(
+        reinterpret_cast<Pack<T>*>(out), reinterpret_cast<const Pack<T>*>(x), npack, p);
     done = npack * kPack<T>;
     if (done == n) return;
   }
   const Launch1d l = launch_1d(n - done);
-  unary_kernel<F, T><<<l.blocks, l.threads, 0, s>>>(out + done, x + done, ix, n - done, contiguous, p);
+  unary_kernel<F, T>
+      <<<l.blocks, l.threads, 0, s>>>(out + done, x + done, ix, n - done, contiguous, p);
 }
 
 template <class F>
@@ -182,10 +203,19 @@ void unary(ops::KernelContext& ctx, UnaryParams p = {}) {
   const bool contiguous = ix.ndim <= 1 && (ix.ndim == 0 || ix.stride[0][0] == 1) && x.numel() == n;
   cudaStream_t s = native(ctx.stream->native_handle());
   switch (out.dtype()) {
-    case kFloat32: launch_unary<F, float>(ptr<float>(out), ptr<float>(x), ix, n, contiguous, p, s); break;
-    case kFloat16: launch_unary<F, __half>(ptr<__half>(out), ptr<__half>(x), ix, n, contiguous, p, s); break;
-    case kBFloat16: launch_unary<F, __nv_bfloat16>(ptr<__nv_bfloat16>(out), ptr<__nv_bfloat16>(x), ix, n, contiguous, p, s); break;
-    case kFloat64: launch_unary<F, double>(ptr<double>(out), ptr<double>(x), ix, n, contiguous, p, s); break;
+    case kFloat32:
+      launch_unary<F, float>(ptr<float>(out), ptr<float>(x), ix, n, contiguous, p, s);
+      break;
+    case kFloat16:
+      launch_unary<F, __half>(ptr<__half>(out), ptr<__half>(x), ix, n, contiguous, p, s);
+      break;
+    case kBFloat16:
+      launch_unary<F, __nv_bfloat16>(ptr<__nv_bfloat16>(out), ptr<__nv_bfloat16>(x), ix, n,
+                                     contiguous, p, s);
+      break;
+    case kFloat64:
+      launch_unary<F, double>(ptr<double>(out), ptr<double>(x), ix, n, contiguous, p, s);
+      break;
     case kInt32:
       if constexpr (kIntegers<F>) {
         launch_unary<F, int32_t>(ptr<int32_t>(out), ptr<int32_t>(x), ix, n, contiguous, p, s);
@@ -199,39 +229,48 @@ void unary(ops::KernelContext& ctx, UnaryParams p = {}) {
         break;
       }
       [[fallthrough]];
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] ", ctx.def.name, " has no kernel for ", dtype_name(out.dtype()));
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] ", ctx.def.name, " has no kernel for ",
+                  dtype_name(out.dtype()));
   }
   SPORE_CUDA_CHECK_LAUNCH();
 }
 
 template <class F>
-void unary_kernel_fn(ops::KernelContext& ctx) { unary<F>(ctx); }
+void unary_kernel_fn(ops::KernelContext& ctx) {
+  unary<F>(ctx);
+}
 
-void leaky_relu(ops::KernelContext& ctx) { unary<LeakyReluF>(ctx, {float(ctx.attrs.get_float("alpha", 0.01))}); }
+void leaky_relu(ops::KernelContext& ctx) {
+  unary<LeakyReluF>(ctx, {float(ctx.attrs.get_float("alpha", 0.01))});
+}
 void softplus(ops::KernelContext& ctx) {
-  unary<SoftplusF>(ctx, {float(ctx.attrs.get_float("beta", 1)), float(ctx.attrs.get_float("threshold", 20))});
+  unary<SoftplusF>(
+      ctx, {float(ctx.attrs.get_float("beta", 1)), float(ctx.attrs.get_float("threshold", 20))});
 }
 void clamp(ops::KernelContext& ctx) {
-  UnaryParams p{float(ctx.attrs.get_float("min", 0)), float(ctx.attrs.get_float("max", 0)), ctx.attrs.has("min"),
-                ctx.attrs.has("max")};
+  UnaryParams p{float(ctx.attrs.get_float("min", 0)), float(ctx.attrs.get_float("max", 0)),
+                ctx.attrs.has("min"), ctx.attrs.has("max")};
   unary<ClampF>(ctx, p);
 }
 void gelu(ops::KernelContext& ctx) {
-  if (ctx.attrs.get_bool("approximate", false)) unary<GeluTanhF>(ctx);
-  else unary<GeluErfF>(ctx);
+  if (ctx.attrs.get_bool("approximate", false))
+    unary<GeluTanhF>(ctx);
+  else
+    unary<GeluErfF>(ctx);
 }
 
-// ---- binary --------------------------------------------------------------------------------------
-#define SPORE_BINARY(Name, R, expr)                           \
-  struct Name {                                               \
-    template <class C>                                        \
-    __device__ auto operator()(C a, C b) const -> R {         \
-      return expr;                                            \
-    }                                                         \
+// ---- binary -------------------------------------------------------------------------------------
+#define SPORE_BINARY(Name, R, expr)                   \
+  struct Name {                                       \
+    template <class C>                                \
+    __device__ auto operator()(C a, C b) const -> R { \
+      return expr;                                    \
+    }                                                 \
   };
 SPORE_BINARY(AddF, C, C(a + b))
 SPORE_BINARY(SubF, C, C(a - b))
-SPORE_BINARY(MulF, C, C(a * b))
+SPORE_BINARY(MulF, C, C(a* b))
 SPORE_BINARY(DivF, C, C(a / b))
 SPORE_BINARY(PowF, C, C(pow(a, b)))
 SPORE_BINARY(MaximumF, C, (a > b || a != a) ? a : b)  // NaN wins, as numpy
@@ -249,9 +288,11 @@ SPORE_BINARY(LogicalXorF, bool, (a != C(0)) != (b != C(0)))
 #undef SPORE_BINARY
 
 template <class F, class T, class O>
-__global__ void binary_kernel(O* out, const T* a, const T* b, StridedIndex<2> ix, int64_t n, bool contiguous) {
+__global__ void binary_kernel(O* out, const T* a, const T* b, StridedIndex<2> ix, int64_t n,
+                              bool contiguous) {
   using C = compute_t<T>;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[2] = {i, i};
     if (!contiguous) offsets<2>(ix, i, off);
     out[i] = convert<O>(F()(convert<C>(a[off[0]]), convert<C>(b[off[1]])));
@@ -261,40 +302,48 @@ __global__ void binary_kernel(O* out, const T* a, const T* b, StridedIndex<2> ix
 template <class F, class T>
 __global__ void binary_vec_kernel(Pack<T>* out, const Pack<T>* a, const Pack<T>* b, int64_t npack) {
   using C = compute_t<T>;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < npack; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < npack;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const Pack<T> x = a[i], y = b[i];
     Pack<T> r;
 #pragma unroll
-    for (int k = 0; k < kPack<T>; ++k) r.v[k] = convert<T>(F()(convert<C>(x.v[k]), convert<C>(y.v[k])));
+    for (int k = 0; k < kPack<T>; ++k)
+      r.v[k] = convert<T>(F()(convert<C>(x.v[k]), convert<C>(y.v[k])));
     out[i] = r;
   }
 }
 
 // Same-dtype results: the 16-byte path when everything is contiguous and aligned.
 template <class F, class T>
-void launch_binary(T* out, const T* a, const T* b, const StridedIndex<2>& ix, int64_t n, bool contiguous,
-                   cudaStream_t s) {
+void launch_binary(T* out, const T* a, const T* b, const StridedIndex<2>& ix, int64_t n,
+                   bool contiguous, cudaStream_t s) {
   int64_t done = 0;
   if (contiguous && n >= kPack<T> && aligned16(out) && aligned16(a) && aligned16(b)) {
     const int64_t npack = n / kPack<T>;
     const Launch1d l = launch_1d(npack);
-    binary_vec_kernel<F, T><<<l.blocks, l.threads, 0, s>>>(reinterpret_cast<Pack<T>*>(out),
-                                                           reinterpret_cast<const Pack<T>*>(a),
-                                                           reinterpret_cast<const Pack<T>*>(b), npack);
+    binary_vec_kernel<F, T><<<l.blocks, l.threads, 0, s>>>(
+        reinterpret_cast<Pack<T>*>(out), reinterpret_cast<const Pack<T>*>(a),
+        reinterpret_cast<const Pack<T>*>(b), npack);
     done = npack * kPack<T>;
     if (done == n) return;
   }
   const Launch1d l = launch_1d(n - done);
-  binary_kernel<F, T, T><<<l.blocks, l.threads, 0, s>>>(out + done, a + done, b + done, ix, n - done, contiguous);
+  binary_kernel<F, T, T>
+      <<<l.blocks, l.threads, 0, s>>>(out + done, a + done, b + done, ix, n - done, contiguous);
 }
 
-template <class F> constexpr bool kFloatOnly = false;
-template <> constexpr bool kFloatOnly<DivF> = true;
-template <> constexpr bool kFloatOnly<PowF> = true;
-template <> constexpr bool kFloatOnly<ReluGradF> = true;
+template <class F>
+constexpr bool kFloatOnly = false;
+template <>
+constexpr bool kFloatOnly<DivF> = true;
+template <>
+constexpr bool kFloatOnly<PowF> = true;
+template <>
+constexpr bool kFloatOnly<ReluGradF> = true;
 
 template <class F, class T>
-void binary_typed(ops::KernelContext& ctx, const StridedIndex<2>& ix, int64_t n, bool contiguous, cudaStream_t s) {
+void binary_typed(ops::KernelContext& ctx, const StridedIndex<2>& ix, int64_t n, bool contiguous,
+                  cudaStream_t s) {
   const Tensor &a = ctx.inputs[0], &b = ctx.inputs[1];
   Tensor& out = ctx.outputs[0];
   const Launch1d l = launch_1d(n);
@@ -302,7 +351,8 @@ void binary_typed(ops::KernelContext& ctx, const StridedIndex<2>& ix, int64_t n,
   if constexpr (kFloatOnly<F> && !std::is_floating_point_v<compute_t<T>>)
     SPORE_THROW(ErrorKind::TypeError, "[GPU] ", ctx.def.name, " takes floating tensors");
   else if constexpr (std::is_same_v<R, bool>)
-    binary_kernel<F, T, bool><<<l.blocks, l.threads, 0, s>>>(ptr<bool>(out), ptr<T>(a), ptr<T>(b), ix, n, contiguous);
+    binary_kernel<F, T, bool>
+        <<<l.blocks, l.threads, 0, s>>>(ptr<bool>(out), ptr<T>(a), ptr<T>(b), ix, n, contiguous);
   else
     launch_binary<F, T>(ptr<T>(out), ptr<T>(a), ptr<T>(b), ix, n, contiguous, s);
 }
@@ -315,26 +365,47 @@ void binary(ops::KernelContext& ctx) {
   if (n == 0) return;
   const Tensor* in[2] = {&a, &b};
   const StridedIndex<2> ix = index_for<2>(out, in);
-  const bool contiguous = a.numel() == n && b.numel() == n && a.is_contiguous() && b.is_contiguous();
+  const bool contiguous =
+      a.numel() == n && b.numel() == n && a.is_contiguous() && b.is_contiguous();
   cudaStream_t s = native(ctx.stream->native_handle());
   switch (a.dtype()) {
-    case kFloat32: binary_typed<F, float>(ctx, ix, n, contiguous, s); break;
-    case kFloat16: binary_typed<F, __half>(ctx, ix, n, contiguous, s); break;
-    case kBFloat16: binary_typed<F, __nv_bfloat16>(ctx, ix, n, contiguous, s); break;
-    case kFloat64: binary_typed<F, double>(ctx, ix, n, contiguous, s); break;
-    case kInt32: binary_typed<F, int32_t>(ctx, ix, n, contiguous, s); break;
-    case kInt64: binary_typed<F, int64_t>(ctx, ix, n, contiguous, s); break;
-    case kUInt8: binary_typed<F, uint8_t>(ctx, ix, n, contiguous, s); break;
-    case kInt8: binary_typed<F, int8_t>(ctx, ix, n, contiguous, s); break;
-    case kBool: binary_typed<F, bool>(ctx, ix, n, contiguous, s); break;
+    case kFloat32:
+      binary_typed<F, float>(ctx, ix, n, contiguous, s);
+      break;
+    case kFloat16:
+      binary_typed<F, __half>(ctx, ix, n, contiguous, s);
+      break;
+    case kBFloat16:
+      binary_typed<F, __nv_bfloat16>(ctx, ix, n, contiguous, s);
+      break;
+    case kFloat64:
+      binary_typed<F, double>(ctx, ix, n, contiguous, s);
+      break;
+    case kInt32:
+      binary_typed<F, int32_t>(ctx, ix, n, contiguous, s);
+      break;
+    case kInt64:
+      binary_typed<F, int64_t>(ctx, ix, n, contiguous, s);
+      break;
+    case kUInt8:
+      binary_typed<F, uint8_t>(ctx, ix, n, contiguous, s);
+      break;
+    case kInt8:
+      binary_typed<F, int8_t>(ctx, ix, n, contiguous, s);
+      break;
+    case kBool:
+      binary_typed<F, bool>(ctx, ix, n, contiguous, s);
+      break;
   }
   SPORE_CUDA_CHECK_LAUNCH();
 }
 
-// ---- where ---------------------------------------------------------------------------------------
+// ---- where --------------------------------------------------------------------------------------
 template <class T>
-__global__ void where_kernel(T* out, const bool* c, const T* x, const T* y, StridedIndex<3> ix, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+__global__ void where_kernel(T* out, const bool* c, const T* x, const T* y, StridedIndex<3> ix,
+                             int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[3];
     offsets<3>(ix, i, off);
     out[i] = c[off[0]] ? x[off[1]] : y[off[2]];
@@ -345,7 +416,8 @@ template <class T>
 void where_typed(ops::KernelContext& ctx, const StridedIndex<3>& ix, int64_t n) {
   const Launch1d l = launch_1d(n);
   where_kernel<T><<<l.blocks, l.threads, 0, native(ctx.stream->native_handle())>>>(
-      ptr<T>(ctx.outputs[0]), ptr<bool>(ctx.inputs[0]), ptr<T>(ctx.inputs[1]), ptr<T>(ctx.inputs[2]), ix, n);
+      ptr<T>(ctx.outputs[0]), ptr<bool>(ctx.inputs[0]), ptr<T>(ctx.inputs[1]),
+      ptr<T>(ctx.inputs[2]), ix, n);
 }
 
 void where(ops::KernelContext& ctx) {
@@ -355,19 +427,29 @@ void where(ops::KernelContext& ctx) {
   const Tensor* in[3] = {&ctx.inputs[0], &ctx.inputs[1], &ctx.inputs[2]};
   const StridedIndex<3> ix = index_for<3>(out, in);
   switch (itemsize(out.dtype())) {  // a selection moves bytes: by width
-    case 1: where_typed<uint8_t>(ctx, ix, n); break;
-    case 2: where_typed<uint16_t>(ctx, ix, n); break;
-    case 4: where_typed<uint32_t>(ctx, ix, n); break;
-    case 8: where_typed<uint64_t>(ctx, ix, n); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] where: unsupported dtype ", dtype_name(out.dtype()));
+    case 1:
+      where_typed<uint8_t>(ctx, ix, n);
+      break;
+    case 2:
+      where_typed<uint16_t>(ctx, ix, n);
+      break;
+    case 4:
+      where_typed<uint32_t>(ctx, ix, n);
+      break;
+    case 8:
+      where_typed<uint64_t>(ctx, ix, n);
+      break;
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] where: unsupported dtype ", dtype_name(out.dtype()));
   }
   SPORE_CUDA_CHECK_LAUNCH();
 }
 
-// ---- logical_not: any dtype -> bool ---------------------------------------------------------------
+// ---- logical_not: any dtype -> bool -------------------------------------------------------------
 template <class T>
 __global__ void logical_not_kernel(bool* out, const T* x, StridedIndex<1> ix, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[1];
     offsets<1>(ix, i, off);
     out[i] = !(convert<float>(x[off[0]]) != 0.f);
@@ -385,32 +467,54 @@ void logical_not(ops::KernelContext& ctx) {
   cudaStream_t s = native(ctx.stream->native_handle());
   bool* o = ptr<bool>(out);
   switch (x.dtype()) {
-    case kFloat32: logical_not_kernel<float><<<l.blocks, l.threads, 0, s>>>(o, ptr<float>(x), ix, n); break;
-    case kFloat16: logical_not_kernel<__half><<<l.blocks, l.threads, 0, s>>>(o, ptr<__half>(x), ix, n); break;
-    case kBFloat16: logical_not_kernel<__nv_bfloat16><<<l.blocks, l.threads, 0, s>>>(o, ptr<__nv_bfloat16>(x), ix, n); break;
-    case kFloat64: logical_not_kernel<double><<<l.blocks, l.threads, 0, s>>>(o, ptr<double>(x), ix, n); break;
-    case kInt32: logical_not_kernel<int32_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int32_t>(x), ix, n); break;
-    case kInt64: logical_not_kernel<int64_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int64_t>(x), ix, n); break;
-    case kUInt8: logical_not_kernel<uint8_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<uint8_t>(x), ix, n); break;
-    case kInt8: logical_not_kernel<int8_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int8_t>(x), ix, n); break;
-    case kBool: logical_not_kernel<bool><<<l.blocks, l.threads, 0, s>>>(o, ptr<bool>(x), ix, n); break;
+    case kFloat32:
+      logical_not_kernel<float><<<l.blocks, l.threads, 0, s>>>(o, ptr<float>(x), ix, n);
+      break;
+    case kFloat16:
+      logical_not_kernel<__half><<<l.blocks, l.threads, 0, s>>>(o, ptr<__half>(x), ix, n);
+      break;
+    case kBFloat16:
+      logical_not_kernel<__nv_bfloat16>
+          <<<l.blocks, l.threads, 0, s>>>(o, ptr<__nv_bfloat16>(x), ix, n);
+      break;
+    case kFloat64:
+      logical_not_kernel<double><<<l.blocks, l.threads, 0, s>>>(o, ptr<double>(x), ix, n);
+      break;
+    case kInt32:
+      logical_not_kernel<int32_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int32_t>(x), ix, n);
+      break;
+    case kInt64:
+      logical_not_kernel<int64_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int64_t>(x), ix, n);
+      break;
+    case kUInt8:
+      logical_not_kernel<uint8_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<uint8_t>(x), ix, n);
+      break;
+    case kInt8:
+      logical_not_kernel<int8_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int8_t>(x), ix, n);
+      break;
+    case kBool:
+      logical_not_kernel<bool><<<l.blocks, l.threads, 0, s>>>(o, ptr<bool>(x), ix, n);
+      break;
   }
   SPORE_CUDA_CHECK_LAUNCH();
 }
 
-// ---- cast and copy -------------------------------------------------------------------------------
+// ---- cast and copy ------------------------------------------------------------------------------
 template <class To, class From>
 __global__ void cast_kernel(To* out, const From* x, StridedIndex<1> ix, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[1];
     offsets<1>(ix, i, off);
-    if constexpr (std::is_same_v<To, bool>) out[i] = convert<float>(x[off[0]]) != 0.f;
-    else if constexpr ((std::is_same_v<From, __half> || std::is_same_v<From, __nv_bfloat16>) &&
-                       !(std::is_same_v<To, __half> || std::is_same_v<To, __nv_bfloat16>))
+    if constexpr (std::is_same_v<To, bool>)
+      out[i] = convert<float>(x[off[0]]) != 0.f;
+    else if constexpr ((std::is_same_v<From, __half> || std::is_same_v<From, __nv_bfloat16>)&&!(
+                           std::is_same_v<To, __half> || std::is_same_v<To, __nv_bfloat16>))
       out[i] = To(convert<float>(x[off[0]]));
     else if constexpr (std::is_same_v<From, __half> || std::is_same_v<From, __nv_bfloat16>)
       out[i] = convert<To>(convert<float>(x[off[0]]));
-    else out[i] = convert<To>(x[off[0]]);
+    else
+      out[i] = convert<To>(x[off[0]]);
   }
 }
 
@@ -420,15 +524,34 @@ void cast_from(ops::KernelContext& ctx, const StridedIndex<1>& ix, int64_t n, cu
   To* o = ptr<To>(ctx.outputs[0]);
   const Launch1d l = launch_1d(n);
   switch (x.dtype()) {
-    case kFloat32: cast_kernel<To, float><<<l.blocks, l.threads, 0, s>>>(o, ptr<float>(x), ix, n); break;
-    case kFloat16: cast_kernel<To, __half><<<l.blocks, l.threads, 0, s>>>(o, ptr<__half>(x), ix, n); break;
-    case kBFloat16: cast_kernel<To, __nv_bfloat16><<<l.blocks, l.threads, 0, s>>>(o, ptr<__nv_bfloat16>(x), ix, n); break;
-    case kFloat64: cast_kernel<To, double><<<l.blocks, l.threads, 0, s>>>(o, ptr<double>(x), ix, n); break;
-    case kInt32: cast_kernel<To, int32_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int32_t>(x), ix, n); break;
-    case kInt64: cast_kernel<To, int64_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int64_t>(x), ix, n); break;
-    case kUInt8: cast_kernel<To, uint8_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<uint8_t>(x), ix, n); break;
-    case kInt8: cast_kernel<To, int8_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int8_t>(x), ix, n); break;
-    case kBool: cast_kernel<To, bool><<<l.blocks, l.threads, 0, s>>>(o, ptr<bool>(x), ix, n); break;
+    case kFloat32:
+      cast_kernel<To, float><<<l.blocks, l.threads, 0, s>>>(o, ptr<float>(x), ix, n);
+      break;
+    case kFloat16:
+      cast_kernel<To, __half><<<l.blocks, l.threads, 0, s>>>(o, ptr<__half>(x), ix, n);
+      break;
+    case kBFloat16:
+      cast_kernel<To, __nv_bfloat16>
+          <<<l.blocks, l.threads, 0, s>>>(o, ptr<__nv_bfloat16>(x), ix, n);
+      break;
+    case kFloat64:
+      cast_kernel<To, double><<<l.blocks, l.threads, 0, s>>>(o, ptr<double>(x), ix, n);
+      break;
+    case kInt32:
+      cast_kernel<To, int32_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int32_t>(x), ix, n);
+      break;
+    case kInt64:
+      cast_kernel<To, int64_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int64_t>(x), ix, n);
+      break;
+    case kUInt8:
+      cast_kernel<To, uint8_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<uint8_t>(x), ix, n);
+      break;
+    case kInt8:
+      cast_kernel<To, int8_t><<<l.blocks, l.threads, 0, s>>>(o, ptr<int8_t>(x), ix, n);
+      break;
+    case kBool:
+      cast_kernel<To, bool><<<l.blocks, l.threads, 0, s>>>(o, ptr<bool>(x), ix, n);
+      break;
   }
 }
 
@@ -440,15 +563,33 @@ void cast(ops::KernelContext& ctx) {
   const StridedIndex<1> ix = index_for<1>(out, in);
   cudaStream_t s = native(ctx.stream->native_handle());
   switch (out.dtype()) {
-    case kFloat32: cast_from<float>(ctx, ix, n, s); break;
-    case kFloat16: cast_from<__half>(ctx, ix, n, s); break;
-    case kBFloat16: cast_from<__nv_bfloat16>(ctx, ix, n, s); break;
-    case kFloat64: cast_from<double>(ctx, ix, n, s); break;
-    case kInt32: cast_from<int32_t>(ctx, ix, n, s); break;
-    case kInt64: cast_from<int64_t>(ctx, ix, n, s); break;
-    case kUInt8: cast_from<uint8_t>(ctx, ix, n, s); break;
-    case kInt8: cast_from<int8_t>(ctx, ix, n, s); break;
-    case kBool: cast_from<bool>(ctx, ix, n, s); break;
+    case kFloat32:
+      cast_from<float>(ctx, ix, n, s);
+      break;
+    case kFloat16:
+      cast_from<__half>(ctx, ix, n, s);
+      break;
+    case kBFloat16:
+      cast_from<__nv_bfloat16>(ctx, ix, n, s);
+      break;
+    case kFloat64:
+      cast_from<double>(ctx, ix, n, s);
+      break;
+    case kInt32:
+      cast_from<int32_t>(ctx, ix, n, s);
+      break;
+    case kInt64:
+      cast_from<int64_t>(ctx, ix, n, s);
+      break;
+    case kUInt8:
+      cast_from<uint8_t>(ctx, ix, n, s);
+      break;
+    case kInt8:
+      cast_from<int8_t>(ctx, ix, n, s);
+      break;
+    case kBool:
+      cast_from<bool>(ctx, ix, n, s);
+      break;
   }
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -460,7 +601,8 @@ void copy(ops::KernelContext& ctx) {
   if (out.numel() == 0) return;
   cudaStream_t s = native(ctx.stream->native_handle());
   if (x.is_contiguous()) {
-    SPORE_CUDA_CHECK(cudaMemcpyAsync(out.data_ptr(), x.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice, s));
+    SPORE_CUDA_CHECK(
+        cudaMemcpyAsync(out.data_ptr(), x.data_ptr(), out.nbytes(), cudaMemcpyDeviceToDevice, s));
     return;
   }
   const Tensor* in[1] = {&x};
@@ -468,11 +610,24 @@ void copy(ops::KernelContext& ctx) {
   const int64_t n = out.numel();
   const Launch1d l = launch_1d(n);
   switch (itemsize(out.dtype())) {
-    case 1: cast_kernel<uint8_t, uint8_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint8_t>(out), ptr<uint8_t>(x), ix, n); break;
-    case 2: cast_kernel<uint16_t, uint16_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint16_t>(out), ptr<uint16_t>(x), ix, n); break;
-    case 4: cast_kernel<uint32_t, uint32_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint32_t>(out), ptr<uint32_t>(x), ix, n); break;
-    case 8: cast_kernel<uint64_t, uint64_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint64_t>(out), ptr<uint64_t>(x), ix, n); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] copy: unsupported dtype ", dtype_name(out.dtype()));
+    case 1:
+      cast_kernel<uint8_t, uint8_t>
+          <<<l.blocks, l.threads, 0, s>>>(ptr<uint8_t>(out), ptr<uint8_t>(x), ix, n);
+      break;
+    case 2:
+      cast_kernel<uint16_t, uint16_t>
+          <<<l.blocks, l.threads, 0, s>>>(ptr<uint16_t>(out), ptr<uint16_t>(x), ix, n);
+      break;
+    case 4:
+      cast_kernel<uint32_t, uint32_t>
+          <<<l.blocks, l.threads, 0, s>>>(ptr<uint32_t>(out), ptr<uint32_t>(x), ix, n);
+      break;
+    case 8:
+      cast_kernel<uint64_t, uint64_t>
+          <<<l.blocks, l.threads, 0, s>>>(ptr<uint64_t>(out), ptr<uint64_t>(x), ix, n);
+      break;
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] copy: unsupported dtype ", dtype_name(out.dtype()));
   }
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -481,14 +636,19 @@ void copy(ops::KernelContext& ctx) {
 // strided view.
 template <class D, class S>
 __global__ void assign_kernel(D* dst, const S* src, StridedIndex<2> ix, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[2];
     offsets<2>(ix, i, off);
     const S v = src[off[1]];
-    if constexpr (std::is_same_v<D, S>) dst[off[0]] = v;
-    else if constexpr (std::is_same_v<D, bool>) dst[off[0]] = convert<float>(v) != 0.f;
-    else if constexpr (std::is_same_v<S, __half> || std::is_same_v<S, __nv_bfloat16>) dst[off[0]] = convert<D>(convert<float>(v));
-    else dst[off[0]] = convert<D>(v);
+    if constexpr (std::is_same_v<D, S>)
+      dst[off[0]] = v;
+    else if constexpr (std::is_same_v<D, bool>)
+      dst[off[0]] = convert<float>(v) != 0.f;
+    else if constexpr (std::is_same_v<S, __half> || std::is_same_v<S, __nv_bfloat16>)
+      dst[off[0]] = convert<D>(convert<float>(v));
+    else
+      dst[off[0]] = convert<D>(v);
   }
 }
 
@@ -503,11 +663,25 @@ void assign(ops::KernelContext& ctx) {
   cudaStream_t s = native(ctx.stream->native_handle());
   if (dst.dtype() == src.dtype()) {  // moves bytes: by width
     switch (itemsize(dst.dtype())) {
-      case 1: assign_kernel<uint8_t, uint8_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint8_t>(dst), ptr<uint8_t>(src), ix, n); break;
-      case 2: assign_kernel<uint16_t, uint16_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint16_t>(dst), ptr<uint16_t>(src), ix, n); break;
-      case 4: assign_kernel<uint32_t, uint32_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint32_t>(dst), ptr<uint32_t>(src), ix, n); break;
-      case 8: assign_kernel<uint64_t, uint64_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint64_t>(dst), ptr<uint64_t>(src), ix, n); break;
-      default: SPORE_THROW(ErrorKind::TypeError, "[GPU] assign: unsupported dtype ", dtype_name(dst.dtype()));
+      case 1:
+        assign_kernel<uint8_t, uint8_t>
+            <<<l.blocks, l.threads, 0, s>>>(ptr<uint8_t>(dst), ptr<uint8_t>(src), ix, n);
+        break;
+      case 2:
+        assign_kernel<uint16_t, uint16_t>
+            <<<l.blocks, l.threads, 0, s>>>(ptr<uint16_t>(dst), ptr<uint16_t>(src), ix, n);
+        break;
+      case 4:
+        assign_kernel<uint32_t, uint32_t>
+            <<<l.blocks, l.threads, 0, s>>>(ptr<uint32_t>(dst), ptr<uint32_t>(src), ix, n);
+        break;
+      case 8:
+        assign_kernel<uint64_t, uint64_t>
+            <<<l.blocks, l.threads, 0, s>>>(ptr<uint64_t>(dst), ptr<uint64_t>(src), ix, n);
+        break;
+      default:
+        SPORE_THROW(ErrorKind::TypeError, "[GPU] assign: unsupported dtype ",
+                    dtype_name(dst.dtype()));
     }
   } else {
     visit_all(dst.dtype(), "assign", [&](auto dtag) {
@@ -527,18 +701,32 @@ void copy_strided(const Tensor& dst, const Tensor& src, cudaStream_t s) {
   const int64_t n = dst.numel();
   if (n == 0) return;
   if (dst.is_contiguous() && src.is_contiguous()) {
-    SPORE_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice, s));
+    SPORE_CUDA_CHECK(
+        cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice, s));
     return;
   }
   const Tensor* in[2] = {&dst, &src};
   const StridedIndex<2> ix = index_for<2>(dst, in);
   const Launch1d l = launch_1d(n);
   switch (itemsize(dst.dtype())) {
-    case 1: assign_kernel<uint8_t, uint8_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint8_t>(dst), ptr<uint8_t>(src), ix, n); break;
-    case 2: assign_kernel<uint16_t, uint16_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint16_t>(dst), ptr<uint16_t>(src), ix, n); break;
-    case 4: assign_kernel<uint32_t, uint32_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint32_t>(dst), ptr<uint32_t>(src), ix, n); break;
-    case 8: assign_kernel<uint64_t, uint64_t><<<l.blocks, l.threads, 0, s>>>(ptr<uint64_t>(dst), ptr<uint64_t>(src), ix, n); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] copy: unsupported dtype ", dtype_name(dst.dtype()));
+    case 1:
+      assign_kernel<uint8_t, uint8_t>
+          <<<l.blocks, l.threads, 0, s>>>(ptr<uint8_t>(dst), ptr<uint8_t>(src), ix, n);
+      break;
+    case 2:
+      assign_kernel<uint16_t, uint16_t>
+          <<<l.blocks, l.threads, 0, s>>>(ptr<uint16_t>(dst), ptr<uint16_t>(src), ix, n);
+      break;
+    case 4:
+      assign_kernel<uint32_t, uint32_t>
+          <<<l.blocks, l.threads, 0, s>>>(ptr<uint32_t>(dst), ptr<uint32_t>(src), ix, n);
+      break;
+    case 8:
+      assign_kernel<uint64_t, uint64_t>
+          <<<l.blocks, l.threads, 0, s>>>(ptr<uint64_t>(dst), ptr<uint64_t>(src), ix, n);
+      break;
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] copy: unsupported dtype ", dtype_name(dst.dtype()));
   }
   SPORE_CUDA_CHECK_LAUNCH();
 }

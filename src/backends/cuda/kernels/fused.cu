@@ -35,20 +35,34 @@ struct Program {
 template <class C>
 __device__ C unary(const Instr& I, C x) {
   switch (Opcode(I.op)) {
-    case Opcode::kNeg: return -x;
-    case Opcode::kAbs: return fabs(x);
-    case Opcode::kExp: return exp(x);
-    case Opcode::kLog: return log(x);
-    case Opcode::kSqrt: return sqrt(x);
-    case Opcode::kRsqrt: return C(1) / sqrt(x);
-    case Opcode::kSin: return sin(x);
-    case Opcode::kCos: return cos(x);
-    case Opcode::kTanh: return tanh(x);
-    case Opcode::kSigmoid: return C(1) / (C(1) + exp(-x));
-    case Opcode::kRelu: return x < C(0) ? C(0) : x;
-    case Opcode::kLeakyRelu: return x < C(0) ? C(x * C(I.p0)) : x;
-    case Opcode::kSilu: return x / (C(1) + exp(-x));
-    case Opcode::kGeluErf: return C(0.5) * x * (C(1) + erf(x * C(0.70710678118654752440)));
+    case Opcode::kNeg:
+      return -x;
+    case Opcode::kAbs:
+      return fabs(x);
+    case Opcode::kExp:
+      return exp(x);
+    case Opcode::kLog:
+      return log(x);
+    case Opcode::kSqrt:
+      return sqrt(x);
+    case Opcode::kRsqrt:
+      return C(1) / sqrt(x);
+    case Opcode::kSin:
+      return sin(x);
+    case Opcode::kCos:
+      return cos(x);
+    case Opcode::kTanh:
+      return tanh(x);
+    case Opcode::kSigmoid:
+      return C(1) / (C(1) + exp(-x));
+    case Opcode::kRelu:
+      return x < C(0) ? C(0) : x;
+    case Opcode::kLeakyRelu:
+      return x < C(0) ? C(x * C(I.p0)) : x;
+    case Opcode::kSilu:
+      return x / (C(1) + exp(-x));
+    case Opcode::kGeluErf:
+      return C(0.5) * x * (C(1) + erf(x * C(0.70710678118654752440)));
     case Opcode::kGeluTanh: {
       const C u = C(0.79788456080286535588) * (x + C(0.044715) * x * x * x);
       return C(0.5) * x * (C(1) + tanh(u));
@@ -61,38 +75,64 @@ __device__ C unary(const Instr& I, C x) {
       if (I.has0 && double(x) < I.p0) x = C(I.p0);
       if (I.has1 && double(x) > I.p1) x = C(I.p1);
       return x;
-    case Opcode::kFloor: return floor(x);
-    case Opcode::kCeil: return ceil(x);
-    case Opcode::kRound: return rint(x);  // half to even
-    case Opcode::kSign: return x > C(0) ? C(1) : x < C(0) ? C(-1) : x;
-    case Opcode::kErf: return erf(x);
-    case Opcode::kLogicalNot: return C(x == C(0));
-    case Opcode::kBoolToFloat: return x;
-    default: return C(NAN);
+    case Opcode::kFloor:
+      return floor(x);
+    case Opcode::kCeil:
+      return ceil(x);
+    case Opcode::kRound:
+      return rint(x);  // half to even
+    case Opcode::kSign:
+      return x > C(0) ? C(1) : x < C(0) ? C(-1) : x;
+    case Opcode::kErf:
+      return erf(x);
+    case Opcode::kLogicalNot:
+      return C(x == C(0));
+    case Opcode::kBoolToFloat:
+      return x;
+    default:
+      return C(NAN);
   }
 }
 
 template <class C>
 __device__ C binary(Opcode op, C a, C b) {
   switch (op) {
-    case Opcode::kAdd: return a + b;
-    case Opcode::kSub: return a - b;
-    case Opcode::kMul: return a * b;
-    case Opcode::kDiv: return a / b;
-    case Opcode::kPow: return pow(a, b);
-    case Opcode::kMax: return (a > b || a != a) ? a : b;
-    case Opcode::kMin: return (a < b || a != a) ? a : b;
-    case Opcode::kReluGrad: return b > C(0) ? a : C(0);
-    case Opcode::kEqual: return C(a == b);
-    case Opcode::kNotEqual: return C(a != b);
-    case Opcode::kLess: return C(a < b);
-    case Opcode::kLessEqual: return C(a <= b);
-    case Opcode::kGreater: return C(a > b);
-    case Opcode::kGreaterEqual: return C(a >= b);
-    case Opcode::kLogicalAnd: return C((a != C(0)) && (b != C(0)));
-    case Opcode::kLogicalOr: return C((a != C(0)) || (b != C(0)));
-    case Opcode::kLogicalXor: return C((a != C(0)) != (b != C(0)));
-    default: return C(NAN);
+    case Opcode::kAdd:
+      return a + b;
+    case Opcode::kSub:
+      return a - b;
+    case Opcode::kMul:
+      return a * b;
+    case Opcode::kDiv:
+      return a / b;
+    case Opcode::kPow:
+      return pow(a, b);
+    case Opcode::kMax:
+      return (a > b || a != a) ? a : b;
+    case Opcode::kMin:
+      return (a < b || a != a) ? a : b;
+    case Opcode::kReluGrad:
+      return b > C(0) ? a : C(0);
+    case Opcode::kEqual:
+      return C(a == b);
+    case Opcode::kNotEqual:
+      return C(a != b);
+    case Opcode::kLess:
+      return C(a < b);
+    case Opcode::kLessEqual:
+      return C(a <= b);
+    case Opcode::kGreater:
+      return C(a > b);
+    case Opcode::kGreaterEqual:
+      return C(a >= b);
+    case Opcode::kLogicalAnd:
+      return C((a != C(0)) && (b != C(0)));
+    case Opcode::kLogicalOr:
+      return C((a != C(0)) || (b != C(0)));
+    case Opcode::kLogicalXor:
+      return C((a != C(0)) != (b != C(0)));
+    default:
+      return C(NAN);
   }
 }
 
@@ -115,10 +155,14 @@ __global__ void fused_kernel(T* out, const Program* P, int64_t n) {
       const Instr& I = P->instr[k];
       const Opcode op = Opcode(I.op);
       C r;
-      if (op == Opcode::kConst) r = C(I.p0);
-      else if (op == Opcode::kWhere) r = v[I.a] != C(0) ? v[I.b] : v[I.c];
-      else if (I.op >= int32_t(Opcode::kNeg) && I.op <= int32_t(Opcode::kLastUnary)) r = unary<C>(I, v[I.a]);
-      else r = binary<C>(op, v[I.a], v[I.b]);
+      if (op == Opcode::kConst)
+        r = C(I.p0);
+      else if (op == Opcode::kWhere)
+        r = v[I.a] != C(0) ? v[I.b] : v[I.c];
+      else if (I.op >= int32_t(Opcode::kNeg) && I.op <= int32_t(Opcode::kLastUnary))
+        r = unary<C>(I, v[I.a]);
+      else
+        r = binary<C>(op, v[I.a], v[I.b]);
       v[nin + k] = r;
     }
     out[i] = cvt<T>(v[nin + ni - 1]);
@@ -135,7 +179,8 @@ void fused_elementwise(ops::KernelContext& ctx) {
   P->nin = int(ctx.inputs.size());
   P->ni = int(prog.size()) / fz::kInstrWidth;
   SPORE_CHECK(P->nin <= fz::kMaxInputs && P->ni <= fz::kMaxInstructions && P->ni > 0,
-              "[GPU] fused_elementwise: ", P->nin, " inputs and ", P->ni, " instructions exceed the kernel's tables");
+              "[GPU] fused_elementwise: ", P->nin, " inputs and ", P->ni,
+              " instructions exceed the kernel's tables");
   for (int k = 0; k < P->ni; ++k) {
     const int64_t* p = prog.data() + k * fz::kInstrWidth;
     Instr& I = P->instr[k];
@@ -155,13 +200,14 @@ void fused_elementwise(ops::KernelContext& ctx) {
   }
   // Inputs broadcast (numpy) to the output shape, read through their strides.
   const Shape& shape = out.shape();
-  SPORE_CHECK(shape.size() <= size_t(kWalkDims), "[GPU] fused_elementwise: at most ", kWalkDims, " dims");
+  SPORE_CHECK(shape.size() <= size_t(kWalkDims), "[GPU] fused_elementwise: at most ", kWalkDims,
+              " dims");
   P->nd = int(shape.size());
   for (int d = 0; d < P->nd; ++d) P->size[d] = shape[size_t(d)];
   for (int k = 0; k < P->nin; ++k) {
     const Tensor& t = ctx.inputs[size_t(k)];
-    SPORE_CHECK(t.dtype() == out.dtype() || t.dtype() == kBool, "[GPU] fused_elementwise: input ", k, " is ",
-                dtype_name(t.dtype()), ", the output ", dtype_name(out.dtype()));
+    SPORE_CHECK(t.dtype() == out.dtype() || t.dtype() == kBool, "[GPU] fused_elementwise: input ",
+                k, " is ", dtype_name(t.dtype()), ", the output ", dtype_name(out.dtype()));
     P->in[k] = t.data_ptr();
     P->in_bool[k] = t.dtype() == kBool;
     const int lead = P->nd - int(t.dim());
@@ -179,17 +225,28 @@ void fused_elementwise(ops::KernelContext& ctx) {
   auto run = [&](auto tag, auto ctag) {
     using T = decltype(tag);
     using C = decltype(ctag);
-    if (small) fused_kernel<T, C, 32><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), dp, n);
+    if (small)
+      fused_kernel<T, C, 32><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), dp, n);
     else
       fused_kernel<T, C, fz::kMaxInputs + fz::kMaxInstructions>
           <<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), dp, n);
   };
   switch (out.dtype()) {
-    case kFloat32: run(float{}, float{}); break;
-    case kFloat64: run(double{}, double{}); break;
-    case kFloat16: run(__half{}, float{}); break;
-    case kBFloat16: run(__nv_bfloat16{}, float{}); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] fused_elementwise: output dtype ", dtype_name(out.dtype()));
+    case kFloat32:
+      run(float{}, float{});
+      break;
+    case kFloat64:
+      run(double{}, double{});
+      break;
+    case kFloat16:
+      run(__half{}, float{});
+      break;
+    case kBFloat16:
+      run(__nv_bfloat16{}, float{});
+      break;
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] fused_elementwise: output dtype ",
+                  dtype_name(out.dtype()));
   }
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -197,6 +254,7 @@ void fused_elementwise(ops::KernelContext& ctx) {
 }  // namespace
 
 // Keyed on input 0's dtype: a float of the output dtype, or a bool (a condition).
-SPORE_KERNEL(GPU, FusedElementwise, fused_elementwise, kFloat32, kFloat64, kFloat16, kBFloat16, kBool);
+SPORE_KERNEL(GPU, FusedElementwise, fused_elementwise, kFloat32, kFloat64, kFloat16, kBFloat16,
+             kBool);
 
 }  // namespace spore::cuda

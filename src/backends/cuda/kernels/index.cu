@@ -22,7 +22,8 @@ namespace {
 // tensor's) gives zeros.
 Walk make_walk(const Shape& shape, std::initializer_list<const Shape*> strides, int64_t skip = -1) {
   Walk w;
-  SPORE_CHECK(shape.size() <= size_t(kWalkDims), "[GPU] at most ", kWalkDims, " dims, got ", shape.size());
+  SPORE_CHECK(shape.size() <= size_t(kWalkDims), "[GPU] at most ", kWalkDims, " dims, got ",
+              shape.size());
   w.nd = int(shape.size());
   for (int d = 0; d < w.nd; ++d) {
     w.size[d] = shape[size_t(d)];
@@ -35,11 +36,11 @@ Walk make_walk(const Shape& shape, std::initializer_list<const Shape*> strides, 
   return w;
 }
 
-// ---- gather: out[..i..] = x[..index[..i..]..] along the axis -------------------------------------
+// ---- gather: out[..i..] = x[..index[..i..]..] along the axis ------------------------------------
 // Walk over index's shape: st[0] x (axis stride 0), st[1] index.
 template <class T, class I>
-__global__ void gather_kernel(T* out, const T* x, const I* index, Walk w, int64_t n, int64_t x_ax_stride,
-                              int64_t x_ax_size) {
+__global__ void gather_kernel(T* out, const T* x, const I* index, Walk w, int64_t n,
+                              int64_t x_ax_stride, int64_t x_ax_size) {
   SPORE_GRID_LOOP(i, n) {
     int64_t off[3];
     walk_offsets(w, i, off);
@@ -63,8 +64,8 @@ void gather(ops::KernelContext& ctx) {
     using T = decltype(tag);
     visit_index(index.dtype(), "gather", [&](auto itag) {
       using I = decltype(itag);
-      gather_kernel<T, I><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), data_of<T>(x), data_of<I>(index),
-                                                                        w, n, xs, xn);
+      gather_kernel<T, I><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+          data_of<T>(out), data_of<T>(x), data_of<I>(index), w, n, xs, xn);
     });
   });
   SPORE_CUDA_CHECK_LAUNCH();
@@ -123,8 +124,8 @@ __device__ __forceinline__ void atomic_add(T* p, T v) {
 
 // Walk over index's shape: st[0] out (axis stride 0), st[1] index, st[2] src.
 template <class T, class I>
-__global__ void scatter_add_kernel(T* out, const I* index, const T* src, Walk w, int64_t n, int64_t out_ax_stride,
-                                   int64_t out_ax_size) {
+__global__ void scatter_add_kernel(T* out, const I* index, const T* src, Walk w, int64_t n,
+                                   int64_t out_ax_stride, int64_t out_ax_size) {
   SPORE_GRID_LOOP(i, n) {
     int64_t off[3];
     walk_offsets(w, i, off);
@@ -141,7 +142,8 @@ void scatter_add(ops::KernelContext& ctx) {
   const int64_t n = index.numel();
   if (n == 0) return;
   const int64_t ax = x.dim() ? ops::normalize_axis(ctx.attrs.get_int("axis"), x.dim()) : -1;
-  const Shape ost = out.dim() ? out.strides() : Shape{}, ist = index.dim() ? index.strides() : Shape{},
+  const Shape ost = out.dim() ? out.strides() : Shape{},
+              ist = index.dim() ? index.strides() : Shape{},
               sst = src.dim() ? src.strides() : Shape{};
   Walk w = make_walk(index.shape(), {&ost, &ist, &sst});
   if (ax >= 0) w.st[0][ax] = 0;
@@ -151,18 +153,31 @@ void scatter_add(ops::KernelContext& ctx) {
     using T = decltype(tag);
     visit_index(index.dtype(), "scatter_add", [&](auto itag) {
       using I = decltype(itag);
-      scatter_add_kernel<T, I><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), data_of<I>(index),
-                                                                             data_of<T>(src), w, n, os, on);
+      scatter_add_kernel<T, I><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+          data_of<T>(out), data_of<I>(index), data_of<T>(src), w, n, os, on);
     });
   };
   switch (x.dtype()) {  // the dtypes CUDA has atomic adds for
-    case kFloat32: run(float{}); break;
-    case kFloat64: run(double{}); break;
-    case kFloat16: run(__half{}); break;
-    case kBFloat16: run(__nv_bfloat16{}); break;
-    case kInt32: run(int32_t{}); break;
-    case kInt64: run(int64_t{}); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] scatter_add: no kernel for ", dtype_name(x.dtype()));
+    case kFloat32:
+      run(float{});
+      break;
+    case kFloat64:
+      run(double{});
+      break;
+    case kFloat16:
+      run(__half{});
+      break;
+    case kBFloat16:
+      run(__nv_bfloat16{});
+      break;
+    case kInt32:
+      run(int32_t{});
+      break;
+    case kInt64:
+      run(int64_t{});
+      break;
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] scatter_add: no kernel for ", dtype_name(x.dtype()));
   }
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -191,7 +206,8 @@ void one_hot(ops::KernelContext& ctx) {
     using T = decltype(tag);
     visit_index(index.dtype(), "one_hot", [&](auto itag) {
       using I = decltype(itag);
-      one_hot_kernel<T, I><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), data_of<I>(index), w, n, depth);
+      one_hot_kernel<T, I><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+          data_of<T>(out), data_of<I>(index), w, n, depth);
     });
   });
   SPORE_CUDA_CHECK_LAUNCH();
@@ -200,8 +216,8 @@ void one_hot(ops::KernelContext& ctx) {
 // ---- cumsum (reverse: from the end): a thread per lane ------------------------------------------
 // Walk over the lanes (the shape without the axis): st[0] x, st[1] out.
 template <class T, class A, class Out>
-__global__ void cumsum_kernel(Out* out, const T* x, Walk w, int64_t lanes, int64_t n, int64_t xs, int64_t os,
-                              bool reverse) {
+__global__ void cumsum_kernel(Out* out, const T* x, Walk w, int64_t lanes, int64_t n, int64_t xs,
+                              int64_t os, bool reverse) {
   SPORE_GRID_LOOP(l, lanes) {
     int64_t off[3];
     walk_offsets(w, l, off);
@@ -220,7 +236,8 @@ void cumsum(ops::KernelContext& ctx) {
   if (out.numel() == 0) return;
   const int64_t ax = x.dim() ? ops::normalize_axis(ctx.attrs.get_int("axis"), x.dim()) : -1;
   const int64_t n = ax >= 0 ? x.size(ax) : 1, lanes = x.numel() / std::max<int64_t>(n, 1);
-  const int64_t xs = ax >= 0 ? x.strides()[size_t(ax)] : 0, os = ax >= 0 ? out.strides()[size_t(ax)] : 0;
+  const int64_t xs = ax >= 0 ? x.strides()[size_t(ax)] : 0,
+                os = ax >= 0 ? out.strides()[size_t(ax)] : 0;
   Shape lane_shape, xst, ost;
   for (int64_t d = 0; d < x.dim(); ++d)
     if (d != ax) {
@@ -234,8 +251,8 @@ void cumsum(ops::KernelContext& ctx) {
   visit_all(x.dtype(), "cumsum", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kFloating<T>) {
-      cumsum_kernel<T, calc_t<T>, T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), data_of<T>(x), w,
-                                                                                  lanes, n, xs, os, reverse);
+      cumsum_kernel<T, calc_t<T>, T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+          data_of<T>(out), data_of<T>(x), w, lanes, n, xs, os, reverse);
     } else {
       cumsum_kernel<T, int64_t, int64_t><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
           data_of<int64_t>(out), data_of<T>(x), w, lanes, n, xs, os, reverse);
@@ -251,8 +268,9 @@ void concat(ops::KernelContext& ctx) {
   int64_t start = 0;
   for (const Tensor& x : ctx.inputs) {
     if (x.numel() > 0)
-      copy_strided(alias(out, x.shape(), out.strides(), out.offset() + start * out.strides()[size_t(ax)]), x,
-                   stream_of(ctx));
+      copy_strided(
+          alias(out, x.shape(), out.strides(), out.offset() + start * out.strides()[size_t(ax)]), x,
+          stream_of(ctx));
     start += x.size(ax);
   }
 }
@@ -263,7 +281,9 @@ void split(ops::KernelContext& ctx) {
   int64_t start = 0;
   for (Tensor& o : ctx.outputs) {
     if (o.numel() > 0)
-      copy_strided(o, alias(x, o.shape(), x.strides(), x.offset() + start * x.strides()[size_t(ax)]), stream_of(ctx));
+      copy_strided(o,
+                   alias(x, o.shape(), x.strides(), x.offset() + start * x.strides()[size_t(ax)]),
+                   stream_of(ctx));
     start += o.size(ax);
   }
 }
@@ -283,7 +303,8 @@ void pad(ops::KernelContext& ctx) {
   const Launch1d l = launch_1d(out.numel());
   visit_all(out.dtype(), "pad", [&](auto tag) {
     using T = decltype(tag);
-    fill_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), out.numel(), cvt<T>(value));
+    fill_kernel<T>
+        <<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), out.numel(), cvt<T>(value));
   });
   SPORE_CUDA_CHECK_LAUNCH();
   Shape region = x.shape();
@@ -297,13 +318,15 @@ void pad(ops::KernelContext& ctx) {
     ooff += std::max<int64_t>(0, before) * out.strides()[dim];
   }
   if (shape_numel(region) == 0) return;
-  copy_strided(alias(out, region, out.strides(), ooff), alias(x, region, x.strides(), xoff), stream_of(ctx));
+  copy_strided(alias(out, region, out.strides(), ooff), alias(x, region, x.strides(), xoff),
+               stream_of(ctx));
 }
 
-// ---- nearest upsampling: source index min(in - 1, dst * in / out) --------------------------------
+// ---- nearest upsampling: source index min(in - 1, dst * in / out) -------------------------------
 template <class T>
-__global__ void upsample_kernel(T* y, const T* x, int64_t n, int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW,
-                                int64_t s0, int64_t s1, int64_t s2, int64_t s3) {
+__global__ void upsample_kernel(T* y, const T* x, int64_t n, int64_t C, int64_t H, int64_t W,
+                                int64_t OH, int64_t OW, int64_t s0, int64_t s1, int64_t s2,
+                                int64_t s3) {
   SPORE_GRID_LOOP(i, n) {
     const int64_t ow = i % OW, oh = (i / OW) % OH, c = (i / (OW * OH)) % C, b = i / (OW * OH * C);
     const int64_t ih = min(H - 1, oh * H / OH), iw = min(W - 1, ow * W / OW);
@@ -320,9 +343,9 @@ void upsample(ops::KernelContext& ctx) {
   const Launch1d l = launch_1d(n);
   visit_all(x.dtype(), "upsample_nearest2d", [&](auto tag) {
     using T = decltype(tag);
-    upsample_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(y), data_of<T>(x), n, x.size(1), x.size(2),
-                                                                   x.size(3), y.size(2), y.size(3), st[0], st[1], st[2],
-                                                                   st[3]);
+    upsample_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+        data_of<T>(y), data_of<T>(x), n, x.size(1), x.size(2), x.size(3), y.size(2), y.size(3),
+        st[0], st[1], st[2], st[3]);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -331,8 +354,9 @@ void upsample(ops::KernelContext& ctx) {
 // [ceil(ih * OH / H), ceil((ih + 1) * OH / H)) (to OH for the last row), likewise the columns;
 // summed row by row in order, as the CPU does.
 template <class T>
-__global__ void upsample_backward_kernel(T* dx, const T* g, int64_t n, int64_t C, int64_t H, int64_t W, int64_t OH,
-                                         int64_t OW, int64_t s0, int64_t s1, int64_t s2, int64_t s3) {
+__global__ void upsample_backward_kernel(T* dx, const T* g, int64_t n, int64_t C, int64_t H,
+                                         int64_t W, int64_t OH, int64_t OW, int64_t s0, int64_t s1,
+                                         int64_t s2, int64_t s3) {
   using A = calc_t<T>;
   SPORE_GRID_LOOP(i, n) {
     const int64_t iw = i % W, ih = (i / W) % H, c = (i / (W * H)) % C, b = i / (W * H * C);
@@ -356,16 +380,16 @@ void upsample_backward(ops::KernelContext& ctx) {
   visit_float(g.dtype(), "upsample_nearest2d_backward", [&](auto tag) {
     using T = decltype(tag);
     upsample_backward_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
-        data_of<T>(dx), data_of<T>(g), n, dx.size(1), dx.size(2), dx.size(3), g.size(2), g.size(3), st[0], st[1], st[2],
-        st[3]);
+        data_of<T>(dx), data_of<T>(g), n, dx.size(1), dx.size(2), dx.size(3), g.size(2), g.size(3),
+        st[0], st[1], st[2], st[3]);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
 
-// ---- dropout: element e keeps with probability 1 - p, drawn from counter base + e ----------------
+// ---- dropout: element e keeps with probability 1 - p, drawn from counter base + e ---------------
 template <class T>
-__global__ void dropout_kernel(T* y, uint8_t* mask, const T* x, Walk w, int64_t n, double p, calc_t<T> scale,
-                               uint64_t seed, uint64_t counter) {
+__global__ void dropout_kernel(T* y, uint8_t* mask, const T* x, Walk w, int64_t n, double p,
+                               calc_t<T> scale, uint64_t seed, uint64_t counter) {
   using A = calc_t<T>;
   SPORE_GRID_LOOP(e, n) {
     int64_t off[3];
@@ -392,8 +416,8 @@ void dropout(ops::KernelContext& ctx) {
     // The CPU's scale in the compute type: 1 / (1 - p) rounded to float (double for float64).
     using A = calc_t<T>;
     const A scale = p < 1 ? A(1.0 / (1.0 - p)) : A(0);
-    dropout_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(y), data_of<uint8_t>(mask), data_of<T>(x), w,
-                                                                   n, p, scale, seed, counter);
+    dropout_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+        data_of<T>(y), data_of<uint8_t>(mask), data_of<T>(x), w, n, p, scale, seed, counter);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -410,7 +434,8 @@ SPORE_KERNEL(GPU, Concat, concat, SPORE_ALL);
 SPORE_KERNEL(GPU, Split, split, SPORE_ALL);
 SPORE_KERNEL(GPU, Pad, pad, SPORE_ALL);
 SPORE_KERNEL(GPU, UpsampleNearest2d, upsample, SPORE_ALL);
-SPORE_KERNEL(GPU, UpsampleNearest2dBackward, upsample_backward, kFloat16, kBFloat16, kFloat32, kFloat64);
+SPORE_KERNEL(GPU, UpsampleNearest2dBackward, upsample_backward, kFloat16, kBFloat16, kFloat32,
+             kFloat64);
 SPORE_KERNEL(GPU, Dropout, dropout, kFloat16, kBFloat16, kFloat32, kFloat64);
 #undef SPORE_ALL
 

@@ -11,12 +11,12 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_check.h"
 
-#define SPORE_CUBLAS_CHECK(call)                                                               \
-  do {                                                                                         \
-    const cublasStatus_t spore_st_ = (call);                                                   \
-    if (spore_st_ != CUBLAS_STATUS_SUCCESS)                                                    \
+#define SPORE_CUBLAS_CHECK(call)                                                                \
+  do {                                                                                          \
+    const cublasStatus_t spore_st_ = (call);                                                    \
+    if (spore_st_ != CUBLAS_STATUS_SUCCESS)                                                     \
       SPORE_THROW(::spore::ErrorKind::RuntimeError, "[GPU] ", #call, " failed: cuBLAS status ", \
-                  int(spore_st_));                                                             \
+                  int(spore_st_));                                                              \
   } while (0)
 
 namespace spore::cuda {
@@ -38,11 +38,16 @@ struct Types {
 };
 Types types_of(DType t) {
   switch (t) {
-    case kFloat32: return {CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
-    case kFloat16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
-    case kBFloat16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F};
-    case kFloat64: return {CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F};
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] matmul: no kernel for ", dtype_name(t));
+    case kFloat32:
+      return {CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case kFloat16:
+      return {CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case kBFloat16:
+      return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case kFloat64:
+      return {CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F};
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] matmul: no kernel for ", dtype_name(t));
   }
 }
 
@@ -52,29 +57,31 @@ struct Layout {
   Layout(cudaDataType_t t, uint64_t rows, uint64_t cols, int batch, int64_t stride) {
     SPORE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, rows, cols, int64_t(rows)));
     if (batch > 1) {
-      SPORE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch));
-      SPORE_CUBLAS_CHECK(
-          cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
+      SPORE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                          &batch, sizeof batch));
+      SPORE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+          l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
     }
   }
   ~Layout() { cublasLtMatrixLayoutDestroy(l); }
 };
 
 // C (M x N) = A (M x K) B (K x N), row-major, `batch` products with the given element strides.
-void gemm(DType dt, const void* a, const void* b, void* c, int64_t M, int64_t N, int64_t K, int batch, int64_t sa,
-          int64_t sb, int64_t sc, cudaStream_t stream) {
+void gemm(DType dt, const void* a, const void* b, void* c, int64_t M, int64_t N, int64_t K,
+          int batch, int64_t sa, int64_t sb, int64_t sc, cudaStream_t stream) {
   const Types t = types_of(dt);
   cublasLtMatmulDesc_t desc;
   SPORE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, t.compute, t.scale));
   // Column-major view: C^T (N x M) = B^T (N x K) * A^T (K x M).
-  Layout lb(t.data, uint64_t(N), uint64_t(K), batch, sb), la(t.data, uint64_t(K), uint64_t(M), batch, sa),
+  Layout lb(t.data, uint64_t(N), uint64_t(K), batch, sb),
+      la(t.data, uint64_t(K), uint64_t(M), batch, sa),
       lc(t.data, uint64_t(N), uint64_t(M), batch, sc);
   const float one_f = 1, zero_f = 0;
   const double one_d = 1, zero_d = 0;
   const void* alpha = dt == kFloat64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = dt == kFloat64 ? static_cast<const void*>(&zero_d) : &zero_f;
-  const cublasStatus_t st =
-      cublasLtMatmul(handle(), desc, alpha, b, lb.l, a, la.l, beta, c, lc.l, c, lc.l, nullptr, nullptr, 0, stream);
+  const cublasStatus_t st = cublasLtMatmul(handle(), desc, alpha, b, lb.l, a, la.l, beta, c, lc.l,
+                                           c, lc.l, nullptr, nullptr, 0, stream);
   cublasLtMatmulDescDestroy(desc);
   SPORE_CUBLAS_CHECK(st);
 }
@@ -83,7 +90,8 @@ void matmul(ops::KernelContext& ctx) {
   // Contiguous operands (a copy kernel on this device when a view is strided).
   const Tensor a = ctx.inputs[0].contiguous(), b = ctx.inputs[1].contiguous();
   Tensor& c = ctx.outputs[0];
-  SPORE_CHECK(a.dim() >= 2 && b.dim() >= 2, "[GPU] matmul takes operands of rank >= 2 (the op reshapes vectors)");
+  SPORE_CHECK(a.dim() >= 2 && b.dim() >= 2,
+              "[GPU] matmul takes operands of rank >= 2 (the op reshapes vectors)");
   const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
   if (c.numel() == 0) return;
   cudaStream_t s = native(ctx.stream->native_handle());
@@ -97,8 +105,10 @@ void matmul(ops::KernelContext& ctx) {
   auto* pa = static_cast<const char*>(a.data_ptr());
   auto* pb = static_cast<const char*>(b.data_ptr());
   auto* pc = static_cast<char*>(c.data_ptr());
-  if ((a_batch == batch || a_batch == 1) && (b_batch == batch || b_batch == 1) && batch <= INT32_MAX) {
-    gemm(c.dtype(), pa, pb, pc, M, N, K, int(batch), a_batch == 1 ? 0 : M * K, b_batch == 1 ? 0 : K * N, M * N, s);
+  if ((a_batch == batch || a_batch == 1) && (b_batch == batch || b_batch == 1) &&
+      batch <= INT32_MAX) {
+    gemm(c.dtype(), pa, pb, pc, M, N, K, int(batch), a_batch == 1 ? 0 : M * K,
+         b_batch == 1 ? 0 : K * N, M * N, s);
     return;
   }
   // Broadcast batch dims (e.g. (B, 1, M, K) x (1, C, K, N)): each output batch finds its operands.
@@ -117,8 +127,9 @@ void matmul(ops::KernelContext& ctx) {
     return off * mat;
   };
   for (int64_t i = 0; i < batch; ++i)
-    gemm(c.dtype(), pa + offset(a, i, M * K) * int64_t(item), pb + offset(b, i, K * N) * int64_t(item),
-         pc + i * M * N * int64_t(item), M, N, K, 1, 0, 0, 0, s);
+    gemm(c.dtype(), pa + offset(a, i, M * K) * int64_t(item),
+         pb + offset(b, i, K * N) * int64_t(item), pc + i * M * N * int64_t(item), M, N, K, 1, 0, 0,
+         0, s);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // nn_norm.cpp, softmax_cross_entropy.cpp):
 //   SoftmaxCrossEntropyFused  per row of logits (N, C): loss = (m + log s) - z[label],
 //                             dlogits = exp(z - m) / s - onehot(label); one warp per row
-//   LayerNorm                 per row of the normalized D elements: mean, rstd = 1 / sqrt(var + eps),
+//   LayerNorm                 per row of the normalized D elements: mean, rstd = 1 / sqrt(var +
+//   eps),
 //                             y = (x - mean) * rstd * gamma + beta; one warp per row
 //   LayerNormBackward         dx per row (a warp), dgamma / dbeta per column (a column of
 //                             threads summing the rows, then a shared-memory sum)
@@ -28,14 +29,14 @@ __device__ __forceinline__ A warp_max(A v) {
   return v;
 }
 
-#define SPORE_WARP_LOOP(w, n)                                                               \
-  for (int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < (n);          \
+#define SPORE_WARP_LOOP(w, n)                                                      \
+  for (int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; w < (n); \
        w += int64_t(gridDim.x) * blockDim.x / 32)
 
 // ---- softmax cross-entropy ----------------------------------------------------------------------
 template <class T, class L>
-__global__ void sce_kernel(T* loss, T* dl, const T* z, const L* labels, int64_t rows, int64_t C, int64_t s0,
-                           int64_t s1, int64_t sl) {
+__global__ void sce_kernel(T* loss, T* dl, const T* z, const L* labels, int64_t rows, int64_t C,
+                           int64_t s0, int64_t s1, int64_t sl) {
   using A = calc_t<T>;
   const int lane = threadIdx.x % 32;
   SPORE_WARP_LOOP(r, rows) {
@@ -67,11 +68,13 @@ void softmax_cross_entropy(ops::KernelContext& ctx) {
     auto run = [&](auto ltag) {
       using L = decltype(ltag);
       sce_kernel<T, L><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
-          data_of<T>(loss), data_of<T>(dl), data_of<T>(z), data_of<L>(labels), rows, C, z.strides()[0], z.strides()[1],
-          labels.strides()[0]);
+          data_of<T>(loss), data_of<T>(dl), data_of<T>(z), data_of<L>(labels), rows, C,
+          z.strides()[0], z.strides()[1], labels.strides()[0]);
     };
-    if (labels.dtype() == kInt32) run(int32_t{});
-    else run(int64_t{});
+    if (labels.dtype() == kInt32)
+      run(int32_t{});
+    else
+      run(int64_t{});
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -79,8 +82,8 @@ void softmax_cross_entropy(ops::KernelContext& ctx) {
 // ---- layer norm ---------------------------------------------------------------------------------
 // x, y contiguous (rows, D); gamma / beta contiguous (D) in the statistics' type A.
 template <class T, class A>
-__global__ void layer_norm_kernel(T* y, A* mean, A* rstd, const T* x, const A* gamma, const A* beta, int64_t rows,
-                                  int64_t D, double eps) {
+__global__ void layer_norm_kernel(T* y, A* mean, A* rstd, const T* x, const A* gamma, const A* beta,
+                                  int64_t rows, int64_t D, double eps) {
   const int lane = threadIdx.x % 32;
   SPORE_WARP_LOOP(r, rows) {
     const T* xr = x + r * D;
@@ -96,14 +99,16 @@ __global__ void layer_norm_kernel(T* y, A* mean, A* rstd, const T* x, const A* g
     const A rs = A(1.0 / sqrt(double(ss) / double(D) + eps));
     if (lane == 0) mean[r] = m, rstd[r] = rs;
     T* yr = y + r * D;
-    for (int64_t j = lane; j < D; j += 32) yr[j] = cvt<T>((cvt<A>(xr[j]) - m) * rs * gamma[j] + beta[j]);
+    for (int64_t j = lane; j < D; j += 32)
+      yr[j] = cvt<T>((cvt<A>(xr[j]) - m) * rs * gamma[j] + beta[j]);
   }
 }
 
-// dx per row: a = sum(dy * gamma), c = sum(dy * gamma * xhat); dx = rstd (dy gamma - a/D - xhat c/D).
+// dx per row: a = sum(dy * gamma), c = sum(dy * gamma * xhat); dx = rstd (dy gamma - a/D - xhat
+// c/D).
 template <class T, class A>
-__global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const A* gamma, const A* mean, const A* rstd,
-                                     int64_t rows, int64_t D) {
+__global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const A* gamma, const A* mean,
+                                     const A* rstd, int64_t rows, int64_t D) {
   const int lane = threadIdx.x % 32;
   SPORE_WARP_LOOP(r, rows) {
     const T *dr = dy + r * D, *xr = x + r * D;
@@ -124,8 +129,8 @@ __global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const A* ga
 
 // dgamma[j] = sum_r dy xhat, dbeta[j] = sum_r dy: blocks of 32 columns x 8 row groups.
 template <class T, class A>
-__global__ void layer_norm_dgamma_kernel(A* dgamma, A* dbeta, const T* dy, const T* x, const A* mean, const A* rstd,
-                                         int64_t rows, int64_t D) {
+__global__ void layer_norm_dgamma_kernel(A* dgamma, A* dbeta, const T* dy, const T* x,
+                                         const A* mean, const A* rstd, int64_t rows, int64_t D) {
   __shared__ A sg[8][33], sb[8][33];
   const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
   A g = 0, b = 0;
@@ -166,8 +171,8 @@ void layer_norm(ops::KernelContext& ctx) {
     using T = decltype(tag);
     using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
     layer_norm_kernel<T, A><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
-        data_of<T>(ctx.outputs[0]), data_of<A>(ctx.outputs[1]), data_of<A>(ctx.outputs[2]), data_of<T>(x),
-        data_of<A>(gamma), data_of<A>(beta), rows, D, eps);
+        data_of<T>(ctx.outputs[0]), data_of<A>(ctx.outputs[1]), data_of<A>(ctx.outputs[2]),
+        data_of<T>(x), data_of<A>(gamma), data_of<A>(beta), rows, D, eps);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -179,7 +184,8 @@ void layer_norm_backward(ops::KernelContext& ctx) {
                mean = dense_as(ctx.inputs[3], sd), rstd = dense_as(ctx.inputs[4], sd);
   const int64_t D = gamma.numel(), rows = D ? x.numel() / D : 0;
   Tensor &dgamma_out = ctx.outputs[1], &dbeta_out = ctx.outputs[2];
-  // dgamma / dbeta in the statistics' type, cast into the outputs (gamma's dtype) when that differs.
+  // dgamma / dbeta in the statistics' type, cast into the outputs (gamma's dtype) when that
+  // differs.
   const bool direct = dgamma_out.dtype() == sd && dbeta_out.dtype() == sd;
   const Tensor dgamma = direct ? dgamma_out : Tensor::empty({D}, sd, x.device()),
                dbeta = direct ? dbeta_out : Tensor::empty({D}, sd, x.device());
@@ -192,12 +198,13 @@ void layer_norm_backward(ops::KernelContext& ctx) {
       using T = decltype(tag);
       using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
       layer_norm_dx_kernel<T, A><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
-          data_of<T>(ctx.outputs[0]), data_of<T>(dy), data_of<T>(x), data_of<A>(gamma), data_of<A>(mean),
-          data_of<A>(rstd), rows, D);
+          data_of<T>(ctx.outputs[0]), data_of<T>(dy), data_of<T>(x), data_of<A>(gamma),
+          data_of<A>(mean), data_of<A>(rstd), rows, D);
       SPORE_CUDA_CHECK_LAUNCH();
       const dim3 block(32, 8), grid(unsigned((D + 31) / 32));
       layer_norm_dgamma_kernel<T, A><<<grid, block, 0, stream_of(ctx)>>>(
-          data_of<A>(dgamma), data_of<A>(dbeta), data_of<T>(dy), data_of<T>(x), data_of<A>(mean), data_of<A>(rstd), rows, D);
+          data_of<A>(dgamma), data_of<A>(dbeta), data_of<T>(dy), data_of<T>(x), data_of<A>(mean),
+          data_of<A>(rstd), rows, D);
     });
     SPORE_CUDA_CHECK_LAUNCH();
   }
@@ -225,8 +232,8 @@ __device__ __forceinline__ double block_sum(double v, double* shared) {
 }
 
 template <class T, class A>
-__global__ void batch_norm_kernel(T* y, A* mean_out, A* invstd_out, const T* x, const double* gamma, const double* beta,
-                                  int64_t N, int64_t C, int64_t S, double eps) {
+__global__ void batch_norm_kernel(T* y, A* mean_out, A* invstd_out, const T* x, const double* gamma,
+                                  const double* beta, int64_t N, int64_t C, int64_t S, double eps) {
   __shared__ double shared[kBnThreads / 32];
   const int64_t c = blockIdx.x, count = N * S;
   auto at = [&](int64_t e) { return (e / S * C + c) * S + e % S; };
@@ -242,13 +249,14 @@ __global__ void batch_norm_kernel(T* y, A* mean_out, A* invstd_out, const T* x, 
   const double invstd = 1.0 / sqrt(block_sum(ss, shared) / double(count) + eps);
   if (threadIdx.x == 0) mean_out[c] = A(mean), invstd_out[c] = A(invstd);
   const A scale = A(invstd * gamma[c]), shift = A(beta[c] - mean * invstd * gamma[c]);
-  for (int64_t e = threadIdx.x; e < count; e += blockDim.x) y[at(e)] = cvt<T>(cvt<A>(x[at(e)]) * scale + shift);
+  for (int64_t e = threadIdx.x; e < count; e += blockDim.x)
+    y[at(e)] = cvt<T>(cvt<A>(x[at(e)]) * scale + shift);
 }
 
 template <class T, class A>
-__global__ void batch_norm_backward_kernel(T* dx, double* dgamma, double* dbeta, const T* dy, const T* x,
-                                           const double* gamma, const A* mean, const A* invstd, int64_t N, int64_t C,
-                                           int64_t S) {
+__global__ void batch_norm_backward_kernel(T* dx, double* dgamma, double* dbeta, const T* dy,
+                                           const T* x, const double* gamma, const A* mean,
+                                           const A* invstd, int64_t N, int64_t C, int64_t S) {
   __shared__ double shared[kBnThreads / 32];
   const int64_t c = blockIdx.x, count = N * S;
   auto at = [&](int64_t e) { return (e / S * C + c) * S + e % S; };
@@ -263,7 +271,8 @@ __global__ void batch_norm_backward_kernel(T* dx, double* dgamma, double* dbeta,
   if (threadIdx.x == 0) dbeta[c] = sdy, dgamma[c] = sdyx * double(is);
   // dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat))
   const double n = double(count);
-  const A k = A(gamma[c] * double(is)), mdy = A(sdy / n), kx = A(sdyx / n * double(is) * double(is));
+  const A k = A(gamma[c] * double(is)), mdy = A(sdy / n),
+          kx = A(sdyx / n * double(is) * double(is));
   for (int64_t e = threadIdx.x; e < count; e += blockDim.x) {
     const int64_t o = at(e);
     dx[o] = cvt<T>(k * (cvt<A>(dy[o]) - mdy - (cvt<A>(x[o]) - m) * kx));
@@ -271,8 +280,9 @@ __global__ void batch_norm_backward_kernel(T* dx, double* dgamma, double* dbeta,
 }
 
 template <class T, class A>
-__global__ void batch_norm_inference_kernel(T* y, const T* x, const double* gamma, const double* beta,
-                                            const double* mean, const double* var, int64_t n, int64_t C, int64_t S,
+__global__ void batch_norm_inference_kernel(T* y, const T* x, const double* gamma,
+                                            const double* beta, const double* mean,
+                                            const double* var, int64_t n, int64_t C, int64_t S,
                                             double eps) {
   SPORE_GRID_LOOP(i, n) {
     const int64_t c = (i / S) % C;
@@ -291,7 +301,8 @@ NCS ncs(const Tensor& x) {
 }
 
 void check_plain(const ops::KernelContext& ctx) {
-  SPORE_CHECK(!ctx.attrs.get_bool("blocked", false), "[GPU] ", ctx.def.name, ": the blocked (nChw16c) layout is the CPU's");
+  SPORE_CHECK(!ctx.attrs.get_bool("blocked", false), "[GPU] ", ctx.def.name,
+              ": the blocked (nChw16c) layout is the CPU's");
 }
 
 void batch_norm(ops::KernelContext& ctx) {
@@ -305,8 +316,8 @@ void batch_norm(ops::KernelContext& ctx) {
     using T = decltype(tag);
     using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
     batch_norm_kernel<T, A><<<unsigned(d.C), kBnThreads, 0, stream_of(ctx)>>>(
-        data_of<T>(ctx.outputs[0]), data_of<A>(ctx.outputs[1]), data_of<A>(ctx.outputs[2]), data_of<T>(x),
-        data_of<double>(gamma), data_of<double>(beta), d.N, d.C, d.S, eps);
+        data_of<T>(ctx.outputs[0]), data_of<A>(ctx.outputs[1]), data_of<A>(ctx.outputs[2]),
+        data_of<T>(x), data_of<double>(gamma), data_of<double>(beta), d.N, d.C, d.S, eps);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -319,13 +330,14 @@ void batch_norm_backward(ops::KernelContext& ctx) {
                mean = dense_as(ctx.inputs[3], sd), invstd = dense_as(ctx.inputs[4], sd);
   const NCS d = ncs(x);
   if (d.C == 0) return;
-  const Tensor dgamma = Tensor::empty({d.C}, kFloat64, x.device()), dbeta = Tensor::empty({d.C}, kFloat64, x.device());
+  const Tensor dgamma = Tensor::empty({d.C}, kFloat64, x.device()),
+               dbeta = Tensor::empty({d.C}, kFloat64, x.device());
   visit_float(x.dtype(), "batch_norm_backward", [&](auto tag) {
     using T = decltype(tag);
     using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
     batch_norm_backward_kernel<T, A><<<unsigned(d.C), kBnThreads, 0, stream_of(ctx)>>>(
-        data_of<T>(ctx.outputs[0]), data_of<double>(dgamma), data_of<double>(dbeta), data_of<T>(dy), data_of<T>(x),
-        data_of<double>(gamma), data_of<A>(mean), data_of<A>(invstd), d.N, d.C, d.S);
+        data_of<T>(ctx.outputs[0]), data_of<double>(dgamma), data_of<double>(dbeta), data_of<T>(dy),
+        data_of<T>(x), data_of<double>(gamma), data_of<A>(mean), data_of<A>(invstd), d.N, d.C, d.S);
   });
   SPORE_CUDA_CHECK_LAUNCH();
   NoGradGuard no_grad;  // into the outputs' dtype (gamma's)
@@ -347,19 +359,21 @@ void batch_norm_inference(ops::KernelContext& ctx) {
     using T = decltype(tag);
     using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
     batch_norm_inference_kernel<T, A><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
-        data_of<T>(ctx.outputs[0]), data_of<T>(x), data_of<double>(gamma), data_of<double>(beta), data_of<double>(mean),
-        data_of<double>(var), n, d.C, d.S, eps);
+        data_of<T>(ctx.outputs[0]), data_of<T>(x), data_of<double>(gamma), data_of<double>(beta),
+        data_of<double>(mean), data_of<double>(var), n, d.C, d.S, eps);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-SPORE_KERNEL(GPU, SoftmaxCrossEntropyFused, softmax_cross_entropy, kFloat32, kFloat64, kFloat16, kBFloat16);
+SPORE_KERNEL(GPU, SoftmaxCrossEntropyFused, softmax_cross_entropy, kFloat32, kFloat64, kFloat16,
+             kBFloat16);
 SPORE_KERNEL(GPU, LayerNorm, layer_norm, kFloat32, kFloat64, kBFloat16, kFloat16);
 SPORE_KERNEL(GPU, LayerNormBackward, layer_norm_backward, kFloat32, kFloat64, kBFloat16, kFloat16);
 SPORE_KERNEL(GPU, BatchNorm, batch_norm, kFloat32, kFloat64, kBFloat16, kFloat16);
 SPORE_KERNEL(GPU, BatchNormBackward, batch_norm_backward, kFloat32, kFloat64, kBFloat16, kFloat16);
-SPORE_KERNEL(GPU, BatchNormInference, batch_norm_inference, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_KERNEL(GPU, BatchNormInference, batch_norm_inference, kFloat32, kFloat64, kBFloat16,
+             kFloat16);
 
 }  // namespace spore::cuda

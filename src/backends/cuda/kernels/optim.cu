@@ -45,10 +45,18 @@ struct Hyper {
 struct AdamCoeffs {
   double step_size, inv_sqrt_bc2, eps, beta1, beta2, one_b1, one_b2, l2, shrink;
 };
-__host__ __device__ inline AdamCoeffs adam_coeffs(const AdamAttrs& a, double lr, double step, double eps) {
+__host__ __device__ inline AdamCoeffs adam_coeffs(const AdamAttrs& a, double lr, double step,
+                                                  double eps) {
   const double bc1 = 1 - pow(a.beta1, step), bc2 = 1 - pow(a.beta2, step);
-  return {lr / bc1, 1 / sqrt(bc2), eps, a.beta1, a.beta2, 1 - a.beta1, 1 - a.beta2,
-          a.decoupled ? 0.0 : a.weight_decay, a.decoupled ? 1 - lr * a.weight_decay : 1.0};
+  return {lr / bc1,
+          1 / sqrt(bc2),
+          eps,
+          a.beta1,
+          a.beta2,
+          1 - a.beta1,
+          1 - a.beta2,
+          a.decoupled ? 0.0 : a.weight_decay,
+          a.decoupled ? 1 - lr * a.weight_decay : 1.0};
 }
 
 // One element's update: p, state..., g by reference (the grad is not written back).
@@ -92,7 +100,8 @@ struct RmsFn {
   RmsAttrs a;
   Hyper h;
   __device__ void operator()(T* const* ptr, int64_t const* off) const {
-    const T l = T(h.at(0, a.lr)), d = T(a.decay), one_d = T(1 - a.decay), m = T(a.momentum), e = T(a.eps);
+    const T l = T(h.at(0, a.lr)), d = T(a.decay), one_d = T(1 - a.decay), m = T(a.momentum),
+            e = T(a.eps);
     T& p = ptr[0][off[0]];
     T& ms = ptr[1][off[1]];
     T& mom = ptr[2][off[2]];
@@ -103,7 +112,7 @@ struct RmsFn {
   }
 };
 
-// ---- the multi-tensor kernel over contiguous groups ----------------------------------------------
+// ---- the multi-tensor kernel over contiguous groups ---------------------------------------------
 constexpr int kGroups = 24;
 template <int N, class T>
 struct Groups {
@@ -115,12 +124,15 @@ struct Groups {
 template <int N, class T, class F>
 __global__ void multi_kernel(Groups<N, T> gs, F f) {
   const int64_t total = gs.start[gs.count];
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
     int lo = 0, hi = gs.count - 1;  // the group with start[g] <= i < start[g + 1]
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (gs.start[mid] <= i) lo = mid;
-      else hi = mid - 1;
+      if (gs.start[mid] <= i)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     const int64_t j = i - gs.start[lo];
     int64_t off[N];
@@ -132,7 +144,8 @@ __global__ void multi_kernel(Groups<N, T> gs, F f) {
 // One group with any strides (same shape).
 template <int N, class T, class F>
 __global__ void strided_kernel(Groups<N, T> one, StridedIndex<N> ix, int64_t n, F f) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[N];
     for (int k = 0; k < N; ++k) off[k] = 0;
     int64_t q = i;
@@ -155,7 +168,9 @@ T* data(const Tensor& t) {
 template <int N, class T, class F>
 void multi_update(const ops::KernelContext& ctx, size_t groups, const F& f) {
   cudaStream_t s = native(ctx.stream->native_handle());
-  auto operand = [&](size_t t, int k) -> const Tensor& { return ctx.inputs[size_t(k) * groups + t]; };
+  auto operand = [&](size_t t, int k) -> const Tensor& {
+    return ctx.inputs[size_t(k) * groups + t];
+  };
   Groups<N, T> batch;
   batch.start[0] = 0;
   auto flush = [&] {
@@ -178,12 +193,13 @@ void multi_update(const ops::KernelContext& ctx, size_t groups, const F& f) {
       const Tensor* in[N];
       for (int k = 0; k < N; ++k) in[k] = &operand(t, k);
       int64_t strides[N][kMaxDims * 2] = {};
-      SPORE_CHECK(p.dim() <= 2 * kMaxDims, "[GPU] ", ctx.def.name, ": at most ", 2 * kMaxDims, " dims");
+      SPORE_CHECK(p.dim() <= 2 * kMaxDims, "[GPU] ", ctx.def.name, ": at most ", 2 * kMaxDims,
+                  " dims");
       for (int k = 0; k < N; ++k)
         for (int64_t d = 0; d < p.dim(); ++d) strides[k][d] = in[k]->strides()[size_t(d)];
       StridedIndex<N> ix;
-      SPORE_CHECK(make_index<N>(p.shape().data(), int(p.dim()), strides, ix), "[GPU] ", ctx.def.name,
-                  ": operands with too many separate dims; make them contiguous");
+      SPORE_CHECK(make_index<N>(p.shape().data(), int(p.dim()), strides, ix), "[GPU] ",
+                  ctx.def.name, ": operands with too many separate dims; make them contiguous");
       Groups<N, T> one;
       for (int k = 0; k < N; ++k) one.ptr[0][k] = data<T>(*in[k]);
       one.count = 1;
@@ -217,9 +233,10 @@ MomentumAttrs momentum_attrs(const ops::Attrs& a, const Hyper& h) {
           a.get_bool("nesterov", false)};
 }
 AdamAttrs adam_attrs(const ops::Attrs& a, const Hyper& h, const char* who) {
-  AdamAttrs r{h.p ? 0.0 : a.get_float("lr"), a.get_float("beta1", 0.9), a.get_float("beta2", 0.999),
-              h.p ? 0.0 : a.get_float("eps", 1e-8), a.get_float("weight_decay", 0.0),
-              h.p ? 1.0 : double(a.get_int("step", 1)), a.get_bool("decoupled", false)};
+  AdamAttrs r{h.p ? 0.0 : a.get_float("lr"),    a.get_float("beta1", 0.9),
+              a.get_float("beta2", 0.999),      h.p ? 0.0 : a.get_float("eps", 1e-8),
+              a.get_float("weight_decay", 0.0), h.p ? 1.0 : double(a.get_int("step", 1)),
+              a.get_bool("decoupled", false)};
   // (With the hyper input the step is on the device: its check is the CPU path's and the op's.)
   SPORE_CHECK(r.step >= 1, "[", who, "] step is 1-based, got ", r.step);
   return r;
@@ -227,14 +244,17 @@ AdamAttrs adam_attrs(const ops::Attrs& a, const Hyper& h, const char* who) {
 
 template <class F>
 void visit_f32_f64(DType t, F&& f) {
-  if (t == kFloat64) f(double{});
-  else f(float{});
+  if (t == kFloat64)
+    f(double{});
+  else
+    f(float{});
 }
 
 void apply_momentum(ops::KernelContext& ctx) {
   const Hyper h = hyper_of(ctx);
   const MomentumAttrs a = momentum_attrs(ctx.attrs, h);
-  const size_t groups = ctx.def.id == ops::OpId::ApplyMomentum ? 1 : (ctx.inputs.size() - (h.p ? 1 : 0)) / 3;
+  const size_t groups =
+      ctx.def.id == ops::OpId::ApplyMomentum ? 1 : (ctx.inputs.size() - (h.p ? 1 : 0)) / 3;
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<3, T>(ctx, groups, MomentumFn<T>{a, h});
@@ -244,7 +264,8 @@ void apply_momentum(ops::KernelContext& ctx) {
 void apply_adam(ops::KernelContext& ctx) {
   const Hyper h = hyper_of(ctx);
   const AdamAttrs a = adam_attrs(ctx.attrs, h, ctx.def.name);
-  const size_t groups = ctx.def.id == ops::OpId::ApplyAdam ? 1 : (ctx.inputs.size() - (h.p ? 1 : 0)) / 4;
+  const size_t groups =
+      ctx.def.id == ops::OpId::ApplyAdam ? 1 : (ctx.inputs.size() - (h.p ? 1 : 0)) / 4;
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<4, T>(ctx, groups, AdamFn<T>{a, h});
@@ -254,20 +275,21 @@ void apply_adam(ops::KernelContext& ctx) {
 void apply_rms_prop(ops::KernelContext& ctx) {
   const Hyper h = hyper_of(ctx);
   const auto& at = ctx.attrs;
-  const RmsAttrs a{h.p ? 0.0 : at.get_float("lr"), at.get_float("decay", 0.9), at.get_float("momentum", 0.0),
-                   at.get_float("eps", 1e-10)};
+  const RmsAttrs a{h.p ? 0.0 : at.get_float("lr"), at.get_float("decay", 0.9),
+                   at.get_float("momentum", 0.0), at.get_float("eps", 1e-10)};
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<4, T>(ctx, 1, RmsFn<T>{a, h});
   });
 }
 
-// ---- all_finite -----------------------------------------------------------------------------------
+// ---- all_finite ---------------------------------------------------------------------------------
 // A float is inf or NaN exactly when its exponent bits are all ones: tested on the raw bits.
 template <class U>
 __global__ void finite_kernel(const U* x, int64_t n, U mask, bool* ok) {
   bool bad = false;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
     bad |= (x[i] & mask) == mask;
   if (__syncthreads_or(bad) && threadIdx.x == 0) *ok = false;  // every writer writes false: no race
 }
@@ -284,18 +306,21 @@ void all_finite(ops::KernelContext& ctx) {
     switch (itemsize(x.dtype())) {
       case 2: {
         const uint16_t mask = x.dtype() == kFloat16 ? 0x7C00 : 0x7F80;
-        finite_kernel<uint16_t><<<l.blocks, l.threads, 0, s>>>(static_cast<const uint16_t*>(x.data_ptr()), n, mask, ok);
+        finite_kernel<uint16_t><<<l.blocks, l.threads, 0, s>>>(
+            static_cast<const uint16_t*>(x.data_ptr()), n, mask, ok);
         break;
       }
       case 4:
-        finite_kernel<uint32_t><<<l.blocks, l.threads, 0, s>>>(static_cast<const uint32_t*>(x.data_ptr()), n,
-                                                               0x7F800000u, ok);
+        finite_kernel<uint32_t><<<l.blocks, l.threads, 0, s>>>(
+            static_cast<const uint32_t*>(x.data_ptr()), n, 0x7F800000u, ok);
         break;
       case 8:
-        finite_kernel<uint64_t><<<l.blocks, l.threads, 0, s>>>(static_cast<const uint64_t*>(x.data_ptr()), n,
-                                                               0x7FF0000000000000ull, ok);
+        finite_kernel<uint64_t><<<l.blocks, l.threads, 0, s>>>(
+            static_cast<const uint64_t*>(x.data_ptr()), n, 0x7FF0000000000000ull, ok);
         break;
-      default: SPORE_THROW(ErrorKind::TypeError, "[GPU] all_finite: unsupported dtype ", dtype_name(x.dtype()));
+      default:
+        SPORE_THROW(ErrorKind::TypeError, "[GPU] all_finite: unsupported dtype ",
+                    dtype_name(x.dtype()));
     }
     SPORE_CUDA_CHECK_LAUNCH();
   }
@@ -308,6 +333,7 @@ SPORE_KERNEL(GPU, FusedApplyMomentum, apply_momentum, kFloat32, kFloat64);
 SPORE_KERNEL(GPU, ApplyAdam, apply_adam, kFloat32, kFloat64);
 SPORE_KERNEL(GPU, FusedApplyAdam, apply_adam, kFloat32, kFloat64);
 SPORE_KERNEL(GPU, ApplyRMSProp, apply_rms_prop, kFloat32, kFloat64);
-SPORE_KERNEL(GPU, AllFinite, all_finite, kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64);
+SPORE_KERNEL(GPU, AllFinite, all_finite, kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16,
+             kFloat32, kFloat64);
 
 }  // namespace spore::cuda

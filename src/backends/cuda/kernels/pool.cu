@@ -16,7 +16,8 @@ struct Pool {
 };
 
 Pool pool_of(const Shape& x, const Shape& y, const ops::Attrs& a) {
-  SPORE_CHECK(!a.get_bool("blocked", false), "[GPU] pooling: the blocked (nChw16c) layout is the CPU's");
+  SPORE_CHECK(!a.get_bool("blocked", false),
+              "[GPU] pooling: the blocked (nChw16c) layout is the CPU's");
   const auto k = a.get_ints("kernel_size"), s = a.get_ints("stride"), p = a.get_ints("padding");
   return {x[0] * x[1], x[2], x[3], y[2], y[3], k[0], k[1], s[0], s[1], p[0], p[1], p[2], p[3]};
 }
@@ -27,8 +28,8 @@ Tensor dense(const Tensor& t) {
 }
 
 // The outputs along one axis whose windows (start o * s - pad, k long) may hold position h.
-__device__ __forceinline__ void window_range(int64_t h, int64_t k, int64_t s, int64_t pad, int64_t out, int64_t& lo,
-                                             int64_t& hi) {
+__device__ __forceinline__ void window_range(int64_t h, int64_t k, int64_t s, int64_t pad,
+                                             int64_t out, int64_t& lo, int64_t& hi) {
   const int64_t a = h + pad - k + 1;
   lo = a <= 0 ? 0 : (a + s - 1) / s;
   hi = min(out - 1, (h + pad) / s);
@@ -65,7 +66,8 @@ __global__ void max_pool_kernel(T* y, int64_t* idx, const T* x, Pool p, int64_t 
 
 // dx[h, w] = the sum of dy over the windows whose index picked (h, w).
 template <class T>
-__global__ void max_pool_backward_kernel(T* dx, const T* dy, const int64_t* idx, Pool p, int64_t n) {
+__global__ void max_pool_backward_kernel(T* dx, const T* dy, const int64_t* idx, Pool p,
+                                         int64_t n) {
   using A = calc_t<T>;
   SPORE_GRID_LOOP(i, n) {
     const int64_t w = i % p.W, h = (i / p.W) % p.H, q = i / (p.W * p.H);
@@ -87,7 +89,8 @@ __global__ void max_pool_backward_kernel(T* dx, const T* dy, const int64_t* idx,
 struct Window {
   int64_t h0, h1, w0, w1, div;
 };
-__device__ __forceinline__ Window avg_window(const Pool& p, int64_t oh, int64_t ow, bool include_pad) {
+__device__ __forceinline__ Window avg_window(const Pool& p, int64_t oh, int64_t ow,
+                                             bool include_pad) {
   int64_t h0 = oh * p.sh - p.pt, w0 = ow * p.sw - p.pl;
   int64_t h1 = min(h0 + p.kh, p.H + p.pb), w1 = min(w0 + p.kw, p.W + p.pr);
   const int64_t padded = (h1 - h0) * (w1 - w0);
@@ -132,12 +135,17 @@ __global__ void avg_pool_backward_kernel(T* dx, const T* dy, Pool p, bool includ
   }
 }
 
-// ---- adaptive average: PyTorch's bins [floor(i n / out), ceil((i + 1) n / out)) ----------------------
-__device__ __forceinline__ int64_t bin_start(int64_t i, int64_t n, int64_t out) { return (i * n) / out; }
-__device__ __forceinline__ int64_t bin_end(int64_t i, int64_t n, int64_t out) { return ((i + 1) * n + out - 1) / out; }
+// ---- adaptive average: PyTorch's bins [floor(i n / out), ceil((i + 1) n / out)) -----------------
+__device__ __forceinline__ int64_t bin_start(int64_t i, int64_t n, int64_t out) {
+  return (i * n) / out;
+}
+__device__ __forceinline__ int64_t bin_end(int64_t i, int64_t n, int64_t out) {
+  return ((i + 1) * n + out - 1) / out;
+}
 
 template <class T>
-__global__ void adaptive_kernel(T* y, const T* x, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t n) {
+__global__ void adaptive_kernel(T* y, const T* x, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                                int64_t n) {
   using A = calc_t<T>;
   SPORE_GRID_LOOP(i, n) {
     const int64_t ow = i % OW, oh = (i / OW) % OH, q = i / (OW * OH);
@@ -153,7 +161,8 @@ __global__ void adaptive_kernel(T* y, const T* x, int64_t H, int64_t W, int64_t 
 }
 
 template <class T>
-__global__ void adaptive_backward_kernel(T* dx, const T* dy, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t n) {
+__global__ void adaptive_backward_kernel(T* dx, const T* dy, int64_t H, int64_t W, int64_t OH,
+                                         int64_t OW, int64_t n) {
   using A = calc_t<T>;
   SPORE_GRID_LOOP(i, n) {
     const int64_t w = i % W, h = (i / W) % H, q = i / (W * H);
@@ -173,7 +182,7 @@ __global__ void adaptive_backward_kernel(T* dx, const T* dy, int64_t H, int64_t 
   }
 }
 
-// ---- the kernels ------------------------------------------------------------------------------------
+// ---- the kernels --------------------------------------------------------------------------------
 void max_pool2d(ops::KernelContext& ctx) {
   const Tensor x = dense(ctx.inputs[0]);
   Tensor &y = ctx.outputs[0], &idx = ctx.outputs[1];
@@ -183,7 +192,8 @@ void max_pool2d(ops::KernelContext& ctx) {
   const Launch1d l = launch_1d(n);
   visit_float(x.dtype(), "max_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    max_pool_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(y), data_of<int64_t>(idx), data_of<T>(x), p, n);
+    max_pool_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+        data_of<T>(y), data_of<int64_t>(idx), data_of<T>(x), p, n);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -201,8 +211,8 @@ void max_pool2d_backward(ops::KernelContext& ctx) {
   const Launch1d l = launch_1d(n);
   visit_float(dx.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    max_pool_backward_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(dx), data_of<T>(dy),
-                                                                            data_of<int64_t>(idx), p, n);
+    max_pool_backward_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+        data_of<T>(dx), data_of<T>(dy), data_of<int64_t>(idx), p, n);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -217,7 +227,8 @@ void avg_pool2d(ops::KernelContext& ctx) {
   const Launch1d l = launch_1d(n);
   visit_float(x.dtype(), "avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    avg_pool_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(y), data_of<T>(x), p, inc, n);
+    avg_pool_kernel<T>
+        <<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(y), data_of<T>(x), p, inc, n);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -232,7 +243,8 @@ void avg_pool2d_backward(ops::KernelContext& ctx) {
   const Launch1d l = launch_1d(n);
   visit_float(dx.dtype(), "avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    avg_pool_backward_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(dx), data_of<T>(dy), p, inc, n);
+    avg_pool_backward_kernel<T>
+        <<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(dx), data_of<T>(dy), p, inc, n);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -245,8 +257,8 @@ void adaptive_avg_pool2d(ops::KernelContext& ctx) {
   const Launch1d l = launch_1d(n);
   visit_float(x.dtype(), "adaptive_avg_pool2d", [&](auto tag) {
     using T = decltype(tag);
-    adaptive_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(y), data_of<T>(x), x.size(2), x.size(3),
-                                                                   y.size(2), y.size(3), n);
+    adaptive_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+        data_of<T>(y), data_of<T>(x), x.size(2), x.size(3), y.size(2), y.size(3), n);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
@@ -259,8 +271,8 @@ void adaptive_avg_pool2d_backward(ops::KernelContext& ctx) {
   const Launch1d l = launch_1d(n);
   visit_float(dx.dtype(), "adaptive_avg_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
-    adaptive_backward_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(dx), data_of<T>(dy), dx.size(2),
-                                                                            dx.size(3), dy.size(2), dy.size(3), n);
+    adaptive_backward_kernel<T><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
+        data_of<T>(dx), data_of<T>(dy), dx.size(2), dx.size(3), dy.size(2), dy.size(3), n);
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }

@@ -21,49 +21,124 @@
 namespace spore::cuda {
 namespace {
 
-template <class T> struct Acc { using type = float; };
-template <> struct Acc<double> { using type = double; };
-template <> struct Acc<int32_t> { using type = int64_t; };
-template <> struct Acc<int64_t> { using type = int64_t; };
-template <> struct Acc<uint8_t> { using type = int64_t; };
-template <> struct Acc<int8_t> { using type = int64_t; };
-template <> struct Acc<bool> { using type = int64_t; };
+template <class T>
+struct Acc {
+  using type = float;
+};
+template <>
+struct Acc<double> {
+  using type = double;
+};
+template <>
+struct Acc<int32_t> {
+  using type = int64_t;
+};
+template <>
+struct Acc<int64_t> {
+  using type = int64_t;
+};
+template <>
+struct Acc<uint8_t> {
+  using type = int64_t;
+};
+template <>
+struct Acc<int8_t> {
+  using type = int64_t;
+};
+template <>
+struct Acc<bool> {
+  using type = int64_t;
+};
 
-template <class A, class T> __device__ __forceinline__ A load(T x) { return A(x); }
-template <> __device__ __forceinline__ float load<float, __half>(__half x) { return __half2float(x); }
-template <> __device__ __forceinline__ float load<float, __nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <class T, class A> __device__ __forceinline__ T store(A x) { return T(x); }
-template <> __device__ __forceinline__ __half store<__half, float>(float x) { return __float2half(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16, float>(float x) { return __float2bfloat16(x); }
+template <class A, class T>
+__device__ __forceinline__ A load(T x) {
+  return A(x);
+}
+template <>
+__device__ __forceinline__ float load<float, __half>(__half x) {
+  return __half2float(x);
+}
+template <>
+__device__ __forceinline__ float load<float, __nv_bfloat16>(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+template <class T, class A>
+__device__ __forceinline__ T store(A x) {
+  return T(x);
+}
+template <>
+__device__ __forceinline__ __half store<__half, float>(float x) {
+  return __float2half(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 store<__nv_bfloat16, float>(float x) {
+  return __float2bfloat16(x);
+}
 
-// ---- reductions ----------------------------------------------------------------------------------
+// ---- reductions ---------------------------------------------------------------------------------
 // Functors over the accumulator type A: init, step (fold one element), merge (two partials).
 struct SumOp {
-  template <class A> __device__ static A init() { return A(0); }
-  template <class A> __device__ static A step(A a, A v) { return a + v; }
-  template <class A> __device__ static A merge(A a, A b) { return a + b; }
+  template <class A>
+  __device__ static A init() {
+    return A(0);
+  }
+  template <class A>
+  __device__ static A step(A a, A v) {
+    return a + v;
+  }
+  template <class A>
+  __device__ static A merge(A a, A b) {
+    return a + b;
+  }
 };
 struct ProdOp {
-  template <class A> __device__ static A init() { return A(1); }
-  template <class A> __device__ static A step(A a, A v) { return a * v; }
-  template <class A> __device__ static A merge(A a, A b) { return a * b; }
+  template <class A>
+  __device__ static A init() {
+    return A(1);
+  }
+  template <class A>
+  __device__ static A step(A a, A v) {
+    return a * v;
+  }
+  template <class A>
+  __device__ static A merge(A a, A b) {
+    return a * b;
+  }
 };
 // NaN propagates, as numpy and the CPU kernels (`v != v` is false for integers).
 struct MaxOp {
-  template <class A> __device__ static A init() {
-    if constexpr (std::is_floating_point_v<A>) return A(-INFINITY);
-    else return std::numeric_limits<A>::lowest();
+  template <class A>
+  __device__ static A init() {
+    if constexpr (std::is_floating_point_v<A>)
+      return A(-INFINITY);
+    else
+      return std::numeric_limits<A>::lowest();
   }
-  template <class A> __device__ static A step(A a, A v) { return (v > a || v != v) ? v : a; }
-  template <class A> __device__ static A merge(A a, A b) { return (b > a || b != b) ? b : a; }
+  template <class A>
+  __device__ static A step(A a, A v) {
+    return (v > a || v != v) ? v : a;
+  }
+  template <class A>
+  __device__ static A merge(A a, A b) {
+    return (b > a || b != b) ? b : a;
+  }
 };
 struct MinOp {
-  template <class A> __device__ static A init() {
-    if constexpr (std::is_floating_point_v<A>) return A(INFINITY);
-    else return std::numeric_limits<A>::max();
+  template <class A>
+  __device__ static A init() {
+    if constexpr (std::is_floating_point_v<A>)
+      return A(INFINITY);
+    else
+      return std::numeric_limits<A>::max();
   }
-  template <class A> __device__ static A step(A a, A v) { return (v < a || v != v) ? v : a; }
-  template <class A> __device__ static A merge(A a, A b) { return (b < a || b != b) ? b : a; }
+  template <class A>
+  __device__ static A step(A a, A v) {
+    return (v < a || v != v) ? v : a;
+  }
+  template <class A>
+  __device__ static A merge(A a, A b) {
+    return (b < a || b != b) ? b : a;
+  }
 };
 
 // What is stored: the accumulator scaled (mean), NaN for an empty mean, converted to Out.
@@ -112,20 +187,26 @@ __global__ void reduce_kernel(const T* x, ReducePlan p, A* partial, Out* out, Fi
     const int64_t base = keep_offset(p, o);
     const int64_t r0 = s * p.chunk, r1 = min(p.count, r0 + p.chunk);
     A acc = Op::template init<A>();
-    for (int64_t r = r0 + lane; r < r1; r += width) acc = Op::step(acc, load<A>(x[base + red_offset(p, r)]));
+    for (int64_t r = r0 + lane; r < r1; r += width)
+      acc = Op::step(acc, load<A>(x[base + red_offset(p, r)]));
     if (p.warp)
-      for (int k = 16; k > 0; k /= 2) acc = Op::merge(acc, A(__shfl_down_sync(0xffffffffu, acc, k)));
+      for (int k = 16; k > 0; k /= 2)
+        acc = Op::merge(acc, A(__shfl_down_sync(0xffffffffu, acc, k)));
     if (lane == 0) {
-      if (p.split == 1) out[o] = fin(acc);
-      else partial[s * p.nout + o] = acc;
+      if (p.split == 1)
+        out[o] = fin(acc);
+      else
+        partial[s * p.nout + o] = acc;
     }
   }
 }
 
 // Second pass: each output merges its `split` partials.
 template <class Op, class A, class Out>
-__global__ void merge_kernel(const A* partial, int64_t nout, int64_t split, Out* out, Finish<Out, A> fin) {
-  for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < nout; o += int64_t(gridDim.x) * blockDim.x) {
+__global__ void merge_kernel(const A* partial, int64_t nout, int64_t split, Out* out,
+                             Finish<Out, A> fin) {
+  for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < nout;
+       o += int64_t(gridDim.x) * blockDim.x) {
     A acc = partial[o];
     for (int64_t s = 1; s < split; ++s) acc = Op::merge(acc, partial[s * nout + o]);
     out[o] = fin(acc);
@@ -180,21 +261,41 @@ void run_reduce(ops::KernelContext& ctx, Finish<Out, A> fin) {
 template <class F>
 void visit(DType dt, const char* op, F&& f) {
   switch (dt) {
-    case kFloat32: f(float{}); break;
-    case kFloat16: f(__half{}); break;
-    case kBFloat16: f(__nv_bfloat16{}); break;
-    case kFloat64: f(double{}); break;
-    case kInt32: f(int32_t{}); break;
-    case kInt64: f(int64_t{}); break;
-    case kUInt8: f(uint8_t{}); break;
-    case kInt8: f(int8_t{}); break;
-    case kBool: f(bool{}); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] ", op, ": no kernel for ", dtype_name(dt));
+    case kFloat32:
+      f(float{});
+      break;
+    case kFloat16:
+      f(__half{});
+      break;
+    case kBFloat16:
+      f(__nv_bfloat16{});
+      break;
+    case kFloat64:
+      f(double{});
+      break;
+    case kInt32:
+      f(int32_t{});
+      break;
+    case kInt64:
+      f(int64_t{});
+      break;
+    case kUInt8:
+      f(uint8_t{});
+      break;
+    case kInt8:
+      f(int8_t{});
+      break;
+    case kBool:
+      f(bool{});
+      break;
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] ", op, ": no kernel for ", dtype_name(dt));
   }
 }
 
-template <class T> constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, __half> ||
-                                             std::is_same_v<T, __nv_bfloat16>;
+template <class T>
+constexpr bool kIsFloat =
+    std::is_floating_point_v<T> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
 // Sum and prod: floats keep their dtype (halves accumulate in float32); integers and bool give
 // int64. Mean: floats keep their dtype, integers give float32 (accumulated in float64).
@@ -230,14 +331,14 @@ template <class Op>
 void extremum(ops::KernelContext& ctx) {
   visit(ctx.inputs[0].dtype(), ctx.def.name, [&](auto tag) {
     using T = decltype(tag);
-    using A = std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float,
-                                 std::conditional_t<std::is_same_v<T, bool>, int64_t, T>>;
+    using A = std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>,
+                                 float, std::conditional_t<std::is_same_v<T, bool>, int64_t, T>>;
     run_reduce<Op, T, A, T>(ctx, Finish<T, A>{});
   });
 }
 
-// ---- argmax / argmin over one axis: the first extremal position, NaN counting as the extremum ----
-// (value, index) pairs; index INT64_MAX marks an empty lane.
+// ---- argmax / argmin over one axis: the first extremal position, NaN counting as the extremum
+// ---- (value, index) pairs; index INT64_MAX marks an empty lane.
 template <bool kMax, class A>
 __device__ __forceinline__ bool better(A v, int64_t i, A best, int64_t bi) {
   if (i == INT64_MAX) return false;
@@ -282,20 +383,22 @@ void arg(ops::KernelContext& ctx) {
   if (x.dim() > 0) red[size_t(ops::normalize_axis(ctx.attrs.get_int("axis"), x.dim()))] = true;
   ReducePlan p;
   SPORE_CHECK(make_reduce_plan(x.shape(), x.strides(), red, p), "[GPU] ", ctx.def.name,
-              ": the input has more than ", kReduceMaxDims, " separate dims; make it contiguous first");
+              ": the input has more than ", kReduceMaxDims,
+              " separate dims; make it contiguous first");
   const Launch1d l = launch_1d(p.warp ? p.nout * 32 : p.nout);
   cudaStream_t s = native(ctx.stream->native_handle());
   visit(x.dtype(), ctx.def.name, [&](auto tag) {
     using T = decltype(tag);
-    using A = std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float,
-                                 std::conditional_t<std::is_same_v<T, bool> || sizeof(T) < 4, int32_t, T>>;
+    using A = std::conditional_t<
+        std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float,
+        std::conditional_t<std::is_same_v<T, bool> || sizeof(T) < 4, int32_t, T>>;
     arg_kernel<kMax, T, A><<<l.blocks, l.threads, 0, s>>>(static_cast<const T*>(x.data_ptr()), p,
                                                           static_cast<int64_t*>(out.data_ptr()));
   });
   SPORE_CUDA_CHECK_LAUNCH();
 }
 
-// ---- softmax -------------------------------------------------------------------------------------
+// ---- softmax ------------------------------------------------------------------------------------
 // Rows of length n along `axis`: (outer, n, inner) of the contiguous input; row r = (o, i) reads
 // x[o * n * inner + k * inner + i].
 template <class T, bool Log>
@@ -332,18 +435,36 @@ void softmax(ops::KernelContext& ctx) {
   const Launch1d l = launch_1d(rows * 32);
   cudaStream_t s = native(ctx.stream->native_handle());
   switch (x.dtype()) {
-    case kFloat32: softmax_kernel<float, Log><<<l.blocks, l.threads, 0, s>>>(static_cast<float*>(out.data_ptr()), static_cast<const float*>(x.data_ptr()), rows, n, inner); break;
-    case kFloat16: softmax_kernel<__half, Log><<<l.blocks, l.threads, 0, s>>>(static_cast<__half*>(out.data_ptr()), static_cast<const __half*>(x.data_ptr()), rows, n, inner); break;
-    case kBFloat16: softmax_kernel<__nv_bfloat16, Log><<<l.blocks, l.threads, 0, s>>>(static_cast<__nv_bfloat16*>(out.data_ptr()), static_cast<const __nv_bfloat16*>(x.data_ptr()), rows, n, inner); break;
-    case kFloat64: softmax_kernel<double, Log><<<l.blocks, l.threads, 0, s>>>(static_cast<double*>(out.data_ptr()), static_cast<const double*>(x.data_ptr()), rows, n, inner); break;
-    default: SPORE_THROW(ErrorKind::TypeError, "[GPU] softmax: no kernel for ", dtype_name(x.dtype()));
+    case kFloat32:
+      softmax_kernel<float, Log>
+          <<<l.blocks, l.threads, 0, s>>>(static_cast<float*>(out.data_ptr()),
+                                          static_cast<const float*>(x.data_ptr()), rows, n, inner);
+      break;
+    case kFloat16:
+      softmax_kernel<__half, Log>
+          <<<l.blocks, l.threads, 0, s>>>(static_cast<__half*>(out.data_ptr()),
+                                          static_cast<const __half*>(x.data_ptr()), rows, n, inner);
+      break;
+    case kBFloat16:
+      softmax_kernel<__nv_bfloat16, Log><<<l.blocks, l.threads, 0, s>>>(
+          static_cast<__nv_bfloat16*>(out.data_ptr()),
+          static_cast<const __nv_bfloat16*>(x.data_ptr()), rows, n, inner);
+      break;
+    case kFloat64:
+      softmax_kernel<double, Log>
+          <<<l.blocks, l.threads, 0, s>>>(static_cast<double*>(out.data_ptr()),
+                                          static_cast<const double*>(x.data_ptr()), rows, n, inner);
+      break;
+    default:
+      SPORE_THROW(ErrorKind::TypeError, "[GPU] softmax: no kernel for ", dtype_name(x.dtype()));
   }
   SPORE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-#define SPORE_REDUCE_DTYPES kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64
+#define SPORE_REDUCE_DTYPES \
+  kBool, kUInt8, kInt8, kInt32, kInt64, kFloat16, kBFloat16, kFloat32, kFloat64
 SPORE_KERNEL(GPU, Sum, sum, SPORE_REDUCE_DTYPES);
 SPORE_KERNEL(GPU, Mean, mean, SPORE_REDUCE_DTYPES);
 SPORE_KERNEL(GPU, Prod, prod, kUInt8, kInt8, kInt32, kInt64, kFloat32, kFloat64);

@@ -28,8 +28,8 @@ __device__ __forceinline__ bool before(A a, int64_t ia, A b, int64_t ib, bool de
 
 // Lanes: the shape without the axis; st[0] x's strides, st[1] the outputs'.
 template <class T, class A>
-__global__ void bitonic_kernel(T* vals, int64_t* idxs, const T* x, Walk w, int64_t n, int64_t k, int64_t xs,
-                               int64_t os, bool descending, int P) {
+__global__ void bitonic_kernel(T* vals, int64_t* idxs, const T* x, Walk w, int64_t n, int64_t k,
+                               int64_t xs, int64_t os, bool descending, int P) {
   __shared__ A key[kBitonicMax];
   __shared__ int32_t pos[kBitonicMax];
   int64_t off[3];
@@ -66,8 +66,9 @@ __global__ void bitonic_kernel(T* vals, int64_t* idxs, const T* x, Walk w, int64
 
 // One thread per lane: a heap sort of the lane's pairs in scratch (key[], pos[] of n each).
 template <class T, class A>
-__global__ void heap_kernel(T* vals, int64_t* idxs, const T* x, A* keys, int64_t* poss, Walk w, int64_t lanes,
-                            int64_t n, int64_t k, int64_t xs, int64_t os, bool descending) {
+__global__ void heap_kernel(T* vals, int64_t* idxs, const T* x, A* keys, int64_t* poss, Walk w,
+                            int64_t lanes, int64_t n, int64_t k, int64_t xs, int64_t os,
+                            bool descending) {
   SPORE_GRID_LOOP(l, lanes) {
     int64_t off[3];
     walk_offsets(w, l, off);
@@ -79,7 +80,9 @@ __global__ void heap_kernel(T* vals, int64_t* idxs, const T* x, A* keys, int64_t
       while (true) {
         int64_t child = 2 * root + 1;
         if (child >= end) return;
-        if (child + 1 < end && before(key[child], pos[child], key[child + 1], pos[child + 1], descending)) ++child;
+        if (child + 1 < end &&
+            before(key[child], pos[child], key[child + 1], pos[child + 1], descending))
+          ++child;
         if (!before(key[root], pos[root], key[child], pos[child], descending)) return;
         const A tk = key[root];
         key[root] = key[child];
@@ -113,7 +116,8 @@ void sort_lanes(ops::KernelContext& ctx, int64_t k, bool descending) {
   if (vals.numel() == 0) return;
   const int64_t ax = x.dim() ? ops::normalize_axis(ctx.attrs.get_int("axis"), x.dim()) : -1;
   const int64_t n = ax >= 0 ? x.size(ax) : 1;
-  const int64_t xs = ax >= 0 ? x.strides()[size_t(ax)] : 0, os = ax >= 0 ? vals.strides()[size_t(ax)] : 0;
+  const int64_t xs = ax >= 0 ? x.strides()[size_t(ax)] : 0,
+                os = ax >= 0 ? vals.strides()[size_t(ax)] : 0;
   Shape lane_shape, xst, ost;
   for (int64_t d = 0; d < x.dim(); ++d)
     if (d != ax) {
@@ -124,7 +128,8 @@ void sort_lanes(ops::KernelContext& ctx, int64_t k, bool descending) {
   int64_t lanes = 1;
   for (int64_t s : lane_shape) lanes *= s;
   Walk w;
-  SPORE_CHECK(lane_shape.size() <= size_t(kWalkDims), "[GPU] ", ctx.def.name, ": at most ", kWalkDims, " dims");
+  SPORE_CHECK(lane_shape.size() <= size_t(kWalkDims), "[GPU] ", ctx.def.name, ": at most ",
+              kWalkDims, " dims");
   w.nd = int(lane_shape.size());
   for (int d = 0; d < w.nd; ++d) {
     w.size[d] = lane_shape[size_t(d)];
@@ -140,15 +145,16 @@ void sort_lanes(ops::KernelContext& ctx, int64_t k, bool descending) {
         int P = 1;
         while (P < n) P *= 2;
         SPORE_CHECK(lanes <= INT32_MAX, "[GPU] ", ctx.def.name, ": too many lanes");
-        bitonic_kernel<T, A><<<unsigned(lanes), 256, 0, s>>>(data_of<T>(vals), data_of<int64_t>(idxs), data_of<T>(x), w,
-                                                            n, k, xs, os, descending, P);
+        bitonic_kernel<T, A><<<unsigned(lanes), 256, 0, s>>>(data_of<T>(vals),
+                                                             data_of<int64_t>(idxs), data_of<T>(x),
+                                                             w, n, k, xs, os, descending, P);
       } else {
         const Tensor keys = Tensor::empty({lanes * n * int64_t(sizeof(A))}, kUInt8, x.device()),
                      poss = Tensor::empty({lanes * n}, kInt64, x.device());
         const Launch1d l = launch_1d(lanes);
-        heap_kernel<T, A><<<l.blocks, l.threads, 0, s>>>(data_of<T>(vals), data_of<int64_t>(idxs), data_of<T>(x),
-                                                        data_of<A>(keys), data_of<int64_t>(poss), w, lanes, n, k, xs, os,
-                                                        descending);
+        heap_kernel<T, A><<<l.blocks, l.threads, 0, s>>>(
+            data_of<T>(vals), data_of<int64_t>(idxs), data_of<T>(x), data_of<A>(keys),
+            data_of<int64_t>(poss), w, lanes, n, k, xs, os, descending);
       }
     } else {
       SPORE_THROW(ErrorKind::TypeError, "[GPU] ", ctx.def.name, ": no kernel for bool");
@@ -158,7 +164,9 @@ void sort_lanes(ops::KernelContext& ctx, int64_t k, bool descending) {
 }
 
 // Always returns the k values in order (a valid result for sorted=false too), as the CPU.
-void topk(ops::KernelContext& ctx) { sort_lanes(ctx, ctx.attrs.get_int("k"), ctx.attrs.get_bool("largest", true)); }
+void topk(ops::KernelContext& ctx) {
+  sort_lanes(ctx, ctx.attrs.get_int("k"), ctx.attrs.get_bool("largest", true));
+}
 void sort(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   sort_lanes(ctx, x.dim() ? x.size(ops::normalize_axis(ctx.attrs.get_int("axis"), x.dim())) : 1,
