@@ -30,7 +30,6 @@ class YoloSGD : public optim::Optimizer {
   YoloSGD(std::vector<optim::ParamGroup> groups, double lr, double momentum);
   std::string name() const override { return "YoloSGD"; }
   void set_momentum(double m) { momentum_ = m; }
-  double momentum() const { return momentum_; }
   // Per-group learning rates, set by the schedule each step (group order as constructed).
   void set_group_lr(size_t group, double lr);
   size_t num_groups() const { return group_lr_.size(); }
