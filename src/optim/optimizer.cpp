@@ -58,21 +58,37 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, LearningRate lr, double wei
   SPORE_CHECK(!params_.empty(), "[Optimizer] got an empty parameter list");
 }
 
-double Optimizer::group_lr(size_t g) const {
-  SPORE_CHECK_KIND(ErrorKind::IndexError, g < group_lrs_.size(), "[", name(), "] group ", g,
-                   " does not exist: the optimizer has ", group_lrs_.size(),
+namespace {
+void check_group(const Optimizer& opt, size_t g, size_t n, const char* what) {
+  SPORE_CHECK_KIND(ErrorKind::IndexError, g < n, "[", opt.name(), "] ", what, ": group ", g,
+                   " does not exist: the optimizer has ", n,
                    " parameter group(s); pass an index below that");
+}
+}  // namespace
+
+double Optimizer::group_lr(size_t g) const {
+  check_group(*this, g, group_lrs_.size(), "group_lr");
   return group_lrs_[g].at(step_);
 }
 
+const LearningRate& Optimizer::group_lr_schedule(size_t g) const {
+  check_group(*this, g, group_lrs_.size(), "group_lr_schedule");
+  return group_lrs_[g];
+}
+
 void Optimizer::set_group_lr(size_t g, double lr) {
-  SPORE_CHECK_KIND(ErrorKind::IndexError, g < group_lrs_.size(), "[", name(),
-                   "] set_group_lr: group ", g, " does not exist: the optimizer has ",
-                   group_lrs_.size(), " parameter group(s); pass an index below that");
+  check_group(*this, g, group_lrs_.size(), "set_group_lr");
   SPORE_CHECK(std::isfinite(lr) && lr >= 0, "[", name(),
               "] set_group_lr: the learning rate of group ", g, " must be finite and >= 0, got ",
               lr, "; pass a rate such as 0.01");
-  group_lrs_[g] = LearningRate(lr);
+  set_group_lr(g, LearningRate(lr));
+}
+
+void Optimizer::set_group_lr(size_t g, LearningRate lr) {
+  check_group(*this, g, group_lrs_.size(), "set_group_lr");
+  SPORE_CHECK(lr.fn != nullptr, "[", name(), "] set_group_lr: the schedule of group ", g,
+              " is empty; pass a rate or a function of the step");
+  group_lrs_[g] = std::move(lr);
   for (size_t i = 0; i < params_.size(); ++i)
     if (group_of_[i] == g) lrs_[i] = group_lrs_[g];
 }

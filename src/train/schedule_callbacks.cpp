@@ -97,15 +97,15 @@ void WarmUp::on_train_begin(RunContext& ctx) {
 }
 
 void WarmUp::on_step_begin(RunContext& ctx) {
-  targets_.clear();
+  saved_.clear();
   const int64_t ni = ctx.global_step - 1;  // 0-based, as YOLOv5's
   if (ni > steps_ || steps_ == 0) return;
   optim::Optimizer& opt = optimizer_of(ctx, "WarmUp");
   const double x = double(ni), x1 = double(steps_);
   for (size_t g = 0; g < opt.num_groups(); ++g) {
-    targets_.push_back(opt.group_lr(g));
+    saved_.push_back(opt.group_lr_schedule(g));
     const double start = g < opts_.start_lrs.size() ? opts_.start_lrs[g] : 0.0;
-    opt.set_group_lr(g, interp(x, 0, x1, start, targets_.back()));
+    opt.set_group_lr(g, interp(x, 0, x1, start, opt.group_lr(g)));
   }
   if (opts_.momentum_start)
     opt.set_momentum(interp(x, 0, x1, *opts_.momentum_start, momentum_end_));
@@ -118,10 +118,10 @@ void WarmUp::on_step_begin(RunContext& ctx) {
 }
 
 void WarmUp::on_step_end(RunContext& ctx) {
-  if (targets_.empty()) return;
+  if (saved_.empty()) return;
   optim::Optimizer& opt = optimizer_of(ctx, "WarmUp");
-  for (size_t g = 0; g < targets_.size(); ++g) opt.set_group_lr(g, targets_[g]);
-  targets_.clear();
+  for (size_t g = 0; g < saved_.size(); ++g) opt.set_group_lr(g, saved_[g]);
+  saved_.clear();
 }
 
 // ---- EMA ----------------------------------------------------------------------------------------

@@ -273,3 +273,22 @@ TEST(Steering, EmaUpdatesAfterEachOptimizerUpdate) {
   EXPECT_FALSE(ema_net->training());
   EXPECT_THROW(EMA(*net, std::make_shared<Linear>(4, 1)), Error);
 }
+
+// A group's own per-step schedule survives the warm-up: during it the schedule's value is the
+// target, afterwards the schedule runs on.
+TEST(Steering, WarmUpKeepsAStepSchedule) {
+  auto net = std::make_shared<Linear>(3, 1);
+  const std::vector<double> rates{0.08, 0.07, 0.06, 0.05, 0.04, 0.03, 0.02, 0.01};
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), rates, 0.9);
+  Model model(std::make_shared<SumLossWithAux>(net), nullptr, opt);
+  std::vector<double> seen;
+  auto record =
+      LambdaCallback({.on_step_begin = [&](RunContext&) { seen.push_back(opt->group_lr(0)); }});
+  model.train(2, spore::test::regression_dataset(16, 4),
+              {WarmUp({.epochs = 0, .min_steps = 3}), record});
+  ASSERT_EQ(seen.size(), 8u);
+  for (size_t ni = 0; ni < 8; ++ni)
+    EXPECT_NEAR(seen[ni], ni <= 3 ? interp(double(ni), 0, 3, 0, rates[ni]) : rates[ni], 1e-15)
+        << "step " << ni;
+  EXPECT_EQ(opt->group_lr_schedule(0).at(7), 0.01);
+}

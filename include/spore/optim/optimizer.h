@@ -68,6 +68,9 @@ class Optimizer {
   // constant lr (PyTorch's param_groups[g]['lr'] = lr; warm-up and per-epoch schedules).
   double group_lr(size_t g) const;
   void set_group_lr(size_t g, double lr);
+  // The group's schedule itself (a warm-up overrides a step's lr and puts the schedule back).
+  const LearningRate& group_lr_schedule(size_t g) const;
+  void set_group_lr(size_t g, LearningRate lr);
   // The momentum coefficient, for optimizers that have one (Momentum, SGD with momentum); set
   // between steps (warm-up) it is read by the compiled step at run time. Others: nullopt / error.
   virtual std::optional<double> momentum() const { return std::nullopt; }

@@ -277,7 +277,8 @@ std::function<double(int64_t)> one_cycle_lr(double lrf, int64_t epochs);
 // Warm-up over the first `steps` training steps (0-based global step ni = 0 .. steps), each value
 // interpolated linearly in ni from its start to its end (YOLOv5's np.interp):
 //   - group g's lr from start_lrs[g] (default 0) to the lr the group has when the step begins
-//     (what the optimizer or a schedule callback such as LambdaLR set; restored after the step);
+//     (its schedule's, or what a schedule callback such as LambdaLR set; the group's schedule is
+//     put back after the step);
 //   - the momentum from momentum_start to momentum_end (default: the optimizer's at train begin);
 //   - the gradient-accumulation count of Model's TrainOneStepCell, max(1, round(from ... to)),
 //     which needs GradAccumulation::kSum (its count may change at any step).
@@ -301,7 +302,7 @@ class WarmUp : public Callback {
   WarmUpOptions opts_;
   int64_t steps_ = 0;
   double momentum_end_ = 0;
-  std::vector<double> targets_;  // the groups' lrs this step would have had (restored after it)
+  std::vector<optim::LearningRate> saved_;  // the groups' schedules, put back after the step
 };
 
 // An exponential moving average of a network's parameters and floating buffers, kept in a second
