@@ -313,6 +313,8 @@ YoloTraining yolo_training(const std::shared_ptr<YoloV5>& net,
               "[yolov5] --img must be a multiple of 32 and >= 64, got ", o.img);
   SPORE_CHECK(o.batch >= 1 && o.epochs >= 1, "[yolov5] batch and epochs must be >= 1, got batch ",
               o.batch, " and epochs ", o.epochs);
+  SPORE_CHECK(o.nbs >= 1, "[yolov5] the nominal batch (nbs) must be >= 1, got ", o.nbs,
+              "; YOLOv5 accumulates gradients to 64 images");
   SPORE_CHECK(net != nullptr && ema_net != nullptr,
               "[yolov5] yolo_training needs the network and a second one of the same "
               "configuration for the EMA");
