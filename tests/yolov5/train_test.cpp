@@ -296,6 +296,21 @@ TEST(YoloTrain, BatchedDatasetAndRecipe) {
   EXPECT_EQ(opt.num_groups(), 3u);
   EXPECT_EQ(opt.clip_grad_norm(), 10.0);
   EXPECT_NEAR(opt.momentum().value(), 0.937, 1e-12);
+  // Model::train runs it (Graph mode): one update per step while the warm-up's count is 1, the
+  // EMA after each, the epoch's means from the aux outputs.
+  set_context({.mode = Mode::Graph});
+  std::vector<models::YoloEpochLog> logs;
+  const models::YoloTraining run = models::yolo_training(
+      net, ema_net, split, o, [&](const models::YoloEpochLog& l) { logs.push_back(l); });
+  run.model->train(o.epochs, run.dataset, run.callbacks);
+  set_context({.mode = Mode::PyNative});
+  ASSERT_EQ(logs.size(), 2u);
+  for (const auto& l : logs) {
+    EXPECT_TRUE(std::isfinite(l.loss) && l.loss > 0) << l.loss;
+    EXPECT_NEAR(l.loss, l.lbox + l.lobj + l.lcls, 1e-4 * l.loss);
+  }
+  EXPECT_EQ(run.model->optimizer()->global_step(), 2);
+  EXPECT_EQ(run.ema->updates(), 2);
   std::filesystem::remove_all(data);
 }
 
