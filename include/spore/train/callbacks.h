@@ -123,6 +123,9 @@ struct CheckpointConfig {
   // of earlier runs of this prefix too ("<prefix>_1-...", ...), oldest removed first, and
   // "<directory>/latest" names the newest file (what --resume auto reads).
   bool one_family = false;
+  // More metadata for each checkpoint, asked at each save (MindSpore's append_info): what a resume
+  // needs beyond tensors, e.g. the loss scale ("loss_scale", "loss_scale_good_steps").
+  std::function<std::map<std::string, std::string>()> append_info;
 };
 
 // Writes "<directory>/<prefix>-<epoch>_<step>.safetensors" (step within the epoch) through
