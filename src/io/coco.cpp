@@ -156,7 +156,9 @@ CocoAnnotation parse_annotation(od::object obj, Where& w, const CocoRules& r) {
                     "]; fix the annotation (COCO boxes are top-left x, y, then width, height)");
       if (r.training && !(std::fabs(a.bbox[0]) <= FLT_MAX && std::fabs(a.bbox[1]) <= FLT_MAX &&
                           a.bbox[2] <= FLT_MAX && a.bbox[3] <= FLT_MAX))
-        fail(w, "every value must be within float32's range (the data engine stores float32)");
+        fail(w,
+             "width and height must be finite, and every value within float32's range (the "
+             "data engine stores float32)");
     } else if (name == "area") {
       w.field = "area", a.area = get_num(g.value(), w), has_area = true;
     } else if (name == "iscrowd") {

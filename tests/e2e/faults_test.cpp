@@ -531,7 +531,9 @@ TEST(Faults, ResumeUnderAmpContinuesTheLossScale) {
   if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   const fs::path out = temp_dir("amp_resume"), straight = temp_dir("amp_straight");
   const std::string amp = " --amp O2 --amp-dtype fp16";
-  Result r = run("train lenet --epochs 1" + kQuick + amp + " --out " + out.string(), kFixedConvs);
+  // Untimed kernels, so both processes run the same ones (float16 convs through float32).
+  const std::string convs = "SPORE_CONV_IMPL=onednn_blocked,onednn_via_f32";
+  Result r = run("train lenet --epochs 1" + kQuick + amp + " --out " + out.string(), convs);
   ASSERT_EQ(r.code, 0) << r.out;
   const fs::path first = out / "checkpoints" / "lenet-1_4.safetensors";
   spore::io::Checkpoint ck = spore::io::load_checkpoint(first);
@@ -539,21 +541,23 @@ TEST(Faults, ResumeUnderAmpContinuesTheLossScale) {
   EXPECT_TRUE(ck.metadata.count("loss_scale_good_steps"));
   r = run("train lenet --epochs 2" + kQuick + amp + " --out " + out.string() + " --resume " +
               first.string(),
-          kFixedConvs);
+          convs);
   ASSERT_EQ(r.code, 0) << r.out;
-  r = run("train lenet --epochs 2" + kQuick + amp + " --out " + straight.string(), kFixedConvs);
+  r = run("train lenet --epochs 2" + kQuick + amp + " --out " + straight.string(), convs);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(same_tensors(out / "lenet.safetensors", straight / "lenet.safetensors"));
   ck.metadata.erase("loss_scale");
   const fs::path old = out / "no_scale.safetensors";
   spore::io::save_checkpoint(ck.tensors, old.string(), ck.metadata);
   r = run("train lenet --epochs 2" + kQuick + amp + " --out " + (out / "a").string() +
-          " --resume " + old.string());
+              " --resume " + old.string(),
+          convs);
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("holds no loss scale"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--resume-partial"), std::string::npos) << r.out;
   r = run("train lenet --epochs 2" + kQuick + amp + " --out " + (out / "b").string() +
-          " --resume " + old.string() + " --resume-partial");
+              " --resume " + old.string() + " --resume-partial",
+          convs);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("holds no loss scale; it starts again at"), std::string::npos) << r.out;
   for (const auto& d : {out, straight}) fs::remove_all(d);
