@@ -129,6 +129,9 @@ class DynamicLossScaleManager : public LossScaleManager {
   bool updates_scale() const override { return true; }
   std::string name() const override { return "DynamicLossScaleManager"; }
   int64_t good_steps() const { return good_steps_; }  // clean steps since the last change
+  // Continues a run from a checkpoint's scale and count (resume); checked: scale >= 1 and finite,
+  // 0 <= good_steps < scale_window.
+  void restore(double scale, int64_t good_steps);
 
  private:
   double scale_, factor_;

@@ -1,15 +1,13 @@
-// YOLOv5's training recipe and evaluation (models/yolov5/train.h). The step (forward, loss,
-// backward) runs as one compiled graph in Graph mode; targets are built on the host and padded to
-// a power-of-two capacity so the graph's shapes repeat; accumulation, the optimizer, the EMA and
-// the warm-up / schedule run on the host between steps, as in train.py.
+// YOLOv5's training recipe and evaluation (models/yolov5/train.h). Training is train::Model's
+// loop: the with-loss cell, the batched dataset (targets built on the host and padded to a
+// power-of-two capacity so the graph's shapes repeat) and the optimizer / callback settings of
+// train.py; the warm-up, schedule, accumulation and EMA are the framework's general ones.
 #include "models/yolov5/train.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <numbers>
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
@@ -22,6 +20,7 @@
 #include "spore/grad_mode.h"
 #include "spore/metrics/coco_eval.h"
 #include "spore/ops.h"
+#include "spore/optim/optimizers.h"
 
 namespace spore::models {
 namespace {
@@ -32,13 +31,20 @@ bool ends_with(const std::string& s, const std::string& t) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
 }
 
-double interp(double x, double x0, double x1, double y0, double y1) {  // np.interp on [x0, x1]
-  if (x <= x0) return y0;
-  if (x >= x1) return y1;
-  return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+// (B, H, W, 3) uint8 images -> (B, 3, H, W) float32 in [0, 1].
+Tensor batch_to_chw_float(const Tensor& imgs) {
+  const Tensor src = imgs.contiguous();
+  const int64_t B = src.size(0), H = src.size(1), W = src.size(2);
+  Tensor x = Tensor::empty({B, 3, H, W}, kFloat32);
+  float* dst = x.data<float>();
+  const uint8_t* s = src.data<uint8_t>();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t i = 0; i < H * W; ++i)
+        dst[((b * 3 + c) * H * W) + i] = float(s[(b * H * W + i) * 3 + c]) * (1.f / 255.f);
+  return x;
 }
 
-// (B, H, W, 3) uint8 images -> (B, 3, H, W) float32 in [0, 1].
 Tensor to_chw_float(const std::vector<Tensor>& imgs) {
   const int64_t B = int64_t(imgs.size()), H = imgs[0].size(0), W = imgs[0].size(1);
   Tensor x = Tensor::empty({B, 3, H, W}, kFloat32);
@@ -80,79 +86,26 @@ void augment_hsv(Tensor& img, double hg, double sg, double vg) {
 
 }  // namespace
 
-// ---- the step ----------------------------------------------------------------------------------
+// ---- the with-loss cell
+// --------------------------------------------------------------------------
 
-YoloStep::YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph,
-                   std::vector<Tensor> params, bool loss_scaled)
-    : net_(std::move(net)),
-      hyp_(hyp),
-      params_(params.empty() ? net_->trainable_params() : std::move(params)),
-      loss_scaled_(loss_scaled) {
-  if (graph) {
-    auto* net_ptr = net_.get();
-    compiled_ = std::make_shared<JitFunction>(
-        [this](const std::vector<Tensor>& in) { return run(in); },
-        JitOptions{.name = "yolo_train_step",
-                   .extra_key = [net_ptr] { return net_ptr->trace_key(); },
-                   .max_cache = 16});
-  }
+YoloWithLoss::YoloWithLoss(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp)
+    : net_(std::move(net)), hyp_(hyp) {
+  SPORE_CHECK(net_ != nullptr, "[YoloWithLoss] the network is null; pass models::yolov5(...)");
+  set_cls_name("YoloWithLoss");
+  register_cell("network", net_);
 }
 
-std::vector<Tensor> YoloStep::run(const std::vector<Tensor>& in) {
-  EnableGradGuard eg;
-  std::vector<Tensor> raw = net_->forward({in[0]});
+std::vector<Tensor> YoloWithLoss::forward(const std::vector<Tensor>& inputs) {
+  SPORE_CHECK(inputs.size() == 19,
+              "[YoloWithLoss] expected 19 inputs (images and the 18 target "
+              "tensors of flatten_targets: 6 per level), got ",
+              inputs.size(), "; feed it the rows of yolo_train_batches");
+  std::vector<Tensor> raw = net_->forward({inputs[0]});
   for (Tensor& r : raw)  // mixed precision: the loss in float32 (MindSpore's O2 output cast)
     if (r.dtype() != kFloat32) r = r.to(kFloat32);
-  const size_t n_targets = in.size() - (loss_scaled_ ? 2 : 1);
-  const YoloLoss L =
-      yolo_loss(raw, std::vector<Tensor>(in.begin() + 1, in.begin() + 1 + long(n_targets)), hyp_);
-  std::vector<Tensor> out{L.loss.detach(), L.lbox.detach(), L.lobj.detach(), L.lcls.detach()};
-  const Tensor scaled = loss_scaled_ ? L.loss * in.back() : L.loss;
-  for (Tensor& g : autograd::grad(scaled, params_)) out.push_back(g);
-  return out;
-}
-
-std::vector<Tensor> YoloStep::operator()(const Tensor& images,
-                                         const std::array<LevelTargets, 3>& targets,
-                                         double loss_scale) {
-  std::vector<Tensor> in{images};
-  for (const Tensor& t : flatten_targets(targets)) in.push_back(t);
-  if (loss_scaled_) in.push_back(full({}, loss_scale, kFloat32));
-  return compiled_ ? (*compiled_)(in) : run(in);
-}
-
-JitStats YoloStep::stats() const { return compiled_ ? compiled_->stats() : JitStats{}; }
-
-// ---- optimizer and EMA ------------------------------------------------------------------------
-
-YoloSGD::YoloSGD(std::vector<optim::ParamGroup> groups, double lr, double momentum)
-    : Optimizer(groups, lr, 0.0), momentum_(momentum) {
-  for (size_t g = 0; g < groups.size(); ++g) {
-    group_lr_.push_back(lr);
-    group_of_.insert(group_of_.end(), groups[g].params.size(), g);
-  }
-  bufs_ = zeros_like_params();
-}
-
-void YoloSGD::set_group_lr(size_t group, double lr) {
-  SPORE_CHECK(group < group_lr_.size(), "[YoloSGD] group ", group, " out of range (",
-              group_lr_.size(), " groups)");
-  group_lr_[group] = lr;
-}
-
-std::vector<std::pair<std::string, Tensor>> YoloSGD::state() const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  append_state(out, "moments", bufs_);
-  return out;
-}
-
-void YoloSGD::update(size_t i, const Tensor& grad, double, double weight_decay) {
-  NoGradGuard ng;
-  const Tensor& p = params_[i];
-  const double lr = group_lr_[group_of_[i]];
-  const Tensor g = weight_decay != 0 ? grad + p * weight_decay : grad;
-  assign(bufs_[i], bufs_[i] * momentum_ + g);
-  assign(p, p - (g + bufs_[i] * momentum_) * lr);  // nesterov
+  const YoloLoss L = yolo_loss(raw, std::vector<Tensor>(inputs.begin() + 1, inputs.end()), hyp_);
+  return {L.loss, L.lbox.detach(), L.lobj.detach(), L.lcls.detach()};
 }
 
 std::vector<optim::ParamGroup> yolo_param_groups(const nn::Cell& net, double weight_decay) {
@@ -166,29 +119,6 @@ std::vector<optim::ParamGroup> yolo_param_groups(const nn::Cell& net, double wei
     g.names.push_back(name);
   }
   return {biases, weights, bn};  // smart_optimizer's order: biases first (their warm-up lr falls)
-}
-
-ModelEMA::ModelEMA(const nn::Cell& model, std::shared_ptr<nn::Cell> ema, double decay, double tau)
-    : ema_(std::move(ema)), decay_(decay), tau_(tau) {
-  const auto src = model.parameters_and_buffers();
-  const auto dst = ema_->parameters_and_buffers();
-  SPORE_CHECK(src.size() == dst.size(), "[ModelEMA] the EMA network has ", dst.size(),
-              " tensors, the model ", src.size(), "; build both with the same configuration");
-  NoGradGuard ng;
-  for (size_t i = 0; i < src.size(); ++i) assign(dst[i].second, src[i].second);
-  ema_->set_train(false);
-}
-
-void ModelEMA::update(const nn::Cell& model) {
-  ++updates_;
-  const double d = decay_ * (1 - std::exp(-double(updates_) / tau_));
-  const auto src = model.parameters_and_buffers();
-  const auto dst = ema_->parameters_and_buffers();
-  NoGradGuard ng;
-  for (size_t i = 0; i < src.size(); ++i) {
-    if (!is_floating(dst[i].second.dtype())) continue;
-    assign(dst[i].second, dst[i].second * d + src[i].second.detach() * (1 - d));
-  }
 }
 
 // ---- data ---------------------------------------------------------------------------------------
@@ -290,16 +220,104 @@ data::Dataset yolo_train_dataset(const YoloSplit& split, int64_t img, const Yolo
       {.shuffle = shuffle, .num_parallel_workers = std::max(1, num_workers)});
 }
 
+data::Dataset yolo_train_batches(const YoloSplit& split, int64_t img, int64_t batch,
+                                 const YoloAugment& aug, int num_workers, const Tensor& anchors,
+                                 int64_t num_classes, const YoloLossHyp& hyp, bool shuffle) {
+  SPORE_CHECK(batch >= 1, "[yolov5] the batch size must be >= 1, got ", batch);
+  const Tensor host_anchors = anchors.cpu().contiguous().clone();
+  const std::array<std::pair<int64_t, int64_t>, 3> grids{
+      {{img / 8, img / 8}, {img / 16, img / 16}, {img / 32, img / 32}}};
+  // Images stack as they are; each image's (K, 5) labels are padded to the batch's largest K
+  // with class -1, which the map below leaves out.
+  data::BatchOptions bo;
+  bo.pad_info["labels"] = data::PadInfo{.shape = {-1, 5}, .value = -1};
+  data::RowOp to_step = [=](const data::Row& r) -> data::Row {
+    const int64_t B = r[0].size(0), K = r[1].dim() == 3 ? r[1].size(1) : 0;
+    std::vector<float> tv;
+    if (K > 0) {
+      const std::vector<float> l = r[1].contiguous().to_vector<float>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t j = 0; j < K; ++j) {
+          const float* x = &l[size_t((b * K + j) * 5)];
+          if (x[0] < 0) continue;  // padding
+          tv.push_back(float(b));
+          tv.insert(tv.end(), x, x + 5);
+        }
+    }
+    Tensor targets = Tensor::empty({int64_t(tv.size() / 6), 6}, kFloat32);
+    if (!tv.empty()) std::memcpy(targets.data_ptr(), tv.data(), tv.size() * sizeof(float));
+    data::Row out{batch_to_chw_float(r[0])};
+    for (const Tensor& t :
+         flatten_targets(build_targets(targets, B, host_anchors, grids, num_classes, hyp)))
+      out.push_back(t);
+    return out;
+  };
+  std::vector<std::string> names{"images"};
+  for (int l = 0; l < 3; ++l)
+    for (const char* f : {"index", "tbox", "anchor", "cls", "mask", "obj_write"})
+      names.push_back(std::string(f) + std::to_string(l));
+  return yolo_train_dataset(split, img, aug, num_workers, shuffle)
+      .batch(batch, bo)
+      .map({data::Operation(to_step)}, {"image", "labels"}, names, std::max(1, num_workers));
+}
+
 // ---- training ----------------------------------------------------------------------------------
 
-std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net,
-                                     const std::shared_ptr<YoloV5>& ema_net, const YoloSplit& train,
-                                     const YoloTrainOptions& o,
-                                     const std::function<void(const YoloEpochLog&)>& on_epoch,
-                                     const std::function<void(int64_t, double)>& on_step) {
+namespace {
+
+// Calls on_epoch with the epoch's means per image (the loss is already times the batch size;
+// the components are per batch, so they are weighted by it), its time and images per second.
+class YoloEpochLogger : public train::Callback {
+ public:
+  YoloEpochLogger(std::function<void(const YoloEpochLog&)> on_epoch,
+                  std::function<double(int64_t)> lr_of_epoch)
+      : on_epoch_(std::move(on_epoch)), lr_of_epoch_(std::move(lr_of_epoch)) {}
+  void on_epoch_begin(train::RunContext&) override { sum_ = {}, seen_ = 0; }
+  void on_step_end(train::RunContext& ctx) override {
+    SPORE_CHECK(ctx.aux.size() == 3, "[yolov5] expected the step's (lbox, lobj, lcls), got ",
+                ctx.aux.size(), " auxiliary outputs; train YoloWithLoss");
+    const double B = double(ctx.batch_size);
+    sum_[0] += ctx.loss;
+    for (size_t k = 0; k < 3; ++k) sum_[k + 1] += ctx.aux[k].item<double>() * B;
+    seen_ += ctx.batch_size;
+  }
+  void on_epoch_end(train::RunContext& ctx) override {
+    if (!on_epoch_) return;
+    const double n = double(std::max<int64_t>(seen_, 1));
+    YoloEpochLog log;
+    log.epoch = ctx.epoch;
+    log.loss = sum_[0] / n;
+    log.lbox = sum_[1] / n;
+    log.lobj = sum_[2] / n;
+    log.lcls = sum_[3] / n;
+    log.seconds = ctx.epoch_elapsed;
+    log.images_per_s = log.seconds > 0 ? double(seen_) / log.seconds : 0;
+    log.lr = lr_of_epoch_(ctx.epoch - 1);
+    on_epoch_(log);
+  }
+
+ private:
+  std::function<void(const YoloEpochLog&)> on_epoch_;
+  std::function<double(int64_t)> lr_of_epoch_;
+  std::array<double, 4> sum_{};
+  int64_t seen_ = 0;
+};
+
+}  // namespace
+
+YoloTraining yolo_training(const std::shared_ptr<YoloV5>& net,
+                           const std::shared_ptr<YoloV5>& ema_net, const YoloSplit& train,
+                           const YoloTrainOptions& o,
+                           const std::function<void(const YoloEpochLog&)>& on_epoch) {
   SPORE_CHECK(o.img % 32 == 0 && o.img >= 64,
               "[yolov5] --img must be a multiple of 32 and >= 64, got ", o.img);
-  SPORE_CHECK(o.batch >= 1 && o.epochs >= 1, "[yolov5] batch and epochs must be >= 1");
+  SPORE_CHECK(o.batch >= 1 && o.epochs >= 1, "[yolov5] batch and epochs must be >= 1, got batch ",
+              o.batch, " and epochs ", o.epochs);
+  SPORE_CHECK(o.nbs >= 1, "[yolov5] the nominal batch (nbs) must be >= 1, got ", o.nbs,
+              "; YOLOv5 accumulates gradients to 64 images");
+  SPORE_CHECK(net != nullptr && ema_net != nullptr,
+              "[yolov5] yolo_training needs the network and a second one of the same "
+              "configuration for the EMA");
   YoloSplit split = train;
   if (o.limit > 0 && o.limit < int64_t(split.files.size())) {
     split.files.resize(size_t(o.limit));
@@ -308,25 +326,13 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net,
     split.sizes.resize(size_t(o.limit));
   }
   const int64_t nc = net->num_classes(), bs = o.batch;
-  const int64_t n_img = int64_t(split.files.size());
-  const int64_t nb = (n_img + bs - 1) / bs;  // batches per epoch (the last may be smaller)
-  const int64_t accumulate_full =
-      std::max<int64_t>(int64_t(std::nearbyint(double(o.nbs) / double(bs))), 1);
-  const double wd = o.weight_decay * double(bs) * double(accumulate_full) / double(o.nbs);
-  auto opt = std::make_shared<YoloSGD>(yolo_param_groups(*net, wd), o.lr0, o.momentum);
+  const double nbs_per_batch = double(o.nbs) / double(bs);
+  const int64_t accumulate = std::max<int64_t>(int64_t(std::nearbyint(nbs_per_batch)), 1);
+  const double wd = o.weight_decay * double(bs) * double(accumulate) / double(o.nbs);
+  auto opt = std::make_shared<optim::Momentum>(yolo_param_groups(*net, wd), o.lr0, o.momentum,
+                                               optim::MomentumOptions{.nesterov = true});
   if (o.clip_norm > 0) opt->set_clip_grad_norm(o.clip_norm);
-  auto ema = std::make_shared<ModelEMA>(*net, ema_net);
   const YoloLossHyp hyp = scaled_hyp(nc, o.img);
-  auto lf = [&](int64_t e) {
-    if (o.cos_lr)
-      return ((1 - std::cos(double(e) * std::numbers::pi / double(o.epochs))) / 2) * (o.lrf - 1) +
-             1;
-    return (1 - double(e) / double(o.epochs)) * (1.0 - o.lrf) + o.lrf;
-  };
-  const int64_t nw = std::max<int64_t>(int64_t(std::llround(o.warmup_epochs * double(nb))), 100);
-  const Tensor anchors = net->detect().anchors();
-  const std::array<std::pair<int64_t, int64_t>, 3> grids{
-      {{o.img / 8, o.img / 8}, {o.img / 16, o.img / 16}, {o.img / 32, o.img / 32}}};
 
   // Mixed precision: the network's cells compute in amp_dtype (the parameters stay float32);
   // float16 gradients are protected by a dynamic loss scale, and a batch whose gradients overflow
@@ -338,96 +344,31 @@ std::shared_ptr<ModelEMA> train_yolo(const std::shared_ptr<YoloV5>& net,
     if (o.amp_dtype == kFloat16)
       scaler = std::make_shared<amp::DynamicLossScaleManager>(65536.0, 2, 2000);
   }
-  YoloStep step(net, hyp, o.graph, opt->parameters(),
-                scaler != nullptr);  // gradients in the optimizer's order
+  YoloTraining t;
+  // The casts are on net already, so the model's own amp level stays O0 (the loss in float32).
+  t.model = std::make_shared<train::Model>(std::make_shared<YoloWithLoss>(net, hyp), nullptr, opt,
+                                           std::vector<std::string>{}, nullptr, "O0", scaler);
+  t.model->train_network()->set_grad_accumulation(accumulate, train::GradAccumulation::kSum);
+  t.dataset =
+      yolo_train_batches(split, o.img, bs, o.aug, o.num_workers, net->detect().anchors(), nc, hyp);
+  const auto lf =
+      o.cos_lr ? train::one_cycle_lr(o.lrf, o.epochs) : train::linear_lr(o.lrf, o.epochs);
+  t.ema = std::make_shared<train::EMA>(*net, ema_net);
+  t.callbacks.push_back(std::make_shared<train::LambdaLR>(lf));
+  // yolo_param_groups' order: biases first, their lr falls from warmup_bias_lr.
+  t.callbacks.push_back(std::make_shared<train::WarmUp>(
+      train::WarmUpOptions{.epochs = o.warmup_epochs,
+                           .min_steps = 100,
+                           .start_lrs = {o.warmup_bias_lr, 0.0, 0.0},
+                           .momentum_start = o.warmup_momentum,
+                           .momentum_end = o.momentum,
+                           .accumulation = std::pair<double, double>{1.0, nbs_per_batch}}));
+  t.callbacks.push_back(t.ema);
+  const double lr0 = o.lr0;
+  t.callbacks.push_back(
+      std::make_shared<YoloEpochLogger>(on_epoch, [lr0, lf](int64_t e) { return lr0 * lf(e); }));
   net->set_train(true);
-  data::Dataset ds = yolo_train_dataset(split, o.img, o.aug, o.num_workers);
-  std::vector<Tensor> acc;
-  int64_t last_opt_step = -1, accumulate = accumulate_full, global = 0;
-  for (int64_t epoch = 0; epoch < o.epochs; ++epoch) {
-    const auto t0 = std::chrono::steady_clock::now();
-    double sum_loss = 0, sum_box = 0, sum_obj = 0, sum_cls = 0;
-    int64_t seen = 0, batches = 0;
-    auto it = ds.create_tuple_iterator();
-    for (int64_t bi = 0; bi < nb; ++bi) {
-      std::vector<Tensor> imgs;
-      std::vector<float> tv;
-      for (int64_t k = 0; k < bs; ++k) {
-        auto row = it->next();
-        if (!row) break;
-        const std::vector<float> l =
-            (*row)[1].numel() ? (*row)[1].to_vector<float>() : std::vector<float>{};
-        for (size_t j = 0; j + 4 < l.size(); j += 5) {
-          tv.push_back(float(imgs.size()));
-          tv.insert(tv.end(), l.begin() + long(j), l.begin() + long(j) + 5);
-        }
-        imgs.push_back((*row)[0]);
-      }
-      if (imgs.empty()) break;
-      const int64_t B = int64_t(imgs.size());
-      Tensor targets = Tensor::empty({int64_t(tv.size() / 6), 6}, kFloat32);
-      if (!tv.empty()) std::memcpy(targets.data_ptr(), tv.data(), tv.size() * sizeof(float));
-      const int64_t ni = bi + nb * epoch;
-      // Warm-up: accumulation, learning rates and momentum ramp in.
-      if (ni <= nw) {
-        accumulate =
-            std::max<int64_t>(1, int64_t(std::nearbyint(interp(double(ni), 0, double(nw), 1,
-                                                               double(o.nbs) / double(bs)))));
-        for (size_t g = 0; g < opt->num_groups(); ++g)
-          opt->set_group_lr(g, interp(double(ni), 0, double(nw), g == 0 ? o.warmup_bias_lr : 0.0,
-                                      o.lr0 * lf(epoch)));
-        opt->set_momentum(interp(double(ni), 0, double(nw), o.warmup_momentum, o.momentum));
-      } else {
-        for (size_t g = 0; g < opt->num_groups(); ++g) opt->set_group_lr(g, o.lr0 * lf(epoch));
-        opt->set_momentum(o.momentum);
-      }
-      const double scale = scaler ? scaler->get_loss_scale() : 1.0;
-      const std::vector<Tensor> out =
-          step(to_chw_float(imgs), build_targets(targets, B, anchors, grids, nc, hyp), scale);
-      const std::vector<Tensor> grads(out.begin() + 4, out.end());  // times scale
-      bool overflow = false;
-      if (scaler) {
-        overflow = !amp::all_finite(grads).item<bool>();  // one pass over every gradient
-        scaler->update_loss_scale(overflow);
-      }
-      if (!overflow) {  // accumulate the unscaled gradients
-        NoGradGuard ng;
-        const double inv = 1.0 / scale;
-        if (acc.empty()) acc.resize(grads.size());
-        for (size_t i = 0; i < grads.size(); ++i) {
-          const Tensor g = scaler ? grads[i] * inv : grads[i];
-          acc[i] = acc[i].defined() ? acc[i] + g : g;
-        }
-      }
-      if (ni - last_opt_step >= accumulate && !acc.empty()) {
-        opt->step(acc);
-        ema->update(*net);
-        acc.clear();
-        last_opt_step = ni;
-      }
-      const double l = out[0].item<double>();
-      sum_loss += l;
-      sum_box += out[1].item<double>() * double(B);
-      sum_obj += out[2].item<double>() * double(B);
-      sum_cls += out[3].item<double>() * double(B);
-      seen += B;
-      ++batches;
-      ++global;
-      if (on_step) on_step(global, l / double(B));
-    }
-    YoloEpochLog log;
-    log.epoch = epoch + 1;
-    log.loss = sum_loss / double(std::max<int64_t>(seen, 1));
-    log.lbox = sum_box / double(std::max<int64_t>(seen, 1));
-    log.lobj = sum_obj / double(std::max<int64_t>(seen, 1));
-    log.lcls = sum_cls / double(std::max<int64_t>(seen, 1));
-    log.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    log.images_per_s = log.seconds > 0 ? double(seen) / log.seconds : 0;
-    log.lr = o.lr0 * lf(epoch);
-    if (on_epoch) on_epoch(log);
-    net->set_train(true);
-  }
-  return ema;
+  return t;
 }
 
 // ---- evaluation --------------------------------------------------------------------------------

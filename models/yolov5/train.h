@@ -6,7 +6,8 @@
 //   - lr schedule per epoch: linear (1 - e / E) (1 - lrf) + lrf, or one-cycle cosine;
 //   - gradient accumulation to a nominal batch of 64, gradient clipping at norm 10;
 //   - an EMA of weights and buffers (decay 0.9999 (1 - exp(-updates / 2000))) used for evaluation.
-// The data side (YoloDataSource, mosaic, letterbox, flips, HSV) and evaluation (decode, NMS,
+// Training runs through train::Model (yolo_training builds the model, dataset and callbacks);
+// the data side (mosaic, letterbox, flips, HSV, batched targets) and evaluation (decode, NMS,
 // letterbox inverse, CocoEval) are here too, so the CLI's train / eval / predict are thin.
 #pragma once
 #include <array>
@@ -20,77 +21,29 @@
 #include "spore/data/dataset.h"
 #include "spore/jit.h"
 #include "spore/optim/optimizer.h"
+#include "spore/train/callbacks.h"
+#include "spore/train/model.h"
 
 namespace spore::models {
 
-// SGD with nesterov momentum whose momentum can change per step (YOLOv5's warm-up):
-// buf = m buf + (g + wd p); p -= lr (g + wd p + m buf). Groups: biases, BN weights, the rest.
-class YoloSGD : public optim::Optimizer {
+// YOLOv5 with its loss, as one cell for train::Model (loss_fn = nullptr: the network computes
+// the loss): forward({images float32 (B, 3, H, W), the 18 target tensors of flatten_targets})
+// returns {loss, lbox, lobj, lcls}; TrainOneStepCell differentiates the loss and hands the three
+// components to callbacks (RunContext::aux). Under mixed precision the loss is computed in
+// float32 (MindSpore's O2 output cast).
+class YoloWithLoss : public nn::Cell {
  public:
-  YoloSGD(std::vector<optim::ParamGroup> groups, double lr, double momentum);
-  std::string name() const override { return "YoloSGD"; }
-  void set_momentum(double m) { momentum_ = m; }
-  double momentum() const { return momentum_; }
-  // Per-group learning rates, set by the schedule each step (group order as constructed).
-  void set_group_lr(size_t group, double lr);
-  size_t num_groups() const { return group_lr_.size(); }
-  std::vector<std::pair<std::string, Tensor>> state() const override;
-
- protected:
-  void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+  YoloWithLoss(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp);
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+  const std::shared_ptr<YoloV5>& network() const { return net_; }
 
  private:
-  double momentum_;
-  std::vector<double> group_lr_;
-  std::vector<size_t> group_of_;
-  std::vector<Tensor> bufs_;
-};
-
-// One training step's forward, loss and backward: {loss, lbox, lobj, lcls, grads of params
-// (default net->trainable_params(); pass an optimizer's parameters() to get its order)...}. Graph
-// mode: one compiled graph per input signature (the targets' padded capacity is part of it);
-// PyNative: eager with the tape.
-class YoloStep {
- public:
-  // loss_scaled: the step takes a loss scale (mixed precision) and returns the gradients of
-  // loss * scale (the caller unscales them); the scale is an input, so one compiled graph serves
-  // every scale.
-  YoloStep(std::shared_ptr<YoloV5> net, const YoloLossHyp& hyp, bool graph,
-           std::vector<Tensor> params = {}, bool loss_scaled = false);
-  // Returns (loss, lbox, lobj, lcls, gradients...).
-  std::vector<Tensor> operator()(const Tensor& images, const std::array<LevelTargets, 3>& targets,
-                                 double loss_scale = 1.0);
-  const std::vector<Tensor>& params() const { return params_; }
-  JitStats stats() const;
-
- private:
-  std::vector<Tensor> run(const std::vector<Tensor>& in);
   std::shared_ptr<YoloV5> net_;
   YoloLossHyp hyp_;
-  std::vector<Tensor> params_;
-  bool loss_scaled_ = false;
-  std::shared_ptr<JitFunction> compiled_;
 };
 
 // The three groups of YOLOv5's smart_optimizer: biases, BatchNorm gammas (no decay), others.
 std::vector<optim::ParamGroup> yolo_param_groups(const nn::Cell& net, double weight_decay);
-
-// Exponential moving average of a network's parameters and float buffers, kept in a second network
-// of the same architecture (the one to evaluate and save).
-class ModelEMA {
- public:
-  ModelEMA(const nn::Cell& model, std::shared_ptr<nn::Cell> ema, double decay = 0.9999,
-           double tau = 2000);
-  void update(const nn::Cell& model);
-  const std::shared_ptr<nn::Cell>& model() const { return ema_; }
-  int64_t updates() const { return updates_; }
-  void set_updates(int64_t u) { updates_ = u; }
-
- private:
-  std::shared_ptr<nn::Cell> ema_;
-  double decay_, tau_;
-  int64_t updates_ = 0;
-};
 
 // A COCO-layout folder (DIR/{train2017,val2017}/, DIR/annotations/instances_*2017.json): the image
 // files, each image's non-crowd boxes as YOLO labels (class index among the sorted category ids,
@@ -118,6 +71,12 @@ struct YoloAugment {
 // normalised}. Random choices come from data::sample_rng(), so results do not depend on workers.
 data::Dataset yolo_train_dataset(const YoloSplit& split, int64_t img, const YoloAugment& aug,
                                  int num_workers, bool shuffle = true);
+// yolo_train_dataset in batches, each row what YoloWithLoss takes: {images float32 (B, 3, img,
+// img) in [0, 1], the 18 target tensors of build_targets (padded to a power-of-two capacity, so
+// Graph mode's shapes repeat)}. anchors: the network's (YoloDetect::anchors()).
+data::Dataset yolo_train_batches(const YoloSplit& split, int64_t img, int64_t batch,
+                                 const YoloAugment& aug, int num_workers, const Tensor& anchors,
+                                 int64_t num_classes, const YoloLossHyp& hyp, bool shuffle = true);
 
 struct YoloTrainOptions {
   int64_t img = 320;
@@ -128,7 +87,7 @@ struct YoloTrainOptions {
   double warmup_epochs = 3, warmup_momentum = 0.8, warmup_bias_lr = 0.1;
   bool cos_lr = false;
   double clip_norm = 10.0;
-  bool graph = true;       // the forward + loss + backward as one compiled graph
+  bool graph = true;       // evaluation compiled (training follows set_context's mode)
   std::string amp = "O0";  // "O2" / "O3": low-precision compute (BatchNorm in float32 under O2)
   DType amp_dtype =
       kFloat16;  // float16: dynamic loss scaling (YOLOv5's GradScaler); bfloat16: none
@@ -143,16 +102,26 @@ struct YoloEpochLog {
   double seconds = 0, images_per_s = 0, lr = 0;
 };
 
-// Runs YOLOv5's training loop on net; after each epoch calls on_epoch (which may evaluate the EMA
-// model, save checkpoints, write metrics). Returns the EMA (the model to evaluate and save).
-struct YoloStepStats {
-  int64_t traces = 0, steps = 0;
+// YOLOv5's recipe as train::Model pieces; run it with
+//   auto t = yolo_training(net, ema_net, split, o, on_epoch);
+//   t.model->train(o.epochs, t.dataset, t.callbacks);
+// The model: YoloWithLoss + Momentum (nesterov) over yolo_param_groups with weight decay
+// 5e-4 * batch * accumulate / 64, gradient clipping at norm o.clip_norm, summed gradient
+// accumulation to the nominal batch (GradAccumulation::kSum), and for float16 a dynamic loss
+// scale that skips overflowed batches. The callbacks: LambdaLR (linear or one-cycle), WarmUp
+// (bias lr from 0.1 down, other lrs from 0 up, momentum 0.8 -> 0.937, accumulation count from 1
+// up, over max(3 epochs, 100) steps), EMA into ema_net (the network to evaluate and save), and
+// one that calls on_epoch with the epoch's means. Training follows set_context's mode.
+struct YoloTraining {
+  std::shared_ptr<train::Model> model;
+  data::Dataset dataset;
+  train::Callbacks callbacks;
+  std::shared_ptr<train::EMA> ema;
 };
-std::shared_ptr<ModelEMA> train_yolo(
-    const std::shared_ptr<YoloV5>& net, const std::shared_ptr<YoloV5>& ema_net,
-    const YoloSplit& train, const YoloTrainOptions& o,
-    const std::function<void(const YoloEpochLog&)>& on_epoch,
-    const std::function<void(int64_t step, double loss)>& on_step = {});
+YoloTraining yolo_training(const std::shared_ptr<YoloV5>& net,
+                           const std::shared_ptr<YoloV5>& ema_net, const YoloSplit& train,
+                           const YoloTrainOptions& o,
+                           const std::function<void(const YoloEpochLog&)>& on_epoch = {});
 
 struct YoloEvalOptions {
   int64_t img = 320;

@@ -81,6 +81,11 @@ void bind_optim(py::module_& m) {
       .def("set_clip_grad_norm", &Optimizer::set_clip_grad_norm)
       .def("set_loss_scale", &Optimizer::set_loss_scale)
       .def_property_readonly("loss_scale", &Optimizer::loss_scale)
+      .def("num_groups", &Optimizer::num_groups)
+      .def("group_lr", &Optimizer::group_lr)
+      .def("set_group_lr", py::overload_cast<size_t, double>(&Optimizer::set_group_lr))
+      .def("momentum", &Optimizer::momentum)
+      .def("set_momentum", &Optimizer::set_momentum)
       .def("takes_hyper", &Optimizer::takes_hyper)
       .def("write_hyper", &Optimizer::write_hyper)
       .def("name", &Optimizer::name);

@@ -128,6 +128,17 @@ void bind_train(py::module_& m) {
       .def(py::init<CellPtr, optim::OptimizerPtr, double>())
       .def_property("sens", &train::TrainOneStepCell::sens, &train::TrainOneStepCell::set_sens)
       .def("last_grads", &train::TrainOneStepCell::last_grads)
+      .def("last_aux", &train::TrainOneStepCell::last_aux)
+      .def(
+          "set_grad_accumulation",
+          [](train::TrainOneStepCell& c, int64_t k, const std::string& mode) {
+            SPORE_CHECK(mode == "mean" || mode == "sum", "set_grad_accumulation: mode '", mode,
+                        "' is not known; use 'mean' (MindSpore's) or 'sum' (PyTorch's .grad)");
+            c.set_grad_accumulation(
+                k, mode == "sum" ? train::GradAccumulation::kSum : train::GradAccumulation::kMean);
+          },
+          py::arg("k"), py::arg("mode") = "mean")
+      .def_property_readonly("grad_accumulation", &train::TrainOneStepCell::grad_accumulation)
       .def("jit_stats", &train::TrainOneStepCell::jit_stats);
   py::class_<train::TrainOneStepWithLossScaleCell, train::TrainOneStepCell,
              std::shared_ptr<train::TrainOneStepWithLossScaleCell>>(m,

@@ -98,6 +98,16 @@ DynamicLossScaleManager::DynamicLossScaleManager(double init_loss_scale, double 
               scale_window);
 }
 
+void DynamicLossScaleManager::restore(double scale, int64_t good_steps) {
+  SPORE_CHECK(std::isfinite(scale) && scale >= 1,
+              "[DynamicLossScaleManager] restore: the loss scale ", "must be finite and >= 1, got ",
+              scale);
+  SPORE_CHECK(good_steps >= 0 && good_steps < window_, "[DynamicLossScaleManager] restore: ",
+              "good_steps must be in [0, scale_window = ", window_, "), got ", good_steps);
+  scale_ = scale;
+  good_steps_ = good_steps;
+}
+
 void DynamicLossScaleManager::update_loss_scale(bool overflow) {
   if (overflow) {
     scale_ = std::max(scale_ / factor_, 1.0);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <unordered_set>
 
 #include "spore/error.h"
@@ -50,6 +51,12 @@ struct Where {
 }
 
 // simdjson's words for a syntax error, with what it usually means here.
+std::string box_str(const std::array<double, 4>& b) {
+  std::ostringstream o;
+  o << b[0] << ", " << b[1] << ", " << b[2] << ", " << b[3];
+  return o.str();
+}
+
 std::string syntax(const char* what) {
   return std::string(what) +
          " (the JSON is cut short or broken: was the file truncated while copying?)";
@@ -142,11 +149,16 @@ CocoAnnotation parse_annotation(od::object obj, Where& w, const CocoRules& r) {
         fail(w, "category id " + std::to_string(a.category_id) + " does not fit int32");
     } else if (name == "bbox") {
       w.field = "bbox", a.bbox = get_box(g.value(), w), has_box = true;
-      // The data engine stores float32: a value beyond its range would become inf.
-      if (r.training && (a.bbox[2] < 0 || a.bbox[3] < 0 ||
-                         !(std::fabs(a.bbox[0]) <= FLT_MAX && std::fabs(a.bbox[1]) <= FLT_MAX &&
-                           a.bbox[2] <= FLT_MAX && a.bbox[3] <= FLT_MAX)))
-        fail(w, "width and height must be finite and >= 0, and every value within float32's range");
+      // A negative width or height is no box (its IoU would be meaningless): refused by every
+      // reader. The data engine stores float32: a value beyond its range would become inf.
+      if (a.bbox[2] < 0 || a.bbox[3] < 0)
+        fail(w, "width and height must be >= 0, got [x, y, w, h] = [" + box_str(a.bbox) +
+                    "]; fix the annotation (COCO boxes are top-left x, y, then width, height)");
+      if (r.training && !(std::fabs(a.bbox[0]) <= FLT_MAX && std::fabs(a.bbox[1]) <= FLT_MAX &&
+                          a.bbox[2] <= FLT_MAX && a.bbox[3] <= FLT_MAX))
+        fail(w,
+             "width and height must be finite, and every value within float32's range (the "
+             "data engine stores float32)");
     } else if (name == "area") {
       w.field = "area", a.area = get_num(g.value(), w), has_area = true;
     } else if (name == "iscrowd") {
@@ -190,7 +202,8 @@ CocoCategory parse_category(od::object obj, Where& w) {
   return c;
 }
 
-// Ids unique (pycocotools indexes by id), annotations pointing at images.
+// Ids unique (pycocotools indexes by id), annotations pointing at images and (with a categories
+// list) at categories.
 void check_references(const CocoInstances& set, const Where& w, const CocoRules& r) {
   std::unordered_set<int64_t> images;
   images.reserve(set.images.size() * 2);
@@ -213,6 +226,14 @@ void check_references(const CocoInstances& set, const Where& w, const CocoRules&
     if (!seen.insert(set.categories[i].id).second)
       fail(w.at("categories", int64_t(i), "id"),
            "duplicate category id " + std::to_string(set.categories[i].id));
+  // With a categories list, an annotation of another category would be silently left out of
+  // every evaluation (and of the classes a model trains on).
+  if (r.categories || !set.categories.empty())
+    for (size_t i = 0; i < set.annotations.size(); ++i)
+      if (!seen.count(set.annotations[i].category_id))
+        fail(w.at("annotations", int64_t(i), "category_id"),
+             "category id " + std::to_string(set.annotations[i].category_id) +
+                 " is not in \"categories\"; add the category or fix the annotation");
 }
 
 CocoInstances parse_instances(const simdjson::padded_string& json, const std::string& source,

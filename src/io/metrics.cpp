@@ -3,12 +3,16 @@
 // CSV.
 #include "spore/io/metrics.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "spore/error.h"
@@ -62,6 +66,20 @@ MetricsWriter::MetricsWriter(const std::string& prefix, bool append)
   }
 }
 
+std::string new_run_id() {
+  const std::time_t now = std::time(nullptr);
+  char when[32] = "unknown";
+  if (std::tm tm{}; gmtime_r(&now, &tm)) std::strftime(when, sizeof when, "%Y%m%dT%H%M%SZ", &tm);
+  return std::string(when) + "-" + std::to_string(::getpid());
+}
+
+MetricsWriter::MetricsWriter(const std::string& prefix, RunTag tag)
+    : MetricsWriter(prefix, /*append=*/true) {
+  prefix_ = prefix;
+  tag_ = std::move(tag);
+  check_existing_ = true;
+}
+
 MetricsWriter::~MetricsWriter() {
   if (jsonl_) std::fclose(jsonl_);
   if (csv_) std::fclose(csv_);
@@ -76,8 +94,32 @@ void MetricsWriter::write(int64_t epoch, const MetricValues& values) {
       SPORE_CHECK(values[i].first != values[j].first, "[MetricsWriter] duplicate metric \"",
                   values[i].first, "\"");
   }
+  std::vector<std::string> keys;
+  if (tag_) keys = {"run", "resumed_from"};
+  for (const auto& [k, v] : values) keys.push_back(k);
+  if (check_existing_) {  // appending to a run directory's files: same columns, or start anew
+    check_existing_ = false;
+    if (!columns_.empty() && columns_ != keys) {
+      std::fclose(jsonl_);
+      std::fclose(csv_);
+      jsonl_ = csv_ = nullptr;
+      int n = 1;
+      std::error_code ec;
+      while (std::filesystem::exists(prefix_ + "." + std::to_string(n) + ".csv", ec)) ++n;
+      const std::string kept = prefix_ + "." + std::to_string(n);
+      std::filesystem::rename(csv_path_, kept + ".csv", ec);
+      std::filesystem::rename(jsonl_path_, kept + ".jsonl", ec);
+      std::fprintf(stderr, "metrics: %s has other columns than this run's; kept as %s.csv/.jsonl\n",
+                   csv_path_.c_str(), kept.c_str());
+      jsonl_ = std::fopen(jsonl_path_.c_str(), "w");
+      csv_ = std::fopen(csv_path_.c_str(), "w");
+      SPORE_CHECK_KIND(ErrorKind::IOError, jsonl_ && csv_, "[MetricsWriter] cannot open ",
+                       jsonl_path_, " / ", csv_path_, ": ", std::strerror(errno));
+      columns_.clear();
+    }
+  }
   if (columns_.empty()) {
-    for (const auto& [k, v] : values) columns_.push_back(k);
+    columns_ = keys;
     std::string head = "epoch";
     for (const auto& c : columns_) head += "," + csv_field(c);
     std::fprintf(csv_, "%s\n", head.c_str());
@@ -91,6 +133,10 @@ void MetricsWriter::write(int64_t epoch, const MetricValues& values) {
 
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   j["epoch"] = epoch;
+  if (tag_) {
+    j["run"] = tag_->run;
+    j["resumed_from"] = tag_->resumed_from;
+  }
   for (const auto& [k, v] : values) {
     if (std::isfinite(v))
       j[k] = v;
@@ -102,6 +148,10 @@ void MetricsWriter::write(int64_t epoch, const MetricValues& values) {
   std::string row = std::to_string(epoch);
   for (const auto& c : columns_) {
     row += ",";
+    if (tag_ && (c == "run" || c == "resumed_from")) {
+      row += csv_field(c == "run" ? tag_->run : tag_->resumed_from);
+      continue;
+    }
     for (const auto& [k, v] : values)
       if (k == c) row += num_str(v);
   }
@@ -137,6 +187,21 @@ std::vector<MetricValues> read_metrics_jsonl(const std::string& path) {
     }
     out.push_back(std::move(rec));
   }
+  return out;
+}
+
+std::vector<MetricValues> latest_history(const std::vector<MetricValues>& records) {
+  auto epoch_of = [](const MetricValues& r) {
+    for (const auto& [k, v] : r)
+      if (k == "epoch") return int64_t(v);
+    return int64_t(-1);
+  };
+  std::map<int64_t, const MetricValues*> last;
+  for (const MetricValues& r : records) last[epoch_of(r)] = &r;
+  const int64_t final_epoch = records.empty() ? -1 : epoch_of(records.back());
+  std::vector<MetricValues> out;
+  for (const auto& [e, r] : last)
+    if (e <= final_epoch) out.push_back(*r);
   return out;
 }
 

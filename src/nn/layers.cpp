@@ -65,12 +65,8 @@ Tensor Dense::construct(const Tensor& x) {
   // (..., in) -> (M, in) @ (in, out) -> (..., out)
   Tensor x2 = x.dim() == 2 ? x : x.reshape({-1, x.size(-1)});  // size(-1): in_, or a piece of it
   Tensor y;
-  if (x_layout_) {  // sharded (semi_auto_parallel): x to the strategy's layout, then the engine
-    x2 = parallel::redistribute(x2, *x_layout_);
-    std::optional<parallel::OutputLayoutScope> out_req;
-    if (out_layout_) out_req.emplace(*out_layout_);
-    y = matmul(x2, parameter("weight").t());
-  } else {
+  {
+    parallel::OpStrategyScope sharded(strategy_ ? &*strategy_ : nullptr);  // shard(), if called
     y = matmul(x2, parameter("weight").t());
   }
   if (has_bias_) y = y + parameter("bias");
@@ -89,7 +85,7 @@ Dense& Dense::shard(const parallel::Strategy& in_strategy, const parallel::Strat
   const parallel::DenseLayouts l = parallel::dense_layouts(in_strategy, n);
   parallel::shard_parameter(parameter("weight"), l.weight);
   if (has_bias_) parallel::shard_parameter(parameter("bias"), l.bias);
-  x_layout_ = l.x;
+  strategy_ = parallel::OpStrategy{parallel::OpStrategy::Op::Matmul, l.x, std::nullopt};
   if (!out_strategy.empty()) {
     SPORE_CHECK(out_strategy.size() == 1 && out_strategy[0].size() == 2,
                 "[Dense.shard] out_strategy is ((m, n),) "
@@ -105,7 +101,7 @@ Dense& Dense::shard(const parallel::Strategy& in_strategy, const parallel::Strat
         out_strategy[0][1], "),) is not supported for in_strategy m = ", m, ", k = ", k,
         "; use m' = m (no reduce-scatter) or, "
         "with m = 1, m' = k (reduce-scatter the partial sums over the contraction's ranks)");
-    out_layout_ = parallel::Layout{
+    strategy_->output = parallel::Layout{
         {mo == m ? l.out.dims[0] : l.x.dims[1], l.out.dims[1]}};  // x's dim 1: the k cut
   }
   return *this;
@@ -131,7 +127,9 @@ Conv2d& Conv2d::shard(const parallel::Strategy& st) {
   parallel::shard_parameter(parameter("weight"),
                             parallel::Layout{{l.weight.dims[0], l.weight.dims[1], none, none}});
   if (opt_.has_bias) parallel::shard_parameter(parameter("bias"), l.bias);
-  x_layout_ = parallel::Layout{{l.x.dims[0], l.x.dims[1], none, none}};
+  strategy_ =
+      parallel::OpStrategy{parallel::OpStrategy::Op::Conv2d,
+                           parallel::Layout{{l.x.dims[0], l.x.dims[1], none, none}}, std::nullopt};
   return *this;
 }
 
@@ -195,7 +193,7 @@ Tensor Conv2d::construct(const Tensor& x) {
   const int64_t channels = x.dim() == 4 ? x.size(1) * parallel::layout_of(x).dims[1].parts : 0;
   SPORE_CHECK(x.dim() == 4 && channels == in_, "[Conv2d] expected input (N, C, H, W) with ", in_,
               " channels, got shape ", shape_str(x.shape()));
-  const Tensor xs = x_layout_ ? parallel::redistribute(x, *x_layout_) : x;
+  parallel::OpStrategyScope sharded(strategy_ ? &*strategy_ : nullptr);  // shard(), if called
   spore::Conv2dOptions o;
   o.stride = opt_.stride.vec();
   o.padding = pads_for(x.size(2), x.size(3));
@@ -207,8 +205,8 @@ Tensor Conv2d::construct(const Tensor& x) {
                   x.size(3) + o.padding[2] + o.padding[3] >= eff_w,
               "[Conv2d] input ", shape_str(x.shape()), " with padding ", shape_str(o.padding),
               " is smaller than the (dilated) kernel (", eff_h, ", ", eff_w, ")");
-  if (opt_.has_bias) return conv2d(xs, parameter("weight"), parameter("bias"), o);
-  return conv2d(xs, parameter("weight"), o);
+  if (opt_.has_bias) return conv2d(x, parameter("weight"), parameter("bias"), o);
+  return conv2d(x, parameter("weight"), o);
 }
 
 std::string Conv2d::extend_repr() const {

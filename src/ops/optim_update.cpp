@@ -15,11 +15,14 @@ namespace {
 
 // The optional trailing hyper input (attr hyper_input=true): float64 (k) of per-step scalars
 // (ops.def: Momentum / RMSProp [lr], Adam [lr, step, eps]) read at run time.
-void check_hyper(const TensorMeta& h, size_t k, size_t index) {
+// Momentum's may also be [lr, momentum] (k2 = 2): the momentum read at run time too.
+void check_hyper(const TensorMeta& h, size_t k, size_t index, size_t k2 = 0) {
   SPORE_CHECK_TYPE(h.dtype == kFloat64, "hyper (input ", index, ") must be float64, got ",
                    dtype_name(h.dtype));
-  SPORE_CHECK(h.shape == Shape{int64_t(k)}, "hyper (input ", index, ") must have shape (", k,
-              ",), got ", shape_str(h.shape),
+  SPORE_CHECK(h.shape == Shape{int64_t(k)} || (k2 != 0 && h.shape == Shape{int64_t(k2)}),
+              "hyper (input ", index, ") must have shape (", k, ",)",
+              k2 ? " or (" + std::to_string(k2) + ",)" : std::string(), ", got ",
+              shape_str(h.shape),
               "; pass the per-step scalars in ops.def's order or drop hyper_input");
 }
 
@@ -39,13 +42,13 @@ Metas check_update(const Metas& in) {
 }
 
 // `per` operands (param, states..., grad), then hyper (k scalars) when hyper_input is set.
-template <int per, int k>
+template <int per, int k, size_t k2 = 0>
 Metas infer_update(const Metas& in, const Attrs& attrs) {
   const bool hyper = attrs.get_bool("hyper_input", false);
   const size_t want = size_t(per) + (hyper ? 1 : 0);
   SPORE_CHECK(in.size() == want, "expected ", want, " inputs (", per, " tensors",
               hyper ? " and the hyper input, as hyper_input=true" : "", "), got ", in.size());
-  if (hyper) check_hyper(in.back(), size_t(k), want - 1);
+  if (hyper) check_hyper(in.back(), size_t(k), want - 1, k2);
   return check_update(hyper ? Metas(in.begin(), in.end() - 1) : in);
 }
 
@@ -53,7 +56,7 @@ Metas infer_update(const Metas& in, const Attrs& attrs) {
 // and, with hyper_input, one hyper shared by all: group t is (in[t], in[n + t], ...,
 // in[(per-1) n + t]); each group obeys check_update, and all groups share one float dtype (the
 // kernel runs one typed loop over all of them).
-template <int per, int k>
+template <int per, int k, size_t k2 = 0>
 Metas infer_fused_update(const Metas& all, const Attrs& attrs) {
   static_assert(per == 3 || per == 4);
   const bool hyper = attrs.get_bool("hyper_input", false);
@@ -63,7 +66,7 @@ Metas infer_fused_update(const Metas& all, const Attrs& attrs) {
       !all.empty() && (all.size() - (hyper ? 1 : 0)) % per == 0 && all.size() > (hyper ? 1u : 0u),
       "expected ", per, " lists of equal length ", layout, hyper ? " and the hyper input" : "",
       ", got ", all.size(), " inputs");
-  if (hyper) check_hyper(all.back(), size_t(k), all.size() - 1);
+  if (hyper) check_hyper(all.back(), size_t(k), all.size() - 1, k2);
   const Metas in = hyper ? Metas(all.begin(), all.end() - 1) : all;
   const size_t n = in.size() / per;
   for (size_t t = 0; t < n; ++t) {
@@ -84,10 +87,10 @@ Metas infer_fused_update(const Metas& all, const Attrs& attrs) {
 
 }  // namespace
 
-SPORE_DEFINE_OP(ApplyMomentum, {.infer = infer_update<3, 1>});
+SPORE_DEFINE_OP(ApplyMomentum, {.infer = infer_update<3, 1, 2>});
 SPORE_DEFINE_OP(ApplyAdam, {.infer = infer_update<4, 3>});
 SPORE_DEFINE_OP(ApplyRMSProp, {.infer = infer_update<4, 1>});
-SPORE_DEFINE_OP(FusedApplyMomentum, {.infer = infer_fused_update<3, 1>});
+SPORE_DEFINE_OP(FusedApplyMomentum, {.infer = infer_fused_update<3, 1, 2>});
 SPORE_DEFINE_OP(FusedApplyAdam, {.infer = infer_fused_update<4, 3>});
 
 }  // namespace spore::ops

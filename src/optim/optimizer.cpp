@@ -20,11 +20,11 @@ LearningRate::LearningRate(std::vector<double> per_step) {
   };
 }
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, LearningRate lr, double weight_decay) {
+Optimizer::Optimizer(std::vector<ParamGroup> groups, LearningRate lr, double weight_decay)
+    : default_lr_(lr) {
   SPORE_CHECK(lr.fn != nullptr, "[Optimizer] the learning rate schedule is empty");
   SPORE_CHECK(weight_decay >= 0, "[Optimizer] weight_decay must be >= 0, got ", weight_decay);
   std::unordered_set<const TensorImpl*> seen;
-  slot_lrs_.push_back(lr);  // slot 0: the default schedule, shared by every group without its own
   for (size_t g = 0; g < groups.size(); ++g) {
     const ParamGroup& group = groups[g];
     SPORE_CHECK(group.names.empty() || group.names.size() == group.params.size(),
@@ -32,6 +32,11 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, LearningRate lr, double wei
                 group.names.size(), " names");
     double wd = group.weight_decay.value_or(weight_decay);
     SPORE_CHECK(wd >= 0, "[Optimizer] weight_decay of group ", g, " must be >= 0, got ", wd);
+    group_lrs_.push_back(group.lr ? *group.lr : lr);
+    // Each non-empty group gets its own hyper tensor, so setting one group's lr later changes a
+    // value the compiled step reads, never the graph (the optimizer fusion still takes a whole
+    // group into one node).
+    if (!group.params.empty()) slot_group_.push_back(g);
     for (size_t j = 0; j < group.params.size(); ++j) {
       const Tensor& p = group.params[j];
       SPORE_CHECK(p.defined(), "[Optimizer] parameter ", j, " of group ", g, " is undefined");
@@ -45,14 +50,53 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, LearningRate lr, double wei
       names_.push_back(group.names.empty() ? "param" + std::to_string(params_.size() - 1)
                                            : group.names[j]);
       weight_decays_.push_back(wd);
-      lrs_.push_back(group.lr ? *group.lr : lr);
-      // A group with its own lr gets its own hyper tensor (one per group, so the optimizer
-      // fusion can still take a whole group into one node).
-      if (group.lr && j == 0) slot_lrs_.push_back(*group.lr);
-      hyper_slot_.push_back(group.lr ? slot_lrs_.size() - 1 : 0);
+      lrs_.push_back(group_lrs_.back());
+      group_of_.push_back(g);
+      hyper_slot_.push_back(slot_group_.size() - 1);
     }
   }
   SPORE_CHECK(!params_.empty(), "[Optimizer] got an empty parameter list");
+}
+
+namespace {
+void check_group(const Optimizer& opt, size_t g, size_t n, const char* what) {
+  SPORE_CHECK_KIND(ErrorKind::IndexError, g < n, "[", opt.name(), "] ", what, ": group ", g,
+                   " does not exist: the optimizer has ", n,
+                   " parameter group(s); pass an index below that");
+}
+}  // namespace
+
+double Optimizer::group_lr(size_t g) const {
+  check_group(*this, g, group_lrs_.size(), "group_lr");
+  return group_lrs_[g].at(step_);
+}
+
+const LearningRate& Optimizer::group_lr_schedule(size_t g) const {
+  check_group(*this, g, group_lrs_.size(), "group_lr_schedule");
+  return group_lrs_[g];
+}
+
+void Optimizer::set_group_lr(size_t g, double lr) {
+  check_group(*this, g, group_lrs_.size(), "set_group_lr");
+  SPORE_CHECK(std::isfinite(lr) && lr >= 0, "[", name(),
+              "] set_group_lr: the learning rate of group ", g, " must be finite and >= 0, got ",
+              lr, "; pass a rate such as 0.01");
+  set_group_lr(g, LearningRate(lr));
+}
+
+void Optimizer::set_group_lr(size_t g, LearningRate lr) {
+  check_group(*this, g, group_lrs_.size(), "set_group_lr");
+  SPORE_CHECK(lr.fn != nullptr, "[", name(), "] set_group_lr: the schedule of group ", g,
+              " is empty; pass a rate or a function of the step");
+  group_lrs_[g] = std::move(lr);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (group_of_[i] == g) lrs_[i] = group_lrs_[g];
+}
+
+void Optimizer::set_momentum(double m) {
+  SPORE_THROW(ErrorKind::NotImplemented, "[", name(), "] set_momentum(", m,
+              "): this optimizer has no momentum coefficient; use Momentum or SGD with momentum > "
+              "0 (or leave the momentum alone)");
 }
 
 double Optimizer::current_lr() const { return lrs_.empty() ? 0.0 : lrs_[0].at(step_); }
@@ -67,13 +111,13 @@ void Optimizer::write_hyper() {
   if (k == 0) return;
   if (hyper_.empty()) {
     // Plain host tensors (not ops): made even while tracing, they stay concrete captures.
-    for (size_t s = 0; s < slot_lrs_.size(); ++s)
+    for (size_t s = 0; s < slot_group_.size(); ++s)
       hyper_.push_back(Tensor::empty({int64_t(k)}, kFloat64, params_[0].device()));
   }
   hyper_host_.resize(hyper_.size());
   std::vector<double> host(k);
   for (size_t s = 0; s < hyper_.size(); ++s) {
-    hyper_values(slot_lrs_[s].at(step_), host.data());
+    hyper_values(group_lrs_[slot_group_[s]].at(step_), host.data());
     if (host == hyper_host_[s]) continue;  // unchanged (a constant rate): no transfer to the device
     hyper_[s].copy_from_host(host.data());  // in place: graphs read it
     hyper_host_[s] = host;
@@ -167,6 +211,25 @@ double global_norm(const std::vector<Tensor>& grads) {
 
 std::vector<Tensor> clip_by_global_norm(const std::vector<Tensor>& grads, double max_norm) {
   SPORE_CHECK(max_norm > 0, "[clip_by_global_norm] clip_norm must be > 0, got ", max_norm);
+  if (is_tracing()) {
+    // The norm is not known while tracing: compute the factor as a tensor (float32), 1 where the
+    // norm is within max_norm or not a number (as below), so the compiled step clips per run.
+    NoGradGuard no_grad;
+    Tensor total;
+    for (const Tensor& g : grads) {
+      if (!g.defined()) continue;
+      const Tensor s = sum(square(g.dtype() == kFloat64 ? g : g.to(kFloat32)));
+      total = total.defined() ? total + s.to(total.dtype()) : s;
+    }
+    if (!total.defined()) return grads;
+    const Tensor norm = sqrt(total);
+    const Tensor coef = where(greater(norm, full_like(norm, max_norm)), reciprocal(norm) * max_norm,
+                              ones_like(norm));
+    std::vector<Tensor> out;
+    out.reserve(grads.size());
+    for (const Tensor& g : grads) out.push_back(g.defined() ? g * coef.to(g.dtype()) : g);
+    return out;
+  }
   double norm = global_norm(grads);
   if (!(norm > max_norm)) return grads;  // also keeps NaN norms visible to the overflow check
   NoGradGuard no_grad;

@@ -86,11 +86,8 @@ void SGD::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
   // accum = g as SGD's "buf = g" does.
   if (opts_.dampening == 0) {
     call_update(OpId::ApplyMomentum, {p, accum_[i], grad},
-                Attrs()
-                    .set("momentum", opts_.momentum)
-                    .set("nesterov", opts_.nesterov)
-                    .set("weight_decay", weight_decay),
-                hyper_for(i), Attrs().set("lr", lr));
+                Attrs().set("nesterov", opts_.nesterov).set("weight_decay", weight_decay),
+                hyper_for(i), Attrs().set("lr", lr).set("momentum", opts_.momentum));
     return;
   }
   Tensor g = decayed(grad, p, weight_decay);
@@ -98,6 +95,21 @@ void SGD::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
   assign(accum_[i], buf);
   assign(p, p - accum_[i] * lr);
   started_[i] = true;
+}
+
+void SGD::set_momentum(double m) {
+  SPORE_CHECK(opts_.momentum > 0, "[SGD] set_momentum(", m,
+              "): this SGD was built without momentum, so it keeps no momentum buffers; construct "
+              "it with SGDOptions{.momentum = ...} > 0 to change the momentum during training");
+  SPORE_CHECK(std::isfinite(m) && m > 0,
+              "[SGD] set_momentum: momentum must be finite and > 0, got ", m,
+              "; pass a value such as 0.9");
+  opts_.momentum = m;
+}
+
+void SGD::hyper_values(double lr, double* out) const {
+  out[0] = lr;
+  out[1] = opts_.momentum;
 }
 
 // ---- Momentum -----------------------------------------------------------------------------------
@@ -129,11 +141,20 @@ void Momentum::free_state() { moments_.clear(); }
 
 void Momentum::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
   call_update(OpId::ApplyMomentum, {params_[i], moments_[i], grad},
-              Attrs()
-                  .set("momentum", momentum_)
-                  .set("nesterov", opts_.nesterov)
-                  .set("weight_decay", weight_decay),
-              hyper_for(i), Attrs().set("lr", lr));
+              Attrs().set("nesterov", opts_.nesterov).set("weight_decay", weight_decay),
+              hyper_for(i), Attrs().set("lr", lr).set("momentum", momentum_));
+}
+
+void Momentum::set_momentum(double m) {
+  SPORE_CHECK(std::isfinite(m) && m >= 0,
+              "[Momentum] set_momentum: momentum must be finite and >= 0, got ", m,
+              "; pass a value such as 0.9");
+  momentum_ = m;
+}
+
+void Momentum::hyper_values(double lr, double* out) const {
+  out[0] = lr;
+  out[1] = momentum_;
 }
 
 // ---- Adam / AdamWeightDecay -------------------------------------------------------------------

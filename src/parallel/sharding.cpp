@@ -388,7 +388,7 @@ Layout fitted(const Tensor& t) {  // the table's layout, or whole when it does n
   return l;
 }
 
-thread_local const Layout* g_out_request = nullptr;
+thread_local const OpStrategy* g_strategy = nullptr;  // OpStrategyScope
 
 // ---- the engine ---------------------------------------------------------------------------------
 class Engine : public ops::ShardingHook {
@@ -399,13 +399,30 @@ class Engine : public ops::ShardingHook {
     for (const Tensor& t : in)
       if (t.defined() && !fitted(t).is_whole()) any = true;
     if (!any) return std::nullopt;
+    const OpStrategy* s = g_strategy;
+    if (s && id == (s->op == OpStrategy::Op::Matmul ? ops::OpId::Matmul : ops::OpId::Conv2d)) {
+      g_strategy = nullptr;  // consumed: the layer's later ops (bias add, activation) are not its
+      if (s->input) {
+        ops::Tensors moved = in;
+        moved[0] = redistribute(in[0], *s->input);
+        return call_with(id, moved, a, s->output ? &*s->output : nullptr);
+      }
+      return call_with(id, in, a, s->output ? &*s->output : nullptr);
+    }
+    return call_with(id, in, a, nullptr);
+  }
+
+ private:
+  // out_request: the output layout the layer's strategy asks of a cut contraction (MatMul).
+  std::optional<ops::Tensors> call_with(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a,
+                                        const Layout* out_request) {
     using ops::OpId;
     const ops::OpDef& def = ops::op_def(id);
     std::optional<ops::Tensors> out;
     if (def.has(ops::kElementwise))
       out = elementwise(id, in, a);
     else if (id == OpId::Matmul)
-      out = matmul(in, a);
+      out = matmul(in, a, out_request);
     else if (id == OpId::Sum || id == OpId::Mean)
       out = reduce(id, in, a);
     else if (id == OpId::Reshape)
@@ -432,7 +449,6 @@ class Engine : public ops::ShardingHook {
     return out;
   }
 
- private:
   static Tensor run1(ops::OpId id, const ops::Tensors& in, const ops::Attrs& a, const Layout& l) {
     Tensor y = ops::call1(id, in, a);
     set_layout(y, l);
@@ -483,7 +499,8 @@ class Engine : public ops::ShardingHook {
   }
 
   // a (..., M, K) @ b (..., K, N): the contraction takes b's cut (parameters stay put), else a's.
-  static std::optional<ops::Tensors> matmul(const ops::Tensors& in, const ops::Attrs& a) {
+  static std::optional<ops::Tensors> matmul(const ops::Tensors& in, const ops::Attrs& a,
+                                            const Layout* out_request) {
     const Layout la = fitted(in[0]), lb = fitted(in[1]);
     const Shape wa = whole_shape(in[0].shape(), la), wb = whole_shape(in[1].shape(), lb);
     const size_t ra = wa.size(), rb = wb.size();
@@ -523,7 +540,7 @@ class Engine : public ops::ShardingHook {
     Tensor z = ops::call1(ops::OpId::Matmul, {x, y}, a);
     if (k.cut()) {  // partial sums over the contraction's ranks
       int64_t rs = -1;
-      if (const Layout* req = g_out_request)
+      if (const Layout* req = out_request)
         for (size_t j = 0; j < R && j < req->dims.size(); ++j)
           if (req->dims[j] == k && !out.dims[j].cut() && k.cut()) rs = int64_t(j);
       Layout partial = out;
@@ -839,8 +856,10 @@ void shard_parameter(Tensor& p, const Layout& l) {
   set_layout(p, l);
 }
 
-OutputLayoutScope::OutputLayoutScope(const Layout& l) : prev_(g_out_request) { g_out_request = &l; }
-OutputLayoutScope::~OutputLayoutScope() { g_out_request = prev_; }
+OpStrategyScope::OpStrategyScope(const OpStrategy* s) : prev_(g_strategy) {
+  if (s) g_strategy = s;
+}
+OpStrategyScope::~OpStrategyScope() { g_strategy = prev_; }
 
 ShardedCell::ShardedCell(nn::CellPtr network) : net_(std::move(network)) {
   SPORE_CHECK(net_ != nullptr, "[ShardedCell] network is null");

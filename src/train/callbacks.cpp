@@ -204,6 +204,8 @@ void ModelCheckpoint::save(RunContext& ctx) {
     meta["lr"] = lr.str();
     meta["optimizer"] = ctx.optimizer->name();
   }
+  if (config_.append_info)
+    for (auto& [k, v] : config_.append_info()) meta[k] = v;
   fs::path dir = directory_.empty() ? fs::path(".") : fs::path(directory_);
   // semi_auto_parallel: each rank holds pieces of the cut parameters (and of their optimizer
   // state), so each rank writes its own checkpoint under rank_<r>/ (MindSpore's per-rank

@@ -308,6 +308,7 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
       const auto ts = Clock::now();
       ctx.lr = optimizer_->current_lr();  // the rate this step uses
       Tensor loss;
+      ctx.aux.clear();
       {
         const profiling::Span span("train", "step");
         if (pipeline_) {
@@ -318,6 +319,7 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
           pipeline_->sync_stages();
         } else {
           loss = train_network_->forward(*row).at(0);
+          ctx.aux = train_network_->last_aux();
         }
       }
       ctx.loss = scalar_of(loss);

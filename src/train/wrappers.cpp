@@ -51,17 +51,30 @@ Tensor TrainOneStepCell::construct(const Tensor& data, const Tensor& label) {
   return forward({data, label}).at(0);
 }
 
-void TrainOneStepCell::set_grad_accumulation(int64_t k) {
+void TrainOneStepCell::set_grad_accumulation(int64_t k, GradAccumulation mode) {
   SPORE_CHECK(k >= 1, "[TrainOneStepCell] gradient accumulation steps must be >= 1, got ", k,
               "; use 1 to update on every call");
-  SPORE_CHECK(micro_ == 0,
-              "[TrainOneStepCell] cannot change gradient accumulation in the middle of "
-              "an accumulation (",
-              micro_, " of ", accum_steps_, " micro-batches done); change it after an update");
+  const bool same_mean =
+      mode == GradAccumulation::kMean && accum_mode_ == mode && k == accum_steps_;
+  const bool sum = mode == GradAccumulation::kSum && accum_mode_ == mode;
+  SPORE_CHECK(micro_ == 0 || same_mean || sum,
+              "[TrainOneStepCell] cannot change gradient accumulation to ", k,
+              mode == GradAccumulation::kSum ? " (sum)" : " (mean)",
+              " in the middle of an accumulation (", micro_, " of ", accum_steps_,
+              " micro-batches done): a mean's 1/k is already in the buffers; change it after an "
+              "update, or use GradAccumulation::kSum, whose count may change at any step");
   accum_steps_ = k;
-  accum_.clear();
-  if (k > 1)
-    for (const Tensor& p : optimizer_->parameters()) accum_.push_back(zeros_like(p));
+  accum_mode_ = mode;
+  if (mode == GradAccumulation::kSum || k > 1) {
+    if (accum_.empty())
+      for (const Tensor& p : optimizer_->parameters()) accum_.push_back(zeros_like(p));
+  } else {
+    accum_.clear();
+  }
+}
+
+double TrainOneStepCell::accumulation_scale() const {
+  return accum_mode_ == GradAccumulation::kSum ? 1.0 : 1.0 / double(accum_steps_);
 }
 
 std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs) {
@@ -89,8 +102,12 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
           const std::string n = optimizer_->name();
           if (n != "Momentum" && n != "SGD")
             k += ",step=" + std::to_string(optimizer_->global_step());
+          if (const auto m = optimizer_->momentum()) k += ",momentum=" + std::to_string(*m);
         }
-        return k + ",sens=" + std::to_string(sens_) + ",accum=" + std::to_string(accum_steps_);
+        // A mean's 1/k is in the graph; a sum's count is host state (which graph runs).
+        return k + ",sens=" + std::to_string(sens_) + ",accum=" +
+               (accum_mode_ == GradAccumulation::kSum ? std::string("sum")
+                                                      : std::to_string(accum_steps_));
       };
       slot = std::make_shared<JitFunction>(
           [this, apply](const std::vector<Tensor>& in) {
@@ -113,6 +130,7 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
       optimizer_->set_global_step(step + 1);  // tracing advanced it once; a cached run did not
     micro_ = apply ? 0 : micro_ + 1;
     last_grads_.clear();  // the gradients live inside the compiled step
+    last_aux_.assign(out.begin() + 1, out.end());
     return out;
   }
   SPORE_CHECK(accum_steps_ == 1 || !is_tracing() || tracing_own_step_,
@@ -122,12 +140,26 @@ std::vector<Tensor> TrainOneStepCell::forward(const std::vector<Tensor>& inputs)
               "directly, which compiles its own graphs in GRAPH_MODE");
   std::vector<Tensor> out = step_eager(inputs, apply);
   micro_ = apply ? 0 : micro_ + 1;
+  last_aux_.assign(out.begin() + 1, out.end());
   return out;
 }
 
+namespace {
+// {loss, aux...} without history: what a step returns.
+std::vector<Tensor> detached(const std::vector<Tensor>& outs) {
+  std::vector<Tensor> r;
+  for (const Tensor& t : outs) r.push_back(t.defined() ? t.detach() : t);
+  return r;
+}
+}  // namespace
+
 std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inputs, bool apply) {
   EnableGradGuard enable;
-  Tensor loss = network_->forward(inputs).at(0);
+  const std::vector<Tensor> outs = network_->forward(inputs);
+  SPORE_CHECK(!outs.empty(),
+              "[TrainOneStepCell] the network returned no outputs; it must return the loss "
+              "first (then any auxiliary values)");
+  const Tensor& loss = outs[0];
   SPORE_CHECK(is_floating(loss.dtype()),
               "[TrainOneStepCell] the network must return a floating "
               "loss, got ",
@@ -135,16 +167,16 @@ std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inpu
   SPORE_CHECK(loss.requires_grad(),
               "[TrainOneStepCell] the loss does not depend on any parameter "
               "that requires grad; check that the network's parameters are trainable");
-  const bool accumulate = accum_steps_ > 1;
+  const bool accumulate = !accum_.empty();
   // With accumulation the reducer runs once per update on the sums, so nothing starts early.
   std::vector<Tensor> grads = autograd::grad(loss, optimizer_->parameters(),
                                              {.sens = full_like(loss.detach(), sens_),
                                               .on_grad_ready = accumulate ? nullptr : grad_ready_});
   if (accumulate) {
-    const double inv = 1.0 / double(accum_steps_);
+    const double inv = accumulation_scale();
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!grads[i].defined()) continue;
-      Tensor sum = accum_[i] + grads[i] * inv;
+      Tensor sum = accum_[i] + (inv == 1.0 ? grads[i] : grads[i] * inv);
       if (!apply) {
         assign(accum_[i], sum);
       } else {
@@ -153,7 +185,7 @@ std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inpu
     }
     if (!apply) {
       last_grads_.clear();
-      return {loss.detach()};
+      return detached(outs);
     }
   }
   if (reducer_) grads = reducer_(std::move(grads));
@@ -161,7 +193,7 @@ std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inpu
   if (accumulate)
     for (const Tensor& a : accum_) assign(a, zeros_like(a));
   last_grads_ = std::move(grads);
-  return {loss.detach()};
+  return detached(outs);
 }
 
 // ---- TrainOneStepWithLossScaleCell --------------------------------------------------------------
@@ -188,7 +220,11 @@ Tensor TrainOneStepWithLossScaleCell::construct(const Tensor& data, const Tensor
 std::vector<Tensor> TrainOneStepWithLossScaleCell::scaled_grads(const std::vector<Tensor>& inputs,
                                                                 const Tensor& scale) {
   EnableGradGuard enable;
-  Tensor loss = network()->forward(inputs).at(0);
+  const std::vector<Tensor> outs = network()->forward(inputs);
+  SPORE_CHECK(!outs.empty(),
+              "[TrainOneStepWithLossScaleCell] the network returned no outputs; it must return "
+              "the loss first (then any auxiliary values)");
+  const Tensor& loss = outs[0];
   SPORE_CHECK(is_floating(loss.dtype()),
               "[TrainOneStepWithLossScaleCell] the network must return a floating loss, got ",
               dtype_name(loss.dtype()));
@@ -205,15 +241,11 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::scaled_grads(const std::vecto
     if (g.defined()) g = g * inv;
   std::vector<Tensor> out{loss.detach(), amp::all_finite(grads)};
   out.insert(out.end(), grads.begin(), grads.end());
+  for (size_t i = 1; i < outs.size(); ++i) out.push_back(outs[i].detach());
   return out;
 }
 
 std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Tensor>& inputs) {
-  SPORE_CHECK(
-      grad_accumulation() == 1,
-      "[TrainOneStepWithLossScaleCell] gradient accumulation is not "
-      "supported with loss scaling yet; use TrainOneStepCell (amp level O0/O1 without a loss "
-      "scale manager) or set gradient_accumulation_steps to 1");
   const double s = manager_->get_loss_scale();
   const Tensor scale = scalar_tensor(s, kFloat32);
   std::vector<Tensor> r;
@@ -240,13 +272,38 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Ten
   }
   // Reading the flag on the host is the one synchronisation point (after the graph ran).
   const bool overflow = !r[1].item<bool>();
-  std::vector<Tensor> grads(r.begin() + 2, r.end());
-  if (!overflow || !manager_->get_drop_overflow_update()) optimizer()->step(grads);
+  const size_t n = optimizer()->parameters().size();
+  std::vector<Tensor> grads(r.begin() + 2, r.begin() + 2 + long(n));
+  const bool use = !overflow || !manager_->get_drop_overflow_update();
+  if (accum_.empty()) {
+    if (use) optimizer()->step(grads);
+  } else {
+    // Accumulation on the host side of the compiled step: clean micro-batches into the buffers.
+    NoGradGuard no_grad;
+    const double inv = accumulation_scale();
+    if (use) {
+      for (size_t i = 0; i < n; ++i)
+        if (grads[i].defined())
+          assign(accum_[i], accum_[i] + (inv == 1.0 ? grads[i] : grads[i] * inv));
+      has_clean_micro_ = true;
+    }
+    if (micro_ + 1 >= accum_steps_ && has_clean_micro_) {
+      optimizer()->step(accum_);
+      for (const Tensor& a : accum_) assign(a, zeros_like(a));
+      has_clean_micro_ = false;
+      micro_ = 0;
+    } else {
+      ++micro_;
+    }
+  }
   grads_ = std::move(grads);
   manager_->update_loss_scale(overflow);
   last_overflow_ = overflow;
   overflow_steps_ += overflow;
-  return {r[0], scalar_tensor(overflow ? 1.0 : 0.0, kBool), scale};
+  last_aux_.assign(r.begin() + 2 + long(n), r.end());
+  std::vector<Tensor> out{r[0], scalar_tensor(overflow ? 1.0 : 0.0, kBool), scale};
+  out.insert(out.end(), last_aux_.begin(), last_aux_.end());
+  return out;
 }
 
 JitStats TrainOneStepCell::jit_stats() const {

@@ -494,6 +494,25 @@ TEST(Faults, RestartsIntoOneOutStayBoundedAndResumeAutoContinuesExactly) {
       << r.out;
   EXPECT_NE(r.out.find("epoch 3/3: train loss"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("epoch 1/3"), std::string::npos) << r.out;
+  // metrics.jsonl keeps every run's rows (5 x 2 epochs, then the resumed epoch 3), each tagged
+  // with its run, the last one with the checkpoint it resumed from.
+  {
+    std::ifstream in(out / "metrics.jsonl");
+    std::vector<std::string> rows, runs;
+    for (std::string line; std::getline(in, line);) rows.push_back(line);
+    ASSERT_EQ(rows.size(), 11u) << read_file(out / "metrics.jsonl");
+    for (const std::string& row : rows) {
+      const size_t at = row.find("\"run\":\"");
+      ASSERT_NE(at, std::string::npos) << row;
+      const std::string id = row.substr(at + 7, row.find('"', at + 7) - at - 7);
+      if (std::find(runs.begin(), runs.end(), id) == runs.end()) runs.push_back(id);
+    }
+    EXPECT_EQ(runs.size(), 6u);
+    EXPECT_NE(rows.back().find("\"epoch\":3,\"run\":\"" + runs.back() + "\",\"resumed_from\":\"" +
+                               latest + "\""),
+              std::string::npos)
+        << rows.back();
+  }
   r = run("train lenet --epochs 3" + kQuick + "--out " + straight.string(), kFixedConvs);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(same_tensors(out / "lenet.safetensors", straight / "lenet.safetensors"));
@@ -503,6 +522,45 @@ TEST(Faults, RestartsIntoOneOutStayBoundedAndResumeAutoContinuesExactly) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("no checkpoint in " + fresh.string()), std::string::npos) << r.out;
   for (const auto& d : {out, straight, fresh}) fs::remove_all(d);
+}
+
+// --amp O2 (float16, dynamic loss scale): the checkpoint carries the loss scale, and a resumed run
+// continues it, ending with the same weights as an uninterrupted run; a checkpoint without it is
+// refused unless --resume-partial.
+TEST(Faults, ResumeUnderAmpContinuesTheLossScale) {
+  if (!fs::exists(kData)) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  const fs::path out = temp_dir("amp_resume"), straight = temp_dir("amp_straight");
+  const std::string amp = " --amp O2 --amp-dtype fp16";
+  // Untimed kernels, so both processes run the same ones (float16 convs through float32).
+  const std::string convs = "SPORE_CONV_IMPL=onednn_blocked,onednn_via_f32";
+  Result r = run("train lenet --epochs 1" + kQuick + amp + " --out " + out.string(), convs);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const fs::path first = out / "checkpoints" / "lenet-1_4.safetensors";
+  spore::io::Checkpoint ck = spore::io::load_checkpoint(first);
+  ASSERT_TRUE(ck.metadata.count("loss_scale")) << "the checkpoint holds the loss scale";
+  EXPECT_TRUE(ck.metadata.count("loss_scale_good_steps"));
+  r = run("train lenet --epochs 2" + kQuick + amp + " --out " + out.string() + " --resume " +
+              first.string(),
+          convs);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("train lenet --epochs 2" + kQuick + amp + " --out " + straight.string(), convs);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(same_tensors(out / "lenet.safetensors", straight / "lenet.safetensors"));
+  ck.metadata.erase("loss_scale");
+  const fs::path old = out / "no_scale.safetensors";
+  spore::io::save_checkpoint(ck.tensors, old.string(), ck.metadata);
+  r = run("train lenet --epochs 2" + kQuick + amp + " --out " + (out / "a").string() +
+              " --resume " + old.string(),
+          convs);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("holds no loss scale"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--resume-partial"), std::string::npos) << r.out;
+  r = run("train lenet --epochs 2" + kQuick + amp + " --out " + (out / "b").string() +
+              " --resume " + old.string() + " --resume-partial",
+          convs);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("holds no loss scale; it starts again at"), std::string::npos) << r.out;
+  for (const auto& d : {out, straight}) fs::remove_all(d);
 }
 
 // A checkpoint that cannot restore the optimizer exactly (a moment missing, or stored as float64)

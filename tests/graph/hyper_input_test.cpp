@@ -254,9 +254,10 @@ TEST(HyperInput, BadHyperIsAClearError) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(err(hyper({0.1, 0.2})).find("hyper (input 3) must have shape (1,), got (2,)"),
-            std::string::npos)
-      << err(hyper({0.1, 0.2}));
+  EXPECT_NE(
+      err(hyper({0.1, 0.2, 0.3})).find("hyper (input 3) must have shape (1,) or (2,), got (3,)"),
+      std::string::npos)
+      << err(hyper({0.1, 0.2, 0.3}));
   EXPECT_NE(err(full({1}, 0.1)).find("hyper (input 3) must be float64, got float32"),
             std::string::npos)
       << err(full({1}, 0.1));
@@ -452,8 +453,8 @@ TEST(HyperInput, GroupScheduleGetsItsOwnHyperTensor) {
   };
   Rig g = expect_one_graph_matching_pynative(opt, 10, "per-group schedules");
   ASSERT_EQ(g.opt->hyper_tensors().size(), 2u);
-  EXPECT_EQ(g.opt->hyper_tensors()[0].to_vector<double>(), std::vector<double>{kCosine(9)});
-  EXPECT_EQ(g.opt->hyper_tensors()[1].to_vector<double>(), std::vector<double>{0.01});
+  EXPECT_EQ(g.opt->hyper_tensors()[0].to_vector<double>(), (std::vector<double>{kCosine(9), 0.9}));
+  EXPECT_EQ(g.opt->hyper_tensors()[1].to_vector<double>(), (std::vector<double>{0.01, 0.9}));
 }
 
 // Adam's hyper values: [lr, step + 1, eps / sqrt(1 - beta2^(step + 1))]; AdamWeightDecay's step
@@ -489,4 +490,34 @@ TEST(HyperInput, PlainSgdScheduleStillKeysOnTheRate) {
   EXPECT_EQ(g.step->jit_stats().traces, 2);
   for (size_t i = 0; i < lg.size(); ++i) EXPECT_NEAR(lg[i], le[i], 1e-5 * std::abs(le[i])) << i;
   test::expect_params_close(params_of(*g.net), params_of(*e.net), "plain SGD");
+}
+
+// PyTorch's param_groups[g]['lr'] = v and a momentum ramp between compiled steps (a warm-up): the
+// values reach the graph through the hyper tensors, so ONE compilation serves them all, and the
+// run matches PyNative with the same settings.
+TEST(HyperInput, SetGroupLrAndMomentumDoNotRecompile) {
+  PyNativeAfter restore;
+  const MakeOpt make = [](nn::Cell& n) {
+    return std::make_shared<optim::Momentum>(optim::split_decay_groups(n.named_parameters()), 0.05,
+                                             0.9, optim::MomentumOptions{.nesterov = true});
+  };
+  Batches b = make_batches();
+  std::vector<float> losses[2];
+  Rig rigs[2] = {make_rig(make), make_rig(make)};
+  for (int m = 0; m < 2; ++m) {
+    set_context({.mode = m == 0 ? Mode::Graph : Mode::PyNative});
+    Rig& r = rigs[m];
+    for (int i = 0; i < 6; ++i) {
+      r.opt->set_group_lr(0, 0.01 * (i + 1));
+      r.opt->set_group_lr(1, 0.1 / (i + 1));
+      r.opt->set_momentum(0.8 + 0.02 * i);
+      losses[m].push_back(
+          r.step->forward({b.x[size_t(i % 3)], b.y[size_t(i % 3)]})[0].item<float>());
+    }
+  }
+  EXPECT_EQ(rigs[0].step->jit_stats().traces, 1);
+  EXPECT_EQ(rigs[0].step->jit_stats().cache_hits, 5);
+  for (size_t i = 0; i < losses[0].size(); ++i)
+    EXPECT_NEAR(losses[0][i], losses[1][i], 1e-5 * std::abs(losses[1][i])) << "step " << i;
+  test::expect_params_close(params_of(*rigs[0].net), params_of(*rigs[1].net), "set_group_lr");
 }

@@ -130,13 +130,14 @@ TEST(OptimizerFusion, LeNetMomentumBecomesOneNode) {
     if (n->op == OpId::FusedApplyMomentum) f = n.get();
   ASSERT_EQ(f->inputs.size(), 3 * params + 1);
   // Layout: params in trainable_params() order (the optimizer's), then accumulators, then grads,
-  // then the one hyper tensor [lr] every update read (a capture: its value at run time).
+  // then the one hyper tensor [lr, momentum] every update read (a capture: its value at run time).
   for (size_t i = 0; i < params; ++i)
     EXPECT_TRUE(f->inputs[i]->tensor.is_same(s.net->trainable_params()[i])) << i;
   EXPECT_TRUE(f->attrs.get_bool("hyper_input", false));
   EXPECT_FALSE(f->attrs.has("lr"));
+  EXPECT_FALSE(f->attrs.has("momentum"));
   EXPECT_EQ(f->inputs.back()->kind, graph::ValueKind::kCapture);
-  EXPECT_EQ(f->inputs.back()->tensor.to_vector<double>(), std::vector<double>{0.01});
+  EXPECT_EQ(f->inputs.back()->tensor.to_vector<double>(), (std::vector<double>{0.01, 0.9}));
   graph::verify(*g);
   // Idempotent: a second run finds nothing more.
   EXPECT_EQ(graph::fuse_optimizer(*g), 0u);

@@ -1,5 +1,6 @@
 // MetricsWriter (JSON lines + CSV) and the training-curve PNG.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -54,6 +55,49 @@ TEST(MetricsWriter, JsonLinesAndCsv) {
   EXPECT_EQ(curves.loss[0].values, (std::vector<double>{0.5, 0.25, 0.1}));
   ASSERT_EQ(curves.metric.size(), 1u);
   EXPECT_EQ(curves.metric[0].epochs, (std::vector<double>{1, 2, 3}));
+}
+
+// A run directory's files are appended across restarts, each row tagged with its run; the history
+// is each epoch's last row up to the last row's epoch; files with other columns are kept aside.
+TEST(MetricsWriter, RunDirectoryAppendsTaggedRowsAndKeepsOtherColumnsAside) {
+  const std::string prefix = temp_dir() + "/metrics";
+  {
+    io::MetricsWriter w(prefix, io::RunTag{"r1", ""});
+    w.write(1, {{"loss", 0.5}});
+    w.write(2, {{"loss", 0.4}});
+    w.write(3, {{"loss", 0.3}});  // run 1 was killed after epoch 3's row
+  }
+  {
+    io::MetricsWriter w(prefix, io::RunTag{"r2", "lenet-2_4.safetensors"});  // resumed at 2
+    w.write(3, {{"loss", 0.25}});
+  }
+  EXPECT_EQ(slurp(prefix + ".csv"),
+            "epoch,run,resumed_from,loss\n1,r1,,0.5\n2,r1,,0.4\n3,r1,,0.3\n"
+            "3,r2,lenet-2_4.safetensors,0.25\n");
+  EXPECT_NE(slurp(prefix + ".jsonl")
+                .find("{\"epoch\":3,\"run\":\"r2\",\"resumed_from\":\"lenet-2_4.safetensors\","
+                      "\"loss\":0.25}"),
+            std::string::npos);
+  auto history = io::latest_history(io::read_metrics_jsonl(prefix + ".jsonl"));
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history[2],
+            (io::MetricValues{{"epoch", 3}, {"loss", 0.25}}));  // strings are not metrics
+  {
+    io::MetricsWriter w(prefix, io::RunTag{"r3", ""});  // a fresh restart: epoch 1 again
+    w.write(1, {{"loss", 0.45}});
+  }
+  history = io::latest_history(io::read_metrics_jsonl(prefix + ".jsonl"));
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0], (io::MetricValues{{"epoch", 1}, {"loss", 0.45}}));
+  EXPECT_EQ(io::read_metrics_jsonl(prefix + ".jsonl").size(), 5u) << "every run's rows are kept";
+  {
+    io::MetricsWriter w(prefix, io::RunTag{"r4", ""});  // other columns: the old files kept aside
+    w.write(1, {{"loss", 0.5}, {"accuracy", 0.7}});
+  }
+  EXPECT_EQ(io::read_metrics_jsonl(prefix + ".1.jsonl").size(), 5u);
+  EXPECT_EQ(slurp(prefix + ".csv"), "epoch,run,resumed_from,loss,accuracy\n1,r4,,0.5,0.7\n");
+  EXPECT_EQ(io::new_run_id().size(),
+            std::string("20261205T093000Z-").size() + std::to_string(::getpid()).size());
 }
 
 TEST(Plot, WritesDeterministicPng) {

@@ -92,6 +92,20 @@ def check_npz(spore, work):
     r = subprocess.run([str(spore), "infer", str(model), "--input", str(work / "split_in.npz"), "--output",
                         str(work / "split_out.npy")], capture_output=True, text=True)
     assert r.returncode != 0 and "out.npz" in r.stderr, r.stderr
+    # The one array of a one-input model may have any name, and the run says which it took.
+    r = subprocess.run([str(spore), "infer", str(model), "--input", str(work / "split_in.npz"), "--output",
+                        str(work / "split_out.npz")], capture_output=True, text=True)
+    assert r.returncode == 0 and "takes" in r.stderr and "'arr_0'" in r.stderr, r.stderr
+    # An array no input takes (a misspelt name) is refused, naming it and the inputs.
+    np.savez(work / "extra_in.npz", x=x, y=y, z=x)
+    r = subprocess.run([str(spore), "infer", str(node / "test_add" / "model.onnx"), "--input",
+                        str(work / "extra_in.npz"), "--output", str(work / "o.npz")], capture_output=True, text=True)
+    assert r.returncode != 0 and "'z'" in r.stderr and "'x', 'y'" in r.stderr, r.stderr
+    # --output's name says the format written: y.txt is refused before the model runs.
+    r = subprocess.run([str(spore), "infer", str(node / "test_add" / "model.onnx"), "--input",
+                        str(work / "add_in.npz"), "--output", str(work / "y.txt")], capture_output=True, text=True)
+    assert r.returncode != 0 and "y.txt" in r.stderr and ".npy" in r.stderr, r.stderr
+    assert not (work / "y.txt").exists()
     print("spore infer .npz in / out: passed")
 
 

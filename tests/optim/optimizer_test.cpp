@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 
+#include "spore/jit.h"
 #include "spore/ops.h"
 #include "spore/optim/optimizers.h"
 
@@ -234,9 +235,9 @@ TEST(Clip, InsideStep) {
   EXPECT_NEAR(p.to_vector<double>()[1], -0.8, 1e-6);
 }
 
-// The Graph-mode hyper tensors (one per lr schedule, float64): PyNative steps never make them
+// The Graph-mode hyper tensors (one per parameter group, float64): PyNative steps never make them
 // (the updates take attributes, as before); write_hyper() fills them with the current step's
-// values: the default schedule first, then each group with its own lr.
+// values, Momentum's [lr, momentum].
 TEST(Hyper, OneTensorPerScheduleWrittenOnDemand) {
   Tensor a = param(), b = param(), c = param();
   std::vector<ParamGroup> groups(2);
@@ -250,14 +251,76 @@ TEST(Hyper, OneTensorPerScheduleWrittenOnDemand) {
   opt.write_hyper();  // step 1
   ASSERT_EQ(opt.hyper_tensors().size(), 2u);
   EXPECT_EQ(opt.hyper_tensors()[0].dtype(), kFloat64);
-  EXPECT_EQ(opt.hyper_tensors()[0].to_vector<double>(), std::vector<double>{0.2});
-  EXPECT_EQ(opt.hyper_tensors()[1].to_vector<double>(), std::vector<double>{0.25});
+  EXPECT_EQ(opt.hyper_tensors()[0].to_vector<double>(), (std::vector<double>{0.2, 0.9}));
+  EXPECT_EQ(opt.hyper_tensors()[1].to_vector<double>(), (std::vector<double>{0.25, 0.9}));
   const void* storage = opt.hyper_tensors()[0].data_ptr();
   opt.set_global_step(2);
   opt.write_hyper();  // in place: a compiled graph holding the tensor sees the new value
   EXPECT_EQ(opt.hyper_tensors()[0].data_ptr(), storage);
-  EXPECT_EQ(opt.hyper_tensors()[0].to_vector<double>(), std::vector<double>{0.3});
+  EXPECT_EQ(opt.hyper_tensors()[0].to_vector<double>(), (std::vector<double>{0.3, 0.9}));
+  // A group's lr and the momentum set during training land in the same tensors.
+  opt.set_group_lr(1, 0.125);
+  opt.set_momentum(0.8);
+  opt.write_hyper();
+  EXPECT_EQ(opt.hyper_tensors()[0].data_ptr(), storage);
+  EXPECT_EQ(opt.hyper_tensors()[0].to_vector<double>(), (std::vector<double>{0.3, 0.8}));
+  EXPECT_EQ(opt.hyper_tensors()[1].to_vector<double>(), (std::vector<double>{0.125, 0.8}));
   // SGD with dampening updates with elementwise ops: no hyper input.
   EXPECT_FALSE(SGD({param()}, 0.1, {.momentum = 0.9, .dampening = 0.1}).takes_hyper());
   EXPECT_TRUE(RMSProp({param()}, 0.1).takes_hyper());
 }
+
+namespace {
+
+// PyTorch's param_groups[g]['lr'] = v: the group's lr becomes a constant; the others keep theirs.
+TEST(ParamGroups, SetGroupLrAndMomentum) {
+  Tensor a = param(), b = param();
+  std::vector<ParamGroup> groups(2);
+  groups[0].params = {a};
+  groups[1].params = {b};
+  groups[1].weight_decay = 0.5;
+  Momentum opt(groups, 0.1, 0.9);
+  ASSERT_EQ(opt.num_groups(), 2u);
+  EXPECT_EQ(opt.group_lr(0), 0.1);
+  opt.set_group_lr(1, 0.02);
+  EXPECT_EQ(opt.group_lr(0), 0.1);
+  EXPECT_EQ(opt.group_lr(1), 0.02);
+  EXPECT_EQ(opt.lr_of(1), 0.02);
+  EXPECT_EQ(opt.weight_decay_of(1), 0.5);
+  EXPECT_EQ(opt.momentum().value(), 0.9);
+  opt.set_momentum(0.5);
+  EXPECT_EQ(opt.momentum().value(), 0.5);
+  // Bad input: the index, the value, an optimizer without momentum.
+  EXPECT_THROW(opt.set_group_lr(2, 0.1), Error);
+  EXPECT_THROW(opt.group_lr(5), Error);
+  EXPECT_THROW(opt.set_group_lr(0, -1.0), Error);
+  EXPECT_THROW(opt.set_momentum(-0.1), Error);
+  Adam adam({param()}, 0.1);
+  EXPECT_FALSE(adam.momentum().has_value());
+  try {
+    adam.set_momentum(0.9);
+    FAIL() << "Adam has no momentum";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no momentum"), std::string::npos) << e.what();
+  }
+  SGD plain({param()}, 0.1);
+  EXPECT_THROW(plain.set_momentum(0.9), Error);
+}
+
+// Clipping traced into a graph gives what the eager clip gives, both sides of the threshold.
+TEST(Clip, TracedClipMatchesEager) {
+  for (const double max_norm : {0.5, 100.0}) {
+    std::vector<Tensor> g{tensor({3.0f, 4.0f}), tensor({12.0f})};  // norm 13
+    const std::vector<Tensor> eager = clip_by_global_norm(g, max_norm);
+    auto f =
+        jit([max_norm](const std::vector<Tensor>& in) { return clip_by_global_norm(in, max_norm); },
+            {.name = "clip"});
+    const std::vector<Tensor> traced = f(g);
+    for (size_t i = 0; i < g.size(); ++i) {
+      const auto e = eager[i].to_vector<float>(), t = traced[i].to_vector<float>();
+      for (size_t j = 0; j < e.size(); ++j) EXPECT_NEAR(t[j], e[j], 1e-6) << max_norm;
+    }
+  }
+}
+
+}  // namespace

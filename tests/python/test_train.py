@@ -179,3 +179,28 @@ def test_mindspore_ckpt_format(tmp_path):
     assert ms.load_checkpoint(path)["a"].asnumpy().tolist() == [0, 1, 2]
     with pytest.raises(ValueError):
         ms.save_checkpoint([{"name": "a", "data": ms.Tensor(np.zeros(1, np.float32))}], path, format="npz")
+
+
+def test_group_lr_momentum_and_sum_accumulation():
+    """set_group_lr / set_momentum during training, and summed accumulation whose count changes."""
+    net = nn.Dense(2, 3)
+    opt = nn.Momentum(net.trainable_params(), 0.1, 0.9)
+    assert opt.group_lr(0) == pytest.approx(0.1)
+    opt.set_group_lr(0, 0.05)
+    opt.set_momentum(0.8)
+    assert opt.group_lr(0) == pytest.approx(0.05)
+    assert opt.momentum_value == pytest.approx(0.8)
+    with pytest.raises(IndexError, match="group 4 does not exist"):
+        opt.set_group_lr(4, 0.1)
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.SoftmaxCrossEntropyWithLogits(sparse=True)),
+                               opt)
+    step.set_grad_accumulation(2, "sum")
+    x = ms.Tensor(np.ones((4, 2), np.float32))
+    y = ms.Tensor(np.zeros((4,), np.int32))
+    step(x, y)
+    step.set_grad_accumulation(3, "sum")  # mid-way: allowed for a sum
+    step(x, y)
+    step(x, y)
+    assert opt.global_step == 1
+    with pytest.raises(ValueError, match="mode 'max'"):
+        step.set_grad_accumulation(2, "max")

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -46,16 +47,24 @@ std::string mtime_str(const fs::path& p) {
 }
 
 // metrics.jsonl as an array of objects; a line being written (no newline yet) or unreadable
-// numbers are skipped rather than failing the page.
+// numbers are skipped rather than failing the page. The file is appended across restarts of the
+// run directory: the rows shown are the current history (io::latest_history's rule: each epoch's
+// last row, up to the last row's epoch).
 nlohmann::json metrics_rows(const fs::path& dir) {
-  nlohmann::json rows = nlohmann::json::array();
+  std::map<int64_t, nlohmann::json> by_epoch;
+  int64_t last_epoch = -1;
   std::ifstream f(dir / "metrics.jsonl");
   std::string line;
   while (std::getline(f, line)) {
     if (line.empty()) continue;
     auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object()) rows.push_back(std::move(j));
+    if (!j.is_object()) continue;
+    last_epoch = j.contains("epoch") && j["epoch"].is_number() ? j["epoch"].get<int64_t>() : -1;
+    by_epoch[last_epoch] = std::move(j);
   }
+  nlohmann::json rows = nlohmann::json::array();
+  for (auto& [e, j] : by_epoch)
+    if (e <= last_epoch) rows.push_back(std::move(j));
   return rows;
 }
 

@@ -183,7 +183,6 @@ int train_detector(const TrainArgs& a) {
                     {"img", std::to_string(a.img)},
                     {"class_names", join(train.class_names, '\n')}};
   std::vector<double> losses, maps, map50s;
-  std::shared_ptr<models::ModelEMA> ema;
   auto on_epoch = [&](const models::YoloEpochLog& log) {
     io::MetricValues rec{
         {"loss", log.loss}, {"box_loss", log.lbox}, {"obj_loss", log.lobj}, {"cls_loss", log.lcls}};
@@ -215,7 +214,8 @@ int train_detector(const TrainArgs& a) {
     curves.title = a.model + " on " + a.data;
     io::save_training_curves(out + "/curves.png", curves);
   };
-  ema = models::train_yolo(net, ema_net, train, o, on_epoch);
+  const models::YoloTraining t = models::yolo_training(net, ema_net, train, o, on_epoch);
+  t.model->train(o.epochs, t.dataset, t.callbacks);
   std::string summary;
   models::YoloEvalOptions eo{.img = a.img, .batch = o.batch, .limit = a.eval_limit};
   models::evaluate_yolo(*ema_net, val, eo, &summary, o.graph);

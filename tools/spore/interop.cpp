@@ -98,6 +98,11 @@ int convert(const ConvertArgs& a) {
 }
 
 int export_model(const ExportArgs& a) {
+  if (!a.input.empty()) {  // checked before the export, not after it
+    SPORE_CHECK(!a.output.empty(), "--input needs --output (where to write the network's output)");
+    SPORE_CHECK(ends_with(a.output, ".npy"), "--output ", a.output,
+                ": expected a file name ending in .npy (the network's one output is written so)");
+  }
   SPORE_CHECK(a.format == "onnx", "--format ", a.format, " is not supported; expected onnx");
   ZooModel zm = make_model(a.model, a.ckpt, a.img);
   if (!a.ckpt.empty()) {
@@ -115,7 +120,6 @@ int export_model(const ExportArgs& a) {
   in[0] = a.static_batch ? a.batch : 1;
   export_onnx(*zm.net, Tensor::empty(in), out, {.dynamic_batch = !a.static_batch});
   if (!a.input.empty()) {  // the network's own output, for comparing runtimes
-    SPORE_CHECK(!a.output.empty(), "--input needs --output (where to write the network's output)");
     zm.net->set_train(false);
     io::save_npy((*zm.net)(io::load_npy(a.input)), a.output);
   }
@@ -128,6 +132,13 @@ int export_model(const ExportArgs& a) {
   return 0;
 }
 
+// An array file to write: .npy or .npz by its name, so that what is written is what the name says.
+void check_array_file(const char* flag, const std::string& path) {
+  SPORE_CHECK(path.empty() || ends_with(path, ".npy") || ends_with(path, ".npz"), flag, " ", path,
+              ": expected a file name ending in .npy (one array) or .npz (one array per output); "
+              "that is the format written");
+}
+
 int infer(const InferArgs& a) {
   OnnxModel m = OnnxModel::load(a.model);
   const auto bad = m.unsupported_ops();
@@ -137,23 +148,37 @@ int infer(const InferArgs& a) {
     SPORE_THROW(ErrorKind::NotImplemented, a.model,
                 " uses ONNX ops Spore does not support: ", list);
   }
+  check_array_file("--output", a.output);  // before the model runs, not after
   // Inputs: one .npy for a one-input model, or an .npz whose arrays are named as the inputs.
   const auto& ins = m.inputs();
   std::vector<Tensor> xs;
   if (!a.input.empty() && ends_with(a.input, ".npz")) {
     const io::NamedArrays arrays = io::load_npz(a.input);
-    std::string have;
+    std::string have, wanted;
     for (const auto& [n, t] : arrays) have += (have.empty() ? "" : ", ") + n;
+    for (const auto& in : ins) wanted += (wanted.empty() ? "'" : ", '") + in.name + "'";
+    std::vector<bool> used(arrays.size(), false);
     for (const auto& in : ins) {
       auto it = std::find_if(arrays.begin(), arrays.end(),
                              [&](const auto& p) { return p.first == in.name; });
-      if (it == arrays.end() && ins.size() == 1 && arrays.size() == 1)
-        it = arrays.begin();  // any name will do
+      if (it == arrays.end() && ins.size() == 1 && arrays.size() == 1) {
+        it = arrays.begin();  // one array for one input: its name does not matter, but say so
+        std::fprintf(stderr, "note: %s's input '%s' takes %s's only array, '%s'\n", a.model.c_str(),
+                     in.name.c_str(), a.input.c_str(), it->first.c_str());
+      }
       SPORE_CHECK(it != arrays.end(), a.input, " has no array named '", in.name, "' (", a.model,
                   "'s input); it has: ", have.empty() ? "none" : have,
                   "; save it with numpy.savez(path, **{'", in.name, "': x})");
+      used[size_t(it - arrays.begin())] = true;
       xs.push_back(it->second);
     }
+    std::string extra;
+    for (size_t i = 0; i < arrays.size(); ++i)
+      if (!used[i]) extra += (extra.empty() ? "'" : ", '") + arrays[i].first + "'";
+    SPORE_CHECK(extra.empty(), a.input, " has arrays that no input of ", a.model, " takes: ", extra,
+                " (its inputs: ", wanted,
+                "); a misspelt name would leave an input unfed, so "
+                "remove them or name them as the inputs");
   } else if (!a.input.empty()) {
     SPORE_CHECK(ins.size() == 1, a.model, " takes ", ins.size(),
                 " inputs; pass them in an .npz archive with one array"

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -151,8 +152,8 @@ train::LambdaCallback epoch_logger(io::MetricsWriter& writer, const std::string&
 
 void write_curves(const io::MetricsWriter& writer, const std::string& path,
                   const std::string& title, const std::string& metric) {
-  io::TrainingCurves curves =
-      io::curves_from_metrics(io::read_metrics_jsonl(writer.jsonl_path()), metric);
+  io::TrainingCurves curves = io::curves_from_metrics(
+      io::latest_history(io::read_metrics_jsonl(writer.jsonl_path())), metric);
   curves.title = title;
   for (auto* panel : {&curves.loss, &curves.metric})  // legends: what each curve was measured on
     for (io::CurveSeries& c : *panel)
@@ -430,6 +431,36 @@ int64_t resume_from(const std::string& file, const io::Checkpoint& ck, nn::Cell&
   return epoch;
 }
 
+// --resume under --amp with a dynamic loss scale: the scale and its clean-step count continue from
+// the checkpoint (ModelCheckpoint's append_info wrote them), or the run stops unless partial.
+void restore_loss_scale(const std::string& file, const io::Checkpoint& ck,
+                        amp::DynamicLossScaleManager& m, bool partial) {
+  auto scale = ck.metadata.find("loss_scale"), good = ck.metadata.find("loss_scale_good_steps");
+  if (scale == ck.metadata.end() || good == ck.metadata.end()) {
+    SPORE_CHECK(
+        partial, "--resume ", file,
+        " cannot restore the run exactly: it holds no loss scale (it was written without "
+        "--amp's dynamic loss scaling, or by an older spore), so the scale would restart at ",
+        m.get_loss_scale(), "; add --resume-partial to continue with that scale");
+    std::printf("--resume-partial: %s holds no loss scale; it starts again at %g\n", file.c_str(),
+                m.get_loss_scale());
+    return;
+  }
+  double s = 0;
+  int64_t g = -1;
+  const auto [p1, e1] =
+      std::from_chars(scale->second.data(), scale->second.data() + scale->second.size(), s);
+  const auto [p2, e2] =
+      std::from_chars(good->second.data(), good->second.data() + good->second.size(), g);
+  SPORE_CHECK(e1 == std::errc() && e2 == std::errc() &&
+                  p1 == scale->second.data() + scale->second.size() &&
+                  p2 == good->second.data() + good->second.size(),
+              "--resume ", file, ": metadata loss_scale '", scale->second,
+              "' / loss_scale_good_steps '", good->second,
+              "' are not numbers; use a checkpoint from <out>/checkpoints/ written by spore train");
+  m.restore(s, g);
+}
+
 // --out: created when missing, and written to once (a probe file) so that a folder that cannot be
 // used is an error now, before the data is read and training starts, not at the first save.
 void prepare_out_dir(const std::string& out) {
@@ -551,10 +582,16 @@ int train_job(const TrainArgs& a) {
                      std::nullopt, amp_dtype);
   auto loss_scale_cell =
       std::dynamic_pointer_cast<train::TrainOneStepWithLossScaleCell>(model.train_network());
+  auto dynamic_scale = loss_scale_cell ? std::dynamic_pointer_cast<amp::DynamicLossScaleManager>(
+                                             loss_scale_cell->loss_scale_manager())
+                                       : nullptr;
   int64_t initial_epoch = 0;
-  if (resume_ck)
+  if (resume_ck) {
     initial_epoch =
         resume_from(resume_file, *resume_ck, *net, *opt, train_ds, a.epochs, a.resume_partial);
+    if (dynamic_scale)
+      restore_loss_scale(resume_file, *resume_ck, *dynamic_scale, a.resume_partial);
+  }
 
   if (dist.size > 1 && dist.print && mesh.mp > 1)
     std::printf(
@@ -604,14 +641,26 @@ int train_job(const TrainArgs& a) {
   std::optional<io::RunLock> run_lock;
   if (dist.print) run_lock.emplace(rank_out);
   std::unique_ptr<io::MetricsWriter> writer_ptr;
-  if (dist.print) writer_ptr = std::make_unique<io::MetricsWriter>(rank_out + "/metrics");
+  // The run directory's metrics are appended across restarts, each row tagged with this run.
+  if (dist.print)
+    writer_ptr = std::make_unique<io::MetricsWriter>(
+        rank_out + "/metrics",
+        io::RunTag{io::new_run_id(),
+                   resume_file.empty() ? "" : fs::path(resume_file).filename().string()});
   if (dist.print) write_run_json(a, rank_out);
-  auto ckpt =
-      std::make_shared<train::ModelCheckpoint>(a.model, out + "/checkpoints",
-                                               train::CheckpointConfig{.save_checkpoint_steps = 0,
-                                                                       .save_checkpoint_epochs = 1,
-                                                                       .keep_checkpoint_max = 3,
-                                                                       .one_family = true});
+  train::CheckpointConfig ckpt_config{.save_checkpoint_steps = 0,
+                                      .save_checkpoint_epochs = 1,
+                                      .keep_checkpoint_max = 3,
+                                      .one_family = true};
+  if (dynamic_scale)  // what --resume needs to continue the scale exactly
+    ckpt_config.append_info = [dynamic_scale] {
+      std::ostringstream scale;
+      scale << std::setprecision(17) << dynamic_scale->get_loss_scale();
+      return std::map<std::string, std::string>{
+          {"loss_scale", scale.str()},
+          {"loss_scale_good_steps", std::to_string(dynamic_scale->good_steps())}};
+    };
+  auto ckpt = std::make_shared<train::ModelCheckpoint>(a.model, out + "/checkpoints", ckpt_config);
   train::Callbacks callbacks;
   if (dist.print)
     callbacks = {train::ProgressBar({.log_every = 200}),
@@ -648,7 +697,7 @@ int train_job(const TrainArgs& a) {
   }
   io::MetricsWriter& writer = *writer_ptr;
 
-  const auto final_metrics = io::read_metrics_jsonl(writer.jsonl_path());
+  const auto final_metrics = io::latest_history(io::read_metrics_jsonl(writer.jsonl_path()));
   double acc = NAN;
   if (!final_metrics.empty())
     for (const auto& [k, v] : final_metrics.back())

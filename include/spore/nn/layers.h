@@ -62,7 +62,7 @@ class Dense : public Cell {
  private:
   int64_t in_, out_;
   bool has_bias_;
-  std::optional<parallel::Layout> x_layout_, out_layout_;
+  std::optional<parallel::OpStrategy> strategy_;  // shard()'s, for the engine
   std::string activation_;
   CellPtr act_;
 };
@@ -98,7 +98,7 @@ class Conv2d : public Cell {
   int64_t in_, out_;
   Int2 kernel_;
   Conv2dOptions opt_;
-  std::optional<parallel::Layout> x_layout_;
+  std::optional<parallel::OpStrategy> strategy_;  // shard()'s, for the engine
 };
 
 // ---- Embedding: ids (any shape, int) -> ids.shape + (embedding_size,) --------------------------

@@ -5,9 +5,11 @@
 // To add one: derive from Optimizer, allocate state in the constructor, implement update().
 //
 // Graph mode: the per-step scalars of an update (the learning rate; Adam's step and eps) are not
-// traced in as attributes but read at run time from one float64 "hyper" tensor per learning-rate
-// schedule (the default lr, and each group with its own), captured by the traced graph; so one
-// compiled TrainOneStepCell step serves a whole schedule. write_hyper() fills them each step.
+// traced in as attributes but read at run time from one float64 "hyper" tensor per parameter group
+// (its learning rate, and Momentum's / SGD's momentum), captured by the traced graph; so one
+// compiled TrainOneStepCell step serves a whole schedule, and set_group_lr() / set_momentum()
+// during training (PyTorch's param_groups[g]['lr'] = v) recompile nothing. write_hyper() fills
+// them each step.
 #pragma once
 #include <functional>
 #include <memory>
@@ -60,6 +62,19 @@ class Optimizer {
   // one); step() is then an error naming the optimizer that replaced it.
   void release_state(const std::string& replaced_by);
   const LearningRate& lr_schedule(size_t i) const { return lrs_[i]; }
+  // Parameter groups, in the order given to the constructor (a parameter list is one group).
+  size_t num_groups() const { return group_lrs_.size(); }
+  // Group g's learning rate at the current step; set_group_lr replaces its schedule by the
+  // constant lr (PyTorch's param_groups[g]['lr'] = lr; warm-up and per-epoch schedules).
+  double group_lr(size_t g) const;
+  void set_group_lr(size_t g, double lr);
+  // The group's schedule itself (a warm-up overrides a step's lr and puts the schedule back).
+  const LearningRate& group_lr_schedule(size_t g) const;
+  void set_group_lr(size_t g, LearningRate lr);
+  // The momentum coefficient, for optimizers that have one (Momentum, SGD with momentum); set
+  // between steps (warm-up) it is read by the compiled step at run time. Others: nullopt / error.
+  virtual std::optional<double> momentum() const { return std::nullopt; }
+  virtual void set_momentum(double m);
   double weight_decay_of(size_t i) const { return weight_decays_[i]; }
   double clip_grad_norm() const { return clip_norm_; }
   const std::vector<Tensor>& parameters() const { return params_; }
@@ -103,8 +118,8 @@ class Optimizer {
   Tensor hyper_for(size_t i) const;
   // Drops the state tensors (release_state()).
   virtual void free_state() {}
-  // The default schedule (slot 0), for rebuild().
-  const LearningRate& default_lr() const { return slot_lrs_[0]; }
+  // The default schedule, for rebuild().
+  const LearningRate& default_lr() const { return default_lr_; }
   // One zero tensor per parameter: a state slot.
   std::vector<Tensor> zeros_like_params() const;
   // ("<prefix>.<name>", state[i]) for every parameter.
@@ -114,8 +129,11 @@ class Optimizer {
   std::vector<std::string> names_;
   std::vector<double> weight_decays_;
   std::vector<LearningRate> lrs_;
-  std::vector<size_t> hyper_slot_;               // per parameter: its schedule's hyper tensor
-  std::vector<LearningRate> slot_lrs_;           // per hyper tensor: the schedule it holds
+  LearningRate default_lr_;
+  std::vector<LearningRate> group_lrs_;          // per group: its schedule
+  std::vector<size_t> group_of_;                 // per parameter: its group
+  std::vector<size_t> hyper_slot_;               // per parameter: its group's hyper tensor
+  std::vector<size_t> slot_group_;               // per hyper tensor: the group it serves
   mutable std::vector<Tensor> hyper_;            // float64 (hyper_size()) each; made on first use
   std::vector<std::vector<double>> hyper_host_;  // what each holds now (skips unchanged uploads)
   int64_t step_ = 0;
@@ -137,7 +155,8 @@ std::vector<ParamGroup> split_decay_groups(
 // sqrt(sum over all gradients of sum(g^2)); undefined gradients are skipped.
 double global_norm(const std::vector<Tensor>& grads);
 // Scales every gradient by max_norm / global_norm when the global norm exceeds max_norm
-// (MindSpore's ops.clip_by_global_norm); otherwise returns them unchanged.
+// (MindSpore's ops.clip_by_global_norm); otherwise returns them unchanged. While tracing (Graph
+// mode) the norm stays a tensor and the choice is a select, so the compiled step clips too.
 std::vector<Tensor> clip_by_global_norm(const std::vector<Tensor>& grads, double max_norm);
 
 }  // namespace spore::optim

@@ -32,13 +32,18 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, LearningRate lr = 0.1, SGDOptions opts = {});
   std::string name() const override { return "SGD"; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  std::optional<double> momentum() const override { return opts_.momentum; }
+  // Needs momentum > 0 at construction (the state exists only then).
+  void set_momentum(double m) override;
   std::shared_ptr<Optimizer> rebuild(std::vector<ParamGroup> groups) const override;
 
  protected:
   void free_state() override;
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
-  // [lr] for ApplyMomentum; none when the update is elementwise ops (no momentum, dampening).
-  size_t hyper_size() const override { return opts_.momentum > 0 && opts_.dampening == 0 ? 1 : 0; }
+  // [lr, momentum] for ApplyMomentum; none when the update is elementwise ops (no momentum,
+  // dampening).
+  size_t hyper_size() const override { return opts_.momentum > 0 && opts_.dampening == 0 ? 2 : 0; }
+  void hyper_values(double lr, double* out) const override;
 
  private:
   SGDOptions opts_;
@@ -60,12 +65,15 @@ class Momentum : public Optimizer {
            MomentumOptions opts = {});
   std::string name() const override { return "Momentum"; }
   std::vector<std::pair<std::string, Tensor>> state() const override;
+  std::optional<double> momentum() const override { return momentum_; }
+  void set_momentum(double m) override;
   std::shared_ptr<Optimizer> rebuild(std::vector<ParamGroup> groups) const override;
 
  protected:
   void free_state() override;
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
-  size_t hyper_size() const override { return 1; }  // ApplyMomentum's [lr]
+  size_t hyper_size() const override { return 2; }  // ApplyMomentum's [lr, momentum]
+  void hyper_values(double lr, double* out) const override;
 
  private:
   double momentum_;

@@ -26,6 +26,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,17 +70,25 @@ struct DenseLayouts {
 };
 DenseLayouts dense_layouts(const Strategy& strategy, int64_t device_num);
 
-// Asks the sharded MatMul run while it lives, when its contraction is cut, to deliver its output
-// cut as l (a reduce-scatter) instead of whole (an all-reduce): MindSpore's MatMul out_strategy.
-class OutputLayoutScope {
+// A sharded layer's strategy for the op it runs (MindSpore's Primitive.shard(in_strategy,
+// out_strategy)): while the scope lives, the first op with id `op` that the engine runs first moves
+// its first input to `input` (the strategy's cut of x), and, when its contraction is cut, delivers
+// its output cut as `output` (a reduce-scatter) instead of whole (an all-reduce). Dense and Conv2d
+// hold one after shard() and open the scope around their op; a null strategy (not sharded) is a
+// no-op, so the layers have no sharding branch.
+struct OpStrategy {
+  enum class Op { Matmul, Conv2d } op;  // the op it is for
+  std::optional<Layout> input, output;
+};
+class OpStrategyScope {
  public:
-  explicit OutputLayoutScope(const Layout& l);
-  ~OutputLayoutScope();
-  OutputLayoutScope(const OutputLayoutScope&) = delete;
-  OutputLayoutScope& operator=(const OutputLayoutScope&) = delete;
+  explicit OpStrategyScope(const OpStrategy* s);
+  ~OpStrategyScope();
+  OpStrategyScope(const OpStrategyScope&) = delete;
+  OpStrategyScope& operator=(const OpStrategyScope&) = delete;
 
  private:
-  const Layout* prev_;
+  const OpStrategy* prev_;
 };
 
 // True while the context's parallel_mode is SemiAutoParallel and there is more than one rank.

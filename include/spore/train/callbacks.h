@@ -41,6 +41,9 @@ struct RunContext {
   double elapsed = 0;        // seconds since on_train_begin
   double epoch_elapsed = 0;  // seconds since on_epoch_begin
   double step_time = 0;      // seconds of the last step
+  // The network's outputs after the loss in the last step, detached (a network returning
+  // (loss, aux...): loss components and the like); empty when it returns the loss alone.
+  std::vector<Tensor> aux;
   // Results of this epoch's validation (fit): the metric names, plus "eval_loss" when the model
   // has a loss function. Cleared at each epoch begin. In eval(): the results so far.
   std::map<std::string, double> metrics;
@@ -120,6 +123,9 @@ struct CheckpointConfig {
   // of earlier runs of this prefix too ("<prefix>_1-...", ...), oldest removed first, and
   // "<directory>/latest" names the newest file (what --resume auto reads).
   bool one_family = false;
+  // More metadata for each checkpoint, asked at each save (MindSpore's append_info): what a resume
+  // needs beyond tensors, e.g. the loss scale ("loss_scale", "loss_scale_good_steps").
+  std::function<std::map<std::string, std::string>()> append_info;
 };
 
 // Writes "<directory>/<prefix>-<epoch>_<step>.safetensors" (step within the epoch) through
@@ -250,6 +256,82 @@ class ProgressBar : public Callback {
   bool tty_ = false;
   double last_draw_ = -1;
   size_t last_len_ = 0;
+};
+
+// Per-epoch learning rates (PyTorch's LambdaLR): at each epoch's begin every parameter group's lr
+// becomes its lr at train begin times lr_lambda(e), e the 0-based epoch. linear_lr / one_cycle_lr
+// give YOLOv5's two schedules.
+class LambdaLR : public Callback {
+ public:
+  explicit LambdaLR(std::function<double(int64_t epoch)> lr_lambda);
+  void on_train_begin(RunContext& ctx) override;
+  void on_epoch_begin(RunContext& ctx) override;
+  const std::vector<double>& base_lrs() const { return base_; }
+
+ private:
+  std::function<double(int64_t)> lambda_;
+  std::vector<double> base_;
+};
+// (1 - e / epochs) (1 - lrf) + lrf: from 1 down to lrf.
+std::function<double(int64_t)> linear_lr(double lrf, int64_t epochs);
+// ((1 - cos(e pi / epochs)) / 2) (lrf - 1) + 1: a half cosine from 1 down to lrf.
+std::function<double(int64_t)> one_cycle_lr(double lrf, int64_t epochs);
+
+// Warm-up over the first `steps` training steps (0-based global step ni = 0 .. steps), each value
+// interpolated linearly in ni from its start to its end (YOLOv5's np.interp):
+//   - group g's lr from start_lrs[g] (default 0) to the lr the group has when the step begins
+//     (its schedule's, or what a schedule callback such as LambdaLR set; the group's schedule is
+//     put back after the step);
+//   - the momentum from momentum_start to momentum_end (default: the optimizer's at train begin);
+//   - the gradient-accumulation count of Model's TrainOneStepCell, max(1, round(from ... to)),
+//     which needs GradAccumulation::kSum (its count may change at any step).
+// steps = max(round(epochs * steps_per_epoch), min_steps). Later steps are left alone.
+struct WarmUpOptions {
+  double epochs = 3;
+  int64_t min_steps = 100;
+  std::vector<double> start_lrs = {};  // per group; missing entries start at 0
+  std::optional<double> momentum_start, momentum_end;
+  std::optional<std::pair<double, double>> accumulation;  // {from, to}
+};
+class WarmUp : public Callback {
+ public:
+  explicit WarmUp(WarmUpOptions opts = {});
+  void on_train_begin(RunContext& ctx) override;
+  void on_step_begin(RunContext& ctx) override;
+  void on_step_end(RunContext& ctx) override;
+  int64_t steps() const { return steps_; }  // after on_train_begin
+
+ private:
+  WarmUpOptions opts_;
+  int64_t steps_ = 0;
+  double momentum_end_ = 0;
+  std::vector<optim::LearningRate> saved_;  // the groups' schedules, put back after the step
+};
+
+// An exponential moving average of a network's parameters and floating buffers, kept in a second
+// network of the same architecture (the one to evaluate and save), updated after every optimizer
+// update (the optimizer's global step advanced; a skipped or accumulating step is no update):
+//   d = decay (1 - exp(-updates / tau));  ema = d ema + (1 - d) value
+// (YOLOv5's ModelEMA). The EMA network starts as a copy of `model` and is kept in eval mode.
+struct EMAOptions {
+  double decay = 0.9999;
+  double tau = 2000;
+};
+class EMA : public Callback {
+ public:
+  EMA(const nn::Cell& model, std::shared_ptr<nn::Cell> ema, EMAOptions opts = {});
+  void on_train_begin(RunContext& ctx) override;
+  void on_step_end(RunContext& ctx) override;
+  // One update from model (what on_step_end does after an optimizer update).
+  void update(const nn::Cell& model);
+  const std::shared_ptr<nn::Cell>& ema_network() const { return ema_; }
+  int64_t updates() const { return updates_; }
+  void set_updates(int64_t u) { updates_ = u; }
+
+ private:
+  std::shared_ptr<nn::Cell> ema_;
+  EMAOptions opts_;
+  int64_t updates_ = 0, last_step_ = -1;
 };
 
 // Formats seconds as "MM:SS" (or "H:MM:SS" past an hour), for progress displays.

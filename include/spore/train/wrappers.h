@@ -34,9 +34,19 @@ class WithLossCell : public nn::Cell {
 // data-parallel training (parallel/ plugs its reducer in here).
 using GradReducer = std::function<std::vector<Tensor>(std::vector<Tensor>)>;
 
-// One training step: loss = network(inputs); grads = d loss / d optimizer->parameters() with the
-// output gradient filled with `sens`; grads = reducer(grads); optimizer->step(grads). Returns the
-// loss without history. sens != 1 scales every gradient by sens (loss scaling).
+// How accumulated micro-batch gradients combine (TrainOneStepCell::set_grad_accumulation).
+//   kMean: each micro-batch's gradients times 1/k (MindSpore's gradient_accumulation_steps): with
+//          a mean loss, k micro-batches of b rows train as one batch of k*b rows.
+//   kSum:  summed (PyTorch's repeated backward() into .grad, as YOLOv5 does with a loss that is
+//          already times the batch size). The count is not part of the compiled step, so it may
+//          change between any two calls (a warm-up ramp) without recompiling.
+enum class GradAccumulation { kMean, kSum };
+
+// One training step: outputs = network(inputs), the first one the loss (the others, if any, are
+// auxiliary values such as loss components: PyTorch's has_aux; they are not differentiated);
+// grads = d loss / d optimizer->parameters() with the output gradient filled with `sens`;
+// grads = reducer(grads); optimizer->step(grads). Returns {loss, aux...} without history.
+// sens != 1 scales every gradient by sens (loss scaling).
 class TrainOneStepCell : public nn::Cell {
  public:
   TrainOneStepCell(nn::CellPtr network, optim::OptimizerPtr optimizer, double sens = 1.0);
@@ -53,12 +63,14 @@ class TrainOneStepCell : public nn::Cell {
   void set_sens(double sens) { sens_ = sens; }
   double sens() const { return sens_; }
   // Gradient accumulation (MindSpore's gradient_accumulation_steps): each call is one micro-batch;
-  // its gradients, times 1/k, are summed in float buffers, and the k-th call adds its own, runs
-  // the reducer and the optimizer on the sum and clears the buffers. With a mean loss, k calls on
-  // micro-batches of b rows train as one call on their k*b rows. Graph mode compiles two graphs
-  // (accumulate, and accumulate + update), each once. k = 1 (default): every call updates.
-  void set_grad_accumulation(int64_t k);
+  // its gradients (times 1/k in kMean mode) are summed in float buffers, and the call that makes
+  // k micro-batches since the last update adds its own, runs the reducer and the optimizer on the
+  // sum and clears the buffers. Graph mode compiles two graphs (accumulate, and accumulate +
+  // update), each once. k = 1 in kMean mode (default): every call updates, no buffers. kMean's k
+  // changes only between updates (it is in the graph); kSum's at any time (see GradAccumulation).
+  void set_grad_accumulation(int64_t k, GradAccumulation mode = GradAccumulation::kMean);
   int64_t grad_accumulation() const { return accum_steps_; }
+  GradAccumulation grad_accumulation_mode() const { return accum_mode_; }
   // Micro-batches accumulated since the last update (0 .. k-1).
   int64_t micro_step() const { return micro_; }
   const nn::CellPtr& network() const { return network_; }
@@ -66,6 +78,9 @@ class TrainOneStepCell : public nn::Cell {
   // The gradients of the last step, after the reducer (for inspection and tests).
   // (Empty after a micro-step that only accumulated.)
   const std::vector<Tensor>& last_grads() const { return last_grads_; }
+  // The network's outputs after the loss in the last call (detached; empty when it returns the
+  // loss alone): what Model hands callbacks as RunContext::aux.
+  const std::vector<Tensor>& last_aux() const { return last_aux_; }
   // Graph mode: the compiled step's statistics (planned peak, nodes before / after the passes,
   // cache hits); all zero before the first compiled step.
   virtual JitStats jit_stats() const;
@@ -73,14 +88,19 @@ class TrainOneStepCell : public nn::Cell {
  private:
   // The step itself (PyNative, and the body Graph mode traces): apply = false only accumulates.
   std::vector<Tensor> step_eager(const std::vector<Tensor>& inputs, bool apply);
+
+ protected:
+  // The accumulation buffers' scale for one micro-batch (1/k or 1).
+  double accumulation_scale() const;
   nn::CellPtr network_;
   optim::OptimizerPtr optimizer_;
   double sens_;
   GradReducer reducer_;
   GradReadyHook grad_ready_;
-  std::vector<Tensor> last_grads_;
+  std::vector<Tensor> last_grads_, last_aux_;
   int64_t accum_steps_ = 1, micro_ = 0;
-  std::vector<Tensor> accum_;       // one buffer per parameter (its dtype) while accum_steps_ > 1
+  GradAccumulation accum_mode_ = GradAccumulation::kMean;
+  std::vector<Tensor> accum_;       // one buffer per parameter (its dtype) while accumulating
   bool tracing_own_step_ = false;   // inside compiled_ / compiled_acc_'s trace
   std::shared_ptr<void> compiled_;  // Graph mode: the jit'ed step (src/graph), built on first use
   std::shared_ptr<void> compiled_acc_;  // ... and the accumulate-only step (accum_steps_ > 1)
@@ -90,7 +110,10 @@ class TrainOneStepCell : public nn::Cell {
 // gradient is seeded with the manager's scale; the gradients are unscaled (times 1/scale in
 // float32), checked with one AllFinite over all of them, and the optimizer step is skipped when
 // one is inf/nan and the manager drops overflowed steps; then the manager updates the scale.
-// forward() returns {loss, overflow (bool scalar), scale (float32 scalar, the one this step used)}.
+// forward() returns {loss, overflow (bool scalar), scale (float32 scalar, the one this step used),
+// aux...}. With gradient accumulation, an overflowed micro-batch's gradients are left out of the
+// sum (the batch is skipped), and an update needs at least one clean micro-batch (else the next
+// call tries again), as YOLOv5's loop with torch's GradScaler does.
 // Graph mode: forward, backward, unscaling and the finiteness check run as one compiled graph (the
 // scale is a graph input, so a new scale does not recompile) returning {loss, all_finite,
 // unscaled grads...}; the host then reads the flag and runs the optimizer step only when clean.
@@ -113,11 +136,12 @@ class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
   JitStats jit_stats() const override;
 
  private:
-  // {loss, all_finite, unscaled grads...} for inputs (data..., label) and a float32 scale scalar.
+  // {loss, all_finite, unscaled grads..., aux...} for inputs (data..., label) and a float32 scale.
   std::vector<Tensor> scaled_grads(const std::vector<Tensor>& inputs, const Tensor& scale);
   amp::LossScaleManagerPtr manager_;
   bool last_overflow_ = false;
   int64_t overflow_steps_ = 0;
+  bool has_clean_micro_ = false;  // accumulation: some micro-batch since the update was finite
   std::vector<Tensor> grads_;
   std::shared_ptr<void> compiled_ls_;  // Graph mode: the jit'ed forward + backward
 };

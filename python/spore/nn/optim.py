@@ -111,6 +111,24 @@ class Optimizer(Cell):
                 return Tensor(self._opt.lr_of(i))
         raise ValueError(f"{getattr(param, 'name', param)} is not a parameter of this optimizer")
 
+    def group_lr(self, group):
+        """The learning rate of parameter group `group` at the current step."""
+        return self._opt.group_lr(int(group))
+
+    def set_group_lr(self, group, lr):
+        """Sets a group's learning rate during training (PyTorch's param_groups[g]['lr'] = lr); a
+        compiled (GRAPH_MODE) step reads it at run time, so nothing recompiles."""
+        self._opt.set_group_lr(int(group), float(lr))
+
+    @property
+    def momentum_value(self):
+        """The momentum coefficient (Momentum, SGD with momentum), or None."""
+        return self._opt.momentum()
+
+    def set_momentum(self, momentum):
+        """Sets the momentum during training (a warm-up); read at run time like the lr."""
+        self._opt.set_momentum(float(momentum))
+
     @property
     def global_step(self):
         return Tensor(self._opt.global_step)

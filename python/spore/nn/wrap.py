@@ -56,6 +56,15 @@ class TrainOneStepCell(Cell):
     def sens(self, value):
         self._cpp.sens = float(value)
 
+    def set_grad_accumulation(self, k, mode="mean"):
+        """Accumulates k micro-batches per update: mode 'mean' (MindSpore's, gradients times 1/k)
+        or 'sum' (PyTorch's summed .grad; k may then change at any step without recompiling)."""
+        self._cpp.set_grad_accumulation(int(k), mode)
+
+    def last_aux(self):
+        """The network's outputs after the loss in the last step (has_aux), detached."""
+        return self._cpp.last_aux()
+
 
 class TrainOneStepWithLossScaleCell(TrainOneStepCell):
     """With loss scaling: returns (loss, overflow, scale); overflowed steps are skipped.

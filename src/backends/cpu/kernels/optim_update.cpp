@@ -12,9 +12,9 @@
 // no region of its own and the threads stay balanced whatever the tensor sizes.
 //
 // With attr hyper_input the last input is a float64 (k) tensor of per-step scalars (ops.def:
-// Momentum / RMSProp [lr], Adam [lr, step, eps]) read here once per call in place of those
-// attributes, so one compiled Graph-mode step serves every learning rate and step count. The
-// coefficients are computed from the same doubles either way: bit-identical results.
+// Momentum [lr] or [lr, momentum], RMSProp [lr], Adam [lr, step, eps]) read here once per call in
+// place of those attributes, so one compiled Graph-mode step serves every learning rate and step
+// count. The coefficients are computed from the same doubles either way: bit-identical results.
 //
 // Contiguous float32 / float64 operands go through the Highway loops below (run-time dispatched
 // per x86 target), strided ones through StridedIter. Every contiguous element, the tail too (via
@@ -28,6 +28,7 @@
 #include "hwy/highway.h"
 // clang-format on
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -205,20 +206,23 @@ void visit_f32_f64(DType t, F&& f) {
 // hyper_input is set, else none (the attributes hold them).
 struct Hyper {
   bool present = false;
+  size_t size = 0;
   double v[3] = {};
 };
+// k: the most scalars the op's hyper holds (Momentum's may hold [lr] or [lr, momentum]).
 Hyper hyper_of(const ops::KernelContext& ctx, size_t k) {
   Hyper h;
   if (!ctx.attrs.get_bool("hyper_input", false)) return h;
   const Tensor& t = ctx.inputs.back();  // float64 (k), checked by the inference rule
   const double* p = base<double>(t);
-  for (size_t i = 0; i < k; ++i) h.v[i] = p[int64_t(i) * t.strides()[0]];
+  h.size = std::min<size_t>(k, size_t(t.size(0)));
+  for (size_t i = 0; i < h.size; ++i) h.v[i] = p[int64_t(i) * t.strides()[0]];
   h.present = true;
   return h;
 }
 
 MomentumCoeffs momentum_coeffs(const ops::Attrs& a, const Hyper& h) {
-  return {h.present ? h.v[0] : a.get_float("lr"), a.get_float("momentum"),
+  return {h.present ? h.v[0] : a.get_float("lr"), h.size >= 2 ? h.v[1] : a.get_float("momentum"),
           a.get_float("weight_decay", 0.0), a.get_bool("nesterov", false)};
 }
 
@@ -329,7 +333,7 @@ void multi_update(const ops::Tensors& inputs, size_t groups, Flat&& flat, Stride
 }
 
 void apply_momentum_kernel(ops::KernelContext& ctx) {
-  const MomentumCoeffs c = momentum_coeffs(ctx.attrs, hyper_of(ctx, 1));
+  const MomentumCoeffs c = momentum_coeffs(ctx.attrs, hyper_of(ctx, 2));
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<3, T>(
@@ -339,7 +343,7 @@ void apply_momentum_kernel(ops::KernelContext& ctx) {
 }
 
 void fused_apply_momentum_kernel(ops::KernelContext& ctx) {
-  const Hyper h = hyper_of(ctx, 1);
+  const Hyper h = hyper_of(ctx, 2);
   const MomentumCoeffs c = momentum_coeffs(ctx.attrs, h);
   const size_t groups = (ctx.inputs.size() - (h.present ? 1 : 0)) / 3;
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {

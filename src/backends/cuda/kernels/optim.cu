@@ -38,6 +38,7 @@ struct RmsAttrs {
 struct Hyper {
   const double* p = nullptr;  // device pointer, or null: the attributes hold the values
   int64_t stride = 1;
+  int64_t size = 0;  // Momentum's may be [lr] or [lr, momentum]
   __device__ double at(int i, double fallback) const { return p ? p[i * stride] : fallback; }
 };
 
@@ -65,7 +66,8 @@ struct MomentumFn {
   MomentumAttrs a;
   Hyper h;
   __device__ void operator()(T* const* ptr, int64_t const* off) const {
-    const T l = T(h.at(0, a.lr)), m = T(a.momentum), w = T(a.weight_decay);
+    const T l = T(h.at(0, a.lr)), m = T(h.size >= 2 ? h.at(1, a.momentum) : a.momentum),
+            w = T(a.weight_decay);
     T& p = ptr[0][off[0]];
     T& acc = ptr[1][off[1]];
     T g = ptr[2][off[2]];
@@ -225,12 +227,13 @@ Hyper hyper_of(const ops::KernelContext& ctx) {
   const Tensor& t = ctx.inputs.back();  // float64 (k) on this device, checked by the inference rule
   h.p = static_cast<const double*>(t.data_ptr());
   h.stride = t.strides()[0];
+  h.size = t.size(0);
   return h;
 }
 
 MomentumAttrs momentum_attrs(const ops::Attrs& a, const Hyper& h) {
-  return {h.p ? 0.0 : a.get_float("lr"), a.get_float("momentum"), a.get_float("weight_decay", 0.0),
-          a.get_bool("nesterov", false)};
+  return {h.p ? 0.0 : a.get_float("lr"), h.size >= 2 ? 0.0 : a.get_float("momentum"),
+          a.get_float("weight_decay", 0.0), a.get_bool("nesterov", false)};
 }
 AdamAttrs adam_attrs(const ops::Attrs& a, const Hyper& h, const char* who) {
   AdamAttrs r{h.p ? 0.0 : a.get_float("lr"),    a.get_float("beta1", 0.9),
