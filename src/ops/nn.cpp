@@ -10,6 +10,7 @@
 
 #include "ops/blocked.h"
 #include "ops/op.h"
+#include "ops/sharding.h"
 #include "spore/grad_mode.h"
 #include "spore/ops.h"
 
@@ -616,7 +617,10 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   SPORE_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "[matmul] operands must have rank >= 1, got ",
               shape_str(a_in.shape()), " @ ", shape_str(b_in.shape()));
   const int64_t ka = a_in.size(-1), kb = b_in.dim() == 1 ? b_in.size(0) : b_in.size(-2);
-  SPORE_CHECK(ka == kb, "[matmul] inner dimensions differ: ", shape_str(a_in.shape()), " @ ",
+  // Inside a sharded region shapes are the ranks' pieces: the sharding engine moves the operands
+  // to matching cuts first, and the op's own inference checks the pieces it multiplies.
+  SPORE_CHECK(ka == kb || ops::current_sharding() != nullptr,
+              "[matmul] inner dimensions differ: ", shape_str(a_in.shape()), " @ ",
               shape_str(b_in.shape()));
   const DType t = promote_types(a_in.dtype(), b_in.dtype());
   Tensor a = cast(a_in, t), b = cast(b_in, t);

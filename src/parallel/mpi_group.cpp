@@ -4,12 +4,16 @@
 // of a hang (MPI_ERRORS_RETURN is set, so MPI failures are return codes too). float16 and
 // bfloat16 have no MPI type: they travel as 2-byte elements with user-defined reduction ops.
 // Built only with MPI (CMake: SPORE_HAVE_MPI).
+#include <fcntl.h>
 #include <mpi.h>
+#include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -188,6 +192,65 @@ class Watchdog {
   std::thread thread_;
 };
 
+// ---- the launcher's stop: Spore's own lost-rank line ----------------------------------------
+// When a rank dies (kill -9, out of memory), mpiexec stops the others with SIGTERM at once and
+// reports only "rank N exited on signal 9". Before dying, each stopped rank looks at the ranks on
+// its host (their /proc entries: gone or zombie) and names the one that is lost, its host and what
+// to do. A signal handler may only use async-signal-safe calls: the lines are prepared when the
+// world group starts, and the handler does open/read/write, then dies as SIGTERM would have.
+namespace lost_report {
+struct Peer {
+  char proc_stat[40];  // "/proc/<pid>/stat"
+  char line[400];      // the message when that process is gone
+  size_t len = 0;
+};
+constexpr int kMaxPeers = 128;
+Peer g_peers[kMaxPeers];
+int g_count = 0;
+struct sigaction g_prev {};
+
+bool gone(const char* proc_stat) {
+  const int fd = ::open(proc_stat, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  for (ssize_t i = n - 1; i > 1; --i)  // the state follows the last ')' of "pid (comm) S ..."
+    if (buf[i - 1] == ')' && buf[i] == ' ' && i + 1 < n)
+      return buf[i + 1] == 'Z' || buf[i + 1] == 'X';
+  return false;
+}
+
+void on_sigterm(int sig) {
+  for (int i = 0; i < g_count; ++i)
+    if (gone(g_peers[i].proc_stat)) (void)!::write(2, g_peers[i].line, g_peers[i].len);
+  ::sigaction(SIGTERM, &g_prev, nullptr);  // then die as SIGTERM would have (or the user's handler)
+  ::raise(sig);
+}
+
+// Called once, by the world group, with every rank's pid and host.
+void install(const std::vector<std::pair<int, std::string>>& pid_host, int self) {
+  const std::string& host = pid_host[size_t(self)].second;
+  for (int r = 0; r < int(pid_host.size()) && g_count < kMaxPeers; ++r) {
+    if (r == self || pid_host[size_t(r)].second != host) continue;
+    Peer& p = g_peers[g_count++];
+    std::snprintf(p.proc_stat, sizeof p.proc_stat, "/proc/%d/stat", pid_host[size_t(r)].first);
+    const int n = std::snprintf(
+        p.line, sizeof p.line,
+        "spore: [parallel] rank %d: rank %d (process %d on %s) is lost: it exited or was killed, "
+        "so the launcher stops this rank too. Look above for rank %d's own error (out of memory? "
+        "killed?); then rerun with --resume auto and the same --out to continue from the last "
+        "checkpoint\n",
+        self, r, pid_host[size_t(r)].first, host.c_str(), r);
+    p.len = size_t(std::min<int>(n, int(sizeof p.line) - 1));
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_sigterm;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, &g_prev);
+}
+}  // namespace lost_report
+
 class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
  public:
   // The world (a duplicate of MPI_COMM_WORLD), or, given a communicator, a group over it (owned).
@@ -218,6 +281,13 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
     // Blocking, but every rank is starting up: a rank that never arrives is what mpirun reports.
     SPORE_MPI_CHECK(MPI_Allgather(&me, int(sizeof(PeerInfo)), MPI_BYTE, peers_.data(),
                                   int(sizeof(PeerInfo)), MPI_BYTE, comm_));
+    static std::once_flag installed;  // the world group: its ranks are the world's
+    if (!is_subgroup_)
+      std::call_once(installed, [this] {
+        std::vector<std::pair<int, std::string>> pid_host;
+        for (const PeerInfo& p : peers_) pid_host.emplace_back(p.pid, std::string(p.host));
+        lost_report::install(pid_host, rank_);
+      });
   }
 
   int rank() const override { return rank_; }
