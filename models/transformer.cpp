@@ -1,6 +1,5 @@
 #include "models/transformer.h"
 
-#include <cmath>
 #include <random>
 
 #include "spore/ops.h"
@@ -37,9 +36,8 @@ Tensor TransformerBlock::construct(const Tensor& x) {
     return t.reshape({b, s, t.size(-1) / head_dim_, head_dim_}).permute({0, 2, 1, 3});
   };
   const Tensor q = heads((*q_)(h)), k = heads((*k_)(h)), v = heads((*v_)(h));
-  const Tensor att = softmax(matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(double(head_dim_))),
-                             -1);                           // (B, H, S, S)
-  const Tensor ctx = matmul(att, v).permute({0, 2, 1, 3});  // (B, S, H, hd)
+  // (B, H, S, hd) -> (B, S, H, hd)
+  const Tensor ctx = scaled_dot_product_attention(q, k, v).first.permute({0, 2, 1, 3});
   const Tensor y = x + (*o_)(ctx.reshape({b, s, ctx.size(2) * head_dim_}));
   return y + (*fc2_)(gelu((*fc1_)((*ln2_)(y))));
 }

@@ -100,6 +100,12 @@ struct Conv2dOptions {
 };
 Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dOptions& opt = {});
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opt = {});
+// The transposed convolution (conv2d's data gradient): x (N, C_in, H, W), w (C_in, C_out/groups,
+// kh, kw) -> (N, C_out, H', W'). opt describes the convolution being transposed (its stride,
+// padding, dilation, groups); H' = (H - 1) * stride - pad_top - pad_bottom + dilation * (kh - 1) +
+// 1 unless output_size (h, w) asks for up to stride - 1 more (PyTorch's output_padding).
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Conv2dOptions& opt = {},
+                        std::vector<int64_t> output_size = {});
 struct Pool2dOptions {
   std::vector<int64_t> kernel_size{2, 2};
   std::vector<int64_t> stride{};             // empty: = kernel_size
@@ -122,6 +128,18 @@ Tensor batch_norm_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta
 // Normalises over the last normalized_shape.size() dims.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int64_t normalized_ndim,
                   double eps = 1e-5);
+
+// Attention over the last two dims: weights = softmax(q @ k^T * scale + mask), out = weights @ v,
+// with q (..., L, E), k (..., S, E), v (..., S, Ev) and batch dims that broadcast. mask: undefined,
+// or a float tensor added to the scores (-inf excludes a position), broadcast to (..., L, S); a
+// boolean mask is refused (conventions differ: convert it with where()). scale: default
+// 1 / sqrt(E). dropout_p > 0 drops weights (scaled by 1 / (1 - p)) before they meet v. Returns
+// (out (..., L, Ev), weights (..., L, S)). A composite: the one attention computation of the tree
+// (nn::MultiheadAttention and the models use it).
+std::pair<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k,
+                                                       const Tensor& v, const Tensor& mask = {},
+                                                       double dropout_p = 0,
+                                                       std::optional<double> scale = {});
 
 // ---- softmax, indexing, shape ops ------------------------------------------------------------
 Tensor softmax(const Tensor& x, int64_t axis = -1);

@@ -1,9 +1,11 @@
-// Dense, Conv2d, Embedding, Flatten, Dropout, Upsample (spore/nn/layers.h). Each checks its input
+// Dense, Conv1d, Conv2d, Conv2dTranspose, Embedding, Flatten, Dropout, Upsample, Pad
+// (spore/nn/layers.h). Each checks its input
 // against its configuration first, so a mistake is reported in the layer's terms (features,
 // channels) rather than as a matmul or conv shape error.
 #include "spore/nn/layers.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "nn/util.h"
@@ -217,6 +219,159 @@ std::string Conv2d::extend_repr() const {
          ", has_bias=" + fmt_bool(opt_.has_bias) + ", format=NCHW";
 }
 
+namespace {
+// MindSpore's / TensorFlow's "same": output ceil(in / s); the odd pixel of padding goes last.
+std::pair<int64_t, int64_t> same_pads(int64_t in, int64_t k, int64_t s, int64_t d) {
+  const int64_t out = (in + s - 1) / s;
+  const int64_t total = std::max<int64_t>((out - 1) * s + (k - 1) * d + 1 - in, 0);
+  return {total / 2, total - total / 2};
+}
+Initializer default_bias(const Initializer& given, const Shape& wshape) {
+  if (!given.is_default()) return given;
+  return Uniform(1.0 / std::sqrt(double(calculate_fan_in_and_fan_out(wshape).first)));
+}
+}  // namespace
+
+// ---- Conv1d -------------------------------------------------------------------------------------
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv1dOptions opt)
+    : in_(in_channels), out_(out_channels), kernel_(kernel_size), opt_(std::move(opt)) {
+  set_cls_name("Conv1d");
+  SPORE_CHECK(in_ > 0 && out_ > 0, "[Conv1d] in_channels and out_channels must be positive, got ",
+              in_, " and ", out_);
+  SPORE_CHECK(opt_.group >= 1 && in_ % opt_.group == 0 && out_ % opt_.group == 0,
+              "[Conv1d] group (", opt_.group, ") must divide in_channels (", in_,
+              ") and out_channels (", out_, ")");
+  SPORE_CHECK(kernel_ >= 1 && opt_.stride >= 1 && opt_.dilation >= 1,
+              "[Conv1d] kernel_size, stride and dilation must be >= 1, got ", kernel_, ", ",
+              opt_.stride, " and ", opt_.dilation);
+  SPORE_CHECK(opt_.pad_mode == "same" || opt_.pad_mode == "valid" || opt_.pad_mode == "pad",
+              "[Conv1d] pad_mode must be 'same', 'valid' or 'pad', got '", opt_.pad_mode, "'");
+  SPORE_CHECK(opt_.padding.size() == 1 || opt_.padding.size() == 2,
+              "[Conv1d] padding must be one value or (left, right), got ", shape_str(opt_.padding));
+  pad_left_ = opt_.padding.front();
+  pad_right_ = opt_.padding.back();
+  SPORE_CHECK(pad_left_ >= 0 && pad_right_ >= 0, "[Conv1d] padding must be non-negative, got ",
+              shape_str(opt_.padding));
+  SPORE_CHECK(opt_.pad_mode == "pad" || (pad_left_ == 0 && pad_right_ == 0),
+              "[Conv1d] padding must be 0 when pad_mode is '", opt_.pad_mode, "', got ",
+              shape_str(opt_.padding), "; use pad_mode \"pad\"");
+  const Shape wshape{out_, in_ / opt_.group, kernel_};  // (out, in/group, k)
+  const Initializer w =
+      opt_.weight_init.is_default() ? HeUniform(std::sqrt(5.0)) : opt_.weight_init;
+  register_parameter("weight", w.make(wshape, opt_.dtype));
+  if (opt_.has_bias)
+    register_parameter("bias", default_bias(opt_.bias_init, wshape).make({out_}, opt_.dtype));
+}
+
+Tensor Conv1d::construct(const Tensor& x) {
+  SPORE_CHECK(x.dim() == 3 && x.size(1) == in_, "[Conv1d] expected input (N, C, L) with ", in_,
+              " channels, got shape ", shape_str(x.shape()));
+  auto [l, r] = opt_.pad_mode == "pad" ? std::pair{pad_left_, pad_right_}
+                : opt_.pad_mode == "valid"
+                    ? std::pair<int64_t, int64_t>{0, 0}
+                    : same_pads(x.size(2), kernel_, opt_.stride, opt_.dilation);
+  const int64_t eff = (kernel_ - 1) * opt_.dilation + 1;
+  SPORE_CHECK(x.size(2) + l + r >= eff, "[Conv1d] input ", shape_str(x.shape()), " with padding (",
+              l, ", ", r, ") is shorter than the (dilated) kernel (", eff, ")");
+  spore::Conv2dOptions o;
+  o.stride = {1, opt_.stride};
+  o.padding = {0, 0, l, r};
+  o.dilation = {1, opt_.dilation};
+  o.groups = opt_.group;
+  // (N, C, L) as (N, C, 1, L); the weight (out, in/group, k) as (out, in/group, 1, k): views.
+  const Tensor x4 = x.unsqueeze(2);
+  const Tensor w4 = parameter("weight").unsqueeze(2);
+  const Tensor y = opt_.has_bias ? conv2d(x4, w4, parameter("bias"), o) : conv2d(x4, w4, o);
+  return y.squeeze(2);
+}
+
+std::string Conv1d::extend_repr() const {
+  return "input_channels=" + std::to_string(in_) + ", output_channels=" + std::to_string(out_) +
+         ", kernel_size=" + std::to_string(kernel_) + ", stride=" + std::to_string(opt_.stride) +
+         ", pad_mode=" + opt_.pad_mode + ", padding=" + shape_str(opt_.padding) +
+         ", dilation=" + std::to_string(opt_.dilation) + ", group=" + std::to_string(opt_.group) +
+         ", has_bias=" + fmt_bool(opt_.has_bias);
+}
+
+// ---- Conv2dTranspose ----------------------------------------------------------------------------
+Conv2dTranspose::Conv2dTranspose(int64_t in_channels, int64_t out_channels, Int2 kernel_size,
+                                 Conv2dTransposeOptions opt)
+    : in_(in_channels), out_(out_channels), kernel_(kernel_size), opt_(std::move(opt)) {
+  set_cls_name("Conv2dTranspose");
+  SPORE_CHECK(in_ > 0 && out_ > 0,
+              "[Conv2dTranspose] in_channels and out_channels must be positive, got ", in_, " and ",
+              out_);
+  SPORE_CHECK(opt_.group >= 1 && in_ % opt_.group == 0 && out_ % opt_.group == 0,
+              "[Conv2dTranspose] group (", opt_.group, ") must divide in_channels (", in_,
+              ") and out_channels (", out_, ")");
+  SPORE_CHECK(kernel_.h >= 1 && kernel_.w >= 1 && opt_.stride.h >= 1 && opt_.stride.w >= 1 &&
+                  opt_.dilation.h >= 1 && opt_.dilation.w >= 1,
+              "[Conv2dTranspose] kernel_size, stride and dilation must be >= 1, got kernel_size ",
+              shape_str(kernel_.vec()), ", stride ", shape_str(opt_.stride.vec()), ", dilation ",
+              shape_str(opt_.dilation.vec()));
+  SPORE_CHECK(opt_.pad_mode == "same" || opt_.pad_mode == "valid" || opt_.pad_mode == "pad",
+              "[Conv2dTranspose] pad_mode must be 'same', 'valid' or 'pad', got '", opt_.pad_mode,
+              "'");
+  SPORE_CHECK(opt_.padding.top >= 0 && opt_.padding.bottom >= 0 && opt_.padding.left >= 0 &&
+                  opt_.padding.right >= 0,
+              "[Conv2dTranspose] padding must be non-negative, got ",
+              shape_str(opt_.padding.vec()));
+  SPORE_CHECK(opt_.pad_mode == "pad" || opt_.padding.zero(),
+              "[Conv2dTranspose] padding must be 0 when pad_mode is '", opt_.pad_mode, "', got ",
+              shape_str(opt_.padding.vec()), "; use pad_mode \"pad\"");
+  const Int2& op = opt_.output_padding;
+  SPORE_CHECK(op.h >= 0 && op.w >= 0 && op.h < opt_.stride.h && op.w < opt_.stride.w,
+              "[Conv2dTranspose] output_padding must be in [0, stride), got ", shape_str(op.vec()),
+              " with stride ", shape_str(opt_.stride.vec()));
+  SPORE_CHECK(opt_.pad_mode == "pad" || (op.h == 0 && op.w == 0),
+              "[Conv2dTranspose] output_padding must be 0 when pad_mode is '", opt_.pad_mode,
+              "', got ", shape_str(op.vec()), "; use pad_mode \"pad\"");
+  const Shape wshape{in_, out_ / opt_.group, kernel_.h, kernel_.w};  // (in, out/group, kh, kw)
+  const Initializer w =
+      opt_.weight_init.is_default() ? HeUniform(std::sqrt(5.0)) : opt_.weight_init;
+  register_parameter("weight", w.make(wshape, opt_.dtype));
+  if (opt_.has_bias)
+    register_parameter("bias", default_bias(opt_.bias_init, wshape).make({out_}, opt_.dtype));
+}
+
+Tensor Conv2dTranspose::construct(const Tensor& x) {
+  SPORE_CHECK(x.dim() == 4 && x.size(1) == in_,
+              "[Conv2dTranspose] expected input (N, C, H, W) with ", in_, " channels, got shape ",
+              shape_str(x.shape()));
+  // Per dim: the padding of the convolution being transposed and the output size.
+  auto dim = [&](int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1,
+                 int64_t op) -> std::array<int64_t, 3> {
+    const int64_t ek = d * (k - 1) + 1;
+    if (opt_.pad_mode == "pad") return {p0, p1, (in - 1) * s - p0 - p1 + ek + op};
+    if (opt_.pad_mode == "valid") return {0, 0, (in - 1) * s + std::max(ek, s)};
+    const int64_t total = std::max<int64_t>(ek - s, 0);  // "same": output in * s
+    return {total / 2, total - total / 2, in * s};
+  };
+  const auto h = dim(x.size(2), kernel_.h, opt_.stride.h, opt_.dilation.h, opt_.padding.top,
+                     opt_.padding.bottom, opt_.output_padding.h);
+  const auto w = dim(x.size(3), kernel_.w, opt_.stride.w, opt_.dilation.w, opt_.padding.left,
+                     opt_.padding.right, opt_.output_padding.w);
+  SPORE_CHECK(h[2] > 0 && w[2] > 0, "[Conv2dTranspose] padding ", shape_str(opt_.padding.vec()),
+              " leaves no output for input ", shape_str(x.shape()));
+  spore::Conv2dOptions o;
+  o.stride = opt_.stride.vec();
+  o.padding = {h[0], h[1], w[0], w[1]};
+  o.dilation = opt_.dilation.vec();
+  o.groups = opt_.group;
+  Tensor y = conv_transpose2d(x, parameter("weight"), o, {h[2], w[2]});
+  if (opt_.has_bias) y = y + parameter("bias").reshape({1, out_, 1, 1});
+  return y;
+}
+
+std::string Conv2dTranspose::extend_repr() const {
+  return "input_channels=" + std::to_string(in_) + ", output_channels=" + std::to_string(out_) +
+         ", kernel_size=" + shape_str(kernel_.vec()) + ", stride=" + shape_str(opt_.stride.vec()) +
+         ", pad_mode=" + opt_.pad_mode + ", padding=" + shape_str(opt_.padding.vec()) +
+         ", output_padding=" + shape_str(opt_.output_padding.vec()) +
+         ", dilation=" + shape_str(opt_.dilation.vec()) + ", group=" + std::to_string(opt_.group) +
+         ", has_bias=" + fmt_bool(opt_.has_bias);
+}
+
 // ---- Embedding ----------------------------------------------------------------------------------
 Embedding::Embedding(int64_t vocab_size, int64_t embedding_size, EmbeddingOptions opt)
     : vocab_(vocab_size), dim_(embedding_size), padding_idx_(opt.padding_idx) {
@@ -313,6 +468,61 @@ std::string Upsample::extend_repr() const {
   for (size_t i = 0; i < opt_.scale_factor.size(); ++i)
     s += (i ? ", " : "") + fmt(opt_.scale_factor[i]);
   return s + "), mode=nearest";
+}
+
+// ---- Pad ----------------------------------------------------------------------------------------
+Pad::Pad(std::vector<std::pair<int64_t, int64_t>> paddings, std::string mode)
+    : paddings_(std::move(paddings)), mode_(std::move(mode)) {
+  set_cls_name("Pad");
+  SPORE_CHECK(mode_ == "CONSTANT" || mode_ == "REFLECT" || mode_ == "SYMMETRIC",
+              "[Pad] mode must be 'CONSTANT', 'REFLECT' or 'SYMMETRIC', got '", mode_, "'");
+  SPORE_CHECK(!paddings_.empty(), "[Pad] paddings must hold one (before, after) pair per dim");
+  for (auto [b, a] : paddings_)
+    SPORE_CHECK(b >= 0 && a >= 0, "[Pad] paddings must be non-negative, got (", b, ", ", a, ")");
+}
+
+Tensor Pad::construct(const Tensor& x) {
+  const int64_t r = x.dim(), n = int64_t(paddings_.size());
+  SPORE_CHECK(n <= r, "[Pad] ", n, " (before, after) pairs for an input of rank ", r, " (shape ",
+              shape_str(x.shape()), "); give at most one pair per dim");
+  if (mode_ == "CONSTANT") {
+    std::vector<int64_t> pads;  // pad(): (before, after) from the last dim backwards
+    for (int64_t i = n - 1; i >= 0; --i) {
+      pads.push_back(paddings_[size_t(i)].first);
+      pads.push_back(paddings_[size_t(i)].second);
+    }
+    return pad(x, pads);
+  }
+  // REFLECT / SYMMETRIC: each padded dim is an index_select of mirrored positions.
+  const bool reflect = mode_ == "REFLECT";
+  Tensor y = x;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto [before, after] = paddings_[size_t(i)];
+    if (before == 0 && after == 0) continue;
+    const int64_t axis = r - n + i, len = x.size(axis);
+    const int64_t most = reflect ? len - 1 : len;
+    SPORE_CHECK(before <= most && after <= most, "[Pad] ", mode_, " padding (", before, ", ", after,
+                ") of dim ", axis, " (size ", len, ") must be at most ", most,
+                reflect ? " (the size - 1)" : " (the size)", "; input shape ",
+                shape_str(x.shape()));
+    std::vector<int64_t> idx;
+    for (int64_t j = -before; j < len + after; ++j) {
+      int64_t k = j;
+      if (j < 0) k = reflect ? -j : -j - 1;
+      if (j >= len) k = reflect ? 2 * (len - 1) - j : 2 * len - 1 - j;
+      idx.push_back(k);
+    }
+    y = index_select(y, axis, from_vector(idx, {int64_t(idx.size())}, x.device()));
+  }
+  return y;
+}
+
+std::string Pad::extend_repr() const {
+  std::string s = "paddings=(";
+  for (size_t i = 0; i < paddings_.size(); ++i)
+    s += (i ? ", (" : "(") + std::to_string(paddings_[i].first) + ", " +
+         std::to_string(paddings_[i].second) + ")";
+  return s + "), mode=" + mode_;
 }
 
 }  // namespace spore::nn

@@ -1,6 +1,6 @@
-// BatchNorm1d / BatchNorm2d and LayerNorm (spore/nn/norm.h). BatchNorm runs the 4-d primitives
-// (batch_norm_train / batch_norm_infer) on (N, C) and (N, C, L) inputs by viewing them as
-// (N, C, 1, 1) and (N, C, L, 1); the moving statistics are updated in place under NoGradGuard.
+// BatchNorm1d / BatchNorm2d, LayerNorm and GroupNorm (spore/nn/norm.h). BatchNorm runs the 4-d
+// primitives (batch_norm_train / batch_norm_infer) on (N, C) and (N, C, L) inputs by viewing them
+// as (N, C, 1, 1) and (N, C, L, 1); the moving statistics are updated in place under NoGradGuard.
 #include "spore/nn/norm.h"
 
 #include "nn/util.h"
@@ -111,6 +111,38 @@ std::string LayerNorm::extend_repr() const {
          ", begin_norm_axis=" + std::to_string(opt_.begin_norm_axis) +
          ", begin_params_axis=" + std::to_string(opt_.begin_params_axis) +
          ", epsilon=" + fmt(opt_.epsilon);
+}
+
+// ---- GroupNorm ----------------------------------------------------------------------------------
+GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, GroupNormOptions opt)
+    : groups_(num_groups), channels_(num_channels), opt_(std::move(opt)) {
+  set_cls_name("GroupNorm");
+  SPORE_CHECK(groups_ >= 1 && channels_ >= 1 && channels_ % groups_ == 0,
+              "[GroupNorm] num_channels (", channels_,
+              ") must be a positive multiple of num_groups (", groups_, ")");
+  SPORE_CHECK(opt_.eps > 0, "[GroupNorm] eps must be positive, got ", fmt(opt_.eps));
+  const Shape c{channels_};
+  register_parameter("gamma", or_default(opt_.gamma_init, "ones").make(c, opt_.dtype), opt_.affine);
+  register_parameter("beta", or_default(opt_.beta_init, "zeros").make(c, opt_.dtype), opt_.affine);
+}
+
+Tensor GroupNorm::construct(const Tensor& x) {
+  SPORE_CHECK(x.dim() >= 2 && x.size(1) == channels_, "[GroupNorm] expected input (N, C, *) with ",
+              channels_, " channels, got shape ", shape_str(x.shape()));
+  // (N, C, *) as (N, G, C/G * prod(*)): one layer_norm row per group, then the per-channel affine.
+  const Tensor xg = x.reshape({x.size(0), groups_, -1});
+  const Shape row{xg.size(2)};
+  const Tensor y = layer_norm(xg, ones(row, x.dtype(), x.device()),
+                              zeros(row, x.dtype(), x.device()), 1, opt_.eps)
+                       .reshape(x.shape());
+  Shape cs(size_t(x.dim()), 1);
+  cs[1] = channels_;
+  return y * gamma().reshape(cs) + beta().reshape(cs);
+}
+
+std::string GroupNorm::extend_repr() const {
+  return "num_groups=" + std::to_string(groups_) + ", num_channels=" + std::to_string(channels_) +
+         ", eps=" + fmt(opt_.eps) + ", affine=" + fmt_bool(opt_.affine);
 }
 
 }  // namespace spore::nn

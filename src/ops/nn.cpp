@@ -269,6 +269,22 @@ SPORE_DEFINE_OP(
           check_blocked_dtype(in[0], a);
           return {{a.get_bool("blocked_x", false) ? conv_blocked_shape(xs) : xs, in[0].dtype}};
         },
+        // Differentiable because it is also the transposed convolution (conv_transpose2d,
+        // nn::Conv2dTranspose). dx = conv2d^T(dy, w) is bilinear: <g, conv2d^T(dy, w)> =
+        // <conv2d(g, w), dy>, so d/d(dy) = conv2d(g, w) and d/dw = conv2d_backward_weight(dy, g).
+        .vjp = [](const VjpContext& c) -> Tensors {
+          SPORE_ASSERT(
+              !c.attrs.get_bool("blocked_x", false) && !c.attrs.get_bool("blocked_y", false),
+              "conv2d_backward_data with blocked_x / blocked_y has no gradient rule");
+          const Tensor &dy = c.in(0), &w = c.in(1), &g = c.g();
+          const Attrs base = conv_base_attrs(c.attrs);
+          Tensors r(2);
+          if (c.needs(0)) r[0] = call1(OpId::Conv2d, {g, w}, base);
+          if (c.needs(1))
+            r[1] = call1(OpId::Conv2dBackwardWeight, {dy, g},
+                         with_input_shape(base, w.shape(), "weight_shape"));
+          return r;
+        },
     });
 
 SPORE_DEFINE_OP(Conv2dBackwardWeight,
@@ -673,6 +689,63 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dOptions& opt) {
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opt) {
   if (!bias.defined()) return conv2d(x, w, opt);
   return ops::call1(OpId::Conv2d, {x, w, bias}, conv_attrs(opt));
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Conv2dOptions& opt,
+                        std::vector<int64_t> output_size) {
+  SPORE_CHECK(x.dim() == 4 && w.dim() == 4,
+              "[conv_transpose2d] expected input (N, C_in, H, W) and weight (C_in, C_out/groups, "
+              "kh, kw), got shapes ",
+              shape_str(x.shape()), " and ", shape_str(w.shape()));
+  const Attrs a = conv_attrs(opt);
+  const auto st = a.get_ints("stride"), pad = a.get_ints("padding"), dil = a.get_ints("dilation");
+  // The smallest input of the transposed convolution that maps to x's (H, W).
+  const int64_t h0 = (x.size(2) - 1) * st[0] - pad[0] - pad[1] + dil[0] * (w.size(2) - 1) + 1,
+                w0 = (x.size(3) - 1) * st[1] - pad[2] - pad[3] + dil[1] * (w.size(3) - 1) + 1;
+  if (output_size.empty()) output_size = {h0, w0};
+  output_size = two(output_size, "conv_transpose2d", "output_size");
+  SPORE_CHECK(output_size[0] >= h0 && output_size[0] < h0 + st[0] && output_size[1] >= w0 &&
+                  output_size[1] < w0 + st[1],
+              "[conv_transpose2d] output_size ", shape_str(output_size),
+              " is not reachable: for input ", shape_str(x.shape()), ", weight ",
+              shape_str(w.shape()), ", stride ", shape_str(st), " and padding ", shape_str(pad),
+              " it must be in [", h0, ", ", h0 + st[0] - 1, "] x [", w0, ", ", w0 + st[1] - 1,
+              "] (output_padding must be smaller than the stride)");
+  SPORE_CHECK(w.size(0) == x.size(1), "[conv_transpose2d] input has ", x.size(1),
+              " channels but weight ", shape_str(w.shape()), " expects C_in=", w.size(0));
+  SPORE_CHECK(h0 > 0 && w0 > 0, "[conv_transpose2d] padding ", shape_str(pad),
+              " leaves no output for input ", shape_str(x.shape()), " and weight ",
+              shape_str(w.shape()));
+  Attrs b = a;
+  b.set("input_shape", Shape{x.size(0), w.size(1) * opt.groups, output_size[0], output_size[1]});
+  return ops::call1(OpId::Conv2dBackwardData, {x, w}, b);
+}
+
+std::pair<Tensor, Tensor> scaled_dot_product_attention(const Tensor& q, const Tensor& k,
+                                                       const Tensor& v, const Tensor& mask,
+                                                       double dropout_p,
+                                                       std::optional<double> scale) {
+  SPORE_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2 && q.size(-1) == k.size(-1) &&
+                  k.size(-2) == v.size(-2),
+              "[scaled_dot_product_attention] expected q (..., L, E), k (..., S, E) and v (..., "
+              "S, Ev), got shapes ",
+              shape_str(q.shape()), ", ", shape_str(k.shape()), " and ", shape_str(v.shape()));
+  SPORE_CHECK(dropout_p >= 0 && dropout_p < 1,
+              "[scaled_dot_product_attention] dropout_p must be in [0, 1), got ", dropout_p);
+  const double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
+  Tensor scores = matmul(q * s, k.transpose(-1, -2));  // (..., L, S)
+  if (mask.defined()) {
+    SPORE_CHECK_TYPE(is_floating(mask.dtype()),
+                     "[scaled_dot_product_attention] mask must be a float tensor added to the "
+                     "scores, got ",
+                     dtype_name(mask.dtype()),
+                     "; turn a boolean mask into one with where(mask, -inf, 0) (or the reverse, "
+                     "by your convention)");
+    scores = scores + mask.to(scores.dtype());
+  }
+  Tensor weights = softmax(scores, -1);
+  if (dropout_p > 0) weights = dropout(weights, dropout_p, true);
+  return {matmul(weights, v), weights};
 }
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& opt) {

@@ -461,6 +461,22 @@ SPORE_OP_CASES({
                                  {.sh = 2, .sw = 2, .pt = 1, .pb = 1, .pl = 1, .pr = 1})};
      },
      .dtypes = {kFloat32, kFloat64, kBFloat16}},
+    // The transposed convolution (conv_transpose2d) is this primitive: an output size the stride
+    // leaves ambiguous (PyTorch's output_padding), groups and dilation.
+    {.name = "conv2d_backward_data/transpose_output_padding_groups",
+     .op = OpId::Conv2dBackwardData,
+     .inputs = {{.shape = {2, 4, 3, 4}}, {.shape = {4, 3, 3, 2}}},
+     .run = [](const Tensors& t) -> Tensors {
+       const CG g{
+           .sh = 2, .sw = 3, .pt = 1, .pb = 0, .pl = 0, .pr = 1, .dh = 1, .dw = 2, .groups = 2};
+       return {conv_transpose2d(t[0], t[1], g.opt(), {7, 12})};  // minimum (6, 11)
+     },
+     .reference = [](const Tensors& t) -> Tensors {
+       return {ref_conv_bwd_data(
+           t[0], t[1], {2, 6, 7, 12},
+           {.sh = 2, .sw = 3, .pt = 1, .pb = 0, .pl = 0, .pr = 1, .dh = 1, .dw = 2, .groups = 2})};
+     },
+     .dtypes = {kFloat32, kFloat64, kBFloat16}},
     {.name = "conv2d_backward_weight/groups_dilation",
      .op = OpId::Conv2dBackwardWeight,
      .inputs = {{.shape = {2, 4, 4, 5}}, {.shape = {2, 4, 7, 6}}},

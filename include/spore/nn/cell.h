@@ -108,8 +108,10 @@ class Cell {
   std::optional<amp::Policy> amp_;
   bool recompute_ = false;
   int64_t pipeline_stage_ = -1;
+
+ protected:
   // While construct runs: the cell's amp policy, and (tracing a recompute cell) its recompute
-  // scope.
+  // scope. Cells with call methods of their own (nn::MultiheadAttention::call) open one too.
   struct CallScopes {
     std::optional<amp::PolicyScope> amp;
     std::optional<RecomputeScope> recompute;

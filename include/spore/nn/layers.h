@@ -1,8 +1,10 @@
-// Core layers with MindSpore's names, parameter names and defaults: Dense, Conv2d, Embedding,
-// Flatten, Dropout, Upsample. Options are aggregates for designated initializers:
+// Core layers with MindSpore's names, parameter names and defaults: Dense, Conv1d, Conv2d,
+// Conv2dTranspose, Embedding, Flatten, Dropout, Upsample, Pad. Options are aggregates for
+// designated initializers:
 //   nn::Dense fc{400, 120, {.activation = "relu"}};
 //   nn::Conv2d conv{1, 6, 5, {.pad_mode = "pad", .padding = 2}};
-// Pooling is in pool.h, normalisation in norm.h, activations in activation.h, losses in loss.h.
+// Pooling is in pool.h, normalisation in norm.h, activations in activation.h, losses in loss.h,
+// attention and the transformer layers in transformer.h.
 #pragma once
 #include <initializer_list>
 #include <optional>
@@ -101,6 +103,65 @@ class Conv2d : public Cell {
   std::optional<parallel::OpStrategy> strategy_;  // shard()'s, for the engine
 };
 
+// ---- Conv1d: x (N, C, L), weight (out, in / group, k); runs as a Conv2d over (N, C, 1, L) ------
+struct Conv1dOptions {
+  int64_t stride = 1;
+  std::string pad_mode = "same";    // "same" | "valid" | "pad"
+  std::vector<int64_t> padding{0};  // only with pad_mode "pad": one value or (left, right)
+  int64_t dilation = 1;
+  int64_t group = 1;
+  bool has_bias = false;
+  Initializer weight_init{};  // default: HeUniform(sqrt(5))
+  Initializer bias_init{};    // default: Uniform(1 / sqrt(fan_in))
+  DType dtype = kFloat32;
+};
+class Conv1d : public Cell {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, Conv1dOptions opt = {});
+  Tensor construct(const Tensor& x) override;  // (N, C, L) -> (N, out, L')
+  std::string extend_repr() const override;
+  Tensor& weight() { return parameter("weight"); }
+  Tensor& bias() { return parameter("bias"); }
+
+ private:
+  int64_t in_, out_, kernel_, pad_left_, pad_right_;
+  Conv1dOptions opt_;
+};
+
+// ---- Conv2dTranspose: x (N, in, H, W), weight (in, out / group, kh, kw) ------------------------
+// The transposed convolution (conv_transpose2d, the data gradient of a Conv2d with the same
+// arguments). Output size per dim, ek = dilation * (k - 1) + 1:
+//   "same":  H * stride
+//   "valid": (H - 1) * stride + max(ek, stride)
+//   "pad":   (H - 1) * stride - pad_top - pad_bottom + ek + output_padding
+// output_padding (pad_mode "pad" only, < stride) adds rows / columns at the bottom / right.
+struct Conv2dTransposeOptions {
+  Int2 stride = 1;
+  std::string pad_mode = "same";  // "same" | "valid" | "pad"
+  Pad4 padding = 0;               // only with pad_mode "pad"
+  Int2 output_padding = 0;        // only with pad_mode "pad"
+  Int2 dilation = 1;
+  int64_t group = 1;
+  bool has_bias = false;
+  Initializer weight_init{};  // default: HeUniform(sqrt(5))
+  Initializer bias_init{};    // default: Uniform(1 / sqrt(fan_in))
+  DType dtype = kFloat32;
+};
+class Conv2dTranspose : public Cell {
+ public:
+  Conv2dTranspose(int64_t in_channels, int64_t out_channels, Int2 kernel_size,
+                  Conv2dTransposeOptions opt = {});
+  Tensor construct(const Tensor& x) override;  // (N, in, H, W) -> (N, out, H', W')
+  std::string extend_repr() const override;
+  Tensor& weight() { return parameter("weight"); }
+  Tensor& bias() { return parameter("bias"); }
+
+ private:
+  int64_t in_, out_;
+  Int2 kernel_;
+  Conv2dTransposeOptions opt_;
+};
+
 // ---- Embedding: ids (any shape, int) -> ids.shape + (embedding_size,) --------------------------
 struct EmbeddingOptions {
   Initializer embedding_table{};  // default: Normal(0.01) as MindSpore ('normal')
@@ -161,6 +222,21 @@ class Upsample : public Cell {
 
  private:
   UpsampleOptions opt_;
+};
+
+// ---- Pad: MindSpore's nn.Pad -------------------------------------------------------------------
+// paddings: one (before, after) pair per dim; fewer pairs than the input has dims pad its last
+// dims. mode "CONSTANT" (zeros), "REFLECT" (mirror without the edge: before / after < the dim's
+// size) or "SYMMETRIC" (mirror with the edge: before / after <= the dim's size).
+class Pad : public Cell {
+ public:
+  explicit Pad(std::vector<std::pair<int64_t, int64_t>> paddings, std::string mode = "CONSTANT");
+  Tensor construct(const Tensor& x) override;
+  std::string extend_repr() const override;
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> paddings_;
+  std::string mode_;
 };
 
 }  // namespace spore::nn

@@ -10,4 +10,5 @@
 #include "spore/nn/loss.h"
 #include "spore/nn/norm.h"
 #include "spore/nn/pool.h"
+#include "spore/nn/transformer.h"
 #include "spore/ops.h"

@@ -4,6 +4,8 @@
 //     use_batch_statistics unset: batch statistics in training, moving ones in eval; true / false
 //     forces one (true still updates the moving statistics).
 //   LayerNorm: gamma, beta over normalized_shape; epsilon 1e-7 (MindSpore's default).
+//   GroupNorm: (N, C, *) normalised over each group of C / num_groups channels (and all positions);
+//     gamma, beta per channel; eps 1e-5.
 #pragma once
 #include <optional>
 #include <string>
@@ -75,6 +77,27 @@ class LayerNorm : public Cell {
  private:
   Shape normalized_shape_;
   LayerNormOptions opt_;
+};
+
+struct GroupNormOptions {
+  double eps = 1e-5;
+  bool affine = true;        // false: gamma / beta stay 1 / 0 (registered, not trained)
+  Initializer gamma_init{};  // default: ones
+  Initializer beta_init{};   // default: zeros
+  DType dtype = kFloat32;
+};
+
+class GroupNorm : public Cell {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, GroupNormOptions opt = {});
+  Tensor construct(const Tensor& x) override;  // (N, C, *) -> same shape
+  std::string extend_repr() const override;
+  Tensor& gamma() { return parameter("gamma"); }
+  Tensor& beta() { return parameter("beta"); }
+
+ private:
+  int64_t groups_, channels_;
+  GroupNormOptions opt_;
 };
 
 }  // namespace spore::nn
