@@ -197,6 +197,46 @@ void bind_nn(py::module_& m) {
            py::arg("dilation") = 1, py::arg("group") = 1, py::arg("has_bias") = false,
            py::arg("weight_init") = py::none(), py::arg("bias_init") = py::none(),
            py::arg("dtype") = py::none());
+  cell_class<nn::Conv1d>(m, "Conv1d")
+      .def(py::init([](int64_t in, int64_t out, py::object k, int64_t stride, std::string pad_mode,
+                       py::object padding, int64_t dilation, int64_t group, bool has_bias,
+                       py::object w, py::object b, py::object dt) {
+             const auto ks = to_ints(k);
+             SPORE_CHECK(ks.size() == 1, "[Conv1d] kernel_size must be one int, got ", ks.size(),
+                         " values");
+             nn::Conv1dOptions o{stride,     pad_mode,   to_ints(padding),
+                                 dilation,   group,      has_bias,
+                                 init_of(w), init_of(b), dtype_or(dt, kFloat32)};
+             return std::make_shared<nn::Conv1d>(in, out, ks[0], o);
+           }),
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"),
+           py::arg("stride") = 1, py::arg("pad_mode") = "same", py::arg("padding") = 0,
+           py::arg("dilation") = 1, py::arg("group") = 1, py::arg("has_bias") = false,
+           py::arg("weight_init") = py::none(), py::arg("bias_init") = py::none(),
+           py::arg("dtype") = py::none());
+  cell_class<nn::Conv2dTranspose>(m, "Conv2dTranspose")
+      .def(py::init([](int64_t in, int64_t out, py::object k, py::object stride,
+                       std::string pad_mode, py::object padding, py::object output_padding,
+                       py::object dilation, int64_t group, bool has_bias, py::object w,
+                       py::object b, py::object dt) {
+             nn::Conv2dTransposeOptions o{int2(stride),   pad_mode,
+                                          pad4(padding),  int2(output_padding),
+                                          int2(dilation), group,
+                                          has_bias,       init_of(w),
+                                          init_of(b),     dtype_or(dt, kFloat32)};
+             return std::make_shared<nn::Conv2dTranspose>(in, out, int2(k), o);
+           }),
+           py::arg("in_channels"), py::arg("out_channels"), py::arg("kernel_size"),
+           py::arg("stride") = 1, py::arg("pad_mode") = "same", py::arg("padding") = 0,
+           py::arg("output_padding") = 0, py::arg("dilation") = 1, py::arg("group") = 1,
+           py::arg("has_bias") = false, py::arg("weight_init") = py::none(),
+           py::arg("bias_init") = py::none(), py::arg("dtype") = py::none());
+  cell_class<nn::Pad>(m, "PadCell")
+      .def(  // "Pad" is the vision transform
+          py::init([](std::vector<std::pair<int64_t, int64_t>> paddings, std::string mode) {
+            return std::make_shared<nn::Pad>(std::move(paddings), std::move(mode));
+          }),
+          py::arg("paddings"), py::arg("mode") = "CONSTANT");
   cell_class<nn::Embedding>(m, "Embedding")
       .def(py::init([](int64_t vocab, int64_t dim, py::object init, py::object padding_idx,
                        py::object dt) {
@@ -292,6 +332,115 @@ void bind_nn(py::module_& m) {
            py::arg("begin_params_axis") = -1, py::arg("epsilon") = 1e-7,
            py::arg("gamma_init") = py::none(), py::arg("beta_init") = py::none(),
            py::arg("dtype") = py::none());
+
+  cell_class<nn::GroupNorm>(m, "GroupNorm")
+      .def(py::init([](int64_t groups, int64_t channels, double eps, bool affine, py::object g,
+                       py::object b, py::object dt) {
+             return std::make_shared<nn::GroupNorm>(
+                 groups, channels,
+                 nn::GroupNormOptions{eps, affine, init_of(g), init_of(b), dtype_or(dt, kFloat32)});
+           }),
+           py::arg("num_groups"), py::arg("num_channels"), py::arg("eps") = 1e-5,
+           py::arg("affine") = true, py::arg("gamma_init") = py::none(),
+           py::arg("beta_init") = py::none(), py::arg("dtype") = py::none());
+
+  // ---- attention and the transformer layers (None: an absent mask) ----
+  auto opt_mask = [](py::handle h) { return h.is_none() ? Tensor() : to_tensor(h); };
+  cell_class<nn::MultiheadAttention>(m, "MultiheadAttention")
+      .def(py::init([](int64_t e, int64_t h, double dropout, bool has_bias, bool add_bias_kv,
+                       bool add_zero_attn, py::object kdim, py::object vdim, bool batch_first,
+                       py::object dt) {
+             auto dim = [](py::handle d, const char* what) -> int64_t {
+               if (d.is_none()) return 0;
+               const int64_t v = d.cast<int64_t>();
+               SPORE_CHECK(v > 0, "[MultiheadAttention] ", what, " must be positive or None, got ",
+                           v);
+               return v;
+             };
+             return std::make_shared<nn::MultiheadAttention>(
+                 e, h,
+                 nn::MultiheadAttentionOptions{dropout, has_bias, add_bias_kv, add_zero_attn,
+                                               dim(kdim, "kdim"), dim(vdim, "vdim"), batch_first,
+                                               dtype_or(dt, kFloat32)});
+           }),
+           py::arg("embed_dim"), py::arg("num_heads"), py::arg("dropout") = 0.0,
+           py::arg("has_bias") = true, py::arg("add_bias_kv") = false,
+           py::arg("add_zero_attn") = false, py::arg("kdim") = py::none(),
+           py::arg("vdim") = py::none(), py::arg("batch_first") = false,
+           py::arg("dtype") = py::none())
+      .def("call",
+           [opt_mask](nn::MultiheadAttention& a, const Tensor& q, const Tensor& k, const Tensor& v,
+                      py::object kpm, bool need_weights, py::object attn_mask, bool average) {
+             nn::AttentionArgs args{opt_mask(kpm), need_weights, opt_mask(attn_mask), average};
+             std::pair<Tensor, Tensor> r;
+             {
+               py::gil_scoped_release nogil;
+               r = a.call(q, k, v, args);
+             }
+             return py::make_tuple(r.first, r.second.defined() ? py::cast(r.second) : py::none());
+           });
+  auto layer_opts = [](int64_t dff, double dropout, std::string act, double eps, bool bf, bool nf,
+                       py::object dt) {
+    return nn::TransformerLayerOptions{dff, dropout, std::move(act),        eps,
+                                       bf,  nf,      dtype_or(dt, kFloat32)};
+  };
+  cell_class<nn::TransformerEncoderLayer>(m, "TransformerEncoderLayer")
+      .def(py::init([layer_opts](int64_t d, int64_t h, int64_t dff, double dropout, std::string act,
+                                 double eps, bool bf, bool nf, py::object dt) {
+             return std::make_shared<nn::TransformerEncoderLayer>(
+                 d, h, layer_opts(dff, dropout, act, eps, bf, nf, dt));
+           }),
+           py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048,
+           py::arg("dropout") = 0.1, py::arg("activation") = "relu",
+           py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
+           py::arg("norm_first") = false, py::arg("dtype") = py::none())
+      .def("call", [opt_mask](nn::TransformerEncoderLayer& l, const Tensor& src, py::object mask,
+                              py::object kpm) {
+        const Tensor m = opt_mask(mask), p = opt_mask(kpm);
+        py::gil_scoped_release nogil;
+        return l.call(src, m, p);
+      });
+  cell_class<nn::TransformerDecoderLayer>(m, "TransformerDecoderLayer")
+      .def(py::init([layer_opts](int64_t d, int64_t h, int64_t dff, double dropout, std::string act,
+                                 double eps, bool bf, bool nf, py::object dt) {
+             return std::make_shared<nn::TransformerDecoderLayer>(
+                 d, h, layer_opts(dff, dropout, act, eps, bf, nf, dt));
+           }),
+           py::arg("d_model"), py::arg("nhead"), py::arg("dim_feedforward") = 2048,
+           py::arg("dropout") = 0.1, py::arg("activation") = "relu",
+           py::arg("layer_norm_eps") = 1e-5, py::arg("batch_first") = false,
+           py::arg("norm_first") = false, py::arg("dtype") = py::none())
+      .def("call",
+           [opt_mask](nn::TransformerDecoderLayer& l, const Tensor& tgt, const Tensor& memory,
+                      py::object tm, py::object mm, py::object tk, py::object mk) {
+             const Tensor a = opt_mask(tm), b = opt_mask(mm), c = opt_mask(tk), d = opt_mask(mk);
+             py::gil_scoped_release nogil;
+             return l.call(tgt, memory, a, b, c, d);
+           });
+  cell_class<nn::TransformerEncoder>(m, "TransformerEncoder")
+      .def(py::init([](const nn::TransformerEncoderLayer& layer, int64_t n,
+                       std::shared_ptr<nn::LayerNorm> norm) {
+             return std::make_shared<nn::TransformerEncoder>(layer, n, std::move(norm));
+           }),
+           py::arg("encoder_layer"), py::arg("num_layers"), py::arg("norm") = nullptr)
+      .def("call", [opt_mask](nn::TransformerEncoder& e, const Tensor& src, py::object mask,
+                              py::object kpm) {
+        const Tensor m = opt_mask(mask), p = opt_mask(kpm);
+        py::gil_scoped_release nogil;
+        return e.call(src, m, p);
+      });
+  cell_class<nn::TransformerDecoder>(m, "TransformerDecoder")
+      .def(py::init([](const nn::TransformerDecoderLayer& layer, int64_t n,
+                       std::shared_ptr<nn::LayerNorm> norm) {
+             return std::make_shared<nn::TransformerDecoder>(layer, n, std::move(norm));
+           }),
+           py::arg("decoder_layer"), py::arg("num_layers"), py::arg("norm") = nullptr)
+      .def("call", [opt_mask](nn::TransformerDecoder& dec, const Tensor& tgt, const Tensor& memory,
+                              py::object tm, py::object mm, py::object tk, py::object mk) {
+        const Tensor a = opt_mask(tm), b = opt_mask(mm), c = opt_mask(tk), d = opt_mask(mk);
+        py::gil_scoped_release nogil;
+        return dec.call(tgt, memory, a, b, c, d);
+      });
 
   auto pool_init = [](bool is_max) {
     return [is_max](py::object k, py::object s, std::string pad_mode, py::object padding,

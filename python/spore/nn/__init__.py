@@ -1,9 +1,11 @@
 """mindspore.nn: Cell, the layers, losses, optimizers, learning-rate schedules and the training
 wrappers, under MindSpore's names."""
 from .cell import Cell, CellList, CppCell, SequentialCell
-from .layer import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv2d, Dense, Dropout, Embedding,
-                    Flatten, GELU, Identity, LayerNorm, LeakyReLU, LogSoftmax, MaxPool2d, ReLU, ReLU6, SiLU,
-                    Sigmoid, Softmax, Tanh, Upsample, get_activation)
+from .layer import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, Conv2dTranspose, Dense,
+                    Dropout, Embedding, Flatten, GELU, GroupNorm, Identity, LayerNorm, LeakyReLU, LogSoftmax,
+                    MaxPool2d, Pad, ReLU, ReLU6, SiLU, Sigmoid, Softmax, Tanh, Upsample, get_activation)
+from .transformer import (MultiheadAttention, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+                          TransformerEncoderLayer)
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, LossBase, MSELoss, NLLLoss,
                    SmoothL1Loss, SoftmaxCrossEntropyWithLogits)
 from .optim import (SGD, Adam, AdamW, AdamWeightDecay, CosineDecayLR, ExponentialDecayLR, InverseDecayLR,

@@ -144,3 +144,59 @@ class AdaptiveAvgPool2d(Cell):
 class Identity(Cell):
     def construct(self, x):
         return x
+
+
+class Conv1d(Cell):
+    """nn.Conv1d: x (N, C, L); weight (out_channels, in_channels / group, kernel_size). padding: an
+    int or (left, right), with pad_mode 'pad' only."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, pad_mode="same", padding=0, dilation=1,
+                 group=1, has_bias=False, weight_init=None, bias_init=None, dtype=mstype.float32):
+        super().__init__(_cpp=_C.Conv1d(in_channels, out_channels, kernel_size, stride, pad_mode, padding, dilation,
+                                        group, has_bias, _to_cpp(weight_init), _to_cpp(bias_init), _dt(dtype)))
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
+        self.stride, self.pad_mode, self.padding, self.has_bias = stride, pad_mode, padding, has_bias
+
+
+class Conv2dTranspose(Cell):
+    """nn.Conv2dTranspose: x (N, in_channels, H, W); weight (in_channels, out_channels / group, kh, kw).
+    Output size: 'same' H * stride; 'valid' (H - 1) * stride + max(dilation * (k - 1) + 1, stride);
+    'pad' (H - 1) * stride - top - bottom + dilation * (k - 1) + 1 + output_padding (output_padding
+    needs pad_mode 'pad' and must be smaller than the stride)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, pad_mode="same", padding=0,
+                 output_padding=0, dilation=1, group=1, has_bias=False, weight_init=None, bias_init=None,
+                 dtype=mstype.float32):
+        super().__init__(_cpp=_C.Conv2dTranspose(in_channels, out_channels, kernel_size, stride, pad_mode, padding,
+                                                 output_padding, dilation, group, has_bias, _to_cpp(weight_init),
+                                                 _to_cpp(bias_init), _dt(dtype)))
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
+        self.stride, self.pad_mode, self.padding, self.has_bias = stride, pad_mode, padding, has_bias
+
+
+class GroupNorm(Cell):
+    """nn.GroupNorm: (N, C, *) normalised over groups of C / num_groups channels; gamma, beta (C,)."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-05, affine=True, gamma_init="ones", beta_init="zeros",
+                 dtype=mstype.float32):
+        super().__init__(_cpp=_C.GroupNorm(num_groups, num_channels, eps, affine, _to_cpp(gamma_init),
+                                           _to_cpp(beta_init), _dt(dtype)))
+        self.num_groups, self.num_channels = num_groups, num_channels
+
+
+class Pad(Cell):
+    """nn.Pad: paddings ((before, after), ...) for the input's dims (fewer pairs pad the last dims);
+    mode 'CONSTANT' (zeros), 'REFLECT' or 'SYMMETRIC'."""
+
+    def __init__(self, paddings, mode="CONSTANT"):
+        if not isinstance(paddings, (tuple, list)):
+            raise TypeError(f"For 'Pad', paddings must be a tuple of (before, after) pairs, got "
+                            f"{type(paddings).__name__}")
+        pairs = []
+        for p in paddings:
+            if not isinstance(p, (tuple, list)) or len(p) != 2 or not all(isinstance(v, int) for v in p):
+                raise ValueError(f"For 'Pad', each entry of paddings must be a pair of ints (before, after), "
+                                 f"got {p!r}")
+            pairs.append((int(p[0]), int(p[1])))
+        super().__init__(_cpp=_C.PadCell(pairs, mode))
+        self.paddings, self.mode = paddings, mode

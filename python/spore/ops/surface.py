@@ -34,7 +34,7 @@ PRIMITIVES = {
     "expand": "ops.broadcast_to", "copy": "Tensor.copy", "to_device": "Tensor.move_to",
     # linear algebra, convolution, pooling, normalisation
     "matmul": "ops.matmul", "conv2d": "ops.conv2d",
-    "conv2d_backward_data": "internal: conv2d's gradient rule",
+    "conv2d_backward_data": "internal: conv2d's gradient rule and the transposed convolution of nn.Conv2dTranspose",
     "conv2d_backward_weight": "internal: conv2d's gradient rule",
     "max_pool2d": "ops.max_pool2d", "max_pool2d_backward": "internal: max_pool2d's gradient rule",
     "avg_pool2d": "ops.avg_pool2d", "avg_pool2d_backward": "internal: avg_pool2d's gradient rule",
