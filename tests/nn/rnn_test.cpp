@@ -6,59 +6,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "nn/nn_test_util.h"
+#include "nn/torch_reference.h"
 #include "spore/nn/nn.h"
 #include "test_util.h"
 
 namespace spore {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string python() {
-  const char* env = std::getenv("SPORE_PYTHON");
-  return env && *env ? env : SPORE_TEST_PYTHON;
-}
-
-// The PyTorch reference: run live when torch imports, else the committed fixture.
-struct Reference {
-  json doc;
-  std::string source;
-};
-const Reference& reference() {
-  static const Reference ref = [] {
-    Reference r;
-    std::string path = std::string(SPORE_SOURCE_DIR) + "/tests/nn/fixtures/rnn_torch.json";
-    r.source = "committed fixture (PyTorch's output)";
-    const std::string tmp =
-        (fs::temp_directory_path() / ("spore_rnn_" + std::to_string(::getpid()) + ".json"))
-            .string();
-    if (std::system((python() + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) {
-      const std::string cmd =
-          python() + " " + SPORE_SOURCE_DIR + "/tests/nn/rnn_crosscheck.py " + tmp;
-      if (std::system(cmd.c_str()) == 0) {
-        path = tmp;
-        r.source = "PyTorch, live";
-      }
-    }
-    std::ifstream f(path);
-    SPORE_CHECK(f.good(), "cannot read ", path);
-    r.doc = json::parse(f);
-    fs::remove(tmp);
-    return r;
-  }();
-  return ref;
-}
-
-Tensor tensor_of(const json& f, DType dt = kFloat64) {
-  return from_vector(f["values"].get<std::vector<double>>(), f["shape"].get<Shape>()).to(dt);
-}
+using torch_reference::tensor_of;
 
 std::shared_ptr<nn::RNNBase> make_layer(const json& c, DType dt, double dropout = 0) {
   const std::string mode = c["mode"];
@@ -157,7 +116,7 @@ std::string case_name(const json& c) {
 }
 
 TEST(RNN, OutputsAndGradientsMatchPyTorch) {
-  const Reference& ref = reference();
+  const torch_reference::Reference& ref = torch_reference::get();
   Diffs f64, f32;
   int n = 0;
   for (const json& c : ref.doc["layers"]) {
