@@ -152,8 +152,10 @@ RNNOutput RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0,
               x_in.defined() ? shape_str(x_in.shape()) : std::string("(undefined)"),
               x_in.defined() && x_in.dim() == 2 ? "; add the batch dim (x.unsqueeze(1))" : "");
   const Tensor& w0 = parameter(param_name("weight_ih", 0, false));
-  SPORE_CHECK_TYPE(x_in.dtype() == w0.dtype(), "[", n, "] input is ", dtype_name(x_in.dtype()),
-                   " but the weights are ", dtype_name(w0.dtype()),
+  // (Under a mixed-precision policy the ops cast their operands themselves.)
+  SPORE_CHECK_TYPE(x_in.dtype() == w0.dtype() || amp::current_policy().active(), "[", n,
+                   "] input is ", dtype_name(x_in.dtype()), " but the weights are ",
+                   dtype_name(w0.dtype()),
                    "; cast the input (x.astype) or build the layer with that dtype");
   const Tensor x = opt_.batch_first ? x_in.transpose(0, 1) : x_in;  // (T, N, in)
   const int64_t T = x.size(0), N = x.size(1);
@@ -163,8 +165,8 @@ RNNOutput RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0,
     SPORE_CHECK(s.shape() == state, "[", n, "] expected ", what, " of shape (num_layers * ",
                 "num_directions, batch, hidden_size) = ", shape_str(state), ", got ",
                 shape_str(s.shape()));
-    SPORE_CHECK_TYPE(s.dtype() == x.dtype(), "[", n, "] ", what, " is ", dtype_name(s.dtype()),
-                     " but the input is ", dtype_name(x.dtype()));
+    SPORE_CHECK_TYPE(s.dtype() == x.dtype() || amp::current_policy().active(), "[", n, "] ", what,
+                     " is ", dtype_name(s.dtype()), " but the input is ", dtype_name(x.dtype()));
   };
   if (h0.defined()) check_state(h0, "h0");
   if (mode_ == Mode::LSTM) {

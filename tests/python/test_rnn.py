@@ -185,3 +185,17 @@ def test_graph_mode_train_step_equals_pynative(make_opt):
         losses[mode] = [float(step(x, y).asnumpy()) for _ in range(6)]
     np.testing.assert_allclose(losses[ms.GRAPH_MODE], losses[ms.PYNATIVE_MODE], rtol=1e-5)
     assert losses[ms.GRAPH_MODE][-1] < losses[ms.GRAPH_MODE][0]
+
+
+def test_mixed_precision_o2_trains():
+    # Under amp the ops cast their operands (float16 compute), so the layer's dtype check stands aside.
+    ms.set_seed(0)
+    net = Forecaster()
+    ms.amp.auto_mixed_precision(net, "O2")
+    rng = np.random.default_rng(0)
+    x = ms.Tensor(rng.random((4, 10, 2)).astype(np.float32))
+    y = ms.Tensor(rng.random((4, 1)).astype(np.float32))
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.Adam(net.trainable_params(), 0.01))
+    losses = [float(step(x, y).asnumpy()) for _ in range(15)]
+    assert net(x).dtype == ms.float16
+    assert np.isfinite(losses).all() and losses[-1] < 0.5 * losses[0]
