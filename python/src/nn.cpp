@@ -80,6 +80,23 @@ auto cell_class(py::module_& m, const char* name) {
   return py::class_<C, Cell, std::shared_ptr<C>>(m, name);
 }
 
+// nn.RNN / nn.LSTM / nn.GRU's C++ layer, MindSpore's arguments (nonlinearity: RNN's).
+template <typename C>
+void bind_rnn(py::module_& m, const char* name) {
+  py::class_<C, nn::RNNBase, std::shared_ptr<C>>(m, name).def(
+      py::init([](int64_t in, int64_t hidden, int64_t layers, bool has_bias, bool batch_first,
+                  double dropout, bool bidirectional, std::string nonlinearity, py::object dt) {
+        return std::make_shared<C>(
+            in, hidden,
+            nn::RNNOptions{layers, has_bias, batch_first, dropout, bidirectional, nonlinearity,
+                           dtype_or(dt, kFloat32)});
+      }),
+      py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1,
+      py::arg("has_bias") = true, py::arg("batch_first") = false, py::arg("dropout") = 0.0,
+      py::arg("bidirectional") = false, py::arg("nonlinearity") = "tanh",
+      py::arg("dtype") = py::none());
+}
+
 }  // namespace
 
 void bind_nn(py::module_& m) {
@@ -249,6 +266,25 @@ void bind_nn(py::module_& m) {
            py::arg("vocab_size"), py::arg("embedding_size"),
            py::arg("embedding_table") = py::none(), py::arg("padding_idx") = py::none(),
            py::arg("dtype") = py::none());
+  // Recurrent layers: run(x, h0, c0, seq_length) (None: not given) -> [output, h_n(, c_n)].
+  auto opt_t = [](py::handle h) { return h.is_none() ? Tensor() : to_tensor(h); };
+  py::class_<nn::RNNBase, Cell, std::shared_ptr<nn::RNNBase>>(m, "RNNBase")
+      .def(
+          "run",
+          [opt_t](nn::RNNBase& r, py::object x, py::object h0, py::object c0, py::object len) {
+            const Tensor xt = to_tensor(x), h = opt_t(h0), c = opt_t(c0), l = opt_t(len);
+            py::gil_scoped_release nogil;
+            const nn::RNNOutput o = r.run(xt, h, c, l);
+            return o.c_n.defined() ? std::vector<Tensor>{o.output, o.h_n, o.c_n}
+                                   : std::vector<Tensor>{o.output, o.h_n};
+          },
+          py::arg("x"), py::arg("h0") = py::none(), py::arg("c0") = py::none(),
+          py::arg("seq_length") = py::none())
+      .def_property_readonly("num_layers", &nn::RNNBase::num_layers)
+      .def_property_readonly("num_directions", &nn::RNNBase::num_directions);
+  bind_rnn<nn::RNN>(m, "RNN");
+  bind_rnn<nn::LSTM>(m, "LSTM");
+  bind_rnn<nn::GRU>(m, "GRU");
   // The C++ SequentialCell over Python cells' C++ sides: what Model cuts into pipeline stages.
   cell_class<nn::SequentialCell>(m, "SequentialCell")
       .def(py::init([](std::vector<std::pair<std::string, CellPtr>> cells) {

@@ -117,6 +117,18 @@ void bind_optim(py::module_& m) {
         return std::make_shared<optim::RMSProp>(groups_of(g), lr_of(lr),
                                                 optim::RMSPropOptions{decay, mom, eps, wd, ls});
       }));
+  opt_class<optim::Adagrad>(m, "Adagrad")
+      .def(py::init(
+          [](py::list g, py::object lr, double accum, bool update_slots, double wd, double ls) {
+            return std::make_shared<optim::Adagrad>(
+                groups_of(g), lr_of(lr), optim::AdagradOptions{accum, update_slots, wd, ls});
+          }));
+  opt_class<optim::Lamb>(m, "Lamb").def(
+      py::init([](py::list g, py::object lr, double b1, double b2, double eps, double wd,
+                  std::optional<double> trust_wd) {
+        return std::make_shared<optim::Lamb>(groups_of(g), lr_of(lr),
+                                             optim::LambOptions{b1, b2, eps, wd, trust_wd});
+      }));
   m.def("global_norm", &optim::global_norm);
   m.def("clip_by_global_norm", &optim::clip_by_global_norm);
 

@@ -1,7 +1,8 @@
-// SGD, Momentum, Adam, AdamWeightDecay and RMSProp (optim/optimizers.h). Each update is one call
-// of an in-place primitive (ApplyMomentum / ApplyAdam / ApplyRMSProp, see ops.def for the
-// attributes), so a backend that fuses the update speeds up every optimizer; only SGD with
-// dampening (no primitive for it) is written with elementwise ops.
+// SGD, Momentum, Adam, AdamWeightDecay, RMSProp, Adagrad and Lamb (optim/optimizers.h). Most
+// updates are one call of an in-place primitive (ApplyMomentum / ApplyAdam / ApplyRMSProp, see
+// ops.def for the attributes), so a backend that fuses the update speeds up every optimizer; SGD
+// with dampening, Adagrad and Lamb (whose trust ratio needs whole-parameter norms) are written with
+// elementwise ops and assign.
 #include "spore/optim/optimizers.h"
 
 #include <cmath>
@@ -283,6 +284,120 @@ void RMSProp::update(size_t i, const Tensor& grad, double lr, double weight_deca
       OpId::ApplyRMSProp, {params_[i], ms_[i], mom_[i], decayed(grad, params_[i], weight_decay)},
       Attrs().set("decay", opts_.decay).set("momentum", opts_.momentum).set("eps", opts_.epsilon),
       hyper_for(i), Attrs().set("lr", lr));
+}
+
+// ---- Adagrad and Lamb: elementwise ops reading the hyper tensor --------------------------------
+
+namespace {
+// The per-step scalar k of an update as a 0-d tensor of dtype: element k of the hyper tensor while
+// tracing (read at run time), else the value itself.
+Tensor per_step(const Tensor& hyper, int64_t k, double value, DType dtype, Device device) {
+  if (hyper.defined()) return hyper.select(0, k).to(dtype);
+  return scalar_tensor(value, dtype, device);
+}
+// sqrt(sum(x^2)) over every element: MindSpore's nn.Norm with no axis.
+Tensor l2_norm(const Tensor& x) { return sqrt(sum(square(x))); }
+}  // namespace
+
+Adagrad::Adagrad(std::vector<Tensor> params, LearningRate lr, AdagradOptions opts)
+    : Adagrad(groups_of(std::move(params)), std::move(lr), opts) {}
+
+Adagrad::Adagrad(std::vector<ParamGroup> groups, LearningRate lr, AdagradOptions opts)
+    : Optimizer(std::move(groups), std::move(lr), opts.weight_decay), opts_(opts) {
+  SPORE_CHECK(std::isfinite(opts.accum) && opts.accum >= 0,
+              "[Adagrad] accum (the accumulator's initial value) must be >= 0, got ", opts.accum);
+  SPORE_CHECK(opts.update_slots || opts.accum > 0,
+              "[Adagrad] with update_slots=false the accumulator stays at accum, which must then "
+              "be > 0 (the update divides by sqrt(accum)); got ",
+              opts.accum);
+  set_loss_scale(opts.loss_scale);
+  for (const Tensor& p : params_) accum_.push_back(full_like(p, opts.accum));
+}
+
+std::vector<std::pair<std::string, Tensor>> Adagrad::state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  append_state(out, "accum", accum_);
+  return out;
+}
+
+std::shared_ptr<Optimizer> Adagrad::rebuild(std::vector<ParamGroup> groups) const {
+  return std::make_shared<Adagrad>(std::move(groups), default_lr(), opts_);
+}
+void Adagrad::free_state() { accum_.clear(); }
+
+void Adagrad::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
+  const Tensor& p = params_[i];
+  const Tensor g = decayed(grad, p, weight_decay);
+  Tensor acc = accum_[i];
+  if (opts_.update_slots) {
+    acc = acc + square(g);
+    assign(accum_[i], acc);
+  }
+  const Tensor lr_t = per_step(hyper_for(i), 0, lr, p.dtype(), p.device());
+  assign(p, p - lr_t * g * rsqrt(acc));
+}
+
+Lamb::Lamb(std::vector<Tensor> params, LearningRate lr, LambOptions opts)
+    : Lamb(groups_of(std::move(params)), std::move(lr), opts) {}
+
+Lamb::Lamb(std::vector<ParamGroup> groups, LearningRate lr, LambOptions opts)
+    : Optimizer(std::move(groups), std::move(lr), opts.weight_decay), opts_(opts) {
+  SPORE_CHECK(opts.beta1 > 0 && opts.beta1 < 1, "[Lamb] beta1 must be in (0, 1), got ", opts.beta1);
+  SPORE_CHECK(opts.beta2 > 0 && opts.beta2 < 1, "[Lamb] beta2 must be in (0, 1), got ", opts.beta2);
+  SPORE_CHECK(opts.eps > 0, "[Lamb] eps must be > 0, got ", opts.eps);
+  SPORE_CHECK(!opts.trust_ratio_weight_decay || *opts.trust_ratio_weight_decay >= 0,
+              "[Lamb] trust_ratio_weight_decay must be >= 0, got ",
+              opts.trust_ratio_weight_decay.value_or(0));
+  m_ = zeros_like_params();
+  v_ = zeros_like_params();
+}
+
+std::vector<std::pair<std::string, Tensor>> Lamb::state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  append_state(out, "lamb_m", m_);  // MindSpore's prefixes
+  append_state(out, "lamb_v", v_);
+  return out;
+}
+
+void Lamb::free_state() {
+  m_.clear();
+  v_.clear();
+}
+
+void Lamb::hyper_values(double lr, double* out) const {
+  const double t = double(step_ + 1);
+  out[0] = lr;
+  out[1] = 1 - std::pow(opts_.beta1, t);
+  out[2] = 1 - std::pow(opts_.beta2, t);
+}
+
+void Lamb::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
+  const Tensor& p = params_[i];
+  // MindSpore computes in float32 (float64 parameters stay float64) and casts back.
+  const DType dt = p.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  const Device dev = p.device();
+  const Tensor hyper = hyper_for(i);
+  double h[3];
+  hyper_values(lr, h);
+  const Tensor lr_t = per_step(hyper, 0, h[0], dt, dev);
+  const Tensor bc1 = per_step(hyper, 1, h[1], dt, dev), bc2 = per_step(hyper, 2, h[2], dt, dev);
+  const double b1 = opts_.beta1, b2 = opts_.beta2, eps = opts_.eps;
+  const Tensor pf = p.to(dt), g = grad.to(dt);
+  const Tensor m = m_[i].to(dt) * b1 + g * (1 - b1);
+  const Tensor v = v_[i].to(dt) * b2 + square(g) * (1 - b2);
+  const Tensor m_hat = m / bc1, v_hat = v / bc2;
+  const Tensor w_norm = l2_norm(pf), g_norm = l2_norm(g);
+  Tensor r = m_hat * rsqrt(v_hat + eps);
+  const double trust_wd = opts_.trust_ratio_weight_decay.value_or(weight_decay);
+  if (trust_wd != 0) r = r + pf * trust_wd;
+  const Tensor zero = scalar_tensor(0, dt, dev), one = scalar_tensor(1, dt, dev);
+  const Tensor nonzero = logical_and(greater(w_norm, zero), greater(g_norm, zero));
+  const Tensor trust = clamp(where(nonzero, w_norm / l2_norm(r), one), 0.0, 10.0);
+  Tensor upd = m_hat / (sqrt(v_hat) + eps);
+  if (weight_decay != 0) upd = upd + pf * weight_decay;
+  assign(p, pf - upd * (trust * lr_t));  // assign casts back to the parameter's dtype
+  assign(m_[i], m);
+  assign(v_[i], v);
 }
 
 }  // namespace spore::optim

@@ -56,7 +56,8 @@ ShardedOptimizer::ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bo
     shard_ = inner_->rebuild(std::move(groups));
     SPORE_CHECK(shard_ != nullptr, who, "the optimizer ", inner_->name(),
                 " cannot be sharded (it does not implement Optimizer::rebuild); use SGD, Momentum, "
-                "Adam, AdamWeightDecay or RMSProp, or turn off enable_parallel_optimizer");
+                "Adam, AdamWeightDecay, RMSProp or Adagrad (Lamb's trust ratio needs whole "
+                "parameters), or turn off enable_parallel_optimizer");
     shard_->set_global_step(inner_->global_step());
     shard_->set_loss_scale(inner_->loss_scale());
   }

@@ -7,8 +7,8 @@
 // - the fusion takes updates sharing one hyper value and never merges two hyper tensors;
 // - a traced graph reads the hyper tensor at run time (a new value changes the next run);
 // - TrainOneStepCell in Graph mode: a 10-step cosine schedule (Momentum), Adam, AdamWeightDecay,
-//   RMSProp, per-group schedules: ONE compilation, losses and parameters equal to PyNative (the
-//   DCE + fusion graph bitwise, the full pipeline to float32 rounding);
+//   RMSProp, Adagrad, Lamb, per-group schedules: ONE compilation, losses and parameters equal to
+//   PyNative (the DCE + fusion graph bitwise, the full pipeline to float32 rounding);
 // - optimizers without a hyper input (SGD without momentum) still key the graph on the lr.
 #include <gtest/gtest.h>
 
@@ -440,6 +440,23 @@ TEST(HyperInput, AdamWeightDecayAndRMSPropCompileOneGraph) {
                                                 optim::RMSPropOptions{.momentum = 0.5});
       },
       10, "RMSProp");
+}
+
+// Adagrad and Lamb update with elementwise ops and norms that read the hyper tensor ([lr]; Lamb's
+// [lr, 1 - beta1^t, 1 - beta2^t]): one graph for a whole cosine schedule, equal to PyNative.
+TEST(HyperInput, AdagradAndLambCompileOneGraph) {
+  expect_one_graph_matching_pynative(
+      [](nn::Cell& n) {
+        return std::make_shared<optim::Adagrad>(n.trainable_params(), kCosine,
+                                                optim::AdagradOptions{.weight_decay = 1e-3});
+      },
+      10, "Adagrad");
+  expect_one_graph_matching_pynative(
+      [](nn::Cell& n) {
+        return std::make_shared<optim::Lamb>(n.trainable_params(), kCosineAdam,
+                                             optim::LambOptions{.weight_decay = 1e-2});
+      },
+      10, "Lamb");
 }
 
 // Two groups, one with its own schedule: two hyper tensors (two fused updates), one graph.

@@ -66,3 +66,18 @@ def test_linear_regression(root_dir, tmp_path):
     assert abs(w - 2) < 0.1 and abs(b - 3) < 0.5
     assert losses[-1] < 0.2 * losses[0] and losses[-1] < 1.6  # the noise has variance 1
     assert curve.read_text().splitlines()[0] == "epoch,loss" and len(curve.read_text().splitlines()) == 9
+
+
+@pytest.mark.parametrize("mode,optimizer,epochs", [("pynative", "adam", 5), ("graph", "lamb", 10)])
+def test_timeseries_lstm_forecast_beats_last_value(root_dir, tmp_path, mode, optimizer, epochs):
+    r = run_example(root_dir, "timeseries/lstm_forecast.py",
+                    ["--epochs", str(epochs), "--mode", mode, "--optimizer", optimizer, "--out", str(tmp_path)])
+    assert r["mse"] < 0.5 * r["naive_mse"] and r["mae"] < r["naive_mae"], r
+    assert r["epoch_losses"][-1] < 0.2 * r["epoch_losses"][0]
+    loss = (tmp_path / "loss.csv").read_text().splitlines()
+    forecast = (tmp_path / "forecast.csv").read_text().splitlines()
+    assert loss[0] == "epoch,loss" and len(loss) == epochs + 1
+    assert forecast[0] == "step,truth,forecast,naive" and len(forecast) == 1 + len(r["truth"]) == 241
+    # forecast.csv holds what was scored: its MSE is Model.eval's
+    rows = np.array([[float(v) for v in line.split(",")] for line in forecast[1:]])
+    np.testing.assert_allclose(np.mean((rows[:, 2] - rows[:, 1]) ** 2), r["mse"], rtol=1e-4)

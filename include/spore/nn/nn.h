@@ -1,5 +1,5 @@
-// The nn layer in one include: cells, containers, layers, initializers and losses, plus the
-// functional ops (spore/ops.h) that a construct() body calls.
+// The nn layer in one include: cells, containers, layers (recurrent ones too), initializers and
+// losses, plus the functional ops (spore/ops.h) that a construct() body calls.
 #pragma once
 #include "spore/autograd.h"
 #include "spore/nn/activation.h"
@@ -10,5 +10,6 @@
 #include "spore/nn/loss.h"
 #include "spore/nn/norm.h"
 #include "spore/nn/pool.h"
+#include "spore/nn/rnn.h"
 #include "spore/nn/transformer.h"
 #include "spore/ops.h"

@@ -4,10 +4,16 @@
 //   Adam             (nn.Adam)             bias-corrected moments; weight_decay is L2 (added to g)
 //   AdamWeightDecay  (nn.AdamWeightDecay)  moments without bias correction; decay decoupled
 //   RMSProp          (nn.RMSProp)          ms = decay * ms + (1 - decay) g^2; eps inside the sqrt
+//   Adagrad          (nn.Adagrad)          accum += g^2; p -= lr * g / sqrt(accum)
+//   Lamb             (nn.Lamb)             Adam's bias-corrected step scaled by a layer-wise trust
+//   ratio
 // Each takes a parameter list (one group) or ParamGroups (per-group lr / weight decay). The
-// updates run through the in-place primitives ApplyMomentum / ApplyAdam / ApplyRMSProp.
+// updates run through the in-place primitives ApplyMomentum / ApplyAdam / ApplyRMSProp; Adagrad's
+// and Lamb's are elementwise ops and norms that read their per-step scalars from the hyper tensor
+// while tracing (so Graph mode compiles one step for every lr and step too).
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -153,6 +159,69 @@ class RMSProp : public Optimizer {
  private:
   RMSPropOptions opts_;
   std::vector<Tensor> ms_, mom_;
+};
+
+struct AdagradOptions {
+  double accum = 0.1;        // the accumulator's initial value (MindSpore's default)
+  bool update_slots = true;  // false: the accumulator stays at its initial value
+  double weight_decay = 0;   // L2, added to the gradient
+  double loss_scale = 1;
+};
+// MindSpore's Adagrad (ApplyAdagrad): g = grad + weight_decay * p; accum += g^2 (update_slots);
+// p -= lr * g / sqrt(accum). No epsilon: accum starts above zero (accum > 0 is required when
+// update_slots is false).
+class Adagrad : public Optimizer {
+ public:
+  Adagrad(std::vector<Tensor> params, LearningRate lr = 1e-3, AdagradOptions opts = {});
+  Adagrad(std::vector<ParamGroup> groups, LearningRate lr = 1e-3, AdagradOptions opts = {});
+  std::string name() const override { return "Adagrad"; }
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+  std::shared_ptr<Optimizer> rebuild(std::vector<ParamGroup> groups) const override;
+
+ protected:
+  void free_state() override;
+  void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+  size_t hyper_size() const override { return 1; }  // [lr]
+
+ private:
+  AdagradOptions opts_;
+  std::vector<Tensor> accum_;
+};
+
+struct LambOptions {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-6;
+  double weight_decay = 0;
+  // The weight decay inside the trust ratio's norm (g_norm_hat below). MindSpore without
+  // parameter groups puts its one weight_decay there for every parameter, also for those its
+  // decay filter leaves undecayed (names with "beta" / "gamma"); set it to that value to match.
+  // Unset: each parameter's own weight decay.
+  std::optional<double> trust_ratio_weight_decay{};
+};
+// MindSpore's Lamb at step t (1-based), computed in float32 at least:
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;  m^ = m / (1 - b1^t);  v^ = v / (1 - b2^t)
+//   update = m^ / (sqrt(v^) + eps) + wd * p
+//   g_norm_hat = || m^ * rsqrt(v^ + eps) + wd' * p ||        (wd': trust_ratio_weight_decay)
+//   trust = ||p|| > 0 and ||g|| > 0 ? ||p|| / g_norm_hat : 1, clipped to [0, 10]
+//   p -= lr * trust * update
+// The norms are over each whole parameter, so Lamb cannot be sharded (rebuild() is nullptr).
+class Lamb : public Optimizer {
+ public:
+  Lamb(std::vector<Tensor> params, LearningRate lr, LambOptions opts = {});
+  Lamb(std::vector<ParamGroup> groups, LearningRate lr, LambOptions opts = {});
+  std::string name() const override { return "Lamb"; }
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+
+ protected:
+  void free_state() override;
+  void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
+  size_t hyper_size() const override { return 3; }  // [lr, 1 - beta1^t, 1 - beta2^t]
+  void hyper_values(double lr, double* out) const override;
+
+ private:
+  LambOptions opts_;
+  std::vector<Tensor> m_, v_;
 };
 
 }  // namespace spore::optim

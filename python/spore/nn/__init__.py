@@ -8,10 +8,11 @@ from .transformer import (MultiheadAttention, TransformerDecoder, TransformerDec
                           TransformerEncoderLayer)
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, LossBase, MSELoss, NLLLoss,
                    SmoothL1Loss, SoftmaxCrossEntropyWithLogits)
-from .optim import (SGD, Adam, AdamW, AdamWeightDecay, CosineDecayLR, ExponentialDecayLR, InverseDecayLR,
-                    LearningRateSchedule, Momentum, NaturalExpDecayLR, Optimizer, PolynomialDecayLR, RMSProp,
+from .optim import (SGD, Adagrad, Adam, AdamW, AdamWeightDecay, CosineDecayLR, ExponentialDecayLR, InverseDecayLR,
+                    Lamb, LearningRateSchedule, Momentum, NaturalExpDecayLR, Optimizer, PolynomialDecayLR, RMSProp,
                     WarmUpLR, cosine_decay_lr, exponential_decay_lr, inverse_decay_lr, natural_exp_decay_lr,
                     piecewise_constant_lr, polynomial_decay_lr, warmup_lr)
+from .rnns import GRU, LSTM, RNN
 from .wrap import TrainOneStepCell, TrainOneStepWithLossScaleCell, WithEvalCell, WithLossCell
 from .._metrics import (MAE, MSE, Accuracy, ConfusionMatrix, F1, Loss, Metric, Precision, Recall,
                              Top1CategoricalAccuracy, Top5CategoricalAccuracy, TopKCategoricalAccuracy)

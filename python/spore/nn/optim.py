@@ -1,5 +1,5 @@
 """Optimizers (MindSpore's nn.Optimizer family) over the C++ ones (spore/optim): SGD, Momentum,
-Adam, AdamWeightDecay (AdamW), RMSProp. `optimizer(grads)` applies one update in place, with the
+Adam, AdamWeightDecay (AdamW), RMSProp, Adagrad, Lamb. `optimizer(grads)` applies one update in place, with the
 gradients in the order of `optimizer.parameters`.
 
 Parameters are a list (e.g. net.trainable_params()) or MindSpore's group dicts:
@@ -188,6 +188,35 @@ class RMSProp(Optimizer):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
         self._build(_C.RMSProp(self._groups, learning_rate, float(decay), float(momentum), float(epsilon),
                                float(weight_decay), float(loss_scale)))
+
+
+class Adagrad(Optimizer):
+    """MindSpore's Adagrad (ApplyAdagrad): accum += g^2 (update_slots), p -= lr * g / sqrt(accum), with
+    accum starting at `accum` and g including weight_decay * p."""
+
+    def __init__(self, params, accum=0.1, learning_rate=0.001, update_slots=True, loss_scale=1.0, weight_decay=0.0):
+        if not isinstance(update_slots, bool):
+            raise TypeError(f"For 'Adagrad', the argument 'update_slots' must be a bool, but got "
+                            f"{type(update_slots).__name__}.")
+        if isinstance(accum, bool) or not isinstance(accum, (int, float)):
+            raise TypeError(f"For 'Adagrad', the argument 'accum' must be a float, but got {type(accum).__name__}.")
+        super().__init__(learning_rate, params, weight_decay, loss_scale)
+        self._build(_C.Adagrad(self._groups, learning_rate, float(accum), update_slots, float(weight_decay),
+                               float(loss_scale)))
+
+
+class Lamb(Optimizer):
+    """MindSpore's Lamb: Adam's bias-corrected moments, the step scaled per parameter by the trust ratio
+    ||p|| / ||m^ / sqrt(v^ + eps) + weight_decay * p|| (1 when ||p|| or ||g|| is 0, clipped to [0, 10]).
+    Without parameter groups the trust ratio uses weight_decay for every parameter, as MindSpore's does,
+    while the update decays only those its filter keeps (names without "beta" / "gamma")."""
+
+    def __init__(self, params, learning_rate, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.0):
+        params = list(params)
+        super().__init__(learning_rate, params, weight_decay)
+        grouped = bool(params) and isinstance(params[0], dict)
+        self._build(_C.Lamb(self._groups, learning_rate, float(beta1), float(beta2), float(eps),
+                            float(weight_decay), None if grouped else float(weight_decay)))
 
 
 # ---- learning-rate schedules (nn.*LR cells) and per-step lists (nn.*_lr) -------------------------
