@@ -41,6 +41,7 @@ class Cell:
         d["_graph"] = None
         d["_auto_prefix"] = auto_prefix
         d["cell_type"] = None
+        d["requires_grad"] = None  # set_grad: None follows the ambient grad mode
         if flags:
             d.update(flags)
 
@@ -117,6 +118,13 @@ class Cell:
                                   f"must implement construct(self, *inputs)")
 
     def __call__(self, *args, **kwargs):
+        rg = self.__dict__.get("requires_grad")
+        if rg is not None and _grad_depth[0] == 0 and not _C.is_tracing() and rg != _C.is_grad_enabled():
+            with (_C._EnableGrad() if rg else _C._NoGrad()):  # set_grad: this forward's grad mode
+                return self._call(args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         cpp = self._cpp
         if self._builtin and not kwargs:
             if self._multi_out:
@@ -265,6 +273,17 @@ class Cell:
         return self
 
     def set_grad(self, requires_grad=True):
+        """MindSpore's Cell.set_grad: whether a PYNATIVE_MODE call of this cell builds what the
+        backward pass needs. True: its forward records the autograd tape even inside a no-grad scope
+        (ms._no_grad); False: its forward records nothing (an inference call: no tape, no saved
+        activations; the outputs have requires_grad False). value_and_grad / grad / GradOperation
+        differentiate the cell whatever the flag (MindSpore's grad transforms set it themselves),
+        and a GRAPH_MODE call compiles only the forward unless a grad transform asks. Not called:
+        the ambient grad mode decides (records while parameters require grad)."""
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"For '{type(self).__name__}.set_grad', 'requires_grad' must be a bool, "
+                            f"got {type(requires_grad).__name__}")
+        self.__dict__["requires_grad"] = requires_grad
         return self
 
     def to_float(self, dst_type):
