@@ -124,6 +124,7 @@ void bind_train(py::module_& m) {
   // to its strategy's cut (differentiable redistributions) and the engine does the rest.
   m.def("shard_region_active",
         [] { return parallel::semi_auto_active() && parallel::in_sharded_region(); });
+  m.def("shard_log", [] { return parallel::redistribution_log(); });  // tests: what moved
   m.def("shard_input", [](const Tensor& t, const std::vector<int64_t>& pieces) {
     return parallel::redistribute(
         t, parallel::layout_from_strategy(pieces, parallel::get_group_size()));
@@ -273,7 +274,9 @@ void bind_train(py::module_& m) {
           "train",
           [](train::Model& md, int64_t epoch, const data::Dataset& ds,
              const std::vector<std::shared_ptr<Callback>>& cbs,
-             int64_t initial_epoch) { md.train(epoch, ds, callbacks_of(cbs), initial_epoch); },
+             int64_t initial_epoch, int64_t sink_size) {
+            md.train(epoch, ds, callbacks_of(cbs), initial_epoch, sink_size);
+          },
           nogil)
       .def(
           "eval",
@@ -286,8 +289,8 @@ void bind_train(py::module_& m) {
           "fit",
           [](train::Model& md, int64_t epoch, const data::Dataset& tr, const data::Dataset& va,
              const std::vector<std::shared_ptr<Callback>>& cbs, int64_t freq,
-             int64_t initial_epoch) {
-            md.fit(epoch, tr, va, callbacks_of(cbs), freq, initial_epoch);
+             int64_t initial_epoch, int64_t sink_size) {
+            md.fit(epoch, tr, va, callbacks_of(cbs), freq, initial_epoch, sink_size);
           },
           nogil)
       .def(

@@ -148,3 +148,224 @@ def test_set_grad_is_the_forward_grad_mode():
         assert not Classifier()(x).requires_grad
     with pytest.raises(TypeError, match="requires_grad"):
         net.set_grad("yes")
+
+
+# ---- dataset_sink_mode ------------------------------------------------------------------------------
+
+class _Steps(ms.train.Callback):
+    def __init__(self):
+        self.began, self.ended, self.losses, self.epochs = [], [], [], []
+
+    def on_train_step_begin(self, run_context):
+        self.began.append(run_context.original_args().cur_step_num)
+
+    def on_train_step_end(self, run_context):
+        cb = run_context.original_args()
+        self.ended.append(cb.cur_step_num)
+        self.losses.append(float(cb.net_outputs.asnumpy()))
+
+    def on_train_epoch_end(self, run_context):
+        self.epochs.append((run_context.original_args().cur_epoch_num, run_context.original_args().batch_num))
+
+
+def _weights_after(mode, **kw):
+    ms.set_context(mode=mode)
+    ms.set_seed(5)
+    x, y = blobs(64)
+    data = ms.dataset.NumpySlicesDataset((x, y), ["x", "y"], shuffle=False).batch(16)  # 4 steps an epoch
+    net, _, model = _model(0.05)
+    rec = _Steps()
+    model.train(kw.pop("epochs", 2), data, callbacks=[rec], **kw)
+    return [p.asnumpy().copy() for p in net.trainable_params()], rec
+
+
+@pytest.mark.parametrize("mode", [ms.PYNATIVE_MODE, ms.GRAPH_MODE])
+def test_dataset_sink_mode_is_mindspores_sink(mode):
+    plain, rec = _weights_after(mode)
+    assert rec.began == [1, 2, 3, 4, 5, 6, 7, 8] and rec.ended == [1, 2, 3, 4, 5, 6, 7, 8]
+    # a sink per epoch: the same steps, so the same weights; the callbacks see one step per epoch,
+    # begun at the step count before the sink and ended after it (MindSpore's order)
+    sunk, rec = _weights_after(mode, dataset_sink_mode=True)
+    for a, b in zip(plain, sunk):
+        np.testing.assert_array_equal(a, b)
+    assert rec.began == [0, 4] and rec.ended == [4, 8] and rec.epochs == [(1, 4), (2, 4)]
+    # sink_size=3: every epoch is 3 steps from one iterator that goes on across epochs (and
+    # restarts the dataset after its 4 batches): 8 epochs of 3 = 24 steps = 6 passes
+    plain6, _ = _weights_after(mode, epochs=6)
+    sized, rec = _weights_after(mode, epochs=8, dataset_sink_mode=True, sink_size=3)
+    assert rec.ended == [3, 6, 9, 12, 15, 18, 21, 24] and rec.epochs[0] == (1, 3)
+    for a, b in zip(plain6, sized):
+        np.testing.assert_array_equal(a, b)
+    # sink_size without sink mode is ignored, as in MindSpore (it only sizes the sinks)
+    _, rec = _weights_after(mode, sink_size=3)
+    assert rec.ended == [1, 2, 3, 4, 5, 6, 7, 8]
+    with pytest.raises(ValueError, match="sink_size"):
+        _weights_after(mode, dataset_sink_mode=True, sink_size=0)
+
+
+def test_eval_sink_mode_is_refused():
+    x, y = blobs(32)
+    data = ms.dataset.NumpySlicesDataset((x, y), ["x", "y"], shuffle=False).batch(16)
+    _, _, model = _model(metrics={"accuracy"})
+    with pytest.raises(NotImplementedError, match="dataset_sink_mode=True is not supported: evaluation"):
+        model.eval(data, dataset_sink_mode=True)
+    with pytest.raises(NotImplementedError, match="valid_dataset_sink_mode"):
+        model.fit(1, data, data, valid_dataset_sink_mode=True)
+
+
+# ---- python_multiprocessing -------------------------------------------------------------------------
+
+def _pid_and_double(x):
+    return (x * 2).astype(np.float32), np.array(os.getpid(), np.int64)
+
+
+def test_python_multiprocessing_runs_python_callables_in_processes():
+    data = np.arange(24, dtype=np.float32).reshape(12, 2)
+    ds = ms.dataset.NumpySlicesDataset({"x": data}, shuffle=False)
+    mp = ds.map(_pid_and_double, "x", ["x", "pid"], num_parallel_workers=2, python_multiprocessing=True)
+    rows = list(mp.create_tuple_iterator(output_numpy=True))
+    np.testing.assert_array_equal(np.stack([r[0] for r in rows]), data * 2)
+    pids = {int(r[1]) for r in rows}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2  # ran in the pool's processes
+    # threads (the default): the same values, computed in this process
+    th = ds.map(_pid_and_double, "x", ["x", "pid"], num_parallel_workers=2)
+    rows = list(th.create_tuple_iterator(output_numpy=True))
+    assert {int(r[1]) for r in rows} == {os.getpid()}
+    # a lambda works (the pool is forked; nothing is pickled but rows)
+    lam = ds.map(lambda x: x + 1, "x", python_multiprocessing=True, num_parallel_workers=2)
+    np.testing.assert_array_equal(np.stack([r[0] for r in lam.create_tuple_iterator(output_numpy=True)]), data + 1)
+
+    class Source:
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, i):
+            return np.array([i], np.int64), np.array(os.getpid(), np.int64)
+
+    gen = ms.dataset.GeneratorDataset(Source(), ["i", "pid"], shuffle=False, num_parallel_workers=2,
+                                      python_multiprocessing=True)
+    rows = list(gen.create_tuple_iterator(output_numpy=True))
+    assert [int(r[0][0]) for r in rows] == list(range(6)) and os.getpid() not in {int(r[1]) for r in rows}
+    # a per_batch_map in processes
+    b = ds.batch(4, per_batch_map=lambda x, info: ([r * 0 + info.get_batch_num() + os.getpid() for r in x],),
+                 input_columns=["x"], python_multiprocessing=True, num_parallel_workers=2)
+    got = [float(r[0][0, 0]) for r in b.create_tuple_iterator(output_numpy=True)]
+    assert [g - int(g) for g in got] == [0.0] * 3 and os.getpid() not in {int(g) - k for k, g in enumerate(got)}
+    with pytest.raises(NotImplementedError, match="per_batch_map"):
+        ds.batch(4, num_parallel_workers=2)
+    with pytest.raises(NotImplementedError, match="column_types"):
+        ms.dataset.GeneratorDataset(Source(), ["i", "pid"], column_types=[ms.int64, ms.int64])
+
+
+def test_dataset_config_workers_and_iterator_epochs():
+    ms.dataset.config.set_num_parallel_workers(3)
+    try:
+        assert ms.dataset.config.get_num_parallel_workers() == 3
+    finally:
+        ms.dataset.config._workers[0] = None
+    assert ms.dataset.config.get_num_parallel_workers() == ms._C.default_num_workers() >= 1
+    ds = ms.dataset.NumpySlicesDataset({"x": np.arange(4, dtype=np.float32)}, shuffle=False)
+    it = ds.create_tuple_iterator(num_epochs=1, output_numpy=True)
+    assert len(list(it)) == 4
+    with pytest.raises(RuntimeError, match="num_epochs"):
+        next(it)
+
+
+# ---- save_graphs --------------------------------------------------------------------------------------
+
+def test_save_graphs_writes_the_ir_dumps(tmp_path):
+    out = str(tmp_path / "ir")
+    ms.set_context(mode=ms.GRAPH_MODE, save_graphs=True, save_graphs_path=out)
+    try:
+        assert ms.get_context("save_graphs") is True and ms._C.save_graphs_path() == out
+        net = Classifier()
+        net(ms.Tensor(np.ones((4, 2), np.float32)))
+    finally:
+        ms.set_context(save_graphs=False)
+    files = sorted(os.listdir(out))
+    assert any(f.endswith(".txt") for f in files) and any(f.endswith(".dot") for f in files), files
+    assert any("final" in f for f in files)
+    assert ms._C.save_graphs_path() in ("", os.environ.get("SPORE_DUMP_IR", ""))
+    with pytest.raises(ValueError, match="save_graphs"):
+        ms.set_context(save_graphs="yes")
+
+
+def test_set_context_options_are_honoured_warned_or_refused():
+    before = ms._C.get_num_threads()
+    try:
+        ms.set_context(runtime_num_threads=1)
+        assert ms._C.get_num_threads() == 1 and ms.get_context("runtime_num_threads") == 1
+    finally:
+        ms._C.set_num_threads(before)
+    with pytest.warns(UserWarning, match="max_call_depth=10000 changes nothing in Spore"):
+        ms.set_context(max_call_depth=10000)
+    assert ms.get_context("max_call_depth") == 10000
+    ms.set_context(max_call_depth=1000, jit_level="O0")  # MindSpore's defaults: nothing to say
+    with pytest.raises(NotImplementedError, match="enable_profiling.*ms.Profiler"):
+        ms.set_context(enable_profiling=True)
+    with pytest.raises(NotImplementedError, match="deterministic='ON'"):
+        ms.set_context(deterministic="ON", mode=ms.GRAPH_MODE)
+    assert ms.get_context("mode") == ms.PYNATIVE_MODE  # nothing was changed
+    ms.set_context(deterministic="OFF")
+
+
+# ---- Profiler -----------------------------------------------------------------------------------------
+
+def test_profiler_writes_the_cli_trace(tmp_path):
+    import json
+    out = str(tmp_path / "prof")
+    x, y = blobs(32)
+    data = ms.dataset.NumpySlicesDataset((x, y), ["x", "y"], shuffle=False).batch(16)
+    _, _, model = _model()
+    profiler = ms.Profiler(output_path=out)
+    model.train(1, data)
+    summary = profiler.analyse()
+    trace = json.load(open(os.path.join(out, "trace.json")))
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    names = {e.get("name") for e in events}
+    assert "step" in names and "matmul" in names, sorted(n for n in names if n)[:40]
+    assert "matmul" in summary and os.path.exists(os.path.join(out, "summary.txt"))
+    # start_profile=False records nothing until start()
+    p2 = ms.Profiler(output_path=str(tmp_path / "p2"), start_profile=False)
+    ops.relu(ms.Tensor(np.ones(3, np.float32)))
+    p2.start()
+    ops.sigmoid(ms.Tensor(np.ones(3, np.float32)))
+    p2.analyse()
+    names = {e.get("name") for e in json.load(open(str(tmp_path / "p2" / "trace.json")))["traceEvents"]}
+    assert "sigmoid" in names and "relu" not in names
+    with pytest.raises(NotImplementedError, match="aic_metrics"):
+        ms.Profiler(output_path=out, aic_metrics="PipeUtilization")
+    ms.Profiler(output_path=out, profile_communication=True).stop()  # what Spore records anyway
+
+
+# ---- Primitive.shard ----------------------------------------------------------------------------------
+
+def test_primitive_shard_checks_and_standalone_identity():
+    a = ms.Tensor(np.arange(8, dtype=np.float32).reshape(2, 4))
+    b = ms.Tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+    mm = ops.MatMul().shard(((1, 2), (2, 1)))
+    assert isinstance(mm, ops.MatMul) and mm.attrs["in_strategy"] == ((1, 2), (2, 1))
+    # stand-alone (one rank): the strategy has no effect, as in MindSpore
+    np.testing.assert_allclose(mm(a, b).asnumpy(), a.asnumpy() @ b.asnumpy())
+    ops.ReduceSum().shard(((2, 1),))
+    ops.Add().shard(((2, 1), (2, 1)))
+    ops.MatMul().shard(((2, 1), (1, 1)), out_strategy=((2, 1),))
+    with pytest.raises(NotImplementedError, match="no rule for this primitive.*MatMul"):
+        ops.Concat().shard(((1, 2),))
+    with pytest.raises(ValueError, match="one entry per tensor input \\(2\\)"):
+        ops.MatMul().shard(((1, 2),))
+    with pytest.raises(ValueError, match="tuple of tuples of ints >= 1"):
+        ops.ReLU().shard(((0, 2),))
+    with pytest.raises(NotImplementedError, match="out_strategy' is supported for MatMul only"):
+        ops.Add().shard(((2, 1), (2, 1)), out_strategy=((2, 1),))
+
+
+def test_primitive_shard_two_ranks_matches_one_process():
+    """ops.MatMul().shard(...) under semi_auto_parallel on 2 MPI ranks, through Model: the same
+    evaluation loss as one process."""
+    from test_parallel import _one_and_two_ranks
+    a, b = _one_and_two_ranks("sharded_primitive_job.py",
+                              r"RANKS (\d+) EVAL_LOSS ([0-9.eE+-]+) MOVES (\d+) REDUCES (\d+)")
+    assert a.group(1) == "1" and a.group(3) == "0"  # one process: the strategies do nothing
+    assert b.group(1) == "2" and int(b.group(3)) > 0 and int(b.group(4)) > 0  # cut, partial sums reduced
+    np.testing.assert_allclose(float(b.group(2)), float(a.group(2)), rtol=1e-5)

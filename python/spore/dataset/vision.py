@@ -4,6 +4,7 @@ import numpy as np
 
 from .. import _C
 from .transforms import TensorOperation
+from .._args import refuse
 
 Inter = _C.Inter
 Border = _C.Border
@@ -66,6 +67,7 @@ class RandomCrop(TensorOperation):
 class RandomResizedCrop(TensorOperation):
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), interpolation=Inter.BILINEAR,
                  max_attempts=10):
+        refuse("vision.RandomResizedCrop", "Spore's crop tries 10 times, as MindSpore's default", max_attempts=(max_attempts, 10))
         self._op = _C.RandomResizedCrop(_size(size), list(scale), list(ratio), interpolation)
 
 
@@ -103,6 +105,7 @@ class Rotate(TensorOperation):
 
 class CutOut(TensorOperation):
     def __init__(self, length, num_patches=1, is_hwc=True):
+        refuse("vision.CutOut", "Spore's CutOut takes HWC images", is_hwc=(is_hwc, True))
         self._op = _C.CutOut(int(length), int(num_patches), [0.0])
 
 

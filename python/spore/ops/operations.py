@@ -5,6 +5,7 @@ import functools
 from .. import _C
 from ..common.tensor import Tensor
 from . import functional as F
+from .._args import refuse
 
 # Primitive.shard: the primitives whose C++ op the sharding engine has a rule for
 # (src/parallel/sharding.cpp, Engine::call_with: elementwise ops, matmul, sum / mean, permute,
@@ -340,6 +341,7 @@ class OneHot(Primitive):
 
 class Gather(Primitive):
     def __call__(self, params, indices, axis, batch_dims=0):
+        refuse("ops.Gather", "batch_dims > 0 is not supported; gather per batch element", batch_dims=(batch_dims, 0))
         return F.gather(params, indices, axis)
 
 
@@ -393,10 +395,17 @@ class LeakyReLU(Primitive):
 class Conv2D(Primitive):
     def __init__(self, out_channel, kernel_size, mode=1, pad_mode="valid", pad=0, stride=1, dilation=1, group=1,
                  data_format="NCHW"):
+        refuse("ops.Conv2D", "Spore's convolution is the cross-correlation (mode 1) on NCHW", mode=(mode, 1),
+               data_format=(data_format, "NCHW"))
+        self.out_channel, self.kernel_size = int(out_channel), (kernel_size, kernel_size) if isinstance(kernel_size, int) \
+            else tuple(kernel_size)
         super().__init__()
         self.pad_mode, self.pad, self.stride, self.dilation, self.group = pad_mode, pad, stride, dilation, group
 
     def __call__(self, x, w):
+        if w.ndim == 4 and (w.shape[0] != self.out_channel or tuple(w.shape[2:]) != self.kernel_size):
+            raise ValueError(f"For 'Conv2D', the weight's shape {tuple(w.shape)} does not match out_channel="
+                             f"{self.out_channel} and kernel_size={self.kernel_size} given to the primitive")
         stride = self.stride if isinstance(self.stride, int) else self.stride[-1]
         dilation = self.dilation if isinstance(self.dilation, int) else self.dilation[-1]
         return F.conv2d(x, w, None, stride, self.pad_mode, self.pad, dilation, self.group)
@@ -404,6 +413,7 @@ class Conv2D(Primitive):
 
 class _Pool(Primitive):
     def __init__(self, kernel_size=1, strides=1, pad_mode="valid", data_format="NCHW"):
+        refuse(type(self).__name__, "Spore's pooling takes NCHW", data_format=(data_format, "NCHW"))
         super().__init__()
         k = kernel_size if isinstance(kernel_size, int) else kernel_size[-1]
         s = strides if isinstance(strides, int) else strides[-1]
@@ -447,6 +457,7 @@ class Print(Primitive):
 
 class Dropout(Primitive):
     def __init__(self, keep_prob=0.5, Seed0=0, Seed1=0):
+        refuse("ops.Dropout", "per-op seeds are not supported; seed the global generator with ms.set_seed", Seed0=(Seed0, 0), Seed1=(Seed1, 0))
         super().__init__()
         self.p = 1.0 - keep_prob
 

@@ -13,6 +13,8 @@ import time
 
 from .. import _C
 from ..common.tensor import Tensor
+from .._args import refuse
+from .._args import refuse, refuse_kwargs
 
 
 class _CallbackParam:
@@ -214,6 +216,10 @@ class TimeMonitor(Callback):
     """Prints the epoch time and the per-step time at each epoch end."""
 
     def __init__(self, data_size=None, data_time=False):
+        refuse("TimeMonitor", "Spore's TimeMonitor reads the step count from the run and times whole steps",
+               data_time=(data_time, False))
+        if data_size is not None and (not isinstance(data_size, int) or data_size <= 0):
+            raise ValueError(f"For 'TimeMonitor', 'data_size' must be a positive int or None, got {data_size!r}")
         self._cpp = _C.TimeMonitor()
 
 
@@ -221,6 +227,12 @@ class CheckpointConfig:
     def __init__(self, save_checkpoint_steps=1, save_checkpoint_seconds=0, keep_checkpoint_max=5,
                  keep_checkpoint_per_n_minutes=0, integrated_save=True, async_save=False, saved_network=None,
                  append_info=None, enc_key=None, enc_mode="AES-GCM", exception_save=False, **kwargs):
+        refuse("CheckpointConfig", "Spore saves every N steps / epochs, whole, synchronously and unencrypted",
+               save_checkpoint_seconds=(save_checkpoint_seconds, 0), keep_checkpoint_per_n_minutes=(keep_checkpoint_per_n_minutes, 0),
+               integrated_save=(integrated_save, True), async_save=(async_save, False), saved_network=(saved_network, None),
+               append_info=(append_info, None), enc_key=(enc_key, None), enc_mode=(enc_mode, "AES-GCM"),
+               exception_save=(exception_save, False))
+        refuse_kwargs("CheckpointConfig", kwargs, ("save_checkpoint_epochs",))
         self.save_checkpoint_steps = save_checkpoint_steps or 0
         self.keep_checkpoint_max = keep_checkpoint_max
         self.save_checkpoint_epochs = kwargs.get("save_checkpoint_epochs", 0)
@@ -261,6 +273,8 @@ class History(Callback):
 class EarlyStopping(Callback):
     def __init__(self, monitor="eval_loss", min_delta=0, patience=0, verbose=False, mode="auto", baseline=None,
                  restore_best_weights=False):
+        refuse("EarlyStopping", "Spore's EarlyStopping does not print; read stopped_epoch after training",
+               verbose=(verbose, False))
         self._cpp = _C.EarlyStopping(monitor, patience, float(min_delta), mode, baseline, restore_best_weights)
 
     @property
