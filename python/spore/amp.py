@@ -69,7 +69,8 @@ class LossScaler:
     """Base class: subclasses implement scale(inputs), unscale(inputs), adjust(grads_finite)."""
 
     def scale(self, inputs):
-        raise NotImplementedError(f"{type(self).__name__}.scale(inputs) is not implemented (got {type(inputs).__name__})")
+        raise NotImplementedError(f"{type(self).__name__}.scale(inputs) is not implemented "
+                                  f"(got {type(inputs).__name__})")
 
     def unscale(self, inputs):
         raise NotImplementedError(f"{type(self).__name__}.unscale(inputs) is not implemented "

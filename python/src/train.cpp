@@ -273,8 +273,8 @@ void bind_train(py::module_& m) {
       .def(
           "train",
           [](train::Model& md, int64_t epoch, const data::Dataset& ds,
-             const std::vector<std::shared_ptr<Callback>>& cbs,
-             int64_t initial_epoch, int64_t sink_size) {
+             const std::vector<std::shared_ptr<Callback>>& cbs, int64_t initial_epoch,
+             int64_t sink_size) {
             md.train(epoch, ds, callbacks_of(cbs), initial_epoch, sink_size);
           },
           nogil)
@@ -288,8 +288,8 @@ void bind_train(py::module_& m) {
       .def(
           "fit",
           [](train::Model& md, int64_t epoch, const data::Dataset& tr, const data::Dataset& va,
-             const std::vector<std::shared_ptr<Callback>>& cbs, int64_t freq,
-             int64_t initial_epoch, int64_t sink_size) {
+             const std::vector<std::shared_ptr<Callback>>& cbs, int64_t freq, int64_t initial_epoch,
+             int64_t sink_size) {
             md.fit(epoch, tr, va, callbacks_of(cbs), freq, initial_epoch, sink_size);
           },
           nogil)
@@ -302,7 +302,8 @@ void bind_train(py::module_& m) {
   // mindspore.Profiler (spore/profiler.py): the C++ profiler the CLI's --profile runs.
   py::class_<Profiler>(m, "Profiler")
       .def(py::init([](std::string output_path) {
-             return std::make_unique<Profiler>(ProfilerOptions{.output_path = std::move(output_path)});
+             return std::make_unique<Profiler>(
+                 ProfilerOptions{.output_path = std::move(output_path)});
            }),
            py::arg("output_path"))
       .def("start", &Profiler::start)

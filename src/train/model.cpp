@@ -294,7 +294,8 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
   TrainModeGuard mode(*train_network_, true);
   const auto t0 = Clock::now();
   std::unique_ptr<DeviceFeeder> feeder;
-  int64_t rows_from_feeder = 0;  // rows since the iterator (re)started: an empty dataset ends the run
+  int64_t rows_from_feeder =
+      0;  // rows since the iterator (re)started: an empty dataset ends the run
   each(callbacks, [&](Callback& c) { c.on_train_begin(ctx); });
   for (int64_t e = initial_epoch + 1; e <= epoch && !ctx.stop_requested; ++e) {
     ctx.epoch = e;

@@ -369,3 +369,238 @@ def test_primitive_shard_two_ranks_matches_one_process():
     assert a.group(1) == "1" and a.group(3) == "0"  # one process: the strategies do nothing
     assert b.group(1) == "2" and int(b.group(3)) > 0 and int(b.group(4)) > 0  # cut, partial sums reduced
     np.testing.assert_allclose(float(b.group(2)), float(a.group(2)), rtol=1e-5)
+
+
+# ---- the walk: every argument is honoured or refused ------------------------------------------------
+
+PKG = os.path.join(os.path.dirname(__file__), "..", "..", "python", "spore")
+
+# Parameters a function does not read, each with the reason that is not an ignored argument.
+# (file, "Class.function" or "function", parameter)
+NOT_READ = {
+    **{("train/callback.py", f"Callback.{h}", "run_context"): "a hook's default does nothing"
+       for h in ("begin", "epoch_begin", "epoch_end", "step_begin", "step_end", "end", "on_eval_begin",
+                 "on_eval_epoch_begin", "on_eval_epoch_end", "on_eval_step_begin", "on_eval_step_end", "on_eval_end")},
+    ("train/callback.py", "ReduceLROnPlateau.on_train_begin", "run_context"): "resets its own counters",
+    ("train/callback.py", "_StepTimer.on_train_step_begin", "run_context"): "test helper: times the step",
+    ("train/callback.py", "_StepTimer.on_train_step_end", "run_context"): "test helper: times the step",
+    ("nn/cell.py", "Cell.construct", "*inputs"): "the base class raises: construct is not defined",
+    ("nn/cell.py", "Cell.construct", "**kwargs"): "the base class raises: construct is not defined",
+    ("nn/cell.py", "CellList.construct", "*inputs"): "CellList has no construct; it raises",
+    ("dataset/engine.py", "Dataset.device_que", "*args"): "device_que raises: sink mode takes the dataset",
+    ("dataset/engine.py", "Dataset.device_que", "**kwargs"): "device_que raises: sink mode takes the dataset",
+    ("dataset/engine.py", "Dataset.output_shapes", "estimate"): "the shapes of the first row, exact either way",
+    ("dataset/engine.py", "Dataset.create_tuple_iterator", "do_copy"):
+        "MindSpore's do_copy=False is a zero-copy Tensor; Spore's rows always are (same values)",
+    ("dataset/engine.py", "Dataset.create_dict_iterator", "do_copy"):
+        "MindSpore's do_copy=False is a zero-copy Tensor; Spore's rows always are (same values)",
+    ("common/tensor.py", "__deepcopy__", "memo"): "a tensor's copy refers to nothing else (no cycles to track)",
+    ("train/callback.py", "Callback.__exit__", "*err"): "a callback used as a context manager lets errors through",
+    ("ops/__init__.py", "constexpr", "**kwargs"):
+        "@constexpr's options (get_instance, reuse_result, check) tune MindSpore's compiler; the function "
+        "runs as plain Python here, with the same result",
+}
+
+
+def _unread_parameters():
+    import ast
+    found = set()
+    for dirpath, _, files in os.walk(PKG):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, f)
+            rel = os.path.relpath(path, PKG).replace(os.sep, "/")
+            tree = ast.parse(open(path).read())
+
+            def visit(node, prefix):
+                for ch in ast.iter_child_nodes(node):
+                    if isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        a = ch.args
+                        params = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+                        params += ["*" + a.vararg.arg] if a.vararg else []
+                        params += ["**" + a.kwarg.arg] if a.kwarg else []
+                        used = {n.id for n in ast.walk(ch) if isinstance(n, ast.Name)}
+                        for prm in params:
+                            if prm not in ("self", "cls") and prm.lstrip("*") not in used:
+                                found.add((rel, prefix + ch.name, prm))
+                        visit(ch, prefix + ch.name + ".")
+                    elif isinstance(ch, ast.ClassDef):
+                        visit(ch, prefix + ch.name + ".")
+            visit(tree, "")
+    return found
+
+
+def test_no_parameter_is_accepted_and_ignored():
+    """Every parameter of every function in the package is read (honoured, validated or refused),
+    or is in NOT_READ with the reason it is not an ignored argument."""
+    unread = _unread_parameters()
+    new = sorted(unread - set(NOT_READ))
+    assert not new, "parameters accepted and never read (honour them, refuse non-defaults with " \
+                    "spore/_args.refuse, or add them to NOT_READ with the reason):\n" + "\n".join(map(str, new))
+    stale = sorted(set(NOT_READ) - unread)
+    assert not stale, f"NOT_READ entries that are read now (remove them): {stale}"
+
+
+def test_no_parameter_is_only_stored():
+    """A constructor argument that is only stored in an attribute nothing reads is ignored too."""
+    import ast
+    trees = {}
+    for dirpath, _, files in os.walk(PKG):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                trees[os.path.relpath(path, PKG)] = ast.parse(open(path).read())
+    loads = set()
+    for t in trees.values():
+        for n in ast.walk(t):
+            if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load):
+                loads.add(n.attr)
+            if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "getattr" and len(n.args) > 1 and \
+                    isinstance(n.args[1], ast.Constant):
+                loads.add(n.args[1].value)
+    only_stored = []
+    for rel, t in trees.items():
+        for c in (n for n in ast.walk(t) if isinstance(n, ast.ClassDef)):
+            for fn in (x for x in c.body if isinstance(x, ast.FunctionDef) and x.name == "__init__"):
+                for prm in (a.arg for a in fn.args.args + fn.args.kwonlyargs if a.arg != "self"):
+                    uses = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == prm]
+                    dead = 0
+                    for n in ast.walk(fn):
+                        if isinstance(n, ast.Assign):
+                            attrs = [x.attr for tg in n.targets for x in (tg.elts if isinstance(tg,
+                            ast.Tuple) else [tg])
+                                     if isinstance(x, ast.Attribute)]
+                            if attrs and all(a not in loads for a in attrs):
+                                dead += sum(isinstance(m, ast.Name) and m.id == prm for m in ast.walk(n.value))
+                    if uses and dead == len(uses):
+                        only_stored.append((rel, c.name, prm))
+    assert not only_stored, f"constructor arguments only stored, never read: {only_stored}"
+
+
+# The values that used to be accepted and ignored: each is refused now, naming the argument.
+def _refusals():
+    t = ms.Tensor(np.ones((2, 3), np.float32))
+    net = Classifier()
+    x, y = blobs(16)
+    data = ms.dataset.NumpySlicesDataset((x, y), ["x", "y"], shuffle=False).batch(8)
+    return [
+        ("set_context(enable_dump=True)", lambda: ms.set_context(enable_dump=True), "enable_dump"),
+        ("set_context(parallel_mode=...)", lambda: ms.set_context(parallel_mode="data_parallel"), "parallel_mode"),
+        ("Model(boost_level='O2')", lambda: ms.train.Model(net, boost_level="O2"), "boost_level"),
+        ("Model(eval_indexes=[1, 0, 2])", lambda: ms.train.Model(net, eval_indexes=[1, 0, 2]), "eval_indexes"),
+        ("Model(typo=...)", lambda: ms.train.Model(net, loss_scale_manger=None), "loss_scale_manger"),
+        ("Model.predict(backend=...)", lambda: ms.train.Model(net).predict(t[:, :2], backend="lite"), "backend"),
+        ("amp.build_train_network(boost_level)", lambda: ms.amp.build_train_network(
+            net, nn.SGD(net.trainable_params()), boost_level="O1"), "boost_level"),
+        ("jit(fullgraph=True)", lambda: ms.jit(lambda a: a, fullgraph=True), "fullgraph"),
+        ("jit(unknown=...)", lambda: ms.jit(lambda a: a, unknown=1), "unknown"),
+        ("Tensor.max(initial=)", lambda: t.max(initial=0.0), "initial"),
+        ("ops.max(where=)", lambda: ops.max(t, where=t > 0), "where"),
+        ("Tensor.flatten(order='F')", lambda: t.flatten(order="F"), "order"),
+        ("ops.flatten(order='F')", lambda: ops.flatten(t, order="F"), "order"),
+        ("Parameter.set_data(slice_shape=True)", lambda: ms.Parameter(t, "p").set_data(t, slice_shape=True),
+         "slice_shape"),
+        ("Parameter(layerwise_parallel=True)", lambda: ms.Parameter(t, "p", layerwise_parallel=True),
+         "layerwise_parallel"),
+        ("get_rank(group=...)", lambda: ms.communication.get_rank("my_group"), "group"),
+        ("get_group_size(group=...)", lambda: ms.communication.get_group_size("my_group"), "group"),
+        ("map(cache=...)", lambda: data.map(lambda a: a, "x", cache=object()), "cache"),
+        ("MnistDataset(cache=...)", lambda: ms.dataset.MnistDataset("/nonexistent", cache=object()), "cache"),
+        ("batch(num_parallel_workers=4)", lambda: data.batch(2, num_parallel_workers=4), "per_batch_map"),
+        ("device_que()", lambda: data.device_que(), "device_que"),
+        ("DistributedSampler(offset=2)", lambda: ms.dataset.DistributedSampler(2, 0, offset=2), "offset"),
+        ("vision.CutOut(is_hwc=False)", lambda: ms.dataset.vision.CutOut(4, is_hwc=False), "is_hwc"),
+        ("vision.ToTensor(output_type=float16)", lambda: ms.dataset.vision.ToTensor(np.float16), "output_type"),
+        ("Cell.set_boost", lambda: net.set_boost("less_bn"), "boost_type"),
+        ("Cell.recompute(mp_comm_recompute=False)", lambda: Classifier().recompute(mp_comm_recompute=False),
+         "mp_comm_recompute"),
+        ("Cell.recompute(typo=)", lambda: Classifier().recompute(typo=1), "typo"),
+        ("nn.MaxPool2d(return_indices=True)", lambda: nn.MaxPool2d(2, return_indices=True), "return_indices"),
+        ("nn.AvgPool2d(divisor_override=3)", lambda: nn.AvgPool2d(2, divisor_override=3), "divisor_override"),
+        ("nn.Upsample(align_corners=True)", lambda: nn.Upsample(scale_factor=2.0, align_corners=True),
+         "align_corners"),
+        ("nn.Embedding(use_one_hot=True)", lambda: nn.Embedding(10, 4, use_one_hot=True), "use_one_hot"),
+        ("nn.BatchNorm2d(data_format='NHWC')", lambda: nn.BatchNorm2d(3, data_format="NHWC"), "data_format"),
+        ("nn.Adam(use_locking=True)", lambda: nn.Adam(net.trainable_params(), use_locking=True), "use_locking"),
+        ("nn.TrainOneStepCell(return_grad=True)", lambda: nn.TrainOneStepCell(
+            net, nn.SGD(net.trainable_params()), return_grad=True), "return_grad"),
+        ("ops.value_and_grad(return_ids=True)", lambda: ops.value_and_grad(lambda a: a, return_ids=True),
+         "return_ids"),
+        ("ops.max_pool2d(dilation=2)", lambda: ops.max_pool2d(t.reshape(1, 1, 2, 3), 1, dilation=2), "dilation"),
+        ("ops.dropout(seed=3)", lambda: ops.dropout(t, seed=3), "seed"),
+        ("ops.rand(seed=3)", lambda: ops.rand(2, 2, seed=3), "seed"),
+        ("ops.one_hot(axis=0)", lambda: ops.one_hot(ms.Tensor(np.array([0, 1], np.int32)), 3, axis=0), "axis"),
+        ("ops.nll_loss(label_smoothing=0.1)", lambda: ops.nll_loss(t, ms.Tensor(np.array([0, 1], np.int32)),
+                                                                    label_smoothing=0.1), "label_smoothing"),
+        ("ops.gather(batch_dims=1)", lambda: ops.gather(t, ms.Tensor(np.array([0], np.int32)), 1, batch_dims=1),
+         "batch_dims"),
+        ("ops.norm(ord=2, matrix)", lambda: ops.norm(t, ord=2), "ord=2"),
+        ("ops.Conv2D(data_format='NHWC')", lambda: ops.Conv2D(4, 3, data_format="NHWC"), "data_format"),
+        ("ops.Dropout(Seed0=1)", lambda: ops.Dropout(0.5, Seed0=1), "Seed0"),
+        ("ops.SparseSoftmaxCrossEntropyWithLogits(is_grad=True)",
+         lambda: ops.SparseSoftmaxCrossEntropyWithLogits(is_grad=True), "is_grad"),
+        ("TimeMonitor(data_time=True)", lambda: ms.train.TimeMonitor(data_time=True), "data_time"),
+        ("CheckpointConfig(async_save=True)", lambda: ms.train.CheckpointConfig(async_save=True), "async_save"),
+        ("CheckpointConfig(typo=)", lambda: ms.train.CheckpointConfig(save_checkpoint_step=3),
+         "save_checkpoint_step"),
+        ("EarlyStopping(verbose=True)", lambda: ms.train.EarlyStopping(verbose=True), "verbose"),
+        ("ConfusionMatrix(normalize='all')", lambda: ms.train.ConfusionMatrix(3, normalize="all"), "normalize"),
+        ("Accuracy('multilabel')", lambda: ms.train.Accuracy("multilabel"), "multilabel"),
+        ("save_checkpoint(enc_key=...)", lambda: ms.save_checkpoint(net, "/tmp/x.ckpt", enc_key=b"k"), "enc_key"),
+        ("load_checkpoint(dec_key=...)", lambda: ms.load_checkpoint("/tmp/x.ckpt", dec_key=b"k"), "dec_key"),
+        ("load_param_into_net(remove_redundancy=True)", lambda: ms.load_param_into_net(net, {}, remove_redundancy=True),
+         "remove_redundancy"),
+        ("Profiler(profile_memory=True)", lambda: ms.Profiler(profile_memory=True), "profile_memory"),
+        ("Profiler.analyse(step_list=...)", lambda: _analyse_step_list(), "step_list"),
+        ("Primitive.shard on Concat", lambda: ops.Concat().shard(((1, 2),)), "Concat"),
+        ("GeneratorDataset(schema=...)", lambda: ms.dataset.GeneratorDataset([(1,)], ["a"], schema="s.json"),
+         "schema"),
+    ]
+
+
+def _analyse_step_list():
+    p = ms.Profiler(output_path="/tmp/spore_prof_refusal", start_profile=False)
+    try:
+        p.analyse(step_list=[1])
+    finally:
+        p.stop()
+
+
+def test_every_ignored_argument_is_refused_by_name():
+    failures = []
+    for what, call, needle in _refusals():
+        try:
+            call()
+        except (NotImplementedError, TypeError, ValueError, KeyError) as e:
+            if needle not in str(e):
+                failures.append(f"{what}: the message does not name {needle!r}: {e}")
+        else:
+            failures.append(f"{what}: accepted")
+    assert not failures, "\n".join(failures)
+
+
+def test_cell_parameter_walks_honour_expand_and_recurse():
+    net = Classifier()
+    assert [n for n, _ in net.parameters_and_names()] == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
+    assert list(net.parameters_and_names(expand=False)) == [] and net.trainable_params(recurse=False) == []
+    assert len(net.fc1.trainable_params(recurse=False)) == 2
+    p = ms.Parameter(ms.Tensor(np.ones(2, np.float32)), name="own")
+    net.insert_param_to_cell("own", p)
+    assert [q.name for q in net.trainable_params(recurse=False)] == ["own"]
+    with pytest.raises(KeyError, match="contains '.'"):
+        net.insert_param_to_cell("a.b", ms.Parameter(ms.Tensor(np.ones(2, np.float32)), name="ab"))
+    c = p.clone(init="zeros")
+    assert c.asnumpy().tolist() == [0.0, 0.0] and p.asnumpy().tolist() == [1.0, 1.0]
+
+
+def test_norm_ord_and_metric_fn_arguments():
+    v = ms.Tensor(np.array([3.0, -4.0, 0.0], np.float32))
+    assert float(ops.norm(v).asnumpy()) == pytest.approx(5.0)
+    assert float(ops.norm(v, ord=1).asnumpy()) == pytest.approx(7.0)
+    assert float(ops.norm(v, ord=float("inf")).asnumpy()) == pytest.approx(4.0)
+    assert float(ops.norm(v, ord=0).asnumpy()) == pytest.approx(2.0)
+    assert float(ops.norm(v, ord=3).asnumpy()) == pytest.approx((27 + 64) ** (1 / 3), rel=1e-5)
+    assert isinstance(ms.train.get_metric_fn("accuracy", "classification"), ms.train.Metric)
+    with pytest.raises(NotImplementedError, match="multilabel"):
+        ms.train.get_metric_fn("accuracy", eval_type="multilabel")

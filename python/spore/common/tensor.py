@@ -401,6 +401,10 @@ class Parameter(Tensor):
 
     def __init__(self, default_input, name=None, requires_grad=True, layerwise_parallel=False,
                  parallel_optimizer=True):
+        _refuse("Parameter",
+                "Spore's parallel modes decide how parameters are cut and which ones the parallel optimizer "
+                "shards (all of them)", layerwise_parallel=(layerwise_parallel, False),
+                parallel_optimizer=(parallel_optimizer, True))
         from .initializer import Initializer
         if isinstance(default_input, Initializer):
             raise ValueError("Parameter(Initializer): give the shape through initializer(init, shape, dtype)")

@@ -17,10 +17,12 @@ def release():
 
 
 def get_rank(group=None):
-    refuse("get_rank", "Spore has one communication group, the world", group=(group, (None, "hccl_world_group", "nccl_world_group")))
+    refuse("get_rank", "Spore has one communication group, the world",
+           group=(group, (None, "hccl_world_group", "nccl_world_group")))
     return _C.get_rank()
 
 
 def get_group_size(group=None):
-    refuse("get_group_size", "Spore has one communication group, the world", group=(group, (None, "hccl_world_group", "nccl_world_group")))
+    refuse("get_group_size", "Spore has one communication group, the world",
+           group=(group, (None, "hccl_world_group", "nccl_world_group")))
     return _C.get_group_size()

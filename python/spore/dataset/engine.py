@@ -7,7 +7,8 @@ and hold the GIL only while they run, so C++ transforms of the same pipeline are
 behind them.
 
 Differences from MindSpore: labels of MnistDataset / Cifar10Dataset are int32 (MindSpore: uint32);
-python_multiprocessing=True runs Python callables in worker processes (dataset/_mp.py); prefetch_size sets the engine-wide prefetch
+python_multiprocessing=True runs Python callables in worker processes (dataset/_mp.py);
+prefetch_size sets the engine-wide prefetch
 (ds.config.set_prefetch_size).
 """
 import numpy as np

@@ -267,8 +267,10 @@ class Cell:
         """MindSpore's Cell.recompute(): in GRAPH_MODE this cell's activations are recomputed for the
         backward pass instead of kept (less memory, more compute); PYNATIVE_MODE ignores it. The
         parallel-communication options MindSpore takes (mp_comm_recompute ...) are accepted."""
-        refuse_kwargs(f"{type(self).__name__}.recompute", kwargs, ("mp_comm_recompute", "parallel_optimizer_comm_recompute", "recompute_slice_activation"))
-        refuse(f"{type(self).__name__}.recompute", "Spore recomputes the cell's forward ops (its collectives are recomputed with them)",
+        refuse_kwargs(f"{type(self).__name__}.recompute", kwargs,
+                      ("mp_comm_recompute", "parallel_optimizer_comm_recompute", "recompute_slice_activation"))
+        refuse(f"{type(self).__name__}.recompute",
+               "Spore recomputes the cell's forward ops (its collectives are recomputed with them)",
                mp_comm_recompute=(kwargs.get("mp_comm_recompute", True), True),
                parallel_optimizer_comm_recompute=(kwargs.get("parallel_optimizer_comm_recompute", False), False),
                recompute_slice_activation=(kwargs.get("recompute_slice_activation", False), False))

@@ -71,7 +71,8 @@ class Dropout(Cell):
 class Upsample(Cell):
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None):
         refuse("nn.Upsample", "Spore's interpolation uses half-pixel centres (align_corners=False)",
-               align_corners=(align_corners, (None, False)), recompute_scale_factor=(recompute_scale_factor, (None, False)))
+               align_corners=(align_corners, (None, False)), 
+               recompute_scale_factor=(recompute_scale_factor, (None, False)))
         super().__init__(_cpp=_C.Upsample(size, scale_factor, mode))
 
 

@@ -32,7 +32,8 @@ class WithEvalCell(Cell):
     _multi_out = True
 
     def __init__(self, network, loss_fn, add_cast_fp32=False):
-        refuse("nn.WithEvalCell", "the outputs keep the network's dtype; cast them in the network", add_cast_fp32=(add_cast_fp32, False))
+        refuse("nn.WithEvalCell", "the outputs keep the network's dtype; cast them in the network",
+               add_cast_fp32=(add_cast_fp32, False))
         super().__init__(auto_prefix=False, _cpp=_C.WithEvalCell(_cell_cpp(network, "network"),
                                                                  _cell_cpp(loss_fn, "loss_fn")))
         self._keep("_network", network)

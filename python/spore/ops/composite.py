@@ -104,7 +104,8 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False, return_ids=
 
 def grad(fn, grad_position=0, weights=None, has_aux=False, return_ids=False):
     """Gradients only (with has_aux: (gradients, aux))."""
-    refuse("ops.grad", "gradients come back in grad_position / weights order, without ids", return_ids=(return_ids, False))
+    refuse("ops.grad", "gradients come back in grad_position / weights order, without ids", 
+           return_ids=(return_ids, False))
     vg = value_and_grad(fn, grad_position, weights, has_aux)
 
     def wrapper(*args):

@@ -282,7 +282,8 @@ def dense(input, weight, bias=None):
 
 
 def dropout(input, p=0.5, training=True, seed=None):
-    refuse("ops.dropout", "per-op seeds are not supported; seed the global generator with ms.set_seed", seed=(seed, None))
+    refuse("ops.dropout", "per-op seeds are not supported; seed the global generator with ms.set_seed", 
+           seed=(seed, None))
     return _C.dropout(input, p, training)
 
 
@@ -533,22 +534,26 @@ def randn(*size, dtype=None, seed=None):
 
 
 def uniform(shape, minval, maxval, seed=None, dtype=None):
-    refuse("ops.uniform", "per-op seeds are not supported; seed the global generator with ms.set_seed", seed=(seed, None))
+    refuse("ops.uniform", "per-op seeds are not supported; seed the global generator with ms.set_seed", 
+           seed=(seed, None))
     return _C.uniform(_shape(shape), float(minval), float(maxval), dtype)
 
 
 def standard_normal(shape, seed=None):
-    refuse("ops.standard_normal", "per-op seeds are not supported; seed the global generator with ms.set_seed", seed=(seed, None))
+    refuse("ops.standard_normal", "per-op seeds are not supported; seed the global generator with ms.set_seed",
+           seed=(seed, None))
     return _C.randn(_shape(shape), None)
 
 
 def randint(low, high, size, seed=None, *, dtype=None):
-    refuse("ops.randint", "per-op seeds are not supported; seed the global generator with ms.set_seed", seed=(seed, None))
+    refuse("ops.randint", "per-op seeds are not supported; seed the global generator with ms.set_seed", 
+           seed=(seed, None))
     return _C.randint(int(low), int(high), _shape(size), dtype or _C.DType.int64)
 
 
 def randperm(n, seed=0, offset=0, dtype=None):
-    refuse("ops.randperm", "per-op seeds are not supported; seed the global generator with ms.set_seed", seed=(seed, 0), offset=(offset, 0))
+    refuse("ops.randperm", "per-op seeds are not supported; seed the global generator with ms.set_seed", 
+           seed=(seed, 0), offset=(offset, 0))
     return _C.randperm(int(n), dtype or _C.DType.int64)
 
 

@@ -397,7 +397,8 @@ class Conv2D(Primitive):
                  data_format="NCHW"):
         refuse("ops.Conv2D", "Spore's convolution is the cross-correlation (mode 1) on NCHW", mode=(mode, 1),
                data_format=(data_format, "NCHW"))
-        self.out_channel, self.kernel_size = int(out_channel), (kernel_size, kernel_size) if isinstance(kernel_size, int) \
+        self.out_channel = int(out_channel)
+        self.kernel_size = (kernel_size, kernel_size) if isinstance(kernel_size, int) \
             else tuple(kernel_size)
         super().__init__()
         self.pad_mode, self.pad, self.stride, self.dilation, self.group = pad_mode, pad, stride, dilation, group
@@ -441,6 +442,9 @@ class SoftmaxCrossEntropyWithLogits(Primitive):
 
 class SparseSoftmaxCrossEntropyWithLogits(Primitive):
     def __init__(self, is_grad=False):
+        refuse("ops.SparseSoftmaxCrossEntropyWithLogits",
+               "it returns the mean loss; take the gradient with value_and_grad",
+               is_grad=(is_grad, False))
         super().__init__()
         self.is_grad = is_grad
 
@@ -457,7 +461,8 @@ class Print(Primitive):
 
 class Dropout(Primitive):
     def __init__(self, keep_prob=0.5, Seed0=0, Seed1=0):
-        refuse("ops.Dropout", "per-op seeds are not supported; seed the global generator with ms.set_seed", Seed0=(Seed0, 0), Seed1=(Seed1, 0))
+        refuse("ops.Dropout", "per-op seeds are not supported; seed the global generator with ms.set_seed",
+               Seed0=(Seed0, 0), Seed1=(Seed1, 0))
         super().__init__()
         self.p = 1.0 - keep_prob
 

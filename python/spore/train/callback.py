@@ -228,8 +228,10 @@ class CheckpointConfig:
                  keep_checkpoint_per_n_minutes=0, integrated_save=True, async_save=False, saved_network=None,
                  append_info=None, enc_key=None, enc_mode="AES-GCM", exception_save=False, **kwargs):
         refuse("CheckpointConfig", "Spore saves every N steps / epochs, whole, synchronously and unencrypted",
-               save_checkpoint_seconds=(save_checkpoint_seconds, 0), keep_checkpoint_per_n_minutes=(keep_checkpoint_per_n_minutes, 0),
-               integrated_save=(integrated_save, True), async_save=(async_save, False), saved_network=(saved_network, None),
+               save_checkpoint_seconds=(save_checkpoint_seconds, 0),
+               keep_checkpoint_per_n_minutes=(keep_checkpoint_per_n_minutes, 0),
+               integrated_save=(integrated_save, True), async_save=(async_save, False), 
+               saved_network=(saved_network, None),
                append_info=(append_info, None), enc_key=(enc_key, None), enc_mode=(enc_mode, "AES-GCM"),
                exception_save=(exception_save, False))
         refuse_kwargs("CheckpointConfig", kwargs, ("save_checkpoint_epochs",))

@@ -86,7 +86,8 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
 
 def load_param_into_net(net, parameter_dict, strict_load=False, remove_redundancy=False):
     """Copies the values into the net's parameters in place. Returns (param_not_load, ckpt_not_load)."""
-    refuse("load_param_into_net", "Spore's checkpoints hold every parameter", remove_redundancy=(remove_redundancy, False))
+    refuse("load_param_into_net", "Spore's checkpoints hold every parameter", 
+           remove_redundancy=(remove_redundancy, False))
     loaded = [(k, v) for k, v in parameter_dict.items() if isinstance(v, Tensor)]
     targets = net._cpp.parameters_and_buffers()
     from ..nn.optim import Optimizer
