@@ -251,13 +251,17 @@ def test_python_multiprocessing_runs_python_callables_in_processes():
                  input_columns=["x"], python_multiprocessing=True, num_parallel_workers=2)
     got = [float(r[0][0, 0]) for r in b.create_tuple_iterator(output_numpy=True)]
     assert [g - int(g) for g in got] == [0.0] * 3 and os.getpid() not in {int(g) - k for k, g in enumerate(got)}
-    with pytest.raises(NotImplementedError, match="per_batch_map"):
-        ds.batch(4, num_parallel_workers=2)
+    with pytest.warns(UserWarning, match="num_parallel_workers=2: batching is one C\\+\\+ stage"):
+        same = ds.batch(4, num_parallel_workers=2)  # only the speed could change: the same batches
+    assert [r[0].tolist() for r in same.create_tuple_iterator(output_numpy=True)] == \
+        [r[0].tolist() for r in ds.batch(4).create_tuple_iterator(output_numpy=True)]
     with pytest.raises(NotImplementedError, match="column_types"):
         ms.dataset.GeneratorDataset(Source(), ["i", "pid"], column_types=[ms.int64, ms.int64])
 
 
 def test_dataset_config_workers_and_iterator_epochs():
+    with pytest.warns(UserWarning, match="num_parallel_workers=4: the rows are slices"):
+        ms.dataset.NumpySlicesDataset({"x": np.arange(4, dtype=np.float32)}, num_parallel_workers=4)
     ms.dataset.config.set_num_parallel_workers(3)
     try:
         assert ms.dataset.config.get_num_parallel_workers() == 3
@@ -507,7 +511,7 @@ def _refusals():
         ("get_group_size(group=...)", lambda: ms.communication.get_group_size("my_group"), "group"),
         ("map(cache=...)", lambda: data.map(lambda a: a, "x", cache=object()), "cache"),
         ("MnistDataset(cache=...)", lambda: ms.dataset.MnistDataset("/nonexistent", cache=object()), "cache"),
-        ("batch(num_parallel_workers=4)", lambda: data.batch(2, num_parallel_workers=4), "per_batch_map"),
+        ("batch(python_multiprocessing=True)", lambda: data.batch(2, python_multiprocessing=True), "per_batch_map"),
         ("device_que()", lambda: data.device_que(), "device_que"),
         ("DistributedSampler(offset=2)", lambda: ms.dataset.DistributedSampler(2, 0, offset=2), "offset"),
         ("vision.CutOut(is_hwc=False)", lambda: ms.dataset.vision.CutOut(4, is_hwc=False), "is_hwc"),

@@ -91,21 +91,22 @@ class Dataset:
     def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None, per_batch_map=None,
               input_columns=None, output_columns=None, column_order=None, pad_info=None,
               python_multiprocessing=False, max_rowsize=16):
-        """Batches rows; per_batch_map runs on each batch (in a worker process with
-        python_multiprocessing=True). num_parallel_workers: batching itself is one C++ stage; it
-        sets the processes of per_batch_map (and is refused above 1 without one)."""
+        """Batches rows; per_batch_map runs on each batch (in num_parallel_workers worker processes
+        with python_multiprocessing=True). Batching itself is one C++ stage: a num_parallel_workers
+        that can only change its speed warns and gives the same batches."""
         _check_rowsize("batch", max_rowsize)
         workers = _n(num_parallel_workers, 0)
-        if per_batch_map is None and (workers > 1 or python_multiprocessing):
-            raise NotImplementedError("For 'Dataset.batch', num_parallel_workers > 1 and python_multiprocessing=True "
-                                      "apply to a per_batch_map; without one, batching is a single C++ stage "
-                                      "(drop them, or parallelise the map before it)")
+        if python_multiprocessing and per_batch_map is None:
+            raise NotImplementedError("For 'Dataset.batch', python_multiprocessing=True applies to a per_batch_map; "
+                                      "without one, batching is a single C++ stage (drop it)")
         if per_batch_map is not None and python_multiprocessing:
             per_batch_map = _mp.ProcessCall(per_batch_map, workers if workers > 0 else _config_workers(),
                                             "Dataset.batch")
-        elif per_batch_map is not None and workers > 1:
-            raise NotImplementedError("For 'Dataset.batch', per_batch_map runs on one thread; for "
-                                      "num_parallel_workers > 1 pass python_multiprocessing=True (processes)")
+        elif workers > 1:
+            import warnings
+            warnings.warn(f"For 'Dataset.batch', num_parallel_workers={workers}: batching is one C++ stage in Spore "
+                          f"(and a per_batch_map runs on one thread unless python_multiprocessing=True); the "
+                          f"batches are the same", UserWarning, stacklevel=2)
         pads = {}
         for k, v in (pad_info or {}).items():
             shape, value = v if v is not None else (None, 0)
@@ -344,6 +345,10 @@ def NumpySlicesDataset(data, column_names=None, num_samples=None, num_parallel_w
     if num_parallel_workers is not None and (not isinstance(num_parallel_workers, int) or num_parallel_workers < 1):
         raise ValueError(f"For 'NumpySlicesDataset', 'num_parallel_workers' must be an int >= 1, "
                          f"got {num_parallel_workers!r}")
+    if num_parallel_workers is not None and num_parallel_workers > 1:
+        import warnings
+        warnings.warn(f"For 'NumpySlicesDataset', num_parallel_workers={num_parallel_workers}: the rows are slices "
+                      f"of in-memory arrays, read by one C++ stage; the rows are the same", UserWarning, stacklevel=2)
     if isinstance(data, dict):
         names = list(data.keys())
         cols = list(data.values())
