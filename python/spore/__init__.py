@@ -91,4 +91,4 @@ def run_check():
 
 __all__ = ["Tensor", "Parameter", "ParameterTuple", "set_context", "get_context", "set_device", "set_seed",
            "GRAPH_MODE", "PYNATIVE_MODE", "nn", "ops", "dataset", "train", "amp", "Model", "jit", "value_and_grad",
-           "grad", "save_checkpoint", "load_checkpoint", "load_param_into_net", "run_check"]
+           "grad", "save_checkpoint", "load_checkpoint", "load_param_into_net", "run_check", "Profiler"]

@@ -294,8 +294,8 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
   TrainModeGuard mode(*train_network_, true);
   const auto t0 = Clock::now();
   std::unique_ptr<DeviceFeeder> feeder;
-  int64_t rows_from_feeder =
-      0;  // rows since the iterator (re)started: an empty dataset ends the run
+  // Rows since the iterator (re)started: an iterator that yields none ends the run.
+  int64_t rows_from_feeder = 0;
   each(callbacks, [&](Callback& c) { c.on_train_begin(ctx); });
   for (int64_t e = initial_epoch + 1; e <= epoch && !ctx.stop_requested; ++e) {
     ctx.epoch = e;
@@ -307,8 +307,8 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
     ctx.epoch_elapsed = 0;
     each(callbacks, [&](Callback& c) { c.on_epoch_begin(ctx); });
     double loss_sum = 0;
-    // sink_size > 0: one iterator for the whole run (an epoch is sink_size steps); else one a
-    // pass over the dataset.
+    // sink_size > 0: one iterator for the whole run (an epoch is sink_size steps); else one per
+    // epoch (a pass over the dataset).
     if (!feeder || sink_size <= 0) {
       feeder = std::make_unique<DeviceFeeder>(ds.create_tuple_iterator(), device_of(*network_));
       rows_from_feeder = 0;
