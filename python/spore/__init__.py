@@ -25,9 +25,11 @@ from . import nn
 from . import amp
 from . import dataset
 from . import train
+from .profiler import Profiler
 from .amp import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager
 from .ops import grad, value_and_grad
-from .train import (Callback, CheckpointConfig, LossMonitor, Model, ModelCheckpoint, TimeMonitor,
+from .train import (Callback, CheckpointConfig, EarlyStopping, LossMonitor, Model, ModelCheckpoint,
+                    ReduceLROnPlateau, TimeMonitor,
                     load_checkpoint, load_param_into_net, save_checkpoint)
 
 common = _sys.modules[__name__ + ".common"]
@@ -89,4 +91,4 @@ def run_check():
 
 __all__ = ["Tensor", "Parameter", "ParameterTuple", "set_context", "get_context", "set_device", "set_seed",
            "GRAPH_MODE", "PYNATIVE_MODE", "nn", "ops", "dataset", "train", "amp", "Model", "jit", "value_and_grad",
-           "grad", "save_checkpoint", "load_checkpoint", "load_param_into_net", "run_check"]
+           "grad", "save_checkpoint", "load_checkpoint", "load_param_into_net", "run_check", "Profiler"]

@@ -50,6 +50,9 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
     updates the scale (O2's default DynamicLossScaleManager, or a FixedLossScaleManager that drops
     overflowed steps), else a TrainOneStepCell. Calling it runs one step."""
     from .nn.cell import CppCell
+    from ._args import refuse, refuse_kwargs
+    refuse("amp.build_train_network", "Spore has no boost algorithms; use 'O0'", boost_level=(boost_level, "O0"))
+    refuse_kwargs("amp.build_train_network", kwargs, ("loss_scale_manager", "keep_batchnorm_fp32", "cast_model_type"))
     lsm = kwargs.get("loss_scale_manager")
     cpp = _C.build_train_network(network._cpp, optimizer._opt, None if loss_fn is None else loss_fn._cpp, level,
                                  None if lsm is None else _manager_of(lsm), kwargs.get("keep_batchnorm_fp32"),
@@ -63,14 +66,19 @@ def all_finite(inputs):
 
 
 class LossScaler:
+    """Base class: subclasses implement scale(inputs), unscale(inputs), adjust(grads_finite)."""
+
     def scale(self, inputs):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}.scale(inputs) is not implemented "
+                                  f"(got {type(inputs).__name__})")
 
     def unscale(self, inputs):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}.unscale(inputs) is not implemented "
+                                  f"(got {type(inputs).__name__})")
 
     def adjust(self, grads_finite):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}.adjust(grads_finite) is not implemented "
+                                  f"(got {grads_finite!r})")
 
 
 def _map(fn, inputs):
@@ -90,7 +98,8 @@ class StaticLossScaler(LossScaler):
         return _map(lambda x: x / self.scale_value.astype(x.dtype), inputs)
 
     def adjust(self, grads_finite):
-        return False
+        """A static scale never changes, whether or not the gradients are finite."""
+        return False if grads_finite is not None else False
 
 
 class DynamicLossScaler(LossScaler):

@@ -12,22 +12,77 @@ from . import _C
 GRAPH_MODE = 0
 PYNATIVE_MODE = 1
 
-_settings = {"device_id": 0, "max_call_depth": 1000, "save_graphs": False, "jit_level": "O0"}
+_settings = {"device_id": 0, "max_call_depth": 1000, "save_graphs": False, "save_graphs_path": "./graphs",
+             "jit_level": "O0"}
 
-# The keys MindSpore 2.x's set_context takes. Those beyond mode / device_target / device_id are
-# stored (get_context returns them) and have no effect here; any other key is an error, as in
-# MindSpore, so a misspelt option is never silently ignored.
-_MINDSPORE_KEYS = frozenset("""
-    mode device_target device_id save_graphs save_graphs_path deterministic print_file_path
-    max_device_memory variable_memory_max_size mempool_block_size pynative_synchronize
-    enable_graph_kernel graph_kernel_flags max_call_depth enable_reduce_precision check_bprop
-    enable_dump save_dump_path aoe_tune_mode aoe_config runtime_num_threads op_timeout
-    memory_optimize_level jit_config jit_level jit_syntax_level ascend_config gpu_config
-    inter_op_parallel_num disable_format_transform support_binary reserve_class_name_in_scope
-    enable_compile_cache compile_cache_path debug_level env_config_path enable_auto_mixed_precision
-    precompile_only enable_sparse auto_tune_mode grad_for_scalar enable_profiling profiling_options
-    device_num parallel_mode
-""".split())
+# MindSpore 2.x's set_context keys, in three groups; any other key is an error, as in MindSpore, so a
+# misspelt option is never silently ignored. get_context returns what was set.
+#  1. honoured: mode, device_target, device_id, save_graphs, save_graphs_path, runtime_num_threads.
+_HONOURED = frozenset("mode device_target device_id save_graphs save_graphs_path runtime_num_threads".split())
+#  2. options that cannot change a result on Spore's devices (they tune Ascend hardware, MindSpore's
+#     own compiler or its runtime): accepted; a value other than MindSpore's default warns, naming
+#     what Spore does instead.
+_NO_EFFECT = {
+    "max_call_depth": "Spore's tracer inlines every call, so there is no call-depth limit to raise",
+    "jit_level": "Spore runs its one pass pipeline (docs/graph.md) at every level",
+    "jit_config": "Spore runs its one pass pipeline (docs/graph.md) at every level",
+    "jit_syntax_level": "Spore traces the Python code as it runs, so every syntax level is accepted",
+    "memory_optimize_level": "Spore's Graph mode always plans memory (liveness-based reuse)",
+    "enable_compile_cache": "Spore compiles in-process and caches graphs by input signature",
+    "compile_cache_path": "Spore compiles in-process and caches graphs by input signature",
+    "reserve_class_name_in_scope": "Spore's IR names nodes by op",
+    "debug_level": "Spore reports errors with the same detail at every level",
+    "inter_op_parallel_num": "Spore's executor runs one op at a time with parallel kernels",
+    "pynative_synchronize": "Spore reports a PyNative error at the op that raised it",
+    "max_device_memory": "Spore's allocators take device memory as needed",
+    "mempool_block_size": "Spore's allocators take device memory as needed",
+    "variable_memory_max_size": "an Ascend memory option",
+    "ascend_config": "an Ascend option (Spore has no Ascend backend)",
+    "aoe_tune_mode": "an Ascend option (Spore has no Ascend backend)",
+    "aoe_config": "an Ascend option (Spore has no Ascend backend)",
+    "op_timeout": "an Ascend option (Spore has no Ascend backend)",
+    "disable_format_transform": "an Ascend option (Spore has no Ascend backend)",
+    "support_binary": "an Ascend option (Spore has no Ascend backend)",
+    "enable_reduce_precision": "an Ascend option (Spore has no Ascend backend)",
+    "auto_tune_mode": "an Ascend option (Spore has no Ascend backend)",
+    "gpu_config": "cuDNN / matmul tuning; Spore picks its GPU algorithms itself",
+    "env_config_path": "MindSpore's own logging configuration",
+    "enable_sparse": "a MindSpore 1.x option without effect in 2.x",
+    "grad_for_scalar": "Spore differentiates Tensor inputs only; scalars are constants",
+}
+#  3. options whose non-default value Spore cannot honour: refused, with what to do instead.
+_REFUSED = {
+    "deterministic": "Spore's CPU kernels are deterministic for a fixed kernel choice; set "
+                     "SPORE_CONV_IMPL (docs/performance.md) to fix the convolution kernel across processes",
+    "print_file_path": "ops.Print writes to stdout; redirect it",
+    "enable_graph_kernel": "Spore's Graph mode always fuses (docs/graph.md); there is no separate kernel fuser",
+    "graph_kernel_flags": "Spore's Graph mode always fuses (docs/graph.md); there is no separate kernel fuser",
+    "check_bprop": "Spore checks custom gradients' shapes always",
+    "enable_dump": "use save_graphs=True (the IR after every pass) or ms.Profiler (every op's time and shapes)",
+    "save_dump_path": "use save_graphs=True with save_graphs_path",
+    "precompile_only": "Spore compiles a graph on its first call; call it to compile",
+    "enable_auto_mixed_precision": "use ms.amp.auto_mixed_precision(net, 'O2') or Model(amp_level=...)",
+    "enable_profiling": "use ms.Profiler(output_path=...) and profiler.analyse()",
+    "profiling_options": "use ms.Profiler(output_path=...) and profiler.analyse()",
+    "device_num": "the number of devices is what the machine has (get_context('device_num')); the number of "
+                  "ranks of a parallel job is set_auto_parallel_context(device_num=...), under mpirun",
+    "parallel_mode": "use ms.set_auto_parallel_context(parallel_mode=...)",
+}
+# MindSpore's defaults: passing one is always accepted (nothing to do).
+_DEFAULTS = {
+    "max_call_depth": 1000, "jit_level": "O0", "jit_config": None, "jit_syntax_level": None,
+    "memory_optimize_level": "O0", "enable_compile_cache": False, "compile_cache_path": None,
+    "reserve_class_name_in_scope": True, "debug_level": 0, "inter_op_parallel_num": 0,
+    "pynative_synchronize": False, "max_device_memory": "1024GB", "mempool_block_size": "1GB",
+    "variable_memory_max_size": "0", "ascend_config": None, "aoe_tune_mode": None, "aoe_config": None,
+    "op_timeout": 1800, "disable_format_transform": False, "support_binary": False,
+    "enable_reduce_precision": True, "auto_tune_mode": "NO_TUNE", "gpu_config": None, "env_config_path": None,
+    "enable_sparse": False, "grad_for_scalar": False, "deterministic": "OFF", "print_file_path": None,
+    "enable_graph_kernel": False, "graph_kernel_flags": None, "check_bprop": False, "enable_dump": False,
+    "save_dump_path": ".", "precompile_only": False, "enable_auto_mixed_precision": False,
+    "enable_profiling": False, "profiling_options": None, "device_num": None, "parallel_mode": None,
+}
+_MINDSPORE_KEYS = _HONOURED | frozenset(_NO_EFFECT) | frozenset(_REFUSED)
 
 
 def set_device(device_target, device_id=None):
@@ -36,9 +91,17 @@ def set_device(device_target, device_id=None):
     _settings["device_id"] = 0 if device_id is None else int(device_id)
 
 
+def _is_default(key, value):
+    d = _DEFAULTS.get(key)
+    return value == d or (d is None and value in ("", {}, None))
+
+
 def set_context(**kwargs):
-    """MindSpore's set_context. Known keys: mode, device_target, device_id; others are stored and
-    returned by get_context (MindSpore options such as save_graphs, max_call_depth, jit_config)."""
+    """MindSpore's set_context. Honoured: mode, device_target, device_id, save_graphs (Graph mode
+    writes its IR after every pass, a .dot of the final graph, into save_graphs_path),
+    runtime_num_threads (the kernels' thread pool). Options that cannot change a result here are
+    accepted (a non-default value warns, saying why); options Spore cannot honour are refused when
+    given a non-default value. Nothing is changed when a key is refused."""
     unknown = sorted(k for k in kwargs if k not in _MINDSPORE_KEYS)
     if unknown:
         import difflib
@@ -47,6 +110,33 @@ def set_context(**kwargs):
         raise ValueError(f"For 'context.set_context', the keyword argument {', '.join(hints)} is not recognized; "
                          "MindSpore's set_context keys are mode, device_target, device_id, save_graphs, "
                          "max_call_depth, jit_config, ... (nothing was changed).")
+    for k in sorted(kwargs):
+        if k in _REFUSED and not _is_default(k, kwargs[k]):
+            raise NotImplementedError(f"For 'context.set_context', {k}={kwargs[k]!r} is not supported by Spore: "
+                                      f"{_REFUSED[k]} (nothing was changed).")
+    if "save_graphs" in kwargs:
+        sg = kwargs["save_graphs"]
+        if isinstance(sg, bool) or (isinstance(sg, int) and 0 <= sg <= 3):
+            pass
+        else:
+            raise ValueError(f"For 'context.set_context', 'save_graphs' must be a bool or an int in [0, 3], "
+                             f"got {sg!r} (nothing was changed).")
+    if "save_graphs_path" in kwargs and (not isinstance(kwargs["save_graphs_path"], str)
+                                         or not kwargs["save_graphs_path"]):
+        raise ValueError(f"For 'context.set_context', 'save_graphs_path' must be a non-empty folder path, "
+                         f"got {kwargs['save_graphs_path']!r} (nothing was changed).")
+    if "runtime_num_threads" in kwargs:
+        n = kwargs["runtime_num_threads"]
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"For 'context.set_context', 'runtime_num_threads' must be an int >= 0 (0: all "
+                             f"cores), got {n!r} (nothing was changed).")
+    if "mode" in kwargs and kwargs["mode"] not in (GRAPH_MODE, PYNATIVE_MODE):
+        raise ValueError(f"For 'context.set_context', the argument 'mode' should be context.GRAPH_MODE (0) "
+                         f"or context.PYNATIVE_MODE (1), but got {kwargs['mode']!r}.")
+    for k in sorted(kwargs):
+        if k in _NO_EFFECT and not _is_default(k, kwargs[k]):
+            warnings.warn(f"For 'context.set_context', {k}={kwargs[k]!r} changes nothing in Spore: {_NO_EFFECT[k]}.",
+                          UserWarning, stacklevel=2)
     if "device_target" in kwargs:
         warnings.warn("For 'context.set_context', the parameter 'device_target' will be deprecated and removed "
                       "in a future version. Please use the api mindspore.set_device() instead.",
@@ -54,12 +144,14 @@ def set_context(**kwargs):
         set_device(kwargs.pop("device_target"), kwargs.pop("device_id", None))
     if "device_id" in kwargs:
         set_device(_C.current_device(), kwargs.pop("device_id"))
+    if "save_graphs" in kwargs or "save_graphs_path" in kwargs:
+        on = kwargs.get("save_graphs", _settings["save_graphs"])
+        path = kwargs.get("save_graphs_path")
+        _C.set_save_graphs(bool(on), path)
+    if "runtime_num_threads" in kwargs:
+        _C.set_num_threads(kwargs["runtime_num_threads"])
     if "mode" in kwargs:
-        mode = kwargs.pop("mode")
-        if mode not in (GRAPH_MODE, PYNATIVE_MODE):
-            raise ValueError(f"For 'context.set_context', the argument 'mode' should be context.GRAPH_MODE (0) "
-                             f"or context.PYNATIVE_MODE (1), but got {mode!r}.")
-        _C.set_mode(mode)
+        _C.set_mode(kwargs.pop("mode"))
     _settings.update(kwargs)
 
 

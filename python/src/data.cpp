@@ -265,6 +265,7 @@ void bind_data(py::module_& m) {
                                bool sh, int64_t nsh, int64_t sid, py::object sampler, int w) {
     return generator_dataset(source, names, source_options(ns, sh, nsh, sid, sampler, w));
   });
+  m.def("default_num_workers", &data::default_num_workers);  // ds.config's default
   m.def("set_prefetch_size", &data::set_prefetch_size);
   m.def("get_prefetch_size", &data::get_prefetch_size);
   m.def("default_num_workers", &data::default_num_workers);

@@ -4,6 +4,8 @@
 // cells take it back only for their own calls.
 #include "common.h"
 #include "spore/parallel/parallel.h"
+#include "spore/parallel/sharding.h"
+#include "spore/profiler.h"
 
 namespace spore::python {
 namespace {
@@ -118,6 +120,33 @@ void bind_train(py::module_& m) {
     parallel::set_auto_parallel_context(ctx);
   });
   m.def("reset_auto_parallel_context", &parallel::reset_auto_parallel_context);
+  // Primitive.shard (spore/ops/operations.py): inside a sharded region, a primitive's inputs move
+  // to its strategy's cut (differentiable redistributions) and the engine does the rest.
+  m.def("shard_region_active",
+        [] { return parallel::semi_auto_active() && parallel::in_sharded_region(); });
+  m.def("shard_log", [] { return parallel::redistribution_log(); });  // tests: what moved
+  m.def("shard_input", [](const Tensor& t, const std::vector<int64_t>& pieces) {
+    return parallel::redistribute(
+        t, parallel::layout_from_strategy(pieces, parallel::get_group_size()));
+  });
+  // MatMul's out_strategy: the engine delivers the cut contraction's output in this layout (a
+  // reduce-scatter) instead of whole (an all-reduce), as nn.Dense.shard's out_strategy does.
+  struct MatmulOutScope {
+    parallel::OpStrategy strategy;
+    std::unique_ptr<parallel::OpStrategyScope> scope;
+  };
+  py::class_<MatmulOutScope>(m, "_MatmulOutScope")
+      .def(py::init([](const std::vector<int64_t>& pieces) {
+        auto s = std::make_unique<MatmulOutScope>();
+        s->strategy.op = parallel::OpStrategy::Op::Matmul;
+        s->strategy.output = parallel::layout_from_strategy(pieces, parallel::get_group_size());
+        return s;
+      }))
+      .def("__enter__",
+           [](MatmulOutScope& s) {
+             s.scope = std::make_unique<parallel::OpStrategyScope>(&s.strategy);
+           })
+      .def("__exit__", [](MatmulOutScope& s, py::args) { s.scope.reset(); });
   // ---- wrappers ----
   py::class_<train::WithLossCell, Cell, std::shared_ptr<train::WithLossCell>>(m, "WithLossCell")
       .def(py::init<CellPtr, CellPtr>());
@@ -244,8 +273,10 @@ void bind_train(py::module_& m) {
       .def(
           "train",
           [](train::Model& md, int64_t epoch, const data::Dataset& ds,
-             const std::vector<std::shared_ptr<Callback>>& cbs,
-             int64_t initial_epoch) { md.train(epoch, ds, callbacks_of(cbs), initial_epoch); },
+             const std::vector<std::shared_ptr<Callback>>& cbs, int64_t initial_epoch,
+             int64_t sink_size) {
+            md.train(epoch, ds, callbacks_of(cbs), initial_epoch, sink_size);
+          },
           nogil)
       .def(
           "eval",
@@ -257,9 +288,9 @@ void bind_train(py::module_& m) {
       .def(
           "fit",
           [](train::Model& md, int64_t epoch, const data::Dataset& tr, const data::Dataset& va,
-             const std::vector<std::shared_ptr<Callback>>& cbs, int64_t freq,
-             int64_t initial_epoch) {
-            md.fit(epoch, tr, va, callbacks_of(cbs), freq, initial_epoch);
+             const std::vector<std::shared_ptr<Callback>>& cbs, int64_t freq, int64_t initial_epoch,
+             int64_t sink_size) {
+            md.fit(epoch, tr, va, callbacks_of(cbs), freq, initial_epoch, sink_size);
           },
           nogil)
       .def(
@@ -267,6 +298,17 @@ void bind_train(py::module_& m) {
           nogil)
       .def("train_network", [](const train::Model& md) -> CellPtr { return md.train_network(); })
       .def("eval_network", [](const train::Model& md) { return md.eval_network(); });
+
+  // mindspore.Profiler (spore/profiler.py): the C++ profiler the CLI's --profile runs.
+  py::class_<Profiler>(m, "Profiler")
+      .def(py::init([](std::string output_path) {
+             return std::make_unique<Profiler>(
+                 ProfilerOptions{.output_path = std::move(output_path)});
+           }),
+           py::arg("output_path"))
+      .def("start", &Profiler::start)
+      .def("stop", &Profiler::stop)
+      .def("analyse", &Profiler::analyse, nogil);
 }
 
 }  // namespace spore::python

@@ -789,6 +789,8 @@ bool semi_auto_active() {
          get_group_size() > 1;
 }
 
+bool in_sharded_region() { return ops::current_sharding() == &engine(); }
+
 Layout layout_of(const Tensor& t) {
   if (!t.defined()) return {};
   std::lock_guard lk(g_table_mu);

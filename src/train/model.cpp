@@ -250,24 +250,25 @@ void Model::add_metric(const std::string& name, MetricPtr metric) {
 }
 
 void Model::train(int64_t epoch, const data::Dataset& train_dataset, const Callbacks& callbacks,
-                  int64_t initial_epoch) {
-  run(epoch, train_dataset, nullptr, callbacks, 1, initial_epoch);
+                  int64_t initial_epoch, int64_t sink_size) {
+  run(epoch, train_dataset, nullptr, callbacks, 1, initial_epoch, sink_size);
 }
 
 void Model::fit(int64_t epoch, const data::Dataset& train_dataset,
                 const data::Dataset& valid_dataset, const Callbacks& callbacks,
-                int64_t valid_frequency, int64_t initial_epoch) {
+                int64_t valid_frequency, int64_t initial_epoch, int64_t sink_size) {
   SPORE_CHECK(valid_dataset.defined(), "[Model.fit] valid_dataset is empty");
   SPORE_CHECK(valid_frequency >= 1, "[Model.fit] valid_frequency must be >= 1, got ",
               valid_frequency);
   SPORE_CHECK(eval_network_ != nullptr,
               "[Model.fit] validation needs a loss_fn or an "
               "eval_network");
-  run(epoch, train_dataset, &valid_dataset, callbacks, valid_frequency, initial_epoch);
+  run(epoch, train_dataset, &valid_dataset, callbacks, valid_frequency, initial_epoch, sink_size);
 }
 
 void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* valid,
-                const Callbacks& callbacks, int64_t valid_frequency, int64_t initial_epoch) {
+                const Callbacks& callbacks, int64_t valid_frequency, int64_t initial_epoch,
+                int64_t sink_size) {
   SPORE_CHECK(train_network_ != nullptr,
               "[Model.train] the model has no optimizer; pass one to "
               "the constructor to train");
@@ -277,9 +278,14 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
               "[Model.train] initial_epoch must be "
               "in [0, epoch), got ",
               initial_epoch, " with epoch ", epoch);
+  SPORE_CHECK(sink_size >= -1,
+              "[Model.train] sink_size must be -1 (a sink per epoch), 0 (no sink) or a number of "
+              "steps per sink, got ",
+              sink_size);
+  const bool sink = sink_size != 0;
   RunContext ctx;
   ctx.epoch_num = epoch;
-  ctx.steps_per_epoch = ds.get_dataset_size();
+  ctx.steps_per_epoch = sink_size > 0 ? sink_size : ds.get_dataset_size();
   ctx.global_step = initial_epoch * std::max<int64_t>(ctx.steps_per_epoch, 0);
   ctx.model = this;
   ctx.network = network_.get();
@@ -287,6 +293,9 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
   ctx.lr = optimizer_->current_lr();
   TrainModeGuard mode(*train_network_, true);
   const auto t0 = Clock::now();
+  std::unique_ptr<DeviceFeeder> feeder;
+  // Rows since the iterator (re)started: an iterator that yields none ends the run.
+  int64_t rows_from_feeder = 0;
   each(callbacks, [&](Callback& c) { c.on_train_begin(ctx); });
   for (int64_t e = initial_epoch + 1; e <= epoch && !ctx.stop_requested; ++e) {
     ctx.epoch = e;
@@ -298,13 +307,28 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
     ctx.epoch_elapsed = 0;
     each(callbacks, [&](Callback& c) { c.on_epoch_begin(ctx); });
     double loss_sum = 0;
-    DeviceFeeder it(ds.create_tuple_iterator(), device_of(*network_));
-    while (auto row = it.next()) {
+    // sink_size > 0: one iterator for the whole run (an epoch is sink_size steps); else one per
+    // epoch (a pass over the dataset).
+    if (!feeder || sink_size <= 0) {
+      feeder = std::make_unique<DeviceFeeder>(ds.create_tuple_iterator(), device_of(*network_));
+      rows_from_feeder = 0;
+    }
+    if (sink) each(callbacks, [&](Callback& c) { c.on_step_begin(ctx); });
+    const auto tsink = Clock::now();
+    while (sink_size <= 0 || ctx.step < sink_size) {
+      std::optional<data::Row> row = feeder->next();
+      if (!row && sink_size > 0 && rows_from_feeder > 0) {  // run out: start again
+        feeder = std::make_unique<DeviceFeeder>(ds.create_tuple_iterator(), device_of(*network_));
+        row = feeder->next();
+        rows_from_feeder = 0;
+      }
+      if (!row) break;
       check_row(*row, "train");
       ++ctx.step;
       ++ctx.global_step;
+      ++rows_from_feeder;
       ctx.batch_size = batch_of(*row);
-      each(callbacks, [&](Callback& c) { c.on_step_begin(ctx); });
+      if (!sink) each(callbacks, [&](Callback& c) { c.on_step_begin(ctx); });
       const auto ts = Clock::now();
       ctx.lr = optimizer_->current_lr();  // the rate this step uses
       Tensor loss;
@@ -329,8 +353,13 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
       ctx.epoch_loss = loss_sum / double(ctx.step);
       ctx.epoch_elapsed = seconds_since(te);
       ctx.elapsed = seconds_since(t0);
+      if (sink) continue;  // a sink's callbacks see it as one step, after its last
       each(callbacks, [&](Callback& c) { c.on_step_end(ctx); });
       if (ctx.stop_requested) break;
+    }
+    if (sink && ctx.step > 0) {
+      ctx.step_time = seconds_since(tsink);
+      each(callbacks, [&](Callback& c) { c.on_step_end(ctx); });
     }
     if (ctx.steps_per_epoch <= 0) ctx.steps_per_epoch = ctx.step;
     if (valid && (e % valid_frequency == 0 || e == epoch || ctx.stop_requested)) {

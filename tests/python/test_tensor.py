@@ -148,7 +148,8 @@ def test_errors_become_python_exceptions():
 
 def test_device_errors_match_the_cpp_api():
     # ['CPU'], or ['CPU', 'GPU'] where the CUDA backend (libspore_cuda.so) is built next to libspore.
-    with pytest.raises(RuntimeError, match=r"Unsupported device target Ascend\. This build supports \['CPU'(, 'GPU')?\]") as e:
+    with pytest.raises(RuntimeError,
+    match=r"Unsupported device target Ascend\. This build supports \['CPU'(, 'GPU')?\]") as e:
         ms.set_device("Ascend")
     with pytest.raises(RuntimeError, match=r"GPU") as g:
         ms.set_device("GPU")
@@ -175,7 +176,8 @@ def test_context_and_version(capsys):
     assert ms.get_context("mode") == ms.PYNATIVE_MODE  # nothing was changed
     with pytest.raises(ValueError, match="'foo_bar' is not recognized"):
         ms.set_context(foo_bar=1)
-    ms.set_context(max_call_depth=2000, save_graphs=False)  # MindSpore keys: stored
+    with pytest.warns(UserWarning, match="max_call_depth=2000 changes nothing"):  # a MindSpore key: stored
+        ms.set_context(max_call_depth=2000, save_graphs=False)
     assert ms.get_context("max_call_depth") == 2000
     assert ms.__version__ == "0.1.0"
     ms.run_check()

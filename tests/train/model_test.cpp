@@ -106,6 +106,43 @@ TEST(Model, InitialEpochAndStop) {
   EXPECT_EQ(seen.back(), (std::pair<int64_t, int64_t>{3, 10}));
 }
 
+// MindSpore's dataset_sink_mode: the steps of a sink run back to back and the step callbacks see
+// the sink as one step (begin before it at the old step count, end after it at the new one).
+TEST(Model, SinkMode) {
+  auto ds = spore::test::regression_dataset(32, 8);  // 4 steps per epoch
+  using Seen = std::vector<std::pair<int64_t, int64_t>>;
+  auto recorder = [](Seen& begins, Seen& ends, std::vector<int64_t>& per_epoch) {
+    return LambdaCallback(
+        {.on_step_begin = [&](RunContext& c) { begins.emplace_back(c.epoch, c.global_step); },
+         .on_step_end = [&](RunContext& c) { ends.emplace_back(c.epoch, c.global_step); },
+         .on_epoch_end = [&](RunContext& c) { per_epoch.push_back(c.steps_per_epoch); }});
+  };
+  Fixture plain, whole, sized;
+  Seen b0, e0, b1, e1, b2, e2;
+  std::vector<int64_t> n0, n1, n2;
+  plain.model.train(2, ds, {recorder(b0, e0, n0)});
+  whole.model.train(2, ds, {recorder(b1, e1, n1)}, 0, -1);
+  EXPECT_EQ(b0.size(), 8u);
+  EXPECT_EQ(b1, (Seen{{1, 0}, {2, 4}}));
+  EXPECT_EQ(e1, (Seen{{1, 4}, {2, 8}}));
+  EXPECT_EQ(n1, (std::vector<int64_t>{4, 4}));
+  // The same steps in the same order: the same weights.
+  const auto wp = plain.net->trainable_params(), ww = whole.net->trainable_params();
+  for (size_t i = 0; i < wp.size(); ++i)
+    EXPECT_EQ(wp[i].to_vector<float>(), ww[i].to_vector<float>()) << i;
+  // sink_size 3: epochs of 3 steps from one iterator that restarts the dataset when it runs out.
+  sized.model.train(4, ds, {recorder(b2, e2, n2)}, 0, 3);
+  EXPECT_EQ(e2, (Seen{{1, 3}, {2, 6}, {3, 9}, {4, 12}}));
+  EXPECT_EQ(n2, (std::vector<int64_t>{3, 3, 3, 3}));
+  EXPECT_EQ(sized.model.optimizer()->global_step(), 12);
+  Fixture three_epochs;
+  three_epochs.model.train(3, ds);  // 12 steps: the same rows in the same order
+  const auto w3 = three_epochs.net->trainable_params(), ws = sized.net->trainable_params();
+  for (size_t i = 0; i < w3.size(); ++i)
+    EXPECT_EQ(w3[i].to_vector<float>(), ws[i].to_vector<float>()) << i;
+  EXPECT_THROW(plain.model.train(1, ds, {}, 0, -2), Error);
+}
+
 TEST(Callbacks, LambdaHookOrder) {
   Fixture f;
   auto train_ds = spore::test::regression_dataset(8, 4);  // 2 steps

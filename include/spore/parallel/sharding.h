@@ -93,6 +93,9 @@ class OpStrategyScope {
 
 // True while the context's parallel_mode is SemiAutoParallel and there is more than one rank.
 bool semi_auto_active();
+// True while a ShardedCell's forward runs on this thread (the engine sees every op): where a
+// primitive's shard() strategy (Python's Primitive.shard) moves its inputs to the strategy's cut.
+bool in_sharded_region();
 
 // What the engine knows about t (whole when nothing).
 Layout layout_of(const Tensor& t);

@@ -50,15 +50,21 @@ class Model {
 
   // Runs epochs [initial_epoch, epoch) over the dataset (epoch counts include the skipped ones,
   // as MindSpore's). Stops early when a callback calls ctx.request_stop().
+  // sink_size (MindSpore's dataset_sink_mode): 0 runs the step callbacks around every step; -1
+  // runs each epoch's steps as one sink (on_step_begin before its first step, on_step_end after
+  // its last: ctx.step / global_step advance by the sink's steps, ctx.loss is its last step's
+  // loss); N > 0 makes each epoch one sink of N steps drawn from one iterator that continues
+  // across epochs (the dataset restarts when it runs out), as MindSpore's sink_size does.
   void train(int64_t epoch, const data::Dataset& train_dataset, const Callbacks& callbacks = {},
-             int64_t initial_epoch = 0);
+             int64_t initial_epoch = 0, int64_t sink_size = 0);
   // Metrics over the whole dataset, keyed by the names given to the constructor.
   std::map<std::string, double> eval(const data::Dataset& valid_dataset,
                                      const Callbacks& callbacks = {});
   // train() with a validation pass every valid_frequency epochs (and always after the last one);
   // the callbacks see the results in ctx.metrics ("eval_loss" and the metrics).
   void fit(int64_t epoch, const data::Dataset& train_dataset, const data::Dataset& valid_dataset,
-           const Callbacks& callbacks = {}, int64_t valid_frequency = 1, int64_t initial_epoch = 0);
+           const Callbacks& callbacks = {}, int64_t valid_frequency = 1, int64_t initial_epoch = 0,
+           int64_t sink_size = 0);
   // The network's output in inference mode (set_train(false), no gradients).
   Tensor predict(const Tensor& x);
   std::vector<Tensor> predict(const std::vector<Tensor>& inputs);
@@ -75,7 +81,8 @@ class Model {
 
  private:
   void run(int64_t epoch, const data::Dataset& train_dataset, const data::Dataset* valid_dataset,
-           const Callbacks& callbacks, int64_t valid_frequency, int64_t initial_epoch);
+           const Callbacks& callbacks, int64_t valid_frequency, int64_t initial_epoch,
+           int64_t sink_size);
   std::map<std::string, double> evaluate(const data::Dataset& ds, const Callbacks& callbacks,
                                          RunContext& ctx, bool with_eval_loss);
   nn::CellPtr network_, loss_fn_, eval_network_;

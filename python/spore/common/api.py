@@ -187,7 +187,15 @@ class _JitFunction:
 
 
 def jit(function=None, *, capture_mode="ast", jit_level=None, dynamic=0, fullgraph=False, backend="", **kwargs):
-    """Compiles a Python function (or method) as one graph: @ms.jit / ms.jit(fn)."""
+    """Compiles a Python function (or method) as one graph: @ms.jit / ms.jit(fn). capture_mode
+    "ast" / "bytecode" / "trace" all trace the Python code as it runs (Spore's one way); the other
+    options have no counterpart and are refused when not at their defaults."""
+    from .._args import refuse, refuse_kwargs
+    refuse("jit", "Spore traces the function as it runs, one way", 
+           capture_mode=(capture_mode, ("ast", "bytecode", "trace")),
+           jit_level=(jit_level, (None, "O0", "O1")), dynamic=(dynamic, (0, False)), fullgraph=(fullgraph, False),
+           backend=(backend, ("", "ms_backend")))
+    refuse_kwargs("jit", kwargs)
     if function is None:
         return lambda f: _JitFunction(f)
     return _JitFunction(function)

@@ -6,6 +6,7 @@ import numpy as np
 
 from .. import _C
 from .._tracing import trace_error
+from .._args import refuse as _refuse
 
 Tensor = _C.Tensor
 
@@ -96,6 +97,7 @@ def squeeze(self, axis=None):
 
 
 def flatten(self, order="C", *, start_dim=0, end_dim=-1):
+    _refuse("Tensor.flatten", "Spore flattens in row-major order; use order='C'", order=(order, "C"))
     return self._flatten(start_dim, end_dim)
 
 
@@ -121,12 +123,16 @@ def mean(self, axis=None, keep_dims=False):
 
 
 def _max(self, axis=None, keepdims=False, *, initial=None, where=None, return_indices=False):
+    _refuse("Tensor.max", "reduce first and combine with ops.maximum / ops.minimum / ops.where",
+            initial=(initial, None), where=(where, None))
     if return_indices:
         return _C.amax(self, _axes(axis), keepdims), _C.argmax(self, axis, keepdims)
     return _C.amax(self, _axes(axis), keepdims)
 
 
 def _min(self, axis=None, keepdims=False, *, initial=None, where=None, return_indices=False):
+    _refuse("Tensor.min", "reduce first and combine with ops.maximum / ops.minimum / ops.where",
+            initial=(initial, None), where=(where, None))
     if return_indices:
         return _C.amin(self, _axes(axis), keepdims), _C.argmin(self, axis, keepdims)
     return _C.amin(self, _axes(axis), keepdims)
@@ -395,6 +401,10 @@ class Parameter(Tensor):
 
     def __init__(self, default_input, name=None, requires_grad=True, layerwise_parallel=False,
                  parallel_optimizer=True):
+        _refuse("Parameter",
+                "Spore's parallel modes decide how parameters are cut and which ones the parallel optimizer "
+                "shards (all of them)", layerwise_parallel=(layerwise_parallel, False),
+                parallel_optimizer=(parallel_optimizer, True))
         from .initializer import Initializer
         if isinstance(default_input, Initializer):
             raise ValueError("Parameter(Initializer): give the shape through initializer(init, shape, dtype)")
@@ -416,6 +426,8 @@ class Parameter(Tensor):
 
     def set_data(self, data, slice_shape=False):
         """Copies `data` into this parameter in place (shapes must match)."""
+        _refuse("Parameter.set_data", "Spore's parameters are whole tensors (nn.Dense.shard cuts them)",
+                slice_shape=(slice_shape, False))
         v = data if isinstance(data, Tensor) else Tensor(data)
         if tuple(v.shape) != tuple(self.shape):
             raise ValueError(f"Parameter {self.name}: set_data expected shape {tuple(self.shape)}, got "
@@ -427,7 +439,14 @@ class Parameter(Tensor):
         return self
 
     def clone(self, init="same"):
-        return Parameter(Tensor.clone(self), name=self.name, requires_grad=self.requires_grad)
+        """A copy; init="same" copies the values, an initializer name ("zeros", "normal", ...) or
+        Initializer gives fresh values of this shape and dtype."""
+        if isinstance(init, str) and init == "same":
+            data = Tensor.clone(self)
+        else:
+            from .initializer import initializer
+            data = initializer(init, tuple(self.shape), self.dtype)
+        return Parameter(data, name=self.name, requires_grad=self.requires_grad)
 
     def __repr__(self):
         return f"Parameter (name={self.name}, shape={tuple(self.shape)}, dtype={self.dtype!r}, " \
@@ -448,8 +467,12 @@ class ParameterTuple(tuple):
         return tuple.__new__(cls, items)
 
     def clone(self, prefix, init="same"):
-        return ParameterTuple(Parameter(Tensor.clone(p), name=f"{prefix}.{getattr(p, 'name', 'Parameter')}",
-                                        requires_grad=False) for p in self)
+        out = []
+        for p in self:
+            c = Parameter.clone(p, init) if isinstance(p, Parameter) else Parameter(Tensor.clone(p))
+            c.name, c.requires_grad = f"{prefix}.{getattr(p, 'name', 'Parameter')}", False
+            out.append(c)
+        return ParameterTuple(out)
 
 
 def as_parameter(t, name):

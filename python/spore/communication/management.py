@@ -1,5 +1,6 @@
 """mindspore.communication.management, over Spore's C++ process groups (src/parallel)."""
 from .. import _C
+from .._args import refuse
 
 _BACKENDS = {None: "mpi", "mpi": "mpi", "hccl": "mpi", "nccl": "nccl", "local": "local"}
 
@@ -16,8 +17,12 @@ def release():
 
 
 def get_rank(group=None):
+    refuse("get_rank", "Spore has one communication group, the world",
+           group=(group, (None, "hccl_world_group", "nccl_world_group")))
     return _C.get_rank()
 
 
 def get_group_size(group=None):
+    refuse("get_group_size", "Spore has one communication group, the world",
+           group=(group, (None, "hccl_world_group", "nccl_world_group")))
     return _C.get_group_size()

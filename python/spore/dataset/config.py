@@ -1,7 +1,7 @@
 """mindspore.dataset.config: engine-wide settings."""
 from .. import _C
 
-_workers = [8]
+_workers = [None]  # set_num_parallel_workers: the workers of sources and maps that give none
 
 
 def set_prefetch_size(size):
@@ -13,11 +13,15 @@ def get_prefetch_size():
 
 
 def set_num_parallel_workers(num):
-    _workers[0] = int(num)
+    """The worker threads of every source and map that passes no num_parallel_workers."""
+    if not isinstance(num, int) or isinstance(num, bool) or not 1 <= num <= 256:
+        raise ValueError(f"set_num_parallel_workers: num must be an int in [1, 256], got {num!r}")
+    _workers[0] = num
 
 
 def get_num_parallel_workers():
-    return _workers[0]
+    """What set_num_parallel_workers set, else the engine's default (the cores, at most 8)."""
+    return _workers[0] if _workers[0] is not None else _C.default_num_workers()
 
 
 def set_seed(seed):

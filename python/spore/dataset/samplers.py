@@ -1,5 +1,6 @@
 """Samplers (mindspore.dataset.*Sampler): which rows of a random-access source an epoch visits."""
 from .. import _C
+from .._args import refuse
 
 
 class Sampler:
@@ -19,6 +20,7 @@ class RandomSampler(Sampler):
 
 class DistributedSampler(Sampler):
     def __init__(self, num_shards, shard_id, shuffle=True, num_samples=None, offset=-1):
+        refuse("DistributedSampler", "the shards start at sample 0", offset=(offset, -1))
         super().__init__(_C.DistributedSampler(num_shards, shard_id, shuffle, -1 if num_samples is None else num_samples))
 
 

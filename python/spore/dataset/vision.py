@@ -4,6 +4,7 @@ import numpy as np
 
 from .. import _C
 from .transforms import TensorOperation
+from .._args import refuse
 
 Inter = _C.Inter
 Border = _C.Border
@@ -66,6 +67,8 @@ class RandomCrop(TensorOperation):
 class RandomResizedCrop(TensorOperation):
     def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0), interpolation=Inter.BILINEAR,
                  max_attempts=10):
+        refuse("vision.RandomResizedCrop", "Spore's crop tries 10 times, as MindSpore's default",
+               max_attempts=(max_attempts, 10))
         self._op = _C.RandomResizedCrop(_size(size), list(scale), list(ratio), interpolation)
 
 
@@ -103,10 +106,11 @@ class Rotate(TensorOperation):
 
 class CutOut(TensorOperation):
     def __init__(self, length, num_patches=1, is_hwc=True):
+        refuse("vision.CutOut", "Spore's CutOut takes HWC images", is_hwc=(is_hwc, True))
         self._op = _C.CutOut(int(length), int(num_patches), [0.0])
 
 
-def _range(v, around_one=True):
+def _range(v):  # a scalar is expanded by the C++ transform (MindSpore's rule)
     if isinstance(v, (list, tuple)):
         return [float(x) for x in v]
     return [float(v)]
@@ -121,6 +125,9 @@ class ToTensor(TensorOperation):
     """HWC uint8 -> CHW float32 in [0, 1] (Rescale(1/255) then HWC2CHW)."""
 
     def __init__(self, output_type=np.float32):
+        if np.dtype(output_type) != np.float32:
+            raise NotImplementedError(f"For 'vision.ToTensor', output_type={output_type!r} is not supported: the "
+                                      f"output is float32; add transforms.TypeCast after it")
         self._op = _C.Compose([_C.Rescale(1.0 / 255.0, 0.0), _C.HWC2CHW()])
 
 

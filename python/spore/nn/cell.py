@@ -17,6 +17,8 @@ from .. import _C
 from .._tracing import annotate
 from ..common import api
 from ..common.tensor import Parameter, Tensor, as_parameter
+from .._args import refuse
+from .._args import refuse, refuse_kwargs
 
 _grad_depth = [0]  # > 0 inside value_and_grad / GradOperation in PyNative: no compiled calls
 _trace_depth = [0]
@@ -41,6 +43,7 @@ class Cell:
         d["_graph"] = None
         d["_auto_prefix"] = auto_prefix
         d["cell_type"] = None
+        d["requires_grad"] = None  # set_grad: None follows the ambient grad mode
         if flags:
             d.update(flags)
 
@@ -109,6 +112,9 @@ class Cell:
         setattr(self, child_name, child_cell)
 
     def insert_param_to_cell(self, param_name, param, check_name_contain_dot=True):
+        if check_name_contain_dot and "." in param_name:
+            raise KeyError(f"For '{type(self).__name__}.insert_param_to_cell', the parameter name {param_name!r} "
+                           f"contains '.'; pass check_name_contain_dot=False to allow it")
         setattr(self, param_name, param)
 
     # ---- calls ------------------------------------------------------------------------------------
@@ -117,6 +123,13 @@ class Cell:
                                   f"must implement construct(self, *inputs)")
 
     def __call__(self, *args, **kwargs):
+        rg = self.__dict__.get("requires_grad")
+        if rg is not None and _grad_depth[0] == 0 and not _C.is_tracing() and rg != _C.is_grad_enabled():
+            with (_C._EnableGrad() if rg else _C._NoGrad()):  # set_grad: this forward's grad mode
+                return self._call(args, kwargs)
+        return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         cpp = self._cpp
         if self._builtin and not kwargs:
             if self._multi_out:
@@ -198,34 +211,40 @@ class Cell:
         listed (and checkpointed) under the same names, and trainable_params() leaves them out."""
         known = self._python_params()
         for name, t in self._cpp.named_parameters(name_prefix):
+            if not expand and "." in name[len(name_prefix):].lstrip("."):
+                continue  # expand=False: this cell's own parameters only
             p = known.get(t._impl_id())
             yield name, as_parameter(p if p is not None else t, name)
         for name, t in self._cpp.named_buffers(name_prefix):
+            if not expand and "." in name[len(name_prefix):].lstrip("."):
+                continue
             p = as_parameter(t, name)
             p.requires_grad = False
             yield name, p
 
     def get_parameters(self, expand=True):
-        for _, p in self.parameters_and_names():
+        for _, p in self.parameters_and_names(expand=expand):
             yield p
 
     def trainable_params(self, recurse=True):
-        return [p for _, p in self.parameters_and_names() if p.requires_grad]
+        """recurse=False: this cell's own parameters only (not its sub-cells')."""
+        return [p for _, p in self.parameters_and_names(expand=recurse) if p.requires_grad]
 
     def untrainable_params(self, recurse=True):
-        return [p for _, p in self.parameters_and_names() if not p.requires_grad]
+        return [p for _, p in self.parameters_and_names(expand=recurse) if not p.requires_grad]
 
     def parameters_dict(self, recurse=True):
-        return OrderedDict(self.parameters_and_names())
+        return OrderedDict(self.parameters_and_names(expand=recurse))
 
     def buffers_and_names(self):
         return list(self._cpp.named_buffers(""))
 
     def update_parameters_name(self, prefix="", recurse=True):
-        for name, p in self.parameters_and_names():
+        for name, p in self.parameters_and_names(expand=recurse):
             p.name = prefix + name
 
     def cells_and_names(self, cell=None, name_prefix=""):
+        refuse("Cell.cells_and_names", "the walk starts at this cell", cell=(cell, None))
         for name, c in _named_cells(self, name_prefix):
             yield name, c
 
@@ -248,6 +267,13 @@ class Cell:
         """MindSpore's Cell.recompute(): in GRAPH_MODE this cell's activations are recomputed for the
         backward pass instead of kept (less memory, more compute); PYNATIVE_MODE ignores it. The
         parallel-communication options MindSpore takes (mp_comm_recompute ...) are accepted."""
+        refuse_kwargs(f"{type(self).__name__}.recompute", kwargs,
+                      ("mp_comm_recompute", "parallel_optimizer_comm_recompute", "recompute_slice_activation"))
+        refuse(f"{type(self).__name__}.recompute",
+               "Spore recomputes the cell's forward ops (its collectives are recomputed with them)",
+               mp_comm_recompute=(kwargs.get("mp_comm_recompute", True), True),
+               parallel_optimizer_comm_recompute=(kwargs.get("parallel_optimizer_comm_recompute", False), False),
+               recompute_slice_activation=(kwargs.get("recompute_slice_activation", False), False))
         self._cpp.recompute(bool(mode))
         return self
 
@@ -265,6 +291,17 @@ class Cell:
         return self
 
     def set_grad(self, requires_grad=True):
+        """MindSpore's Cell.set_grad: whether a PYNATIVE_MODE call of this cell builds what the
+        backward pass needs. True: its forward records the autograd tape even inside a no-grad scope
+        (ms._no_grad); False: its forward records nothing (an inference call: no tape, no saved
+        activations; the outputs have requires_grad False). value_and_grad / grad / GradOperation
+        differentiate the cell whatever the flag (MindSpore's grad transforms set it themselves),
+        and a GRAPH_MODE call compiles only the forward unless a grad transform asks. Not called:
+        the ambient grad mode decides (records while parameters require grad)."""
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"For '{type(self).__name__}.set_grad', 'requires_grad' must be a bool, "
+                            f"got {type(requires_grad).__name__}")
+        self.__dict__["requires_grad"] = requires_grad
         return self
 
     def to_float(self, dst_type):
@@ -282,6 +319,7 @@ class Cell:
         return self
 
     def set_boost(self, boost_type):
+        refuse(f"{type(self).__name__}.set_boost", "Spore has no boost algorithms", boost_type=(boost_type, None))
         return self
 
     @property
@@ -316,6 +354,7 @@ class CellList(Cell):
     """A list of cells, registered as "0", "1", ... (MindSpore's CellList)."""
 
     def __init__(self, args=None, **kwargs):
+        refuse_kwargs("CellList", kwargs)
         super().__init__()
         self.__dict__["_list"] = []
         for c in args or []:

@@ -4,6 +4,7 @@ from .. import _C
 from ..common import dtype as mstype
 from ..common.initializer import _to_cpp
 from .cell import Cell
+from .._args import refuse
 
 
 def _dt(dtype):
@@ -45,6 +46,8 @@ class Conv2d(Cell):
 class Embedding(Cell):
     def __init__(self, vocab_size, embedding_size, use_one_hot=False, embedding_table="normal", dtype=mstype.int32,
                  padding_idx=None):
+        refuse("nn.Embedding", "Spore's Embedding gathers rows (float32 table)", use_one_hot=(use_one_hot, False),
+               dtype=(dtype, (mstype.int32, mstype.int64)))
         super().__init__(_cpp=_C.Embedding(vocab_size, embedding_size, _to_cpp(embedding_table), padding_idx, None))
         self.vocab_size, self.embedding_size = vocab_size, embedding_size
 
@@ -58,6 +61,7 @@ class Dropout(Cell):
     """MindSpore 2.x: p is the drop probability (keep_prob, the 1.x argument, is still accepted)."""
 
     def __init__(self, keep_prob=None, p=None, dtype=mstype.float32):
+        refuse("nn.Dropout", "Spore's Dropout keeps the input's dtype", dtype=(dtype, (None, _C.DType.float32)))
         if p is None:
             p = 0.5 if keep_prob is None else 1.0 - keep_prob
         super().__init__(_cpp=_C.Dropout(float(p)))
@@ -66,6 +70,9 @@ class Dropout(Cell):
 
 class Upsample(Cell):
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None):
+        refuse("nn.Upsample", "Spore's interpolation uses half-pixel centres (align_corners=False)",
+               align_corners=(align_corners, (None, False)), 
+               recompute_scale_factor=(recompute_scale_factor, (None, False)))
         super().__init__(_cpp=_C.Upsample(size, scale_factor, mode))
 
 
@@ -87,6 +94,7 @@ LogSoftmax = _activation("LogSoftmax", _C.LogSoftmax)
 
 
 def get_activation(name, prim_name=None):
+    refuse("get_activation", "the activation is named by `name`", prim_name=(prim_name, None))
     table = {"relu": ReLU, "relu6": ReLU6, "leakyrelu": LeakyReLU, "silu": SiLU, "swish": SiLU, "sigmoid": Sigmoid,
              "tanh": Tanh, "gelu": GELU, "softmax": Softmax, "logsoftmax": LogSoftmax}
     if name is None:
@@ -102,6 +110,7 @@ class _BatchNorm(Cell):
     def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init="ones", beta_init="zeros",
                  moving_mean_init="zeros", moving_var_init="ones", use_batch_statistics=None, data_format="NCHW",
                  dtype=mstype.float32):
+        refuse(type(self).__name__, "Spore's BatchNorm takes NCHW", data_format=(data_format, "NCHW"))
         super().__init__(_cpp=type(self)._make(num_features, eps, momentum, affine, _to_cpp(gamma_init),
                                                _to_cpp(beta_init), _to_cpp(moving_mean_init),
                                                _to_cpp(moving_var_init), use_batch_statistics, _dt(dtype)))
@@ -126,12 +135,16 @@ class LayerNorm(Cell):
 class MaxPool2d(Cell):
     def __init__(self, kernel_size=1, stride=1, pad_mode="valid", padding=0, dilation=1, return_indices=False,
                  ceil_mode=False, data_format="NCHW"):
+        refuse("nn.MaxPool2d", "Spore's pooling has no dilation or index output; use ops.argmax on the window yourself",
+               dilation=(dilation, 1), return_indices=(return_indices, False), data_format=(data_format, "NCHW"))
         super().__init__(_cpp=_C.MaxPool2d(kernel_size, stride, pad_mode.lower(), padding, ceil_mode, True))
 
 
 class AvgPool2d(Cell):
     def __init__(self, kernel_size=1, stride=1, pad_mode="valid", padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None, data_format="NCHW"):
+        refuse("nn.AvgPool2d", "Spore divides by the window size (NCHW)", divisor_override=(divisor_override, None),
+               data_format=(data_format, "NCHW"))
         super().__init__(_cpp=_C.AvgPool2d(kernel_size, stride, pad_mode.lower(), padding, ceil_mode,
                                            count_include_pad))
 

@@ -13,6 +13,7 @@ from .. import _C
 from ..common import api
 from ..common.tensor import Parameter, ParameterTuple, Tensor
 from .cell import Cell
+from .._args import refuse, refuse_kwargs
 
 
 def _default_decay(p):
@@ -163,6 +164,8 @@ class Momentum(Optimizer):
 class Adam(Optimizer):
     def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, use_locking=False,
                  use_nesterov=False, weight_decay=0.0, loss_scale=1.0, use_amsgrad=False, **kwargs):
+        refuse("nn.Adam", "Spore's updates are not locked (one step at a time)", use_locking=(use_locking, False))
+        refuse_kwargs("nn.Adam", kwargs)
         if use_amsgrad or use_nesterov:
             raise NotImplementedError("Adam: use_amsgrad and use_nesterov are not supported")
         super().__init__(learning_rate, params, weight_decay, loss_scale)
@@ -183,6 +186,7 @@ AdamW = AdamWeightDecay
 class RMSProp(Optimizer):
     def __init__(self, params, learning_rate=0.1, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking=False,
                  centered=False, loss_scale=1.0, weight_decay=0.0):
+        refuse("nn.RMSProp", "Spore's updates are not locked (one step at a time)", use_locking=(use_locking, False))
         if centered:
             raise NotImplementedError("RMSProp: centered=True is not supported")
         super().__init__(learning_rate, params, weight_decay, loss_scale)

@@ -3,6 +3,7 @@ nn.TrainOneStepWithLossScaleCell): thin Python Cells over the C++ ones, which ru
 (in GRAPH_MODE compiled as one graph: forward, loss, backward and the optimizer update)."""
 from .. import _C
 from .cell import Cell
+from .._args import refuse
 
 
 def _cell_cpp(c, what):
@@ -31,6 +32,8 @@ class WithEvalCell(Cell):
     _multi_out = True
 
     def __init__(self, network, loss_fn, add_cast_fp32=False):
+        refuse("nn.WithEvalCell", "the outputs keep the network's dtype; cast them in the network",
+               add_cast_fp32=(add_cast_fp32, False))
         super().__init__(auto_prefix=False, _cpp=_C.WithEvalCell(_cell_cpp(network, "network"),
                                                                  _cell_cpp(loss_fn, "loss_fn")))
         self._keep("_network", network)
@@ -42,6 +45,8 @@ class TrainOneStepCell(Cell):
     (output gradient `sens`); optimizer update; returns the loss."""
 
     def __init__(self, network, optimizer, sens=1.0, return_grad=False):
+        refuse("nn.TrainOneStepCell", "Spore's step returns the loss; take the gradients with value_and_grad",
+               return_grad=(return_grad, False))
         super().__init__(auto_prefix=False, _cpp=_C.TrainOneStepCell(_cell_cpp(network, "network"),
                                                                      optimizer._opt, float(sens)))
         self._keep("network", network)

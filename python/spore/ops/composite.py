@@ -6,6 +6,7 @@ from .. import _C
 from ..common import api
 from ..common.tensor import Tensor
 from ..nn import cell as _cell
+from .._args import refuse
 
 
 def _weights_list(weights):
@@ -16,7 +17,7 @@ def _weights_list(weights):
     return list(weights)
 
 
-def _positions(grad_position, n):
+def _positions(grad_position):
     if grad_position is None:
         return []
     if isinstance(grad_position, int):
@@ -25,7 +26,7 @@ def _positions(grad_position, n):
 
 
 def _value_and_grad_eager(fn, args, grad_position, weights, has_aux, sens=None):
-    pos = _positions(grad_position, len(args))
+    pos = _positions(grad_position)
     args = list(args)
     inputs = []
     for i in pos:
@@ -81,6 +82,8 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False, return_ids=
     """f(*args) -> (fn's output, gradients). grad_position: which positional inputs (int, tuple or
     None); weights: Parameters (e.g. optimizer.parameters). has_aux: fn returns (loss, aux...) and
     only loss is differentiated."""
+    refuse("ops.value_and_grad", "gradients come back in grad_position / weights order, without ids",
+           return_ids=(return_ids, False))
     if grad_position is None and weights is None:
         raise ValueError("value_and_grad: 'grad_position' and 'weights' cannot both be None")
     cache = [None]
@@ -101,6 +104,8 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False, return_ids=
 
 def grad(fn, grad_position=0, weights=None, has_aux=False, return_ids=False):
     """Gradients only (with has_aux: (gradients, aux))."""
+    refuse("ops.grad", "gradients come back in grad_position / weights order, without ids", 
+           return_ids=(return_ids, False))
     vg = value_and_grad(fn, grad_position, weights, has_aux)
 
     def wrapper(*args):

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import _C
 from ..common.tensor import Tensor
+from .._args import refuse
 
 
 def _axes(axis):
@@ -155,12 +156,16 @@ def amin(input, axis=None, keepdims=False):
 
 def max(input, axis=None, keepdims=False, *, initial=None, where=None):
     """MindSpore 2.x: (values, indices) along an axis; the maximum of all elements without one."""
+    refuse("ops.max", "reduce first and combine with ops.maximum / ops.minimum / ops.where",
+           initial=(initial, None), where=(where, None))
     if axis is None:
         return _C.amax(input, None, keepdims)
     return _C.amax(input, [axis], keepdims), _C.argmax(input, axis, keepdims)
 
 
 def min(input, axis=None, keepdims=False, *, initial=None, where=None):
+    refuse("ops.min", "reduce first and combine with ops.maximum / ops.minimum / ops.where",
+           initial=(initial, None), where=(where, None))
     if axis is None:
         return _C.amin(input, None, keepdims)
     return _C.amin(input, [axis], keepdims), _C.argmin(input, axis, keepdims)
@@ -191,7 +196,27 @@ def logsumexp(input, axis, keep_dims=False):
 
 
 def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
-    return _C.sqrt(_C.sum(_C.square(A), _axes(dim), keepdim))
+    """MindSpore's ops.norm: ord None / "fro" (the 2-norm of the elements over dim), or, for a
+    vector norm (dim an int, or a 1-D input), any number p (inf, -inf, 0 too). Matrix norms with
+    another ord are refused. dtype: A is cast to it first."""
+    if dtype is not None:
+        A = A.astype(dtype)
+    if ord is None or (isinstance(ord, str) and ord == "fro"):
+        return _C.sqrt(_C.sum(_C.square(A), _axes(dim), keepdim))
+    vector = isinstance(dim, int) or (dim is None and A.ndim == 1) or (isinstance(dim, (tuple, list)) and len(dim) == 1)
+    if not vector or isinstance(ord, str):
+        raise NotImplementedError(f"For 'ops.norm', ord={ord!r} over dim={dim!r} is not supported: Spore has the "
+                                  f"Frobenius norm (ord=None / 'fro') and vector p-norms (dim an int)")
+    axes = _axes(dim)
+    a = _C.abs(A)
+    if ord == float("inf"):
+        return _C.amax(a, axes, keepdim)
+    if ord == float("-inf"):
+        return _C.amin(a, axes, keepdim)
+    if ord == 0:
+        return _C.sum(_C.not_equal(A, 0.0).astype(A.dtype), axes, keepdim)
+    p = float(ord)
+    return _C.sum(a ** p, axes, keepdim) ** (1.0 / p)
 
 
 def cumsum(x, axis, dtype=None):
@@ -235,12 +260,15 @@ def conv2d(input, weight, bias=None, stride=1, pad_mode="valid", padding=0, dila
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+    refuse("ops.max_pool2d", "Spore's pooling has no dilation or index output", dilation=(dilation, (1, (1, 1))),
+           return_indices=(return_indices, False))
     return _C.max_pool2d(x, _pair(kernel_size), _pair(stride if stride is not None else kernel_size),
                          _pads(padding), ceil_mode)
 
 
 def avg_pool2d(input_x, kernel_size=1, stride=1, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
+    refuse("ops.avg_pool2d", "Spore divides by the window size", divisor_override=(divisor_override, (None, 0)))
     return _C.avg_pool2d(input_x, _pair(kernel_size), _pair(stride), _pads(padding), ceil_mode, count_include_pad)
 
 
@@ -254,10 +282,14 @@ def dense(input, weight, bias=None):
 
 
 def dropout(input, p=0.5, training=True, seed=None):
+    refuse("ops.dropout", "per-op seeds are not supported; seed the global generator with ms.set_seed", 
+           seed=(seed, None))
     return _C.dropout(input, p, training)
 
 
 def one_hot(indices, depth, on_value=1, off_value=0, axis=-1):
+    refuse("ops.one_hot", "the classes are the last axis; move it with ops.transpose / ops.moveaxis",
+           axis=(axis, -1))
     out = _C.one_hot(indices, int(depth), _C.DType.float32)
     if on_value != 1 or off_value != 0:
         out = out * (on_value - off_value) + off_value
@@ -272,6 +304,8 @@ def pad(input_x, padding, mode="constant", value=None):
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None):
+    refuse("ops.interpolate", "Spore's nearest interpolation has no corner alignment",
+           align_corners=(align_corners, (None, False)), recompute_scale_factor=(recompute_scale_factor, (None, False)))
     if mode != "nearest":
         raise NotImplementedError(f"ops.interpolate: mode '{mode}' (only 'nearest')")
     if size is None:
@@ -302,6 +336,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
 
 
 def nll_loss(inputs, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    refuse("ops.nll_loss", "smooth the targets yourself (or use nn.CrossEntropyLoss(label_smoothing=...))",
+           label_smoothing=(label_smoothing, (0.0, 0)))
     return _C.NLLLoss(weight, ignore_index, reduction)(inputs, target)
 
 
@@ -335,6 +371,7 @@ def swapaxes(input, axis0, axis1):
 
 
 def flatten(input, order="C", *, start_dim=1, end_dim=-1):
+    refuse("ops.flatten", "Spore flattens in row-major order", order=(order, "C"))
     return input._flatten(start_dim, end_dim)
 
 
@@ -385,6 +422,7 @@ def chunk(input, chunks, axis=0):
 
 def gather(input_params, input_indices, axis, batch_dims=0):
     """MindSpore's Gather: index_select along axis (indices of any shape)."""
+    refuse("ops.gather", "batch_dims > 0 is not supported; gather per batch element", batch_dims=(batch_dims, 0))
     flat = input_indices.reshape(-1)
     out = _C.index_select(input_params, axis, flat)
     shape = list(input_params.shape[:axis]) + list(input_indices.shape) + list(input_params.shape[axis + 1:])
@@ -486,26 +524,36 @@ def eye(n, m=None, dtype=None):
 
 
 def rand(*size, dtype=None, seed=None):
+    refuse("ops.rand", "per-op seeds are not supported; seed the global generator with ms.set_seed", seed=(seed, None))
     return _C.rand(_shape(size[0] if len(size) == 1 and not isinstance(size[0], int) else size), dtype)
 
 
 def randn(*size, dtype=None, seed=None):
+    refuse("ops.randn", "per-op seeds are not supported; seed the global generator with ms.set_seed", seed=(seed, None))
     return _C.randn(_shape(size[0] if len(size) == 1 and not isinstance(size[0], int) else size), dtype)
 
 
 def uniform(shape, minval, maxval, seed=None, dtype=None):
+    refuse("ops.uniform", "per-op seeds are not supported; seed the global generator with ms.set_seed", 
+           seed=(seed, None))
     return _C.uniform(_shape(shape), float(minval), float(maxval), dtype)
 
 
 def standard_normal(shape, seed=None):
+    refuse("ops.standard_normal", "per-op seeds are not supported; seed the global generator with ms.set_seed",
+           seed=(seed, None))
     return _C.randn(_shape(shape), None)
 
 
 def randint(low, high, size, seed=None, *, dtype=None):
+    refuse("ops.randint", "per-op seeds are not supported; seed the global generator with ms.set_seed", 
+           seed=(seed, None))
     return _C.randint(int(low), int(high), _shape(size), dtype or _C.DType.int64)
 
 
 def randperm(n, seed=0, offset=0, dtype=None):
+    refuse("ops.randperm", "per-op seeds are not supported; seed the global generator with ms.set_seed", 
+           seed=(seed, 0), offset=(offset, 0))
     return _C.randperm(int(n), dtype or _C.DType.int64)
 
 

@@ -1,7 +1,22 @@
 """MindSpore's primitive classes (ops.ReLU(), ops.MatMul(transpose_b=True), ops.ReduceMean(
 keep_dims=True), ...): each instance holds its attributes and calls the C++ op."""
+import functools
+
 from .. import _C
+from ..common.tensor import Tensor
 from . import functional as F
+from .._args import refuse
+
+# Primitive.shard: the primitives whose C++ op the sharding engine has a rule for
+# (src/parallel/sharding.cpp, Engine::call_with: elementwise ops, matmul, sum / mean, permute,
+# reshape, softmax / log_softmax, conv2d, pools), with their number of tensor inputs (one strategy
+# entry each).
+SHARDABLE = {
+    **{n: 1 for n in ("ReLU", "ReLU6", "Sigmoid", "Tanh", "Exp", "Log", "Sqrt", "Rsqrt", "Square", "Abs", "Neg",
+                      "Sin", "Cos", "Erf", "Reciprocal", "SiLU", "GeLU", "ReduceSum", "ReduceMean", "Softmax",
+                      "LogSoftmax", "Transpose", "Reshape", "MaxPool", "AvgPool")},
+    **{n: 2 for n in ("Add", "Sub", "Mul", "Div", "RealDiv", "Pow", "Maximum", "Minimum", "MatMul", "Conv2D")},
+}
 
 
 class Primitive:
@@ -15,8 +30,82 @@ class Primitive:
         self.attrs[name] = value
         return self
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__name__ in SHARDABLE and "__call__" in cls.__dict__:
+            cls.__call__ = _strategy_call(cls.__dict__["__call__"])
+
+    def shard(self, in_strategy, out_strategy=None):
+        """MindSpore's Primitive.shard: one tuple per tensor input, one entry per dimension (the
+        pieces it is cut into), e.g. ``ops.MatMul().shard(((1, 2), (2, 1)))`` cuts the contraction
+        over 2 ranks. Under set_auto_parallel_context(parallel_mode="semi_auto_parallel") with
+        several ranks, inside Model's (sharded) step, each input moves to its cut before the op runs
+        and the sharding engine computes the op on the pieces (a cut contraction's partial sums are
+        all-reduced; MatMul's out_strategy asks for a reduce-scatter into that cut instead);
+        elsewhere the strategy has no effect, as in MindSpore. Parameters used by the op stay whole
+        (the op works on their pieces); nn.Dense.shard stores its weight as pieces. Primitives
+        whose op the engine has no rule for refuse it."""
+        name = type(self).__name__
+        if name not in SHARDABLE:
+            raise NotImplementedError(
+                f"For '{name}.shard', Spore's sharding engine has no rule for this primitive, so a strategy "
+                f"would be ignored; primitives that take shard(): {', '.join(sorted(SHARDABLE))}. Leave it "
+                f"unsharded (its inputs are gathered whole) or shard the layer (nn.Dense.shard)")
+        n = SHARDABLE[name]
+        st = _check_strategy(name, "in_strategy", in_strategy)
+        if len(st) != n:
+            raise ValueError(f"For '{name}.shard', 'in_strategy' needs one entry per tensor input ({n}), "
+                             f"got {len(st)}: {in_strategy!r}")
+        out = None
+        if out_strategy is not None:
+            if name != "MatMul":
+                raise NotImplementedError(f"For '{name}.shard', 'out_strategy' is supported for MatMul only "
+                                          f"(the engine picks the output layout of other ops); drop it")
+            out = _check_strategy(name, "out_strategy", out_strategy)
+            if len(out) != 1:
+                raise ValueError(f"For 'MatMul.shard', 'out_strategy' has one entry (the output), got {len(out)}")
+        self.__dict__["_in_strategy"], self.__dict__["_out_strategy"] = st, out
+        self.attrs["in_strategy"], self.attrs["out_strategy"] = in_strategy, out_strategy
+        return self
+
     def __repr__(self):
         return f"Prim[{self.name}]"
+
+
+def _check_strategy(name, what, strategy):
+    ok = isinstance(strategy, (tuple, list)) and all(
+        isinstance(e, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in e)
+        for e in strategy)
+    if not ok:
+        raise ValueError(f"For '{name}.shard', '{what}' must be a tuple of tuples of ints >= 1 (one tuple per "
+                         f"input, one entry per dimension), got {strategy!r}")
+    return [list(e) for e in strategy]
+
+
+def _strategy_call(call):
+    """Wraps a shardable primitive's __call__: in a sharded region, inputs move to the strategy."""
+    @functools.wraps(call)
+    def wrapper(self, *args):
+        st = self.__dict__.get("_in_strategy")
+        if st is None or not _C.shard_region_active():
+            return call(self, *args)
+        args = list(args)
+        pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        name = type(self).__name__
+        if len(pos) != len(st):
+            raise ValueError(f"For '{name}', the strategy has {len(st)} entries but the call has {len(pos)} tensor "
+                             f"inputs")
+        for i, entry in zip(pos, st):
+            if len(entry) != args[i].ndim:
+                raise ValueError(f"For '{name}', strategy entry {tuple(entry)} has {len(entry)} dimensions but "
+                                 f"input {i} has shape {tuple(args[i].shape)}")
+            args[i] = _C.shard_input(args[i], entry)
+        out = self.__dict__.get("_out_strategy")
+        if out is not None:
+            with _C._MatmulOutScope(out[0]):
+                return call(self, *args)
+        return call(self, *args)
+    return wrapper
 
 
 PrimitiveWithInfer = Primitive
@@ -149,6 +238,8 @@ def _reduce(name, fn):
         def __call__(self, x, axis=()):
             return fn(x, F._axes(axis), self.keep_dims)
     Reduce.__name__ = Reduce.__qualname__ = name
+    if name in SHARDABLE:  # named after __init_subclass__ ran
+        Reduce.__call__ = _strategy_call(Reduce.__call__)
     return Reduce
 
 
@@ -250,6 +341,7 @@ class OneHot(Primitive):
 
 class Gather(Primitive):
     def __call__(self, params, indices, axis, batch_dims=0):
+        refuse("ops.Gather", "batch_dims > 0 is not supported; gather per batch element", batch_dims=(batch_dims, 0))
         return F.gather(params, indices, axis)
 
 
@@ -303,10 +395,18 @@ class LeakyReLU(Primitive):
 class Conv2D(Primitive):
     def __init__(self, out_channel, kernel_size, mode=1, pad_mode="valid", pad=0, stride=1, dilation=1, group=1,
                  data_format="NCHW"):
+        refuse("ops.Conv2D", "Spore's convolution is the cross-correlation (mode 1) on NCHW", mode=(mode, 1),
+               data_format=(data_format, "NCHW"))
+        self.out_channel = int(out_channel)
+        self.kernel_size = (kernel_size, kernel_size) if isinstance(kernel_size, int) \
+            else tuple(kernel_size)
         super().__init__()
         self.pad_mode, self.pad, self.stride, self.dilation, self.group = pad_mode, pad, stride, dilation, group
 
     def __call__(self, x, w):
+        if w.ndim == 4 and (w.shape[0] != self.out_channel or tuple(w.shape[2:]) != self.kernel_size):
+            raise ValueError(f"For 'Conv2D', the weight's shape {tuple(w.shape)} does not match out_channel="
+                             f"{self.out_channel} and kernel_size={self.kernel_size} given to the primitive")
         stride = self.stride if isinstance(self.stride, int) else self.stride[-1]
         dilation = self.dilation if isinstance(self.dilation, int) else self.dilation[-1]
         return F.conv2d(x, w, None, stride, self.pad_mode, self.pad, dilation, self.group)
@@ -314,6 +414,7 @@ class Conv2D(Primitive):
 
 class _Pool(Primitive):
     def __init__(self, kernel_size=1, strides=1, pad_mode="valid", data_format="NCHW"):
+        refuse(type(self).__name__, "Spore's pooling takes NCHW", data_format=(data_format, "NCHW"))
         super().__init__()
         k = kernel_size if isinstance(kernel_size, int) else kernel_size[-1]
         s = strides if isinstance(strides, int) else strides[-1]
@@ -341,6 +442,9 @@ class SoftmaxCrossEntropyWithLogits(Primitive):
 
 class SparseSoftmaxCrossEntropyWithLogits(Primitive):
     def __init__(self, is_grad=False):
+        refuse("ops.SparseSoftmaxCrossEntropyWithLogits",
+               "it returns the mean loss; take the gradient with value_and_grad",
+               is_grad=(is_grad, False))
         super().__init__()
         self.is_grad = is_grad
 
@@ -357,6 +461,8 @@ class Print(Primitive):
 
 class Dropout(Primitive):
     def __init__(self, keep_prob=0.5, Seed0=0, Seed1=0):
+        refuse("ops.Dropout", "per-op seeds are not supported; seed the global generator with ms.set_seed",
+               Seed0=(Seed0, 0), Seed1=(Seed1, 0))
         super().__init__()
         self.p = 1.0 - keep_prob
 

@@ -2,7 +2,7 @@
 from .._metrics import (MAE, MSE, Accuracy, ConfusionMatrix, F1, Loss, Metric, Precision, Recall,
                         Top1CategoricalAccuracy, Top5CategoricalAccuracy, TopKCategoricalAccuracy, get_metric_fn)
 from .callback import (Callback, CheckpointConfig, EarlyStopping, History, LambdaCallback, LossMonitor,
-                       ModelCheckpoint, RunContext, TimeMonitor)
+                       ModelCheckpoint, ReduceLROnPlateau, RunContext, TimeMonitor)
 from .model import Model
 from .serialization import load_checkpoint, load_param_into_net, save_checkpoint
 from ..amp import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager

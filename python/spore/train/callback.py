@@ -13,6 +13,8 @@ import time
 
 from .. import _C
 from ..common.tensor import Tensor
+from .._args import refuse
+from .._args import refuse, refuse_kwargs
 
 
 class _CallbackParam:
@@ -214,6 +216,10 @@ class TimeMonitor(Callback):
     """Prints the epoch time and the per-step time at each epoch end."""
 
     def __init__(self, data_size=None, data_time=False):
+        refuse("TimeMonitor", "Spore's TimeMonitor reads the step count from the run and times whole steps",
+               data_time=(data_time, False))
+        if data_size is not None and (not isinstance(data_size, int) or data_size <= 0):
+            raise ValueError(f"For 'TimeMonitor', 'data_size' must be a positive int or None, got {data_size!r}")
         self._cpp = _C.TimeMonitor()
 
 
@@ -221,6 +227,14 @@ class CheckpointConfig:
     def __init__(self, save_checkpoint_steps=1, save_checkpoint_seconds=0, keep_checkpoint_max=5,
                  keep_checkpoint_per_n_minutes=0, integrated_save=True, async_save=False, saved_network=None,
                  append_info=None, enc_key=None, enc_mode="AES-GCM", exception_save=False, **kwargs):
+        refuse("CheckpointConfig", "Spore saves every N steps / epochs, whole, synchronously and unencrypted",
+               save_checkpoint_seconds=(save_checkpoint_seconds, 0),
+               keep_checkpoint_per_n_minutes=(keep_checkpoint_per_n_minutes, 0),
+               integrated_save=(integrated_save, True), async_save=(async_save, False), 
+               saved_network=(saved_network, None),
+               append_info=(append_info, None), enc_key=(enc_key, None), enc_mode=(enc_mode, "AES-GCM"),
+               exception_save=(exception_save, False))
+        refuse_kwargs("CheckpointConfig", kwargs, ("save_checkpoint_epochs",))
         self.save_checkpoint_steps = save_checkpoint_steps or 0
         self.keep_checkpoint_max = keep_checkpoint_max
         self.save_checkpoint_epochs = kwargs.get("save_checkpoint_epochs", 0)
@@ -261,6 +275,8 @@ class History(Callback):
 class EarlyStopping(Callback):
     def __init__(self, monitor="eval_loss", min_delta=0, patience=0, verbose=False, mode="auto", baseline=None,
                  restore_best_weights=False):
+        refuse("EarlyStopping", "Spore's EarlyStopping does not print; read stopped_epoch after training",
+               verbose=(verbose, False))
         self._cpp = _C.EarlyStopping(monitor, patience, float(min_delta), mode, baseline, restore_best_weights)
 
     @property
@@ -290,8 +306,94 @@ def _overrides(cb, name):  # noqa: F811  (LambdaCallback sets hooks per instance
 
 
 class ReduceLROnPlateau(Callback):
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("ReduceLROnPlateau is not available yet; use a learning-rate schedule")
+    """MindSpore's ReduceLROnPlateau: at each epoch end, reads `monitor` ("eval_loss" or another
+    validation result of Model.fit, or "loss": the epoch's mean training loss, as EarlyStopping
+    here); after `patience` epochs without an improvement larger than `min_delta`, multiplies every
+    parameter group's learning rate by `factor` (never below `min_lr`), then waits `cooldown`
+    epochs before counting again. mode "auto" maximizes monitors naming an accuracy ("acc"),
+    minimizes the rest. The optimizer's learning rates must be fixed numbers (a schedule is refused,
+    as MindSpore refuses a dynamic one); a compiled step reads the new rate without recompiling."""
+
+    def __init__(self, monitor="eval_loss", factor=0.1, patience=10, verbose=False, mode="auto", min_delta=1e-4,
+                 cooldown=0, min_lr=0):
+        if not isinstance(monitor, str):
+            raise TypeError(f"For 'ReduceLROnPlateau', 'monitor' must be a str, got {type(monitor).__name__}")
+        if not 0 <= float(factor) < 1.0:
+            raise ValueError(f"For 'ReduceLROnPlateau', 'factor' must be in [0, 1) (the rate is multiplied by it), "
+                             f"got {factor}")
+        for name, v in (("patience", patience), ("cooldown", cooldown)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ValueError(f"For 'ReduceLROnPlateau', '{name}' must be an int >= 0, got {v!r}")
+        if mode not in ("auto", "min", "max"):
+            raise ValueError(f"For 'ReduceLROnPlateau', 'mode' must be 'auto', 'min' or 'max', got {mode!r}")
+        if float(min_lr) < 0:
+            raise ValueError(f"For 'ReduceLROnPlateau', 'min_lr' must be >= 0, got {min_lr}")
+        self.monitor, self.factor, self.patience, self.verbose = monitor, float(factor), patience, bool(verbose)
+        self.mode, self.min_delta, self.cooldown, self.min_lr = mode, abs(float(min_delta)), cooldown, float(min_lr)
+        self._maximize = mode == "max" or (mode == "auto" and "acc" in monitor)
+        self.on_train_begin(None)
+
+    def on_train_begin(self, run_context):
+        self.best = -float("inf") if self._maximize else float("inf")
+        self.wait = 0
+        self.cooldown_counter = 0
+
+    def _improved(self, v):
+        return v > self.best + self.min_delta if self._maximize else v < self.best - self.min_delta
+
+    @staticmethod
+    def _fixed_lr_optimizer(cb):
+        opt = cb.optimizer
+        if opt is None:
+            raise ValueError("For 'ReduceLROnPlateau', the model has no optimizer")
+        lr = opt.learning_rate
+        fixed = isinstance(lr, (int, float)) or (isinstance(lr, Tensor) and lr.ndim == 0)
+        groups_fixed = all(g[2] is None or isinstance(g[2], (int, float)) for g in opt._groups)
+        if not (fixed and groups_fixed):
+            raise ValueError("For 'ReduceLROnPlateau', the optimizer's learning rate must be a fixed number "
+                             f"(got {type(lr).__name__}); it does not combine with a dynamic learning rate "
+                             "(a list, a LearningRateSchedule or a function of the step): use one or the other")
+        return opt
+
+    def on_train_epoch_end(self, run_context):
+        cb = run_context.original_args()
+        opt = self._fixed_lr_optimizer(cb)
+        if self.monitor == "loss":
+            value = cb.epoch_loss
+        else:
+            results = cb.eval_results
+            if not results:
+                return  # no validation this epoch
+            if self.monitor not in results:
+                raise ValueError(f"For 'ReduceLROnPlateau', monitor {self.monitor!r} is not among the available "
+                                 f"values: {', '.join(repr(k) for k in ['loss', *results])}")
+            value = results[self.monitor]
+        value = float(value)
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.wait = 0
+        if self._improved(value):
+            self.best = value
+            self.wait = 0
+            return
+        if self.cooldown_counter > 0:
+            return
+        self.wait += 1
+        if self.wait < self.patience:
+            return
+        reduced = False
+        for g in range(opt._opt.num_groups()):
+            cur = opt._opt.group_lr(g)
+            if cur > self.min_lr:
+                new = max(cur * self.factor, self.min_lr)
+                opt._opt.set_group_lr(g, new)
+                reduced = True
+                if self.verbose:
+                    print(f"Epoch {cb.cur_epoch_num:05d}: ReduceLROnPlateau reducing learning rate"
+                          f"{'' if opt._opt.num_groups() == 1 else f' of group {g}'} to {new}.", flush=True)
+        if reduced:
+            self.cooldown_counter = self.cooldown
+            self.wait = 0
 
 
 class _StepTimer(Callback):

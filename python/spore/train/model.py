@@ -22,9 +22,37 @@ def _cpp_of(cell, what):
     return cell._cpp
 
 
+def _sink(dataset_sink_mode, sink_size, who):
+    """The C++ loop's sink_size: 0 without sink mode, else -1 (a sink per epoch) or N steps."""
+    if not isinstance(dataset_sink_mode, bool):
+        raise TypeError(f"For '{who}', 'dataset_sink_mode' must be a bool, got {type(dataset_sink_mode).__name__}")
+    if not isinstance(sink_size, int) or isinstance(sink_size, bool) or not (sink_size == -1 or sink_size > 0):
+        raise ValueError(f"For '{who}', 'sink_size' must be -1 (the whole dataset per sink) or an int > 0, "
+                         f"got {sink_size!r}")
+    return sink_size if dataset_sink_mode else 0
+
+
+def _no_eval_sink(flag, who, name):
+    if flag:
+        raise NotImplementedError(f"For '{who}', {name}=True is not supported: evaluation runs step by step and "
+                                  f"its step callbacks see every step (the metrics are the same as in sink mode); "
+                                  f"pass {name}=False")
+
+
 class Model:
     def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None, eval_indexes=None,
                  amp_level="O0", boost_level="O0", **kwargs):
+        unknown = sorted(set(kwargs) - {"loss_scale_manager", "keep_batchnorm_fp32", "cast_model_type"})
+        if unknown:
+            raise TypeError(f"For 'Model', unexpected keyword argument(s) {', '.join(map(repr, unknown))}; Model takes "
+                            f"network, loss_fn, optimizer, metrics, eval_network, eval_indexes, amp_level and "
+                            f"loss_scale_manager, keep_batchnorm_fp32, cast_model_type")
+        if boost_level != "O0":
+            raise NotImplementedError(f"For 'Model', boost_level={boost_level!r} is not supported: Spore has no "
+                                      f"boost (gradient freezing / adaptive summation) algorithms; use 'O0'")
+        if eval_indexes is not None and list(eval_indexes) != [0, 1, 2]:
+            raise NotImplementedError(f"For 'Model', eval_indexes={eval_indexes!r}: Spore's eval_network must return "
+                                      f"(loss, outputs, label) in that order, i.e. eval_indexes [0, 1, 2]")
         names, custom = [], {}
         if metrics is not None:
             if isinstance(metrics, dict):
@@ -69,25 +97,40 @@ class Model:
         return self._eval_network_user
 
     def train(self, epoch, train_dataset, callbacks=None, dataset_sink_mode=False, sink_size=-1, initial_epoch=0):
-        """Trains `epoch` epochs (counting initial_epoch ones already done). dataset_sink_mode is
-        accepted and ignored (CPU: no sink)."""
+        """Trains `epoch` epochs (counting initial_epoch ones already done).
+
+        dataset_sink_mode=True is MindSpore's sink mode: the steps of a sink run back to back in the
+        C++ loop (in GRAPH_MODE each is the compiled step), and the callbacks see each sink as one
+        step: on_train_step_begin before its first step, on_train_step_end after its last, with
+        cur_step_num advanced by the sink's steps and net_outputs its last loss. sink_size=-1: one
+        sink per epoch (a pass over the dataset); sink_size=N: every epoch is N steps, drawn from one
+        iterator that continues across epochs (restarting the dataset when it runs out)."""
         if self._optimizer is None:
             raise ValueError("For 'Model.train', the model was built without an optimizer")
         sys.stdout.flush()  # the C++ callbacks print through std::cout
-        self._cpp.train(int(epoch), train_dataset._ds, _cb.to_cpp(callbacks, self), int(initial_epoch))
+        self._cpp.train(int(epoch), train_dataset._ds, _cb.to_cpp(callbacks, self), int(initial_epoch),
+                        _sink(dataset_sink_mode, sink_size, "Model.train"))
 
     def fit(self, epoch, train_dataset, valid_dataset=None, valid_frequency=1, callbacks=None,
             dataset_sink_mode=False, valid_dataset_sink_mode=False, sink_size=-1, initial_epoch=0):
+        """train() with a validation pass every valid_frequency epochs (and after the last one)."""
         if valid_dataset is None:
-            return self.train(epoch, train_dataset, callbacks, initial_epoch=initial_epoch)
+            if valid_dataset_sink_mode:
+                raise ValueError("For 'Model.fit', valid_dataset_sink_mode=True needs a valid_dataset")
+            return self.train(epoch, train_dataset, callbacks, dataset_sink_mode, sink_size, initial_epoch)
+        _no_eval_sink(valid_dataset_sink_mode, "Model.fit", "valid_dataset_sink_mode")
         sys.stdout.flush()
         self._cpp.fit(int(epoch), train_dataset._ds, valid_dataset._ds, _cb.to_cpp(callbacks, self),
-                      int(valid_frequency), int(initial_epoch))
+                      int(valid_frequency), int(initial_epoch), _sink(dataset_sink_mode, sink_size, "Model.fit"))
 
     def eval(self, valid_dataset, callbacks=None, dataset_sink_mode=False):
         """Metrics over the whole dataset: {"accuracy": 0.91, ...}."""
+        _no_eval_sink(dataset_sink_mode, "Model.eval", "dataset_sink_mode")
         return dict(self._cpp.eval(valid_dataset._ds, _cb.to_cpp(callbacks, self)))
 
     def predict(self, *predict_data, backend=None, config=None):
+        if backend is not None or config is not None:
+            raise NotImplementedError("For 'Model.predict', 'backend' and 'config' (MindSpore Lite inference) are "
+                                      "not supported: Spore predicts with the network itself; drop them")
         out = self._cpp.predict([d if isinstance(d, Tensor) else Tensor(d) for d in predict_data])
         return out[0] if len(out) == 1 else tuple(out)

@@ -6,6 +6,7 @@ import os
 
 from .. import _C
 from ..common.tensor import Parameter, Tensor, as_parameter
+from .._args import refuse, refuse_kwargs
 
 
 def _named_tensors(save_obj):
@@ -40,6 +41,10 @@ def _named_tensors(save_obj):
 def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=False, append_dict=None,
                     enc_key=None, enc_mode="AES-GCM", choice_func=None, format="safetensors", **kwargs):
     """Saves a Cell's parameters and buffers (or a list of {"name", "data"} / Parameters, or a dict)."""
+    refuse("save_checkpoint", "Spore writes whole, synchronous, unencrypted safetensors files",
+           integrated_save=(integrated_save, True), async_save=(async_save, False), enc_key=(enc_key, None),
+           enc_mode=(enc_mode, "AES-GCM"))
+    refuse_kwargs("save_checkpoint", kwargs)
     tensors = _named_tensors(save_obj)
     if choice_func is not None:
         tensors = [(n, t) for n, t in tensors if choice_func(n)]
@@ -56,6 +61,8 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
 def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=None, dec_key=None,
                     dec_mode="AES-GCM", specify_prefix=None, choice_func=None, format="safetensors"):
     """{name: Parameter}; with net, also loads them into it."""
+    refuse("load_checkpoint", "Spore reads unencrypted safetensors files (whatever the extension)",
+           dec_key=(dec_key, None), dec_mode=(dec_mode, "AES-GCM"), format=(format, ("ckpt", "safetensors")))
     tensors, meta = _C.load_checkpoint(os.fspath(ckpt_file_name))
     out = {}
     for name, t in tensors:
@@ -79,6 +86,8 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
 
 def load_param_into_net(net, parameter_dict, strict_load=False, remove_redundancy=False):
     """Copies the values into the net's parameters in place. Returns (param_not_load, ckpt_not_load)."""
+    refuse("load_param_into_net", "Spore's checkpoints hold every parameter", 
+           remove_redundancy=(remove_redundancy, False))
     loaded = [(k, v) for k, v in parameter_dict.items() if isinstance(v, Tensor)]
     targets = net._cpp.parameters_and_buffers()
     from ..nn.optim import Optimizer
