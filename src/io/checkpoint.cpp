@@ -330,7 +330,7 @@ Checkpoint load_safetensors(const std::string& path) {
       }
       continue;
     }
-    const std::string what = where + "tensor \"" + name + "\": ";
+    const std::string what = where + "tensor \"" + detail::printable_name(name) + "\": ";
     SPORE_CHECK_KIND(ErrorKind::IOError, v.is_object(), what, "entry is not an object");
     SPORE_CHECK_KIND(ErrorKind::IOError, v.contains("dtype") && v["dtype"].is_string(), what,
                      "missing \"dtype\" string");
@@ -346,7 +346,7 @@ Checkpoint load_safetensors(const std::string& path) {
     e.name = name;
     const std::string code = v["dtype"].get<std::string>();
     SPORE_CHECK_KIND(ErrorKind::IOError, dtype_from_safetensors(code, &e.dtype), what,
-                     "unknown or unsupported dtype \"", code,
+                     "unknown or unsupported dtype \"", detail::printable_name(code),
                      "\" (supported: F32, F64, F16, BF16, I8, U8, I32, I64, BOOL)");
     // Element count with an overflow guard: no tensor can hold more bytes than the file. The
     // product of the non-zero dims must fit in int64 too (the tensor's strides are products of

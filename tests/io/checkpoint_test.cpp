@@ -179,6 +179,9 @@ TEST(Checkpoint, MalformedFilesAreErrorsNamingTheFile) {
       {"not_object", st_file("[1, 2, 3]", ""), "does not start with '{'"},
       {"unknown_dtype", st_file("{" + entry("a", "F8_E4M3", "[8]", 0, 8) + "}", a8),
        "unsupported dtype \"F8_E4M3\""},
+      // A NUL inside a JSON string must not cut the message short: it shows as \x00.
+      {"dtype_with_nul", st_file("{" + entry("a", "F3\\u0000 2", "[2]", 0, 8) + "}", a8),
+       "unsupported dtype \"F3\\x00 2\" (supported"},
       {"shape_vs_offsets", st_file("{" + entry("a", "F32", "[3]", 0, 8) + "}", a8),
        "needs 12 bytes"},
       {"negative_dim", st_file("{" + entry("a", "F32", "[-2]", 0, 8) + "}", a8), "non-negative"},
