@@ -389,18 +389,27 @@ std::string TransformerDecoderLayer::extend_repr() const {
 }
 
 // ---- the stacks --------------------------------------------------------------------------------
+namespace {
+// num_layers fresh layers with `layer`'s options, each starting from a copy of its weights.
+template <class Layer>
+std::vector<std::shared_ptr<Layer>> stack_copies(const Layer& layer, int64_t num_layers,
+                                                 const char* owner) {
+  SPORE_CHECK(num_layers >= 1, "[", owner, "] num_layers must be >= 1, got ", num_layers);
+  std::vector<std::shared_ptr<Layer>> layers;
+  for (int64_t i = 0; i < num_layers; ++i) {
+    layers.push_back(std::make_shared<Layer>(layer.d_model(), layer.nhead(), layer.options()));
+    copy_parameters(layer, *layers.back());
+  }
+  return layers;
+}
+}  // namespace
+
 TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& layer, int64_t num_layers,
                                        std::shared_ptr<LayerNorm> norm)
-    : norm_(std::move(norm)) {
+    : layers_(stack_copies(layer, num_layers, "TransformerEncoder")), norm_(std::move(norm)) {
   set_cls_name("TransformerEncoder");
-  SPORE_CHECK(num_layers >= 1, "[TransformerEncoder] num_layers must be >= 1, got ", num_layers);
   auto list = std::make_shared<CellList>();
-  for (int64_t i = 0; i < num_layers; ++i) {
-    layers_.push_back(
-        std::make_shared<TransformerEncoderLayer>(layer.d_model(), layer.nhead(), layer.options()));
-    copy_parameters(layer, *layers_.back());
-    list->append(layers_.back());
-  }
+  for (const auto& l : layers_) list->append(l);
   register_cell("layers", list);
   if (norm_) register_cell("norm", norm_);
 }
@@ -427,16 +436,10 @@ std::string TransformerEncoder::extend_repr() const {
 
 TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& layer, int64_t num_layers,
                                        std::shared_ptr<LayerNorm> norm)
-    : norm_(std::move(norm)) {
+    : layers_(stack_copies(layer, num_layers, "TransformerDecoder")), norm_(std::move(norm)) {
   set_cls_name("TransformerDecoder");
-  SPORE_CHECK(num_layers >= 1, "[TransformerDecoder] num_layers must be >= 1, got ", num_layers);
   auto list = std::make_shared<CellList>();
-  for (int64_t i = 0; i < num_layers; ++i) {
-    layers_.push_back(
-        std::make_shared<TransformerDecoderLayer>(layer.d_model(), layer.nhead(), layer.options()));
-    copy_parameters(layer, *layers_.back());
-    list->append(layers_.back());
-  }
+  for (const auto& l : layers_) list->append(l);
   register_cell("layers", list);
   if (norm_) register_cell("norm", norm_);
 }

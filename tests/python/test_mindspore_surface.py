@@ -10,25 +10,7 @@ import pytest
 
 import spore as ms
 from spore import nn, ops
-
-
-def blobs(n=128, seed=0):
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, 3, n).astype(np.int32)
-    centers = np.array([[2, 0], [-2, 1], [0, -2]], np.float32)
-    x = (centers[y] + 0.5 * rng.standard_normal((n, 2))).astype(np.float32)
-    return x, y
-
-
-class Classifier(nn.Cell):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Dense(2, 16)
-        self.act = nn.ReLU()
-        self.fc2 = nn.Dense(16, 3)
-
-    def construct(self, x):
-        return self.fc2(self.act(self.fc1(x)))
+from blob_task import Classifier, blobs
 
 
 def _model(lr=0.05, metrics=None):
