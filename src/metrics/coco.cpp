@@ -5,6 +5,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "core/log.h"
 #include "spore/error.h"
 #include "spore/metrics/coco_eval.h"
 
@@ -44,8 +45,11 @@ Coco Coco::load_res(const std::vector<CocoDetection>& dets) const {
   Coco res;
   res.set_.images = set_.images;
   res.set_.categories = set_.categories;
-  std::unordered_set<int64_t> ids;
+  std::unordered_set<int64_t> ids, cats;
   for (const CocoImage& img : set_.images) ids.insert(img.id);
+  for (const auto& c : set_.categories) cats.insert(c.id);
+  std::vector<int64_t> unknown_cats;  // detections' category ids absent from the ground truth
+  size_t unknown = 0, first_unknown = 0;
   res.set_.annotations.reserve(dets.size());
   for (size_t i = 0; i < dets.size(); ++i) {
     const CocoDetection& d = dets[i];
@@ -55,6 +59,10 @@ Coco Coco::load_res(const std::vector<CocoDetection>& dets) const {
     SPORE_CHECK(
         std::isfinite(d.score) && std::isfinite(d.bbox[0] + d.bbox[1] + d.bbox[2] + d.bbox[3]),
         "[CocoEval] detection ", i, " (image ", d.image_id, ") has a non-finite box or score");
+    if (!cats.count(d.category_id)) {
+      if (unknown++ == 0) first_unknown = i;
+      unknown_cats.push_back(d.category_id);
+    }
     CocoAnnotation a;
     a.id = int64_t(i) + 1;
     a.image_id = d.image_id;
@@ -63,6 +71,24 @@ Coco Coco::load_res(const std::vector<CocoDetection>& dets) const {
     a.area = d.bbox[2] * d.bbox[3];
     a.score = d.score;
     res.set_.annotations.push_back(a);
+  }
+  // pycocotools evaluates only the ground truth's categories and drops the rest without a word;
+  // the same numbers here, but said aloud: a whole model's output in unknown ids is most often
+  // 0-based class indices that were never mapped to the data set's category ids.
+  if (unknown > 0) {
+    unknown_cats = sorted_unique(std::move(unknown_cats));
+    std::string list;
+    for (size_t k = 0; k < unknown_cats.size() && k < 8; ++k)
+      list += (k ? ", " : "") + std::to_string(unknown_cats[k]);
+    if (unknown_cats.size() > 8) list += ", ...";
+    const auto known = category_ids();
+    log::warn(
+        "[CocoEval] {} of {} detections (the first: detection {}, image {}) have category ids "
+        "absent from the ground truth's categories ({}; the ground truth has {} categories, ids "
+        "{}..{}); they are not evaluated, as in pycocotools. If these are the model's class "
+        "indices, map them to the data set's category ids",
+        unknown, dets.size(), first_unknown, dets[first_unknown].image_id, list, known.size(),
+        known.empty() ? 0 : known.front(), known.empty() ? 0 : known.back());
   }
   return res;
 }

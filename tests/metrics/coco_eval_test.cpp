@@ -191,6 +191,34 @@ TEST(CocoEval, BadFilesNameTheProblem) {
   fs::remove_all(dir);
 }
 
+// Detections in categories the ground truth lacks are dropped as pycocotools drops them, but with a
+// warning that names the ids and the likely cause (unmapped class indices).
+TEST(CocoEval, DetectionsInUnknownCategoriesAreReported) {
+  const Coco gt = one_box_gt({10, 10, 20, 20});
+  const auto det = [](int64_t cat) {
+    CocoDetection d;
+    d.image_id = 1;
+    d.category_id = cat;
+    d.bbox = {10, 10, 20, 20};
+    d.score = 0.9;
+    return d;
+  };
+  testing::internal::CaptureStderr();
+  gt.load_res(std::vector<CocoDetection>{det(gt.category_ids().front())});
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  testing::internal::CaptureStderr();
+  const Coco dt = gt.load_res(std::vector<CocoDetection>{det(0), det(999), det(0)});
+  const std::string w = testing::internal::GetCapturedStderr();
+  EXPECT_NE(w.find("3 of 3 detections (the first: detection 0"), std::string::npos) << w;
+  EXPECT_NE(w.find("absent from the ground truth's categories (0, 999;"), std::string::npos) << w;
+  EXPECT_NE(w.find("map them to the data set's category ids"), std::string::npos) << w;
+  // Still pycocotools' numbers: nothing matched, the one ground-truth box is missed.
+  CocoEval ev(gt, dt);
+  ev.evaluate();
+  ev.accumulate();
+  EXPECT_EQ(ev.stats()[0], 0.0);
+}
+
 TEST(CocoEval, SaveAndLoadRoundTrip) {
   const std::string dir = temp_dir("rt");
   const test::CocoCase c = test::make_coco_case(3);
