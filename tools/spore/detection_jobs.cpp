@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "jobs.h"
@@ -88,6 +89,26 @@ void print_stats(const std::string& summary) { std::fputs(summary.c_str(), stdou
 int coco_eval(const CocoEvalArgs& a) {
   const metrics::Coco gt = metrics::Coco::load(a.gt);
   const metrics::Coco dt = gt.load_res(a.results);
+  // pycocotools evaluates the ground truth's categories only and drops other detections without a
+  // word: a class-index / category-id mix-up would score 0 silently, so say it (and evaluate as
+  // pycocotools does).
+  const std::vector<int64_t> cats = gt.category_ids();
+  std::map<int64_t, int64_t> unknown;  // category id -> detections
+  for (const auto& d : dt.annotations())
+    if (!std::binary_search(cats.begin(), cats.end(), d.category_id)) ++unknown[d.category_id];
+  if (!unknown.empty()) {
+    std::string list;
+    int64_t n = 0;
+    for (const auto& [c, k] : unknown) {
+      list += (list.empty() ? "" : ", ") + std::to_string(c) + " (" + std::to_string(k) + ")";
+      n += k;
+    }
+    std::fprintf(stderr,
+                 "note: %s: %lld detections have category ids that %s does not list: %s; they are "
+                 "not evaluated (as in pycocotools). Map the model's class indices to the ground "
+                 "truth's category ids\n",
+                 a.results.c_str(), (long long)n, a.gt.c_str(), list.c_str());
+  }
   metrics::CocoEval ev(gt, dt, "bbox");
   ev.evaluate();
   ev.accumulate();
