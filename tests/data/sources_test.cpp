@@ -280,6 +280,15 @@ TEST(CSV, QuotingDefaultsAndTypes) {
   write_file(dir / "bad3.csv", std::string("a,b\n\"open,1\n"));
   m = error_of([&] { data::CSVDataset({dir / "bad3.csv"}); });
   EXPECT_NE(m.find("not closed"), std::string::npos) << m;
+  write_file(dir / "bad4.csv", std::string("a,b\n1,x\"y\n"));
+  m = error_of([&] { data::CSVDataset({dir / "bad4.csv"}); });
+  EXPECT_NE(m.find("bad4.csv:2: a quote inside an unquoted field; a field with quotes must be"),
+            std::string::npos)
+      << m;
+  m = error_of([&] { data::CSVDataset({dir / "bad.csv"}, {.column_defaults = {int64_t(0)}}); });
+  EXPECT_NE(m.find("1 column_defaults for 2 columns [\"a\", \"b\"]; expected one default per"),
+            std::string::npos)
+      << m;
 }
 
 TEST(Generator, RandomAccessObjectAndIterable) {
