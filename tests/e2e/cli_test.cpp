@@ -94,6 +94,9 @@ TEST(Cli, FlagsThatDoNotApplyAreRefused) {
   EXPECT_NE(r.out.find("unknown command 'data make-circles'; the data commands are make-shapes"),
             std::string::npos)
       << r.out;
+  r = run("data");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("data needs a command: one of make-shapes"), std::string::npos) << r.out;
   r = run("convert a.safetensors b.bin");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("b.bin: expected a name ending in .ckpt (MindSpore) or .safetensors"),

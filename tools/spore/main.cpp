@@ -461,6 +461,11 @@ int main(int argc, char** argv) {
       subs += (subs.empty() ? "" : ", ") + sub->get_name();
       known = known || (argc > 2 && sub->get_name() == argv[2]);
     }
+    if (std::string(argv[1]) == "data" && argc == 2) {
+      std::fprintf(stderr, "spore: data needs a command: one of %s (see `spore data --help`)\n",
+                   subs.c_str());
+      return 2;
+    }
     if (std::string(argv[1]) == "data" && argc > 2 && argv[2][0] != '-' && !known) {
       std::fprintf(stderr,
                    "spore: unknown command 'data %s'; the data commands are %s (see `spore data "
