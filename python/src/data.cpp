@@ -230,6 +230,39 @@ void bind_data(py::module_& m) {
                            int64_t sid, py::object sampler, int w) {
     return data::MnistDataset(dir, usage, source_options(ns, sh, nsh, sid, sampler, w));
   });
+  // MindSpore's CSVDataset: column_defaults give each column's type (int, float or str) and the
+  // value of an empty field; without them every column is text.
+  m.def("CSVDataset",
+        [](std::vector<std::string> files, std::string delim, py::list defaults,
+           std::vector<std::string> names, int64_t ns, bool sh, int64_t nsh, int64_t sid, int w) {
+          SPORE_CHECK(delim.size() == 1, "[CSVDataset] field_delim must be one character, got '",
+                      delim, "'");
+          data::CSVOptions o;
+          o.field_delim = delim[0];
+          o.column_names = std::move(names);
+          for (size_t i = 0; i < defaults.size(); ++i) {
+            const py::handle v = defaults[i];
+            if (py::isinstance<py::bool_>(v) ||
+                !(py::isinstance<py::int_>(v) || py::isinstance<py::float_>(v) ||
+                  py::isinstance<py::str>(v)))
+              SPORE_THROW(ErrorKind::TypeError, "[CSVDataset] column_defaults[", i,
+                          "]: expected an int, a float or a str (the column's type), got ",
+                          std::string(py::str(py::type::of(v).attr("__name__"))));
+            if (py::isinstance<py::int_>(v))
+              o.column_defaults.emplace_back(v.cast<int64_t>());
+            else if (py::isinstance<py::float_>(v))
+              o.column_defaults.emplace_back(v.cast<double>());
+            else
+              o.column_defaults.emplace_back(v.cast<std::string>());
+          }
+          const data::SourceOptions s = source_options(ns, sh, nsh, sid, py::none(), w);
+          o.num_samples = s.num_samples;
+          o.shuffle = s.shuffle;
+          o.num_shards = s.num_shards;
+          o.shard_id = s.shard_id;
+          o.num_parallel_workers = s.num_parallel_workers;
+          return data::CSVDataset(files, o);
+        });
   m.def("Cifar10Dataset", [](std::string dir, std::string usage, int64_t ns, bool sh, int64_t nsh,
                              int64_t sid, py::object sampler, int w) {
     return data::Cifar10Dataset(dir, usage, source_options(ns, sh, nsh, sid, sampler, w));

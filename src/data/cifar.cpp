@@ -39,16 +39,21 @@ class CifarNode : public SourceNode {
   std::vector<std::string> cols_;
 };
 
-// label_bytes labels then the pixels per record; labels[k] gets label byte k.
+// label_bytes labels then the pixels per record; labels[k] gets label byte k, which must be below
+// classes[k] (a label out of range means another data set or not a CIFAR binary at all; training
+// on it would index past the classifier).
 Dataset read_cifar(const char* who, const std::string& dir, const std::vector<std::string>& files,
-                   int label_bytes, std::vector<std::string> cols, const SourceOptions& opts) {
+                   const std::vector<int>& classes, std::vector<std::string> cols,
+                   const SourceOptions& opts) {
+  const int label_bytes = int(classes.size());
   SPORE_CHECK_KIND(ErrorKind::IOError, detail::is_dir(dir), "[", who, "] ", dir,
                    " is not a directory");
   const int64_t record = label_bytes + kPixels;
-  std::vector<std::string> data;
+  std::vector<std::string> data, paths;
   int64_t n = 0;
   for (const auto& f : files) {
     const std::string path = detail::join_path(dir, f);
+    paths.push_back(path);
     SPORE_CHECK_KIND(ErrorKind::IOError, detail::is_file(path), "[", who, "] missing file ", path,
                      " (the binary version of the data set is expected in ", dir, ")");
     data.push_back(detail::read_file_string(path, who));
@@ -64,10 +69,17 @@ Dataset read_cifar(const char* who, const std::string& dir, const std::vector<st
   for (int k = 0; k < label_bytes; ++k) labels.push_back(Tensor::empty({n}, kInt32));
   uint8_t* dst = images.data<uint8_t>();
   int64_t r = 0;
-  for (const auto& bytes : data) {
+  for (size_t fi = 0; fi < data.size(); ++fi) {
+    const std::string& bytes = data[fi];
     const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
-    for (int64_t m = int64_t(bytes.size()) / record; m > 0; --m, ++r, p += record) {
-      for (int k = 0; k < label_bytes; ++k) labels[size_t(k)].data<int32_t>()[r] = p[k];
+    for (int64_t m = int64_t(bytes.size()) / record, q = 0; q < m; ++q, ++r, p += record) {
+      for (int k = 0; k < label_bytes; ++k) {
+        SPORE_CHECK_KIND(ErrorKind::IOError, p[k] < classes[size_t(k)], "[", who, "] ", paths[fi],
+                         ": record ", q, " has ", cols[size_t(k) + 1], " ", int(p[k]),
+                         "; expected 0..", classes[size_t(k)] - 1,
+                         " (another data set's file, or not a CIFAR binary)");
+        labels[size_t(k)].data<int32_t>()[r] = p[k];
+      }
       const uint8_t* px = p + label_bytes;  // (3, 32, 32) planes -> (32, 32, 3)
       uint8_t* out = dst + r * kPixels;
       for (int64_t i = 0; i < 1024; ++i) {
@@ -97,7 +109,7 @@ Dataset Cifar10Dataset(const std::string& dir, const std::string& usage,
   if (usage != "test")
     for (int i = 1; i <= 5; ++i) files.push_back("data_batch_" + std::to_string(i) + ".bin");
   if (usage != "train") files.push_back("test_batch.bin");
-  return read_cifar("Cifar10Dataset", dir, files, 1, {"image", "label"}, opts);
+  return read_cifar("Cifar10Dataset", dir, files, {10}, {"image", "label"}, opts);
 }
 
 Dataset Cifar100Dataset(const std::string& dir, const std::string& usage,
@@ -107,8 +119,8 @@ Dataset Cifar100Dataset(const std::string& dir, const std::string& usage,
   if (usage != "test") files.push_back("train.bin");
   if (usage != "train") files.push_back("test.bin");
   // Byte 0 is the coarse label, byte 1 the fine one; MindSpore's column order is fine, coarse.
-  Dataset ds =
-      read_cifar("Cifar100Dataset", dir, files, 2, {"image", "coarse_label", "fine_label"}, opts);
+  Dataset ds = read_cifar("Cifar100Dataset", dir, files, {20, 100},
+                          {"image", "coarse_label", "fine_label"}, opts);
   return ds.project({"image", "fine_label", "coarse_label"});
 }
 

@@ -63,8 +63,8 @@ std::vector<Record> parse_csv(const std::string& text, char delim, const std::st
     if (c == '"') {
       SPORE_CHECK_KIND(ErrorKind::IOError, field.empty() && !quoted, "[CSVDataset] ", path, ":",
                        line,
-                       ": a quote inside an unquoted field (quote the whole field and "
-                       "double the quote: \"a \"\"b\"\"\")");
+                       ": a quote inside an unquoted field; a field with quotes must be quoted "
+                       "whole, its quotes doubled: \"a \"\"b\"\"\"");
       in_quotes = quoted = any = true;
     } else if (c == delim) {
       any = true;
@@ -154,7 +154,7 @@ Dataset CSVDataset(const std::vector<std::string>& files, const CSVOptions& opts
   const size_t ncols = names.size();
   SPORE_CHECK(opts.column_defaults.empty() || opts.column_defaults.size() == ncols, "[CSVDataset] ",
               opts.column_defaults.size(), " column_defaults for ", ncols, " columns ",
-              join_names(names));
+              join_names(names), "; expected one default per column (or none: all text)");
   std::vector<Kind> kinds(ncols, Kind::Text);
   for (size_t c = 0; c < opts.column_defaults.size(); ++c) {
     kinds[c] = Kind(opts.column_defaults[c].index());

@@ -26,6 +26,14 @@ Tensor read_image(const std::string& path) {
   try {
     bgr = cv::imread(path, cv::IMREAD_COLOR);
   } catch (const cv::Exception& e) {
+    // OpenCV's size check (validateInputImageSize) names its internal macro in an assertion
+    // text; say what to set, as vision.Decode does for training data.
+    SPORE_CHECK_KIND(ErrorKind::IOError,
+                     std::string(e.what()).find("CV_IO_MAX_IMAGE_PIXELS") == std::string::npos,
+                     "[detection.read_image] ", path,
+                     " claims more pixels than the decoder's limit (2^30 unless "
+                     "OPENCV_IO_MAX_IMAGE_PIXELS is set: set it to raise the limit), or its header "
+                     "is corrupt");
     SPORE_THROW(ErrorKind::IOError, "[detection.read_image] cannot decode ", path, ": ", e.what());
   }
   SPORE_CHECK_KIND(ErrorKind::IOError, !bgr.empty(),

@@ -307,7 +307,20 @@ Checkpoint load_safetensors(const std::string& path) {
   try {
     header = nlohmann::ordered_json::parse(text, on_event);
   } catch (const nlohmann::json::exception& e) {
-    SPORE_THROW(ErrorKind::IOError, where, "invalid JSON header: ", e.what());
+    // nlohmann's text is "[json.exception.parse_error.101] parse error at line 1, column 9:
+    // <reason>; last read: '<bytes>'": kept from the reason on, without the library's tag, and
+    // with the bytes that are not printable (a name that is not UTF-8) shown as \xNN.
+    std::string reason = e.what();
+    if (const size_t c = reason.find("column "); c != std::string::npos) {
+      if (const size_t colon = reason.find(": ", c); colon != std::string::npos)
+        reason = reason.substr(colon + 2);
+    } else if (const size_t tag = reason.find("] "); tag != std::string::npos) {
+      reason = reason.substr(tag + 2);
+    }
+    const auto* pe = dynamic_cast<const nlohmann::json::parse_error*>(&e);
+    SPORE_THROW(ErrorKind::IOError, where, "the header is not valid JSON",
+                pe ? " at byte " + std::to_string(pe->byte) + " of " + std::to_string(n) : "", ": ",
+                detail::printable_name(reason), "; the file is corrupt or not a safetensors file");
   }
   SPORE_CHECK_KIND(ErrorKind::IOError, repeated.empty(), where, "the header names \"",
                    detail::printable_name(repeated),

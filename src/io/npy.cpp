@@ -7,8 +7,11 @@
 
 #include <zip.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -164,9 +167,9 @@ Tensor parse_npy(const std::string& bytes, const std::string& where0) {
                    !have_descr   ? "descr"
                    : !have_shape ? "shape"
                                  : "fortran_order");
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, !fortran, where,
-                   "field fortran_order: Fortran-ordered arrays are not supported; save "
-                   "np.ascontiguousarray(x)");
+  // A Fortran-ordered array (np.save of a transposed or np.asfortranarray array) is stored column
+  // by column: read as the reversed shape in C order, then its dimensions reversed back.
+  if (fortran) std::reverse(shape.begin(), shape.end());
   SPORE_CHECK_KIND(ErrorKind::IOError, descr.size() >= 3, where, "field descr: '", descr,
                    "' is not a dtype");
   const char order = descr[0];
@@ -214,6 +217,11 @@ Tensor parse_npy(const std::string& bytes, const std::string& where0) {
       static_cast<int32_t*>(t.data_ptr())[i] = is_signed ? int32_t(int16_t(v)) : int32_t(v);
     }
   }
+  if (fortran && t.dim() > 1) {
+    std::vector<int64_t> perm(size_t(t.dim()));
+    for (size_t i = 0; i < perm.size(); ++i) perm[i] = int64_t(perm.size() - 1 - i);
+    t = t.permute(perm).contiguous();
+  }
   return t;
 }
 
@@ -244,7 +252,13 @@ std::string encode_npy(const Tensor& t0) {
 
 Tensor load_npy(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[load_npy] cannot open ", path);
+  SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[load_npy] cannot open ", path, ": ",
+                   std::strerror(errno), "; expected a NumPy .npy file (numpy.save)");
+  // A folder opens as a stream that reads nothing: say so rather than "the file is too short".
+  struct stat st;
+  SPORE_CHECK_KIND(ErrorKind::IOError, ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode),
+                   "[load_npy] ", path,
+                   " is not a regular file (a folder?); expected a NumPy .npy file");
   std::ostringstream ss;
   ss << f.rdbuf();
   return parse_npy(ss.str(), "[load_npy] " + path);

@@ -56,6 +56,8 @@ Coco Coco::load_res(const std::vector<CocoDetection>& dets) const {
     SPORE_CHECK(ids.count(d.image_id), "[CocoEval] detection ", i, " has image id ", d.image_id,
                 ", which is not an image of the ground truth; the results must come from the same "
                 "image set (pycocotools: 'Results do not correspond to current coco set')");
+    // (A category the ground truth lacks is kept, as pycocotools keeps it: never evaluated;
+    // `spore coco-eval` says so.)
     SPORE_CHECK(
         std::isfinite(d.score) && std::isfinite(d.bbox[0] + d.bbox[1] + d.bbox[2] + d.bbox[3]),
         "[CocoEval] detection ", i, " (image ", d.image_id, ") has a non-finite box or score");
@@ -63,6 +65,11 @@ Coco Coco::load_res(const std::vector<CocoDetection>& dets) const {
       if (unknown++ == 0) first_unknown = i;
       unknown_cats.push_back(d.category_id);
     }
+    SPORE_CHECK(d.bbox[2] >= 0 && d.bbox[3] >= 0, "[CocoEval] detection ", i, " (image ",
+                d.image_id, ") has a negative width or height: bbox [", d.bbox[0], ", ", d.bbox[1],
+                ", ", d.bbox[2], ", ", d.bbox[3],
+                "]; COCO boxes are [x, y, width, height] with width and height >= 0 (was it "
+                "written as [x1, y1, x2, y2]?)");
     CocoAnnotation a;
     a.id = int64_t(i) + 1;
     a.image_id = d.image_id;

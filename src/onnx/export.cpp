@@ -8,7 +8,9 @@
 // holds the batch cannot be made dynamic and is an error suggesting dynamic_batch = false.
 //
 // To map another IR op: a case in emit_node (and a row in the test's list of exported ops).
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -518,7 +520,8 @@ void export_onnx(nn::Cell& net, const Tensor& example, const std::string& path,
                    "[export_onnx] protobuf could not "
                    "serialize the model (over 2 GiB?)");
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[export_onnx] cannot create ", path);
+  SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[export_onnx] cannot create ", path, ": ",
+                   std::strerror(errno), "; choose a path in a folder you can write to");
   f.write(bytes.data(), std::streamsize(bytes.size()));
   f.close();
   SPORE_CHECK_KIND(ErrorKind::IOError, f.good(), "[export_onnx] writing ", path,

@@ -80,12 +80,16 @@ OnnxModel OnnxModel::load(const std::string& path) {
       ErrorKind::IOError, bytes.size() < (size_t(1) << 31), where, "the file is ", bytes.size(),
       " bytes; protobuf models are limited to 2 GiB (larger ones keep weights in external data, "
       "which Spore does not read)");
+  SPORE_CHECK_KIND(ErrorKind::IOError, !bytes.empty(), where,
+                   "the file is empty (0 bytes); expected an ONNX model (a protobuf ModelProto)");
   ::onnx::ModelProto model;
   SPORE_CHECK_KIND(
       ErrorKind::IOError, model.ParseFromString(bytes), where,
       "not a valid ONNX model (the protobuf ModelProto does not parse); the file is corrupt or "
       "not an .onnx file");
-  SPORE_CHECK_KIND(ErrorKind::IOError, model.has_graph(), where, "field graph is missing");
+  SPORE_CHECK_KIND(ErrorKind::IOError, model.has_graph(), where,
+                   "field graph is missing; expected an ONNX model with a graph (the file is "
+                   "corrupt or not an .onnx file)");
   OnnxModel m;
   m.impl_ = std::make_shared<Impl>();
   Impl& im = *m.impl_;
@@ -137,6 +141,10 @@ OnnxModel OnnxModel::load(const std::string& path) {
                      v.name(), "\" is produced by no node");
     im.outputs.push_back(value_info(v, where));
   }
+  // A graph without outputs computes nothing a caller could read (running it crashed).
+  SPORE_CHECK_KIND(ErrorKind::IOError, !im.outputs.empty(), where,
+                   "field graph.output: the graph declares no outputs; expected at least one "
+                   "(a model exported without outputs, or not an ONNX model)");
   return m;
 }
 

@@ -35,6 +35,8 @@ struct Ctx {
   // Input k, required (an error naming it when absent).
   const Tensor& x(size_t k) const;
   bool has_in(size_t k) const { return k < in.size() && in[k].defined(); }
+  // Exactly n inputs (an op of fixed arity given more would silently ignore the rest).
+  void inputs_exactly(size_t n) const;
   // The values of a constant input (initializer or computed from constants), as integers.
   std::vector<int64_t> const_ints(size_t k, const char* what) const;
   // The value of a one-element constant input.

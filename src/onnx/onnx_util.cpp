@@ -246,7 +246,8 @@ std::string read_file(const std::string& path, const char* who) {
   struct stat st;
   if (::fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
     std::fclose(f);
-    SPORE_THROW(ErrorKind::IOError, "[", who, "] ", path, ": not a regular file");
+    SPORE_THROW(ErrorKind::IOError, "[", who, "] ", path,
+                ": not a regular file (a folder?); expected a file");
   }
   std::string bytes(size_t(st.st_size), '\0');
   const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), f);

@@ -43,6 +43,10 @@ std::vector<int64_t> Ctx::ints(const char* name, std::vector<int64_t> dflt) cons
   if (!a) return dflt;
   return {a->ints().begin(), a->ints().end()};
 }
+void Ctx::inputs_exactly(size_t n) const {
+  SPORE_CHECK_KIND(ErrorKind::IOError, in.size() == n, where, "has ", in.size(), " inputs; ",
+                   node.op_type(), " takes ", n, " (the model is malformed)");
+}
 const Tensor& Ctx::x(size_t k) const {
   SPORE_CHECK_KIND(ErrorKind::IOError, has_in(k), where, "input ", k, " is required but absent");
   return in[k];
@@ -107,10 +111,16 @@ Handler reducer(int64_t input_opset, F f) {
 }
 
 Handler unary(Tensor (*f)(const Tensor&)) {
-  return [f](Ctx& c) -> V { return {f(c.x(0))}; };
+  return [f](Ctx& c) -> V {
+    c.inputs_exactly(1);
+    return {f(c.x(0))};
+  };
 }
 Handler binary(Tensor (*f)(const Tensor&, const Tensor&)) {
-  return [f](Ctx& c) -> V { return {f(c.x(0), c.x(1))}; };
+  return [f](Ctx& c) -> V {
+    c.inputs_exactly(2);
+    return {f(c.x(0), c.x(1))};
+  };
 }
 template <typename F>
 Handler variadic(F f) {

@@ -79,6 +79,13 @@ TEST(Cifar10, MalformedAndMissingFiles) {
   EXPECT_NE(missing.find("test_batch.bin"), std::string::npos) << missing;
   EXPECT_NE(error_of([&] { data::Cifar10Dataset(dir.str(), "val"); }).find("usage"),
             std::string::npos);
+  // A label past CIFAR-10's 10 classes (a CIFAR-100 file, or not CIFAR): named, not loaded.
+  std::string bad = cifar_records(0, 2, 1);
+  bad[3073] = char(10);
+  write_file(dir / "test_batch.bin", bad);
+  const std::string label = error_of([&] { data::Cifar10Dataset(dir.str(), "test"); });
+  EXPECT_NE(label.find("test_batch.bin: record 1 has label 10; expected 0..9"), std::string::npos)
+      << label;
 }
 
 TEST(Cifar100, FineAndCoarseLabels) {
@@ -97,6 +104,12 @@ TEST(Cifar100, FineAndCoarseLabels) {
   const std::string msg = error_of([&] { data::Cifar100Dataset(dir.str(), "test"); });
   EXPECT_NE(msg.find("3074-byte records"), std::string::npos) << msg;
   EXPECT_NE(msg.find("3000"), std::string::npos) << msg;
+  std::string fine = cifar_records(0, 1, 2);
+  fine[1] = char(150);  // fine labels are 0..99
+  write_file(dir / "test.bin", fine);
+  const std::string label = error_of([&] { data::Cifar100Dataset(dir.str(), "test"); });
+  EXPECT_NE(label.find("test.bin: record 0 has fine_label 150; expected 0..99"), std::string::npos)
+      << label;
 }
 
 TEST(ImageFolder, ClassesFilesDecodeAndIndexing) {
@@ -267,6 +280,15 @@ TEST(CSV, QuotingDefaultsAndTypes) {
   write_file(dir / "bad3.csv", std::string("a,b\n\"open,1\n"));
   m = error_of([&] { data::CSVDataset({dir / "bad3.csv"}); });
   EXPECT_NE(m.find("not closed"), std::string::npos) << m;
+  write_file(dir / "bad4.csv", std::string("a,b\n1,x\"y\n"));
+  m = error_of([&] { data::CSVDataset({dir / "bad4.csv"}); });
+  EXPECT_NE(m.find("bad4.csv:2: a quote inside an unquoted field; a field with quotes must be"),
+            std::string::npos)
+      << m;
+  m = error_of([&] { data::CSVDataset({dir / "bad.csv"}, {.column_defaults = {int64_t(0)}}); });
+  EXPECT_NE(m.find("1 column_defaults for 2 columns [\"a\", \"b\"]; expected one default per"),
+            std::string::npos)
+      << m;
 }
 
 TEST(Generator, RandomAccessObjectAndIterable) {

@@ -57,6 +57,51 @@ TEST(Cli, UnknownCommandIsNamed) {
       << r.out;
   EXPECT_NE(r.out.find("run-check"), std::string::npos) << r.out;
   EXPECT_EQ(run("--version").code, 0);
+  // No command at all: the same list.
+  const Result none = run("");
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_NE(none.out.find("a command is required: one of train, "), std::string::npos) << none.out;
+}
+
+// --port and export's --img say their range as every numeric flag does (CLI11's Range said
+// "Value 0 not in range 1 to 65535").
+TEST(Cli, PortAndExportImgSayTheirRange) {
+  Result r = run("dashboard run --port 0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--port: expected an integer in [1, 65535], got '0'"), std::string::npos)
+      << r.out;
+  r = run("export lenet --img 31");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--img: expected an integer in [32, 4096], got '31'"), std::string::npos)
+      << r.out;
+}
+
+// Detector-only flags given to a classifier were ignored without a word; an unknown `data`
+// subcommand was answered "A subcommand is required"; convert's output needs a checkpoint
+// extension.
+TEST(Cli, FlagsThatDoNotApplyAreRefused) {
+  Result r = run("train lenet --weights w.safetensors --epochs 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--weights applies to yolov5* only; lenet does not take it"),
+            std::string::npos)
+      << r.out;
+  r = run("eval mlp --ckpt x.safetensors --img 64");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--img applies to yolov5* only; mlp does not take it"), std::string::npos)
+      << r.out;
+  r = run("data make-circles --out d");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown command 'data make-circles'; the data commands are make-shapes"),
+            std::string::npos)
+      << r.out;
+  r = run("data");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("data needs a command: one of make-shapes"), std::string::npos) << r.out;
+  r = run("convert a.safetensors b.bin");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("b.bin: expected a name ending in .ckpt (MindSpore) or .safetensors"),
+            std::string::npos)
+      << r.out;
 }
 
 // predict's --out is checked before the checkpoint is read and the model runs.

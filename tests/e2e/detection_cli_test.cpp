@@ -59,6 +59,15 @@ TEST(DetectionCli, MakeShapesThenCocoEval) {
   r = run("coco-eval " + gt + " " + (d / "bad.json").string());
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("image id 12345"), std::string::npos) << r.out;
+  // A category the ground truth lacks: evaluated as pycocotools does (not at all), but said.
+  std::vector<spore::metrics::CocoDetection> odd = {dets[0]};
+  odd[0].category_id = 999;
+  spore::metrics::save_detections(odd, (d / "odd.json").string());
+  r = run("coco-eval " + gt + " " + (d / "odd.json").string());
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 of 1 detections (the first: detection 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("absent from the ground truth's categories (999;"), std::string::npos)
+      << r.out;
   r = run("data make-shapes --out " + d.string() + " --size 10");
   EXPECT_EQ(r.code, 2) << r.out;
   fs::remove_all(d);

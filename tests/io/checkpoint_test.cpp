@@ -175,7 +175,11 @@ TEST(Checkpoint, MalformedFilesAreErrorsNamingTheFile) {
       {"short", "abc", "shorter than the 8-byte"},
       {"empty", "", "shorter than the 8-byte"},
       {"header_too_long", huge + "{}", "larger than the rest of the file"},
-      {"not_json", st_file("{\"a\": [1, 2", a8), "invalid JSON"},
+      {"not_json", st_file("{\"a\": [1, 2", a8), "the header is not valid JSON at byte"},
+      // A tensor name that is not UTF-8: the JSON library's own text ("[json.exception...") was
+      // shown, and Python got an empty message; now the reason, with the bytes as \xNN.
+      {"name_not_utf8", st_file("{" + entry("a\xff\xfe", "F32", "[2]", 0, 8) + "}", a8),
+       "ill-formed UTF-8 byte; last read: '\"a\\xff'"},
       {"not_object", st_file("[1, 2, 3]", ""), "does not start with '{'"},
       {"unknown_dtype", st_file("{" + entry("a", "F8_E4M3", "[8]", 0, 8) + "}", a8),
        "unsupported dtype \"F8_E4M3\""},
@@ -208,6 +212,7 @@ TEST(Checkpoint, MalformedFilesAreErrorsNamingTheFile) {
     const std::string msg = load_error(path);
     EXPECT_NE(msg.find(path), std::string::npos) << c.name << ": " << msg;
     EXPECT_NE(msg.find(c.expect), std::string::npos) << c.name << ": " << msg;
+    EXPECT_EQ(msg.find("json.exception"), std::string::npos) << c.name << ": " << msg;
   }
   const std::string missing = dir + "/missing.safetensors";
   const std::string msg = load_error(missing);

@@ -188,6 +188,14 @@ TEST(CocoEval, BadFilesNameTheProblem) {
   write(dir + "/r3.json", R"([{"image_id": 1, "category_id": 1, "bbox": [1, 2, 3, 4]}])");
   EXPECT_NE(test::error_of([&] { gt.load_res(dir + "/r3.json"); }).find("field \"score\": missing"),
             std::string::npos);
+  // A negative width: refused (pycocotools would compute a negative area and never match it).
+  write(dir + "/r4.json",
+        R"([{"image_id": 1, "category_id": 1, "bbox": [1, 2, -3, 4], "score": 0.5}])");
+  const std::string e4 = test::error_of([&] { gt.load_res(dir + "/r4.json"); });
+  EXPECT_NE(e4.find("detection 0 (image 1) has a negative width or height: bbox [1, 2, -3, 4]"),
+            std::string::npos)
+      << e4;
+  EXPECT_NE(e4.find("r4.json"), std::string::npos) << e4;
   fs::remove_all(dir);
 }
 

@@ -144,6 +144,13 @@ TEST(OnnxImport, HandEncodedModelsAndHostileInput) {
        "dims"},
       {"no_producer", model({node({"x"}, "z", "Relu")}), "produced by no node"},
       {"future_opset", future, "declares opset 99 of the default ONNX domain"},
+      // No graph outputs (running such a model crashed `spore infer`).
+      {"no_outputs",
+       int_field(1, 8) + len_field(8, int_field(2, 17)) +
+           len_field(7,
+                     len_field(1, node({"x"}, "y", "Relu")) + len_field(11, value_info("x", {2}))),
+       "the graph declares no outputs"},
+      {"empty", "", "is empty (0 bytes)"},
   };
   for (const Case& c : cases) {
     const std::string path = dir + "/" + c.name + ".onnx";
@@ -152,6 +159,12 @@ TEST(OnnxImport, HandEncodedModelsAndHostileInput) {
     EXPECT_NE(e.find(path), std::string::npos) << c.name << ": " << e;
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.name << ": " << e;
   }
+  // A fixed-arity op given more inputs (Relu(x, x)) ran on the first one silently.
+  write_file(dir + "/arity.onnx", model({node({"x", "x"}, "y", "Relu")}));
+  const std::string arity = error_of([&] {
+    OnnxModel::load(dir + "/arity.onnx").run({tensor({1.0, 2.0})});
+  });
+  EXPECT_NE(arity.find("has 2 inputs; Relu takes 1"), std::string::npos) << arity;
   // An op the importer does not map: listed, and running says "unsupported ONNX op".
   write_file(dir + "/foo.onnx", model({node({"x"}, "y", "FancyOp")}));
   OnnxModel foo = OnnxModel::load(dir + "/foo.onnx");

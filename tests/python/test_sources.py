@@ -1,4 +1,4 @@
-"""The file sources from Python (Cifar10Dataset, ImageFolderDataset, CocoDataset) on files written
+"""The file sources from Python (Cifar10Dataset, CSVDataset, ImageFolderDataset, CocoDataset) on files written
 here, samplers, and more of amp (auto_mixed_precision, DynamicLossScaleManager, the loss-scale
 cell built directly)."""
 import json
@@ -42,6 +42,28 @@ def test_cifar10_dataset(tmp_path):
     np.testing.assert_array_equal(got[1], images[1])
     with pytest.raises(OSError, match=r"\[Cifar10Dataset\] .*missing is not a directory"):
         ds.Cifar10Dataset(str(tmp_path / "missing"), usage="train")
+
+
+def test_csv_dataset(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text("7,0.5,x\n,,\n-3,1e3,\"quoted, comma\"\n")
+    d = ds.CSVDataset(str(f), column_defaults=[-1, 2.5, "none"], column_names=["i", "f", "s"], shuffle=False)
+    assert d.get_col_names() == ["i", "f", "s"]
+    rows = list(d.create_tuple_iterator(output_numpy=True))
+    assert [int(r[0]) for r in rows] == [7, -1, -3]  # an empty field takes the column's default
+    assert [float(r[1]) for r in rows] == [0.5, 2.5, 1000.0]
+    # (text columns come as uint8 arrays of the UTF-8 bytes: Spore's tensors have no string dtype)
+    assert [bytes(r[2]).decode() for r in rows] == ["x", "none", "quoted, comma"]
+    h = tmp_path / "h.csv"  # no column_names: the first line names the columns, all text
+    h.write_text("a;b\n1;2\n")
+    d2 = ds.CSVDataset([str(h)], field_delim=";", shuffle=False)
+    assert d2.get_col_names() == ["a", "b"] and d2.get_dataset_size() == 1
+    with pytest.raises(TypeError, match=r"column_defaults\[1\]: expected an int, a float or a str"):
+        ds.CSVDataset(str(f), column_defaults=[1, None, "x"])
+    with pytest.raises(Exception, match="field_delim must be one character"):
+        ds.CSVDataset(str(f), field_delim="::")
+    with pytest.raises(OSError, match="nope.csv"):
+        list(ds.CSVDataset(str(tmp_path / "nope.csv")).create_tuple_iterator())
 
 
 def test_image_folder_dataset(tmp_path):

@@ -88,6 +88,7 @@ void print_stats(const std::string& summary) { std::fputs(summary.c_str(), stdou
 int coco_eval(const CocoEvalArgs& a) {
   const metrics::Coco gt = metrics::Coco::load(a.gt);
   const metrics::Coco dt = gt.load_res(a.results);
+  // Detections in categories the ground truth lacks: load_res warns (metrics/coco.cpp).
   metrics::CocoEval ev(gt, dt, "bbox");
   ev.evaluate();
   ev.accumulate();

@@ -69,6 +69,10 @@ double mib(const io::NamedTensors& ts) {
 }  // namespace
 
 int convert(const ConvertArgs& a) {
+  // The output's format comes from its name: a name that is neither would silently be safetensors.
+  SPORE_CHECK(ends_with(a.out, ".ckpt") || ends_with(a.out, ".safetensors"), a.out,
+              ": expected a name ending in .ckpt (MindSpore) or .safetensors (the output's format "
+              "is read from its extension)");
   io::Checkpoint ck = io::load_checkpoint(a.in);
   const io::CheckpointFormat to = io::format_for_path(a.out);
   io::NamedTensors ts = ck.tensors;

@@ -341,7 +341,7 @@ int main(int argc, char** argv) {
       ->required();
   dash_cmd->add_option("--port", d.port, "TCP port")
       ->default_val(d.port)
-      ->check(CLI::Range(1, 65535));
+      ->check(integer_in(1, 65535));
   dash_cmd->add_option("--host", d.host, "address to listen on (127.0.0.1: this machine only)")
       ->default_val(d.host);
 
@@ -390,7 +390,7 @@ int main(int argc, char** argv) {
       ->add_option(
           "--img", ex.img,
           "yolov5*: the image size of the exported input (default: the checkpoint's, or 320)")
-      ->check(CLI::Range(32, 4096));
+      ->check(integer_in(32, 4096));
   export_cmd->add_option("--batch", ex.batch, "the batch size with --static-batch")
       ->default_val(ex.batch)
       ->check(kBatch);
@@ -435,18 +435,42 @@ int main(int argc, char** argv) {
   // ignored, the write fails with EFBIG and the checkpoint writer reports it (and keeps the
   // previous file).
   std::signal(SIGXFSZ, SIG_IGN);
-  // An unknown first word is a mistyped command: say so (CLI11 alone says "A subcommand is
-  // required").
-  if (argc > 1 && argv[1][0] != '-') {
+  // No command, or an unknown first word (a mistyped command): say so and list the commands
+  // (CLI11 alone says "A subcommand is required").
+  if (argc == 1 || argv[1][0] != '-') {
     std::vector<std::string> names;
     for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
       names.push_back(sub->get_name());
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    if (argc == 1) {
+      std::fprintf(stderr, "spore: a command is required: one of %s (see `spore --help`)\n",
+                   list.c_str());
+      return 2;
+    }
     if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
       std::fprintf(stderr,
                    "spore: unknown command '%s'; the commands are %s (see `spore --help`)\n",
                    argv[1], list.c_str());
+      return 2;
+    }
+    // `spore data <word>`: the same for the data set tools.
+    std::string subs;
+    bool known = false;
+    for (const CLI::App* sub : data_cmd->get_subcommands([](CLI::App*) { return true; })) {
+      subs += (subs.empty() ? "" : ", ") + sub->get_name();
+      known = known || (argc > 2 && sub->get_name() == argv[2]);
+    }
+    if (std::string(argv[1]) == "data" && argc == 2) {
+      std::fprintf(stderr, "spore: data needs a command: one of %s (see `spore data --help`)\n",
+                   subs.c_str());
+      return 2;
+    }
+    if (std::string(argv[1]) == "data" && argc > 2 && argv[2][0] != '-' && !known) {
+      std::fprintf(stderr,
+                   "spore: unknown command 'data %s'; the data commands are %s (see `spore data "
+                   "--help`)\n",
+                   argv[2], subs.c_str());
       return 2;
     }
   }
@@ -455,6 +479,25 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& err) {
     return app.exit(err) == 0 ? 0 : 2;  // --help / --version: 0; usage errors: 2 (CLI11 uses 100+)
   }
+  // Detector-only flags given to a classifier would be ignored without a word: refused instead.
+  auto yolo_only = [](CLI::App* cmd, const std::string& model,
+                      std::initializer_list<const char*> flags) {
+    if (model.rfind("yolov5", 0) == 0) return true;
+    for (const char* f : flags)
+      if (cmd->count(f) > 0) {
+        std::fprintf(stderr,
+                     "spore: %s applies to yolov5* only; %s does not take it (remove it; see "
+                     "`spore %s --help`)\n",
+                     f, model.c_str(), cmd->get_name().c_str());
+        return false;
+      }
+    return true;
+  };
+  if ((*train_cmd &&
+       !yolo_only(train_cmd, t.model,
+                  {"--img", "--cos-lr", "--no-mosaic", "--weights", "--eval-every"})) ||
+      (*eval_cmd && !yolo_only(eval_cmd, e.model, {"--img", "--save-json"})))
+    return 2;
   try {
     if (*train_cmd) {
       // --verbose: the library's debug lines too (which convolution implementation runs each conv,

@@ -11,6 +11,8 @@ python_multiprocessing=True runs Python callables in worker processes (dataset/_
 prefetch_size sets the engine-wide prefetch
 (ds.config.set_prefetch_size).
 """
+import os
+
 import numpy as np
 
 from .. import _C
@@ -289,6 +291,18 @@ def Cifar100Dataset(dataset_dir, usage=None, num_samples=None, num_parallel_work
     return Dataset(_C.Cifar100Dataset(str(dataset_dir), usage or "all",
                                       *_source_args(num_samples, shuffle, num_shards, shard_id, sampler,
                                                     num_parallel_workers)))
+
+
+def CSVDataset(dataset_files, field_delim=",", column_defaults=None, column_names=None, num_samples=None,
+               num_parallel_workers=None, shuffle=True, num_shards=None, shard_id=None, cache=None):
+    """CSV files, one column per field. column_defaults give each column's type (int, float or str)
+    and the value of an empty field; without column_names the first line names the columns.
+    shuffle defaults to True (MindSpore's Shuffle.GLOBAL)."""
+    _refuse("CSVDataset", cache=(cache, None))
+    files = [dataset_files] if isinstance(dataset_files, (str, bytes, os.PathLike)) else list(dataset_files)
+    ns, sh, nsh, sid, _, w = _source_args(num_samples, shuffle, num_shards, shard_id, None, num_parallel_workers)
+    return Dataset(_C.CSVDataset([os.fspath(f) for f in files], str(field_delim), list(column_defaults or []),
+                                 [str(c) for c in (column_names or [])], ns, sh, nsh, sid, w))
 
 
 def ImageFolderDataset(dataset_dir, num_samples=None, num_parallel_workers=None, shuffle=None, sampler=None,

@@ -97,5 +97,5 @@ def load_param_into_net(net, parameter_dict, strict_load=False, remove_redundanc
                 targets.extend(v.state())
     missing, unexpected, mismatched = _C.load_into_tensors(targets, loaded, strict_load)
     if mismatched:
-        raise RuntimeError("load_param_into_net: shapes do not match:\n" + "\n".join(mismatched))
+        raise RuntimeError("load_param_into_net: shapes or dtypes do not match:\n" + "\n".join(mismatched))
     return list(missing), list(unexpected)
