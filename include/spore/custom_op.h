@@ -44,6 +44,10 @@ struct CustomOpTraits {
                            // neighbours (needs the row kernels)
   bool zero_preserving = false;  // f(0, ..., 0) = 0
   bool idempotent = false;       // f(f(x)) = f(x) (unary)
+  // Has effects beyond its output (prints, counts, draws its own random numbers): Graph mode
+  // then runs every call, as PyNative does (no merging of equal calls, no folding at compile
+  // time, no recomputation).
+  bool impure = false;
   Amp amp = Amp::kDefault;
 };
 

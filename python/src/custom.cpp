@@ -47,6 +47,8 @@ void bind_custom(py::module_& m) {
         spec.dtypes = dtypes;
         // Never cast by amp: the function sees the dtypes it is given, as written.
         spec.traits.amp = CustomOpTraits::Amp::kFollow;
+        // A Python function may print, count or draw random numbers: Graph mode runs every call.
+        spec.traits.impure = aot_library.empty();
         PyRef inf(infer), bp(bprop);
         spec.infer = [inf](const std::vector<Shape>& shapes, const std::vector<DType>& types) {
           py::gil_scoped_acquire gil;

@@ -111,6 +111,7 @@ CustomOpHandle register_custom_op(CustomOp spec) {
   traits.idempotent = op->traits.idempotent;
   traits.amp = amp_class(op->traits.amp);
   uint32_t flags = op->bprop ? 0u : uint32_t(ops::kNonDiff);
+  if (op->traits.impure) flags |= ops::kRandom;  // the passes' "run every call" flag
   if (op->traits.pointwise)
     flags |= ops::kElementwise | (op->num_inputs == 1 ? ops::kUnary : ops::kBinary);
   const ops::OpId id =

@@ -48,6 +48,12 @@ def test_pyfunc_forward_in_both_modes():
                     func_type="pyfunc")
     np.testing.assert_allclose(rowsum(ms.Tensor(x)).asnumpy(), x.sum(1, dtype=np.float64), rtol=1e-12)
     assert rowsum(ms.Tensor(x)).dtype == ms.float64
+    # Graph mode runs a pyfunc once per call, as PyNative (no merging of equal calls, no folding).
+    calls = []
+    counted = Custom(lambda a: calls.append(1) or a + 1, func_type="pyfunc")
+    twice = ms.jit(lambda a: counted(a) + counted(a) + counted(ms.Tensor(np.ones(2, np.float32))).sum())
+    np.testing.assert_allclose(twice(ms.Tensor(x)).asnumpy(), 2 * (x + 1) + 4, rtol=1e-6)
+    assert len(calls) == 3
     # Default infer (None): the inputs broadcast, input 0's dtype.
     mul = Custom(lambda a, b: a * b, func_type="pyfunc")
     assert mul(ms.Tensor(x), ms.Tensor(x[:1])).shape == (3, 4)
@@ -177,6 +183,8 @@ def test_bad_definitions_and_calls_are_clear_errors(aot_library, tmp_path):
         Custom(lambda a: (a, a), func_type="pyfunc")(x)
     with pytest.raises(TypeError, match="out_dtype gave 'float33', not a dtype"):
         Custom(lambda a: a, out_dtype=lambda t: "float33", func_type="pyfunc")(x)
+    with pytest.raises(TypeError, match="input 0 is bfloat16, which numpy .* has not; cast it to float32"):
+        Custom(lambda a: a, func_type="pyfunc")(x.astype(ms.bfloat16))
     # func_type
     with pytest.raises(ValueError, match="func_type must be one of"):
         Custom(lambda a: a, func_type="cuda")

@@ -277,4 +277,12 @@ class Custom(Primitive):
         if not inputs:
             raise ValueError(f"For 'Custom' ({self.name}), expected at least one input tensor")
         ts = [x if isinstance(x, Tensor) else Tensor(x) for x in inputs]
+        for i, t in enumerate(ts):
+            if not t.device.startswith("CPU"):
+                raise NotImplementedError(
+                    f"For 'Custom' ({self.name}), input {i} is on {t.device}: custom kernels run on the CPU (pyfunc "
+                    f"on numpy arrays, aot a CPU library's function); move the inputs to the CPU first")
+            if self.func_type == "pyfunc" and t.dtype == _C.DType.bfloat16:
+                raise TypeError(f"For 'Custom' ({self.name}), input {i} is bfloat16, which numpy (the pyfunc "
+                                f"kernel's arrays) has not; cast it to float32 first")
         return self._handle(len(ts))(ts)
