@@ -76,13 +76,14 @@ void bind_custom(py::module_& m) {
               py::gil_scoped_acquire gil;
               py::tuple args(in.size());
               for (size_t i = 0; i < in.size(); ++i) args[i] = readonly_view(in[i]);
-              // The Python side checked the shape and dtype against out_shape / out_dtype.
-              r = copy_from_numpy(k.get()(*args));
+              r = copy_from_numpy(k.get()(*args));  // checked against the infer below
             }
             SPORE_CHECK(r.shape() == out.shape() && r.dtype() == out.dtype(), "[ops.Custom] '",
                         name, "' returned ", shape_str(r.shape()), " ", dtype_name(r.dtype()),
                         " where its infer said ", shape_str(out.shape()), " ",
-                        dtype_name(out.dtype()));
+                        dtype_name(out.dtype()),
+                        "; make the function return that (e.g. .astype(...)) or fix out_shape / "
+                        "out_dtype");
             std::memcpy(out.data_ptr(), r.data_ptr(), out.nbytes());
           };
         }
