@@ -88,6 +88,12 @@ def test_pyfunc_bprop_gradient_matches_finite_differences(mode):
     want = _finite_difference(lambda v: float((np.sin(v) * 1.5 * w).sum()), x)
     np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(got, np.cos(x) * 1.5 * w, rtol=1e-12)
+    # MindSpore's usual form: the bprop is another Custom op.
+    dsquare = Custom(lambda a, d: 2 * a * d, func_type="pyfunc")
+    square = Custom(lambda a: a * a, func_type="pyfunc", bprop=lambda a, out, dout: (dsquare(a, dout),))
+    got = ms.grad(lambda a: (square(a) * wt).sum())(ms.Tensor(x)).asnumpy()
+    np.testing.assert_allclose(got, _finite_difference(lambda v: float((v * v * w).sum()), x), rtol=1e-7,
+                               atol=1e-9)
 
 
 def test_pyfunc_trains_the_same_in_both_modes():
