@@ -18,6 +18,10 @@
 //   Tensor y = swish(x);
 //
 // See examples/custom_op/ for a complete one with its test and gradient check.
+//
+// A kernel compiled on its own, in a shared library with MindSpore's AOT entry point (what
+// ops.Custom(func_type="aot") loads from Python), is a cpu_kernel too:
+//   .cpu_kernel = aot_cpu_kernel(load_aot_kernel("./libadd.so", "CustomAdd"), "CustomAdd"),
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -40,6 +44,10 @@ struct CustomOpTraits {
                            // neighbours (needs the row kernels)
   bool zero_preserving = false;  // f(0, ..., 0) = 0
   bool idempotent = false;       // f(f(x)) = f(x) (unary)
+  // Has effects beyond its output (prints, counts, draws its own random numbers): Graph mode
+  // then runs every call, as PyNative does (no merging of equal calls, no folding at compile
+  // time, no recomputation).
+  bool impure = false;
   Amp amp = Amp::kDefault;
 };
 
@@ -87,6 +95,22 @@ class CustomOpHandle {
  private:
   uint16_t id_ = 0;
 };
+
+// MindSpore's AOT kernel entry point, a C function in a shared library:
+//   extern "C" int CustomAdd(int nparam, void** params, int* ndims, int64_t** shapes,
+//                            const char** dtypes, void* stream, void* extra);
+// nparam = inputs + 1; params[i] the data of input i (contiguous), then the output's; ndims[i],
+// shapes[i] and dtypes[i] ("float32", "int64", ... as dtype_name) likewise. On the CPU, stream
+// and extra are null (MindSpore's AotExtra, for attributes, is not passed). 0 means success.
+using AotKernelFn = int (*)(int nparam, void** params, int* ndims, int64_t** shapes,
+                            const char** dtypes, void* stream, void* extra);
+// Opens `library` (once per path, with RTLD_NOW; never closed, as registered ops keep its code)
+// and finds `symbol` in it. An Error names the library, the symbol and the loader's reason.
+AotKernelFn load_aot_kernel(const std::string& library, const std::string& symbol);
+// A CustomOp::cpu_kernel calling fn with the inputs and the output; a nonzero return is an Error
+// naming `what` and the code.
+std::function<void(const std::vector<Tensor>& inputs, Tensor& out)> aot_cpu_kernel(
+    AotKernelFn fn, std::string what);
 
 // Registers the op (call once per process, e.g. from a static initialiser). Throws spore::Error
 // when the name is taken or the definition is incomplete.

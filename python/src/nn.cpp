@@ -97,6 +97,19 @@ void bind_rnn(py::module_& m, const char* name) {
       py::arg("dtype") = py::none());
 }
 
+// nn.RNNCell / nn.LSTMCell / nn.GRUCell's C++ cell (nonlinearity: RNNCell's).
+template <typename C>
+void bind_rnn_cell(py::module_& m, const char* name) {
+  py::class_<C, nn::RNNCellBase, std::shared_ptr<C>>(m, name).def(
+      py::init(
+          [](int64_t in, int64_t hidden, bool has_bias, std::string nonlinearity, py::object dt) {
+            return std::make_shared<C>(
+                in, hidden, nn::RNNCellOptions{has_bias, nonlinearity, dtype_or(dt, kFloat32)});
+          }),
+      py::arg("input_size"), py::arg("hidden_size"), py::arg("has_bias") = true,
+      py::arg("nonlinearity") = "tanh", py::arg("dtype") = py::none());
+}
+
 }  // namespace
 
 void bind_nn(py::module_& m) {
@@ -285,6 +298,20 @@ void bind_nn(py::module_& m) {
   bind_rnn<nn::RNN>(m, "RNN");
   bind_rnn<nn::LSTM>(m, "LSTM");
   bind_rnn<nn::GRU>(m, "GRU");
+  // The cells: step(x, h, c) (None: zeros) -> [h'] or [h', c'] (LSTMCell).
+  py::class_<nn::RNNCellBase, Cell, std::shared_ptr<nn::RNNCellBase>>(m, "RNNCellBase")
+      .def(
+          "step",
+          [opt_t](nn::RNNCellBase& r, py::object x, py::object h, py::object c) {
+            const Tensor xt = to_tensor(x), ht = opt_t(h), ct = opt_t(c);
+            py::gil_scoped_release nogil;
+            const auto [h1, c1] = r.step(xt, ht, ct);
+            return c1.defined() ? std::vector<Tensor>{h1, c1} : std::vector<Tensor>{h1};
+          },
+          py::arg("x"), py::arg("h") = py::none(), py::arg("c") = py::none());
+  bind_rnn_cell<nn::RNNCell>(m, "RNNCell");
+  bind_rnn_cell<nn::LSTMCell>(m, "LSTMCell");
+  bind_rnn_cell<nn::GRUCell>(m, "GRUCell");
   // The C++ SequentialCell over Python cells' C++ sides: what Model cuts into pipeline stages.
   cell_class<nn::SequentialCell>(m, "SequentialCell")
       .def(py::init([](std::vector<std::pair<std::string, CellPtr>> cells) {

@@ -34,18 +34,29 @@ int64_t gates_of(RNNBase::Mode m) {
   return m == RNNBase::Mode::LSTM ? 4 : m == RNNBase::Mode::GRU ? 3 : 1;
 }
 
-RNNBase::Mode rnn_mode(const RNNOptions& opt) {
-  SPORE_CHECK(opt.nonlinearity == "tanh" || opt.nonlinearity == "relu",
-              "[RNN] nonlinearity must be 'tanh' or 'relu', got '", opt.nonlinearity, "'");
-  return opt.nonlinearity == "relu" ? RNNBase::Mode::RNN_RELU : RNNBase::Mode::RNN_TANH;
+RNNBase::Mode rnn_mode(const char* who, const std::string& nonlinearity) {
+  SPORE_CHECK(nonlinearity == "tanh" || nonlinearity == "relu", "[", who,
+              "] nonlinearity must be 'tanh' or 'relu', got '", nonlinearity, "'");
+  return nonlinearity == "relu" ? RNNBase::Mode::RNN_RELU : RNNBase::Mode::RNN_TANH;
 }
 
-RNNOptions no_nonlinearity(const char* who, RNNOptions opt) {
+template <class Options>
+Options no_nonlinearity(const char* who, Options opt) {
   SPORE_CHECK(opt.nonlinearity == "tanh", "[", who, "] has no nonlinearity option (its gates are ",
               "fixed sigmoid / tanh), got nonlinearity '", opt.nonlinearity,
-              "'; leave it at its default or use nn::RNN for a relu recurrence");
+              "'; leave it at its default or use nn::RNN / nn::RNNCell for a relu recurrence");
   return opt;
 }
+
+// The bias added to the input's projection: RNN and LSTM add both biases before the
+// nonlinearity, so b_hh is folded in once; GRU keeps b_hh for the hidden side (b_hn sits inside
+// r * (...)).
+Tensor input_bias(RNNBase::Mode mode, const Tensor& b_ih, const Tensor& b_hh) {
+  return mode == RNNBase::Mode::GRU ? b_ih : b_ih + b_hh;
+}
+
+// MindSpore and PyTorch: every weight and bias U(-1/sqrt(hidden), 1/sqrt(hidden)).
+Initializer weight_init(int64_t hidden) { return Uniform(1.0 / std::sqrt(double(hidden))); }
 
 }  // namespace
 
@@ -69,8 +80,7 @@ RNNBase::RNNBase(Mode mode, int64_t input_size, int64_t hidden_size, RNNOptions 
               "] dropout is a drop probability in [0, 1), got ", fmt(opt_.dropout));
   SPORE_CHECK_TYPE(is_floating(opt_.dtype), "[", n, "] dtype must be floating point, got ",
                    dtype_name(opt_.dtype));
-  // MindSpore and PyTorch: every weight and bias U(-1/sqrt(hidden), 1/sqrt(hidden)).
-  const Initializer init = Uniform(1.0 / std::sqrt(double(hidden_)));
+  const Initializer init = weight_init(hidden_);
   const int64_t g = gates_ * hidden_;
   for (int64_t l = 0; l < opt_.num_layers; ++l) {
     const int64_t in = l == 0 ? input_ : hidden_ * num_directions();
@@ -86,47 +96,51 @@ RNNBase::RNNBase(Mode mode, int64_t input_size, int64_t hidden_size, RNNOptions 
 }
 
 RNN::RNN(int64_t input_size, int64_t hidden_size, RNNOptions opt)
-    : RNNBase(rnn_mode(opt), input_size, hidden_size, opt) {}
+    : RNNBase(rnn_mode("RNN", opt.nonlinearity), input_size, hidden_size, opt) {}
 LSTM::LSTM(int64_t input_size, int64_t hidden_size, RNNOptions opt)
     : RNNBase(Mode::LSTM, input_size, hidden_size, no_nonlinearity("LSTM", opt)) {}
 GRU::GRU(int64_t input_size, int64_t hidden_size, RNNOptions opt)
     : RNNBase(Mode::GRU, input_size, hidden_size, no_nonlinearity("GRU", opt)) {}
 
+std::pair<Tensor, Tensor> rnn_cell_step(RNNBase::Mode mode, const Tensor& xp, const Tensor& gh,
+                                        const Tensor& h, const Tensor& c) {
+  using Mode = RNNBase::Mode;
+  const int64_t H = h.size(-1);
+  switch (mode) {
+    case Mode::RNN_TANH:
+      return {tanh(xp + gh), Tensor()};  // both biases are in xp
+    case Mode::RNN_RELU:
+      return {relu(xp + gh), Tensor()};
+    case Mode::LSTM: {
+      const Tensor gates = xp + gh;  // (i, f, g, o)
+      const Tensor i = sigmoid(gates.slice(1, 0, H)), f = sigmoid(gates.slice(1, H, 2 * H));
+      const Tensor g = tanh(gates.slice(1, 2 * H, 3 * H)),
+                   o = sigmoid(gates.slice(1, 3 * H, 4 * H));
+      Tensor c_new = f * c + i * g;
+      Tensor h_new = o * tanh(c_new);
+      return {h_new, c_new};
+    }
+    case Mode::GRU: {
+      const Tensor r = sigmoid(xp.slice(1, 0, H) + gh.slice(1, 0, H));
+      const Tensor z = sigmoid(xp.slice(1, H, 2 * H) + gh.slice(1, H, 2 * H));
+      const Tensor n = tanh(xp.slice(1, 2 * H, 3 * H) + r * gh.slice(1, 2 * H, 3 * H));
+      return {n + z * (h - n), Tensor()};  // (1 - z) * n + z * h
+    }
+  }
+  return {};
+}
+
 Tensor RNNBase::run_direction(const Tensor& xp, Tensor& h, Tensor& c, const Tensor& w_hh,
                               const Tensor& b_hh, bool reverse, const std::vector<Tensor>& masks) {
-  const int64_t T = xp.size(0), H = hidden_;
+  const int64_t T = xp.size(0);
   const Tensor w_t = w_hh.t().contiguous();  // (H, G * H), once per call
   std::vector<Tensor> hs(static_cast<size_t>(T));
   for (int64_t s = 0; s < T; ++s) {
     const int64_t t = reverse ? T - 1 - s : s;
-    const Tensor x_t = xp.select(0, t);  // (N, G * H)
-    Tensor gh = matmul(h, w_t);          // (N, G * H)
-    Tensor h_new, c_new;
-    switch (mode_) {
-      case Mode::RNN_TANH:
-        h_new = tanh(x_t + gh);  // both biases are in x_t
-        break;
-      case Mode::RNN_RELU:
-        h_new = relu(x_t + gh);
-        break;
-      case Mode::LSTM: {
-        const Tensor gates = x_t + gh;  // (i, f, g, o)
-        const Tensor i = sigmoid(gates.slice(1, 0, H)), f = sigmoid(gates.slice(1, H, 2 * H));
-        const Tensor g = tanh(gates.slice(1, 2 * H, 3 * H)),
-                     o = sigmoid(gates.slice(1, 3 * H, 4 * H));
-        c_new = f * c + i * g;
-        h_new = o * tanh(c_new);
-        break;
-      }
-      case Mode::GRU: {
-        if (b_hh.defined()) gh = gh + b_hh;  // b_hn stays inside r * (...)
-        const Tensor r = sigmoid(x_t.slice(1, 0, H) + gh.slice(1, 0, H));
-        const Tensor z = sigmoid(x_t.slice(1, H, 2 * H) + gh.slice(1, H, 2 * H));
-        const Tensor n = tanh(x_t.slice(1, 2 * H, 3 * H) + r * gh.slice(1, 2 * H, 3 * H));
-        h_new = n + z * (h - n);  // (1 - z) * n + z * h
-        break;
-      }
-    }
+    const Tensor x_t = xp.select(0, t);                        // (N, G * H)
+    Tensor gh = matmul(h, w_t);                                // (N, G * H)
+    if (mode_ == Mode::GRU && b_hh.defined()) gh = gh + b_hh;  // b_hn stays inside r * (...)
+    auto [h_new, c_new] = rnn_cell_step(mode_, x_t, gh, h, c);
     if (masks.empty()) {
       h = h_new;
       if (c_new.defined()) c = c_new;
@@ -207,8 +221,7 @@ RNNOutput RNNBase::run(const Tensor& x_in, const Tensor& h0, const Tensor& c0,
       if (opt_.has_bias) {
         const Tensor& b_ih = parameter(param_name("bias_ih", l, rev));
         b_hh = parameter(param_name("bias_hh", l, rev));
-        // RNN / LSTM add both biases before the nonlinearity: fold b_hh in once.
-        xp = xp + (mode_ == Mode::GRU ? b_ih : b_ih + b_hh);
+        xp = xp + input_bias(mode_, b_ih, b_hh);
       }
       xp = xp.reshape({T, N, gates_ * H});
       const int64_t k = l * D + d;
@@ -253,6 +266,121 @@ std::string RNNBase::extend_repr() const {
       ", batch_first=" + fmt_bool(opt_.batch_first) + ", dropout=" + fmt(opt_.dropout) +
       ", bidirectional=" + fmt_bool(opt_.bidirectional);
   if (mode_ == Mode::RNN_RELU) s += ", nonlinearity=relu";
+  return s;
+}
+
+// ---- the cells: one step ----
+
+namespace {
+const char* cell_name(RNNBase::Mode m) {
+  return m == RNNBase::Mode::LSTM ? "LSTMCell" : m == RNNBase::Mode::GRU ? "GRUCell" : "RNNCell";
+}
+}  // namespace
+
+RNNCellBase::RNNCellBase(RNNBase::Mode mode, int64_t input_size, int64_t hidden_size,
+                         RNNCellOptions opt)
+    : mode_(mode), input_(input_size), hidden_(hidden_size), opt_(std::move(opt)) {
+  const char* n = cell_name(mode);
+  set_cls_name(n);
+  SPORE_CHECK(input_ > 0 && hidden_ > 0, "[", n,
+              "] input_size and hidden_size must be positive, got ", input_, " and ", hidden_);
+  SPORE_CHECK_TYPE(is_floating(opt_.dtype), "[", n, "] dtype must be floating point, got ",
+                   dtype_name(opt_.dtype));
+  const Initializer init = weight_init(hidden_);
+  const int64_t g = gates_of(mode) * hidden_;
+  register_parameter("weight_ih", init.make({g, input_}, opt_.dtype));
+  register_parameter("weight_hh", init.make({g, hidden_}, opt_.dtype));
+  if (opt_.has_bias) {
+    register_parameter("bias_ih", init.make({g}, opt_.dtype));
+    register_parameter("bias_hh", init.make({g}, opt_.dtype));
+  }
+}
+
+RNNCell::RNNCell(int64_t input_size, int64_t hidden_size, RNNCellOptions opt)
+    : RNNCellBase(rnn_mode("RNNCell", opt.nonlinearity), input_size, hidden_size, opt) {}
+LSTMCell::LSTMCell(int64_t input_size, int64_t hidden_size, RNNCellOptions opt)
+    : RNNCellBase(RNNBase::Mode::LSTM, input_size, hidden_size, no_nonlinearity("LSTMCell", opt)) {}
+GRUCell::GRUCell(int64_t input_size, int64_t hidden_size, RNNCellOptions opt)
+    : RNNCellBase(RNNBase::Mode::GRU, input_size, hidden_size, no_nonlinearity("GRUCell", opt)) {}
+
+std::pair<Tensor, Tensor> RNNCellBase::step(const Tensor& x_in, const Tensor& h_in,
+                                            const Tensor& c_in) {
+  const char* n = cell_name(mode_);
+  SPORE_CHECK(x_in.defined() && (x_in.dim() == 1 || x_in.dim() == 2) && x_in.size(-1) == input_,
+              "[", n, "] expected input (batch, input_size) or (input_size,) with input_size ",
+              input_, ", got shape ",
+              x_in.defined() ? shape_str(x_in.shape()) : std::string("(undefined)"),
+              x_in.defined() && x_in.dim() == 3
+                  ? "; a cell takes one time step: loop over the sequence, or use the layer"
+                  : "");
+  const Tensor& w_ih = parameter("weight_ih");
+  SPORE_CHECK_TYPE(x_in.dtype() == w_ih.dtype() || amp::current_policy().active(), "[", n,
+                   "] input is ", dtype_name(x_in.dtype()), " but the weights are ",
+                   dtype_name(w_ih.dtype()),
+                   "; cast the input (x.astype) or build the cell with that dtype");
+  const bool unbatched = x_in.dim() == 1;
+  const Tensor x = unbatched ? x_in.unsqueeze(0) : x_in;
+  const int64_t N = x.size(0);
+  const Shape want = unbatched ? Shape{hidden_} : Shape{N, hidden_};
+  auto state = [&](const Tensor& s, const char* what) {
+    if (!s.defined()) return zeros({N, hidden_}, x.dtype(), x.device());
+    SPORE_CHECK(s.shape() == want, "[", n, "] expected ", what, " of shape ",
+                unbatched ? "(hidden_size,) = " : "(batch, hidden_size) = ", shape_str(want),
+                " for input of shape ", shape_str(x_in.shape()), ", got ", shape_str(s.shape()));
+    SPORE_CHECK_TYPE(s.dtype() == x.dtype() || amp::current_policy().active(), "[", n, "] ", what,
+                     " is ", dtype_name(s.dtype()), " but the input is ", dtype_name(x.dtype()));
+    return unbatched ? s.unsqueeze(0) : s;
+  };
+  const Tensor h = state(h_in, "h");
+  Tensor c;
+  if (mode_ == RNNBase::Mode::LSTM) {
+    SPORE_CHECK(h_in.defined() == c_in.defined(), "[LSTMCell] the state is the pair (h, c); got ",
+                h_in.defined() ? "h without c" : "c without h", ": pass both or neither");
+    c = state(c_in, "c");
+  } else {
+    SPORE_CHECK(!c_in.defined(), "[", n, "] takes one state h; the (h, c) pair is LSTMCell's");
+  }
+  Tensor xp = matmul(x, w_ih.t());
+  Tensor gh = matmul(h, parameter("weight_hh").t());
+  if (opt_.has_bias) {
+    const Tensor &b_ih = parameter("bias_ih"), &b_hh = parameter("bias_hh");
+    xp = xp + input_bias(mode_, b_ih, b_hh);
+    if (mode_ == RNNBase::Mode::GRU) gh = gh + b_hh;
+  }
+  auto [h_new, c_new] = rnn_cell_step(mode_, xp, gh, h, c);
+  if (unbatched) {
+    h_new = h_new.squeeze(0);
+    if (c_new.defined()) c_new = c_new.squeeze(0);
+  }
+  return {h_new, c_new};
+}
+
+Tensor RNNCellBase::construct(const Tensor& x) { return step(x).first; }
+
+Tensor RNNCellBase::construct(const Tensor& x, const Tensor& h) {
+  SPORE_CHECK(mode_ != RNNBase::Mode::LSTM,
+              "[LSTMCell] the state is the pair (h, c): call forward({x, h, c}) or step(x, h, c)");
+  return step(x, h).first;
+}
+
+std::vector<Tensor> RNNCellBase::forward(const std::vector<Tensor>& inputs) {
+  const bool lstm = mode_ == RNNBase::Mode::LSTM;
+  SPORE_CHECK(!inputs.empty() && inputs.size() <= (lstm ? 3u : 2u), "[", cell_name(mode_),
+              "] takes ", lstm ? "(x), (x, h, c)" : "(x) or (x, h)", ", got ", inputs.size(),
+              " inputs");
+  SPORE_CHECK(!lstm || inputs.size() != 2,
+              "[LSTMCell] the state is the pair (h, c): pass (x, h, c), or (x) for zero states");
+  auto [h, c] = step(inputs[0], inputs.size() > 1 ? inputs[1] : Tensor(),
+                     inputs.size() > 2 ? inputs[2] : Tensor());
+  if (lstm) return {h, c};
+  return {h};
+}
+
+std::string RNNCellBase::extend_repr() const {
+  std::string s = "input_size=" + std::to_string(input_) +
+                  ", hidden_size=" + std::to_string(hidden_) +
+                  ", has_bias=" + fmt_bool(opt_.has_bias);
+  if (mode_ == RNNBase::Mode::RNN_RELU) s += ", nonlinearity=relu";
   return s;
 }
 

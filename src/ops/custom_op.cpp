@@ -1,9 +1,14 @@
 // register_custom_op (spore/custom_op.h): turns a user's CustomOp into a primitive registered at
 // run time (ops::register_op), with its rules, its CPU kernel and, for pointwise ops, the row
-// kernels the fused elementwise programs call (fused::Opcode::kCall).
+// kernels the fused elementwise programs call (fused::Opcode::kCall); and the loader of kernels
+// compiled on their own with MindSpore's AOT entry point (load_aot_kernel, aot_cpu_kernel).
 #include "spore/custom_op.h"
 
+#include <dlfcn.h>
+
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "ops/op.h"
 #include "ops/precision.h"
@@ -106,6 +111,7 @@ CustomOpHandle register_custom_op(CustomOp spec) {
   traits.idempotent = op->traits.idempotent;
   traits.amp = amp_class(op->traits.amp);
   uint32_t flags = op->bprop ? 0u : uint32_t(ops::kNonDiff);
+  if (op->traits.impure) flags |= ops::kRandom;  // the passes' "run every call" flag
   if (op->traits.pointwise)
     flags |= ops::kElementwise | (op->num_inputs == 1 ? ops::kUnary : ops::kBinary);
   const ops::OpId id =
@@ -133,6 +139,59 @@ CustomOpHandle register_custom_op(CustomOp spec) {
                                std::move(row_kernels));
   for (DType t : op->dtypes) ops::detail::register_kernel_dtype(id, DeviceType::CPU, t);
   return CustomOpHandle(uint16_t(id));
+}
+
+AotKernelFn load_aot_kernel(const std::string& library, const std::string& symbol) {
+  static std::mutex mu;
+  static std::map<std::string, void*> opened;  // path -> handle, never closed
+  const std::lock_guard<std::mutex> lock(mu);
+  void*& handle = opened[library];
+  if (!handle) {
+    handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = dlerror();
+      opened.erase(library);
+      SPORE_THROW(ErrorKind::IOError, "[custom op] cannot load the AOT library '", library,
+                  "': ", why ? why : "unknown error",
+                  "; give the path of a shared library built for this machine (g++ -shared -fPIC)");
+    }
+  }
+  dlerror();  // clear, so a null symbol's reason is this lookup's
+  void* fn = dlsym(handle, symbol.c_str());
+  if (!fn) {
+    const char* why = dlerror();
+    SPORE_THROW(ErrorKind::ValueError, "[custom op] the AOT library '", library,
+                "' has no function '", symbol, "' (", why ? why : "null symbol",
+                "); declare it extern \"C\" int ", symbol,
+                "(int nparam, void** params, int* ndims, int64_t** shapes, const char** dtypes, "
+                "void* stream, void* extra) so its name is not mangled");
+  }
+  return reinterpret_cast<AotKernelFn>(fn);
+}
+
+std::function<void(const std::vector<Tensor>&, Tensor&)> aot_cpu_kernel(AotKernelFn fn,
+                                                                        std::string what) {
+  SPORE_CHECK(fn, "[custom op] '", what, "': the AOT kernel function is null");
+  return [fn, what = std::move(what)](const std::vector<Tensor>& inputs, Tensor& out) {
+    const size_t n = inputs.size() + 1;
+    std::vector<void*> params(n);
+    std::vector<int> ndims(n);
+    std::vector<std::vector<int64_t>> dims(n);
+    std::vector<int64_t*> shapes(n);
+    std::vector<const char*> dtypes(n);
+    for (size_t i = 0; i < n; ++i) {
+      const Tensor& t = i + 1 < n ? inputs[i] : out;
+      params[i] = t.data_ptr();
+      dims[i] = t.shape();
+      ndims[i] = int(dims[i].size());
+      shapes[i] = dims[i].data();
+      dtypes[i] = dtype_name(t.dtype());
+    }
+    const int rc =
+        fn(int(n), params.data(), ndims.data(), shapes.data(), dtypes.data(), nullptr, nullptr);
+    SPORE_CHECK_KIND(ErrorKind::RuntimeError, rc == 0, "[custom op] the AOT kernel '", what,
+                     "' returned ", rc, " (0 is success)");
+  };
 }
 
 std::vector<Tensor> CustomOpHandle::call(std::vector<Tensor> inputs) const {

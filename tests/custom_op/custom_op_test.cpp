@@ -2,6 +2,8 @@
 // (examples/custom_op/). Each runs in PyNative against a reference formula, passes a float64
 // finite-difference gradient check, is fused by Graph mode's elementwise fusion (through its row
 // kernels: fused::Opcode::kCall) with results equal to PyNative, and is cast by amp from its trait.
+// An AOT kernel (MindSpore's entry point in a library built on its own, tests/custom_op/aot/)
+// loaded with load_aot_kernel equals the built-in add in both modes, and its errors are clear.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -156,4 +158,67 @@ TEST(CustomOp, ClearErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("register_custom_op"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+const CustomOpHandle& aot_add() {
+  static const CustomOpHandle op = register_custom_op({
+      .name = "test_aot_add",
+      .num_inputs = 2,
+      .bprop =
+          [](const std::vector<Tensor>&, const Tensor&, const Tensor& dy) {
+            return std::vector<Tensor>{dy, dy};
+          },
+      .cpu_kernel =
+          aot_cpu_kernel(load_aot_kernel(SPORE_TEST_AOT_LIBRARY, "CustomAdd"), "CustomAdd"),
+      .dtypes = {kFloat32, kFloat64, kInt32, kInt64},
+  });
+  return op;
+}
+}  // namespace
+
+TEST(CustomOp, AotKernelEqualsBuiltInAdd) {
+  set_seed(9);
+  for (DType t : {kFloat32, kFloat64}) {
+    const Tensor a = randn({3, 5}, t), b = randn({3, 5}, t).transpose(0, 1).contiguous().t();
+    const Tensor got = aot_add()(a, b), want = add(a, b);
+    ASSERT_EQ(got.dtype(), t);
+    EXPECT_EQ(got.to(kFloat64).to_vector<double>(), want.to(kFloat64).to_vector<double>());
+  }
+  const Tensor i = from_vector<int32_t>({1, 2, 3}, {3});
+  EXPECT_EQ(aot_add()(i, i).to_vector<int32_t>(), (std::vector<int32_t>{2, 4, 6}));
+  // Graph mode: a node of the compiled graph, the gradient through its bprop.
+  const Tensor x = randn({4, 3}), y = randn({4, 3});
+  auto fn = [&](const std::vector<Tensor>& v) {
+    EnableGradGuard eg;
+    const Tensor p = v[0].detach().set_requires_grad(true);
+    const Tensor loss = (aot_add()(p, v[1]) * v[1]).sum();
+    return std::vector<Tensor>{aot_add()(v[0], v[1]), autograd::grad(loss, {p})[0]};
+  };
+  auto f = jit(fn);
+  const std::vector<Tensor> g = f({x, y});
+  EXPECT_EQ(g[0].to_vector<float>(), add(x, y).to_vector<float>());
+  EXPECT_EQ(g[1].to_vector<float>(), y.to_vector<float>());
+  EXPECT_NE(f.graph_text().find("test_aot_add"), std::string::npos) << f.graph_text();
+}
+
+TEST(CustomOp, AotErrorsNameTheLibraryAndSymbol) {
+  auto message = [](const std::function<void()>& fn) -> std::string {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  std::string m = message([] { load_aot_kernel(SPORE_TEST_AOT_LIBRARY, "CustomSub"); });
+  EXPECT_NE(m.find("has no function 'CustomSub'"), std::string::npos) << m;
+  EXPECT_NE(m.find("extern \"C\""), std::string::npos) << m;
+  m = message([] { load_aot_kernel("/nonexistent/libnothing.so", "CustomAdd"); });
+  EXPECT_NE(m.find("cannot load the AOT library '/nonexistent/libnothing.so'"), std::string::npos)
+      << m;
+  // The kernel's nonzero return (1: a dtype it does not handle) names the kernel and the code.
+  const Tensor l = from_vector<int64_t>({1, 2}, {2});
+  m = message([&] { aot_add()(l, l); });
+  EXPECT_NE(m.find("the AOT kernel 'CustomAdd' returned 1"), std::string::npos) << m;
 }

@@ -2,7 +2,8 @@
 // equal to PyTorch's for the same weights (live when /usr/bin/python3 or $SPORE_PYTHON imports
 // torch, else the committed fixtures/rnn_torch.json that tests/nn/rnn_crosscheck.py produced),
 // central-difference gradient checks through each layer, per-sample lengths, dropout between
-// layers, parameter names and shapes, and the errors.
+// layers, parameter names and shapes, and the errors. The cells (RNNCell, LSTMCell, GRUCell): one
+// step against PyTorch's cells, finite differences, the unbatched form, and their errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -311,6 +312,185 @@ TEST(RNN, BadInputsAreErrors) {
   expect_error([] { nn::GRU(3, 4, {.dropout = 1.0}); },
                "[GRU] dropout is a drop probability in [0, 1), got 1");
   expect_error([] { nn::RNN(0, 4); }, "[RNN] input_size and hidden_size must be positive");
+}
+
+// ---- the cells ----
+
+std::shared_ptr<nn::RNNCellBase> make_cell(const json& c, DType dt) {
+  const std::string mode = c["mode"];
+  const nn::RNNCellOptions o{
+      .has_bias = c["has_bias"], .nonlinearity = mode == "RNN_RELU" ? "relu" : "tanh", .dtype = dt};
+  const int64_t in = c["input_size"], hidden = c["hidden_size"];
+  std::shared_ptr<nn::RNNCellBase> cell;
+  if (mode == "LSTM")
+    cell = std::make_shared<nn::LSTMCell>(in, hidden, o);
+  else if (mode == "GRU")
+    cell = std::make_shared<nn::GRUCell>(in, hidden, o);
+  else
+    cell = std::make_shared<nn::RNNCell>(in, hidden, o);
+  NoGradGuard ng;
+  for (const auto& [name, p] : c["params"].items()) {
+    Tensor& slot = cell->parameter(name);
+    EXPECT_EQ(slot.shape(), p["shape"].get<Shape>()) << name;
+    assign(slot, tensor_of(p, dt));
+  }
+  EXPECT_EQ(cell->trainable_params().size(), c["params"].size());
+  return cell;
+}
+
+// One step in dtype dt: h' (and c') and every gradient against PyTorch's; the largest difference.
+double compare_cell(const json& c, DType dt, double tol, const std::string& what) {
+  auto cell = make_cell(c, dt);
+  Tensor x = tensor_of(c["x"], dt).set_requires_grad(true);
+  Tensor h, st;
+  std::vector<Tensor> wrt{x};
+  std::vector<std::string> names{"x"};
+  for (const char* s : {"h", "c"}) {
+    if (!c.contains(s)) continue;
+    (std::string(s) == "h" ? h : st) = tensor_of(c[s], dt).set_requires_grad(true);
+    wrt.push_back(std::string(s) == "h" ? h : st);
+    names.push_back(s);
+  }
+  for (const auto& [name, p] : cell->named_parameters()) {
+    wrt.push_back(p);
+    names.push_back(name);
+  }
+  const auto [h1, c1] = cell->step(x, h, st);
+  double d = max_abs_diff(h1, c["h_next"], what + " h'");
+  Tensor loss = sum(h1 * tensor_of(c["r_h"], dt));
+  if (c.contains("c_next")) {
+    d = std::max(d, max_abs_diff(c1, c["c_next"], what + " c'"));
+    loss = loss + sum(c1 * tensor_of(c["r_c"], dt));
+  } else {
+    EXPECT_FALSE(c1.defined()) << what;
+  }
+  const std::vector<Tensor> g = autograd::grad(loss, wrt);
+  for (size_t i = 0; i < g.size(); ++i)
+    d = std::max(d, max_abs_diff(g[i], c["grads"][names[i]], what + " d/d" + names[i]));
+  EXPECT_LE(d, tol) << what;
+  return d;
+}
+
+TEST(RNNCell, OutputsAndGradientsMatchPyTorch) {
+  const torch_reference::Reference& ref = torch_reference::get();
+  ASSERT_TRUE(ref.doc.contains("cells")) << ref.source << " has no cell cases";
+  double f64 = 0, f32 = 0;
+  int n = 0;
+  for (const json& c : ref.doc["cells"]) {
+    const std::string what = std::string(c["mode"]) + "Cell case " + std::to_string(n);
+    f64 = std::max(f64, compare_cell(c, kFloat64, 1e-12, what + " float64"));
+    f32 = std::max(f32, compare_cell(c, kFloat32, 1e-5, what + " float32"));
+    ++n;
+  }
+  std::printf(
+      "[rnn] %d RNNCell/LSTMCell/GRUCell cases vs %s: max |diff| float64 %.3g, "
+      "float32 %.3g (outputs and gradients)\n",
+      n, ref.source.c_str(), f64, f32);
+  EXPECT_EQ(n, 9);
+}
+
+// A cell is one step of its layer (the same step function): the one-layer layer over T = 1 with
+// the cell's weights gives the cell's state.
+TEST(RNNCell, OneStepOfTheLayerAndFiniteDifferences) {
+  set_seed(6);
+  for (const char* kind : {"RNN", "LSTM", "GRU"}) {
+    const std::string k = kind;
+    const nn::RNNOptions lo{.dtype = kFloat64};
+    const nn::RNNCellOptions co{.dtype = kFloat64};
+    std::shared_ptr<nn::RNNBase> layer;
+    std::shared_ptr<nn::RNNCellBase> cell;
+    if (k == "LSTM") {
+      layer = std::make_shared<nn::LSTM>(3, 4, lo);
+      cell = std::make_shared<nn::LSTMCell>(3, 4, co);
+    } else if (k == "GRU") {
+      layer = std::make_shared<nn::GRU>(3, 4, lo);
+      cell = std::make_shared<nn::GRUCell>(3, 4, co);
+    } else {
+      layer = std::make_shared<nn::RNN>(3, 4, lo);
+      cell = std::make_shared<nn::RNNCell>(3, 4, co);
+    }
+    {
+      NoGradGuard ng;
+      for (const auto& [n, p] : cell->named_parameters()) assign(p, layer->parameter(n + "_l0"));
+    }
+    const Tensor x = randn({2, 3}, kFloat64), h = randn({2, 4}, kFloat64) * 0.5;
+    const Tensor c = k == "LSTM" ? randn({2, 4}, kFloat64) * 0.5 : Tensor();
+    const nn::RNNOutput r =
+        layer->run(x.unsqueeze(0), h.unsqueeze(0), c.defined() ? c.unsqueeze(0) : Tensor());
+    const auto [h1, c1] = cell->step(x, h, c);
+    nn_test::expect_close(h1, r.h_n.select(0, 0), 1e-14, k + "Cell h' = the layer's h_n");
+    if (c.defined()) nn_test::expect_close(c1, r.c_n.select(0, 0), 1e-14, k + "Cell c'");
+    // Unbatched: (input_size,) in, (hidden,) out, the batched result's row.
+    const auto [hu, cu] =
+        cell->step(x.select(0, 1), h.select(0, 1), c.defined() ? c.select(0, 1) : Tensor());
+    EXPECT_EQ(hu.shape(), (Shape{4}));
+    nn_test::expect_close(hu, h1.select(0, 1), 1e-14, k + "Cell unbatched");
+    auto both = [&](const std::pair<Tensor, Tensor>& s) {
+      return s.second.defined() ? concat({s.first, s.second}, 1) : s.first;
+    };
+    nn_test::grad_check([&](const Tensor& v) { return both(cell->step(v, h, c)); }, x, 1e-6, 1e-7,
+                        k + "Cell d/dx");
+    nn_test::grad_check([&](const Tensor& v) { return both(cell->step(x, v, c)); }, h, 1e-6, 1e-7,
+                        k + "Cell d/dh");
+    if (c.defined())
+      nn_test::grad_check([&](const Tensor& v) { return both(cell->step(x, h, v)); }, c, 1e-6, 1e-7,
+                          k + "Cell d/dc");
+  }
+}
+
+TEST(RNNCell, NamesForwardAndBadInputs) {
+  using nn_test::expect_error;
+  nn::LSTMCell lstm(3, 4);
+  std::vector<std::string> names;
+  for (const auto& [n, p] : lstm.named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight_ih", "weight_hh", "bias_ih", "bias_hh"}));
+  EXPECT_EQ(lstm.parameter("weight_ih").shape(), (Shape{16, 3}));
+  EXPECT_EQ(nn::GRUCell(3, 4).parameter("bias_hh").shape(), (Shape{12}));
+  EXPECT_EQ(nn::RNNCell(3, 4, {.has_bias = false}).named_parameters().size(), 2u);
+  EXPECT_EQ(nn::RNNCell(3, 4, {.nonlinearity = "relu"}).str(),
+            "RNNCell<input_size=3, hidden_size=4, has_bias=True, nonlinearity=relu>");
+  EXPECT_EQ(lstm.forward({randn({2, 3})}).size(), 2u);
+  nn::GRUCell gru(3, 4);
+  EXPECT_EQ(gru.forward({randn({2, 3}), zeros({2, 4})}).size(), 1u);
+  EXPECT_EQ(gru(randn({2, 3})).shape(), (Shape{2, 4}));
+  expect_error(
+      [&] {
+        lstm.step(randn({5, 2, 3}));
+      },
+      "[LSTMCell] expected input (batch, input_size) or (input_size,) with input_size "
+      "3, got shape (5, 2, 3); a cell takes one time step");
+  expect_error(
+      [&] {
+        lstm.step(randn({2, 3}), zeros({2, 4}));
+      },
+      "[LSTMCell] the state is the pair (h, c); got h without c");
+  expect_error(
+      [&] {
+        lstm(randn({2, 3}), zeros({2, 4}));
+      },
+      "[LSTMCell] the state is the pair (h, c)");
+  expect_error(
+      [&] {
+        lstm.step(randn({2, 3}), zeros({3, 4}), zeros({3, 4}));
+      },
+      "[LSTMCell] expected h of shape (batch, hidden_size) = (2, 4) for input of shape "
+      "(2, 3), got (3, 4)");
+  expect_error(
+      [&] {
+        gru.step(randn({2, 3}), zeros({2, 4}), zeros({2, 4}));
+      },
+      "[GRUCell] takes one state h; the (h, c) pair is LSTMCell's");
+  expect_error(
+      [&] {
+        gru.step(randn({2, 3}, kFloat64));
+      },
+      "[GRUCell] input is float64 but the weights are float32");
+  expect_error([] { nn::RNNCell(3, 4, {.nonlinearity = "gelu"}); },
+               "[RNNCell] nonlinearity must be 'tanh' or 'relu', got 'gelu'");
+  expect_error([] { nn::GRUCell(3, 4, {.nonlinearity = "relu"}); },
+               "[GRUCell] has no nonlinearity option");
+  expect_error([] { nn::LSTMCell(3, 0); },
+               "[LSTMCell] input_size and hidden_size must be positive");
 }
 
 }  // namespace

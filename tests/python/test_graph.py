@@ -144,6 +144,17 @@ def test_jit_function_static_args():
     np.testing.assert_allclose(f(x, 3.0).asnumpy(), x.asnumpy() * 3 + 1, rtol=1e-6)
 
 
+def test_grad_of_a_jit_function_in_pynative():
+    # A compiled call records no autograd tape: under a PyNative grad the function runs as written
+    # (it used to give zero gradients silently).
+    f = ms.jit(lambda a: (a * a + 1).sum())
+    x = ms.Tensor(np.arange(4, dtype=np.float32))
+    np.testing.assert_allclose(ms.grad(f)(x).asnumpy(), [0, 2, 4, 6])
+    np.testing.assert_allclose(f(x).asnumpy(), 18)  # and compiled again outside the grad
+    ms.set_context(mode=ms.GRAPH_MODE)
+    np.testing.assert_allclose(ms.grad(f)(x).asnumpy(), [0, 2, 4, 6])
+
+
 def test_cpp_errors_while_tracing_name_the_line():
     class Wrong(nn.Cell):
         def __init__(self):

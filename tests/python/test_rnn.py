@@ -1,4 +1,5 @@
-"""nn.RNN / nn.LSTM / nn.GRU and nn.Adagrad / nn.Lamb from Python with MindSpore's signatures:
+"""nn.RNN / nn.LSTM / nn.GRU, their cells nn.RNNCell / nn.LSTMCell / nn.GRUCell, and nn.Adagrad / nn.Lamb
+from Python with MindSpore's signatures:
 results and gradients equal to PyTorch's for the same weights (skipped when torch is absent; the
 C++ suite checks every configuration against it, tests/nn/rnn_test.cpp), the (output, (h_n, c_n))
 structure, hx and seq_length, parameter names, GRAPH_MODE equal to PYNATIVE_MODE, and the
@@ -199,3 +200,115 @@ def test_mixed_precision_o2_trains():
     losses = [float(step(x, y).asnumpy()) for _ in range(15)]
     assert net(x).dtype == ms.float16
     assert np.isfinite(losses).all() and losses[-1] < 0.5 * losses[0]
+
+
+# ---- the cells ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind,kw", [("RNNCell", {}), ("RNNCell", {"nonlinearity": "relu"}),
+                                     ("RNNCell", {"has_bias": False}), ("LSTMCell", {}),
+                                     ("LSTMCell", {"has_bias": False}), ("GRUCell", {})],
+                         ids=["rnn", "rnn-relu", "rnn-nobias", "lstm", "lstm-nobias", "gru"])
+def test_cells_match_pytorch(kind, kw):
+    torch = _torch()
+    torch.manual_seed(3)
+    tkw = {("bias" if k == "has_bias" else k): v for k, v in kw.items()}
+    tc = getattr(torch.nn, kind)(3, 5, **tkw)
+    mc = getattr(nn, kind)(3, 5, **kw)
+    _copy_from_torch(mc, tc)
+    rng = np.random.default_rng(4)
+    lstm = kind == "LSTMCell"
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    h = (0.5 * rng.standard_normal((4, 5))).astype(np.float32)
+    c = (0.5 * rng.standard_normal((4, 5))).astype(np.float32)
+    r = rng.standard_normal((4, 5)).astype(np.float32)
+
+    tx, th = torch.tensor(x, requires_grad=True), torch.tensor(h, requires_grad=True)
+    tcs = torch.tensor(c, requires_grad=True)
+    out_t = tc(tx, (th, tcs) if lstm else th)
+    h1_t = out_t[0] if lstm else out_t
+    loss_t = (h1_t * torch.tensor(r)).sum() + ((out_t[1] ** 2).sum() if lstm else 0)
+    loss_t.backward()
+
+    params = mc.trainable_params()
+    assert [p.name for p in params] == [n for n, _ in tc.named_parameters()]
+
+    def f(a, b, s):
+        out = mc(a, (b, s) if lstm else b)
+        h1 = out[0] if lstm else out
+        loss = (h1 * ms.Tensor(r)).sum()
+        return loss + (out[1] ** 2).sum() if lstm else loss
+
+    out = mc(ms.Tensor(x), (ms.Tensor(h), ms.Tensor(c)) if lstm else ms.Tensor(h))
+    np.testing.assert_allclose((out[0] if lstm else out).asnumpy(), h1_t.detach().numpy(), atol=1e-6)
+    if lstm:
+        np.testing.assert_allclose(out[1].asnumpy(), out_t[1].detach().numpy(), atol=1e-6)
+    _, (gi, gw) = ms.value_and_grad(f, grad_position=(0, 1, 2) if lstm else (0, 1), weights=params)(
+        ms.Tensor(x), ms.Tensor(h), ms.Tensor(c))
+    np.testing.assert_allclose(gi[0].asnumpy(), tx.grad.numpy(), atol=1e-5)
+    np.testing.assert_allclose(gi[1].asnumpy(), th.grad.numpy(), atol=1e-5)
+    if lstm:
+        np.testing.assert_allclose(gi[2].asnumpy(), tcs.grad.numpy(), atol=1e-5)
+    torch_grads = dict((n, p.grad.numpy()) for n, p in tc.named_parameters())
+    for p, g in zip(params, gw):
+        np.testing.assert_allclose(g.asnumpy(), torch_grads[p.name], atol=1e-5, err_msg=p.name)
+
+
+def test_cell_signatures_and_errors():
+    cell = nn.RNNCell(4, 6, True, "relu")  # MindSpore's positional order
+    assert [n for n, _ in cell.parameters_and_names()] == ["weight_ih", "weight_hh", "bias_ih", "bias_hh"]
+    x = ms.Tensor(np.ones((3, 4), np.float32))
+    assert cell(x).shape == (3, 6) and float(cell(x).asnumpy().min()) >= 0
+    h, c = nn.LSTMCell(4, 6)(x)  # hx None: zero states
+    assert h.shape == (3, 6) and c.shape == (3, 6)
+    assert nn.GRUCell(4, 6)(ms.Tensor(np.ones(4, np.float32))).shape == (6,)  # unbatched
+    assert len(nn.GRUCell(4, 6, has_bias=False).trainable_params()) == 2
+    assert nn.LSTMCell(4, 6, dtype=ms.float64)(ms.Tensor(np.ones((1, 4))))[0].dtype == ms.float64
+    with pytest.raises(ValueError, match="'nonlinearity' must be 'tanh' or 'relu'"):
+        nn.RNNCell(3, 4, nonlinearity="gelu")
+    with pytest.raises(TypeError, match="'has_bias' must be a bool"):
+        nn.GRUCell(3, 4, has_bias=1)
+    with pytest.raises(TypeError, match="'hidden_size' must be an int"):
+        nn.LSTMCell(3, 4.0)
+    with pytest.raises(TypeError, match="'hx' must be a tuple \\(h, c\\)"):
+        nn.LSTMCell(4, 6)(x, ms.Tensor(np.zeros((3, 6), np.float32)))
+    with pytest.raises(TypeError, match="the \\(h, c\\) pair is LSTMCell's"):
+        nn.GRUCell(4, 6)(x, (ms.Tensor(np.zeros((3, 6), np.float32)),) * 2)
+    with pytest.raises(ValueError, match="expected input \\(batch, input_size\\) or \\(input_size,\\) with "
+                                         "input_size 4, got shape \\(5, 3, 4\\); a cell takes one time step"):
+        nn.GRUCell(4, 6)(ms.Tensor(np.ones((5, 3, 4), np.float32)))
+    with pytest.raises(ValueError, match="expected h of shape \\(batch, hidden_size\\) = \\(3, 6\\)"):
+        nn.RNNCell(4, 6)(x, ms.Tensor(np.zeros((2, 6), np.float32)))
+
+
+class Decoder(nn.Cell):
+    """A hand-written loop over the cells, as a seq2seq decoder: the last state -> Dense."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTMCell(2, 8)
+        self.gru = nn.GRUCell(8, 8)
+        self.rnn = nn.RNNCell(8, 4, nonlinearity="relu")
+        self.head = nn.Dense(4, 1)
+
+    def construct(self, x):
+        hc, g, r = None, None, None
+        for t in range(x.shape[1]):
+            hc = self.lstm(x[:, t], hc)
+            g = self.gru(hc[0], g)
+            r = self.rnn(g, r)
+        return self.head(r)
+
+
+def test_cells_graph_mode_train_step_equals_pynative():
+    rng = np.random.default_rng(5)
+    x = ms.Tensor(rng.standard_normal((4, 5, 2)).astype(np.float32))
+    y = ms.Tensor(rng.standard_normal((4, 1)).astype(np.float32))
+    losses = {}
+    for mode in (ms.PYNATIVE_MODE, ms.GRAPH_MODE):
+        ms.set_context(mode=mode)
+        ms.set_seed(6)
+        net = Decoder()
+        step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.Adam(net.trainable_params(), 0.01))
+        losses[mode] = [float(step(x, y).asnumpy()) for _ in range(6)]
+    np.testing.assert_allclose(losses[ms.GRAPH_MODE], losses[ms.PYNATIVE_MODE], rtol=1e-5)
+    assert losses[ms.GRAPH_MODE][-1] < losses[ms.GRAPH_MODE][0]

@@ -9,8 +9,11 @@
 // LSTM (i, f, g, o), GRU (r, z, n), RNN one. All start U(-1/sqrt(hidden), 1/sqrt(hidden)).
 // The layers are composites of matmul, sigmoid, tanh, slicing and stack/concat, so autograd and
 // Graph mode (which unrolls the time loop) need nothing of their own.
+// RNNCell, LSTMCell and GRUCell are one time step of the same recurrences (the same step
+// function: rnn_cell_step), with parameters weight_ih, weight_hh, bias_ih, bias_hh.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "spore/nn/cell.h"
@@ -72,6 +75,13 @@ class RNNBase : public Cell {
   RNNOptions opt_;
 };
 
+// One time step of a recurrence, the arithmetic the layers and the cells share. xp: the input's
+// projection x W_ih^T + b_ih (+ b_hh for RNN / LSTM, whose biases sum before the nonlinearity);
+// gh: h W_hh^T (+ b_hh for GRU, whose b_hn sits inside r * (...)); both (N, G * hidden). h, c: the
+// states (N, hidden) (c: LSTM only). Returns {h', c'} (c' undefined but for LSTM).
+std::pair<Tensor, Tensor> rnn_cell_step(RNNBase::Mode mode, const Tensor& xp, const Tensor& gh,
+                                        const Tensor& h, const Tensor& c);
+
 // Elman RNN: h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (nonlinearity "relu": relu).
 class RNN : public RNNBase {
  public:
@@ -90,6 +100,57 @@ class LSTM : public RNNBase {
 class GRU : public RNNBase {
  public:
   GRU(int64_t input_size, int64_t hidden_size, RNNOptions opt = {});
+};
+
+struct RNNCellOptions {
+  bool has_bias = true;
+  std::string nonlinearity = "tanh";  // RNNCell only: "tanh" | "relu"
+  DType dtype = kFloat32;
+};
+
+// One step of RNN / LSTM / GRU (MindSpore's nn.RNNCell, nn.LSTMCell, nn.GRUCell, PyTorch's
+// layout): weight_ih (G * hidden, input_size), weight_hh (G * hidden, hidden), bias_ih and
+// bias_hh (G * hidden), all U(-1/sqrt(hidden), 1/sqrt(hidden)).
+//   nn::LSTMCell cell{8, 32};
+//   auto [h1, c1] = cell.step(x, h0, c0);  // x (N, 8); h0, c0 (N, 32), zeros when undefined
+class RNNCellBase : public Cell {
+ public:
+  RNNCellBase(RNNBase::Mode mode, int64_t input_size, int64_t hidden_size, RNNCellOptions opt);
+  // x (N, input_size) or unbatched (input_size,); h (and c for LSTM) (N, hidden) or (hidden,),
+  // zeros when undefined. Returns {h', c'} (c' defined for LSTM only), batched like x.
+  std::pair<Tensor, Tensor> step(const Tensor& x, const Tensor& h = {}, const Tensor& c = {});
+  Tensor construct(const Tensor& x) override;                   // h' from zero states
+  Tensor construct(const Tensor& x, const Tensor& h) override;  // h' (not LSTM: it needs c too)
+  // {x[, h[, c (LSTM)]]} -> {h'[, c' (LSTM)]}
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+  std::string extend_repr() const override;
+
+  RNNBase::Mode mode() const { return mode_; }
+  int64_t input_size() const { return input_; }
+  int64_t hidden_size() const { return hidden_; }
+
+ private:
+  RNNBase::Mode mode_;
+  int64_t input_, hidden_;
+  RNNCellOptions opt_;
+};
+
+// h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (nonlinearity "relu": relu).
+class RNNCell : public RNNCellBase {
+ public:
+  RNNCell(int64_t input_size, int64_t hidden_size, RNNCellOptions opt = {});
+};
+
+// LSTM's step: (h', c') from (x, h, c).
+class LSTMCell : public RNNCellBase {
+ public:
+  LSTMCell(int64_t input_size, int64_t hidden_size, RNNCellOptions opt = {});
+};
+
+// GRU's step: h' from (x, h).
+class GRUCell : public RNNCellBase {
+ public:
+  GRUCell(int64_t input_size, int64_t hidden_size, RNNCellOptions opt = {});
 };
 
 }  // namespace spore::nn

@@ -164,7 +164,8 @@ static_box = [""]  # the running call's static key (one trace runs at a time)
 
 class _JitFunction:
     """@ms.jit: the function runs compiled in both modes (MindSpore compiles jit functions in
-    PyNative mode too). Calls made while another graph is traced are inlined into it."""
+    PyNative mode too). Calls made while another graph is traced are inlined into it, and so are
+    calls inside a PyNative value_and_grad / grad (the tape needs the ops)."""
 
     def __init__(self, fn):
         functools.update_wrapper(self, fn)
@@ -172,7 +173,10 @@ class _JitFunction:
         self._cache = GraphCache(fn, getattr(fn, "__name__", "jit"))
 
     def __call__(self, *args, **kwargs):
-        if _C.is_tracing():
+        from ..nn import cell  # (nn imports this module)
+        # Inside a PyNative value_and_grad the function runs as written, as a Cell does there: a
+        # compiled call records no tape, so its gradients would be zeros.
+        if _C.is_tracing() or cell._grad_depth[0] > 0:
             return self._fn(*args, **kwargs)
         return self._cache(args, kwargs)
 

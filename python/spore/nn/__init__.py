@@ -12,7 +12,7 @@ from .optim import (SGD, Adagrad, Adam, AdamW, AdamWeightDecay, CosineDecayLR, E
                     Lamb, LearningRateSchedule, Momentum, NaturalExpDecayLR, Optimizer, PolynomialDecayLR, RMSProp,
                     WarmUpLR, cosine_decay_lr, exponential_decay_lr, inverse_decay_lr, natural_exp_decay_lr,
                     piecewise_constant_lr, polynomial_decay_lr, warmup_lr)
-from .rnns import GRU, LSTM, RNN
+from .rnns import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 from .wrap import TrainOneStepCell, TrainOneStepWithLossScaleCell, WithEvalCell, WithLossCell
 from .._metrics import (MAE, MSE, Accuracy, ConfusionMatrix, F1, Loss, Metric, Precision, Recall,
                              Top1CategoricalAccuracy, Top5CategoricalAccuracy, TopKCategoricalAccuracy)

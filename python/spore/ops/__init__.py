@@ -1,8 +1,10 @@
 """mindspore.ops: the functional API (ops.relu, ops.matmul, ...), the primitive classes
-(ops.ReLU(), ops.MatMul(), ...) and the gradient transforms (ops.value_and_grad, ops.grad,
-ops.GradOperation). Every op is one C++ op (spore/ops.h)."""
-from . import composite, functional, operations
+(ops.ReLU(), ops.MatMul(), ...), the gradient transforms (ops.value_and_grad, ops.grad,
+ops.GradOperation) and user-defined ops (ops.Custom, spore/ops/custom.py). Every op is one C++ op
+(spore/ops.h; ops.Custom's through spore/custom_op.h)."""
+from . import composite, custom, functional, operations
 from .composite import GradOperation, grad, value_and_grad
+from .custom import Custom, CustomRegOp, DataType
 from .functional import *  # noqa: F401,F403
 from .functional import stop_gradient
 from .operations import *  # noqa: F401,F403
