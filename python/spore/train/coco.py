@@ -137,6 +137,9 @@ class COCOeval:
 
     def _push_params(self):
         p = self.params
+        if p.iouType != "bbox":
+            raise NotImplementedError(f"For 'COCOeval', params.iouType={p.iouType!r} is not supported: Spore's "
+                                      f"evaluator scores boxes only ('bbox')")
         if p.useCats != 1:
             raise NotImplementedError(f"For 'COCOeval', params.useCats={p.useCats!r} is not supported: detections "
                                       f"are matched per category (useCats=1)")
