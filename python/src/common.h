@@ -2,7 +2,8 @@
 // arrays, scalars, nested lists, dtype names) and spore Tensors / DTypes / Shapes, and the
 // GIL-safe holder for Python objects that C++ code keeps (dataset callables, LR schedules).
 // Each area binds itself in its own file (tensor.cpp, ops.cpp, nn.cpp, optim.cpp, data.cpp,
-// train.cpp, amp.cpp, io.cpp, custom.cpp) through the bind_* functions declared at the bottom.
+// train.cpp, amp.cpp, io.cpp, custom.cpp,
+// detection.cpp) through the bind_* functions declared at the bottom.
 #pragma once
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
@@ -69,5 +70,6 @@ void bind_train(py::module_& m);
 void bind_amp(py::module_& m);
 void bind_io(py::module_& m);
 void bind_custom(py::module_& m);
+void bind_detection(py::module_& m);
 
 }  // namespace spore::python

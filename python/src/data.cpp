@@ -362,6 +362,31 @@ void bind_data(py::module_& m) {
     for (auto& t : ts) v.push_back(t.op);
     return op(vision::Compose(v));
   });
+  // The fused decode + resize (DVPP's counterpart): JPEGs decode at a reduced DCT scale.
+  m.def("DecodeResize",
+        [op](std::vector<int64_t> s, vision::Inter i) { return op(vision::DecodeResize(s, i)); });
+  m.def("RandomCropDecodeResize",
+        [op](std::vector<int64_t> s, std::vector<double> sc, std::vector<double> r,
+             vision::Inter i) { return op(vision::RandomCropDecodeResize(s, sc, r, i)); });
+  // Detection transforms: rows {image, bboxes (K, 4) [x, y, w, h], per-box columns...}.
+  m.def("Letterbox", [](std::vector<int64_t> s, double fill, bool scaleup) {
+    return RowOpHandle{vision::Letterbox(s, fill, scaleup)};
+  });
+  m.def("RandomHorizontalFlipWithBBox",
+        [](double p) { return RowOpHandle{vision::RandomHorizontalFlipWithBBox(p)}; });
+  m.def("RandomAffineWithBBox",
+        [](double degrees, double translate, double scale, double shear, double fill,
+           std::vector<int64_t> size, double min_wh, double min_area_ratio, double max_aspect) {
+          return RowOpHandle{vision::RandomAffineWithBBox(
+              {degrees, translate, scale, shear, fill, size, min_wh, min_area_ratio, max_aspect})};
+        });
+  m.def("Mosaic", [](int64_t s, double fill) { return RowOpHandle{vision::Mosaic(s, fill)}; });
+  m.def(
+      "mosaic",
+      [](const std::vector<Row>& samples, int64_t s, double fill) {
+        return vision::mosaic(samples, s, fill);
+      },
+      py::call_guard<py::gil_scoped_release>());
   m.def("MixUp", [](double a) { return RowOpHandle{vision::MixUp(a)}; });
   m.def("CutMix", [](double a, double p) { return RowOpHandle{vision::CutMix(a, p)}; });
 }

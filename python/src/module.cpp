@@ -1,6 +1,6 @@
 // spore._C, the compiled half of the `spore` Python package: one module, bound area by area
-// (tensor.cpp, ops.cpp, nn.cpp, optim.cpp, data.cpp, train.cpp, amp.cpp, io.cpp, custom.cpp). The
-// Python package (python/spore) gives it MindSpore's layout and names.
+// (tensor.cpp, ops.cpp, nn.cpp, optim.cpp, data.cpp, train.cpp, amp.cpp, io.cpp, custom.cpp,
+// detection.cpp). The Python package (python/spore) gives it MindSpore's layout and names.
 //
 // Errors: a spore::Error becomes the Python exception of its kind, with the same message (no C++
 // stack): ValueError, TypeError, IndexError, RuntimeError, NotImplementedError, OSError.
@@ -56,4 +56,5 @@ PYBIND11_MODULE(_C, m) {
   python::bind_amp(m);
   python::bind_io(m);
   python::bind_custom(m);
+  python::bind_detection(m);
 }

@@ -1,4 +1,6 @@
-"""mindspore.train: Model, callbacks, metrics and checkpoints."""
+"""mindspore.train: Model, callbacks, metrics and checkpoints; coco: COCO / COCOeval (pycocotools'
+interface over Spore's evaluator)."""
+from . import coco, yolo
 from .._metrics import (MAE, MSE, Accuracy, ConfusionMatrix, F1, Loss, Metric, Precision, Recall,
                         Top1CategoricalAccuracy, Top5CategoricalAccuracy, TopKCategoricalAccuracy, get_metric_fn)
 from .callback import (Callback, CheckpointConfig, EarlyStopping, History, LambdaCallback, LossMonitor,
