@@ -29,7 +29,7 @@ LAYERS = [
         "include/spore/custom_op.h"]),
     ("framework", [  # what users call
         "src/nn/", "src/optim/", "src/train/", "src/amp/", "src/data/", "src/io/", "src/parallel/",
-        "src/onnx/", "src/metrics/", "src/detection/",
+        "src/onnx/", "src/metrics/", "src/detection/", "src/deploy/",
         "include/spore/"]),
     ("apps", ["models/", "tools/", "examples/", "python/"]),  # the model zoo, the CLI, examples, the Python bindings
 ]
