@@ -157,6 +157,8 @@ int infer(const InferArgs& a) {
     std::function<std::vector<Tensor>(const std::vector<Tensor>&)> run;
   } m;
   const bool graph = a.mode == "graph";
+  using clk = std::chrono::steady_clock;
+  const auto t_load = clk::now();  // load-to-first-result: the file read, the model made, one run
   if (CompiledModel::is_model_file(a.model)) {
     SPORE_CHECK(graph, "--mode ", a.mode, ": ", a.model,
                 " is a compiled model (its graph is fixed); --mode applies to ONNX models");
@@ -224,7 +226,10 @@ int infer(const InferArgs& a) {
       xs.push_back(randn(s).to(in.dtype));
     }
   }
+  const auto t_first = clk::now();
   std::vector<Tensor> y = m.run(xs);
+  const double first_ms = std::chrono::duration<double, std::milli>(clk::now() - t_load).count();
+  const double run_ms = std::chrono::duration<double, std::milli>(clk::now() - t_first).count();
   if (ends_with(a.output, ".npz")) {
     io::NamedArrays outs;
     for (size_t i = 0; i < y.size(); ++i)
@@ -245,9 +250,10 @@ int infer(const InferArgs& a) {
               shape_str(y[0].shape()).c_str(), dtype_name(y[0].dtype()),
               y.size() > 1 ? (" (+" + std::to_string(y.size() - 1) + " more)").c_str() : "",
               a.output.empty() ? "" : ", written to ", a.output.c_str());
+  std::printf("load to first result: %.2f ms (first run %.2f ms, inputs read in between)\n",
+              first_ms, run_ms);
   if (!a.bench) return 0;
   // Warm-up done above (compilation); then as many runs as fit in --seconds, at least 5.
-  using clk = std::chrono::steady_clock;
   std::vector<double> ms;
   const auto t0 = clk::now();
   while (ms.size() < 5 || std::chrono::duration<double>(clk::now() - t0).count() < a.seconds) {
