@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    spore_status s_ = (call);                                                            \
-    if (s_ != SPORE_OK) {                                                                \
+#define CHECK(call)                                                                             \
+  do {                                                                                          \
+    spore_status s_ = (call);                                                                   \
+    if (s_ != SPORE_OK) {                                                                       \
       fprintf(stderr, "%s failed: %s: %s\n", #call, spore_status_name(s_), spore_last_error()); \
-      return 1;                                                                          \
-    }                                                                                    \
+      return 1;                                                                                 \
+    }                                                                                           \
   } while (0)
 
 static void print_info(const char* what, const spore_tensor_info* t) {

@@ -68,5 +68,6 @@ void bind_data(py::module_& m);
 void bind_train(py::module_& m);
 void bind_amp(py::module_& m);
 void bind_io(py::module_& m);
+void bind_deploy(py::module_& m);  // deploy.cpp: compiled model files
 
 }  // namespace spore::python

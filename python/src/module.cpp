@@ -55,4 +55,5 @@ PYBIND11_MODULE(_C, m) {
   python::bind_train(m);
   python::bind_amp(m);
   python::bind_io(m);
+  python::bind_deploy(m);
 }

@@ -35,9 +35,9 @@ namespace {
 
 thread_local std::string t_last_error;
 
-const spore::DType kDTypes[] = {spore::kBool,    spore::DType::UInt8, spore::DType::Int8,
-                                spore::kInt32,   spore::kInt64,       spore::kFloat16,
-                                spore::kBFloat16, spore::kFloat32,    spore::kFloat64};
+const spore::DType kDTypes[] = {spore::kBool,     spore::DType::UInt8, spore::DType::Int8,
+                                spore::kInt32,    spore::kInt64,       spore::kFloat16,
+                                spore::kBFloat16, spore::kFloat32,     spore::kFloat64};
 
 spore_dtype to_c(spore::DType t) {
   for (int i = 0; i < 9; ++i)
@@ -63,11 +63,15 @@ spore_status guard(const char* fn, F&& body) {
   } catch (const spore::Error& e) {
     t_last_error = std::string(fn) + ": " + e.what();
     switch (e.kind()) {
-      case spore::ErrorKind::IOError: return SPORE_ERROR_IO;
-      case spore::ErrorKind::TypeError: return SPORE_ERROR_DTYPE;
-      case spore::ErrorKind::NotImplemented: return SPORE_ERROR_NOT_IMPLEMENTED;
+      case spore::ErrorKind::IOError:
+        return SPORE_ERROR_IO;
+      case spore::ErrorKind::TypeError:
+        return SPORE_ERROR_DTYPE;
+      case spore::ErrorKind::NotImplemented:
+        return SPORE_ERROR_NOT_IMPLEMENTED;
       case spore::ErrorKind::ValueError:
-      case spore::ErrorKind::IndexError: return SPORE_ERROR_INVALID_ARGUMENT;
+      case spore::ErrorKind::IndexError:
+        return SPORE_ERROR_INVALID_ARGUMENT;
       default:
         return std::strstr(e.what(), "internal error") ? SPORE_ERROR_INTERNAL : SPORE_ERROR_STATE;
     }
@@ -120,22 +124,29 @@ const char* spore_last_error(void) { return t_last_error.c_str(); }
 
 const char* spore_status_name(spore_status s) {
   switch (s) {
-    case SPORE_OK: return "SPORE_OK";
-    case SPORE_ERROR_INVALID_ARGUMENT: return "SPORE_ERROR_INVALID_ARGUMENT";
-    case SPORE_ERROR_IO: return "SPORE_ERROR_IO";
-    case SPORE_ERROR_SHAPE: return "SPORE_ERROR_SHAPE";
-    case SPORE_ERROR_DTYPE: return "SPORE_ERROR_DTYPE";
-    case SPORE_ERROR_NOT_IMPLEMENTED: return "SPORE_ERROR_NOT_IMPLEMENTED";
-    case SPORE_ERROR_STATE: return "SPORE_ERROR_STATE";
-    case SPORE_ERROR_OUT_OF_MEMORY: return "SPORE_ERROR_OUT_OF_MEMORY";
-    case SPORE_ERROR_INTERNAL: return "SPORE_ERROR_INTERNAL";
+    case SPORE_OK:
+      return "SPORE_OK";
+    case SPORE_ERROR_INVALID_ARGUMENT:
+      return "SPORE_ERROR_INVALID_ARGUMENT";
+    case SPORE_ERROR_IO:
+      return "SPORE_ERROR_IO";
+    case SPORE_ERROR_SHAPE:
+      return "SPORE_ERROR_SHAPE";
+    case SPORE_ERROR_DTYPE:
+      return "SPORE_ERROR_DTYPE";
+    case SPORE_ERROR_NOT_IMPLEMENTED:
+      return "SPORE_ERROR_NOT_IMPLEMENTED";
+    case SPORE_ERROR_STATE:
+      return "SPORE_ERROR_STATE";
+    case SPORE_ERROR_OUT_OF_MEMORY:
+      return "SPORE_ERROR_OUT_OF_MEMORY";
+    case SPORE_ERROR_INTERNAL:
+      return "SPORE_ERROR_INTERNAL";
   }
   return "SPORE_ERROR_UNKNOWN";
 }
 
-size_t spore_dtype_size(spore_dtype t) {
-  return unsigned(t) < 9 ? spore::itemsize(kDTypes[t]) : 0;
-}
+size_t spore_dtype_size(spore_dtype t) { return unsigned(t) < 9 ? spore::itemsize(kDTypes[t]) : 0; }
 
 spore_status spore_runtime_create(int32_t num_threads, spore_runtime** out) {
   return guard(__func__, [&] {
@@ -203,8 +214,8 @@ spore_status spore_model_input_info(const spore_model* m, size_t index, spore_te
 spore_status spore_model_output_info(const spore_model* m, size_t index, spore_tensor_info* out) {
   return guard(__func__, [&] {
     require(m && out, SPORE_ERROR_INVALID_ARGUMENT, "the model or out is null");
-    require(index < m->model.outputs().size(), SPORE_ERROR_INVALID_ARGUMENT, "output index ",
-            index, " is out of range; the model has ", m->model.outputs().size(), " output(s)");
+    require(index < m->model.outputs().size(), SPORE_ERROR_INVALID_ARGUMENT, "output index ", index,
+            " is out of range; the model has ", m->model.outputs().size(), " output(s)");
     fill(m->model.outputs()[index], m->out_shapes[index], out);
   });
 }
@@ -265,8 +276,7 @@ spore_status spore_context_set_input(spore_context* ctx, size_t index, const voi
   });
 }
 
-spore_status spore_context_set_output(spore_context* ctx, size_t index, void* data,
-                                      size_t nbytes) {
+spore_status spore_context_set_output(spore_context* ctx, size_t index, void* data, size_t nbytes) {
   return guard(__func__, [&] {
     require(ctx != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "the context is null");
     require(index < ctx->out_data.size(), SPORE_ERROR_INVALID_ARGUMENT, "output index ", index,

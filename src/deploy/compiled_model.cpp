@@ -90,8 +90,10 @@ ModelFile compile(const Fn& fn, std::vector<ModelIO> inputs, std::vector<std::st
     if (f.outputs.empty()) {
       for (size_t i = 0; i < g->outputs.size(); ++i) {
         const graph::Value* o = g->outputs[i];
-        ModelIO io{i < out_names.size() ? out_names[i] : "output_" + std::to_string(i), o->shape,
-                   o->dtype};
+        ModelIO io{i < out_names.size()     ? out_names[i]
+                   : g->outputs.size() == 1 ? std::string("output")
+                                            : "output_" + std::to_string(i),
+                   o->shape, o->dtype};
         if (dynamic) {
           SPORE_CHECK(!o->shape.empty() && o->shape[0] == b, "[compile] output \"", io.name,
                       "\" has shape ", shape_str(o->shape), " at batch ", b,

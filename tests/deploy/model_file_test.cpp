@@ -193,8 +193,8 @@ TEST(ModelFile, MetaSectionCutAtEveryByteNamesTheField) {
     const std::string msg = load_error(with_meta(bytes, k));
     ASSERT_FALSE(msg.empty()) << "a meta section cut at " << k << " loaded";
     EXPECT_NE(msg.find("field "), std::string::npos) << k << ": " << msg;
-    named += msg.find("truncated") != std::string::npos ||
-             msg.find("lying count") != std::string::npos;
+    named +=
+        msg.find("truncated") != std::string::npos || msg.find("lying count") != std::string::npos;
   }
   EXPECT_GT(named, meta_bytes / 2);
 }
