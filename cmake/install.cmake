@@ -10,7 +10,7 @@ include(CMakePackageConfigHelpers)
 set(SPORE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Spore)
 
 # (The include path comes from the target's $<INSTALL_INTERFACE:include>.)
-install(TARGETS spore EXPORT SporeTargets
+install(TARGETS spore spore_c EXPORT SporeTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/spore DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

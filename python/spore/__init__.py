@@ -30,7 +30,7 @@ from .amp import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManage
 from .ops import grad, value_and_grad
 from .train import (Callback, CheckpointConfig, EarlyStopping, LossMonitor, Model, ModelCheckpoint,
                     ReduceLROnPlateau, TimeMonitor,
-                    load_checkpoint, load_param_into_net, save_checkpoint)
+                    export, load, load_checkpoint, load_param_into_net, save_checkpoint)
 
 common = _sys.modules[__name__ + ".common"]
 mstype = dtype
@@ -91,4 +91,5 @@ def run_check():
 
 __all__ = ["Tensor", "Parameter", "ParameterTuple", "set_context", "get_context", "set_device", "set_seed",
            "GRAPH_MODE", "PYNATIVE_MODE", "nn", "ops", "dataset", "train", "amp", "Model", "jit", "value_and_grad",
-           "grad", "save_checkpoint", "load_checkpoint", "load_param_into_net", "run_check", "Profiler"]
+           "grad", "save_checkpoint", "load_checkpoint", "load_param_into_net", "export", "load", "run_check",
+           "Profiler"]

@@ -71,5 +71,6 @@ void bind_amp(py::module_& m);
 void bind_io(py::module_& m);
 void bind_custom(py::module_& m);
 void bind_detection(py::module_& m);
+void bind_deploy(py::module_& m);  // deploy.cpp: compiled model files
 
 }  // namespace spore::python

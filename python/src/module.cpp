@@ -57,4 +57,5 @@ PYBIND11_MODULE(_C, m) {
   python::bind_io(m);
   python::bind_custom(m);
   python::bind_detection(m);
+  python::bind_deploy(m);
 }

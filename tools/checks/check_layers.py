@@ -29,9 +29,9 @@ LAYERS = [
         "include/spore/custom_op.h"]),
     ("framework", [  # what users call
         "src/nn/", "src/optim/", "src/train/", "src/amp/", "src/data/", "src/io/", "src/parallel/",
-        "src/onnx/", "src/metrics/", "src/detection/",
+        "src/onnx/", "src/metrics/", "src/detection/", "src/deploy/",
         "include/spore/"]),
-    ("apps", ["models/", "tools/", "examples/", "python/"]),  # the model zoo, the CLI, examples, the Python bindings
+    ("apps", ["models/", "tools/", "examples/", "python/", "src/capi/"]),  # the model zoo, the CLI, examples, the Python bindings
 ]
 # Within a layer, folders that are layers of their own, lowest first: a file of one may include the
 # same layer's files of its own sub-layer and those below, never above (files of the layer in none

@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
+#include <sstream>
 
 #include "models/lenet.h"
 #include "models/mindspore_names.h"
 #include "models/mlp.h"
 #include "models/resnet.h"
 #include "models/yolov5/yolov5.h"
+#include "spore/deploy.h"
 #include "spore/io/checkpoint.h"
 #include "spore/io/npy.h"
 #include "spore/onnx.h"
@@ -53,6 +57,23 @@ ZooModel make_model(const std::string& m, const std::string& ckpt = "", int64_t 
   if (m == "resnet18") return {models::resnet18(10, models::ResNetStem::Cifar), {1, 3, 32, 32}};
   SPORE_THROW(ErrorKind::ValueError, "unknown model '", m,
               "'; expected lenet, mlp, resnet18 or yolov5n|s|m");
+}
+
+// The zoo network with the checkpoint's weights (MindSpore .ckpt names are mapped to Spore's).
+ZooModel make_model_with_checkpoint(const std::string& model, const std::string& ckpt,
+                                    int64_t img) {
+  ZooModel zm = make_model(model, ckpt, img);
+  if (!ckpt.empty()) {
+    io::Checkpoint ck = io::load_checkpoint(ckpt);
+    io::NamedTensors ts = ck.format == io::CheckpointFormat::MindSpore
+                              ? models::from_mindspore_names(model, ck.tensors)
+                              : ck.tensors;
+    io::LoadReport rep = io::load_param_into_net(*zm.net, ts, false);
+    SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "checkpoint ", ckpt,
+                " does not fit the ", model, " network: ", rep.summary(),
+                "; pass a checkpoint of this model");
+  }
+  return zm;
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -108,17 +129,7 @@ int export_model(const ExportArgs& a) {
                 ": expected a file name ending in .npy (the network's one output is written so)");
   }
   SPORE_CHECK(a.format == "onnx", "--format ", a.format, " is not supported; expected onnx");
-  ZooModel zm = make_model(a.model, a.ckpt, a.img);
-  if (!a.ckpt.empty()) {
-    io::Checkpoint ck = io::load_checkpoint(a.ckpt);
-    io::NamedTensors ts = ck.format == io::CheckpointFormat::MindSpore
-                              ? models::from_mindspore_names(a.model, ck.tensors)
-                              : ck.tensors;
-    io::LoadReport rep = io::load_param_into_net(*zm.net, ts, false);
-    SPORE_CHECK(rep.missing.empty() && rep.mismatched.empty(), "checkpoint ", a.ckpt,
-                " does not fit the ", a.model, " network: ", rep.summary(),
-                "; pass a checkpoint of this model");
-  }
+  ZooModel zm = make_model_with_checkpoint(a.model, a.ckpt, a.img);
   const std::string out = a.out.empty() ? a.model + ".onnx" : a.out;
   Shape in = zm.input;
   in[0] = a.static_batch ? a.batch : 1;
@@ -144,17 +155,38 @@ void check_array_file(const char* flag, const std::string& path) {
 }
 
 int infer(const InferArgs& a) {
-  OnnxModel m = OnnxModel::load(a.model);
-  const auto bad = m.unsupported_ops();
-  if (!bad.empty()) {
-    std::string list;
-    for (const auto& b : bad) list += (list.empty() ? "" : ", ") + b;
-    SPORE_THROW(ErrorKind::NotImplemented, a.model,
-                " uses ONNX ops Spore does not support: ", list);
+  // A compiled model (spore compile) or an ONNX model (compiled here, at load).
+  struct Runner {
+    std::vector<OnnxValueInfo> inputs, outputs;
+    std::function<std::vector<Tensor>(const std::vector<Tensor>&)> run;
+  } m;
+  const bool graph = a.mode == "graph";
+  using clk = std::chrono::steady_clock;
+  const auto t_load = clk::now();  // load-to-first-result: the file read, the model made, one run
+  if (CompiledModel::is_model_file(a.model)) {
+    SPORE_CHECK(graph, "--mode ", a.mode, ": ", a.model,
+                " is a compiled model (its graph is fixed); --mode applies to ONNX models");
+    auto cm = std::make_shared<CompiledModel>(CompiledModel::load(a.model));
+    for (const auto* list : {&cm->inputs(), &cm->outputs()})
+      for (const auto& io : *list)
+        (list == &cm->inputs() ? m.inputs : m.outputs).push_back({io.name, io.shape, "", io.dtype});
+    m.run = [cm](const std::vector<Tensor>& xs) { return cm->run(xs); };
+  } else {
+    auto om = std::make_shared<OnnxModel>(OnnxModel::load(a.model));
+    const auto bad = om->unsupported_ops();
+    if (!bad.empty()) {
+      std::string list;
+      for (const auto& b : bad) list += (list.empty() ? "" : ", ") + b;
+      SPORE_THROW(ErrorKind::NotImplemented, a.model,
+                  " uses ONNX ops Spore does not support: ", list);
+    }
+    m.inputs = om->inputs();
+    m.outputs = om->outputs();
+    m.run = [om, graph](const std::vector<Tensor>& xs) { return om->run(xs, graph); };
   }
   check_array_file("--output", a.output);  // before the model runs, not after
   // Inputs: one .npy for a one-input model, or an .npz whose arrays are named as the inputs.
-  const auto& ins = m.inputs();
+  const auto& ins = m.inputs;
   std::vector<Tensor> xs;
   if (!a.input.empty() && ends_with(a.input, ".npz")) {
     const io::NamedArrays arrays = io::load_npz(a.input);
@@ -198,13 +230,15 @@ int infer(const InferArgs& a) {
       xs.push_back(randn(s).to(in.dtype));
     }
   }
-  const bool graph = a.mode == "graph";
-  std::vector<Tensor> y = m.run(xs, graph);
+  const auto t_first = clk::now();
+  std::vector<Tensor> y = m.run(xs);
+  const double first_ms = std::chrono::duration<double, std::milli>(clk::now() - t_load).count();
+  const double run_ms = std::chrono::duration<double, std::milli>(clk::now() - t_first).count();
   if (ends_with(a.output, ".npz")) {
     io::NamedArrays outs;
     for (size_t i = 0; i < y.size(); ++i)
-      outs.emplace_back(
-          i < m.outputs().size() ? m.outputs()[i].name : "output_" + std::to_string(i), y[i]);
+      outs.emplace_back(i < m.outputs.size() ? m.outputs[i].name : "output_" + std::to_string(i),
+                        y[i]);
     io::save_npz(outs, a.output);
   } else if (!a.output.empty()) {
     SPORE_CHECK(y.size() == 1, a.model, " has ", y.size(),
@@ -220,14 +254,15 @@ int infer(const InferArgs& a) {
               shape_str(y[0].shape()).c_str(), dtype_name(y[0].dtype()),
               y.size() > 1 ? (" (+" + std::to_string(y.size() - 1) + " more)").c_str() : "",
               a.output.empty() ? "" : ", written to ", a.output.c_str());
+  std::printf("load to first result: %.2f ms (first run %.2f ms, inputs read in between)\n",
+              first_ms, run_ms);
   if (!a.bench) return 0;
   // Warm-up done above (compilation); then as many runs as fit in --seconds, at least 5.
-  using clk = std::chrono::steady_clock;
   std::vector<double> ms;
   const auto t0 = clk::now();
   while (ms.size() < 5 || std::chrono::duration<double>(clk::now() - t0).count() < a.seconds) {
     const auto s = clk::now();
-    y = m.run(xs, graph);
+    y = m.run(xs);
     ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - s).count());
   }
   std::sort(ms.begin(), ms.end());
@@ -235,6 +270,59 @@ int infer(const InferArgs& a) {
   std::printf("bench: batch %lld, %zu runs, median %.3f ms, best %.3f ms, %.1f samples/s\n",
               (long long)xs[0].shape()[0], ms.size(), med, ms.front(),
               double(xs[0].shape()[0]) * 1000.0 / med);
+  return 0;
+}
+
+}  // namespace spore::cli
+
+namespace spore::cli {
+
+int compile(const CompileArgs& a) {
+  std::vector<int64_t> batches;
+  std::stringstream ss(a.batch);
+  for (std::string tok; std::getline(ss, tok, ',');) {
+    size_t used = 0;
+    int64_t b = 0;
+    try {
+      b = std::stoll(tok, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    SPORE_CHECK(used == tok.size() && !tok.empty() && b >= 1, "--batch ", a.batch,
+                ": expected batch sizes >= 1 separated by commas (e.g. 1,64)");
+    batches.push_back(b);
+  }
+  using clk = std::chrono::steady_clock;
+  const auto t0 = clk::now();
+  CompiledModel m;
+  std::string out = a.out;
+  if (ends_with(a.source, ".onnx")) {
+    SPORE_CHECK(a.ckpt.empty(), "--ckpt applies to zoo models; ", a.source,
+                " carries its own weights");
+    m = CompiledModel::from_onnx(a.source, {.batches = batches, .source = "onnx:" + a.source});
+    if (out.empty()) out = a.source.substr(0, a.source.size() - 5) + ".spore";
+  } else {
+    ZooModel zm = make_model_with_checkpoint(a.source, a.ckpt, a.img);
+    Shape in = zm.input;
+    in[0] = batches.empty() ? 1 : batches[0];
+    m = CompiledModel::from_cell(
+        *zm.net, {Tensor::empty(in)},
+        {.batches = batches,
+         .source = "zoo:" + a.source + (a.ckpt.empty() ? " (initial weights)" : "+" + a.ckpt)});
+    if (out.empty()) out = a.source + ".spore";
+  }
+  m.save(out);
+  const double s = std::chrono::duration<double>(clk::now() - t0).count();
+  std::string bs;
+  for (int64_t b : m.batches()) bs += (bs.empty() ? "" : ",") + std::to_string(b);
+  std::printf("compiled %s to %s (batch %s) in %.2f s\n", a.source.c_str(), out.c_str(), bs.c_str(),
+              s);
+  return 0;
+}
+
+int info(const std::string& path) {
+  const CompiledModel m = CompiledModel::load(path);
+  std::printf("%s\n%s", path.c_str(), m.summary().c_str());
   return 0;
 }
 

@@ -40,4 +40,17 @@ struct InferArgs {
 };
 int infer(const InferArgs& a);
 
+// `spore compile model.onnx|ZOO_MODEL [--ckpt FILE] [--batch 1,64] [-o model.spore]`: the
+// compiled model file (spore/deploy.h).
+struct CompileArgs {
+  std::string source;  // an .onnx file or a zoo model name
+  std::string ckpt;    // zoo models: the weights (default: the initial ones)
+  std::string out;     // default: the source's name with .spore
+  std::string batch;   // comma-separated batch sizes (default: 1, or the ONNX model's fixed one)
+  int64_t img = 0;     // yolov5*: the image size
+};
+int compile(const CompileArgs& a);
+// `spore info model.spore`: what the compiled file holds.
+int info(const std::string& path);
+
 }  // namespace spore::cli

@@ -398,9 +398,9 @@ int main(int argc, char** argv) {
   InferArgs inf;
   auto* infer_cmd = app.add_subcommand(
       "infer",
-      "run an ONNX model with Spore (Graph mode): "
-      "spore infer model.onnx --input x.npy|in.npz --output y.npy|out.npz [--bench]");
-  infer_cmd->add_option("model", inf.model, "the .onnx file")->required();
+      "run an ONNX model with Spore (Graph mode) or a compiled model: "
+      "spore infer model.onnx|model.spore --input x.npy|in.npz --output y.npy|out.npz [--bench]");
+  infer_cmd->add_option("model", inf.model, "the .onnx or compiled .spore file")->required();
   infer_cmd->add_option(
       "--input", inf.input,
       "the input array (.npy), or an .npz with one array per model input, named as the inputs");
@@ -422,6 +422,24 @@ int main(int argc, char** argv) {
                    "graph (traced, optimised, compiled once per input shape) or pynative")
       ->check(CLI::IsMember({"graph", "pynative"}))
       ->default_val(inf.mode);
+
+  CompileArgs cmp;
+  auto* compile_cmd = app.add_subcommand(
+      "compile",
+      "compile an ONNX model or a zoo model (+ checkpoint) once into a .spore file that loads "
+      "without tracing or graph passes: spore compile resnet18.onnx --batch 1,64 -o r18.spore");
+  compile_cmd->add_option("source", cmp.source, "an .onnx file, or lenet|mlp|resnet18|yolov5n|s|m")
+      ->required();
+  compile_cmd->add_option("--ckpt", cmp.ckpt, "zoo models: the checkpoint with the weights");
+  compile_cmd->add_option("-o,--out", cmp.out, "the .spore file (default: the source's name)");
+  compile_cmd->add_option("--batch", cmp.batch,
+                          "batch sizes to compile a graph for, comma-separated (default 1); "
+                          "other batches of a dynamic-batch model run as chunks of these");
+  compile_cmd->add_option("--img", cmp.img, "yolov5*: the image size");
+  std::string info_path;
+  auto* info_cmd =
+      app.add_subcommand("info", "print what a compiled model file holds: spore info m.spore");
+  info_cmd->add_option("model", info_path, "the .spore file")->required();
 
   auto* check_cmd = app.add_subcommand("run-check",
                                        "print the build (version, backends and their devices, "
@@ -520,6 +538,8 @@ int main(int argc, char** argv) {
     if (*convert_cmd) return convert(cv);
     if (*export_cmd) return export_model(ex);
     if (*infer_cmd) return infer(inf);
+    if (*compile_cmd) return compile(cmp);
+    if (*info_cmd) return info(info_path);
   } catch (const spore::Error& err) {
     std::cerr << "spore" << rank_tag() << ": " << spore::error_kind_name(err.kind()) << ": "
               << one_line(err.what()) << "\n";

@@ -1,6 +1,6 @@
 """mindspore.nn: Cell, the layers, losses, optimizers, learning-rate schedules and the training
 wrappers, under MindSpore's names."""
-from .cell import Cell, CellList, CppCell, SequentialCell
+from .cell import Cell, CellList, CppCell, GraphCell, SequentialCell
 from .layer import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, Conv2dTranspose, Dense,
                     Dropout, Embedding, Flatten, GELU, GroupNorm, Identity, LayerNorm, LeakyReLU, LogSoftmax,
                     MaxPool2d, Pad, ReLU, ReLU6, SiLU, Sigmoid, Softmax, Tanh, Upsample, get_activation)

@@ -429,3 +429,33 @@ class CppCell(Cell):
         self.__dict__["_multi_out"] = multi_out
         for i, obj in enumerate(keep):  # Python objects the C++ cell uses
             self.__dict__[f"_keep{i}"] = obj
+
+
+class GraphCell(Cell):
+    """Runs a compiled graph from ms.load (MindSpore's nn.GraphCell): calling it runs the compiled model on
+    its inputs (Tensors or numpy arrays) and returns its output (a tuple for several). The graph is
+    already optimised and fixed: it runs the same in GRAPH and PYNATIVE mode, takes no gradients, and
+    params_init is refused (the weights are in the file)."""
+
+    def __init__(self, graph, params_init=None, obf_random_seed=None):
+        super().__init__()
+        if params_init is not None or obf_random_seed is not None:
+            raise ValueError("For 'GraphCell', params_init and obf_random_seed are not supported: the compiled "
+                             "file holds its weights, already folded and packed for the kernels.")
+        from ..train.export import Graph
+        if not isinstance(graph, Graph):
+            raise TypeError(f"For 'GraphCell', graph must be what ms.load returns, but got "
+                            f"{type(graph).__name__}.")
+        self.__dict__["graph"] = graph
+
+    def __call__(self, *inputs):
+        from ..common.tensor import Tensor
+        ts = [t if isinstance(t, Tensor) else Tensor(t) for t in inputs]
+        if _C.is_tracing():
+            raise RuntimeError("For 'GraphCell', the compiled graph cannot be called inside another traced "
+                               "graph (ms.jit / a GRAPH_MODE construct); call it outside.")
+        out = self.graph._model.run(ts)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def construct(self, *inputs):
+        return self(*inputs)

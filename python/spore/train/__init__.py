@@ -6,5 +6,6 @@ from .._metrics import (MAE, MSE, Accuracy, ConfusionMatrix, F1, Loss, Metric, P
 from .callback import (Callback, CheckpointConfig, EarlyStopping, History, LambdaCallback, LossMonitor,
                        ModelCheckpoint, ReduceLROnPlateau, RunContext, TimeMonitor)
 from .model import Model
+from .export import export, load
 from .serialization import load_checkpoint, load_param_into_net, save_checkpoint
 from ..amp import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager

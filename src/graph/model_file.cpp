@@ -1,0 +1,675 @@
+// The compiled model file's writer and reader (graph/model_file.h). The reader treats the file as
+// hostile: every read names its field, every count is bounded by the bytes left, every reference
+// (op, value, weight) by what was defined before it, every weight view by its blob; the graphs are
+// then re-inferred node by node (verify), so a file that parses runs only what its ops allow.
+#include "graph/model_file.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+
+#include "backends/backend.h"
+#include "graph/passes.h"
+#include "spore/version.h"
+
+namespace spore::graph {
+namespace {
+
+constexpr size_t kAlign = 64;  // weight blobs: any kernel's vector loads are aligned
+// Bounds that keep a lying count from asking for absurd memory before the bytes run out.
+constexpr uint32_t kMaxRank = 16;
+constexpr uint32_t kMaxString = 1 << 20;
+
+// The format's own dtype numbers (never DType's enum values, which may be reordered).
+constexpr DType kDTypes[] = {kBool,    DType::UInt8, DType::Int8, kInt32,  kInt64,
+                             kFloat16, kBFloat16,    kFloat32,    kFloat64};
+uint8_t dtype_code(DType t) {
+  for (uint8_t i = 0; i < std::size(kDTypes); ++i)
+    if (kDTypes[i] == t) return i;
+  SPORE_ASSERT(false, "model file: dtype ", dtype_name(t), " has no code");
+  return 0;
+}
+
+uint32_t crc(const void* p, size_t n) {
+  uLong c = crc32(0L, Z_NULL, 0);
+  const auto* b = static_cast<const Bytef*>(p);
+  while (n) {  // zlib takes uInt lengths
+    const size_t k = std::min<size_t>(n, 1u << 30);
+    c = crc32(c, b, uInt(k));
+    b += k;
+    n -= k;
+  }
+  return uint32_t(c);
+}
+
+// ---- writing
+// -------------------------------------------------------------------------------------
+
+struct Writer {
+  std::string out;
+  template <class T>
+  void pod(T v) {
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void u8(uint8_t v) { pod(v); }
+  void u32(uint32_t v) { pod(v); }
+  void u64(uint64_t v) { pod(v); }
+  void i64(int64_t v) { pod(v); }
+  void f64(double v) { pod(v); }
+  void str(const std::string& s) {
+    u32(uint32_t(s.size()));
+    out += s;
+  }
+  void ints(const std::vector<int64_t>& v) {
+    u32(uint32_t(v.size()));
+    for (int64_t x : v) i64(x);
+  }
+};
+
+enum AttrTag : uint8_t { kTagInt = 0, kTagDouble, kTagBool, kTagInts, kTagDType, kTagString };
+
+// The largest element index a view reaches (+1): the span of bytes it needs.
+int64_t span_elems(const Shape& shape, const Shape& strides, int64_t offset) {
+  int64_t hi = offset;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return 0;
+    hi += (shape[d] - 1) * strides[d];
+  }
+  return hi + 1;
+}
+
+struct WeightTable {
+  struct Blob {
+    const char* data;
+    size_t bytes;
+    uint64_t offset;
+  };
+  std::vector<Blob> blobs;
+  std::unordered_multimap<size_t, uint32_t> by_hash;
+  uint64_t total = 0;
+  // The index of the blob holding these bytes (stored once however many values use them).
+  uint32_t add(const char* data, size_t bytes) {
+    const size_t h = std::hash<std::string_view>{}(std::string_view(data, bytes));
+    auto [lo, hi] = by_hash.equal_range(h);
+    for (auto it = lo; it != hi; ++it) {
+      const Blob& b = blobs[it->second];
+      if (b.bytes == bytes && std::memcmp(b.data, data, bytes) == 0) return it->second;
+    }
+    total = (total + kAlign - 1) / kAlign * kAlign;
+    blobs.push_back({data, bytes, total});
+    total += bytes;
+    by_hash.emplace(h, uint32_t(blobs.size() - 1));
+    return uint32_t(blobs.size() - 1);
+  }
+};
+
+void write_meta(Writer& w, const Value& v) {
+  w.u8(dtype_code(v.dtype));
+  w.ints(v.shape);
+  w.ints(v.strides);
+  w.i64(v.offset);
+}
+
+void write_io(Writer& w, const std::vector<ModelIO>& ios) {
+  w.u32(uint32_t(ios.size()));
+  for (const auto& io : ios) {
+    w.str(io.name);
+    w.u8(dtype_code(io.dtype));
+    w.ints(io.shape);
+  }
+}
+
+}  // namespace
+
+std::string host_requirements() {
+  // "... Highway 1.0 (best target here: AVX3)": the vector width the layouts were chosen for.
+  const std::string v = get_backend(DeviceType::CPU).library_versions();
+  const std::string key = "best target here: ";
+  const size_t at = v.find(key);
+  if (at == std::string::npos) return v;
+  const size_t end = v.find(')', at);
+  return v.substr(at + key.size(),
+                  end == std::string::npos ? std::string::npos : end - at - key.size());
+}
+
+bool is_model_file(const void* data, size_t size) {
+  return size >= sizeof kModelMagic && std::memcmp(data, kModelMagic, sizeof kModelMagic) == 0;
+}
+
+std::string write_model_file(const ModelFile& m) {
+  WeightTable weights;
+  std::vector<std::string> op_names;
+  std::map<int, uint32_t> op_index;  // OpId -> index into op_names
+  auto op_ref = [&](ops::OpId id) {
+    auto it = op_index.find(int(id));
+    if (it != op_index.end()) return it->second;
+    op_names.push_back(ops::op_name(id));
+    return op_index[int(id)] = uint32_t(op_names.size() - 1);
+  };
+
+  // The graphs first (they fill the op and weight tables), then the header fields before them.
+  Writer gw;
+  gw.u32(uint32_t(m.variants.size()));
+  for (const ModelVariant& var : m.variants) {
+    const Graph& g = *var.graph;
+    std::unordered_map<const Value*, uint32_t> ref;
+    gw.i64(var.batch);
+    gw.u32(uint32_t(g.inputs.size()));
+    for (const Value* v : g.inputs) {
+      SPORE_CHECK_KIND(ErrorKind::NotImplemented, v->device.type == DeviceType::CPU,
+                       "[model] graph input ", v->id, " is on ", to_string(v->device),
+                       "; the model file holds CPU graphs only (compile with the CPU current)");
+      const uint32_t r = uint32_t(ref.size());
+      ref[v] = r;
+      gw.u8(uint8_t(v->kind));
+      write_meta(gw, *v);
+      if (v->kind == ValueKind::kPlaceholder) {
+        gw.u32(uint32_t(v->arg_index));
+        continue;
+      }
+      // A constant or captured tensor: its bytes from its first element to its last (a view of a
+      // larger storage keeps only what it reaches), re-based at offset 0 of its blob.
+      const Tensor& t = v->tensor;
+      SPORE_CHECK_KIND(ErrorKind::NotImplemented, t.device().type == DeviceType::CPU,
+                       "[model] a weight of graph ", g.name, " is on ", to_string(t.device()));
+      for (int64_t s : t.strides())
+        SPORE_CHECK_KIND(ErrorKind::NotImplemented, s >= 0, "[model] weight value ", v->id,
+                         " has a negative stride; the model file stores forward views only");
+      const int64_t n = span_elems(t.shape(), t.strides(), 0);
+      const uint32_t blob =
+          weights.add(static_cast<const char*>(t.data_ptr()), size_t(n) * itemsize(t.dtype()));
+      gw.u32(blob);
+    }
+    gw.u32(uint32_t(g.nodes.size()));
+    for (const auto& np : g.nodes) {
+      const Node& n = *np;
+      gw.u32(op_ref(n.op));
+      gw.u32(uint32_t(n.attrs.items().size()));
+      for (const auto& [key, val] : n.attrs.items()) {
+        gw.str(key);
+        if (const auto* i = std::get_if<int64_t>(&val)) {
+          gw.u8(kTagInt);
+          gw.i64(*i);
+        } else if (const auto* d = std::get_if<double>(&val)) {
+          gw.u8(kTagDouble);
+          gw.f64(*d);
+        } else if (const auto* b = std::get_if<bool>(&val)) {
+          gw.u8(kTagBool);
+          gw.u8(*b);
+        } else if (const auto* v = std::get_if<std::vector<int64_t>>(&val)) {
+          gw.u8(kTagInts);
+          std::vector<int64_t> ints = *v;
+          // A fused program names the ops it calls by OpId, which differs between builds: the
+          // file holds their index in its op table instead.
+          if (n.op == ops::OpId::FusedElementwise && key == "program")
+            for (size_t k = 0; k + 3 < ints.size(); k += 4)
+              if (ints[k] == int64_t(ops::fused::Opcode::kCall))
+                ints[k + 3] = op_ref(ops::OpId(ints[k + 3]));
+          gw.ints(ints);
+        } else if (const auto* t = std::get_if<DType>(&val)) {
+          gw.u8(kTagDType);
+          gw.u8(dtype_code(*t));
+        } else {
+          gw.u8(kTagString);
+          gw.str(std::get<std::string>(val));
+        }
+      }
+      gw.u32(uint32_t(n.inputs.size()));
+      for (const Value* in : n.inputs) gw.u32(ref.at(in));
+      gw.u32(uint32_t(n.outputs.size()));
+      for (const Value* o : n.outputs) {
+        const uint32_t r = uint32_t(ref.size());
+        ref[o] = r;
+        write_meta(gw, *o);
+      }
+    }
+    gw.u32(uint32_t(g.outputs.size()));
+    for (const Value* o : g.outputs) gw.u32(ref.at(o));
+  }
+
+  // The weights section, each blob at its aligned offset (zero padding between).
+  std::string wbytes(weights.total, '\0');
+  for (const auto& b : weights.blobs)
+    if (b.bytes) std::memcpy(wbytes.data() + b.offset, b.data, b.bytes);
+
+  Writer mw;
+  mw.str(m.producer.empty() ? std::string("spore ") + SPORE_VERSION : m.producer);
+  mw.str(m.source);
+  mw.str(m.device);
+  mw.str(m.requirements);
+  mw.u32(crc(wbytes.data(), wbytes.size()));
+  mw.u32(uint32_t(op_names.size()));
+  for (const auto& name : op_names) mw.str(name);
+  write_io(mw, m.inputs);
+  write_io(mw, m.outputs);
+  mw.u32(uint32_t(weights.blobs.size()));
+  for (const auto& b : weights.blobs) {
+    mw.u64(b.offset);
+    mw.u64(b.bytes);
+  }
+  mw.out += gw.out;
+
+  const uint64_t meta_off = kModelHeaderBytes;
+  const uint64_t w_off = (meta_off + mw.out.size() + kAlign - 1) / kAlign * kAlign;
+  const uint64_t total = w_off + wbytes.size();
+  Writer hw;
+  hw.out.append(kModelMagic, sizeof kModelMagic);
+  hw.u32(kModelFormatVersion);
+  hw.u32(kModelHeaderBytes);
+  hw.u64(total);
+  hw.u64(meta_off);
+  hw.u64(mw.out.size());
+  hw.u64(w_off);
+  hw.u64(wbytes.size());
+  hw.u32(crc(mw.out.data(), mw.out.size()));
+  hw.u32(crc(hw.out.data(), hw.out.size()));
+  SPORE_ASSERT(hw.out.size() == kModelHeaderBytes, "model file header size");
+  std::string file = std::move(hw.out);
+  file += mw.out;
+  file.resize(w_off, '\0');
+  file += wbytes;
+  return file;
+}
+
+// ---- reading
+// -------------------------------------------------------------------------------------
+
+namespace {
+
+// Reads fields of one section; every read says which field it is, so a short or lying file is an
+// error naming that field and where it is.
+class Reader {
+ public:
+  Reader(const char* p, size_t n, size_t base, const std::string& where)
+      : p_(p), n_(n), base_(base), where_(where) {}
+  std::string ctx;  // "graph 0, node 12 (conv2d_fused)": prefixed to field names
+
+  template <class T>
+  T pod(const char* field) {
+    need(sizeof(T), field);
+    T v;
+    std::memcpy(&v, p_ + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  uint8_t u8(const char* f) { return pod<uint8_t>(f); }
+  uint32_t u32(const char* f) { return pod<uint32_t>(f); }
+  uint64_t u64(const char* f) { return pod<uint64_t>(f); }
+  int64_t i64(const char* f) { return pod<int64_t>(f); }
+  double f64(const char* f) { return pod<double>(f); }
+  std::string str(const char* field) {
+    const uint32_t n = u32(field);
+    check(n <= kMaxString, field, "its length ", n, " exceeds the limit of ", kMaxString, " bytes");
+    need(n, field);
+    std::string s(p_ + pos_, n);
+    pos_ += n;
+    return s;
+  }
+  // A count of items each at least `min_item` bytes: bounded by what is left.
+  uint32_t count(const char* field, size_t min_item) {
+    const uint32_t n = u32(field);
+    check(uint64_t(n) * min_item <= n_ - pos_, field, "count ", n, " needs at least ",
+          uint64_t(n) * min_item, " more bytes, ", n_ - pos_, " are left (a lying count)");
+    return n;
+  }
+  std::vector<int64_t> ints(const char* field, uint32_t max = 0) {
+    const uint32_t n = count(field, 8);
+    if (max) check(n <= max, field, "has ", n, " entries, at most ", max, " allowed");
+    std::vector<int64_t> v(n);
+    if (n) std::memcpy(v.data(), p_ + pos_, size_t(n) * 8);
+    pos_ += size_t(n) * 8;
+    return v;
+  }
+  DType dtype(const char* field) {
+    const uint8_t c = u8(field);
+    check(c < std::size(kDTypes), field, "dtype code ", int(c), " is not one of the format's ",
+          std::size(kDTypes), " dtypes");
+    return kDTypes[c];
+  }
+  template <class... A>
+  void check(bool ok, const char* field, const A&... msg) {
+    if (!ok) [[unlikely]]
+      SPORE_THROW(ErrorKind::IOError, where_, "field ", ctx, ctx.empty() ? "" : " ", field,
+                  " (at byte ", base_ + pos_, "): ", msg...);
+  }
+  size_t left() const { return n_ - pos_; }
+
+ private:
+  void need(size_t k, const char* field) {
+    check(k <= n_ - pos_, field, "truncated: needs ", k, " bytes, ", n_ - pos_,
+          " are left in the section (the file is cut short or a size field lies)");
+  }
+  const char* p_;
+  size_t n_, pos_ = 0, base_;
+  const std::string& where_;
+};
+
+ModelIO read_io(Reader& r, const std::string& kind, uint32_t i) {
+  ModelIO io;
+  r.ctx = kind + " " + std::to_string(i);
+  io.name = r.str("name");
+  io.dtype = r.dtype("dtype");
+  io.shape = r.ints("shape", kMaxRank);
+  for (size_t d = 0; d < io.shape.size(); ++d)
+    r.check(io.shape[d] >= 0 || (d == 0 && io.shape[d] == -1), "shape", "dimension ", d, " is ",
+            io.shape[d], "; only dim 0 may be -1 (the dynamic batch)");
+  return io;
+}
+
+struct Meta {
+  DType dtype;
+  Shape shape, strides;
+  int64_t offset;
+};
+Meta read_meta(Reader& r) {
+  Meta m;
+  m.dtype = r.dtype("value dtype");
+  m.shape = r.ints("value shape", kMaxRank);
+  m.strides = r.ints("value strides", kMaxRank);
+  m.offset = r.i64("value offset");
+  r.check(m.strides.size() == m.shape.size(), "value strides", "rank ", m.strides.size(),
+          " differs from the shape's ", m.shape.size());
+  int64_t numel = 1;
+  for (size_t d = 0; d < m.shape.size(); ++d) {
+    r.check(m.shape[d] >= 0 && m.shape[d] <= (int64_t(1) << 40), "value shape", "dimension ", d,
+            " is ", m.shape[d]);
+    r.check(m.strides[d] >= 0 && m.strides[d] <= (int64_t(1) << 40), "value strides", "stride ", d,
+            " is ", m.strides[d]);
+    numel = m.shape[d] ? std::min<int64_t>(numel * m.shape[d], int64_t(1) << 40) : 0;
+  }
+  r.check(m.offset >= 0 && m.offset <= (int64_t(1) << 40), "value offset", "is ", m.offset);
+  return m;
+}
+
+}  // namespace
+
+ModelFile read_model_file(const void* data, size_t size, const std::string& where_in) {
+  const std::string where = "[model] " + where_in + ": ";
+  const char* bytes = static_cast<const char*>(data);
+  Reader h(bytes, std::min<size_t>(size, kModelHeaderBytes), 0, where);
+  h.check(size >= sizeof kModelMagic, "magic", "the file is ", size,
+          " bytes, shorter than the magic number; not a Spore model file");
+  h.check(is_model_file(data, size), "magic",
+          "not a Spore model file (it does not start with \"SPOREMDL\"); compile one with `spore "
+          "compile model.onnx -o model.spore`");
+  h.pod<std::array<char, 8>>("magic");
+  const uint32_t version = h.u32("format_version");
+  h.check(version == kModelFormatVersion, "format_version", "the file has format version ", version,
+          "; this Spore (", SPORE_VERSION, ") reads version ", kModelFormatVersion,
+          ". Compile the model again with this Spore");
+  const uint32_t hbytes = h.u32("header_size");
+  h.check(hbytes == kModelHeaderBytes, "header_size", "is ", hbytes, ", expected ",
+          kModelHeaderBytes);
+  const uint64_t file_bytes = h.u64("file_size");
+  const uint64_t meta_off = h.u64("meta_offset"), meta_bytes = h.u64("meta_size");
+  const uint64_t w_off = h.u64("weights_offset"), w_bytes = h.u64("weights_size");
+  const uint32_t meta_crc = h.u32("meta_crc32");
+  const uint32_t header_crc = h.u32("header_crc32");
+  h.check(header_crc == crc(bytes, kModelHeaderBytes - 4), "header_crc32",
+          "the header's checksum does not match its bytes (the header is corrupt)");
+  h.check(file_bytes == size, "file_size", "the header says ", file_bytes, " bytes, the file has ",
+          size, size < file_bytes ? " (truncated)" : " (trailing bytes)");
+  h.check(meta_off == kModelHeaderBytes && meta_bytes <= size - meta_off, "meta_size",
+          "the meta section (offset ", meta_off, ", ", meta_bytes, " bytes) does not fit in the ",
+          size, "-byte file");
+  h.check(w_off >= meta_off + meta_bytes && w_off % kAlign == 0 && w_off <= size &&
+              w_bytes == size - w_off,
+          "weights_offset", "the weights section (offset ", w_off, ", ", w_bytes,
+          " bytes) is not 64-byte aligned after the meta section and up to the end of the file");
+  h.check(meta_crc == crc(bytes + meta_off, meta_bytes), "meta_crc32",
+          "the meta section's checksum does not match its bytes (the file is corrupt)");
+
+  ModelFile m;
+  Reader r(bytes + meta_off, meta_bytes, meta_off, where);
+  m.producer = r.str("producer");
+  m.source = r.str("source");
+  m.device = r.str("target_device");
+  m.requirements = r.str("target_requirements");
+  const uint32_t weights_crc = r.u32("weights_crc32");
+  r.check(weights_crc == crc(bytes + w_off, w_bytes), "weights_crc32",
+          "the weights section's checksum does not match its bytes (the file is corrupt)");
+
+  // The op table: every name must be an op this build has.
+  const uint32_t nops = r.count("op_table count", 4);
+  std::vector<const ops::OpDef*> op_table;
+  for (uint32_t i = 0; i < nops; ++i) {
+    r.ctx = "op " + std::to_string(i);
+    const std::string name = r.str("name");
+    const ops::OpDef* def = ops::find_op(name);
+    r.check(def != nullptr, "name", "op \"", name, "\" is not an op of this Spore (", SPORE_VERSION,
+            "; the file was made by ", m.producer, "); compile the model again with this Spore");
+    op_table.push_back(def);
+  }
+  r.ctx.clear();
+  const uint32_t nin = r.count("inputs count", 13);
+  for (uint32_t i = 0; i < nin; ++i) m.inputs.push_back(read_io(r, "input", i));
+  r.ctx.clear();
+  const uint32_t nout = r.count("outputs count", 13);
+  for (uint32_t i = 0; i < nout; ++i) m.outputs.push_back(read_io(r, "output", i));
+  r.ctx.clear();
+
+  // The weights: one host allocation, copied once; every constant is a view of it.
+  const uint32_t nw = r.count("weights count", 16);
+  struct Blob {
+    uint64_t offset, bytes;
+  };
+  std::vector<Blob> blobs(nw);
+  for (uint32_t i = 0; i < nw; ++i) {
+    r.ctx = "weight " + std::to_string(i);
+    blobs[i].offset = r.u64("offset");
+    blobs[i].bytes = r.u64("size");
+    r.check(blobs[i].offset % kAlign == 0 && blobs[i].offset <= w_bytes &&
+                blobs[i].bytes <= w_bytes - blobs[i].offset,
+            "size", "the blob (offset ", blobs[i].offset, ", ", blobs[i].bytes,
+            " bytes) is not 64-byte aligned inside the ", w_bytes, "-byte weights section");
+  }
+  r.ctx.clear();
+  m.num_weights = nw;
+  m.weight_bytes = w_bytes;
+  auto storage = std::make_shared<Storage>(std::max<size_t>(w_bytes, 1), Device{});
+  if (w_bytes) std::memcpy(storage->data(), bytes + w_off, w_bytes);
+
+  r.check(m.device == "CPU", "target_device", "the model was compiled for ", m.device,
+          "; this runtime runs CPU models");
+  const std::string here = host_requirements();
+  r.check(m.requirements == here, "target_requirements",
+          "the model's kernel layouts were chosen "
+          "for CPU target ",
+          m.requirements, ", this machine's is ", here,
+          "; compile the model on (or for) this machine");
+
+  const uint32_t nvar = r.count("graphs count", 24);
+  r.check(nvar >= 1, "graphs count", "the file holds no graph");
+  for (uint32_t gi = 0; gi < nvar; ++gi) {
+    const std::string gctx = "graph " + std::to_string(gi);
+    r.ctx = gctx;
+    ModelVariant var;
+    var.batch = r.i64("batch");
+    r.check(var.batch >= 1 && (gi == 0 || var.batch > m.variants.back().batch), "batch", "is ",
+            var.batch, "; graphs are stored by ascending batch >= 1");
+    auto g = std::make_shared<Graph>();
+    g->name = "model_b" + std::to_string(var.batch);
+    std::vector<Value*> refs;
+    const uint32_t ninputs = r.count("inputs count", 30);
+    std::vector<bool> arg_seen(m.inputs.size(), false);
+    for (uint32_t i = 0; i < ninputs; ++i) {
+      r.ctx = gctx + ", input " + std::to_string(i);
+      const uint8_t kind = r.u8("kind");
+      r.check(kind <= uint8_t(ValueKind::kConstant), "kind", "value kind ", int(kind),
+              " is not a placeholder, capture or constant");
+      const Meta mt = read_meta(r);
+      Value* v = nullptr;
+      if (ValueKind(kind) == ValueKind::kPlaceholder) {
+        const uint32_t arg = r.u32("arg_index");
+        r.check(arg < m.inputs.size() && !arg_seen[arg], "arg_index", "argument ", arg,
+                " is out of range (", m.inputs.size(), " inputs) or given twice");
+        arg_seen[arg] = true;
+        const ModelIO& io = m.inputs[arg];
+        bool fits = io.dtype == mt.dtype && io.shape.size() == mt.shape.size() && mt.offset == 0 &&
+                    mt.strides == contiguous_strides(mt.shape);
+        for (size_t d = 0; fits && d < io.shape.size(); ++d)
+          fits = io.shape[d] == (d == 0 && io.shape[0] < 0 ? -1 : mt.shape[d]) &&
+                 (d != 0 || io.shape[0] >= 0 || mt.shape[0] == var.batch);
+        r.check(fits, "value shape", "placeholder ", dtype_name(mt.dtype), shape_str(mt.shape),
+                " does not match input \"", io.name, "\" at batch ", var.batch);
+        v = g->add_placeholder(int(arg), mt.shape, mt.dtype, Device{});
+      } else {
+        const uint32_t w = r.u32("weight");
+        r.check(w < nw, "weight", "weight ", w, " is out of range (", nw, " weights)");
+        const int64_t need = span_elems(mt.shape, mt.strides, mt.offset);
+        r.check(blobs[w].offset % itemsize(mt.dtype) == 0 &&
+                    uint64_t(need) * itemsize(mt.dtype) <= blobs[w].bytes,
+                "weight", "a ", dtype_name(mt.dtype), shape_str(mt.shape), " view (strides ",
+                shape_str(mt.strides), ", offset ", mt.offset, ") reaches ",
+                uint64_t(need) * itemsize(mt.dtype), " bytes of a ", blobs[w].bytes,
+                "-byte weight");
+        auto impl = std::make_shared<TensorImpl>();
+        impl->storage = storage;
+        impl->offset = int64_t(blobs[w].offset / itemsize(mt.dtype)) + mt.offset;
+        impl->shape = mt.shape;
+        impl->strides = mt.strides;
+        impl->dtype = mt.dtype;
+        v = g->add_capture(Tensor(std::move(impl)), ValueKind(kind));
+      }
+      refs.push_back(v);
+    }
+    for (size_t a = 0; a < arg_seen.size(); ++a) {
+      r.ctx = gctx;
+      r.check(arg_seen[a], "inputs", "model input ", a, " (\"", m.inputs[a].name,
+              "\") has no placeholder");
+    }
+    g->num_args = int(m.inputs.size());
+
+    r.ctx = gctx;
+    const uint32_t nnodes = r.count("nodes count", 16);
+    for (uint32_t ni = 0; ni < nnodes; ++ni) {
+      r.ctx = gctx + ", node " + std::to_string(ni);
+      const uint32_t op = r.u32("op");
+      r.check(op < op_table.size(), "op", "op ", op, " is out of range (", op_table.size(),
+              " ops in the table)");
+      const ops::OpDef& def = *op_table[op];
+      r.ctx += " (" + std::string(def.name) + ")";
+      ops::Attrs attrs;
+      const uint32_t nattrs = r.count("attrs count", 6);
+      for (uint32_t a = 0; a < nattrs; ++a) {
+        const std::string key = r.str("attr name");
+        const uint8_t tag = r.u8("attr type");
+        switch (tag) {
+          case kTagInt:
+            attrs.set(key.c_str(), r.i64("attr value"));
+            break;
+          case kTagDouble:
+            attrs.set(key.c_str(), r.f64("attr value"));
+            break;
+          case kTagBool:
+            attrs.set(key.c_str(), r.u8("attr value") != 0);
+            break;
+          case kTagInts: {
+            std::vector<int64_t> v = r.ints("attr value");
+            if (def.id == ops::OpId::FusedElementwise && key == "program")
+              for (size_t k = 0; k + 3 < v.size(); k += 4)
+                if (v[k] == int64_t(ops::fused::Opcode::kCall)) {
+                  r.check(v[k + 3] >= 0 && uint64_t(v[k + 3]) < op_table.size(), "attr value",
+                          "program instruction ", k / 4, " calls op ", v[k + 3],
+                          ", out of the op table's range");
+                  v[k + 3] = int64_t(op_table[size_t(v[k + 3])]->id);
+                }
+            attrs.set(key.c_str(), std::move(v));
+            break;
+          }
+          case kTagDType:
+            attrs.set(key.c_str(), r.dtype("attr value"));
+            break;
+          case kTagString:
+            attrs.set(key.c_str(), r.str("attr value"));
+            break;
+          default:
+            r.check(false, "attr type", "tag ", int(tag), " is not one of the 6 types");
+        }
+      }
+      const uint32_t ni_count = r.count("inputs count", 4);
+      r.check(def.num_inputs < 0 || ni_count == uint32_t(def.num_inputs), "inputs count", def.name,
+              " takes ", def.num_inputs, " inputs, the node has ", ni_count);
+      std::vector<Value*> ins;
+      for (uint32_t k = 0; k < ni_count; ++k) {
+        const uint32_t ref = r.u32("input");
+        r.check(ref < refs.size(), "input", "value ", ref, " is not defined before the node (",
+                refs.size(), " values so far)");
+        ins.push_back(refs[ref]);
+      }
+      const uint32_t no = r.count("outputs count", 29);
+      r.check(def.num_outputs < 0 || no == uint32_t(def.num_outputs), "outputs count", def.name,
+              " has ", def.num_outputs, " outputs, the node has ", no);
+      ops::Metas metas;
+      std::vector<Meta> outs;
+      for (uint32_t k = 0; k < no; ++k) {
+        outs.push_back(read_meta(r));
+        metas.push_back({outs.back().shape, outs.back().dtype});
+      }
+      Node* n = g->add_node(def.id, std::move(ins), std::move(attrs), metas);
+      for (uint32_t k = 0; k < no; ++k) {
+        n->outputs[k]->strides = outs[k].strides;
+        n->outputs[k]->offset = outs[k].offset;
+        if (!def.has(ops::kView))
+          r.check(outs[k].offset == 0 && outs[k].strides == contiguous_strides(outs[k].shape),
+                  "value strides", "output ", k, " of a kernel must be contiguous");
+        refs.push_back(n->outputs[k]);
+      }
+    }
+    r.ctx = gctx;
+    const uint32_t ngo = r.count("outputs count", 4);
+    r.check(ngo == m.outputs.size(), "outputs count", "the graph has ", ngo, " outputs, the model ",
+            m.outputs.size());
+    for (uint32_t k = 0; k < ngo; ++k) {
+      const uint32_t ref = r.u32("output");
+      r.check(ref < refs.size(), "output", "value ", ref, " is not defined (", refs.size(),
+              " values)");
+      g->outputs.push_back(refs[ref]);
+    }
+    // Every node re-inferred from its inputs and attributes, and every view's layout recomputed
+    // from its rule and bounded by its input: a file that parses can only ask the kernels for what
+    // the ops' own rules allow.
+    try {
+      verify(*g);
+      for (const auto& n : g->nodes) {
+        if (!n->is_view()) continue;
+        const Value* in = n->inputs[0];
+        const Value* o = n->outputs[0];
+        auto impl = std::make_shared<TensorImpl>();
+        impl->shape = in->shape;
+        impl->strides = in->strides;
+        impl->offset = in->offset;
+        impl->dtype = in->dtype;
+        impl->device = in->device;
+        const Tensor probe =
+            n->def().rules.view(Tensor(std::move(impl)), n->attrs, {o->shape, o->dtype});
+        SPORE_CHECK_KIND(ErrorKind::IOError,
+                         probe.strides() == o->strides && probe.offset() == o->offset, "view ",
+                         n->def().name, " (node ", n->id, ") has strides ", shape_str(o->strides),
+                         " offset ", o->offset, ", its rule gives ", shape_str(probe.strides()),
+                         " offset ", probe.offset());
+        SPORE_CHECK_KIND(ErrorKind::IOError,
+                         span_elems(o->shape, o->strides, o->offset) <=
+                             std::max(span_elems(in->shape, in->strides, in->offset),
+                                      span_elems(view_base(in)->shape, view_base(in)->strides,
+                                                 view_base(in)->offset)),
+                         "view ", n->def().name, " (node ", n->id, ") reaches past its input");
+      }
+    } catch (const Error& e) {
+      SPORE_THROW(ErrorKind::IOError, where, "field ", gctx,
+                  " nodes: the graph does not check: ", e.what());
+    }
+    var.graph = std::move(g);
+    m.variants.push_back(std::move(var));
+  }
+  r.ctx.clear();
+  r.check(r.left() == 0, "graphs", r.left(), " bytes after the last graph");
+  return m;
+}
+
+}  // namespace spore::graph

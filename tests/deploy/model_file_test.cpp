@@ -1,0 +1,253 @@
+// The compiled model file (graph/model_file.cpp) and CompiledModel (spore/deploy.h): the compiled
+// LeNet-5 and ResNet-18 compute what the source networks compute; a dynamic batch runs as chunks;
+// sessions on several threads share one model; and a malformed file (truncated at every field
+// boundary of the header and of the meta section, wrong magic or version, lying sizes, flipped
+// bytes) is an IOError naming the field, never a crash.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "graph/model_file.h"
+#include "models/lenet.h"
+#include "models/resnet.h"
+#include "spore/deploy.h"
+#include "spore/spore.h"
+
+using namespace spore;
+
+namespace {
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  const auto x = a.to_vector<float>(), y = b.to_vector<float>();
+  EXPECT_EQ(x.size(), y.size());
+  float m = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+float max_abs(const Tensor& a) {
+  float m = 0;
+  for (float v : a.to_vector<float>()) m = std::max(m, std::abs(v));
+  return m;
+}
+
+const std::string& lenet_bytes() {
+  static const std::string bytes = [] {
+    set_seed(1);
+    auto net = std::make_shared<models::LeNet5>();
+    return CompiledModel::from_cell(*net, {Tensor::empty({1, 1, 28, 28})}, {.batches = {1, 2}})
+        .to_bytes();
+  }();
+  return bytes;
+}
+
+// The error a malformed buffer gives (empty when it loads).
+std::string load_error(const std::string& bytes) {
+  try {
+    CompiledModel::from_buffer(bytes.data(), bytes.size(), "m.spore");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::IOError) << e.what();
+    return e.what();
+  }
+  return "";
+}
+
+template <class T>
+T get(const std::string& b, size_t off) {
+  T v;
+  std::memcpy(&v, b.data() + off, sizeof v);
+  return v;
+}
+template <class T>
+void put(std::string& b, size_t off, T v) {
+  std::memcpy(b.data() + off, &v, sizeof v);
+}
+uint32_t crc_of(const char* p, size_t n) {
+  // The file's CRC-32 (zlib's polynomial), computed here independently of the reader.
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= uint8_t(p[i]);
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+  }
+  return ~c;
+}
+// Rewrites the header's sizes and both checksums so a cut inside the meta section reaches the
+// field parser (instead of failing the file_size or checksum checks first).
+std::string with_meta(const std::string& file, size_t meta_keep) {
+  const uint64_t meta_off = get<uint64_t>(file, 24), meta_bytes = get<uint64_t>(file, 32);
+  const uint64_t w_off = get<uint64_t>(file, 40);
+  const std::string weights = file.substr(w_off);
+  std::string out = file.substr(0, meta_off + meta_keep);
+  out.resize((out.size() + 63) / 64 * 64, '\0');
+  const uint64_t new_w_off = out.size();
+  out += weights;
+  (void)meta_bytes;
+  put<uint64_t>(out, 16, out.size());
+  put<uint64_t>(out, 32, meta_keep);
+  put<uint64_t>(out, 40, new_w_off);
+  put<uint32_t>(out, 56, crc_of(out.data() + meta_off, meta_keep));
+  put<uint32_t>(out, 60, crc_of(out.data(), 60));
+  return out;
+}
+
+}  // namespace
+
+TEST(ModelFile, LeNetCompiledEqualsTheNetwork) {
+  set_seed(1);
+  auto net = std::make_shared<models::LeNet5>();
+  net->set_train(false);
+  CompiledModel m =
+      CompiledModel::from_cell(*net, {Tensor::empty({1, 1, 28, 28})}, {.batches = {1, 4}});
+  const std::string bytes = m.to_bytes();
+  CompiledModel back = CompiledModel::from_buffer(bytes.data(), bytes.size());
+  ASSERT_EQ(back.inputs().size(), 1u);
+  EXPECT_EQ(back.inputs()[0].shape, (std::vector<int64_t>{-1, 1, 28, 28}));
+  EXPECT_EQ(back.outputs()[0].shape, (std::vector<int64_t>{-1, 10}));
+  EXPECT_EQ(back.batches(), (std::vector<int64_t>{1, 4}));
+  for (int64_t b : {1, 4, 7}) {  // 7: chunks 4 + 1 + 1 + 1
+    const Tensor x = randn({b, 1, 28, 28});
+    const Tensor want = (*net)(x);
+    const Tensor got = back.run({x})[0];
+    EXPECT_EQ(got.shape(), want.shape());
+    EXPECT_LE(max_abs_diff(got, want), 1e-5f * std::max(1.0f, max_abs(want))) << "batch " << b;
+  }
+}
+
+TEST(ModelFile, ResNet18CompiledEqualsTheNetwork) {
+  set_seed(2);
+  auto net = models::resnet18(10, models::ResNetStem::Cifar);
+  net->set_train(false);
+  // Non-trivial BatchNorm statistics, so folding them into the convs is exercised.
+  for (auto& [name, t] : net->named_buffers())
+    if (name.find("moving_variance") != std::string::npos)
+      t.copy_from_host((rand(t.shape()) + 0.5).to_vector<float>().data());
+  CompiledModel m =
+      CompiledModel::from_cell(*net, {Tensor::empty({2, 3, 32, 32})}, {.batches = {2}});
+  const std::string bytes = m.to_bytes();
+  CompiledModel back = CompiledModel::from_buffer(bytes.data(), bytes.size());
+  const Tensor x = randn({2, 3, 32, 32});
+  const Tensor want = (*net)(x);
+  const Tensor got = back.run({x})[0];
+  EXPECT_LE(max_abs_diff(got, want), 1e-4f * std::max(1.0f, max_abs(want)));
+}
+
+TEST(ModelFile, WrongInputsAreErrorsNamingTheInput) {
+  const std::string& bytes = lenet_bytes();
+  CompiledModel m = CompiledModel::from_buffer(bytes.data(), bytes.size(), "lenet.spore");
+  try {
+    m.run({randn({1, 3, 28, 28})});
+    FAIL() << "a wrong shape ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input \"input\" must have shape (N, 1, 28, 28), got "
+                                         "(1, 3, 28, 28)"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    m.run({randn({1, 1, 28, 28}).to(kFloat64)});
+    FAIL() << "a wrong dtype ran";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::TypeError);
+    EXPECT_NE(std::string(e.what()).find("must be float32, got float64"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ModelFile, SessionsOnThreadsShareOneModel) {
+  const std::string& bytes = lenet_bytes();
+  CompiledModel m = CompiledModel::from_buffer(bytes.data(), bytes.size());
+  const Tensor x = randn({2, 1, 28, 28});
+  const Tensor want = m.run({x})[0];
+  std::vector<float> diffs(4, -1);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      InferenceSession s(m);
+      float d = 0;
+      for (int i = 0; i < 20; ++i) d = std::max(d, max_abs_diff(s.run({x})[0], want));
+      diffs[size_t(t)] = d;
+    });
+  for (auto& t : ts) t.join();
+  for (float d : diffs) EXPECT_EQ(d, 0.0f);
+}
+
+TEST(ModelFile, TruncatedAtEveryHeaderByteIsAnError) {
+  const std::string& bytes = lenet_bytes();
+  for (size_t n = 0; n <= graph::kModelHeaderBytes + 8; ++n) {
+    const std::string msg = load_error(bytes.substr(0, n));
+    EXPECT_NE(msg.find("field "), std::string::npos) << "cut at " << n << ": " << msg;
+  }
+  // And anywhere in the sections: the header's file_size says so.
+  for (size_t n : {bytes.size() / 3, bytes.size() / 2, bytes.size() - 1})
+    EXPECT_NE(load_error(bytes.substr(0, n)).find("field file_size"), std::string::npos);
+}
+
+TEST(ModelFile, MetaSectionCutAtEveryByteNamesTheField) {
+  // Every prefix of the meta section, with a header that agrees (sizes and checksums rewritten):
+  // the parser itself meets the end, at every field boundary and inside every field.
+  const std::string& bytes = lenet_bytes();
+  const uint64_t meta_bytes = get<uint64_t>(bytes, 32);
+  ASSERT_EQ(load_error(with_meta(bytes, meta_bytes)), "");  // the rewrite itself is faithful
+  size_t named = 0;
+  for (size_t k = 0; k < meta_bytes; ++k) {
+    const std::string msg = load_error(with_meta(bytes, k));
+    ASSERT_FALSE(msg.empty()) << "a meta section cut at " << k << " loaded";
+    EXPECT_NE(msg.find("field "), std::string::npos) << k << ": " << msg;
+    named +=
+        msg.find("truncated") != std::string::npos || msg.find("lying count") != std::string::npos;
+  }
+  EXPECT_GT(named, meta_bytes / 2);
+}
+
+TEST(ModelFile, WrongMagicVersionAndLyingSizesNameTheField) {
+  const std::string& bytes = lenet_bytes();
+  auto expect = [&](std::string b, const char* field) {
+    const std::string msg = load_error(b);
+    EXPECT_NE(msg.find(std::string("field ") + field), std::string::npos) << msg;
+  };
+  std::string b = bytes;
+  b[0] = 'X';
+  expect(b, "magic");
+  b = bytes;
+  put<uint32_t>(b, 8, 99);
+  expect(b, "format_version");
+  EXPECT_NE(load_error(b).find("reads version 1"), std::string::npos);
+  b = bytes;
+  put<uint64_t>(b, 16, 12345);  // file_size lies (header checksum fixed so it is reached)
+  put<uint32_t>(b, 60, crc_of(b.data(), 60));
+  expect(b, "file_size");
+  b = bytes;
+  put<uint64_t>(b, 32, get<uint64_t>(b, 32) + 1000000);  // meta_size past the end
+  put<uint32_t>(b, 60, crc_of(b.data(), 60));
+  expect(b, "meta_size");
+  b = bytes;
+  b[20] ^= 1;  // a header byte without a fixed checksum
+  expect(b, "header_crc32");
+  b = bytes;
+  b[graph::kModelHeaderBytes + 5] ^= 1;  // a meta byte
+  expect(b, "meta_crc32");
+  b = bytes;
+  b[b.size() - 3] ^= 1;  // a weight byte
+  expect(b, "weights_crc32");
+  expect("", "magic");
+  expect("not a model file at all, but long enough to hold a header of sixty-four bytes.", "magic");
+}
+
+TEST(ModelFile, LyingCountsInTheMetaSectionNameTheField) {
+  // The first count of the meta section after the four strings and the weights' CRC is the op
+  // table's: made huge, the reader refuses it before allocating.
+  const std::string& bytes = lenet_bytes();
+  const uint64_t meta_bytes = get<uint64_t>(bytes, 32);
+  std::string meta = bytes.substr(graph::kModelHeaderBytes, meta_bytes);
+  size_t pos = 0;
+  for (int s = 0; s < 4; ++s) pos += 4 + get<uint32_t>(meta, pos);
+  pos += 4;  // weights_crc32
+  put<uint32_t>(meta, pos, 0x7FFFFFFFu);
+  std::string b = bytes;
+  b.replace(graph::kModelHeaderBytes, meta_bytes, meta);
+  put<uint32_t>(b, 56, crc_of(b.data() + graph::kModelHeaderBytes, meta_bytes));
+  put<uint32_t>(b, 60, crc_of(b.data(), 60));
+  const std::string msg = load_error(b);
+  EXPECT_NE(msg.find("field op_table count"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lying count"), std::string::npos) << msg;
+}
