@@ -133,6 +133,13 @@ std::shared_ptr<nn::SequentialCell> transformer_sequential(const TransformerOpti
   return std::make_shared<nn::SequentialCell>(cells);
 }
 
+std::string transformer_classifier_name(const std::string& n) {
+  for (const char* prefix : {"embed.embed.", "head.ln.", "head.head."})
+    if (n.rfind(prefix, 0) == 0) return n.substr(n.find('.') + 1);
+  if (n == "embed.pos") return "pos";
+  return n;
+}
+
 std::shared_ptr<nn::SequentialCell> transformer_stage(const TransformerOptions& opt, int64_t s,
                                                       int64_t stages) {
   check_stages(opt, stages);

@@ -7,6 +7,7 @@
 // Written for sharding: sizes come from the tensors (a sharded tensor's shape is its piece's).
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "spore/nn/nn.h"
@@ -78,6 +79,10 @@ class ClassifierHead : public nn::Cell {
 // embedding on the first stage and the head on the last (layers must be >= stages).
 std::shared_ptr<nn::SequentialCell> transformer_sequential(const TransformerOptions& opt = {},
                                                            int64_t stages = 1);
+// A parameter's name in transformer_sequential -> its name in TransformerClassifier
+// ("embed.embed.embedding_table" -> "embed.embedding_table", "embed.pos" -> "pos",
+// "head.ln.gamma" -> "ln.gamma", "head.head.weight" -> "head.weight"; blocks keep theirs).
+std::string transformer_classifier_name(const std::string& sequential_name);
 // Stage s of transformer_sequential(opt, stages), built alone (the other stages' weights are never
 // made): for PipelineTrainer's stage builder. Seed it per stage to repeat it elsewhere.
 std::shared_ptr<nn::SequentialCell> transformer_stage(const TransformerOptions& opt, int64_t s,
