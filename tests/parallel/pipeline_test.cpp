@@ -19,6 +19,7 @@
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
 #include "spore/parallel/parallel.h"
+#include "spore/parallel/pipeline_checkpoint.h"
 #include "spore/spore.h"
 #include "spore/train/callbacks.h"
 #include "spore/train/model.h"
@@ -467,10 +468,12 @@ TEST(Pipeline, ModelWithPipelineStagesMatchesOneProcess) {
   g->barrier();
   if (g->rank() == 0) {
     size_t tensors = 0;
+    std::vector<io::Checkpoint> per_stage;
     for (int s = 0; s < 2; ++s) {
       const fs::path f = dir / ("rank_" + std::to_string(s)) / "lenet-1_4.safetensors";
       ASSERT_TRUE(fs::exists(f)) << f;
-      const io::Checkpoint ck = io::load_checkpoint(f.string());
+      per_stage.push_back(io::load_checkpoint(f.string()));
+      const io::Checkpoint& ck = per_stage.back();
       EXPECT_EQ(ck.metadata.at("pipeline_stage"), std::to_string(s));
       EXPECT_EQ(ck.metadata.at("pipeline_stages"), "2");
       for (const auto& [name, t] : ck.tensors)
@@ -480,6 +483,34 @@ TEST(Pipeline, ModelWithPipelineStagesMatchesOneProcess) {
         }
     }
     EXPECT_EQ(tensors, one.held.size());
+    // Merged (spore convert --merge): the whole network and both stages' optimizer moments, in
+    // stage order; split (--split): each stage's file again, tensor for tensor.
+    const io::Checkpoint merged =
+        parallel::merge_stage_checkpoints({per_stage[1], per_stage[0]});  // any order
+    EXPECT_EQ(merged.tensors.size(), per_stage[0].tensors.size() + per_stage[1].tensors.size());
+    EXPECT_EQ(merged.metadata.at("global_step"), "4");
+    for (const auto& [name, t] : one.held) {
+      const Tensor* m = merged.find(name);
+      ASSERT_NE(m, nullptr) << name;
+      expect_params_near({*m}, {t});
+    }
+    const std::vector<io::Checkpoint> split = parallel::split_stage_checkpoint(merged);
+    ASSERT_EQ(split.size(), 2u);
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_EQ(split[size_t(s)].tensors.size(), per_stage[size_t(s)].tensors.size());
+      for (size_t i = 0; i < split[size_t(s)].tensors.size(); ++i) {
+        EXPECT_EQ(split[size_t(s)].tensors[i].first, per_stage[size_t(s)].tensors[i].first);
+        EXPECT_EQ(split[size_t(s)].tensors[i].second.to_vector<float>(),
+                  per_stage[size_t(s)].tensors[i].second.to_vector<float>());
+      }
+      EXPECT_EQ(split[size_t(s)].metadata.at("pipeline_stage"), std::to_string(s));
+    }
+    try {  // one stage missing
+      parallel::merge_stage_checkpoints({per_stage[0]});
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("give one per stage"), std::string::npos) << e.what();
+    }
   }
   g->barrier();
   if (g->rank() == 0)
