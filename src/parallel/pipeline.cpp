@@ -159,9 +159,13 @@ Tensor PipelineTrainer::forward(int64_t i, const Tensor& data, const Tensor& lab
     y = (*stage())(x);
     if (rank_ == size_ - 1) {
       const int64_t b = label.shape()[0] / m_;
+      // A half-precision output (amp O2 / O3) reaches the loss in float32, as amp's output cast
+      // does in one process.
+      if (y.dtype() == kFloat16 || y.dtype() == kBFloat16) y = y.to(kFloat32);
       Tensor l = (*loss_fn_)(y, label.slice(0, i * b, (i + 1) * b).contiguous());
       loss_sum_ = loss_sum_.defined() ? loss_sum_ + l.detach() : l.detach();
-      y = l * (1.0 / double(m_));  // the micro-batch's share of the batch's mean loss
+      // The micro-batch's share of the batch's mean loss, times the loss scale (1 without amp).
+      y = l * (scale_ / double(m_));
     }
   }
   stats_.compute_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -199,7 +203,7 @@ void PipelineTrainer::backward(int64_t i) {
     const Tensor gin = g.back().contiguous();
     pending_.emplace_back(group_->send_async(gin, rank_ - 1, tag_of(i, 2)), gin);
   } else if (want_input) {
-    input_grads_[size_t(i)] = g.back();
+    input_grads_[size_t(i)] = scale_ == 1.0 ? g.back() : g.back() * (1.0 / scale_);
   }
   inputs_[size_t(i)] = Tensor();  // this micro-batch's activations are no longer needed
   outputs_[size_t(i)] = Tensor();
@@ -218,6 +222,7 @@ Tensor PipelineTrainer::step(const Tensor& data, const Tensor& label) {
   if (rank_ == size_ - 1) check_rows(label, "labels");
   const auto t0 = Clock::now();
   stats_ = {};
+  scale_ = scale_manager_ ? scale_manager_->get_loss_scale() : 1.0;
   // The step's working memory: the allocator's peak above what is in use now.
   Allocator& alloc = cpu_allocator();
   const size_t resting = alloc.stats().bytes_in_use;
@@ -238,18 +243,7 @@ Tensor PipelineTrainer::step(const Tensor& data, const Tensor& label) {
   for (; b < m_; ++b) backward(b);
   for (const auto& p : pending_) p.first->wait();
   pending_.clear();
-  if (dp_group_ && dp_group_->size() > 1) {  // dp x pipeline: the replicas' mean gradient
-    profiling::Span span("comm", "pipeline_dp_all_reduce");
-    for (Tensor& g : grads_) {
-      g = g.contiguous().clone();
-      dp_group_->all_reduce(g, ReduceOp::Mean);
-    }
-  }
-  {
-    const auto t1 = Clock::now();
-    opt_->step(grads_);
-    stats_.compute_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
-  }
+  apply_update();
   grads_.assign(params_.size(), Tensor());
   stats_.peak_step_bytes = alloc.stats().peak_bytes_in_use - resting;
   // The batch's mean loss, from the last stage to every rank.
@@ -260,6 +254,71 @@ Tensor PipelineTrainer::step(const Tensor& data, const Tensor& label) {
   if (dp_group_ && dp_group_->size() > 1) dp_group_->all_reduce(loss, ReduceOp::Mean);
   stats_.step_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return loss;
+}
+
+void PipelineTrainer::set_grad_accumulation(int64_t k) {
+  SPORE_CHECK(k >= 1, "[pipeline] gradient accumulation steps must be >= 1, got ", k,
+              "; use 1 to update on every step");
+  SPORE_CHECK(accum_done_ == 0,
+              "[pipeline] cannot change gradient accumulation in the middle of "
+              "an accumulation (",
+              accum_done_, " of ", accum_steps_,
+              " steps done); change it "
+              "after an update");
+  accum_steps_ = k;
+  accum_.clear();
+  if (k > 1)
+    for (const Tensor& p : params_) accum_.push_back(zeros_like(p));
+}
+
+void PipelineTrainer::set_loss_scale_manager(amp::LossScaleManagerPtr manager) {
+  scale_manager_ = std::move(manager);
+}
+
+void PipelineTrainer::apply_update() {
+  const auto t1 = Clock::now();
+  if (dp_group_ && dp_group_->size() > 1) {  // dp x pipeline: the replicas' mean gradient
+    profiling::Span span("comm", "pipeline_dp_all_reduce");
+    for (Tensor& g : grads_) {
+      g = g.contiguous().clone();
+      dp_group_->all_reduce(g, ReduceOp::Mean);
+    }
+  }
+  bool use = true;
+  last_overflow_ = false;
+  if (scale_manager_) {
+    NoGradGuard no_grad;
+    const Tensor inv = reciprocal(scalar_tensor(scale_, kFloat32));
+    for (Tensor& g : grads_) g = g * inv;
+    // Every stage must take the same decision: the flag (1: this stage overflowed) is maxed over
+    // the pipeline and the replicas.
+    Tensor flag = scalar_tensor(amp::all_finite(grads_).item<bool>() ? 0.0 : 1.0, kFloat32);
+    flag = flag.contiguous().clone();
+    group_->all_reduce(flag, ReduceOp::Max);
+    if (dp_group_ && dp_group_->size() > 1) dp_group_->all_reduce(flag, ReduceOp::Max);
+    last_overflow_ = flag.item<double>() > 0;
+    use = !last_overflow_ || !scale_manager_->get_drop_overflow_update();
+  }
+  if (accum_steps_ == 1) {
+    if (use) opt_->step(grads_);
+  } else {  // TrainOneStepCell's mean accumulation: sum g / k, update on the k-th (clean) step
+    NoGradGuard no_grad;
+    const double inv = 1.0 / double(accum_steps_);
+    if (use) {
+      for (size_t j = 0; j < params_.size(); ++j) accum_[j] = accum_[j] + grads_[j] * inv;
+      has_clean_ = true;
+    }
+    if (accum_done_ + 1 >= accum_steps_ && has_clean_) {
+      opt_->step(accum_);
+      for (Tensor& a : accum_) a = zeros_like(a);
+      has_clean_ = false;
+      accum_done_ = 0;
+    } else {
+      ++accum_done_;
+    }
+  }
+  if (scale_manager_) scale_manager_->update_loss_scale(last_overflow_);
+  stats_.compute_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
 }
 
 Tensor PipelineTrainer::input_grad() const {

@@ -159,8 +159,14 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
     if (pctx.gradient_accumulation_steps > 1)
       train_network_->set_grad_accumulation(pctx.gradient_accumulation_steps);
   }
-  if (optimizer_ && pctx.pipeline_stages > 1 && parallel::get_group_size() > 1)
-    setup_pipeline(amp_on);
+  if (optimizer_ && pctx.pipeline_stages > 1 && parallel::get_group_size() > 1) {
+    // amp: the network's cells already carry their precision policies (build_train_network); the
+    // pipeline scales the loss with the same manager as the one-process step would.
+    amp::LossScaleManagerPtr manager = loss_scale_manager;
+    if (auto ls = std::dynamic_pointer_cast<TrainOneStepWithLossScaleCell>(train_network_))
+      manager = ls->loss_scale_manager();
+    setup_pipeline(manager);
+  }
   if (!eval_network_ && loss_fn_) {
     const bool to32 = level == amp::Level::O2 || level == amp::Level::O3;
     eval_network_ = std::make_shared<WithEvalCell>(
@@ -174,7 +180,7 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
 // stage (the other stages' parameters are released here) and trains it with an optimizer of the
 // user's kind over that stage's parameters. Evaluation and predict run through the stages;
 // checkpoints are per stage (ModelCheckpoint), gather_parameters() collects the whole network.
-void Model::setup_pipeline(bool amp_on) {
+void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
   const parallel::AutoParallelContext& pctx = parallel::get_auto_parallel_context();
   const int64_t P = pctx.pipeline_stages, R = parallel::get_group_size();
   const char* who = "[Model] pipeline_stages";
@@ -187,12 +193,11 @@ void Model::setup_pipeline(bool amp_on) {
               "pipeline_stage, or none for equal runs); got a ",
               network_->cls_name());
   SPORE_CHECK(loss_fn_ != nullptr, who, " needs a loss_fn: the last stage computes the loss");
-  SPORE_CHECK(
-      !amp_on && pctx.gradient_accumulation_steps == 1 && !pctx.enable_parallel_optimizer &&
-          pctx.parallel_mode != parallel::ParallelMode::SemiAutoParallel,
-      who,
-      " cannot be combined with amp, gradient_accumulation_steps, enable_parallel_optimizer or "
-      "semi_auto_parallel yet; micro-batches already accumulate gradients");
+  SPORE_CHECK(!pctx.enable_parallel_optimizer &&
+                  pctx.parallel_mode != parallel::ParallelMode::SemiAutoParallel,
+              who,
+              " cannot be combined with enable_parallel_optimizer or semi_auto_parallel yet; use "
+              "pipeline_stages with data parallel replicas (ranks = replicas x stages)");
   SPORE_CHECK(eval_network_ == nullptr, who,
               " evaluates through the stages with the loss_fn (each rank holds only its stage); a "
               "separate eval_network cannot run there. Leave eval_network out");
@@ -250,6 +255,9 @@ void Model::setup_pipeline(bool amp_on) {
   pipeline_ = std::make_shared<parallel::PipelineTrainer>(
       stages, loss_fn_, make_opt, pctx.micro_batch_num > 0 ? pctx.micro_batch_num : 2 * P,
       pipe_group, dp_group);
+  if (pctx.gradient_accumulation_steps > 1)
+    pipeline_->set_grad_accumulation(pctx.gradient_accumulation_steps);
+  pipeline_->set_loss_scale_manager(loss_scale_manager);
   optimizer_ = pipeline_->optimizer();  // the one that steps (its lr and global step)
   // The user's optimizer held state for the whole network; the stage's rebuilt one replaces it.
   user->release_state("the optimizer of this rank's pipeline stage (pipeline_stages)");
@@ -421,7 +429,9 @@ std::map<std::string, double> Model::evaluate(const data::Dataset& ds, const Cal
     if (pipeline_) {  // through the stages: the last one's output reaches every rank
       SPORE_CHECK(row->size() == 2, "[Model.eval] pipeline_stages needs (data, label) rows, got ",
                   row->size(), " columns");
-      const Tensor logits = pipeline_->predict((*row)[0]);
+      Tensor logits = pipeline_->predict((*row)[0]);
+      // amp O2 / O3: the output reaches the loss and the metrics in float32 (with_float32_output)
+      if (logits.dtype() == kFloat16 || logits.dtype() == kBFloat16) logits = logits.to(kFloat32);
       out = {(*loss_fn_)(logits, (*row)[1]), logits, (*row)[1]};
     } else {
       out = forward_maybe_compiled(eval_network_, compiled_eval_, *row, "eval");

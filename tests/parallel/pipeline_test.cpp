@@ -13,6 +13,7 @@
 
 #include "models/transformer.h"
 #include "spore/allocator.h"
+#include "spore/amp.h"
 #include "spore/autograd.h"
 #include "spore/data/dataset.h"
 #include "spore/io/checkpoint.h"
@@ -518,6 +519,124 @@ TEST(Pipeline, ModelWithPipelineStagesMatchesOneProcess) {
         "Model with pipeline_stages=2 on %d ranks vs one process: max relative loss difference "
         "%.3g, eval loss %.9f vs %.9f\n",
         R, worst, p.eval_loss, one.eval_loss);
+}
+
+// Pipeline stages combined with gradient accumulation and with amp (O2: float16, a fixed loss scale
+// of 1024 that drops overflowed steps), each against Model on one process with the same settings:
+// LeNet-5 in 2 stages, on 2 ranks (one pipeline) or 4 (two replicas). Accumulation alone is float32
+// and equal to 1e-5; with float16 the micro-batches' gradient sums round differently from the whole
+// batch's, so the bound is float16's. Then O2's default dynamic scale (from 2^24, so the first
+// steps overflow and are dropped): every rank of every stage must end with the same scale. (It
+// need not be one process's: a micro-batch's float16 gradient of fewer rows can stay finite where
+// the whole batch's overflows, so a pipeline may drop fewer steps.)
+TEST(Pipeline, ModelWithGradAccumulationAndAmpMatchesOneProcess) {
+  parallel::init("mpi");
+  auto g = parallel::world();
+  const int R = g->size();
+  if (R != 2 && R != 4) GTEST_SKIP() << "needs 2 or 4 ranks";
+  auto lenet = [] {
+    auto st = lenet_stages();
+    std::vector<nn::CellPtr> cells;
+    for (int s = 0; s < 2; ++s)
+      for (const nn::CellPtr& c :
+           std::static_pointer_cast<nn::SequentialCell>(st[size_t(s)])->cells()) {
+        c->set_pipeline_stage(s);
+        cells.push_back(c);
+      }
+    return std::make_shared<nn::SequentialCell>(cells);
+  };
+  set_seed(8);
+  Tensor x = randn({128, 1, 28, 28});
+  Tensor y = randint(0, 10, {128}, kInt32);
+  struct Result {
+    std::vector<double> losses;
+    io::NamedTensors held;
+    double scale = 1;
+  };
+  auto run = [&](bool pipelined, const std::string& amp, int64_t k, const Tensor& xs,
+                 const Tensor& ys, int64_t batch, bool dynamic = false, int64_t micro = 0) {
+    set_seed(5);
+    auto net = lenet();
+    auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9);
+    parallel::set_auto_parallel_context({.gradient_accumulation_steps = k,
+                                         .pipeline_stages = pipelined ? 2 : 1,
+                                         .micro_batch_num = micro});
+    amp::LossScaleManagerPtr scale;
+    if (amp != "O0" && !dynamic) scale = std::make_shared<amp::FixedLossScaleManager>(1024, true);
+    train::Model model(net, ce_loss(), opt, {"loss"}, nullptr, amp, scale);
+    parallel::reset_auto_parallel_context();
+    Result res;
+    auto ds = data::TensorDataset({xs, ys}, {"x", "y"}).batch(batch);
+    model.train(1, ds, {train::LambdaCallback({.on_step_end = [&](train::RunContext& c) {
+                  res.losses.push_back(c.loss);
+                }})});
+    res.held = model.held_parameters();
+    if (auto ls =
+            std::dynamic_pointer_cast<train::TrainOneStepWithLossScaleCell>(model.train_network()))
+      res.scale = ls->loss_scale_manager()->get_loss_scale();
+    return res;
+  };
+  const int replicas = R / 2, replica = g->rank() / 2;
+  std::vector<Tensor> xs, ys;
+  for (int64_t b = 0; b < 8; ++b) {  // replica r's part of each global batch of 16
+    const int64_t per = 16 / replicas, at = b * 16 + replica * per;
+    xs.push_back(x.slice(0, at, at + per));
+    ys.push_back(y.slice(0, at, at + per));
+  }
+  const Tensor px = concat(xs, 0).contiguous(), py = concat(ys, 0).contiguous();
+  struct Case {
+    std::string amp;
+    int64_t k, micro;
+    double tol, param_tol;
+  };
+  // micro 0: Model's default, 2 x stages micro-batches; 1: the batch in one piece, so on one
+  // pipeline (2 ranks) float16 computes exactly what one process computes.
+  std::vector<Case> cases = {
+      {"O0", 2, 0, 1e-5, 1e-5}, {"O2", 1, 0, 1e-3, 1e-2}, {"O2", 2, 0, 1e-3, 1e-2}};
+  if (R == 2) cases.push_back({"O2", 1, 1, 1e-6, 1e-5});
+  for (const Case& c : cases) {
+    const Result p = run(true, c.amp, c.k, px, py, 16 / replicas, false, c.micro);
+    const Result one = run(false, c.amp, c.k, x, y, 16);
+    ASSERT_EQ(p.losses.size(), one.losses.size());
+    double worst = 0;
+    for (size_t i = 0; i < p.losses.size(); ++i)
+      worst = std::max(worst, std::abs(p.losses[i] - one.losses[i]) / std::abs(one.losses[i]));
+    EXPECT_LE(worst, c.tol) << c.amp << " k=" << c.k;
+    EXPECT_EQ(p.scale, one.scale) << c.amp << " k=" << c.k;
+    double worst_param = 0;
+    for (const auto& [name, t] : p.held)
+      for (const auto& [n1, t1] : one.held)
+        if (n1 == name) {
+          // per tensor: the largest difference over the largest magnitude
+          const auto a = t.to_vector<float>(), b = t1.to_vector<float>();
+          double diff = 0, mag = 0;
+          for (size_t i = 0; i < a.size(); ++i) {
+            diff = std::max(diff, double(std::abs(a[i] - b[i])));
+            mag = std::max(mag, double(std::abs(b[i])));
+          }
+          worst_param = std::max(worst_param, diff / mag);
+        }
+    EXPECT_LE(worst_param, c.param_tol) << c.amp << " k=" << c.k;
+    if (g->rank() == 0)
+      std::printf(
+          "Model, pipeline_stages=2 on %d ranks, amp %s, gradient accumulation %lld, "
+          "micro_batch_num %lld vs one process: max relative loss difference %.3g, parameters "
+          "%.3g, final loss scale %g (one process %g)\n",
+          R, c.amp.c_str(), (long long)c.k, (long long)c.micro, worst, worst_param, p.scale,
+          one.scale);
+  }
+  const Result d = run(true, "O2", 1, px, py, 16 / replicas, /*dynamic=*/true);
+  const Result d1 = run(false, "O2", 1, x, y, 16, true);
+  Tensor lo = scalar_tensor(d.scale, kFloat64).contiguous().clone(), hi = lo.clone();
+  g->all_reduce(lo, parallel::ReduceOp::Min);
+  g->all_reduce(hi, parallel::ReduceOp::Max);
+  EXPECT_EQ(lo.item<double>(), hi.item<double>());
+  for (double l : d.losses) EXPECT_TRUE(std::isfinite(l));
+  if (g->rank() == 0)
+    std::printf(
+        "O2 with the dynamic loss scale from 2^24: final scale %g on every rank (one "
+        "process %g)\n",
+        d.scale, d1.scale);
 }
 
 // Run by Launch.LostRankIsNamedWithOptimizerShardingAndInAPipeline as its own 2-rank job (skipped

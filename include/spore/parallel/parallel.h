@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "spore/amp.h"
 #include "spore/nn/cell.h"
 #include "spore/optim/optimizer.h"
 #include "spore/parallel/comm.h"
@@ -224,6 +225,17 @@ class PipelineTrainer {
   // This rank's parameter, optimizer and peak step bytes (after a step).
   PipelineMemory memory() const;
   int64_t micro_batches() const { return m_; }
+  // Gradient accumulation (TrainOneStepCell::set_grad_accumulation's mean): each step's gradients,
+  // times 1/k, add into buffers (this stage's parameters only) and every k-th step updates.
+  void set_grad_accumulation(int64_t k);
+  // Loss scaling for mixed precision (amp O1-O3; what TrainOneStepWithLossScaleCell does in one
+  // process): the last stage multiplies each micro-batch's loss by the scale, so every stage's
+  // gradients come back scaled; each stage divides its own by the scale, and the stages agree
+  // (one all-reduce of a flag over the pipeline and the replicas) whether any gradient overflowed.
+  // An overflowed step is dropped when the manager says so; every rank updates the scale the same
+  // way. Null: no scaling.
+  void set_loss_scale_manager(amp::LossScaleManagerPtr manager);
+  bool last_overflow() const { return last_overflow_; }
 
  private:
   void init(MakeOptimizer make_optimizer);
@@ -247,6 +259,15 @@ class PipelineTrainer {
   Tensor loss_sum_;
   PipelineStats stats_;
   int64_t predicts_ = 0;  // predict() calls, for their message tags
+  // Accumulation over steps (k > 1): the buffers, the steps since the last update and whether one
+  // of them was clean (not overflowed).
+  int64_t accum_steps_ = 1, accum_done_ = 0;
+  bool has_clean_ = false;
+  std::vector<Tensor> accum_;
+  amp::LossScaleManagerPtr scale_manager_;
+  double scale_ = 1;  // this step's loss scale
+  bool last_overflow_ = false;
+  void apply_update();  // after the micro-batches: reduce, unscale, check, accumulate, step
 };
 
 // Releases a tensor's storage in place: every holder keeps its name, shape and dtype, the data is

@@ -103,7 +103,7 @@ class Model {
   std::shared_ptr<parallel::PipelineTrainer> pipeline_;
   // Per entry of network_->parameters_and_buffers(): the pipeline stage that owns it.
   std::vector<int64_t> stage_of_;
-  void setup_pipeline(bool amp_on);
+  void setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager);
   std::map<std::string, MetricPtr> metrics_;
   // Graph mode: the eval network and the network compiled by spore::jit (model.cpp).
   std::shared_ptr<void> compiled_eval_, compiled_predict_;
