@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "spore/nn/container.h"
 #include "spore/ops.h"
 
 namespace spore::models {
@@ -76,6 +77,81 @@ void TransformerClassifier::shard(int64_t dp, int64_t mp) {
   SPORE_CHECK(opt_.heads % mp == 0, "[TransformerClassifier] ", opt_.heads,
               " heads do not split over mp = ", mp, " ranks; use an mp that divides the heads");
   for (auto& blk : blocks_) blk->shard(dp, mp);
+}
+
+TokenEmbedding::TokenEmbedding(const TransformerOptions& opt) : seq_(opt.seq) {
+  embed_ = std::make_shared<nn::Embedding>(opt.vocab, opt.dim);
+  register_cell("embed", embed_);
+  register_parameter("pos", nn::initializer(nn::Normal(0.02), {opt.seq, opt.dim}));
+  set_cls_name("TokenEmbedding");
+}
+
+Tensor TokenEmbedding::construct(const Tensor& ids) {
+  SPORE_CHECK(ids.dim() == 2 && ids.size(1) == seq_, "[TokenEmbedding] expected token ids (B, ",
+              seq_, "), got ", shape_str(ids.shape()));
+  return (*embed_)(ids) + parameter("pos");
+}
+
+ClassifierHead::ClassifierHead(const TransformerOptions& opt) {
+  ln_ = std::make_shared<nn::LayerNorm>(std::vector<int64_t>{opt.dim});
+  head_ = std::make_shared<nn::Dense>(opt.dim, opt.classes);
+  register_cell("ln", ln_);
+  register_cell("head", head_);
+  set_cls_name("ClassifierHead");
+}
+
+Tensor ClassifierHead::construct(const Tensor& h) { return (*head_)(mean((*ln_)(h), {1})); }
+
+namespace {
+
+// Which stage block i of `layers` goes to.
+int64_t block_stage(int64_t i, int64_t layers, int64_t stages) { return i * stages / layers; }
+
+void check_stages(const TransformerOptions& opt, int64_t stages) {
+  SPORE_CHECK(stages >= 1 && opt.layers >= stages, "[transformer] ", opt.layers,
+              " blocks cannot fill ", stages,
+              " pipeline stages (each stage needs at least one block); use layers >= stages");
+}
+
+}  // namespace
+
+std::shared_ptr<nn::SequentialCell> transformer_sequential(const TransformerOptions& opt,
+                                                           int64_t stages) {
+  check_stages(opt, stages);
+  std::vector<std::pair<std::string, nn::CellPtr>> cells;
+  cells.emplace_back("embed", std::make_shared<TokenEmbedding>(opt));
+  for (int64_t i = 0; i < opt.layers; ++i)
+    cells.emplace_back("block" + std::to_string(i),
+                       std::make_shared<TransformerBlock>(opt.dim, opt.heads));
+  cells.emplace_back("head", std::make_shared<ClassifierHead>(opt));
+  if (stages > 1) {
+    cells.front().second->set_pipeline_stage(0);
+    for (int64_t i = 0; i < opt.layers; ++i)
+      cells[size_t(1 + i)].second->set_pipeline_stage(block_stage(i, opt.layers, stages));
+    cells.back().second->set_pipeline_stage(stages - 1);
+  }
+  return std::make_shared<nn::SequentialCell>(cells);
+}
+
+std::string transformer_classifier_name(const std::string& n) {
+  for (const char* prefix : {"embed.embed.", "head.ln.", "head.head."})
+    if (n.rfind(prefix, 0) == 0) return n.substr(n.find('.') + 1);
+  if (n == "embed.pos") return "pos";
+  return n;
+}
+
+std::shared_ptr<nn::SequentialCell> transformer_stage(const TransformerOptions& opt, int64_t s,
+                                                      int64_t stages) {
+  check_stages(opt, stages);
+  SPORE_CHECK(s >= 0 && s < stages, "[transformer] stage ", s, " is not in 0 .. ", stages - 1);
+  std::vector<std::pair<std::string, nn::CellPtr>> cells;
+  if (s == 0) cells.emplace_back("embed", std::make_shared<TokenEmbedding>(opt));
+  for (int64_t i = 0; i < opt.layers; ++i)
+    if (block_stage(i, opt.layers, stages) == s)
+      cells.emplace_back("block" + std::to_string(i),
+                         std::make_shared<TransformerBlock>(opt.dim, opt.heads));
+  if (s == stages - 1) cells.emplace_back("head", std::make_shared<ClassifierHead>(opt));
+  return std::make_shared<nn::SequentialCell>(cells);
 }
 
 std::pair<Tensor, Tensor> make_token_task(int64_t n, const TransformerOptions& opt, uint64_t seed) {

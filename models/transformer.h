@@ -7,6 +7,7 @@
 // Written for sharding: sizes come from the tensors (a sharded tensor's shape is its piece's).
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "spore/nn/nn.h"
@@ -49,6 +50,43 @@ class TransformerClassifier : public nn::Cell {
   std::shared_ptr<nn::LayerNorm> ln_;
   std::shared_ptr<nn::Dense> head_;
 };
+
+// The classifier's two ends as cells of their own, for a pipeline: token embedding + learned
+// positions ((B, S) int -> (B, S, D)), and the final norm, mean pooling and head ((B, S, D) ->
+// (B, classes)).
+class TokenEmbedding : public nn::Cell {
+ public:
+  explicit TokenEmbedding(const TransformerOptions& opt);
+  Tensor construct(const Tensor& ids) override;
+
+ private:
+  int64_t seq_;
+  std::shared_ptr<nn::Embedding> embed_;
+};
+class ClassifierHead : public nn::Cell {
+ public:
+  explicit ClassifierHead(const TransformerOptions& opt);
+  Tensor construct(const Tensor& h) override;
+
+ private:
+  std::shared_ptr<nn::LayerNorm> ln_;
+  std::shared_ptr<nn::Dense> head_;
+};
+
+// The classifier as an nn::SequentialCell [embed, block0 .. block{L-1}, head] for pipeline stages.
+// Built in TransformerClassifier's order, so the same seed gives the same weights (and the same
+// function). stages > 1 marks each cell's pipeline_stage: block i on stage i * stages / layers, the
+// embedding on the first stage and the head on the last (layers must be >= stages).
+std::shared_ptr<nn::SequentialCell> transformer_sequential(const TransformerOptions& opt = {},
+                                                           int64_t stages = 1);
+// A parameter's name in transformer_sequential -> its name in TransformerClassifier
+// ("embed.embed.embedding_table" -> "embed.embedding_table", "embed.pos" -> "pos",
+// "head.ln.gamma" -> "ln.gamma", "head.head.weight" -> "head.weight"; blocks keep theirs).
+std::string transformer_classifier_name(const std::string& sequential_name);
+// Stage s of transformer_sequential(opt, stages), built alone (the other stages' weights are never
+// made): for PipelineTrainer's stage builder. Seed it per stage to repeat it elsewhere.
+std::shared_ptr<nn::SequentialCell> transformer_stage(const TransformerOptions& opt, int64_t s,
+                                                      int64_t stages);
 
 // A generated sequence-classification task: `n` sequences of random tokens; the label is the token
 // that occurs most often (ties: the smallest), modulo `classes`. ids (n, seq) int32, labels (n)

@@ -88,6 +88,14 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() const {
   const TensorImpl& t = impl();
+  // No storage and not traced: a parameter this rank released (parallel::release_storage: it
+  // belongs to another pipeline stage).
+  SPORE_CHECK_KIND(
+      ErrorKind::RuntimeError, t.storage || t.traced, "this tensor ", shape_str(t.shape),
+      " holds no data on this rank: it is a parameter of another pipeline stage "
+      "(pipeline_stages), released here; only the rank that trains its stage holds it. "
+      "Run the network through its pipeline (Model.eval / predict) or merge the "
+      "per-stage checkpoints (spore convert --merge)");
   SPORE_CHECK_KIND(ErrorKind::RuntimeError, t.storage,
                    "cannot read the data of a symbolic tensor while tracing a graph: its value is "
                    "only known when the compiled graph runs. Compute with ops instead of reading "

@@ -22,6 +22,7 @@
 #include "spore/ops.h"
 #include "spore/parallel/parallel.h"
 #include "spore/parallel/sharding.h"
+#include "spore/train/model.h"
 
 namespace spore::train {
 namespace fs = std::filesystem;
@@ -192,7 +193,10 @@ void ModelCheckpoint::save(RunContext& ctx) {
   if (ctx.global_step == last_saved_step_) return;  // step and epoch triggers on the same step
   SPORE_CHECK(ctx.network != nullptr, "[ModelCheckpoint] the run context has no network to save");
   NoGradGuard no_grad;
-  io::NamedTensors tensors = ctx.network->parameters_and_buffers();
+  // pipeline_stages: this rank holds its stage only, and saves that (per-stage checkpoints).
+  const parallel::PipelineTrainer* pipe = ctx.model ? ctx.model->pipeline().get() : nullptr;
+  io::NamedTensors tensors =
+      pipe ? ctx.model->held_parameters() : ctx.network->parameters_and_buffers();
   if (config_.save_optimizer_state && ctx.optimizer)
     for (auto& st : ctx.optimizer->state()) tensors.push_back(st);
   io::Metadata meta{{"epoch", std::to_string(ctx.epoch)},
@@ -218,6 +222,15 @@ void ModelCheckpoint::save(RunContext& ctx) {
       const parallel::Layout l = parallel::layout_of(t);
       if (!l.is_whole()) meta["layout." + name] = l.str();
     }
+    fs::create_directories(dir);
+  } else if (pipe) {
+    // Each rank writes its stage under rank_<r>/ (every replica of a stage holds the same values);
+    // `spore convert --merge` joins one replica's stages into one file, --split cuts it back.
+    dir /= "rank_" + std::to_string(parallel::get_rank());
+    meta["rank"] = std::to_string(parallel::get_rank());
+    meta["group_size"] = std::to_string(parallel::get_group_size());
+    meta["pipeline_stage"] = std::to_string(pipe->stage_index());
+    meta["pipeline_stages"] = std::to_string(pipe->num_stages());
     fs::create_directories(dir);
   }
   std::string file = (dir / (used_prefix_ + "-" + std::to_string(ctx.epoch) + "_" +

@@ -159,8 +159,14 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
     if (pctx.gradient_accumulation_steps > 1)
       train_network_->set_grad_accumulation(pctx.gradient_accumulation_steps);
   }
-  if (optimizer_ && pctx.pipeline_stages > 1 && parallel::get_group_size() > 1)
-    setup_pipeline(amp_on);
+  if (optimizer_ && pctx.pipeline_stages > 1 && parallel::get_group_size() > 1) {
+    // amp: the network's cells already carry their precision policies (build_train_network); the
+    // pipeline scales the loss with the same manager as the one-process step would.
+    amp::LossScaleManagerPtr manager = loss_scale_manager;
+    if (auto ls = std::dynamic_pointer_cast<TrainOneStepWithLossScaleCell>(train_network_))
+      manager = ls->loss_scale_manager();
+    setup_pipeline(manager);
+  }
   if (!eval_network_ && loss_fn_) {
     const bool to32 = level == amp::Level::O2 || level == amp::Level::O3;
     eval_network_ = std::make_shared<WithEvalCell>(
@@ -170,11 +176,11 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
 }
 
 // pipeline_stages = P over R ranks: R / P replicas (data parallel) of P stages. The stages are runs
-// of the SequentialCell's cells (by their pipeline_stage, or equal runs); every rank keeps the
-// whole network, trains its stage with an optimizer of the user's kind over that stage's
-// parameters, and receives the other stages' parameters after each step (so evaluation and
-// checkpoints see the trained network).
-void Model::setup_pipeline(bool amp_on) {
+// of the SequentialCell's cells (by their pipeline_stage, or equal runs); each rank keeps only its
+// stage (the other stages' parameters are released here) and trains it with an optimizer of the
+// user's kind over that stage's parameters. Evaluation and predict run through the stages;
+// checkpoints are per stage (ModelCheckpoint), gather_parameters() collects the whole network.
+void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
   const parallel::AutoParallelContext& pctx = parallel::get_auto_parallel_context();
   const int64_t P = pctx.pipeline_stages, R = parallel::get_group_size();
   const char* who = "[Model] pipeline_stages";
@@ -187,12 +193,14 @@ void Model::setup_pipeline(bool amp_on) {
               "pipeline_stage, or none for equal runs); got a ",
               network_->cls_name());
   SPORE_CHECK(loss_fn_ != nullptr, who, " needs a loss_fn: the last stage computes the loss");
-  SPORE_CHECK(
-      !amp_on && pctx.gradient_accumulation_steps == 1 && !pctx.enable_parallel_optimizer &&
-          pctx.parallel_mode != parallel::ParallelMode::SemiAutoParallel,
-      who,
-      " cannot be combined with amp, gradient_accumulation_steps, enable_parallel_optimizer or "
-      "semi_auto_parallel yet; micro-batches already accumulate gradients");
+  SPORE_CHECK(!pctx.enable_parallel_optimizer &&
+                  pctx.parallel_mode != parallel::ParallelMode::SemiAutoParallel,
+              who,
+              " cannot be combined with enable_parallel_optimizer or semi_auto_parallel yet; use "
+              "pipeline_stages with data parallel replicas (ranks = replicas x stages)");
+  SPORE_CHECK(eval_network_ == nullptr, who,
+              " evaluates through the stages with the loss_fn (each rank holds only its stage); a "
+              "separate eval_network cannot run there. Leave eval_network out");
   const std::vector<nn::CellPtr>& cells = seq->cells();
   const int64_t n = int64_t(cells.size());
   SPORE_CHECK(n >= P, who, " = ", P, " but the network has only ", n, " cells");
@@ -216,7 +224,13 @@ void Model::setup_pipeline(bool amp_on) {
     SPORE_CHECK(!runs[size_t(s)].empty(), who, ": stage ", s, " has no cells");
     stages.push_back(std::make_shared<nn::SequentialCell>(runs[size_t(s)]));
   }
-  parallel::broadcast_parameters(network_->parameters_and_buffers(), *parallel::world());
+  const auto named = network_->parameters_and_buffers();
+  parallel::broadcast_parameters(named, *parallel::world());
+  stage_of_.assign(named.size(), -1);
+  for (int64_t s = 0; s < P; ++s)
+    for (const auto& [_, t] : stages[size_t(s)]->parameters_and_buffers())
+      for (size_t i = 0; i < named.size(); ++i)
+        if (stage_of_[i] < 0 && named[i].second.is_same(t)) stage_of_[i] = s;
   auto world = parallel::world();
   const int r = world->rank(), replica = int(r / P), stage = int(r % P);
   auto pipe_group = world->split(replica, stage);
@@ -241,7 +255,12 @@ void Model::setup_pipeline(bool amp_on) {
   pipeline_ = std::make_shared<parallel::PipelineTrainer>(
       stages, loss_fn_, make_opt, pctx.micro_batch_num > 0 ? pctx.micro_batch_num : 2 * P,
       pipe_group, dp_group);
+  if (pctx.gradient_accumulation_steps > 1)
+    pipeline_->set_grad_accumulation(pctx.gradient_accumulation_steps);
+  pipeline_->set_loss_scale_manager(loss_scale_manager);
   optimizer_ = pipeline_->optimizer();  // the one that steps (its lr and global step)
+  // The user's optimizer held state for the whole network; the stage's rebuilt one replaces it.
+  user->release_state("the optimizer of this rank's pipeline stage (pipeline_stages)");
 }
 
 void Model::add_metric(const std::string& name, MetricPtr metric) {
@@ -340,7 +359,6 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
                       "[Model.train] pipeline_stages needs (data, label) rows, got ", row->size(),
                       " columns");
           loss = pipeline_->step((*row)[0], (*row)[1]);
-          pipeline_->sync_stages();
         } else {
           loss = train_network_->forward(*row).at(0);
           ctx.aux = train_network_->last_aux();
@@ -407,7 +425,17 @@ std::map<std::string, double> Model::evaluate(const data::Dataset& ds, const Cal
     ++ctx.eval_step;
     ctx.batch_size = batch_of(*row);
     each(callbacks, [&](Callback& c) { c.on_eval_step_begin(ctx); });
-    std::vector<Tensor> out = forward_maybe_compiled(eval_network_, compiled_eval_, *row, "eval");
+    std::vector<Tensor> out;
+    if (pipeline_) {  // through the stages: the last one's output reaches every rank
+      SPORE_CHECK(row->size() == 2, "[Model.eval] pipeline_stages needs (data, label) rows, got ",
+                  row->size(), " columns");
+      Tensor logits = pipeline_->predict((*row)[0]);
+      // amp O2 / O3: the output reaches the loss and the metrics in float32 (with_float32_output)
+      if (logits.dtype() == kFloat16 || logits.dtype() == kBFloat16) logits = logits.to(kFloat32);
+      out = {(*loss_fn_)(logits, (*row)[1]), logits, (*row)[1]};
+    } else {
+      out = forward_maybe_compiled(eval_network_, compiled_eval_, *row, "eval");
+    }
     SPORE_CHECK(out.size() == 3,
                 "[Model.eval] the eval network must return (loss, outputs, "
                 "label), got ",
@@ -433,7 +461,53 @@ std::vector<Tensor> Model::predict(const std::vector<Tensor>& inputs) {
   const Device device = device_of(*network_);
   std::vector<Tensor> moved;
   for (const Tensor& x : inputs) moved.push_back(x.defined() ? x.to(device) : x);
+  if (pipeline_) {
+    SPORE_CHECK(moved.size() == 1,
+                "[Model.predict] pipeline_stages: the network takes one input, "
+                "got ",
+                moved.size());
+    return {pipeline_->predict(moved[0])};
+  }
   return forward_maybe_compiled(network_, compiled_predict_, moved, "predict");
+}
+
+std::vector<std::pair<std::string, Tensor>> Model::held_parameters() const {
+  auto named = network_->parameters_and_buffers();
+  if (!pipeline_) return named;
+  std::vector<std::pair<std::string, Tensor>> held;
+  for (size_t i = 0; i < named.size(); ++i)
+    if (stage_of_[i] == pipeline_->stage_index()) held.push_back(named[i]);
+  return held;
+}
+
+std::vector<std::pair<std::string, Tensor>> Model::gather_parameters() const {
+  if (!pipeline_) return network_->parameters_and_buffers();
+  const auto& group = pipeline_->group();
+  const int64_t stages = pipeline_->num_stages();
+  // The first replica's stages (world ranks 0 .. stages - 1) send to its stage 0, world rank 0;
+  // each stage sends its tensors in the network's order, so one tag per tensor matches them.
+  if (parallel::get_rank() >= stages) return held_parameters();
+  auto named = network_->parameters_and_buffers();
+  const int me = pipeline_->stage_index();
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < named.size(); ++i) {
+    const int owner = int(stage_of_[i]);
+    const int tag = int(i % 30000);
+    Tensor& t = named[i].second;
+    if (me == 0) {
+      if (owner == 0) {
+        out.push_back(named[i]);
+      } else {
+        Tensor whole = Tensor::empty(t.shape(), t.dtype());
+        group->recv(whole, owner, tag);
+        out.emplace_back(named[i].first, whole);
+      }
+    } else if (owner == me) {
+      group->send(t.contiguous(), 0, tag);
+      out.push_back(named[i]);
+    }
+  }
+  return out;
 }
 
 }  // namespace spore::train

@@ -87,6 +87,22 @@ void expect_same_weights(const fs::path& a, const fs::path& b) {
   }
 }
 
+// The same tensors under the same names, in any order (a merged pipeline checkpoint holds them in
+// stage order).
+void expect_same_tensors_by_name(const fs::path& a, const fs::path& b) {
+  const io::Checkpoint pa = io::load_checkpoint(a.string()), pb = io::load_checkpoint(b.string());
+  ASSERT_EQ(pa.tensors.size(), pb.tensors.size()) << a << " " << b;
+  for (const auto& [name, t] : pa.tensors) {
+    const Tensor* o = pb.find(name);
+    ASSERT_NE(o, nullptr) << b << " has no " << name;
+    const auto va = t.to_vector<float>(), vb = o->to_vector<float>();
+    ASSERT_EQ(va.size(), vb.size()) << name;
+    for (size_t k = 0; k < va.size(); ++k)
+      ASSERT_NEAR(va[k], vb[k], 1e-4 * (1 + std::abs(va[k])))
+          << b << " " << name << "[" << k << "]";
+  }
+}
+
 // `spore train <model> <args>` as one process (no launcher); true when it succeeded.
 bool train_one_process(const std::string& model, const std::string& args) {
   return shell(kCleanEnv + kSpore + " train " + model + " " + args).code == 0;
@@ -179,6 +195,14 @@ TEST(Launch, ShardedTransformerMatchesOneProcessAndNamesALostRank) {
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("2 ranks as dp=1 x mp=2"), std::string::npos) << b.out;
   expect_same_weights(one / "transformer.safetensors", two / "transformer.safetensors");
+  // Its blocks as 2 pipeline stages, each rank holding one: the final file (gathered, under
+  // TransformerClassifier's names) equals one process's.
+  const fs::path pp = tmp("tr_pp");
+  Result p = launch("", args + "--parallel pp=2 --out " + pp.string(), "transformer");
+  ASSERT_EQ(p.code, 0) << p.out;
+  EXPECT_NE(p.out.find("pipeline parallel: 2 stages"), std::string::npos) << p.out;
+  expect_same_tensors_by_name(one / "transformer.safetensors", pp / "transformer.safetensors");
+  fs::remove_all(pp);
   expect_lost_rank_named(launch("SPORE_FAULT_INJECT=1:3:stop",
                                 args + "--parallel mp=2 --out " + lost.string(), "transformer"),
                          "semi_auto_parallel");
@@ -212,6 +236,13 @@ TEST(Launch, PipelineStagesAndShardedLeNetMatchOneProcess) {
   ASSERT_EQ(b.code, 0) << b.out;
   EXPECT_NE(b.out.find("pipeline parallel: 2 stages x 1 replicas"), std::string::npos) << b.out;
   expect_same_weights(one / "lenet.safetensors", pp / "lenet.safetensors");
+  // Each rank wrote its stage; merged, they are one process's checkpoint (weights and moments).
+  EXPECT_TRUE(fs::exists(pp / "checkpoints" / "rank_1" / "latest"));
+  const fs::path merged = pp / "merged.safetensors";
+  const Result m =
+      shell(kSpore + " convert --merge " + (pp / "checkpoints").string() + " " + merged.string());
+  ASSERT_EQ(m.code, 0) << m.out;
+  expect_same_tensors_by_name(one / "checkpoints" / "lenet-1_8.safetensors", merged);
   Result c = launch("", args + "--parallel mp=2 --out " + mp.string());
   ASSERT_EQ(c.code, 0) << c.out;
   EXPECT_NE(c.out.find("semi_auto_parallel: 2 ranks as dp=1 x mp=2"), std::string::npos) << c.out;

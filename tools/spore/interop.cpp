@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -18,6 +21,7 @@
 #include "spore/io/checkpoint.h"
 #include "spore/io/npy.h"
 #include "spore/onnx.h"
+#include "spore/parallel/pipeline_checkpoint.h"
 #include "spore/spore.h"
 
 namespace spore::cli {
@@ -89,7 +93,85 @@ double mib(const io::NamedTensors& ts) {
 
 }  // namespace
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// --merge: `in` is one file of a per-stage set (<dir>/rank_<r>/<name>) or the folder holding the
+// rank_<r>/ folders (then each one's `latest` names its file). Returns one file per stage: the
+// lowest rank holding each (the first replica's).
+std::vector<std::string> stage_files(const std::string& in) {
+  fs::path set_dir;
+  std::string name;
+  if (fs::is_directory(in)) {
+    set_dir = in;
+  } else {
+    SPORE_CHECK(fs::exists(in), "convert --merge: ", in, " does not exist; pass a per-stage file ",
+                "(out/checkpoints/rank_0/<name>.safetensors) or its checkpoints folder");
+    set_dir = fs::path(in).parent_path().parent_path();
+    name = fs::path(in).filename().string();
+  }
+  std::map<int, fs::path> by_rank;
+  for (const auto& e : fs::directory_iterator(set_dir.empty() ? fs::path(".") : set_dir)) {
+    const std::string d = e.path().filename().string();
+    if (!e.is_directory() || d.rfind("rank_", 0) != 0) continue;
+    fs::path f;
+    if (!name.empty()) {
+      f = e.path() / name;
+    } else {
+      std::ifstream latest(e.path() / "latest");
+      std::string line;
+      if (!std::getline(latest, line)) continue;
+      f = fs::path(line).is_absolute() ? fs::path(line) : e.path() / fs::path(line).filename();
+    }
+    if (fs::exists(f)) by_rank[std::stoi(d.substr(5))] = f;
+  }
+  SPORE_CHECK(!by_rank.empty(), "convert --merge: no rank_<r>/", name.empty() ? "latest" : name,
+              " under ", set_dir.string(),
+              "; pass a file or folder written by ModelCheckpoint under pipeline_stages");
+  std::map<std::string, std::string> per_stage;  // stage -> its lowest rank's file
+  for (const auto& [r, f] : by_rank) {
+    const io::Checkpoint ck = io::load_checkpoint(f.string());
+    auto st = ck.metadata.find("pipeline_stage");
+    SPORE_CHECK(st != ck.metadata.end(), "convert --merge: ", f.string(),
+                " has no pipeline_stage metadata: it is not a per-stage checkpoint of a pipeline");
+    per_stage.emplace(st->second, f.string());
+  }
+  std::vector<std::string> files;
+  for (const auto& [s, f] : per_stage) files.push_back(f);
+  return files;
+}
+
+int merge_stages(const ConvertArgs& a) {
+  std::vector<io::Checkpoint> cks;
+  for (const std::string& f : stage_files(a.in)) cks.push_back(io::load_checkpoint(f));
+  const io::Checkpoint merged = parallel::merge_stage_checkpoints(cks);
+  io::save_checkpoint(merged.tensors, a.out, merged.metadata, io::format_for_path(a.out));
+  std::printf("merged %zu stage checkpoints (%zu tensors, %.2f MiB) into %s\n", cks.size(),
+              merged.tensors.size(), mib(merged.tensors), a.out.c_str());
+  return 0;
+}
+
+int split_stages(const ConvertArgs& a) {
+  const io::Checkpoint merged = io::load_checkpoint(a.in);
+  const std::vector<io::Checkpoint> parts = parallel::split_stage_checkpoint(merged);
+  const std::string name = fs::path(a.in).filename().string();
+  for (size_t s = 0; s < parts.size(); ++s) {
+    const fs::path dir = fs::path(a.out) / ("rank_" + std::to_string(s));
+    fs::create_directories(dir);
+    io::save_checkpoint(parts[s].tensors, (dir / name).string(), parts[s].metadata);
+  }
+  std::printf("split %s into %zu stage checkpoints under %s/rank_<s>/%s\n", a.in.c_str(),
+              parts.size(), a.out.c_str(), name.c_str());
+  return 0;
+}
+
+}  // namespace
+
 int convert(const ConvertArgs& a) {
+  SPORE_CHECK(!(a.merge && a.split), "convert: --merge and --split go one way each; pass one");
+  if (a.merge) return merge_stages(a);
+  if (a.split) return split_stages(a);
   // The output's format comes from its name: a name that is neither would silently be safetensors.
   SPORE_CHECK(ends_with(a.out, ".ckpt") || ends_with(a.out, ".safetensors"), a.out,
               ": expected a name ending in .ckpt (MindSpore) or .safetensors (the output's format "

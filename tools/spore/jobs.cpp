@@ -266,11 +266,13 @@ Mesh parse_parallel(const std::string& spec, int ranks) {
 int train_transformer(const TrainArgs& a, const std::string& out) {
   const DistInfo dist = setup_distributed(a.comm_timeout);
   const Mesh mesh = parse_parallel(a.parallel, dist.size);
-  SPORE_CHECK(mesh.pp == 1, "--parallel ", a.parallel,
-              ": the transformer trains with dp and mp; pipeline "
-              "stages (pp) are for lenet");
-  const int64_t dp = mesh.dp, mp = mesh.mp;
+  const int64_t dp = mesh.dp, mp = mesh.mp, pp = mesh.pp;
   const models::TransformerOptions o;
+  SPORE_CHECK(pp == 1 || dp == 1, "--parallel ", a.parallel,
+              ": the transformer's pipeline runs with pp alone (one replica) here; use pp=", pp,
+              " on ", pp, " ranks, or dp x mp");
+  SPORE_CHECK(pp <= o.layers, "--parallel ", a.parallel, ": the transformer has ", o.layers,
+              " blocks, so at most pp=", o.layers, " stages");
   const int64_t n_train = a.limit > 0 ? a.limit : 8192,
                 n_test = a.eval_limit > 0 ? a.eval_limit : 1024;
   SPORE_CHECK(a.batch_size % dp == 0, "--batch-size ", a.batch_size,
@@ -281,7 +283,12 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   auto train_ds =
       data::TensorDataset({xtr, ytr}, {"ids", "label"}).shuffle(n_train).batch(a.batch_size, true);
   auto test_ds = data::TensorDataset({xte, yte}, {"ids", "label"}).batch(256 / dp * dp, true);
-  if (dist.size > 1) {
+  if (dist.size > 1 && pp > 1) {  // Model cuts the network into stages, one per rank
+    parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
+    ctx.parallel_mode = parallel::ParallelMode::StandAlone;
+    ctx.pipeline_stages = pp;
+    parallel::set_auto_parallel_context(ctx);
+  } else if (dist.size > 1) {
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
     ctx.parallel_mode = parallel::ParallelMode::SemiAutoParallel;
     ctx.device_num = dist.size;
@@ -289,9 +296,16 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
     ctx.full_batch = true;
     parallel::set_auto_parallel_context(ctx);
   }
-  auto net = std::make_shared<models::TransformerClassifier>(o);
+  // The pipeline's network is the same classifier as a SequentialCell of its blocks (built in the
+  // same order: the same weights).
+  nn::CellPtr net;
+  if (pp > 1)
+    net = models::transformer_sequential(o, pp);
+  else
+    net = std::make_shared<models::TransformerClassifier>(o);
   const int64_t params = count_params(*net);
-  if (dist.size > 1) net->shard(dp, mp);
+  if (dist.size > 1 && pp == 1)
+    std::static_pointer_cast<models::TransformerClassifier>(net)->shard(dp, mp);
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Adam>(net->trainable_params(), a.lr_given ? a.lr : 1e-3);
@@ -306,7 +320,13 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
         (long long)o.layers, (long long)o.dim, (long long)o.heads, (long long)n_train,
         (long long)n_test, (long long)o.seq, (long long)a.batch_size, a.lr_given ? a.lr : 1e-3,
         a.mode.c_str(), (long long)params);
-    if (dist.size > 1)
+    if (dist.size > 1 && pp > 1)
+      std::printf(
+          "pipeline parallel: %lld stages, %lld micro-batches per step (1F1B); this rank "
+          "holds %lld of the %lld parameters\n",
+          (long long)pp, (long long)(2 * pp), (long long)count_params(*model.pipeline()->stage()),
+          (long long)params);
+    else if (dist.size > 1)
       std::printf(
           "semi_auto_parallel: %d ranks as dp=%lld x mp=%lld; this rank holds %lld of the %lld "
           "parameters\n",
@@ -330,8 +350,13 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   model.fit(a.epochs, train_ds, test_ds, callbacks);
   // The checkpoint holds whole tensors: every rank takes part in the gathers, rank 0 writes.
   io::NamedTensors whole;
-  for (const auto& [name, t] : net->parameters_and_buffers())
-    whole.push_back({name, dist.size > 1 ? parallel::gather_whole(t) : t});
+  if (pp > 1) {  // the stages send theirs to rank 0, named as in TransformerClassifier
+    for (const auto& [name, t] : model.gather_parameters())
+      whole.push_back({models::transformer_classifier_name(name), t});
+  } else {
+    for (const auto& [name, t] : net->parameters_and_buffers())
+      whole.push_back({name, dist.size > 1 ? parallel::gather_whole(t) : t});
+  }
   if (a.verbose && dist.print)
     for (const std::string& line : parallel::redistribution_log())
       std::printf("redistribution: %s\n", line.c_str());
@@ -533,9 +558,13 @@ int train_job(const TrainArgs& a) {
               "of a sharded run are per rank); resume without mp");
   SPORE_CHECK(mesh.pp == 1 || a.model == "lenet", "--parallel ", a.parallel,
               ": pipeline stages (pp) are set up "
-              "for lenet only (its layers as two stages); train lenet or use dp");
-  SPORE_CHECK(mesh.pp <= 2, "--parallel ", a.parallel,
-              ": lenet is cut into at most 2 pipeline stages");
+              "for lenet and the transformer; train lenet or use dp");
+  SPORE_CHECK(mesh.pp <= 4, "--parallel ", a.parallel,
+              ": lenet is cut into at most 4 pipeline stages (each needs a layer with weights)");
+  SPORE_CHECK(mesh.pp == 1 || a.resume.empty(), "--parallel ", a.parallel,
+              " cannot --resume yet (each rank of a pipeline holds only its stage, and the "
+              "checkpoints are per stage); merge them with spore convert --merge and train "
+              "without pp");
 
   SPORE_CHECK(
       !(a.parallel_optimizer && !a.resume.empty()),
@@ -669,8 +698,8 @@ int train_job(const TrainArgs& a) {
                                 return loss_scale_cell->loss_scale();
                               })
                                               : nullptr)};
-  if (dist.rank == 0 || mesh.mp > 1)
-    callbacks.push_back(ckpt);  // sharded: each rank writes its pieces
+  if (dist.rank == 0 || mesh.mp > 1 || mesh.pp > 1)
+    callbacks.push_back(ckpt);  // sharded: each rank writes its pieces; pipeline: its stage
   if (auto fault = fault_injector(dist.rank))
     callbacks.push_back(train::LambdaCallback(
         {.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
@@ -688,7 +717,8 @@ int train_job(const TrainArgs& a) {
   model.fit(a.epochs, train_ds, test_ds, callbacks, 1, initial_epoch);
   // The final checkpoint holds whole tensors: with sharded layers every rank takes part in the
   // gathers.
-  io::NamedTensors final_tensors = net->parameters_and_buffers();
+  // With pipeline stages the stages send theirs to rank 0.
+  io::NamedTensors final_tensors = model.gather_parameters();
   if (mesh.mp > 1)
     for (auto& [name, t] : final_tensors) t = parallel::gather_whole(t);
   if (!dist.print) {  // the other ranks' outputs are rank 0's

@@ -361,6 +361,13 @@ int main(int argc, char** argv) {
                    "lenet, mlp, resnet18, resnet34, resnet50, none (keep names)")
       ->check(CLI::IsMember({"auto", "lenet", "mlp", "resnet18", "resnet34", "resnet50", "none"}))
       ->default_val(cv.model);
+  convert_cmd->add_flag("--merge", cv.merge,
+                        "merge a pipeline's per-stage checkpoints into one file: in is one "
+                        "file of the set (out/checkpoints/rank_0/x.safetensors) or the folder "
+                        "of the rank_<r>/ folders (their latest files)");
+  convert_cmd->add_flag("--split", cv.split,
+                        "cut a merged pipeline checkpoint back into its stages: writes "
+                        "out/rank_<s>/<in's name>");
 
   ExportArgs ex;
   auto* export_cmd =

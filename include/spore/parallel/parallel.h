@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "spore/amp.h"
 #include "spore/nn/cell.h"
 #include "spore/optim/optimizer.h"
 #include "spore/parallel/comm.h"
@@ -161,49 +162,89 @@ class ShardedOptimizer : public optim::Optimizer {
 
 // Pipeline parallelism (MindSpore's pipeline_stages + nn.PipelineCell): the network is a list of
 // stages run one after the other, stage s on rank s of the group (the group's size is the number
-// of stages); every rank builds every stage (same seed: the same initial weights) and keeps only
-// its own. A step cuts the batch into `micro_batches` micro-batches and runs them in the 1F1B
-// order: stage s does (stages - 1 - s) forwards first, then alternates one forward and one
-// backward, then finishes the remaining backwards. Activations go to the next stage and their
-// gradients come back by send/recv; the parameter gradients of all micro-batches are summed (the
-// loss of each is divided by micro_batches, so a mean loss gives the whole batch's gradient), and
-// each rank's optimizer (over its stage's parameters only) steps once.
+// of stages). Each rank owns only its stage: its layers, their optimizer state and the activations
+// of its micro-batches in flight; the other stages' parameters are released on this rank (or never
+// built: the constructor that takes a stage builder). Stage boundaries carry activations forward
+// and their gradients backward, nothing else. A step cuts the batch into `micro_batches`
+// micro-batches and runs them in the 1F1B order: stage s does (stages - 1 - s) forwards first, then
+// alternates one forward and one backward, then finishes the remaining backwards, so stage s holds
+// at most (stages - s) micro-batches' activations. The parameter gradients of all micro-batches are
+// summed (the loss of each is divided by micro_batches, so a mean loss gives the whole batch's
+// gradient), and each rank's optimizer (over its stage's parameters only) steps once.
 struct PipelineStats {
   double step_seconds = 0;     // wall time of the last step on this rank
   double compute_seconds = 0;  // of which forward + backward work (the rest: waiting, sending)
   double recv_seconds = 0;     // of the rest: waiting for a neighbour's activation or gradient
+  // Memory of this rank in the last step (the CPU allocator's count): the most bytes the step had
+  // in use above what was in use when it began (activations and their gradients, the summed
+  // parameter gradients, message buffers, temporaries). Resets the allocator's peak each step.
+  size_t peak_step_bytes = 0;
   double bubble() const { return step_seconds > 0 ? 1 - compute_seconds / step_seconds : 0; }
+};
+// What one rank of a pipeline holds: its stage's parameters and buffers, its optimizer state, and
+// the last step's peak working memory (PipelineStats::peak_step_bytes).
+struct PipelineMemory {
+  size_t parameter_bytes = 0, optimizer_bytes = 0, peak_step_bytes = 0;
+  size_t total() const { return parameter_bytes + optimizer_bytes + peak_step_bytes; }
 };
 class PipelineTrainer {
  public:
+  using MakeOptimizer = std::function<optim::OptimizerPtr(std::vector<Tensor>)>;
   // stages[s]: the cells of stage s (x -> y); loss_fn(last output, label); make_optimizer builds
-  // the optimizer over this rank's stage parameters.
+  // the optimizer over this rank's stage parameters. Every rank passes the whole list (built with
+  // the same seed, so stage s starts from the same weights everywhere); the trainer keeps stage
+  // `rank` and releases the storage of every other stage's parameters and buffers (their tensors
+  // stay, without data: reading one is an error that names pipeline_stages).
   // dp x pipeline: `group` holds one replica's stages and `data_parallel_group` the ranks running
   // the same stage in the other replicas (each fed its own part of the batch); the stage gradients
   // are averaged over it before the update. Build both with Group::split.
   PipelineTrainer(std::vector<nn::CellPtr> stages, nn::CellPtr loss_fn,
-                  std::function<optim::OptimizerPtr(std::vector<Tensor>)> make_optimizer,
-                  int64_t micro_batches, GroupPtr group = nullptr,
+                  MakeOptimizer make_optimizer, int64_t micro_batches, GroupPtr group = nullptr,
                   GroupPtr data_parallel_group = nullptr);
+  // The same, but rank s only ever builds stage s: build_stage(s) is called once, with this rank's
+  // stage, and num_stages must equal the group's size. For models too large for one rank.
+  PipelineTrainer(const std::function<nn::CellPtr(int64_t stage)>& build_stage, int64_t num_stages,
+                  nn::CellPtr loss_fn, MakeOptimizer make_optimizer, int64_t micro_batches,
+                  GroupPtr group = nullptr, GroupPtr data_parallel_group = nullptr);
   // One training step on the whole batch (every rank passes the same data and label; stage 0 reads
-  // data, the last stage label). Returns the batch's loss on every rank.
+  // data, the last stage label; the others may pass undefined tensors). Returns the batch's loss
+  // on every rank.
   Tensor step(const Tensor& data, const Tensor& label);
-  const nn::CellPtr& stage() const { return stages_[size_t(rank_)]; }
-  // Every rank receives every stage's current parameters from the rank that trains it, so each
-  // holds the whole trained network (for evaluation and checkpoints).
-  void sync_stages();
+  // Inference through the stages (no gradients, the batch in one piece): every rank of the group
+  // calls it, stage 0 reads x; returns the last stage's output on every rank of the group.
+  Tensor predict(const Tensor& x);
+  const nn::CellPtr& stage() const { return stage_; }
+  int stage_index() const { return rank_; }
+  int num_stages() const { return size_; }
+  const GroupPtr& group() const { return group_; }
   // Stage 0, when the last step's data required grad: the gradient of the batch's loss with
   // respect to the data (the micro-batches' pieces in order). Undefined otherwise.
   Tensor input_grad() const;
   const optim::OptimizerPtr& optimizer() const { return opt_; }
   const PipelineStats& stats() const { return stats_; }
+  // This rank's parameter, optimizer and peak step bytes (after a step).
+  PipelineMemory memory() const;
   int64_t micro_batches() const { return m_; }
+  // Gradient accumulation (TrainOneStepCell::set_grad_accumulation's mean): each step's gradients,
+  // times 1/k, add into buffers (this stage's parameters only) and every k-th step updates.
+  void set_grad_accumulation(int64_t k);
+  // Loss scaling for mixed precision (amp O1-O3; what TrainOneStepWithLossScaleCell does in one
+  // process): the last stage multiplies each micro-batch's loss by the scale, so every stage's
+  // gradients come back scaled; each stage divides its own by the scale, and the stages agree
+  // (one all-reduce of a flag over the pipeline and the replicas) whether any gradient overflowed.
+  // An overflowed step is dropped when the manager says so; every rank updates the scale the same
+  // way. Null: no scaling.
+  void set_loss_scale_manager(amp::LossScaleManagerPtr manager);
+  bool last_overflow() const { return last_overflow_; }
 
  private:
+  void init(MakeOptimizer make_optimizer);
   Tensor forward(int64_t i, const Tensor& data, const Tensor& label);  // micro-batch i
   void backward(int64_t i);
-  void progress();  // drives the pending sends
-  std::vector<nn::CellPtr> stages_;
+  void send_activation(const Tensor& y, int tag_header, int tag_data);
+  Tensor recv_activation(int tag_header, int tag_data);
+  void progress();  // drives the pending sends; frees the buffers of those done
+  nn::CellPtr stage_;
   nn::CellPtr loss_fn_;
   optim::OptimizerPtr opt_;
   int64_t m_;
@@ -213,11 +254,26 @@ class PipelineTrainer {
   // Per micro-batch in flight: the stage's input (a leaf needing grad, from the previous stage)
   // and its output (or the micro-batch loss on the last stage).
   std::vector<Tensor> inputs_, outputs_, input_grads_;
-  std::vector<WorkPtr> pending_;   // sends not known to be done (waited at the end of the step)
-  std::vector<Tensor> in_flight_;  // ... and the tensors they read
+  // Sends not known to be done, each with the tensor it reads (kept alive until it is done).
+  std::vector<std::pair<WorkPtr, Tensor>> pending_;
   Tensor loss_sum_;
   PipelineStats stats_;
+  int64_t predicts_ = 0;  // predict() calls, for their message tags
+  // Accumulation over steps (k > 1): the buffers, the steps since the last update and whether one
+  // of them was clean (not overflowed).
+  int64_t accum_steps_ = 1, accum_done_ = 0;
+  bool has_clean_ = false;
+  std::vector<Tensor> accum_;
+  amp::LossScaleManagerPtr scale_manager_;
+  double scale_ = 1;  // this step's loss scale
+  bool last_overflow_ = false;
+  void apply_update();  // after the micro-batches: reduce, unscale, check, accumulate, step
 };
+
+// Releases a tensor's storage in place: every holder keeps its name, shape and dtype, the data is
+// freed, and reading it is an error naming `why`. For the parameters a rank does not own.
+void release_storage(Tensor& t, const std::string& why);
+bool is_released(const Tensor& t);
 
 // Bytes of an optimizer's state tensors (ShardedOptimizer: this rank's shard).
 size_t optimizer_state_bytes(const optim::Optimizer& opt);

@@ -131,7 +131,10 @@ struct CheckpointConfig {
 // Writes "<directory>/<prefix>-<epoch>_<step>.safetensors" (step within the epoch) through
 // io::save_checkpoint, with metadata epoch, step, global_step, lr. As MindSpore does, a prefix
 // already used by files in the directory becomes "<prefix>_1" (then _2, ...), so runs never
-// overwrite each other.
+// overwrite each other. Under semi_auto_parallel each rank writes its pieces under rank_<r>/;
+// under pipeline_stages each rank writes its stage (Model::held_parameters and its optimizer's
+// state) under rank_<r>/ with metadata pipeline_stage and pipeline_stages (spore convert --merge
+// joins them). Add the callback on every rank in both cases.
 class ModelCheckpoint : public Callback {
  public:
   explicit ModelCheckpoint(std::string prefix = "CKP", std::string directory = "",

@@ -78,6 +78,17 @@ class Model {
   // The TrainOneStepCell (set_grad_reducer / set_sens on it); null without an optimizer.
   const std::shared_ptr<TrainOneStepCell>& train_network() const { return train_network_; }
   const nn::CellPtr& eval_network() const { return eval_network_; }
+  // pipeline_stages > 1: the trainer of this rank's stage (null otherwise). This rank holds only
+  // its stage's parameters; the network's other parameters are released here.
+  const std::shared_ptr<parallel::PipelineTrainer>& pipeline() const { return pipeline_; }
+  // The network's parameters and buffers (names as in the whole network) that this rank holds:
+  // its stage's under pipeline_stages, all of them otherwise. What a per-stage checkpoint saves.
+  std::vector<std::pair<std::string, Tensor>> held_parameters() const;
+  // The whole network's parameters and buffers on world rank 0: under pipeline_stages every rank
+  // calls it and the stages of the first replica send theirs to rank 0 (new tensors there; the
+  // stages keep owning theirs). Other ranks get held_parameters(). Without a pipeline: the
+  // network's own tensors on every rank.
+  std::vector<std::pair<std::string, Tensor>> gather_parameters() const;
 
  private:
   void run(int64_t epoch, const data::Dataset& train_dataset, const data::Dataset* valid_dataset,
@@ -90,7 +101,9 @@ class Model {
   std::shared_ptr<TrainOneStepCell> train_network_;
   // pipeline_stages > 1 (the auto-parallel context): the 1F1B trainer that runs the steps.
   std::shared_ptr<parallel::PipelineTrainer> pipeline_;
-  void setup_pipeline(bool amp_on);
+  // Per entry of network_->parameters_and_buffers(): the pipeline stage that owns it.
+  std::vector<int64_t> stage_of_;
+  void setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager);
   std::map<std::string, MetricPtr> metrics_;
   // Graph mode: the eval network and the network compiled by spore::jit (model.cpp).
   std::shared_ptr<void> compiled_eval_, compiled_predict_;
