@@ -9,6 +9,7 @@
 // are computed on the spot, outside the trace, so that Reshape targets, Slice bounds and the
 // like are known numbers when the graph is built.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -46,20 +47,32 @@ struct OnnxModel::Impl {
 
 namespace {
 
-OnnxValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& where) {
+// `what` is "graph input" or "graph output".
+OnnxValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& where,
+                         const char* what) {
   OnnxValueInfo info;
   info.name = v.name();
-  SPORE_CHECK_KIND(ErrorKind::IOError, v.has_type(), where, "value \"", v.name(),
+  SPORE_CHECK_KIND(ErrorKind::IOError, v.has_type(), where, what, " \"", v.name(),
                    "\": field type is missing");
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, v.type().has_tensor_type(), where, "value \"",
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, v.type().has_tensor_type(), where, what, " \"",
                    v.name(),
                    "\": unsupported ONNX type (a sequence, map or optional); Spore's importer "
                    "takes tensors only");
   const auto& tt = v.type().tensor_type();
+  info.onnx_type = onnx_detail::onnx_dtype_name(tt.elem_type());
+  bool widened = false;
   SPORE_CHECK_KIND(ErrorKind::NotImplemented,
-                   onnx_detail::dtype_from_onnx(tt.elem_type(), &info.dtype), where, "value \"",
-                   v.name(), "\": field elem_type: unsupported ONNX type ",
-                   onnx_detail::onnx_dtype_name(tt.elem_type()), " tensors");
+                   onnx_detail::dtype_from_onnx(tt.elem_type(), &info.dtype, &widened), where, what,
+                   " \"", v.name(), "\": field elem_type: unsupported ONNX type ", info.onnx_type,
+                   " tensors");
+  // Inside a model, INT16 / UINT16 values are held as int32 and UINT32 / UINT64 as int64 (exact
+  // for their values); at the model's boundary that would hand the caller another dtype than the
+  // model declares, so such a model is refused.
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, !widened, where, what, " \"", v.name(),
+                   "\": field elem_type: unsupported ONNX type ", info.onnx_type,
+                   " tensors as a graph input or output (Spore has no ",
+                   dtype_name(info.dtype) == std::string("int32") ? "16-bit" : "unsigned 32/64-bit",
+                   " integer dtype; cast the model's inputs and outputs to INT32 or INT64)");
   if (tt.has_shape()) {
     for (int i = 0; i < tt.shape().dim_size(); ++i) {
       const auto& d = tt.shape().dim(i);
@@ -117,7 +130,7 @@ OnnxModel OnnxModel::load(const std::string& path) {
                    "field sparse_initializer: sparse initializers are not supported");
   for (const auto& v : g.input()) {
     if (im.initializers.count(v.name())) continue;  // an input with a default: the initializer
-    im.inputs.push_back(value_info(v, where));
+    im.inputs.push_back(value_info(v, where, "graph input"));
     defined.insert(v.name());
   }
   for (int i = 0; i < g.node_size(); ++i) {
@@ -135,7 +148,7 @@ OnnxModel OnnxModel::load(const std::string& path) {
   for (const auto& v : g.output()) {
     SPORE_CHECK_KIND(ErrorKind::IOError, defined.count(v.name()), where, "graph output \"",
                      v.name(), "\" is produced by no node");
-    im.outputs.push_back(value_info(v, where));
+    im.outputs.push_back(value_info(v, where, "graph output"));
   }
   return m;
 }
@@ -262,19 +275,31 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& args, bool graph_m
                 " ops: OnnxModel::supported_ops())");
   }
   im.host.clear();
+  for (const auto& n : im.graph.node())
+    if (onnx_detail::is_data_dependent_shape_op(n.op_type())) graph_mode = false;
   if (!graph_mode) return im.interpret(args);
+  // The graph inputs that feed a parameter slot (Resize's scales, ...).
+  std::set<std::string> params;
+  for (const auto& n : im.graph.node())
+    for (int k = 0; k < n.input_size(); ++k)
+      if (onnx_detail::is_parameter_input(n.op_type(), k)) params.insert(n.input(k));
   std::vector<Tensor> traced;
   im.host_key.clear();
-  for (const Tensor& t : args) {
-    const bool host =
-        (t.dtype() == kInt64 || t.dtype() == kInt32 || t.dtype() == kBool) && t.numel() <= 1024;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Tensor& t = args[i];
+    const bool host = t.numel() <= 1024 && (t.dtype() == kInt64 || t.dtype() == kInt32 ||
+                                            t.dtype() == kBool || params.count(im.inputs[i].name));
     im.host.push_back(host ? t.contiguous() : Tensor());
     if (!host) {
       traced.push_back(t);
       continue;
     }
     im.host_key += shape_str(t.shape()) + ":";
-    for (int64_t v : t.to_vector<int64_t>()) im.host_key += std::to_string(v) + ",";
+    char buf[32];
+    for (double v : t.to(kFloat64).to_vector<double>()) {
+      std::snprintf(buf, sizeof buf, "%.17g,", v);  // exact: the key tells every value apart
+      im.host_key += buf;
+    }
     im.host_key += ";";
   }
   if (!im.jit) {

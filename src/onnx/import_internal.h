@@ -44,5 +44,22 @@ struct Ctx {
 
 using Handler = std::function<std::vector<Tensor>(Ctx&)>;
 const std::map<std::string, Handler>& handlers();
+// The handlers of ops_onnx_extra.cpp (losses, resize modes, indexing, quantisation, ...), added to
+// the table by handlers().
+void add_extra_handlers(std::map<std::string, Handler>& table);
+
+// The ops whose output shape depends on their input's values (NonZero, Unique, ...): a model that
+// uses one runs op by op (OnnxModel::run's graph_mode is ignored), where every value is concrete.
+bool is_data_dependent_shape_op(const std::string& op_type);
+// Whether input `index` of `op_type` is a parameter the importer needs as a number (Resize's roi
+// and scales): a graph input that feeds one becomes a compile-time value, like small integer
+// inputs, whatever its dtype.
+bool is_parameter_input(const std::string& op_type, int index);
+
+// Shared helpers of the handler files.
+int64_t norm_axis(int64_t a, int64_t rank, const Ctx& c);  // an axis in [-rank, rank) as [0, rank)
+inline Tensor scalar_like(double v, const Tensor& x) { return full({}, v, x.dtype()); }
+// A tensor's values as doubles / integers, read outside the trace (the tensor must be concrete).
+std::vector<double> values_of(const Tensor& t);
 
 }  // namespace spore::onnx_detail

@@ -70,19 +70,22 @@ void Ctx::unsupported(const std::string& what) const {
               what);
 }
 
-namespace {
-
-using V = std::vector<Tensor>;
-
 int64_t norm_axis(int64_t a, int64_t rank, const Ctx& c) {
   SPORE_CHECK_KIND(ErrorKind::IOError, a >= -rank && a < std::max<int64_t>(rank, 1), c.where,
                    "axis ", a, " is out of range for rank ", rank);
   return a < 0 ? a + rank : a;
 }
 
-bool is_int(DType t) { return !is_floating(t) && t != kBool; }
+std::vector<double> values_of(const Tensor& t) {
+  NoTrace guard;
+  return t.to(kFloat64).reshape({-1}).to_vector<double>();
+}
 
-Tensor scalar_like(double v, const Tensor& x) { return full({}, v, x.dtype()); }
+namespace {
+
+using V = std::vector<Tensor>;
+
+bool is_int(DType t) { return !is_floating(t) && t != kBool; }
 
 Tensor trunc(const Tensor& x) { return mul(sign(x), floor(abs(x))); }
 
@@ -464,57 +467,6 @@ V tile_op(Ctx& c) {
   return {x.reshape(inter).expand(expanded).contiguous().reshape(out)};
 }
 
-// Resize: nearest-neighbour upsampling of an NCHW tensor by a whole factor s per spatial axis (what
-// YOLOv5's and U-Nets' Upsample export as): output pixel h = q s + r reads input q. That is exact
-// for coordinate_transformation_mode "asymmetric" with nearest_mode "floor" (h / s = q + r / s),
-// and for "half_pixel" / "pytorch_half_pixel" with the round_prefer_* modes ((h + 0.5) / s - 0.5 =
-// q + (2r + 1 - s) / 2s, strictly within half a pixel of q). Other modes, linear / cubic
-// interpolation, downsampling, fractional factors and the roi are refused.
-V resize_op(Ctx& c) {
-  const Tensor& x = c.x(0);
-  const std::string mode = c.s("mode", "nearest");
-  if (mode != "nearest") c.unsupported("mode \"" + mode + "\"");
-  const std::string ctm =
-      c.s("coordinate_transformation_mode", c.opset >= 11 ? "half_pixel" : "asymmetric");
-  const std::string nearest = c.s("nearest_mode", "round_prefer_floor");
-  const bool floor_ok = ctm == "asymmetric" && nearest == "floor";
-  const bool half_ok = (ctm == "half_pixel" || ctm == "pytorch_half_pixel") &&
-                       (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil");
-  if (c.opset >= 11 && !floor_ok && !half_ok)
-    c.unsupported("coordinate_transformation_mode \"" + ctm + "\" and nearest_mode \"" + nearest +
-                  "\" (Spore maps asymmetric + floor, and half_pixel + round_prefer_*)");
-  if (x.dim() != 4) c.unsupported("a rank-" + std::to_string(x.dim()) + " input (Spore maps NCHW)");
-  std::vector<int64_t> out;
-  const bool sizes = c.opset >= 11 && c.has_in(3) && c.x(3).numel() > 0;
-  if (sizes) {
-    if (c.x(3).is_symbolic())
-      c.unsupported("sizes computed from the model's input data (Spore needs a constant)");
-    out = c.const_ints(3, "sizes");
-  } else {
-    const size_t k = c.opset >= 11 ? 2 : 1;
-    const Tensor& sc = c.x(k);
-    if (sc.is_symbolic())
-      c.unsupported("scales computed from the model's input data (Spore needs a constant)");
-    std::vector<double> f;
-    {
-      NoTrace guard;
-      f = sc.to(kFloat64).reshape({-1}).to_vector<double>();
-    }
-    SPORE_CHECK_KIND(ErrorKind::IOError, f.size() == 4, c.where, "scales has ", f.size(),
-                     " values for a rank-4 input");
-    for (size_t d = 0; d < 4; ++d) out.push_back(int64_t(std::floor(double(x.shape()[d]) * f[d])));
-  }
-  SPORE_CHECK_KIND(ErrorKind::IOError, out.size() == 4, c.where, "sizes has ", out.size(),
-                   " values for a rank-4 input");
-  if (out[0] != x.shape()[0] || out[1] != x.shape()[1])
-    c.unsupported("resizing the batch or channel axis");
-  for (int d = 2; d < 4; ++d)
-    if (out[d] <= 0 || out[d] % x.shape()[d] != 0)
-      c.unsupported("a non-integer scale on axis " + std::to_string(d) + " (" +
-                    std::to_string(x.shape()[d]) + " -> " + std::to_string(out[d]) + ")");
-  return {upsample_nearest2d(x, {out[2], out[3]})};
-}
-
 V pad_op(Ctx& c) {
   const Tensor& x = c.x(0);
   const std::string mode = c.s("mode", "constant");
@@ -568,11 +520,38 @@ V clip_op(Ctx& c) {
   return {clamp(x, lo, hi)};
 }
 
+// Before opset 19, ONNX casts a float to bfloat16 by dropping its low 16 bits (rounding toward
+// zero; opset 19 rounds to nearest even, as Spore's cast does). Computed in float64, where every
+// step is exact: |x| = m 2^e with 1 <= m < 2, bfloat16 keeps 7 bits after the point, so the result
+// is floor(|x| / 2^(e-7)) 2^(e-7) with x's sign (e >= -126: float32's subnormals share one ulp).
+Tensor bf16_truncate(const Tensor& x0) {
+  const Tensor x = x0.to(kFloat64), ax = abs(x);
+  const Tensor two = full({}, 2.0, kFloat64), one = full({}, 1.0, kFloat64);
+  Tensor e = floor(div(log(ax), full({}, std::log(2.0), kFloat64)));
+  e = where(greater(pow(two, e), ax), sub(e, one), e);  // log's rounding, corrected both ways
+  e = where(less_equal(pow(two, add(e, one)), ax), add(e, one), e);
+  e = maximum(e, full({}, -126.0, kFloat64));
+  const Tensor ulp = pow(two, sub(e, full({}, 7.0, kFloat64)));
+  const Tensor t = mul(sign(x), mul(floor(div(ax, ulp)), ulp));
+  // Zeros, infinities and NaNs stay as they are (the formula would give NaN for them).
+  const Tensor special = logical_or(
+      logical_or(equal(ax, full({}, 0.0, kFloat64)), equal(ax, full({}, INFINITY, kFloat64))),
+      not_equal(x, x));
+  return where(special, x, t).to(kBFloat16);
+}
+
+// Cast and CastLike.
+Tensor onnx_cast(const Ctx& c, const Tensor& x, DType dt) {
+  if (dt == kBFloat16 && c.opset < 19 && is_floating(x.dtype()) && x.dtype() != kBFloat16)
+    return bf16_truncate(x);
+  return x.to(dt);
+}
+
 V cast_op(Ctx& c) {
   DType dt;
   const int64_t to = c.i("to", 0);
   if (!dtype_from_onnx(int(to), &dt)) c.unsupported("to = " + onnx_dtype_name(int(to)));
-  return {c.x(0).to(dt)};
+  return {onnx_cast(c, c.x(0), dt)};
 }
 
 Tensor constant_of(const A& a, const Ctx& c) {
@@ -858,10 +837,9 @@ const std::map<std::string, Handler>& handlers() {
     t["Expand"] = expand_op;
     t["Tile"] = tile_op;
     t["Pad"] = pad_op;
-    t["Resize"] = resize_op;
     t["Clip"] = clip_op;
     t["Cast"] = cast_op;
-    t["CastLike"] = [](Ctx& c) -> V { return {c.x(0).to(c.x(1).dtype())}; };
+    t["CastLike"] = [](Ctx& c) -> V { return {onnx_cast(c, c.x(0), c.x(1).dtype())}; };
     t["Constant"] = constant_op;
     t["ConstantOfShape"] = constant_of_shape;
     t["Shape"] = shape_op;
@@ -892,6 +870,7 @@ const std::map<std::string, Handler>& handlers() {
         reducer(18, [](const Tensor& x, const Axes& a, bool k) { return log(sum(x, a, k)); });
     t["ReduceLogSumExp"] =
         reducer(18, [](const Tensor& x, const Axes& a, bool k) { return logsumexp(x, a, k); });
+    add_extra_handlers(t);
     return t;
   }();
   return table;

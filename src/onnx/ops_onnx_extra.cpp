@@ -1,0 +1,989 @@
+// The importer's less common ONNX ops, each as calls to Spore's ops (spore/ops.h), like
+// ops_onnx.cpp: the losses (SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss), Resize in every
+// mode, the indexing ops (Trilu, OneHot, GatherND, the Scatters, Compress, ...), the data-dependent
+// ones that run op by op (NonZero, Unique, NonMaxSuppression) and elementwise ops that are exact
+// compositions (Mod, BitShift, Sinh, Shrink, ...). Parameters that shape the result (Resize's
+// scales, a window's size) must be constants; index inputs may be computed from the data unless
+// a handler says otherwise.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include "onnx/import_internal.h"
+#include "onnx/onnx_util.h"
+#include "spore/ops.h"
+
+namespace spore::onnx_detail {
+
+bool is_data_dependent_shape_op(const std::string& op_type) {
+  return op_type == "NonZero" || op_type == "Unique" || op_type == "NonMaxSuppression";
+}
+
+bool is_parameter_input(const std::string& op_type, int index) {
+  return (op_type == "Resize" && (index == 1 || index == 2)) ||
+         ((op_type == "Upsample" || op_type == "OneHot") && index == 1);
+}
+
+namespace {
+
+using V = std::vector<Tensor>;
+using A = ::onnx::AttributeProto;
+
+Tensor i64(const std::vector<int64_t>& v, Shape s = {}) {
+  if (s.empty()) s = {int64_t(v.size())};
+  return from_buffer(v.data(), s, kInt64);
+}
+
+// A concrete input's values; the op cannot take them from the model's data in Graph mode.
+std::vector<double> const_values(const Ctx& c, size_t k, const char* what) {
+  if (c.x(k).is_symbolic())
+    c.unsupported(std::string(what) +
+                  " computed from the model's input data (Spore needs a constant)");
+  return values_of(c.x(k));
+}
+
+// x with `axis` moved to the end (and back: move_axis(y, -1 -> axis) by the inverse).
+Tensor move_axis(const Tensor& x, int64_t from, int64_t to) {
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != from) perm.push_back(d);
+  perm.insert(perm.begin() + to, from);
+  return x.permute(perm);
+}
+
+// ---- losses ----
+
+// NegativeLogLikelihoodLoss on log-probabilities lp (N, C, d...) and targets (N, d...).
+Tensor nll(const Ctx& c, const Tensor& lp, const Tensor& target0, const Tensor* weight) {
+  const std::string red = c.s("reduction", "mean");
+  SPORE_CHECK_KIND(ErrorKind::IOError, red == "none" || red == "sum" || red == "mean", c.where,
+                   "attribute reduction: \"", red, "\" is not none, sum or mean");
+  const Tensor target = target0.to(kInt64);
+  Tensor keep;  // where the target is not ignore_index
+  Tensor t = target;
+  if (c.has("ignore_index")) {
+    keep = not_equal(target, full({}, double(c.i("ignore_index", 0)), kInt64));
+    t = where(keep, target, full({}, 0, kInt64));
+  }
+  const Tensor picked = gather(lp, 1, t.unsqueeze(1)).squeeze(1);
+  Tensor w = weight ? index_select(*weight, 0, t.reshape({-1})).reshape(t.shape())
+                    : ones(t.shape(), lp.dtype());
+  if (keep.defined()) w = where(keep, w, scalar_like(0, w));
+  const Tensor loss = neg(mul(picked, w));
+  if (red == "none") return loss;
+  if (red == "sum") return sum(loss);
+  return div(sum(loss), sum(w));
+}
+
+V nll_op(Ctx& c) {
+  const Tensor w = c.has_in(2) ? c.x(2) : Tensor();
+  return {nll(c, c.x(0), c.x(1), w.defined() ? &w : nullptr)};
+}
+
+V softmax_cross_entropy(Ctx& c) {
+  const Tensor lp = log_softmax(c.x(0), 1);
+  const Tensor w = c.has_in(2) ? c.x(2) : Tensor();
+  return {nll(c, lp, c.x(1), w.defined() ? &w : nullptr), lp};
+}
+
+// ---- Resize / Upsample ----
+
+// ONNX's reference resize, one axis at a time (it is separable): the weights of the input
+// positions each output position reads, as a dense (out, in) matrix, and which output positions
+// fall outside the input (tf_crop_and_resize's extrapolation).
+struct AxisResize {
+  std::vector<double> w;      // out * in
+  std::vector<uint8_t> in;    // out: 1 where the position is inside
+  std::vector<int64_t> pick;  // out: the one input read (nearest mode)
+};
+
+AxisResize resize_axis(int64_t in_len, int64_t out_len, double scale, const std::string& mode,
+                       const std::string& ctm, const std::string& nearest, double cubic_a,
+                       bool exclude_outside, double roi_start, double roi_end) {
+  AxisResize r;
+  r.w.assign(size_t(out_len * in_len), 0.0);
+  r.in.assign(size_t(out_len), 1);
+  r.pick.assign(size_t(out_len), 0);
+  const double out_w =
+      scale * double(in_len);  // the reference's "output_width" (may be fractional)
+  const int n = mode == "cubic" ? 4 : 2;
+  for (int64_t o = 0; o < out_len; ++o) {
+    const double x = double(o);
+    double xo;
+    if (ctm == "align_corners")
+      xo = out_w == 1 ? 0 : x * double(in_len - 1) / (out_w - 1);
+    else if (ctm == "asymmetric")
+      xo = x / scale;
+    else if (ctm == "tf_crop_and_resize") {
+      xo = out_w == 1 ? (roi_end - roi_start) * double(in_len - 1) / 2
+                      : x * (roi_end - roi_start) * double(in_len - 1) / (out_w - 1);
+      xo += roi_start * double(in_len - 1);
+      if (xo < 0 || xo > double(in_len - 1)) {
+        r.in[size_t(o)] = 0;
+        continue;
+      }
+    } else if (ctm == "pytorch_half_pixel")
+      xo = out_w != 1 ? (x + 0.5) / scale - 0.5 : -0.5;
+    else if (ctm == "half_pixel")
+      xo = (x + 0.5) / scale - 0.5;
+    else  // tf_half_pixel_for_nn
+      xo = (x + 0.5) / scale;
+    const double fl = std::floor(xo);
+    const bool integer = xo == fl;
+    const double ratio = integer ? 1.0 : xo - fl;
+    std::vector<double> coef;
+    if (mode == "nearest") {
+      bool hi;
+      if (integer || nearest == "ceil")
+        hi = true;
+      else if (nearest == "round_prefer_floor")
+        hi = ratio > 0.5;
+      else if (nearest == "round_prefer_ceil")
+        hi = ratio >= 0.5;
+      else  // floor
+        hi = false;
+      coef = {hi ? 0.0 : 1.0, hi ? 1.0 : 0.0};
+    } else if (mode == "linear") {
+      coef = {1 - ratio, ratio};
+    } else {
+      const double A = cubic_a, s = ratio + 1, t = 1 - ratio, u = t + 1;
+      coef = {((A * s - 5 * A) * s + 8 * A) * s - 4 * A,
+              ((A + 2) * ratio - (A + 3)) * ratio * ratio + 1, ((A + 2) * t - (A + 3)) * t * t + 1,
+              ((A * u - 5 * A) * u + 8 * A) * u - 4 * A};
+    }
+    // The n input positions nearest xo (ties to the smaller), in the input padded by
+    // ceil(n / 2) copies of its edge values on each side, as the reference does.
+    const int64_t pad = (n + 1) / 2, lim = in_len + 2 * pad;
+    const double xp = xo + double(pad);
+    std::vector<int64_t> cand;
+    for (int64_t i = int64_t(std::floor(xp)) - n; i <= int64_t(std::floor(xp)) + n + 1; ++i)
+      if (i >= 0 && i < lim) cand.push_back(i);
+    std::sort(cand.begin(), cand.end(), [&](int64_t a, int64_t b) {
+      const double da = std::abs(xp - double(a)), db = std::abs(xp - double(b));
+      return da != db ? da < db : a < b;
+    });
+    cand.resize(size_t(n));
+    std::sort(cand.begin(), cand.end());
+    if (exclude_outside) {
+      double total = 0;
+      for (int k = 0; k < n; ++k) {
+        const int64_t idx = cand[size_t(k)] - pad;
+        if (idx < 0 || idx >= in_len) coef[size_t(k)] = 0;
+        total += coef[size_t(k)];
+      }
+      for (auto& v : coef) v /= total;
+    }
+    for (int k = 0; k < n; ++k) {
+      const int64_t idx = std::clamp<int64_t>(cand[size_t(k)] - pad, 0, in_len - 1);
+      r.w[size_t(o * in_len + idx)] += coef[size_t(k)];
+      if (coef[size_t(k)] == 1.0) r.pick[size_t(o)] = idx;
+    }
+  }
+  return r;
+}
+
+V resize_op(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const bool upsample = c.node.op_type() == "Upsample";
+  const std::string mode = c.s("mode", "nearest");
+  if (mode != "nearest" && mode != "linear" && mode != "cubic" && mode != "bilinear")
+    c.unsupported("mode \"" + mode + "\"");
+  const std::string m = mode == "bilinear" ? "linear" : mode;
+  const bool v11 = !upsample && c.opset >= 11;
+  const std::string ctm = v11 ? c.s("coordinate_transformation_mode", "half_pixel") : "asymmetric";
+  static const std::set<std::string> ctms{"half_pixel",           "pytorch_half_pixel",
+                                          "align_corners",        "asymmetric",
+                                          "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+  if (!ctms.count(ctm)) c.unsupported("coordinate_transformation_mode \"" + ctm + "\"");
+  // Before opset 11 nearest reads floor(x / scale).
+  const std::string nearest = v11 ? c.s("nearest_mode", "round_prefer_floor") : "floor";
+  if (c.i("antialias", 0)) c.unsupported("antialias = 1");
+  if (c.has("axes")) c.unsupported("the axes attribute");
+  if (c.s("keep_aspect_ratio_policy", "stretch") != "stretch")
+    c.unsupported("keep_aspect_ratio_policy \"" + c.s("keep_aspect_ratio_policy", "") + "\"");
+  const int64_t r = x.dim();
+  std::vector<double> scales;
+  std::vector<int64_t> sizes;
+  if (v11 && c.has_in(3) && c.x(3).numel() > 0) {
+    for (double v : const_values(c, 3, "sizes")) sizes.push_back(int64_t(v));
+    SPORE_CHECK_KIND(ErrorKind::IOError, int64_t(sizes.size()) == r, c.where, "sizes has ",
+                     sizes.size(), " values for a rank-", r, " input");
+    for (int64_t d = 0; d < r; ++d)
+      scales.push_back(double(sizes[size_t(d)]) / double(x.shape()[size_t(d)]));
+  } else {
+    if (upsample && c.opset < 9) {
+      const A* a = c.attr("scales");
+      SPORE_CHECK_KIND(ErrorKind::IOError, a, c.where, "attribute scales is missing");
+      scales.assign(a->floats().begin(), a->floats().end());
+    } else {
+      scales = const_values(c, v11 ? 2 : 1, "scales");
+    }
+    SPORE_CHECK_KIND(ErrorKind::IOError, int64_t(scales.size()) == r, c.where, "scales has ",
+                     scales.size(), " values for a rank-", r, " input");
+    for (int64_t d = 0; d < r; ++d)
+      sizes.push_back(int64_t(std::floor(double(x.shape()[size_t(d)]) * scales[size_t(d)])));
+  }
+  std::vector<double> roi;
+  if (ctm == "tf_crop_and_resize") {
+    roi = const_values(c, 1, "roi");
+    SPORE_CHECK_KIND(ErrorKind::IOError, int64_t(roi.size()) == 2 * r, c.where, "roi has ",
+                     roi.size(), " values for a rank-", r, " input");
+  }
+  const bool interp = m != "nearest";
+  if (interp && !is_floating(x.dtype()))
+    c.unsupported("mode \"" + m + "\" on " + dtype_name(x.dtype()) + " data");
+  const DType cdt = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  Tensor y = interp ? x.to(cdt) : x;
+  Tensor inside;  // tf_crop_and_resize: where every axis's position is inside the input
+  for (int64_t d = 0; d < r; ++d) {
+    const int64_t in_len = x.shape()[size_t(d)], out_len = sizes[size_t(d)];
+    SPORE_CHECK_KIND(ErrorKind::IOError, out_len >= 0, c.where, "a negative output size");
+    const AxisResize ar =
+        resize_axis(in_len, out_len, scales[size_t(d)], m, ctm, nearest,
+                    c.f("cubic_coeff_a", -0.75), c.i("exclude_outside", 0) != 0,
+                    roi.empty() ? 0 : roi[size_t(d)], roi.empty() ? 1 : roi[size_t(d + r)]);
+    bool identity = in_len == out_len;
+    for (int64_t o = 0; identity && o < out_len; ++o)
+      identity = ar.in[size_t(o)] && ar.w[size_t(o * in_len + o)] == 1.0;
+    if (!identity) {
+      if (!interp) {
+        y = index_select(y, d, i64(ar.pick));
+      } else {
+        const Tensor wt = from_buffer(ar.w.data(), {out_len, in_len}, kFloat64).to(cdt).t();
+        y = move_axis(matmul(move_axis(y, d, r - 1), wt), r - 1, d);
+      }
+    }
+    if (!roi.empty()) {
+      std::vector<uint8_t> mask(ar.in);
+      Shape s(size_t(r), 1);
+      s[size_t(d)] = out_len;
+      const Tensor md = from_buffer(mask.data(), s, kBool);
+      inside = inside.defined() ? logical_and(inside, md) : md;
+    }
+  }
+  if (inside.defined()) y = where(inside, y, full({}, c.f("extrapolation_value", 0.0), y.dtype()));
+  return {y.to(x.dtype())};
+}
+
+// ---- indexing ----
+
+V trilu(Ctx& c) {
+  const Tensor& x = c.x(0);
+  SPORE_CHECK_KIND(ErrorKind::IOError, x.dim() >= 2, c.where, "Trilu needs rank >= 2, got ",
+                   x.dim());
+  const int64_t k = c.has_in(1) ? c.const_ints(1, "k").at(0) : 0;
+  const bool upper = c.i("upper", 1) != 0;
+  const int64_t n = x.shape()[size_t(x.dim() - 2)], m = x.shape()[size_t(x.dim() - 1)];
+  std::vector<uint8_t> keep(size_t(n * m));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) keep[size_t(i * m + j)] = upper ? j - i >= k : j - i <= k;
+  return {where(from_buffer(keep.data(), {n, m}, kBool), x, scalar_like(0, x))};
+}
+
+// Hardmax: 1 at the first maximum along the axis (before opset 13: of the input flattened to 2-D
+// at the axis), 0 elsewhere.
+V hardmax(Ctx& c) {
+  const Tensor& x0 = c.x(0);
+  Tensor x = x0;
+  int64_t ax;
+  if (c.opset >= 13) {
+    ax = norm_axis(c.i("axis", -1), x.dim(), c);
+  } else {
+    const int64_t a = norm_axis(c.i("axis", 1), x.dim(), c);
+    int64_t outer = 1;
+    for (int64_t d = 0; d < a; ++d) outer *= x.shape()[size_t(d)];
+    x = x.reshape({outer, -1});
+    ax = 1;
+  }
+  const int64_t n = x.shape()[size_t(ax)];
+  const Tensor i = argmax(x, ax, true);
+  Shape s(size_t(x.dim()), 1);
+  s[size_t(ax)] = n;
+  const Tensor pos = arange(0, double(n), 1, kInt64).reshape(s);
+  return {where(equal(i, pos), scalar_like(1, x), scalar_like(0, x)).reshape(x0.shape())};
+}
+
+V one_hot_op(Ctx& c) {
+  const Tensor& idx0 = c.x(0);
+  const int64_t depth = int64_t(c.const_scalar(1, "depth"));
+  const Tensor& vals = c.x(2);
+  SPORE_CHECK_KIND(ErrorKind::IOError, vals.numel() == 2, c.where,
+                   "values must hold [off, on], has ", vals.numel(), " elements");
+  const int64_t ax = norm_axis(c.i("axis", -1), idx0.dim() + 1, c);
+  Tensor idx = is_floating(idx0.dtype()) ? idx0.to(kFloat64) : idx0.to(kInt64);
+  idx = idx.to(kInt64);  // ONNX: a float index is cast to an integer first
+  idx = where(less(idx, full({}, 0, kInt64)), add(idx, full({}, double(depth), kInt64)), idx);
+  Shape s(size_t(idx0.dim() + 1), 1);
+  s[size_t(ax)] = depth;
+  const Tensor hit = equal(idx.unsqueeze(ax), arange(0, double(depth), 1, kInt64).reshape(s));
+  const Tensor v = vals.reshape({2});
+  return {where(hit, v.slice(0, 1, 2).reshape({}), v.slice(0, 0, 1).reshape({}))};
+}
+
+V eye_like(Ctx& c) {
+  const Tensor& x = c.x(0);
+  SPORE_CHECK_KIND(ErrorKind::IOError, x.dim() == 2, c.where,
+                   "EyeLike needs a 2-D input, got rank ", x.dim());
+  DType dt = x.dtype();
+  if (c.has("dtype") && !dtype_from_onnx(int(c.i("dtype", 1)), &dt))
+    c.unsupported("dtype = " + onnx_dtype_name(int(c.i("dtype", 1))));
+  const int64_t k = c.i("k", 0), n = x.shape()[0], m = x.shape()[1];
+  std::vector<double> v(size_t(n * m), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    if (i + k >= 0 && i + k < m) v[size_t(i * m + i + k)] = 1;
+  return {from_buffer(v.data(), {n, m}, kFloat64).to(dt)};
+}
+
+V depth_to_space(Ctx& c) {
+  const Tensor& x = c.x(0);
+  SPORE_CHECK_KIND(ErrorKind::IOError, x.dim() == 4, c.where, "DepthToSpace needs NCHW, got rank ",
+                   x.dim());
+  const int64_t b = c.i("blocksize", 0), N = x.shape()[0], C = x.shape()[1], H = x.shape()[2],
+                W = x.shape()[3];
+  SPORE_CHECK_KIND(ErrorKind::IOError, b > 0 && C % (b * b) == 0, c.where, "blocksize ", b,
+                   " does not divide the ", C, " channels into blocksize^2 groups");
+  if (c.s("mode", "DCR") == "DCR")
+    return {x.reshape({N, b, b, C / (b * b), H, W})
+                .permute({0, 3, 4, 1, 5, 2})
+                .contiguous()
+                .reshape({N, C / (b * b), H * b, W * b})};
+  return {x.reshape({N, C / (b * b), b, b, H, W})
+              .permute({0, 1, 4, 2, 5, 3})
+              .contiguous()
+              .reshape({N, C / (b * b), H * b, W * b})};
+}
+
+V space_to_depth(Ctx& c) {
+  const Tensor& x = c.x(0);
+  SPORE_CHECK_KIND(ErrorKind::IOError, x.dim() == 4, c.where, "SpaceToDepth needs NCHW, got rank ",
+                   x.dim());
+  const int64_t b = c.i("blocksize", 0), N = x.shape()[0], C = x.shape()[1], H = x.shape()[2],
+                W = x.shape()[3];
+  SPORE_CHECK_KIND(ErrorKind::IOError, b > 0 && H % b == 0 && W % b == 0, c.where, "blocksize ", b,
+                   " does not divide the spatial size ", H, "x", W);
+  return {x.reshape({N, C, H / b, b, W / b, b})
+              .permute({0, 3, 5, 1, 2, 4})
+              .contiguous()
+              .reshape({N, C * b * b, H / b, W / b})};
+}
+
+// Row-major flat offsets into the first k dims of `dims` for index tuples idx (..., k), with
+// negative indices counted from the end (in-graph, so the indices may come from the data).
+Tensor flat_offsets(const Tensor& idx0, const Shape& dims, int64_t k) {
+  const Tensor idx = idx0.to(kInt64);
+  Tensor off = zeros(Shape(idx.shape().begin(), idx.shape().end() - 1), kInt64);
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t n = dims[size_t(j)];
+    Tensor i = idx.slice(-1, j, j + 1).squeeze(-1);
+    i = where(less(i, full({}, 0, kInt64)), add(i, full({}, double(n), kInt64)), i);
+    off = add(mul(off, full({}, double(n), kInt64)), i);
+  }
+  return off;
+}
+
+V gather_nd(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const Tensor& idx = c.x(1);
+  const int64_t b = c.i("batch_dims", 0), k = idx.shape().back();
+  SPORE_CHECK_KIND(ErrorKind::IOError, b + k <= x.dim(), c.where, "indices tuples of length ", k,
+                   " after ", b, " batch dims do not fit a rank-", x.dim(), " input");
+  int64_t nb = 1;
+  for (int64_t d = 0; d < b; ++d) nb *= x.shape()[size_t(d)];
+  const Shape inner(x.shape().begin() + b, x.shape().end());
+  Shape rest(inner.begin() + k, inner.end());
+  int64_t block = 1, slots = 1;
+  for (int64_t v : rest) block *= v;
+  for (int64_t d = 0; d < k; ++d) slots *= inner[size_t(d)];
+  // data as (batch * slots, block); indices as (batch, m, k) -> rows batch * slots + offset.
+  const Tensor data = x.reshape({nb * slots, block});
+  const Tensor ix = idx.reshape({nb, -1, k});
+  Tensor rows = flat_offsets(ix, inner, k);  // (nb, m)
+  rows = add(rows, mul(arange(0, double(nb), 1, kInt64).reshape({nb, 1}),
+                       full({}, double(slots), kInt64)));
+  Shape out(idx.shape().begin(), idx.shape().end() - 1);
+  out.insert(out.end(), rest.begin(), rest.end());
+  return {index_select(data, 0, rows.reshape({-1})).reshape(out)};
+}
+
+// Scatter with a reduction: `none` replaces (where no index repeats), `add` accumulates; `mul`,
+// `max` and `min` apply where the indices are constants without repeats. x2 / idx2 / upd2 are 2-D
+// (rows, cols) with scatter along axis `ax`.
+Tensor scatter_reduce(const Ctx& c, const Tensor& x, int64_t ax, const Tensor& idx,
+                      const Tensor& upd, const std::string& red) {
+  if (red == "add") return scatter_add(x, ax, idx, upd);
+  if (red != "none" && red != "mul" && red != "max" && red != "min")
+    c.unsupported("reduction \"" + red + "\"");
+  // Replace-like reductions: each target element receives at most one update.
+  if (!idx.is_symbolic()) {
+    // The indices are known: check that no element is written twice.
+    const Tensor count = scatter_add(zeros(x.shape(), kInt64), ax, idx, ones(idx.shape(), kInt64));
+    const std::vector<double> cv = values_of(count);
+    if (std::any_of(cv.begin(), cv.end(), [](double v) { return v > 1; }))
+      c.unsupported("reduction \"" + red + "\" with repeated indices");
+  } else if (red != "none") {
+    c.unsupported("reduction \"" + red + "\" with indices computed from the data");
+  }
+  const DType acc = is_floating(x.dtype()) ? x.dtype() : kFloat64;
+  const Tensor hit =
+      greater(scatter_add(zeros(x.shape(), kInt64), ax, idx, ones(idx.shape(), kInt64)),
+              full({}, 0, kInt64));
+  const Tensor placed = scatter_add(zeros(x.shape(), acc), ax, idx, upd.to(acc)).to(x.dtype());
+  Tensor v = placed;
+  if (red == "mul") v = mul(x, placed);
+  if (red == "max") v = maximum(x, placed);
+  if (red == "min") v = minimum(x, placed);
+  return where(hit, v, x);
+}
+
+V scatter_elements(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const int64_t ax = norm_axis(c.i("axis", 0), x.dim(), c);
+  Tensor idx = c.x(1).to(kInt64);
+  const int64_t n = x.shape()[size_t(ax)];
+  idx = where(less(idx, full({}, 0, kInt64)), add(idx, full({}, double(n), kInt64)), idx);
+  return {scatter_reduce(c, x, ax, idx, c.x(2), c.s("reduction", "none"))};
+}
+
+V scatter_nd(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const Tensor& idx = c.x(1);
+  const int64_t k = idx.shape().back();
+  SPORE_CHECK_KIND(ErrorKind::IOError, k <= x.dim(), c.where, "index tuples of length ", k,
+                   " for a rank-", x.dim(), " input");
+  int64_t slots = 1, block = 1;
+  for (int64_t d = 0; d < k; ++d) slots *= x.shape()[size_t(d)];
+  for (int64_t d = k; d < x.dim(); ++d) block *= x.shape()[size_t(d)];
+  const Tensor rows = flat_offsets(idx, x.shape(), k).reshape({-1, 1});
+  const int64_t m = rows.shape()[0];
+  const Tensor idx2 = rows.expand({m, block}).contiguous();
+  const Tensor y = scatter_reduce(c, x.reshape({slots, block}), 0, idx2, c.x(2).reshape({m, block}),
+                                  c.s("reduction", "none"));
+  return {y.reshape(x.shape())};
+}
+
+V compress(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const std::vector<double> cond = const_values(c, 1, "condition");
+  Tensor src = x;
+  int64_t ax = 0;
+  if (c.has("axis"))
+    ax = norm_axis(c.i("axis", 0), x.dim(), c);
+  else
+    src = x.reshape({-1});
+  std::vector<int64_t> keep;
+  const int64_t n = src.shape()[size_t(ax)];
+  for (int64_t i = 0; i < std::min<int64_t>(n, int64_t(cond.size())); ++i)
+    if (cond[size_t(i)] != 0) keep.push_back(i);
+  return {index_select(src, ax, i64(keep))};
+}
+
+V reverse_sequence(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const std::vector<double> lens = const_values(c, 1, "sequence_lens");
+  const int64_t bax = c.i("batch_axis", 1), tax = c.i("time_axis", 0);
+  SPORE_CHECK_KIND(ErrorKind::IOError, (bax == 0 && tax == 1) || (bax == 1 && tax == 0), c.where,
+                   "batch_axis and time_axis must be 0 and 1 (either way)");
+  const int64_t B = x.shape()[size_t(bax)], T = x.shape()[size_t(tax)];
+  SPORE_CHECK_KIND(ErrorKind::IOError, int64_t(lens.size()) == B, c.where, "sequence_lens has ",
+                   lens.size(), " values for a batch of ", B);
+  // idx[t][b] (time-major): the source time step of element (t, b).
+  std::vector<int64_t> idx(size_t(T * B));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t L = std::clamp<int64_t>(int64_t(lens[size_t(b)]), 0, T);
+    for (int64_t t = 0; t < T; ++t) idx[size_t(t * B + b)] = t < L ? L - 1 - t : t;
+  }
+  Shape s(size_t(x.dim()), 1);
+  s[size_t(tax)] = T, s[size_t(bax)] = B;
+  Tensor it = i64(idx, {T, B});
+  if (tax == 1) it = it.t().contiguous();
+  it = it.reshape(s).expand(x.shape()).contiguous();
+  return {gather(x, tax, it)};
+}
+
+// ---- elementwise ----
+
+V mod_op(Ctx& c) {
+  const Tensor &a = c.x(0), &b = c.x(1);
+  const DType out = promote_types(a.dtype(), b.dtype());
+  const bool fmod = c.i("fmod", 0) != 0;
+  if (is_floating(out)) {
+    SPORE_CHECK_KIND(ErrorKind::IOError, fmod, c.where,
+                     "fmod must be 1 for floating-point inputs (ONNX's rule)");
+  }
+  // In float64: exact for integers below 2^52, and C's fmod for floats of the input precision.
+  const Tensor x = a.to(kFloat64), y = b.to(kFloat64);
+  const Tensor q = div(x, y);
+  const Tensor qi = fmod ? mul(sign(q), floor(abs(q))) : floor(q);  // trunc or floor
+  Tensor r = sub(x, mul(qi, y));
+  if (!is_floating(out)) {
+    // ONNX's integer Mod by 0 is undefined; Spore gives 0 rather than a NaN cast to an integer.
+    r = where(equal(y, full({}, 0.0, kFloat64)), full({}, 0.0, kFloat64), r);
+  }
+  return {r.to(out)};
+}
+
+V bit_shift(Ctx& c) {
+  const Tensor &a = c.x(0), &b = c.x(1);
+  const std::string dir = c.s("direction", "");
+  SPORE_CHECK_KIND(ErrorKind::IOError, dir == "LEFT" || dir == "RIGHT", c.where,
+                   "attribute direction: \"", dir, "\" is not LEFT or RIGHT");
+  if (a.dtype() != kUInt8) c.unsupported(std::string(dtype_name(a.dtype())) + " data");
+  // uint8 in float64: x * 2^y modulo 256 (bits shifted out are dropped), or floor(x / 2^y).
+  const Tensor x = a.to(kFloat64),
+               p = pow(full({}, 2.0, kFloat64), minimum(b.to(kFloat64), full({}, 8.0, kFloat64)));
+  Tensor r;
+  if (dir == "LEFT") {
+    const Tensor v = mul(x, p), m = full({}, 256.0, kFloat64);
+    r = sub(v, mul(floor(div(v, m)), m));
+  } else {
+    r = floor(div(x, p));
+  }
+  return {r.to(kUInt8)};
+}
+
+V shrink(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const double l = c.f("lambd", 0.5), bias = c.f("bias", 0.0);
+  const Tensor xf = x.to(kFloat64);
+  const Tensor lo = full({}, -l, kFloat64), hi = full({}, l, kFloat64),
+               bs = full({}, bias, kFloat64);
+  const Tensor y = where(less(xf, lo), add(xf, bs),
+                         where(greater(xf, hi), sub(xf, bs), full({}, 0.0, kFloat64)));
+  return {y.to(x.dtype())};
+}
+
+Tensor half_const(const Tensor& x, double v) { return scalar_like(v, x); }
+
+V sinh_op(Ctx& c) {
+  const Tensor& x = c.x(0);
+  return {mul(half_const(x, 0.5), sub(exp(x), exp(neg(x))))};
+}
+V cosh_op(Ctx& c) {
+  const Tensor& x = c.x(0);
+  return {mul(half_const(x, 0.5), add(exp(x), exp(neg(x))))};
+}
+V asinh_op(Ctx& c) {  // sign(x) log(|x| + sqrt(x^2 + 1)): no cancellation for negative x
+  const Tensor& x = c.x(0);
+  const Tensor ax = abs(x);
+  return {mul(sign(x), log(add(ax, sqrt(add(mul(ax, ax), half_const(x, 1))))))};
+}
+V acosh_op(Ctx& c) {
+  const Tensor& x = c.x(0);
+  return {log(add(x, sqrt(sub(mul(x, x), half_const(x, 1)))))};
+}
+V atanh_op(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const Tensor one = half_const(x, 1);
+  return {mul(half_const(x, 0.5), log(div(add(one, x), sub(one, x))))};
+}
+
+// ---- windows ----
+
+V window(Ctx& c, int kind) {  // 0 Hann, 1 Hamming, 2 Blackman
+  const int64_t n = int64_t(c.const_scalar(0, "size"));
+  SPORE_CHECK_KIND(ErrorKind::IOError, n >= 0, c.where, "size ", n, " is negative");
+  const bool periodic = c.i("periodic", 1) != 0;
+  DType dt = kFloat32;
+  if (!dtype_from_onnx(int(c.i("output_datatype", 1)), &dt))
+    c.unsupported("output_datatype " + onnx_dtype_name(int(c.i("output_datatype", 1))));
+  const double d = periodic ? double(n) : double(n - 1);
+  std::vector<double> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = 2 * M_PI * double(i) / d;
+    if (kind == 0) v[size_t(i)] = 0.5 - 0.5 * std::cos(a);
+    if (kind == 1) v[size_t(i)] = 25.0 / 46 - (1 - 25.0 / 46) * std::cos(a);
+    if (kind == 2) v[size_t(i)] = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+  }
+  return {from_buffer(v.data(), {n}, kFloat64).to(dt)};
+}
+
+// ---- normalisation ----
+
+V mean_variance_norm(Ctx& c) {
+  const Tensor& x = c.x(0);
+  std::vector<int64_t> axes = c.ints("axes", {0, 2, 3});
+  for (auto& a : axes) a = norm_axis(a, x.dim(), c);
+  const Tensor m = mean(x, axes, true);
+  const Tensor d = sub(x, m);
+  const Tensor sd = sqrt(mean(mul(d, d), axes, true));
+  return {div(d, add(sd, scalar_like(1e-9, x)))};
+}
+
+V lrn(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const int64_t size = c.i("size", 0);
+  SPORE_CHECK_KIND(ErrorKind::IOError, size > 0, c.where, "attribute size must be positive");
+  const double alpha = c.f("alpha", 1e-4), beta = c.f("beta", 0.75), bias = c.f("bias", 1.0);
+  const int64_t C = x.shape()[1], lo = (size - 1) / 2, hi = size - 1 - lo;
+  const Tensor sq = mul(x, x);
+  // Channel c sums the squares of channels c - lo .. c + hi (zero outside).
+  std::vector<int64_t> p(size_t(2 * x.dim()), 0);
+  p[size_t(2 * (x.dim() - 2))] = lo, p[size_t(2 * (x.dim() - 2) + 1)] = hi;  // pad dim 1
+  const Tensor padded = pad(sq, p, 0);
+  Tensor s = padded.slice(1, 0, C);
+  for (int64_t k = 1; k < size; ++k) s = add(s, padded.slice(1, k, k + C));
+  const Tensor den =
+      pow(add(scalar_like(bias, x), mul(scalar_like(alpha / double(size), x), s)), beta);
+  return {div(x, den)};
+}
+
+V batch_norm_training(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const double eps = c.f("epsilon", 1e-5), mom = c.f("momentum", 0.9);
+  std::vector<int64_t> axes{0};
+  for (int64_t d = 2; d < x.dim(); ++d) axes.push_back(d);
+  Shape cs(size_t(x.dim()), 1);
+  cs[1] = x.shape()[1];
+  const Tensor m = mean(x, axes, true);
+  const Tensor d = sub(x, m);
+  const Tensor var = mean(mul(d, d), axes, true);  // biased, as ONNX's reference
+  const Tensor y =
+      add(mul(div(d, sqrt(add(var, scalar_like(eps, x)))), c.x(1).reshape(cs)), c.x(2).reshape(cs));
+  const Tensor mm = m.reshape({-1}), vv = var.reshape({-1});
+  const Tensor rm = add(mul(c.x(3), scalar_like(mom, mm)), mul(mm, scalar_like(1 - mom, mm)));
+  const Tensor rv = add(mul(c.x(4), scalar_like(mom, vv)), mul(vv, scalar_like(1 - mom, vv)));
+  return {y, rm, rv};
+}
+
+// Pad in edge / reflect / wrap mode: each padded axis read through a constant index list.
+Tensor pad_indexed(const Ctx& c, const Tensor& x, const std::vector<int64_t>& p,
+                   const std::string& mode) {
+  Tensor y = x;
+  const int64_t r = x.dim();
+  for (int64_t d = 0; d < r; ++d) {
+    const int64_t before = p[size_t(d)], after = p[size_t(d + r)], n = x.shape()[size_t(d)];
+    if (before == 0 && after == 0) continue;
+    SPORE_CHECK_KIND(ErrorKind::IOError, before >= 0 && after >= 0, c.where, "mode \"", mode,
+                     "\" with negative pads");
+    SPORE_CHECK_KIND(ErrorKind::IOError, n > (mode == "reflect" ? 1 : 0), c.where, "mode \"", mode,
+                     "\" pads axis ", d, " of size ", n);
+    std::vector<int64_t> idx;
+    for (int64_t i = -before; i < n + after; ++i) {
+      int64_t j = i;
+      if (mode == "edge") {
+        j = std::clamp<int64_t>(i, 0, n - 1);
+      } else if (mode == "wrap") {
+        j = ((i % n) + n) % n;
+      } else {  // reflect: the mirror without repeating the edge, period 2 (n - 1)
+        const int64_t per = 2 * (n - 1);
+        j = ((i % per) + per) % per;
+        if (j >= n) j = per - j;
+      }
+      idx.push_back(j);
+    }
+    y = index_select(y, d, i64(idx));
+  }
+  return y;
+}
+
+// ---- data-dependent shapes (these run op by op: every input is concrete) ----
+
+V non_zero(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const std::vector<double> v = values_of(x);
+  const Shape& s = x.shape();
+  std::vector<int64_t> hits;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] != 0) hits.push_back(int64_t(i));
+  const int64_t r = std::max<int64_t>(x.dim(), 1), n = int64_t(hits.size());
+  std::vector<int64_t> out(size_t(r * n));
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t f = hits[size_t(k)];
+    for (int64_t d = x.dim() - 1; d >= 0; --d) {
+      out[size_t(d * n + k)] = f % s[size_t(d)];
+      f /= s[size_t(d)];
+    }
+  }
+  return {i64(out, {x.dim(), n})};
+}
+
+V unique(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const bool sorted = c.i("sorted", 1) != 0;
+  Tensor src = x;
+  int64_t ax = 0;
+  if (c.has("axis"))
+    ax = norm_axis(c.i("axis", 0), x.dim(), c);
+  else
+    src = x.reshape({-1});
+  // Slices along ax as rows of doubles (exact for every Spore dtype's values but large int64).
+  const Tensor moved = move_axis(src, ax, 0).contiguous();
+  const int64_t n = moved.shape()[0], w = n ? moved.numel() / n : 0;
+  const std::vector<double> v = values_of(moved);
+  auto row = [&](int64_t i) {
+    return std::vector<double>(v.begin() + i * w, v.begin() + (i + 1) * w);
+  };
+  std::vector<int64_t> first;  // the first occurrence of each distinct slice, in order of first
+  std::vector<int64_t> inverse(static_cast<size_t>(n));
+  std::vector<int64_t> counts;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto ri = row(i);
+    size_t k = 0;
+    while (k < first.size() && row(first[k]) != ri) ++k;
+    if (k == first.size()) first.push_back(i), counts.push_back(0);
+    inverse[size_t(i)] = int64_t(k);
+    ++counts[k];
+  }
+  std::vector<size_t> order(first.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  if (sorted)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return row(first[a]) < row(first[b]); });
+  std::vector<int64_t> rank(order.size()), idx, cnt;
+  for (size_t k = 0; k < order.size(); ++k) {
+    rank[order[k]] = int64_t(k);
+    idx.push_back(first[order[k]]);
+    cnt.push_back(counts[order[k]]);
+  }
+  for (auto& i : inverse) i = rank[size_t(i)];
+  const Tensor y = move_axis(index_select(moved, 0, i64(idx)), 0, ax).contiguous();
+  return {y, i64(idx), i64(inverse), i64(cnt)};
+}
+
+V non_max_suppression(Ctx& c) {
+  const std::vector<double> boxes = values_of(c.x(0)), scores = values_of(c.x(1));
+  const Shape bs = c.x(0).shape(), ss = c.x(1).shape();
+  SPORE_CHECK_KIND(
+      ErrorKind::IOError,
+      bs.size() == 3 && bs[2] == 4 && ss.size() == 3 && ss[0] == bs[0] && ss[2] == bs[1], c.where,
+      "boxes must be (B, N, 4) and scores (B, C, N), got ", shape_str(bs), " and ", shape_str(ss));
+  const int64_t max_out = c.has_in(2) && c.x(2).numel() ? int64_t(values_of(c.x(2)).at(0)) : 0;
+  const double iou_th = c.has_in(3) && c.x(3).numel() ? values_of(c.x(3)).at(0) : 0.0;
+  const bool has_score_th = c.has_in(4) && c.x(4).numel();
+  const double score_th = has_score_th ? values_of(c.x(4)).at(0) : 0.0;
+  const bool center = c.i("center_point_box", 0) != 0;
+  const int64_t B = bs[0], N = bs[1], C = ss[1];
+  // (y1, x1, y2, x2) with y1 <= y2, x1 <= x2.
+  auto corners = [&](int64_t b, int64_t i) {
+    const double* p = &boxes[size_t((b * N + i) * 4)];
+    if (center)
+      return std::array<double, 4>{p[1] - p[3] / 2, p[0] - p[2] / 2, p[1] + p[3] / 2,
+                                   p[0] + p[2] / 2};
+    return std::array<double, 4>{std::min(p[0], p[2]), std::min(p[1], p[3]), std::max(p[0], p[2]),
+                                 std::max(p[1], p[3])};
+  };
+  auto iou = [&](const std::array<double, 4>& a, const std::array<double, 4>& b) {
+    const double ih = std::max(0.0, std::min(a[2], b[2]) - std::max(a[0], b[0]));
+    const double iw = std::max(0.0, std::min(a[3], b[3]) - std::max(a[1], b[1]));
+    const double inter = ih * iw;
+    const double uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+    return uni > 0 ? inter / uni : 0.0;
+  };
+  std::vector<int64_t> out;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t k = 0; k < C; ++k) {
+      std::vector<int64_t> cand;
+      for (int64_t i = 0; i < N; ++i)
+        if (!has_score_th || scores[size_t((b * C + k) * N + i)] > score_th) cand.push_back(i);
+      std::stable_sort(cand.begin(), cand.end(), [&](int64_t i, int64_t j) {
+        return scores[size_t((b * C + k) * N + i)] > scores[size_t((b * C + k) * N + j)];
+      });
+      std::vector<int64_t> kept;
+      for (int64_t i : cand) {
+        if (int64_t(kept.size()) >= max_out) break;
+        bool ok = true;
+        for (int64_t j : kept) ok = ok && iou(corners(b, i), corners(b, j)) <= iou_th;
+        if (ok) kept.push_back(i);
+      }
+      for (int64_t i : kept) out.insert(out.end(), {b, k, i});
+    }
+  return {i64(out, {int64_t(out.size() / 3), 3})};
+}
+
+// ---- quantisation ----
+
+// Saturating round-half-to-even into an 8-bit integer type.
+Tensor saturate_to(const Tensor& v, DType dt) {
+  const double lo = dt == kUInt8 ? 0 : -128, hi = dt == kUInt8 ? 255 : 127;
+  return clamp(round(v), lo, hi).to(dt);
+}
+
+// A scale or zero point: one value, or one per slice of x along the attribute axis (default 1),
+// shaped to broadcast against x.
+Tensor along_axis(const Ctx& c, const Tensor& p, const Tensor& x) {
+  if (p.dim() == 0 || p.numel() == 1) return p.reshape({});
+  const int64_t axis = norm_axis(c.i("axis", 1), x.dim(), c);
+  SPORE_CHECK_KIND(ErrorKind::IOError, p.numel() == x.shape()[size_t(axis)], c.where,
+                   "a per-axis scale or zero point has ", p.numel(), " values for axis ", axis,
+                   " of size ", x.shape()[size_t(axis)]);
+  Shape s(size_t(x.dim()), 1);
+  s[size_t(axis)] = p.numel();
+  return p.reshape(s);
+}
+
+V quantize_linear(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const DType dt = c.has_in(2) ? c.x(2).dtype() : kUInt8;
+  if (dt != kUInt8 && dt != kInt8) c.unsupported(std::string("zero point of ") + dtype_name(dt));
+  const Tensor scale = along_axis(c, c.x(1), x).to(kFloat32);
+  Tensor v = div(x.to(kFloat32), scale);
+  v = round(v);
+  if (c.has_in(2)) v = add(v, along_axis(c, c.x(2), x).to(kFloat32));
+  return {saturate_to(v, dt)};
+}
+
+V dequantize_linear(Ctx& c) {
+  const Tensor& x = c.x(0);
+  Tensor v = x.to(kFloat32);
+  if (c.has_in(2)) v = sub(v, along_axis(c, c.x(2), x).to(kFloat32));
+  return {mul(v, along_axis(c, c.x(1), x).to(kFloat32))};
+}
+
+V dynamic_quantize_linear(Ctx& c) {
+  const Tensor x = c.x(0).to(kFloat32);
+  const Tensor zero = full({}, 0.0, kFloat32);
+  const Tensor hi = maximum(amax(x), zero), lo = minimum(amin(x), zero);
+  const Tensor scale = div(sub(hi, lo), full({}, 255.0, kFloat32));
+  const Tensor zp = saturate_to(round(sub(zero, div(lo, scale))), kUInt8);
+  const Tensor y = saturate_to(add(round(div(x, scale)), zp.to(kFloat32)), kUInt8);
+  return {y, scale, zp};
+}
+
+// (a - a_zero) @ (b - b_zero) for 8-bit integers, exact in float64 (sums far below 2^53).
+Tensor int_matmul(const Tensor& a, const Tensor& az, const Tensor& b, const Tensor& bz) {
+  Tensor x = a.to(kFloat64), y = b.to(kFloat64);
+  if (az.defined())
+    x = sub(x, az.to(kFloat64).dim() == 1 && az.numel() > 1 ? az.to(kFloat64).reshape({-1, 1})
+                                                            : az.to(kFloat64).reshape({}));
+  if (bz.defined()) y = sub(y, bz.to(kFloat64).reshape(bz.numel() > 1 ? Shape{-1} : Shape{}));
+  return matmul(x, y);
+}
+
+V matmul_integer(Ctx& c) {
+  return {
+      int_matmul(c.x(0), c.has_in(2) ? c.x(2) : Tensor(), c.x(1), c.has_in(3) ? c.x(3) : Tensor())
+          .to(kInt32)};
+}
+
+V qlinear_matmul(Ctx& c) {
+  // a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
+  const Tensor acc = int_matmul(c.x(0), c.x(2), c.x(3), c.x(5));
+  const Tensor s = div(mul(c.x(1).to(kFloat64), c.x(4).to(kFloat64)), c.x(6).to(kFloat64));
+  const Tensor v = add(round(mul(acc, s.reshape(s.numel() > 1 ? Shape{-1} : Shape{}))),
+                       c.x(7).to(kFloat64).reshape({}));
+  return {saturate_to(v, c.x(7).dtype())};
+}
+
+// ---- Einsum ----
+
+// Einsum by broadcasting: every operand's axes laid out over all the letters, multiplied, and the
+// letters not in the output summed.
+V einsum(Ctx& c) {
+  std::string eq = c.s("equation", "");
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  if (eq.find('.') != std::string::npos) c.unsupported("an ellipsis in the equation");
+  const size_t arrow = eq.find("->");
+  std::vector<std::string> terms;
+  {
+    const std::string lhs = eq.substr(0, arrow);
+    size_t s = 0;
+    for (size_t p; (p = lhs.find(',', s)) != std::string::npos; s = p + 1)
+      terms.push_back(lhs.substr(s, p - s));
+    terms.push_back(lhs.substr(s));
+  }
+  SPORE_CHECK_KIND(ErrorKind::IOError, terms.size() == c.in.size(), c.where, "the equation has ",
+                   terms.size(), " operands, the node ", c.in.size(), " inputs");
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = eq.substr(arrow + 2);
+  } else {  // implicit: the letters used once, in alphabetical order
+    std::map<char, int> n;
+    for (const auto& t : terms)
+      for (char ch : t) ++n[ch];
+    for (const auto& [ch, k] : n)
+      if (k == 1) out += ch;
+  }
+  std::string all = out;
+  for (const auto& t : terms)
+    for (char ch : t)
+      if (all.find(ch) == std::string::npos) all += ch;
+  std::map<char, int64_t> size;
+  Tensor prod_t;
+  for (size_t k = 0; k < terms.size(); ++k) {
+    Tensor x = c.x(k);
+    const std::string& t = terms[k];
+    SPORE_CHECK_KIND(ErrorKind::IOError, int64_t(t.size()) == x.dim(), c.where, "operand ", k,
+                     " \"", t, "\" names ", t.size(), " axes, has ", x.dim());
+    // Repeated letters (a diagonal) are not mapped.
+    for (size_t i = 0; i < t.size(); ++i)
+      if (t.find(t[i]) != i) c.unsupported("a repeated index in \"" + t + "\"");
+    for (size_t i = 0; i < t.size(); ++i) size[t[i]] = x.shape()[i];
+    std::vector<int64_t> perm;
+    for (char ch : all)
+      if (t.find(ch) != std::string::npos) perm.push_back(int64_t(t.find(ch)));
+    x = x.permute(perm);
+    Shape s;
+    for (char ch : all) s.push_back(t.find(ch) != std::string::npos ? size[ch] : 1);
+    x = x.reshape(s);
+    prod_t = prod_t.defined() ? mul(prod_t, x) : x;
+  }
+  std::vector<int64_t> red;
+  for (size_t i = out.size(); i < all.size(); ++i) red.push_back(int64_t(i));
+  return {red.empty() ? prod_t.contiguous() : sum(prod_t, red)};
+}
+
+}  // namespace
+
+void add_extra_handlers(std::map<std::string, Handler>& t) {
+  t["NegativeLogLikelihoodLoss"] = nll_op;
+  t["SoftmaxCrossEntropyLoss"] = softmax_cross_entropy;
+  t["Resize"] = resize_op;
+  t["Upsample"] = resize_op;
+  t["Trilu"] = trilu;
+  t["Hardmax"] = hardmax;
+  t["OneHot"] = one_hot_op;
+  t["EyeLike"] = eye_like;
+  t["DepthToSpace"] = depth_to_space;
+  t["SpaceToDepth"] = space_to_depth;
+  t["GatherND"] = gather_nd;
+  t["ScatterElements"] = scatter_elements;
+  t["Scatter"] = scatter_elements;
+  t["ScatterND"] = scatter_nd;
+  t["Compress"] = compress;
+  t["ReverseSequence"] = reverse_sequence;
+  t["Mod"] = mod_op;
+  t["BitShift"] = bit_shift;
+  t["Shrink"] = shrink;
+  t["Sinh"] = sinh_op;
+  t["Cosh"] = cosh_op;
+  t["Asinh"] = asinh_op;
+  t["Acosh"] = acosh_op;
+  t["Atanh"] = atanh_op;
+  t["HannWindow"] = [](Ctx& c) { return window(c, 0); };
+  t["HammingWindow"] = [](Ctx& c) { return window(c, 1); };
+  t["BlackmanWindow"] = [](Ctx& c) { return window(c, 2); };
+  t["MeanVarianceNormalization"] = mean_variance_norm;
+  t["LRN"] = lrn;
+  t["NonZero"] = non_zero;
+  t["Unique"] = unique;
+  t["NonMaxSuppression"] = non_max_suppression;
+  t["QuantizeLinear"] = quantize_linear;
+  t["DequantizeLinear"] = dequantize_linear;
+  t["DynamicQuantizeLinear"] = dynamic_quantize_linear;
+  t["MatMulInteger"] = matmul_integer;
+  t["QLinearMatMul"] = qlinear_matmul;
+  t["Einsum"] = einsum;
+  // Training-mode BatchNormalization (opset 14's training_mode = 1) and the edge / reflect / wrap
+  // Pad modes wrap the handlers of ops_onnx.cpp.
+  const Handler bn = t.at("BatchNormalization");
+  t["BatchNormalization"] = [bn](Ctx& c) -> V {
+    return c.i("training_mode", 0) ? batch_norm_training(c) : bn(c);
+  };
+  const Handler pad0 = t.at("Pad");
+  t["Pad"] = [pad0](Ctx& c) -> V {
+    const std::string mode = c.s("mode", "constant");
+    if (mode == "constant") return pad0(c);
+    if (mode != "edge" && mode != "reflect" && mode != "wrap")
+      c.unsupported("mode \"" + mode + "\"");
+    if (c.opset >= 11 && c.has_in(3)) c.unsupported("the axes input");
+    const std::vector<int64_t> p =
+        c.opset >= 11 ? c.const_ints(1, "pads") : c.ints(c.opset >= 2 ? "pads" : "paddings");
+    SPORE_CHECK_KIND(ErrorKind::IOError, int64_t(p.size()) == 2 * c.x(0).dim(), c.where,
+                     "pads has ", p.size(), " values for rank ", c.x(0).dim());
+    return {pad_indexed(c, c.x(0), p, mode)};
+  };
+}
+
+}  // namespace spore::onnx_detail
