@@ -181,9 +181,7 @@ Tensor load_onnx_tensor(const std::string& path) {
 std::vector<std::string> OnnxModel::unsupported_ops() const {
   std::set<std::string> out;
   for (const auto& n : impl_->graph.node()) {
-    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    if (!default_domain || !onnx_detail::handlers().count(n.op_type()))
-      out.insert(default_domain ? n.op_type() : n.domain() + "::" + n.op_type());
+    if (!onnx_detail::handlers().count(onnx_detail::op_key(n))) out.insert(onnx_detail::op_key(n));
   }
   return {out.begin(), out.end()};
 }
@@ -210,13 +208,11 @@ std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) 
     const auto& n = graph.node(i);
     const std::string w = where + "node #" + std::to_string(i) + " (" + n.op_type() +
                           (n.name().empty() ? "" : " \"" + n.name() + "\"") + "): ";
-    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    auto it = onnx_detail::handlers().find(n.op_type());
-    SPORE_CHECK_KIND(
-        ErrorKind::NotImplemented, default_domain && it != onnx_detail::handlers().end(), w,
-        "unsupported ONNX op ", default_domain ? n.op_type() : n.domain() + "::" + n.op_type(),
-        " (opset ", opset, "); Spore's importer maps ", onnx_detail::handlers().size(),
-        " ops (OnnxModel::supported_ops())");
+    auto it = onnx_detail::handlers().find(onnx_detail::op_key(n));
+    SPORE_CHECK_KIND(ErrorKind::NotImplemented, it != onnx_detail::handlers().end(), w,
+                     "unsupported ONNX op ", onnx_detail::op_key(n), " (opset ", opset,
+                     "); Spore's importer maps ", onnx_detail::handlers().size(),
+                     " ops (OnnxModel::supported_ops())");
     Ctx c{n, {}, opset, w};
     bool all_const = true;
     for (const auto& in : n.input()) {

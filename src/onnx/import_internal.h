@@ -43,6 +43,12 @@ struct Ctx {
 };
 
 using Handler = std::function<std::vector<Tensor>(Ctx&)>;
+// The handler table's key of a node: its op type in the default domain ("" or "ai.onnx"), else
+// "domain::OpType" ("ai.onnx.preview.training::Adam").
+inline std::string op_key(const ::onnx::NodeProto& n) {
+  const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+  return default_domain ? n.op_type() : n.domain() + "::" + n.op_type();
+}
 const std::map<std::string, Handler>& handlers();
 // The handlers of ops_onnx_extra.cpp (losses, resize modes, indexing, quantisation, ...), added to
 // the table by handlers().

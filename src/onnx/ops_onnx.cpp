@@ -713,8 +713,10 @@ V global_pool(Ctx& c, bool max) {
 }
 
 V dropout_op(Ctx& c) {
+  // Training mode draws a random mask, except with ratio 0, where it keeps everything.
   if (c.opset >= 12 && c.has_in(2) &&
-      (c.x(2).is_symbolic() || c.const_scalar(2, "training_mode") != 0))
+      (c.x(2).is_symbolic() || c.const_scalar(2, "training_mode") != 0) &&
+      !(c.has_in(1) && !c.x(1).is_symbolic() && c.const_scalar(1, "ratio") == 0))
     c.unsupported("training_mode = true (random masks)");
   V out{c.x(0)};
   if (c.node.output_size() > 1) out.push_back(full(c.x(0).shape(), 1, kBool));

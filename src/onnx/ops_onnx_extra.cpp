@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "onnx/import_internal.h"
@@ -23,7 +24,8 @@ bool is_data_dependent_shape_op(const std::string& op_type) {
 
 bool is_parameter_input(const std::string& op_type, int index) {
   return (op_type == "Resize" && (index == 1 || index == 2)) ||
-         ((op_type == "Upsample" || op_type == "OneHot") && index == 1);
+         ((op_type == "Upsample" || op_type == "OneHot" || op_type == "Dropout") && index == 1) ||
+         (op_type == "Range" && index <= 2);
 }
 
 namespace {
@@ -372,6 +374,8 @@ V space_to_depth(Ctx& c) {
 // Row-major flat offsets into the first k dims of `dims` for index tuples idx (..., k), with
 // negative indices counted from the end (in-graph, so the indices may come from the data).
 Tensor flat_offsets(const Tensor& idx0, const Shape& dims, int64_t k) {
+  std::optional<NoTrace> guard;  // constant indices give constant offsets
+  if (!idx0.is_symbolic()) guard.emplace();
   const Tensor idx = idx0.to(kInt64);
   Tensor off = zeros(Shape(idx.shape().begin(), idx.shape().end() - 1), kInt64);
   for (int64_t j = 0; j < k; ++j) {
@@ -418,8 +422,11 @@ Tensor scatter_reduce(const Ctx& c, const Tensor& x, int64_t ax, const Tensor& i
   // Replace-like reductions: each target element receives at most one update.
   if (!idx.is_symbolic()) {
     // The indices are known: check that no element is written twice.
-    const Tensor count = scatter_add(zeros(x.shape(), kInt64), ax, idx, ones(idx.shape(), kInt64));
-    const std::vector<double> cv = values_of(count);
+    std::vector<double> cv;
+    {
+      NoTrace guard;
+      cv = values_of(scatter_add(zeros(x.shape(), kInt64), ax, idx, ones(idx.shape(), kInt64)));
+    }
     if (std::any_of(cv.begin(), cv.end(), [](double v) { return v > 1; }))
       c.unsupported("reduction \"" + red + "\" with repeated indices");
   } else if (red != "none") {
@@ -440,9 +447,12 @@ Tensor scatter_reduce(const Ctx& c, const Tensor& x, int64_t ax, const Tensor& i
 V scatter_elements(Ctx& c) {
   const Tensor& x = c.x(0);
   const int64_t ax = norm_axis(c.i("axis", 0), x.dim(), c);
+  std::optional<NoTrace> guard;  // constant indices stay constant
+  if (!c.x(1).is_symbolic()) guard.emplace();
   Tensor idx = c.x(1).to(kInt64);
   const int64_t n = x.shape()[size_t(ax)];
   idx = where(less(idx, full({}, 0, kInt64)), add(idx, full({}, double(n), kInt64)), idx);
+  guard.reset();
   return {scatter_reduce(c, x, ax, idx, c.x(2), c.s("reduction", "none"))};
 }
 
@@ -924,6 +934,177 @@ V einsum(Ctx& c) {
   return {red.empty() ? prod_t.contiguous() : sum(prod_t, red)};
 }
 
+// ---- ConvTranspose ----
+
+V conv_transpose(Ctx& c) {
+  Tensor x = c.x(0), w = c.x(1);
+  const bool one_d = x.dim() == 3;
+  if (one_d) x = x.unsqueeze(2), w = w.unsqueeze(2);
+  if (x.dim() != 4)
+    c.unsupported(std::to_string(x.dim() - 2) + " spatial dims (Spore maps 1-D and 2-D)");
+  auto two = [&](const char* name, int64_t dflt) {
+    std::vector<int64_t> v = c.ints(name, {});
+    if (v.empty()) v.assign(one_d ? 1 : 2, dflt);
+    if (one_d) v.insert(v.begin(), dflt);
+    SPORE_CHECK_KIND(ErrorKind::IOError, v.size() == 2, c.where, "attribute ", name,
+                     ": expected one value per spatial dim");
+    return v;
+  };
+  const std::vector<int64_t> stride = two("strides", 1), dil = two("dilations", 1),
+                             outpad = two("output_padding", 0);
+  const std::string ap = c.s("auto_pad", "NOTSET");
+  std::vector<int64_t> pads = c.ints("pads", {});
+  if (pads.empty()) pads.assign(one_d ? 2 : 4, 0);
+  if (one_d) pads = {0, pads.at(0), 0, pads.at(1)};
+  SPORE_CHECK_KIND(ErrorKind::IOError, pads.size() == 4, c.where, "attribute pads: expected ",
+                   2 * (x.dim() - 2), " values");
+  std::vector<int64_t> out_shape = c.ints("output_shape", {});
+  if (one_d && !out_shape.empty()) out_shape.insert(out_shape.begin(), 1);
+  Conv2dOptions o;
+  o.stride = stride, o.dilation = dil, o.groups = c.i("group", 1);
+  o.padding.assign(4, 0);
+  std::vector<int64_t> out(2);
+  for (size_t d = 0; d < 2; ++d) {
+    const int64_t in = x.shape()[2 + d], k = w.shape()[2 + d];
+    const int64_t full_len = stride[d] * (in - 1) + outpad[d] + (k - 1) * dil[d] + 1;
+    int64_t begin = pads[d], end = pads[d + 2];
+    if (!out_shape.empty() || ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      // The output size is given (or in * stride): the padding that yields it, split as ONNX says.
+      out[d] = !out_shape.empty() ? out_shape.at(out_shape.size() - 2 + d) : in * stride[d];
+      const int64_t total = std::max<int64_t>(0, full_len - out[d]);
+      begin = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+      end = total - begin;
+    } else {
+      out[d] = full_len - begin - end;
+    }
+    o.padding[2 * d] = begin, o.padding[2 * d + 1] = end;
+    // Spore adds up to stride - 1 rows past the plain transposed size (output_padding).
+    const int64_t plain = (in - 1) * stride[d] - begin - end + dil[d] * (k - 1) + 1;
+    if (out[d] < plain || out[d] - plain >= std::max<int64_t>(stride[d], 1))
+      c.unsupported("an output size " + std::to_string(out[d]) + " that the padding cannot give");
+  }
+  Tensor y = conv_transpose2d(x, w, o, out);
+  if (c.has_in(2)) y = add(y, c.x(2).reshape({1, -1, 1, 1}));
+  return {one_d ? y.squeeze(2) : y};
+}
+
+// ---- Det: Laplace expansion along the first row (exact arithmetic, for small matrices) ----
+
+Tensor det_of(const Tensor& a, int64_t n) {
+  if (n == 1) return a.slice(-1, 0, 1).slice(-2, 0, 1).squeeze(-1).squeeze(-1);
+  if (n == 2) {
+    auto e = [&](int64_t i, int64_t j) {
+      return a.slice(-2, i, i + 1).slice(-1, j, j + 1).squeeze(-1).squeeze(-1);
+    };
+    return sub(mul(e(0, 0), e(1, 1)), mul(e(0, 1), e(1, 0)));
+  }
+  Tensor acc;
+  const Tensor rest = a.slice(-2, 1, n);
+  for (int64_t j = 0; j < n; ++j) {
+    std::vector<int64_t> cols;
+    for (int64_t k = 0; k < n; ++k)
+      if (k != j) cols.push_back(k);
+    const Tensor minor = index_select(rest, a.dim() - 1, i64(cols));
+    const Tensor term =
+        mul(a.slice(-2, 0, 1).slice(-1, j, j + 1).squeeze(-1).squeeze(-1), det_of(minor, n - 1));
+    acc = !acc.defined() ? term : (j % 2 ? sub(acc, term) : add(acc, term));
+  }
+  return acc;
+}
+
+V det(Ctx& c) {
+  const Tensor& x = c.x(0);
+  SPORE_CHECK_KIND(ErrorKind::IOError,
+                   x.dim() >= 2 && x.shape().back() == x.shape()[size_t(x.dim() - 2)], c.where,
+                   "Det needs square matrices (..., M, M), got ", shape_str(x.shape()));
+  const int64_t n = x.shape().back();
+  if (n > 5)
+    c.unsupported(std::to_string(n) + "x" + std::to_string(n) +
+                  " matrices (Spore expands up to 5x5)");
+  return {det_of(x, n)};
+}
+
+// ---- training ops (domain ai.onnx.preview.training): one optimiser step ----
+
+// Inputs R (learning rate), T (step count), then `groups` lists of n tensors each.
+struct TrainArgs {
+  Tensor r;
+  int64_t t;
+  int64_t n;
+};
+TrainArgs train_args(const Ctx& c, int64_t groups) {
+  const int64_t rest = int64_t(c.in.size()) - 2;
+  SPORE_CHECK_KIND(ErrorKind::IOError, rest > 0 && rest % groups == 0, c.where, c.node.op_type(),
+                   " takes R, T and ", groups, " lists of equal length, got ", c.in.size(),
+                   " inputs");
+  return {c.x(0).reshape({}), int64_t(c.const_scalar(1, "T")), rest / groups};
+}
+
+V adagrad(Ctx& c) {
+  const TrainArgs a = train_args(c, 3);
+  const double decay = c.f("decay_factor", 0), eps = c.f("epsilon", 0),
+               norm = c.f("norm_coefficient", 0);
+  V xs, hs;
+  for (int64_t i = 0; i < a.n; ++i) {
+    const Tensor &x = c.x(size_t(2 + i)), &g = c.x(size_t(2 + a.n + i)),
+                 &h = c.x(size_t(2 + 2 * a.n + i));
+    const Tensor r = div(a.r.to(x.dtype()), scalar_like(1 + double(a.t) * decay, x));
+    const Tensor gr = add(mul(scalar_like(norm, x), x), g);
+    const Tensor hn = add(h, mul(gr, gr));
+    xs.push_back(sub(x, div(mul(r, gr), add(sqrt(hn), scalar_like(eps, x)))));
+    hs.push_back(hn);
+  }
+  xs.insert(xs.end(), hs.begin(), hs.end());
+  return xs;
+}
+
+V momentum(Ctx& c) {
+  const TrainArgs a = train_args(c, 3);
+  const double alpha = c.f("alpha", 0), beta = c.f("beta", 0), norm = c.f("norm_coefficient", 0);
+  const std::string mode = c.s("mode", "standard");
+  SPORE_CHECK_KIND(ErrorKind::IOError, mode == "standard" || mode == "nesterov", c.where,
+                   "attribute mode: \"", mode, "\" is not standard or nesterov");
+  V xs, vs;
+  for (int64_t i = 0; i < a.n; ++i) {
+    const Tensor &x = c.x(size_t(2 + i)), &g = c.x(size_t(2 + a.n + i)),
+                 &v = c.x(size_t(2 + 2 * a.n + i));
+    const Tensor r = a.r.to(x.dtype());
+    const Tensor gr = add(mul(scalar_like(norm, x), x), g);
+    const Tensor vn =
+        add(mul(scalar_like(alpha, x), v), mul(scalar_like(a.t > 0 ? beta : 1.0, x), gr));
+    xs.push_back(mode == "standard" ? sub(x, mul(r, vn))
+                                    : sub(x, mul(r, add(gr, mul(scalar_like(alpha, x), vn)))));
+    vs.push_back(vn);
+  }
+  xs.insert(xs.end(), vs.begin(), vs.end());
+  return xs;
+}
+
+V adam(Ctx& c) {
+  const TrainArgs a = train_args(c, 4);
+  const double alpha = c.f("alpha", 0.9), beta = c.f("beta", 0.999), eps = c.f("epsilon", 1e-6),
+               norm = c.f("norm_coefficient", 0), post = c.f("norm_coefficient_post", 0);
+  const double adj =
+      a.t > 0 ? std::sqrt(1 - std::pow(beta, double(a.t))) / (1 - std::pow(alpha, double(a.t)))
+              : 1.0;
+  V xs, vs, hs;
+  for (int64_t i = 0; i < a.n; ++i) {
+    const Tensor &x = c.x(size_t(2 + i)), &g = c.x(size_t(2 + a.n + i)),
+                 &v = c.x(size_t(2 + 2 * a.n + i)), &h = c.x(size_t(2 + 3 * a.n + i));
+    const Tensor gr = add(mul(scalar_like(norm, x), x), g);
+    const Tensor vn = add(mul(scalar_like(alpha, x), v), mul(scalar_like(1 - alpha, x), gr));
+    const Tensor hn = add(mul(scalar_like(beta, x), h), mul(scalar_like(1 - beta, x), mul(gr, gr)));
+    const Tensor r = mul(a.r.to(x.dtype()), scalar_like(adj, x));
+    const Tensor xn = sub(x, mul(r, div(vn, add(sqrt(hn), scalar_like(eps, x)))));
+    xs.push_back(mul(scalar_like(1 - post, x), xn));
+    vs.push_back(vn);
+    hs.push_back(hn);
+  }
+  xs.insert(xs.end(), vs.begin(), vs.end());
+  xs.insert(xs.end(), hs.begin(), hs.end());
+  return xs;
+}
+
 }  // namespace
 
 void add_extra_handlers(std::map<std::string, Handler>& t) {
@@ -965,6 +1146,11 @@ void add_extra_handlers(std::map<std::string, Handler>& t) {
   t["MatMulInteger"] = matmul_integer;
   t["QLinearMatMul"] = qlinear_matmul;
   t["Einsum"] = einsum;
+  t["ConvTranspose"] = conv_transpose;
+  t["Det"] = det;
+  t["ai.onnx.preview.training::Adagrad"] = adagrad;
+  t["ai.onnx.preview.training::Momentum"] = momentum;
+  t["ai.onnx.preview.training::Adam"] = adam;
   // Training-mode BatchNormalization (opset 14's training_mode = 1) and the edge / reflect / wrap
   // Pad modes wrap the handlers of ops_onnx.cpp.
   const Handler bn = t.at("BatchNormalization");

@@ -131,6 +131,15 @@ std::string op_of(const std::string& test, const std::vector<std::string>& ops) 
   return best.empty() ? (ops.empty() ? "?" : ops[0]) : best;
 }
 
+// Tests whose expected outputs were not computed from their own model (ONNX 1.12's generators
+// passed an attribute to the reference but not to the node); when such a test's comparison fails
+// it is counted with the tests whose data contradict their model, with this reason.
+const std::map<std::string, std::string> kDataDefects = {
+    {"test_adam_multiple",
+     "the expected outputs use epsilon 1e-2, which the node does not carry (it has the default "
+     "1e-6)"},
+};
+
 // The classes of a test's outcome (see the top of the file).
 const char* const kKinds[] = {"passed", "refused", "wrong", "error", "sequence_input", "bad_data"};
 enum Kind { kPassed, kRefused, kWrong, kError, kSequenceInput, kBadData, kNumKinds };
@@ -178,8 +187,10 @@ std::string run_one(const std::string& test, const std::string& dir) {
       for (size_t k = 0; k < want.size(); ++k) {
         if (k >= got.size()) return line(kWrong, "missing output " + std::to_string(k));
         const std::string type = k < m.outputs().size() ? m.outputs()[k].onnx_type : "?";
-        if (std::string d = compare(got[k], want[k], type); !d.empty())
+        if (std::string d = compare(got[k], want[k], type); !d.empty()) {
+          if (kDataDefects.count(test)) return line(kBadData, d + "; " + kDataDefects.at(test));
           return line(kWrong, ds + " output " + std::to_string(k) + ": " + d);
+        }
       }
     }
     return line(kPassed, "");
