@@ -1105,6 +1105,143 @@ V adam(Ctx& c) {
   return xs;
 }
 
+
+// ---- RNN, GRU, LSTM: the recurrence unrolled over the (constant) sequence length ----
+
+Tensor activation(const Ctx& c, const std::string& name, const Tensor& x) {
+  if (name == "Sigmoid") return sigmoid(x);
+  if (name == "Tanh") return tanh(x);
+  if (name == "Relu") return relu(x);
+  c.unsupported("activation " + name + " (Spore maps Sigmoid, Tanh and Relu)");
+}
+
+// kind: 0 RNN, 1 GRU, 2 LSTM.
+V recurrent(Ctx& c, int kind) {
+  const int64_t G = kind == 0 ? 1 : kind == 1 ? 3 : 4;
+  const bool batch_major = c.i("layout", 0) != 0;
+  const Tensor X = batch_major ? c.x(0).permute({1, 0, 2}) : c.x(0);  // (T, B, I)
+  const Tensor &W = c.x(1), &R = c.x(2);
+  const int64_t T = X.shape()[0], Bt = X.shape()[1], I = X.shape()[2], nd = W.shape()[0],
+                h = R.shape().back();
+  const std::string dir = c.s("direction", "forward");
+  SPORE_CHECK_KIND(ErrorKind::IOError,
+                   (dir == "bidirectional" && nd == 2) ||
+                       ((dir == "forward" || dir == "reverse") && nd == 1),
+                   c.where, "direction \"", dir, "\" with ", nd, " weight sets");
+  if (c.has("hidden_size"))
+    SPORE_CHECK_KIND(ErrorKind::IOError, c.i("hidden_size", 0) == h, c.where, "hidden_size ",
+                     c.i("hidden_size", 0), " but R has ", h, " columns");
+  if (c.has("activation_alpha") || c.has("activation_beta"))
+    c.unsupported("activation_alpha / activation_beta");
+  std::vector<std::string> acts;
+  if (const A* a = c.attr("activations")) acts.assign(a->strings().begin(), a->strings().end());
+  const std::vector<std::string> dflt = kind == 0   ? std::vector<std::string>{"Tanh"}
+                                        : kind == 1 ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                                    : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+  if (acts.empty())
+    for (int64_t d = 0; d < nd; ++d) acts.insert(acts.end(), dflt.begin(), dflt.end());
+  SPORE_CHECK_KIND(ErrorKind::IOError, acts.size() == dflt.size() * size_t(nd), c.where,
+                   "activations lists ", acts.size(), " functions, expected ",
+                   dflt.size() * size_t(nd));
+  const double clip = c.f("clip", 0);
+  const bool lbr = kind == 1 && c.i("linear_before_reset", 0) != 0;
+  std::vector<int64_t> lens(static_cast<size_t>(Bt), T);
+  if (c.has_in(4)) {
+    const std::vector<double> v = const_values(c, 4, "sequence_lens");
+    for (size_t b = 0; b < lens.size() && b < v.size(); ++b) lens[b] = int64_t(v[b]);
+  }
+  const bool ragged = std::any_of(lens.begin(), lens.end(), [&](int64_t l) { return l != T; });
+  // (T, B) time-reversal within each sequence's length, as a gather index over (T, B, H).
+  auto reverse = [&](const Tensor& x) {
+    std::vector<int64_t> idx(size_t(T * Bt));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t b = 0; b < Bt; ++b) {
+        const int64_t L = std::clamp<int64_t>(lens[size_t(b)], 0, T);
+        idx[size_t(t * Bt + b)] = t < L ? L - 1 - t : t;
+      }
+    return gather(x, 0, i64(idx, {T, Bt, 1}).expand(x.shape()).contiguous());
+  };
+  auto batch_of = [&](const Tensor& v, int64_t d) {  // (nd, B, h) -> (B, h), zeros when absent
+    return v.defined() ? v.slice(0, d, d + 1).squeeze(0) : zeros({Bt, h}, X.dtype());
+  };
+  const Tensor h0 = c.has_in(5) ? c.x(5) : Tensor(), c0 = kind == 2 && c.has_in(6) ? c.x(6) : Tensor();
+  const Tensor h0t = h0.defined() && batch_major ? h0.permute({1, 0, 2}) : h0;
+  const Tensor c0t = c0.defined() && batch_major ? c0.permute({1, 0, 2}) : c0;
+  V ys, hs, cs;
+  for (int64_t d = 0; d < nd; ++d) {
+    const bool rev = dir == "reverse" || (dir == "bidirectional" && d == 1);
+    const Tensor Wd = W.slice(0, d, d + 1).squeeze(0), Rd = R.slice(0, d, d + 1).squeeze(0);
+    Tensor Wb = zeros({G * h}, X.dtype()), Rb = zeros({G * h}, X.dtype());
+    if (c.has_in(3)) {
+      const Tensor Bd = c.x(3).slice(0, d, d + 1).squeeze(0);
+      Wb = Bd.slice(0, 0, G * h), Rb = Bd.slice(0, G * h, 2 * G * h);
+    }
+    Tensor P;
+    if (kind == 2 && c.has_in(7)) P = c.x(7).slice(0, d, d + 1).squeeze(0);
+    const Tensor Xd = rev ? reverse(X) : X;
+    const Tensor xw = add(matmul(Xd.reshape({T * Bt, I}), Wd.t()), Wb).reshape({T, Bt, G * h});
+    const Tensor Rt = Rd.t();
+    Tensor H = batch_of(h0t, d), C = batch_of(c0t, d);
+    auto gate = [&](const Tensor& g, int64_t k) { return g.slice(1, k * h, (k + 1) * h); };
+    auto clipped = [&](const Tensor& v) { return clip > 0 ? clamp(v, -clip, clip) : v; };
+    const std::string* f = &acts[size_t(d) * dflt.size()];
+    V steps;
+    for (int64_t t = 0; t < T; ++t) {
+      const Tensor gx = xw.slice(0, t, t + 1).squeeze(0);
+      Tensor Hn, Cn;
+      if (kind == 0) {
+        Hn = activation(c, f[0], clipped(add(add(gx, matmul(H, Rt)), Rb)));
+      } else if (kind == 1) {
+        const Tensor gh = matmul(H, Rt), Rb2 = Rb.reshape({1, G * h});
+        const Tensor z = activation(c, f[0], clipped(add(add(gate(gx, 0), gate(gh, 0)), gate(Rb2, 0))));
+        const Tensor r = activation(c, f[0], clipped(add(add(gate(gx, 1), gate(gh, 1)), gate(Rb2, 1))));
+        const Tensor Rh = gate(Rt, 2), Rbh = gate(Rb2, 2);
+        const Tensor hh = lbr ? add(gate(gx, 2), mul(r, add(matmul(H, Rh), Rbh)))
+                              : add(add(gate(gx, 2), matmul(mul(r, H), Rh)), Rbh);
+        const Tensor ht = activation(c, f[1], clipped(hh));
+        Hn = add(mul(sub(scalar_like(1, z), z), ht), mul(z, H));
+      } else {
+        const Tensor g = add(add(gx, matmul(H, Rt)), Rb);
+        Tensor gi = gate(g, 0), go = gate(g, 1), gf = gate(g, 2), gc = gate(g, 3);
+        if (P.defined()) {
+          gi = add(gi, mul(P.slice(0, 0, h), C));
+          gf = add(gf, mul(P.slice(0, 2 * h, 3 * h), C));
+        }
+        const Tensor i = activation(c, f[0], clipped(gi)), fg = activation(c, f[0], clipped(gf));
+        Cn = add(mul(fg, C), mul(i, activation(c, f[1], clipped(gc))));
+        if (P.defined()) go = add(go, mul(P.slice(0, h, 2 * h), Cn));
+        Hn = mul(activation(c, f[0], clipped(go)), activation(c, f[2], Cn));
+      }
+      if (ragged) {  // a finished sequence keeps its state and outputs zeros
+        std::vector<uint8_t> live(static_cast<size_t>(Bt));
+        for (int64_t b = 0; b < Bt; ++b) live[size_t(b)] = t < lens[size_t(b)];
+        const Tensor m = from_buffer(live.data(), {Bt, 1}, kBool);
+        H = where(m, Hn, H);
+        if (kind == 2) C = where(m, Cn, C);
+        steps.push_back(where(m, Hn, scalar_like(0, Hn)));
+      } else {
+        H = Hn;
+        if (kind == 2) C = Cn;
+        steps.push_back(Hn);
+      }
+    }
+    Tensor Y = stack(steps, 0);  // (T, B, h)
+    if (rev) Y = reverse(Y);
+    ys.push_back(Y);
+    hs.push_back(H);
+    cs.push_back(C);
+  }
+  Tensor Y = stack(ys, 1), Yh = stack(hs, 0), Yc = stack(cs, 0);  // (T, nd, B, h), (nd, B, h)
+  if (batch_major) {
+    Y = Y.permute({2, 0, 1, 3}).contiguous();
+    Yh = Yh.permute({1, 0, 2}).contiguous();
+    Yc = Yc.permute({1, 0, 2}).contiguous();
+  }
+  V out{Y, Yh};
+  if (kind == 2) out.push_back(Yc);
+  return out;
+}
+
 }  // namespace
 
 void add_extra_handlers(std::map<std::string, Handler>& t) {
@@ -1148,6 +1285,9 @@ void add_extra_handlers(std::map<std::string, Handler>& t) {
   t["Einsum"] = einsum;
   t["ConvTranspose"] = conv_transpose;
   t["Det"] = det;
+  t["RNN"] = [](Ctx& c) { return recurrent(c, 0); };
+  t["GRU"] = [](Ctx& c) { return recurrent(c, 1); };
+  t["LSTM"] = [](Ctx& c) { return recurrent(c, 2); };
   t["ai.onnx.preview.training::Adagrad"] = adagrad;
   t["ai.onnx.preview.training::Momentum"] = momentum;
   t["ai.onnx.preview.training::Adam"] = adam;
