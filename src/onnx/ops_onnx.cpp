@@ -192,11 +192,9 @@ V pool(Ctx& c, bool max) {
   const bool integer = !is_floating(x0.dtype());
   const Tensor x = integer ? x0.to(kFloat32) : x0;
   need_2d(c, x);
-  if (max && c.node.output_size() > 1 && !c.node.output(1).empty())
-    c.unsupported("the Indices output");
+  const bool want_indices = max && c.node.output_size() > 1 && !c.node.output(1).empty();
   const auto dil = c.ints("dilations", {1, 1});
   if (dil != std::vector<int64_t>{1, 1}) c.unsupported("dilations");
-  if (c.i("storage_order", 0)) c.unsupported("storage_order = 1");
   Pool2dOptions o;
   o.kernel_size = c.ints("kernel_shape");
   SPORE_CHECK_KIND(ErrorKind::IOError, o.kernel_size.size() == 2, c.where,
@@ -209,6 +207,21 @@ V pool(Ctx& c, bool max) {
   const bool wide = 2 * std::max(pd[0], pd[1]) > o.kernel_size[0] ||
                     2 * std::max(pd[2], pd[3]) > o.kernel_size[1];
   Tensor y;
+  if (want_indices) {
+    // Spore's indices count within each (n, c) plane; ONNX's count over the whole NCHW tensor.
+    if (wide) c.unsupported("the Indices output with pads wider than half the kernel");
+    auto [v, idx] = max_pool2d_with_indices(x, o);
+    const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3],
+                  plane = H * W;
+    if (c.i("storage_order", 0)) {  // column-major within the plane: w * H + h (exact in float64)
+      const Tensor f = idx.to(kFloat64), h = floor(div(f, full({}, double(W), kFloat64)));
+      const Tensor w = sub(f, mul(h, full({}, double(W), kFloat64)));
+      idx = add(mul(w, full({}, double(H), kFloat64)), h).to(kInt64);
+    }
+    const Tensor base = mul(arange(0, double(N * C), 1, kInt64).reshape({N, C, 1, 1}),
+                            full({}, double(plane), kInt64));
+    return {integer ? v.to(x0.dtype()) : v, add(idx, base)};
+  }
   if (!wide) {
     y = max ? max_pool2d(x, o) : avg_pool2d(x, o);
   } else {  // pads wider than half the kernel (ONNX allows them): pad explicitly, pool unpadded

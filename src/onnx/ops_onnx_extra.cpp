@@ -1105,7 +1105,6 @@ V adam(Ctx& c) {
   return xs;
 }
 
-
 // ---- RNN, GRU, LSTM: the recurrence unrolled over the (constant) sequence length ----
 
 Tensor activation(const Ctx& c, const std::string& name, const Tensor& x) {
@@ -1124,10 +1123,10 @@ V recurrent(Ctx& c, int kind) {
   const int64_t T = X.shape()[0], Bt = X.shape()[1], I = X.shape()[2], nd = W.shape()[0],
                 h = R.shape().back();
   const std::string dir = c.s("direction", "forward");
-  SPORE_CHECK_KIND(ErrorKind::IOError,
-                   (dir == "bidirectional" && nd == 2) ||
-                       ((dir == "forward" || dir == "reverse") && nd == 1),
-                   c.where, "direction \"", dir, "\" with ", nd, " weight sets");
+  SPORE_CHECK_KIND(
+      ErrorKind::IOError,
+      (dir == "bidirectional" && nd == 2) || ((dir == "forward" || dir == "reverse") && nd == 1),
+      c.where, "direction \"", dir, "\" with ", nd, " weight sets");
   if (c.has("hidden_size"))
     SPORE_CHECK_KIND(ErrorKind::IOError, c.i("hidden_size", 0) == h, c.where, "hidden_size ",
                      c.i("hidden_size", 0), " but R has ", h, " columns");
@@ -1135,9 +1134,10 @@ V recurrent(Ctx& c, int kind) {
     c.unsupported("activation_alpha / activation_beta");
   std::vector<std::string> acts;
   if (const A* a = c.attr("activations")) acts.assign(a->strings().begin(), a->strings().end());
-  const std::vector<std::string> dflt = kind == 0   ? std::vector<std::string>{"Tanh"}
-                                        : kind == 1 ? std::vector<std::string>{"Sigmoid", "Tanh"}
-                                                    : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+  const std::vector<std::string> dflt = kind == 0 ? std::vector<std::string>{"Tanh"}
+                                        : kind == 1
+                                            ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                            : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
   if (acts.empty())
     for (int64_t d = 0; d < nd; ++d) acts.insert(acts.end(), dflt.begin(), dflt.end());
   SPORE_CHECK_KIND(ErrorKind::IOError, acts.size() == dflt.size() * size_t(nd), c.where,
@@ -1164,7 +1164,8 @@ V recurrent(Ctx& c, int kind) {
   auto batch_of = [&](const Tensor& v, int64_t d) {  // (nd, B, h) -> (B, h), zeros when absent
     return v.defined() ? v.slice(0, d, d + 1).squeeze(0) : zeros({Bt, h}, X.dtype());
   };
-  const Tensor h0 = c.has_in(5) ? c.x(5) : Tensor(), c0 = kind == 2 && c.has_in(6) ? c.x(6) : Tensor();
+  const Tensor h0 = c.has_in(5) ? c.x(5) : Tensor(),
+               c0 = kind == 2 && c.has_in(6) ? c.x(6) : Tensor();
   const Tensor h0t = h0.defined() && batch_major ? h0.permute({1, 0, 2}) : h0;
   const Tensor c0t = c0.defined() && batch_major ? c0.permute({1, 0, 2}) : c0;
   V ys, hs, cs;
@@ -1193,8 +1194,10 @@ V recurrent(Ctx& c, int kind) {
         Hn = activation(c, f[0], clipped(add(add(gx, matmul(H, Rt)), Rb)));
       } else if (kind == 1) {
         const Tensor gh = matmul(H, Rt), Rb2 = Rb.reshape({1, G * h});
-        const Tensor z = activation(c, f[0], clipped(add(add(gate(gx, 0), gate(gh, 0)), gate(Rb2, 0))));
-        const Tensor r = activation(c, f[0], clipped(add(add(gate(gx, 1), gate(gh, 1)), gate(Rb2, 1))));
+        const Tensor z =
+            activation(c, f[0], clipped(add(add(gate(gx, 0), gate(gh, 0)), gate(Rb2, 0))));
+        const Tensor r =
+            activation(c, f[0], clipped(add(add(gate(gx, 1), gate(gh, 1)), gate(Rb2, 1))));
         const Tensor Rh = gate(Rt, 2), Rbh = gate(Rb2, 2);
         const Tensor hh = lbr ? add(gate(gx, 2), mul(r, add(matmul(H, Rh), Rbh)))
                               : add(add(gate(gx, 2), matmul(mul(r, H), Rh)), Rbh);
@@ -1296,6 +1299,20 @@ void add_extra_handlers(std::map<std::string, Handler>& t) {
   const Handler bn = t.at("BatchNormalization");
   t["BatchNormalization"] = [bn](Ctx& c) -> V {
     return c.i("training_mode", 0) ? batch_norm_training(c) : bn(c);
+  };
+  // ConvInteger: Conv on (x - x_zero_point) and (w - w_zero_point) in float64, where the integer
+  // sums are exact (below 2^53), then int32.
+  const Handler conv = t.at("Conv");
+  t["ConvInteger"] = [conv](Ctx& c) -> V {
+    Ctx f{c.node, {}, c.opset, c.where};
+    Tensor x = c.x(0).to(kFloat64), w = c.x(1).to(kFloat64);
+    if (c.has_in(2)) x = sub(x, c.x(2).to(kFloat64).reshape({}));
+    if (c.has_in(3)) {
+      const Tensor z = c.x(3).to(kFloat64);
+      w = sub(w, z.numel() > 1 ? z.reshape({-1, 1, 1, 1}) : z.reshape({}));
+    }
+    f.in = {x, w};
+    return {conv(f).at(0).to(kInt32)};
   };
   const Handler pad0 = t.at("Pad");
   t["Pad"] = [pad0](Ctx& c) -> V {
