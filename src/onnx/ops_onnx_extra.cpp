@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -465,12 +466,42 @@ V scatter_nd(Ctx& c) {
   int64_t slots = 1, block = 1;
   for (int64_t d = 0; d < k; ++d) slots *= x.shape()[size_t(d)];
   for (int64_t d = k; d < x.dim(); ++d) block *= x.shape()[size_t(d)];
+  std::optional<NoTrace> guard;  // constant indices give a constant scatter index
+  if (!idx.is_symbolic()) guard.emplace();
   const Tensor rows = flat_offsets(idx, x.shape(), k).reshape({-1, 1});
   const int64_t m = rows.shape()[0];
   const Tensor idx2 = rows.expand({m, block}).contiguous();
-  const Tensor y = scatter_reduce(c, x.reshape({slots, block}), 0, idx2, c.x(2).reshape({m, block}),
-                                  c.s("reduction", "none"));
-  return {y.reshape(x.shape())};
+  guard.reset();
+  const std::string red = c.s("reduction", "none");
+  const Tensor upd = c.x(2).reshape({m, block});
+  Tensor y = x.reshape({slots, block});
+  if (!idx.is_symbolic() && (red == "mul" || red == "max" || red == "min")) {
+    // Constant indices that repeat: applied in rounds, round r taking each target's r-th update,
+    // so no round writes an element twice (the reductions are associative).
+    std::vector<double> target;
+    {
+      NoTrace guard;
+      target = values_of(rows);
+    }
+    std::map<double, int64_t> seen;
+    std::vector<std::vector<int64_t>> rounds;
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t r = seen[target[size_t(i)]]++;
+      if (r >= int64_t(rounds.size())) rounds.emplace_back();
+      rounds[size_t(r)].push_back(i);
+    }
+    for (const auto& rr : rounds) {
+      const Tensor sel = i64(rr);
+      Tensor ir;
+      {
+        NoTrace guard;
+        ir = index_select(idx2, 0, sel);
+      }
+      y = scatter_reduce(c, y, 0, ir, index_select(upd, 0, sel), red);
+    }
+    return {y.reshape(x.shape())};
+  }
+  return {scatter_reduce(c, y, 0, idx2, upd, red).reshape(x.shape())};
 }
 
 V compress(Ctx& c) {
