@@ -238,19 +238,39 @@ V resize_op(Ctx& c) {
   if (interp && !is_floating(x.dtype()))
     c.unsupported("mode \"" + m + "\" on " + dtype_name(x.dtype()) + " data");
   const DType cdt = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  std::vector<AxisResize> axes;
+  for (int64_t d = 0; d < r; ++d) {
+    SPORE_CHECK_KIND(ErrorKind::IOError, sizes[size_t(d)] >= 0, c.where, "a negative output size");
+    axes.push_back(resize_axis(x.shape()[size_t(d)], sizes[size_t(d)], scales[size_t(d)], m, ctm,
+                               nearest, c.f("cubic_coeff_a", -0.75), c.i("exclude_outside", 0) != 0,
+                               roi.empty() ? 0 : roi[size_t(d)],
+                               roi.empty() ? 1 : roi[size_t(d + r)]));
+  }
+  auto identity = [&](int64_t d) {
+    const int64_t n = x.shape()[size_t(d)];
+    bool id = n == sizes[size_t(d)];
+    for (int64_t o = 0; id && o < n; ++o)
+      id = axes[size_t(d)].in[size_t(o)] && axes[size_t(d)].w[size_t(o * n + o)] == 1.0;
+    return id;
+  };
+  // Nearest upsampling of NCHW by whole factors that reads input o / k (YOLOv5's and U-Nets'
+  // Upsample) is Spore's upsample_nearest2d, which has its own kernel.
+  auto whole_factor = [&](int64_t d) {
+    const int64_t n = x.shape()[size_t(d)], out = sizes[size_t(d)];
+    if (n == 0 || out % n != 0 || !roi.empty()) return false;
+    for (int64_t o = 0; o < out; ++o)
+      if (axes[size_t(d)].pick[size_t(o)] != o / (out / n)) return false;
+    return true;
+  };
+  if (!interp && r == 4 && is_floating(x.dtype()) && identity(0) && identity(1) &&
+      whole_factor(2) && whole_factor(3))
+    return {upsample_nearest2d(x, {sizes[2], sizes[3]})};
   Tensor y = interp ? x.to(cdt) : x;
   Tensor inside;  // tf_crop_and_resize: where every axis's position is inside the input
   for (int64_t d = 0; d < r; ++d) {
     const int64_t in_len = x.shape()[size_t(d)], out_len = sizes[size_t(d)];
-    SPORE_CHECK_KIND(ErrorKind::IOError, out_len >= 0, c.where, "a negative output size");
-    const AxisResize ar =
-        resize_axis(in_len, out_len, scales[size_t(d)], m, ctm, nearest,
-                    c.f("cubic_coeff_a", -0.75), c.i("exclude_outside", 0) != 0,
-                    roi.empty() ? 0 : roi[size_t(d)], roi.empty() ? 1 : roi[size_t(d + r)]);
-    bool identity = in_len == out_len;
-    for (int64_t o = 0; identity && o < out_len; ++o)
-      identity = ar.in[size_t(o)] && ar.w[size_t(o * in_len + o)] == 1.0;
-    if (!identity) {
+    const AxisResize& ar = axes[size_t(d)];
+    if (!identity(d)) {
       if (!interp) {
         y = index_select(y, d, i64(ar.pick));
       } else {
