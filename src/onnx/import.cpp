@@ -272,7 +272,7 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& args, bool graph_m
   }
   im.host.clear();
   for (const auto& n : im.graph.node())
-    if (onnx_detail::is_data_dependent_shape_op(n.op_type())) graph_mode = false;
+    if (onnx_detail::needs_host_values(n.op_type())) graph_mode = false;
   if (!graph_mode) return im.interpret(args);
   // The graph inputs that feed a parameter slot (Resize's scales, ...).
   std::set<std::string> params;

@@ -54,9 +54,10 @@ const std::map<std::string, Handler>& handlers();
 // the table by handlers().
 void add_extra_handlers(std::map<std::string, Handler>& table);
 
-// The ops whose output shape depends on their input's values (NonZero, Unique, ...): a model that
-// uses one runs op by op (OnnxModel::run's graph_mode is ignored), where every value is concrete.
-bool is_data_dependent_shape_op(const std::string& op_type);
+// The ops that need their inputs' values on the host: those whose output shape depends on them
+// (NonZero, Unique, NonMaxSuppression) and TfIdfVectorizer's n-gram lookup. A model that uses one
+// runs op by op (OnnxModel::run's graph_mode is ignored), where every value is concrete.
+bool needs_host_values(const std::string& op_type);
 // Whether input `index` of `op_type` is a parameter the importer needs as a number (Resize's roi
 // and scales): a graph input that feeds one becomes a compile-time value, like small integer
 // inputs, whatever its dtype.

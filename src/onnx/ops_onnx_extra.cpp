@@ -19,8 +19,9 @@
 
 namespace spore::onnx_detail {
 
-bool is_data_dependent_shape_op(const std::string& op_type) {
-  return op_type == "NonZero" || op_type == "Unique" || op_type == "NonMaxSuppression";
+bool needs_host_values(const std::string& op_type) {
+  return op_type == "NonZero" || op_type == "Unique" || op_type == "NonMaxSuppression" ||
+         op_type == "TfIdfVectorizer";
 }
 
 bool is_parameter_input(const std::string& op_type, int index) {
@@ -45,6 +46,11 @@ std::vector<double> const_values(const Ctx& c, size_t k, const char* what) {
     c.unsupported(std::string(what) +
                   " computed from the model's input data (Spore needs a constant)");
   return values_of(c.x(k));
+}
+
+void need_rank(const Ctx& c, const Tensor& x, int64_t rank, const char* op) {
+  SPORE_CHECK_KIND(ErrorKind::IOError, x.dim() == rank, c.where, op, " needs a rank-", rank,
+                   " input, got ", shape_str(x.shape()));
 }
 
 // x with `axis` moved to the end (and back: move_axis(y, -1 -> axis) by the inverse).
@@ -1296,6 +1302,271 @@ V recurrent(Ctx& c, int kind) {
   return out;
 }
 
+// ---- TfIdfVectorizer (op by op: the n-grams are looked up on the host) ----
+
+V tfidf(Ctx& c) {
+  const Tensor& x = c.x(0);
+  if (!is_integral(x.dtype())) c.unsupported(std::string(dtype_name(x.dtype())) + " input");
+  SPORE_CHECK_KIND(ErrorKind::IOError, x.dim() == 1 || x.dim() == 2, c.where,
+                   "the input must be [C] or [N, C], got rank ", x.dim());
+  const int64_t min_n = c.i("min_gram_length", 1), max_n = c.i("max_gram_length", 1),
+                max_skip = c.i("max_skip_count", 0);
+  const std::string mode = c.s("mode", "TF");
+  SPORE_CHECK_KIND(ErrorKind::IOError, mode == "TF" || mode == "IDF" || mode == "TFIDF", c.where,
+                   "attribute mode: \"", mode, "\" is not TF, IDF or TFIDF");
+  if (c.has("pool_strings")) c.unsupported("pool_strings (STRING tensors)");
+  const std::vector<int64_t> counts = c.ints("ngram_counts"), indexes = c.ints("ngram_indexes"),
+                             pool = c.ints("pool_int64s");
+  std::vector<double> weights;
+  if (const A* a = c.attr("weights")) weights.assign(a->floats().begin(), a->floats().end());
+  SPORE_CHECK_KIND(ErrorKind::IOError, min_n >= 1 && max_n >= min_n && max_skip >= 0, c.where,
+                   "gram lengths ", min_n, "..", max_n, " and max_skip_count ", max_skip);
+  // The pool: n-grams of length n + 1 start at counts[n]; the k-th n-gram of the whole pool writes
+  // output column indexes[k].
+  std::map<std::vector<int64_t>, int64_t> column;
+  int64_t ordinal = 0, width = 0;
+  for (size_t n = 0; n < counts.size(); ++n) {
+    const int64_t b = counts[n], e = n + 1 < counts.size() ? counts[n + 1] : int64_t(pool.size());
+    SPORE_CHECK_KIND(ErrorKind::IOError,
+                     0 <= b && b <= e && e <= int64_t(pool.size()) && (e - b) % int64_t(n + 1) == 0,
+                     c.where, "ngram_counts ", b, "..", e, " do not split pool_int64s into ", n + 1,
+                     "-grams");
+    for (int64_t p = b; p < e; p += int64_t(n + 1), ++ordinal) {
+      SPORE_CHECK_KIND(ErrorKind::IOError, ordinal < int64_t(indexes.size()), c.where,
+                       "ngram_indexes has fewer entries than the pool has n-grams");
+      column[std::vector<int64_t>(pool.begin() + p, pool.begin() + p + int64_t(n + 1))] =
+          indexes[size_t(ordinal)];
+      width = std::max(width, indexes[size_t(ordinal)] + 1);
+    }
+  }
+  const int64_t rows = x.dim() == 2 ? x.shape()[0] : 1, len = x.shape().back();
+  const std::vector<double> v = values_of(x);
+  std::vector<double> out(size_t(rows * width), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    double* o = &out[size_t(r * width)];
+    for (int64_t n = min_n; n <= max_n; ++n)
+      for (int64_t skip = 1; skip <= max_skip + 1; ++skip) {
+        for (int64_t s = 0; s + (n - 1) * skip < len; ++s) {
+          std::vector<int64_t> g;
+          for (int64_t k = 0; k < n; ++k) g.push_back(int64_t(v[size_t(r * len + s + k * skip)]));
+          if (auto it = column.find(g); it != column.end()) o[it->second] += 1;
+        }
+        if (n == 1) break;  // a unigram is the same whatever the skip
+      }
+    for (int64_t k = 0; k < width; ++k) {
+      const double w = weights.empty() ? 1.0 : weights.at(size_t(k));
+      if (mode == "IDF") o[k] = o[k] > 0 ? w : 0;
+      if (mode == "TFIDF") o[k] *= w;
+    }
+  }
+  return {from_buffer(out.data(), x.dim() == 2 ? Shape{rows, width} : Shape{width}, kFloat64)
+              .to(kFloat32)};
+}
+
+// ---- GridSample (PyTorch's grid_sample, which ONNX's tests were made with) ----
+
+V grid_sample(Ctx& c) {
+  const Tensor& x = c.x(0);
+  const Tensor& grid = c.x(1);
+  SPORE_CHECK_KIND(ErrorKind::IOError, x.dim() == 4 && grid.dim() == 4 && grid.shape()[3] == 2,
+                   c.where, "GridSample needs X (N, C, H, W) and grid (N, Ho, Wo, 2), got ",
+                   shape_str(x.shape()), " and ", shape_str(grid.shape()));
+  const std::string mode = c.s("mode", "bilinear"), padding = c.s("padding_mode", "zeros");
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    c.unsupported("mode \"" + mode + "\"");
+  if (padding != "zeros" && padding != "border" && padding != "reflection")
+    c.unsupported("padding_mode \"" + padding + "\"");
+  const bool align = c.i("align_corners", 0) != 0;
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3],
+                Ho = grid.shape()[1], Wo = grid.shape()[2];
+  const DType dt = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  auto k = [&](double v) { return full({}, v, dt); };
+  const Tensor g = grid.to(dt);
+  // Pixel coordinates from [-1, 1].
+  auto unnorm = [&](const Tensor& t, int64_t n) {
+    return align ? mul(add(t, k(1)), k(double(n - 1) / 2))
+                 : div(sub(mul(add(t, k(1)), k(double(n))), k(1)), k(2));
+  };
+  // Border / reflection padding of a coordinate (zeros padding leaves it).
+  auto pad_coord = [&](Tensor t, int64_t n) {
+    if (padding == "border") return clamp(t, 0.0, double(n - 1));
+    if (padding != "reflection") return t;
+    const double lo = align ? 0 : -0.5, span = align ? double(n - 1) : double(n);
+    if (span <= 0) return zeros(t.shape(), dt);
+    // Reflect into [lo, lo + span]: distance from lo folded with period 2 span.
+    Tensor d = abs(sub(t, k(lo)));
+    const Tensor flips = floor(div(d, k(span)));
+    const Tensor extra = sub(d, mul(flips, k(span)));
+    const Tensor odd = not_equal(sub(flips, mul(floor(div(flips, k(2))), k(2))), k(0));
+    d = where(odd, sub(k(span), extra), extra);
+    return clamp(add(d, k(lo)), 0.0, double(n - 1));
+  };
+  const Tensor gx = g.slice(3, 0, 1).squeeze(3), gy = g.slice(3, 1, 2).squeeze(3);
+  const Tensor ix = unnorm(gx, W), iy = unnorm(gy, H);
+  const Tensor flat = x.reshape({N, C, H * W}).to(dt);
+  // The value at integer pixel (yy, xx) (N, Ho, Wo), 0 outside the image.
+  auto read = [&](const Tensor& yy, const Tensor& xx) {
+    const Tensor inside =
+        logical_and(logical_and(greater_equal(xx, k(0)), less_equal(xx, k(double(W - 1)))),
+                    logical_and(greater_equal(yy, k(0)), less_equal(yy, k(double(H - 1)))));
+    const Tensor idx =
+        add(mul(clamp(yy, 0.0, double(H - 1)), k(double(W))), clamp(xx, 0.0, double(W - 1)))
+            .to(kInt64)
+            .reshape({N, 1, Ho * Wo})
+            .expand({N, C, Ho * Wo})
+            .contiguous();
+    const Tensor v = gather(flat, 2, idx).reshape({N, C, Ho, Wo});
+    return where(inside.unsqueeze(1), v, k(0));
+  };
+  Tensor y;
+  if (mode == "nearest") {
+    y = read(round(pad_coord(iy, H)), round(pad_coord(ix, W)));
+  } else if (mode == "bilinear") {
+    const Tensor px = pad_coord(ix, W), py = pad_coord(iy, H);
+    const Tensor x0 = floor(px), y0 = floor(py);
+    const Tensor wx1 = sub(px, x0), wy1 = sub(py, y0), wx0 = sub(k(1), wx1), wy0 = sub(k(1), wy1);
+    const Tensor x1 = add(x0, k(1)), y1 = add(y0, k(1));
+    auto term = [&](const Tensor& yy, const Tensor& xx, const Tensor& w) {
+      return mul(read(yy, xx), w.unsqueeze(1));
+    };
+    y = add(add(term(y0, x0, mul(wy0, wx0)), term(y0, x1, mul(wy0, wx1))),
+            add(term(y1, x0, mul(wy1, wx0)), term(y1, x1, mul(wy1, wx1))));
+  } else {  // bicubic: 4 x 4 taps around the unpadded point, each tap's coordinate padded
+    const double A = -0.75;
+    auto cubic = [&](const Tensor& t) {   // the 4 weights for offsets -1, 0, 1, 2 at fraction t
+      auto near = [&](const Tensor& d) {  // |d| <= 1
+        return add(mul(mul(sub(mul(k(A + 2), d), k(A + 3)), d), d), k(1));
+      };
+      auto far = [&](const Tensor& d) {  // 1 < |d| < 2
+        return sub(mul(add(mul(sub(mul(k(A), d), k(5 * A)), d), k(8 * A)), d), k(4 * A));
+      };
+      return std::array<Tensor, 4>{far(add(t, k(1))), near(t), near(sub(k(1), t)),
+                                   far(sub(k(2), t))};
+    };
+    const Tensor x0 = floor(ix), y0 = floor(iy);
+    const auto wx = cubic(sub(ix, x0)), wy = cubic(sub(iy, y0));
+    for (int a = 0; a < 4; ++a)
+      for (int b = 0; b < 4; ++b) {
+        const Tensor yy = pad_coord(add(y0, k(a - 1)), H), xx = pad_coord(add(x0, k(b - 1)), W);
+        const Tensor t = mul(read(yy, xx), mul(wy[size_t(a)], wx[size_t(b)]).unsqueeze(1));
+        y = y.defined() ? add(y, t) : t;
+      }
+  }
+  return {y.to(x.dtype())};
+}
+
+// ---- MaxUnpool: the values written at their flat NCHW indices into zeros ----
+
+V max_unpool(Ctx& c) {
+  const Tensor& x = c.x(0);
+  need_rank(c, x, 4, "MaxUnpool");
+  const std::vector<int64_t> k = c.ints("kernel_shape"), st = c.ints("strides", {1, 1}),
+                             p = c.ints("pads", {0, 0, 0, 0});
+  SPORE_CHECK_KIND(ErrorKind::IOError, k.size() == 2 && st.size() == 2 && p.size() == 4, c.where,
+                   "kernel_shape, strides and pads must describe 2 spatial dims");
+  Shape dflt{x.shape()[0], x.shape()[1], 0, 0};
+  for (size_t d = 0; d < 2; ++d)
+    dflt[2 + d] = (x.shape()[2 + d] - 1) * st[d] + k[d] - p[d] - p[d + 2];
+  Shape out = dflt;
+  Tensor idx = c.x(1).to(kInt64).reshape({-1});
+  if (c.has_in(2)) {
+    const std::vector<int64_t> os = c.const_ints(2, "output_shape");
+    SPORE_CHECK_KIND(ErrorKind::IOError,
+                     os.size() == 4 && os[0] == dflt[0] && os[1] == dflt[1] && os[2] >= dflt[2] &&
+                         os[3] >= dflt[3],
+                     c.where, "output_shape ", shape_str(os), " is smaller than the unpooled ",
+                     shape_str(dflt));
+    out = Shape(os.begin(), os.end());
+    // The indices count in the unpooled shape; the (h, w) they name keeps its place in the larger
+    // output (in float64, exact for any index below 2^53).
+    const Tensor f = idx.to(kFloat64);
+    auto num = [](int64_t v) { return full({}, double(v), kFloat64); };
+    const Tensor nc = floor(div(f, num(dflt[2] * dflt[3])));
+    const Tensor rem = sub(f, mul(nc, num(dflt[2] * dflt[3])));
+    const Tensor h = floor(div(rem, num(dflt[3]))), w = sub(rem, mul(h, num(dflt[3])));
+    idx = add(add(mul(nc, num(out[2] * out[3])), mul(h, num(out[3]))), w).to(kInt64);
+  }
+  int64_t total = 1;
+  for (int64_t v : out) total *= v;
+  const Tensor y = scatter_add(zeros({total}, x.dtype()), 0, idx, x.reshape({-1}));
+  return {y.reshape(out)};
+}
+
+// ---- DFT / STFT: matrix products with constant cos / sin tables ----
+
+// The DFT of x (..., n, 2) (real, imaginary) along axis `ax` (< the last), with `len` points
+// (x cropped or zero-padded), the first `bins` outputs; `inverse` conjugates and divides by len.
+Tensor dft_along(const Tensor& x0, int64_t ax, int64_t len, int64_t bins, bool inverse) {
+  Tensor x = x0;
+  const int64_t n = x.shape()[size_t(ax)];
+  if (n > len) x = x.slice(ax, 0, len);
+  if (n < len) {
+    std::vector<int64_t> p(size_t(2 * x.dim()), 0);
+    p[size_t(2 * (x.dim() - 1 - ax) + 1)] = len - n;
+    x = pad(x, p, 0);
+  }
+  const DType dt = x.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  std::vector<double> cs(size_t(len * bins)), sn(size_t(len * bins));
+  const double sgn = inverse ? 1 : -1;
+  for (int64_t t = 0; t < len; ++t)
+    for (int64_t f = 0; f < bins; ++f) {
+      const double a = 2 * M_PI * double((t * f) % len) / double(len);
+      cs[size_t(t * bins + f)] = std::cos(a) / (inverse ? double(len) : 1.0);
+      sn[size_t(t * bins + f)] = sgn * std::sin(a) / (inverse ? double(len) : 1.0);
+    }
+  const Tensor Cm = from_buffer(cs.data(), {len, bins}, kFloat64).to(dt),
+               Sm = from_buffer(sn.data(), {len, bins}, kFloat64).to(dt);
+  // (re + i im)(cos + i sin) = (re cos - im sin) + i (re sin + im cos), along ax moved last.
+  const int64_t r = x.dim();
+  const Tensor re = move_axis(x.slice(-1, 0, 1).squeeze(-1).to(dt), ax, r - 2);
+  const Tensor im = move_axis(x.slice(-1, 1, 2).squeeze(-1).to(dt), ax, r - 2);
+  const Tensor yr = sub(matmul(re, Cm), matmul(im, Sm)), yi = add(matmul(re, Sm), matmul(im, Cm));
+  return move_axis(stack({yr, yi}, -1), r - 2, ax).to(x0.dtype());
+}
+
+// A real signal (..., 1) as complex (..., 2).
+Tensor as_complex(const Tensor& x) {
+  if (x.shape().back() == 2) return x;
+  return concat({x, zeros(x.shape(), x.dtype())}, -1);
+}
+
+V dft(Ctx& c) {
+  const Tensor& x = c.x(0);
+  SPORE_CHECK_KIND(ErrorKind::IOError,
+                   x.dim() >= 2 && (x.shape().back() == 1 || x.shape().back() == 2), c.where,
+                   "DFT needs a signal (..., 1) or (..., 2), got ", shape_str(x.shape()));
+  const int64_t ax = norm_axis(c.i("axis", 1), x.dim() - 1, c);
+  const int64_t len = c.has_in(1) && c.x(1).numel() ? int64_t(c.const_scalar(1, "dft_length"))
+                                                    : x.shape()[size_t(ax)];
+  const bool inverse = c.i("inverse", 0) != 0, onesided = c.i("onesided", 0) != 0;
+  if (inverse && onesided) c.unsupported("inverse with onesided = 1");
+  return {dft_along(as_complex(x), ax, len, onesided ? len / 2 + 1 : len, inverse)};
+}
+
+V stft(Ctx& c) {
+  const Tensor& x = c.x(0);
+  SPORE_CHECK_KIND(ErrorKind::IOError, x.dim() == 3 && (x.shape()[2] == 1 || x.shape()[2] == 2),
+                   c.where, "STFT needs a signal (batch, length, 1 or 2), got ",
+                   shape_str(x.shape()));
+  const int64_t step = int64_t(c.const_scalar(1, "frame_step"));
+  Tensor window = c.has_in(2) ? c.x(2) : Tensor();
+  int64_t len = c.has_in(3)        ? int64_t(c.const_scalar(3, "frame_length"))
+                : window.defined() ? window.numel()
+                                   : 0;
+  SPORE_CHECK_KIND(ErrorKind::IOError, step > 0 && len > 0 && len <= x.shape()[1], c.where,
+                   "frame_step ", step, " and frame length ", len, " for a signal of ",
+                   x.shape()[1]);
+  const bool onesided = c.i("onesided", 1) != 0;
+  const int64_t frames = (x.shape()[1] - len) / step + 1;
+  std::vector<int64_t> idx;
+  for (int64_t f = 0; f < frames; ++f)
+    for (int64_t t = 0; t < len; ++t) idx.push_back(f * step + t);
+  const Tensor cx = as_complex(x);
+  Tensor fr = index_select(cx, 1, i64(idx)).reshape({x.shape()[0], frames, len, 2});
+  if (window.defined()) fr = mul(fr, window.to(fr.dtype()).reshape({1, 1, len, 1}));
+  return {dft_along(fr, 2, len, onesided ? len / 2 + 1 : len, false)};
+}
+
 }  // namespace
 
 void add_extra_handlers(std::map<std::string, Handler>& t) {
@@ -1339,6 +1610,11 @@ void add_extra_handlers(std::map<std::string, Handler>& t) {
   t["Einsum"] = einsum;
   t["ConvTranspose"] = conv_transpose;
   t["Det"] = det;
+  t["TfIdfVectorizer"] = tfidf;
+  t["GridSample"] = grid_sample;
+  t["MaxUnpool"] = max_unpool;
+  t["DFT"] = dft;
+  t["STFT"] = stft;
   t["RNN"] = [](Ctx& c) { return recurrent(c, 0); };
   t["GRU"] = [](Ctx& c) { return recurrent(c, 1); };
   t["LSTM"] = [](Ctx& c) { return recurrent(c, 2); };
