@@ -27,7 +27,7 @@ bool needs_host_values(const std::string& op_type) {
 bool is_parameter_input(const std::string& op_type, int index) {
   return (op_type == "Resize" && (index == 1 || index == 2)) ||
          ((op_type == "Upsample" || op_type == "OneHot" || op_type == "Dropout") && index == 1) ||
-         (op_type == "Range" && index <= 2);
+         (op_type == "Range" && index <= 2) || op_type == "MelWeightMatrix";
 }
 
 namespace {
@@ -1567,6 +1567,63 @@ V stft(Ctx& c) {
   return {dft_along(fr, 2, len, onesided ? len / 2 + 1 : len, false)};
 }
 
+// ONNX's reference MelWeightMatrix (a constant: every input is a number): triangular filters
+// between mel-spaced points, mapped to DFT bins by integer division.
+V mel_weight_matrix(Ctx& c) {
+  const int64_t mels = int64_t(c.const_scalar(0, "num_mel_bins")),
+                dft_len = int64_t(c.const_scalar(1, "dft_length")),
+                rate = int64_t(c.const_scalar(2, "sample_rate"));
+  const double lo = c.const_scalar(3, "lower_edge_hertz"),
+               hi = c.const_scalar(4, "upper_edge_hertz");
+  SPORE_CHECK_KIND(ErrorKind::IOError, mels > 0 && dft_len > 0 && rate > 0, c.where,
+                   "num_mel_bins, dft_length and sample_rate must be positive");
+  DType dt = kFloat32;
+  if (!dtype_from_onnx(int(c.i("output_datatype", 1)), &dt))
+    c.unsupported("output_datatype " + onnx_dtype_name(int(c.i("output_datatype", 1))));
+  const int64_t bins = dft_len / 2 + 1;
+  const double lo_mel = 2595 * std::log10(1 + lo / 700), hi_mel = 2595 * std::log10(1 + hi / 700);
+  const double step = (hi_mel - lo_mel) / double(mels + 2);
+  std::vector<int64_t> f(static_cast<size_t>(mels + 2));
+  for (int64_t i = 0; i < mels + 2; ++i) {
+    const double hz = 700 * (std::pow(10.0, (double(i) * step + lo_mel) / 2595) - 1);
+    f[size_t(i)] = int64_t(std::floor(double(dft_len + 1) * hz / double(rate)));
+  }
+  std::vector<double> out(size_t(bins * mels), 0.0);
+  auto at = [&](int64_t j, int64_t i) -> double& {
+    SPORE_CHECK_KIND(ErrorKind::IOError, j >= 0 && j < bins, c.where, "a mel filter reaches bin ",
+                     j, " of ", bins, " (upper_edge_hertz above the Nyquist frequency)");
+    return out[size_t(j * mels + i)];
+  };
+  for (int64_t i = 0; i < mels; ++i) {
+    const int64_t l = f[size_t(i)], m = f[size_t(i + 1)], r = f[size_t(i + 2)];
+    if (m == l)
+      at(m, i) = 1;
+    else
+      for (int64_t j = l; j <= m; ++j) at(j, i) = double(j - l) / double(m - l);
+    if (r > m)
+      for (int64_t j = m; j < r; ++j) at(j, i) = double(r - j) / double(r - m);
+  }
+  return {from_buffer(out.data(), {bins, mels}, kFloat64).to(dt)};
+}
+
+// QLinearConv: ConvInteger's exact integer convolution, plus the int32 bias, requantised.
+V qlinear_conv(Ctx& c, const Handler& conv) {
+  Ctx f{c.node, {}, c.opset, c.where};
+  const Tensor x = sub(c.x(0).to(kFloat64), c.x(2).to(kFloat64).reshape({}));
+  const Tensor wz = c.x(5).to(kFloat64);
+  const Tensor w =
+      sub(c.x(3).to(kFloat64), wz.numel() > 1 ? wz.reshape({-1, 1, 1, 1}) : wz.reshape({}));
+  f.in = {x, w};
+  Tensor acc = conv(f).at(0);
+  if (c.has_in(8)) acc = add(acc, c.x(8).to(kFloat64).reshape({1, -1, 1, 1}));
+  const Tensor ws = c.x(4).to(kFloat64);
+  const Tensor scale = div(mul(c.x(1).to(kFloat64).reshape({}),
+                               ws.numel() > 1 ? ws.reshape({1, -1, 1, 1}) : ws.reshape({})),
+                           c.x(6).to(kFloat64).reshape({}));
+  const Tensor v = add(round(mul(acc, scale)), c.x(7).to(kFloat64).reshape({}));
+  return {saturate_to(v, c.x(7).dtype())};
+}
+
 }  // namespace
 
 void add_extra_handlers(std::map<std::string, Handler>& t) {
@@ -1615,6 +1672,7 @@ void add_extra_handlers(std::map<std::string, Handler>& t) {
   t["MaxUnpool"] = max_unpool;
   t["DFT"] = dft;
   t["STFT"] = stft;
+  t["MelWeightMatrix"] = mel_weight_matrix;
   t["RNN"] = [](Ctx& c) { return recurrent(c, 0); };
   t["GRU"] = [](Ctx& c) { return recurrent(c, 1); };
   t["LSTM"] = [](Ctx& c) { return recurrent(c, 2); };
@@ -1641,6 +1699,7 @@ void add_extra_handlers(std::map<std::string, Handler>& t) {
     f.in = {x, w};
     return {conv(f).at(0).to(kInt32)};
   };
+  t["QLinearConv"] = [conv](Ctx& c) { return qlinear_conv(c, conv); };
   const Handler pad0 = t.at("Pad");
   t["Pad"] = [pad0](Ctx& c) -> V {
     const std::string mode = c.s("mode", "constant");
