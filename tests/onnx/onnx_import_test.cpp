@@ -159,3 +159,41 @@ TEST(OnnxImport, HandEncodedModelsAndHostileInput) {
   const std::string e = error_of([&] { foo.run({tensor({1.0, 2.0})}); });
   EXPECT_NE(e.find("unsupported ONNX op FancyOp"), std::string::npos) << e;
 }
+
+// Importer behaviours the node tests see only once per model, on ONNX's own models: a float
+// parameter input (Resize's scales) is a compile-time value, so one model object runs with two
+// scales and gives two shapes; a model with NonZero runs op by op, so its output shape follows the
+// data; INT16 / UINT32 graph inputs are refused by name rather than returned as int32 / int64.
+TEST(OnnxImport, ParameterInputsOpByOpOpsAndUnsupportedIntegerTypes) {
+  const std::string node = "/usr/share/libonnx-testdata/data/node/";
+  if (!std::ifstream(node + "test_nonzero_example/model.onnx"))
+    GTEST_SKIP() << node << " is missing (Debian package libonnx-testdata)";
+
+  OnnxModel resize = OnnxModel::load(node + "test_resize_upsample_scales_linear/model.onnx");
+  const Tensor x = tensor({1.0, 2.0, 3.0, 4.0}).reshape({1, 1, 2, 2});
+  auto scales = [](float s) {
+    const float v[4] = {1, 1, s, s};
+    return from_buffer(v, {4}, kFloat32);
+  };
+  const Tensor y2 = resize.run({x, scales(2)})[0], y3 = resize.run({x, scales(3)})[0];
+  EXPECT_EQ(y2.shape(), (Shape{1, 1, 4, 4}));
+  EXPECT_EQ(y3.shape(), (Shape{1, 1, 6, 6}));
+  // half_pixel, scale 2: output 1 reads input 0.25 of the way from 0 to 1 -> 1 + 0.25 (2 - 1).
+  EXPECT_FLOAT_EQ(y2.to_vector<float>()[1], 1.25f);
+  EXPECT_FLOAT_EQ(resize.run({x, scales(2)})[0].to_vector<float>()[1], 1.25f);  // cached graph
+
+  OnnxModel nz = OnnxModel::load(node + "test_nonzero_example/model.onnx");
+  const bool a[4] = {true, false, false, true}, b[4] = {false, false, true, false};
+  const Tensor ra = nz.run({from_buffer(a, {2, 2}, kBool)})[0],
+               rb = nz.run({from_buffer(b, {2, 2}, kBool)})[0];
+  EXPECT_EQ(ra.shape(), (Shape{2, 2}));
+  EXPECT_EQ(ra.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_EQ(rb.shape(), (Shape{2, 1}));
+  EXPECT_EQ(rb.to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
+
+  for (const char* t : {"test_max_int16", "test_min_uint32"}) {
+    const std::string e = error_of([&] { OnnxModel::load(node + t + "/model.onnx"); });
+    EXPECT_NE(e.find("unsupported ONNX type"), std::string::npos) << e;
+    EXPECT_NE(e.find("as a graph input or output"), std::string::npos) << e;
+  }
+}
