@@ -186,6 +186,74 @@ std::vector<std::string> OnnxModel::unsupported_ops() const {
   return {out.begin(), out.end()};
 }
 
+namespace onnx_detail {
+
+void run_nodes(const ::onnx::GraphProto& g, std::map<std::string, Tensor>& env,
+               const std::string& where, int64_t opset) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    const std::string w = where + "node #" + std::to_string(i) + " (" + n.op_type() +
+                          (n.name().empty() ? "" : " \"" + n.name() + "\"") + "): ";
+    auto it = onnx_detail::handlers().find(onnx_detail::op_key(n));
+    SPORE_CHECK_KIND(ErrorKind::NotImplemented, it != onnx_detail::handlers().end(), w,
+                     "unsupported ONNX op ", onnx_detail::op_key(n), " (opset ", opset,
+                     "); Spore's importer maps ", onnx_detail::handlers().size(),
+                     " ops (OnnxModel::supported_ops())");
+    Ctx c{n, {}, opset, w, {}};
+    c.subgraph = [&env, &w, opset](const ::onnx::GraphProto& sub, const std::vector<Tensor>& ins) {
+      std::map<std::string, Tensor> scope = env;  // the enclosing graph's values
+      const std::string sw = w + "subgraph \"" + sub.name() + "\": ";
+      for (const auto& t : sub.initializer()) scope[t.name()] = from_tensor_proto(t, sw);
+      SPORE_CHECK_KIND(ErrorKind::IOError, size_t(sub.input_size()) == ins.size(), sw, "takes ",
+                       sub.input_size(), " inputs, given ", ins.size());
+      for (size_t k = 0; k < ins.size(); ++k) scope[sub.input(int(k)).name()] = ins[k];
+      run_nodes(sub, scope, sw, opset);
+      std::vector<Tensor> out;
+      for (const auto& o : sub.output()) {
+        SPORE_CHECK_KIND(ErrorKind::IOError, scope.count(o.name()), sw, "output \"", o.name(),
+                         "\" is produced by no node");
+        out.push_back(scope.at(o.name()));
+      }
+      return out;
+    };
+    // A node with a subgraph is never computed as a constant as a whole: its body may read traced
+    // values of the enclosing graph; its own nodes are each folded when they can be.
+    bool has_subgraph = false;
+    for (const auto& a : n.attribute())
+      has_subgraph = has_subgraph || a.type() == ::onnx::AttributeProto::GRAPH;
+    bool all_const = true;
+    for (const auto& in : n.input()) {
+      if (in.empty()) {
+        c.in.emplace_back();
+        continue;
+      }
+      SPORE_CHECK_KIND(ErrorKind::IOError, env.count(in), w, "input \"", in,
+                       "\" is not defined before the node");
+      c.in.push_back(env.at(in));
+      all_const = all_const && !c.in.back().is_symbolic();
+    }
+    std::vector<Tensor> outs;
+    if (all_const && !has_subgraph && is_tracing()) {
+      NoTrace guard;  // constants only: compute now, the graph sees the result
+      outs = it->second(c);
+    } else {
+      outs = it->second(c);
+    }
+    for (int k = 0; k < n.output_size() && k < int(outs.size()); ++k)
+      if (!n.output(k).empty()) {
+        SPORE_CHECK_KIND(ErrorKind::NotImplemented, outs[size_t(k)].defined(), w, "output ", k,
+                         " (\"", n.output(k), "\") is not produced by Spore's mapping of ",
+                         n.op_type());
+        env[n.output(k)] = outs[size_t(k)];
+      }
+    for (int k = int(outs.size()); k < n.output_size(); ++k)
+      SPORE_CHECK_KIND(ErrorKind::NotImplemented, n.output(k).empty(), w, "output ", k, " (\"",
+                       n.output(k), "\") of ", n.op_type(), " is not produced by Spore's mapping");
+  }
+}
+
+}  // namespace onnx_detail
+
 std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) {
   const std::string where = "[onnx] " + path + ": ";
   std::map<std::string, Tensor> env;
@@ -204,43 +272,7 @@ std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) 
   }
   for (size_t i = 0, a = 0; i < inputs.size(); ++i)
     env[inputs[i].name] = i < host.size() && host[i].defined() ? host[i] : args.at(a++);
-  for (int i = 0; i < graph.node_size(); ++i) {
-    const auto& n = graph.node(i);
-    const std::string w = where + "node #" + std::to_string(i) + " (" + n.op_type() +
-                          (n.name().empty() ? "" : " \"" + n.name() + "\"") + "): ";
-    auto it = onnx_detail::handlers().find(onnx_detail::op_key(n));
-    SPORE_CHECK_KIND(ErrorKind::NotImplemented, it != onnx_detail::handlers().end(), w,
-                     "unsupported ONNX op ", onnx_detail::op_key(n), " (opset ", opset,
-                     "); Spore's importer maps ", onnx_detail::handlers().size(),
-                     " ops (OnnxModel::supported_ops())");
-    Ctx c{n, {}, opset, w};
-    bool all_const = true;
-    for (const auto& in : n.input()) {
-      if (in.empty()) {
-        c.in.emplace_back();
-        continue;
-      }
-      c.in.push_back(env.at(in));
-      all_const = all_const && !c.in.back().is_symbolic();
-    }
-    std::vector<Tensor> outs;
-    if (all_const && is_tracing()) {
-      NoTrace guard;  // constants only: compute now, the graph sees the result
-      outs = it->second(c);
-    } else {
-      outs = it->second(c);
-    }
-    for (int k = 0; k < n.output_size() && k < int(outs.size()); ++k)
-      if (!n.output(k).empty()) {
-        SPORE_CHECK_KIND(ErrorKind::NotImplemented, outs[size_t(k)].defined(), w, "output ", k,
-                         " (\"", n.output(k), "\") is not produced by Spore's mapping of ",
-                         n.op_type());
-        env[n.output(k)] = outs[size_t(k)];
-      }
-    for (int k = int(outs.size()); k < n.output_size(); ++k)
-      SPORE_CHECK_KIND(ErrorKind::NotImplemented, n.output(k).empty(), w, "output ", k, " (\"",
-                       n.output(k), "\") of ", n.op_type(), " is not produced by Spore's mapping");
-  }
+  onnx_detail::run_nodes(graph, env, where, opset);
   std::vector<Tensor> result;
   for (const auto& o : outputs) result.push_back(env.at(o.name));
   return result;

@@ -40,9 +40,17 @@ struct Ctx {
   // The value of a one-element constant input.
   double const_scalar(size_t k, const char* what) const;
   [[noreturn]] void unsupported(const std::string& what) const;
+  // Runs a subgraph attribute (If's branches, Loop's and Scan's body) with these inputs, in the
+  // scope of the node (the subgraph may read every value defined before it); its outputs.
+  std::function<std::vector<Tensor>(const ::onnx::GraphProto&, const std::vector<Tensor>&)>
+      subgraph;
 };
 
 using Handler = std::function<std::vector<Tensor>(Ctx&)>;
+// Runs the nodes of g in order over env (value names -> values; the graph's inputs and outer-scope
+// values already in it), adding their outputs. `where` prefixes error messages.
+void run_nodes(const ::onnx::GraphProto& g, std::map<std::string, Tensor>& env,
+               const std::string& where, int64_t opset);
 // The handler table's key of a node: its op type in the default domain ("" or "ai.onnx"), else
 // "domain::OpType" ("ai.onnx.preview.training::Adam").
 inline std::string op_key(const ::onnx::NodeProto& n) {

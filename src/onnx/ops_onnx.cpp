@@ -49,17 +49,18 @@ const Tensor& Ctx::x(size_t k) const {
 }
 std::vector<int64_t> Ctx::const_ints(size_t k, const char* what) const {
   const Tensor& t = x(k);
-  SPORE_CHECK_KIND(
-      ErrorKind::NotImplemented, !t.is_symbolic(), where, "input ", k, " (", what,
-      ") depends on the model's input data; Spore needs it to be a constant (an initializer, "
-      "a Constant, or computed from shapes)");
+  if (t.is_symbolic())
+    unsupported("input " + std::to_string(k) + " (" + what +
+                ") computed from the model's input data (Spore needs a constant: an initializer, "
+                "a Constant, or a value computed from shapes)");
   NoTrace guard;
   return t.to_vector<int64_t>();
 }
 double Ctx::const_scalar(size_t k, const char* what) const {
   const Tensor& t = x(k);
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, !t.is_symbolic(), where, "input ", k, " (", what,
-                   ") depends on the model's input data; Spore needs it to be a constant");
+  if (t.is_symbolic())
+    unsupported("input " + std::to_string(k) + " (" + what +
+                ") computed from the model's input data (Spore needs a constant)");
   SPORE_CHECK_KIND(ErrorKind::IOError, t.numel() == 1, where, "input ", k, " (", what,
                    ") must hold one value, has ", t.numel());
   NoTrace guard;

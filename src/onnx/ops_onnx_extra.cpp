@@ -1608,7 +1608,7 @@ V mel_weight_matrix(Ctx& c) {
 
 // QLinearConv: ConvInteger's exact integer convolution, plus the int32 bias, requantised.
 V qlinear_conv(Ctx& c, const Handler& conv) {
-  Ctx f{c.node, {}, c.opset, c.where};
+  Ctx f{c.node, {}, c.opset, c.where, c.subgraph};
   const Tensor x = sub(c.x(0).to(kFloat64), c.x(2).to(kFloat64).reshape({}));
   const Tensor wz = c.x(5).to(kFloat64);
   const Tensor w =
@@ -1622,6 +1622,132 @@ V qlinear_conv(Ctx& c, const Handler& conv) {
                            c.x(6).to(kFloat64).reshape({}));
   const Tensor v = add(round(mul(acc, scale)), c.x(7).to(kFloat64).reshape({}));
   return {saturate_to(v, c.x(7).dtype())};
+}
+
+// ---- control flow: If with a constant condition, Loop and Scan unrolled ----
+
+const ::onnx::GraphProto& graph_attr(const Ctx& c, const char* name) {
+  const A* a = c.attr(name);
+  SPORE_CHECK_KIND(ErrorKind::IOError, a && a->has_g(), c.where, "attribute ", name,
+                   " (a graph) is missing");
+  return a->g();
+}
+
+V if_op(Ctx& c) {
+  if (c.x(0).is_symbolic())
+    c.unsupported("a condition computed from the model's input data (Spore needs a constant)");
+  const bool cond = c.const_scalar(0, "cond") != 0;
+  return c.subgraph(graph_attr(c, cond ? "then_branch" : "else_branch"), {});
+}
+
+// The most iterations a Loop is unrolled to (the graph grows with each).
+constexpr int64_t kMaxUnroll = 100000;
+
+V loop_op(Ctx& c) {
+  const ::onnx::GraphProto& body = graph_attr(c, "body");
+  const int64_t trips = c.has_in(0) ? int64_t(c.const_scalar(0, "M")) : kMaxUnroll + 1;
+  bool cond = true;
+  if (c.has_in(1)) {
+    if (c.x(1).is_symbolic())
+      c.unsupported("a condition computed from the model's input data (Spore needs a constant)");
+    cond = c.const_scalar(1, "cond") != 0;
+  }
+  V state(c.in.begin() + 2, c.in.end());
+  const size_t nv = state.size();
+  SPORE_CHECK_KIND(ErrorKind::IOError, size_t(body.output_size()) >= 1 + nv, c.where,
+                   "the body has ", body.output_size(), " outputs for ", nv, " loop values");
+  std::vector<V> scans(size_t(body.output_size()) - 1 - nv);
+  int64_t i = 0;
+  for (; i < trips && cond; ++i) {
+    if (i == kMaxUnroll)
+      c.unsupported("more than " + std::to_string(kMaxUnroll) + " iterations (it is unrolled)");
+    V ins{full({}, double(i), kInt64), full({}, 1, kBool)};
+    ins.insert(ins.end(), state.begin(), state.end());
+    const V out = c.subgraph(body, ins);
+    if (out[0].is_symbolic())
+      c.unsupported("a body condition computed from the model's input data (it is unrolled)");
+    {
+      NoTrace guard;
+      cond = out[0].to(kFloat64).reshape({-1}).to_vector<double>().at(0) != 0;
+    }
+    for (size_t k = 0; k < nv; ++k) state[k] = out[1 + k];
+    for (size_t k = 0; k < scans.size(); ++k) scans[k].push_back(out[1 + nv + k]);
+  }
+  V result = state;
+  for (auto& sc : scans) {
+    if (sc.empty()) c.unsupported("scan outputs of a Loop that runs no iteration");
+    result.push_back(stack(sc, 0));
+  }
+  return result;
+}
+
+// Scan over axis scan_input_axes[k] of each scan input; opset 8's form has a batch axis 0 and a
+// sequence_lens input first, and is run once per batch element.
+V scan_op(Ctx& c) {
+  const ::onnx::GraphProto& body = graph_attr(c, "body");
+  const int64_t m = c.i("num_scan_inputs", 0);
+  const bool v8 = c.opset < 9;
+  const size_t first = v8 ? 1 : 0;
+  SPORE_CHECK_KIND(ErrorKind::IOError, m >= 1 && size_t(m) + first <= c.in.size(), c.where,
+                   "num_scan_inputs ", m, " with ", c.in.size(), " inputs");
+  const size_t n = c.in.size() - first - size_t(m);  // loop-carried states
+  const size_t outs = size_t(body.output_size());
+  SPORE_CHECK_KIND(ErrorKind::IOError, outs >= n, c.where, "the body has ", outs, " outputs for ",
+                   n, " states");
+  auto list = [&](const char* name, size_t count) {
+    std::vector<int64_t> v = c.ints(name);
+    if (v.empty()) v.assign(count, 0);
+    SPORE_CHECK_KIND(ErrorKind::IOError, v.size() == count, c.where, "attribute ", name, " has ",
+                     v.size(), " values, expected ", count);
+    return v;
+  };
+  const std::vector<int64_t> in_dirs = list(v8 ? "directions" : "scan_input_directions", size_t(m));
+  const std::vector<int64_t> in_axes =
+      v8 ? std::vector<int64_t>(size_t(m), 0) : list("scan_input_axes", size_t(m));
+  const std::vector<int64_t> out_dirs =
+      v8 ? std::vector<int64_t>(outs - n, 0) : list("scan_output_directions", outs - n);
+  const std::vector<int64_t> out_axes =
+      v8 ? std::vector<int64_t>(outs - n, 0) : list("scan_output_axes", outs - n);
+  // One scan over states `st` and scan inputs `xs` (without a batch axis).
+  auto run = [&](V st, const V& xs) {
+    std::vector<int64_t> ax(static_cast<size_t>(m));
+    for (size_t k = 0; k < size_t(m); ++k) ax[k] = norm_axis(in_axes[k], xs[k].dim(), c);
+    const int64_t T = xs[0].shape()[size_t(ax[0])];
+    std::vector<V> ys(outs - n);
+    for (int64_t t = 0; t < T; ++t) {
+      V ins = st;
+      for (size_t k = 0; k < size_t(m); ++k) {
+        const int64_t tt = in_dirs[k] ? T - 1 - t : t;
+        ins.push_back(xs[k].slice(ax[k], tt, tt + 1).squeeze(ax[k]));
+      }
+      const V out = c.subgraph(body, ins);
+      for (size_t k = 0; k < n; ++k) st[k] = out[k];
+      for (size_t k = 0; k < ys.size(); ++k) ys[k].push_back(out[n + k]);
+    }
+    V result = st;
+    for (size_t k = 0; k < ys.size(); ++k) {
+      if (ys[k].empty()) c.unsupported("a scan over an empty sequence");
+      if (out_dirs[k]) std::reverse(ys[k].begin(), ys[k].end());
+      result.push_back(stack(ys[k], norm_axis(out_axes[k], ys[k][0].dim() + 1, c)));
+    }
+    return result;
+  };
+  V st(c.in.begin() + long(first), c.in.begin() + long(first + n));
+  V xs(c.in.begin() + long(first + n), c.in.end());
+  if (!v8) return run(st, xs);
+  if (c.has_in(0)) c.unsupported("sequence_lens (opset 8)");
+  const int64_t B = xs[0].shape()[0];
+  std::vector<V> per(outs);
+  for (int64_t b = 0; b < B; ++b) {
+    V sb, xb;
+    for (const Tensor& t : st) sb.push_back(t.slice(0, b, b + 1).squeeze(0));
+    for (const Tensor& t : xs) xb.push_back(t.slice(0, b, b + 1).squeeze(0));
+    const V r = run(sb, xb);
+    for (size_t k = 0; k < outs; ++k) per[k].push_back(r[k]);
+  }
+  V result;
+  for (auto& p : per) result.push_back(stack(p, 0));
+  return result;
 }
 
 }  // namespace
@@ -1673,6 +1799,9 @@ void add_extra_handlers(std::map<std::string, Handler>& t) {
   t["DFT"] = dft;
   t["STFT"] = stft;
   t["MelWeightMatrix"] = mel_weight_matrix;
+  t["If"] = if_op;
+  t["Loop"] = loop_op;
+  t["Scan"] = scan_op;
   t["RNN"] = [](Ctx& c) { return recurrent(c, 0); };
   t["GRU"] = [](Ctx& c) { return recurrent(c, 1); };
   t["LSTM"] = [](Ctx& c) { return recurrent(c, 2); };
@@ -1689,7 +1818,7 @@ void add_extra_handlers(std::map<std::string, Handler>& t) {
   // sums are exact (below 2^53), then int32.
   const Handler conv = t.at("Conv");
   t["ConvInteger"] = [conv](Ctx& c) -> V {
-    Ctx f{c.node, {}, c.opset, c.where};
+    Ctx f{c.node, {}, c.opset, c.where, c.subgraph};
     Tensor x = c.x(0).to(kFloat64), w = c.x(1).to(kFloat64);
     if (c.has_in(2)) x = sub(x, c.x(2).to(kFloat64).reshape({}));
     if (c.has_in(3)) {
