@@ -1750,6 +1750,102 @@ V scan_op(Ctx& c) {
   return result;
 }
 
+// ---- pooling in 3 or more spatial dims, or dilated: the window's taps as strided slices ----
+
+V pool_nd(Ctx& c, bool max) {
+  const Tensor& x0 = c.x(0);
+  if (max && c.node.output_size() > 1 && !c.node.output(1).empty())
+    c.unsupported("the Indices output with dilations or 3 or more spatial dims");
+  const int64_t S = x0.dim() - 2;
+  SPORE_CHECK_KIND(ErrorKind::IOError, S >= 1, c.where, "pooling needs (N, C, spatial...), got ",
+                   shape_str(x0.shape()));
+  const bool integer = !is_floating(x0.dtype());
+  const Tensor x = integer ? x0.to(kFloat64) : x0;
+  auto per_dim = [&](const char* name, int64_t dflt, size_t count) {
+    std::vector<int64_t> v = c.ints(name);
+    if (v.empty()) v.assign(count, dflt);
+    SPORE_CHECK_KIND(ErrorKind::IOError, v.size() == count, c.where, "attribute ", name, " has ",
+                     v.size(), " values, expected ", count);
+    return v;
+  };
+  const std::vector<int64_t> k = per_dim("kernel_shape", 1, size_t(S)),
+                             st = per_dim("strides", 1, size_t(S)),
+                             dil = per_dim("dilations", 1, size_t(S));
+  std::vector<int64_t> pads = per_dim("pads", 0, size_t(2 * S));
+  const bool ceil_mode = c.i("ceil_mode", 0) != 0;
+  const std::string ap = c.s("auto_pad", "NOTSET");
+  std::vector<int64_t> out(static_cast<size_t>(S)), extra(static_cast<size_t>(S));
+  for (int64_t d = 0; d < S; ++d) {
+    const size_t u = size_t(d);
+    const int64_t in = x.shape()[u + 2], span = (k[u] - 1) * dil[u] + 1;
+    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      out[u] = (in + st[u] - 1) / st[u];
+      const int64_t total = std::max<int64_t>(0, (out[u] - 1) * st[u] + span - in);
+      pads[u] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[u + size_t(S)] = total - pads[u];
+    } else {
+      if (ap == "VALID") pads[u] = pads[u + size_t(S)] = 0;
+      const int64_t room = in + pads[u] + pads[u + size_t(S)] - span;
+      SPORE_CHECK_KIND(ErrorKind::IOError, room >= 0, c.where, "the window (", span,
+                       ") is larger than the padded input (", in + pads[u] + pads[u + size_t(S)],
+                       ") on spatial axis ", d);
+      out[u] = (ceil_mode ? (room + st[u] - 1) / st[u] : room / st[u]) + 1;
+      // A window must start inside the input or its leading pad (PyTorch's and ONNX's rule).
+      if (ceil_mode && (out[u] - 1) * st[u] >= in + pads[u]) --out[u];
+    }
+    extra[u] =
+        std::max<int64_t>(0, (out[u] - 1) * st[u] + span - (in + pads[u] + pads[u + size_t(S)]));
+  }
+  // Spore's pad takes (before, after) pairs from the last axis back.
+  auto spore_pads = [&](bool with_extra, bool with_explicit) {
+    std::vector<int64_t> p;
+    for (int64_t d = S - 1; d >= 0; --d) {
+      const size_t u = size_t(d);
+      p.push_back(with_explicit ? pads[u] : 0);
+      p.push_back((with_explicit ? pads[u + size_t(S)] : 0) + (with_extra ? extra[u] : 0));
+    }
+    p.push_back(0), p.push_back(0), p.push_back(0), p.push_back(0);  // N, C
+    return p;
+  };
+  const Tensor xp = pad(x, spore_pads(true, true), max ? -INFINITY : 0.0);
+  // Tap t of the window: every spatial axis sliced from its offset, by the stride.
+  auto taps = [&](const Tensor& src, auto combine) {
+    Tensor acc;
+    int64_t n = 1;
+    for (int64_t v : k) n *= v;
+    for (int64_t t = 0; t < n; ++t) {
+      Tensor v = src;
+      int64_t r = t;
+      for (int64_t d = S - 1; d >= 0; --d) {
+        const size_t u = size_t(d);
+        const int64_t j = r % k[u];
+        r /= k[u];
+        const int64_t b = j * dil[u];
+        v = v.slice(d + 2, b, b + (out[u] - 1) * st[u] + 1, st[u]);
+      }
+      acc = acc.defined() ? combine(acc, v) : v;
+    }
+    return acc;
+  };
+  Tensor y;
+  if (max) {
+    y = taps(xp, [](const Tensor& a, const Tensor& b) { return maximum(a, b); });
+  } else {
+    const Tensor total = taps(xp, [](const Tensor& a, const Tensor& b) { return add(a, b); });
+    // The number of counted elements under each window: the input (and its explicit pads with
+    // count_include_pad), never ceil mode's extra.
+    Shape ones_shape(size_t(x.dim()), 1);
+    for (int64_t d = 0; d < S; ++d) ones_shape[size_t(d + 2)] = x.shape()[size_t(d + 2)];
+    const bool include = c.i("count_include_pad", 0) != 0;
+    Tensor ones_t = ones(ones_shape, x.dtype());
+    if (include) ones_t = pad(ones_t, spore_pads(false, true), 1.0);  // explicit pads count
+    ones_t = pad(ones_t, spore_pads(true, !include), 0.0);            // the rest does not
+    const Tensor count = taps(ones_t, [](const Tensor& a, const Tensor& b) { return add(a, b); });
+    y = div(total, count);
+  }
+  return {integer ? y.to(x0.dtype()) : y};
+}
+
 }  // namespace
 
 void add_extra_handlers(std::map<std::string, Handler>& t) {
@@ -1829,6 +1925,15 @@ void add_extra_handlers(std::map<std::string, Handler>& t) {
     return {conv(f).at(0).to(kInt32)};
   };
   t["QLinearConv"] = [conv](Ctx& c) { return qlinear_conv(c, conv); };
+  for (const char* op : {"MaxPool", "AveragePool"}) {
+    const Handler two_d = t.at(op);
+    const bool max = std::string(op) == "MaxPool";
+    t[op] = [two_d, max](Ctx& c) -> V {
+      const std::vector<int64_t> dil = c.ints("dilations");
+      const bool dilated = std::any_of(dil.begin(), dil.end(), [](int64_t d) { return d != 1; });
+      return c.x(0).dim() > 4 || dilated ? pool_nd(c, max) : two_d(c);
+    };
+  }
   const Handler pad0 = t.at("Pad");
   t["Pad"] = [pad0](Ctx& c) -> V {
     const std::string mode = c.s("mode", "constant");
