@@ -63,9 +63,12 @@ const std::map<std::string, Handler>& handlers();
 void add_extra_handlers(std::map<std::string, Handler>& table);
 
 // The ops that need their inputs' values on the host: those whose output shape depends on them
-// (NonZero, Unique, NonMaxSuppression) and TfIdfVectorizer's n-gram lookup. A model that uses one
-// runs op by op (OnnxModel::run's graph_mode is ignored), where every value is concrete.
+// (NonZero, Unique, NonMaxSuppression), TfIdfVectorizer's n-gram lookup, and the random
+// generators (a traced graph would hold one draw as a constant). A model that uses one runs op by
+// op (OnnxModel::run's graph_mode is ignored), where every value is concrete.
 bool needs_host_values(const std::string& op_type);
+// Bernoulli, RandomUniform(Like), RandomNormal(Like).
+bool is_random_op(const std::string& op_type);
 // Whether input `index` of `op_type` is a parameter the importer needs as a number (Resize's roi
 // and scales): a graph input that feeds one becomes a compile-time value, like small integer
 // inputs, whatever its dtype.

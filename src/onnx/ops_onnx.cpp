@@ -727,13 +727,27 @@ V global_pool(Ctx& c, bool max) {
 }
 
 V dropout_op(Ctx& c) {
-  // Training mode draws a random mask, except with ratio 0, where it keeps everything.
-  if (c.opset >= 12 && c.has_in(2) &&
-      (c.x(2).is_symbolic() || c.const_scalar(2, "training_mode") != 0) &&
-      !(c.has_in(1) && !c.x(1).is_symbolic() && c.const_scalar(1, "ratio") == 0))
-    c.unsupported("training_mode = true (random masks)");
-  V out{c.x(0)};
-  if (c.node.output_size() > 1) out.push_back(full(c.x(0).shape(), 1, kBool));
+  const Tensor& x = c.x(0);
+  bool training = false;
+  if (c.opset >= 12 && c.has_in(2)) {
+    if (c.x(2).is_symbolic()) c.unsupported("training_mode computed from the model's input data");
+    training = c.const_scalar(2, "training_mode") != 0;
+  }
+  const double ratio =
+      c.opset >= 12 ? (c.has_in(1) ? c.const_scalar(1, "ratio") : 0.5) : c.f("ratio", 0.5);
+  if (!training || ratio == 0) {  // inference (or nothing dropped): the identity, mask all true
+    V out{x};
+    if (c.node.output_size() > 1) out.push_back(full(x.shape(), 1, kBool));
+    return out;
+  }
+  SPORE_CHECK_KIND(ErrorKind::IOError, ratio > 0 && ratio < 1, c.where, "ratio ", ratio,
+                   " is not in [0, 1)");
+  // Spore's dropout op on ones draws the scaled mask (0 or 1 / (1 - ratio)) when the model runs,
+  // a fresh draw each run (ONNX's seed attribute is not honoured: Spore's global generator is).
+  const Tensor m =
+      dropout(ones(x.shape(), is_floating(x.dtype()) ? x.dtype() : kFloat32), ratio, true);
+  V out{mul(x, m.to(x.dtype()))};
+  if (c.node.output_size() > 1) out.push_back(not_equal(m, scalar_like(0, m)));
   return out;
 }
 

@@ -21,7 +21,12 @@ namespace spore::onnx_detail {
 
 bool needs_host_values(const std::string& op_type) {
   return op_type == "NonZero" || op_type == "Unique" || op_type == "NonMaxSuppression" ||
-         op_type == "TfIdfVectorizer";
+         op_type == "TfIdfVectorizer" || is_random_op(op_type);
+}
+
+bool is_random_op(const std::string& op_type) {
+  return op_type == "Bernoulli" || op_type == "RandomUniform" || op_type == "RandomUniformLike" ||
+         op_type == "RandomNormal" || op_type == "RandomNormalLike";
 }
 
 bool is_parameter_input(const std::string& op_type, int index) {
@@ -1846,6 +1851,42 @@ V pool_nd(Ctx& c, bool max) {
   return {integer ? y.to(x0.dtype()) : y};
 }
 
+// ---- random generators (op by op, so that each run draws afresh; ONNX's seed attribute is not
+// honoured: Spore's global generator, set_seed, is) ----
+
+DType dtype_attr(const Ctx& c, DType dflt) {
+  if (!c.has("dtype")) return dflt;
+  DType dt;
+  if (!dtype_from_onnx(int(c.i("dtype", 1)), &dt))
+    c.unsupported("dtype = " + onnx_dtype_name(int(c.i("dtype", 1))));
+  return dt;
+}
+
+Shape random_shape(const Ctx& c, bool like) {
+  if (like) return c.x(0).shape();
+  const std::vector<int64_t> s = c.ints("shape");
+  return Shape(s.begin(), s.end());
+}
+
+V random_uniform(Ctx& c, bool like) {
+  const DType dt = dtype_attr(c, like ? c.x(0).dtype() : kFloat32);
+  const double lo = c.f("low", 0), hi = c.f("high", 1);
+  const Tensor u = rand(random_shape(c, like), kFloat64);
+  return {add(mul(u, full({}, hi - lo, kFloat64)), full({}, lo, kFloat64)).to(dt)};
+}
+
+V random_normal(Ctx& c, bool like) {
+  const DType dt = dtype_attr(c, like ? c.x(0).dtype() : kFloat32);
+  const Tensor z = randn(random_shape(c, like), kFloat64);
+  return {
+      add(mul(z, full({}, c.f("scale", 1), kFloat64)), full({}, c.f("mean", 0), kFloat64)).to(dt)};
+}
+
+V bernoulli(Ctx& c) {
+  const Tensor& p = c.x(0);
+  return {less(rand(p.shape(), kFloat64), p.to(kFloat64)).to(dtype_attr(c, p.dtype()))};
+}
+
 }  // namespace
 
 void add_extra_handlers(std::map<std::string, Handler>& t) {
@@ -1896,6 +1937,11 @@ void add_extra_handlers(std::map<std::string, Handler>& t) {
   t["STFT"] = stft;
   t["MelWeightMatrix"] = mel_weight_matrix;
   t["If"] = if_op;
+  t["Bernoulli"] = bernoulli;
+  t["RandomUniform"] = [](Ctx& c) { return random_uniform(c, false); };
+  t["RandomUniformLike"] = [](Ctx& c) { return random_uniform(c, true); };
+  t["RandomNormal"] = [](Ctx& c) { return random_normal(c, false); };
+  t["RandomNormalLike"] = [](Ctx& c) { return random_normal(c, true); };
   t["Loop"] = loop_op;
   t["Scan"] = scan_op;
   t["RNN"] = [](Ctx& c) { return recurrent(c, 0); };
