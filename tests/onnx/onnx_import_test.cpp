@@ -163,8 +163,9 @@ TEST(OnnxImport, HandEncodedModelsAndHostileInput) {
 // Importer behaviours the node tests see only once per model, on ONNX's own models: a float
 // parameter input (Resize's scales) is a compile-time value, so one model object runs with two
 // scales and gives two shapes; a model with NonZero runs op by op, so its output shape follows the
-// data; INT16 / UINT32 graph inputs are refused by name rather than returned as int32 / int64.
-TEST(OnnxImport, ParameterInputsOpByOpOpsAndUnsupportedIntegerTypes) {
+// data; INT16 / UINT32 graph inputs are refused by name rather than returned as int32 / int64;
+// random ops draw afresh each run and honour the certain cases (p = 0 and 1).
+TEST(OnnxImport, ParameterInputsOpByOpRandomAndRefusedTypes) {
   const std::string node = "/usr/share/libonnx-testdata/data/node/";
   if (!std::ifstream(node + "test_nonzero_example/model.onnx"))
     GTEST_SKIP() << node << " is missing (Debian package libonnx-testdata)";
@@ -196,4 +197,25 @@ TEST(OnnxImport, ParameterInputsOpByOpOpsAndUnsupportedIntegerTypes) {
     EXPECT_NE(e.find("unsupported ONNX type"), std::string::npos) << e;
     EXPECT_NE(e.find("as a graph input or output"), std::string::npos) << e;
   }
+
+  // Random ops run op by op, drawing afresh each run: Bernoulli gives 0 where p = 0 and 1 where
+  // p = 1; training Dropout's masks differ between two runs.
+  OnnxModel bern = OnnxModel::load(node + "test_bernoulli/model.onnx");
+  const Tensor p0 = load_onnx_tensor(node + "test_bernoulli/test_data_set_0/input_0.pb");
+  const std::vector<double> zeros_got =
+      bern.run({zeros_like(p0)})[0].to(kFloat64).to_vector<double>();
+  const std::vector<double> ones_got =
+      bern.run({ones_like(p0)})[0].to(kFloat64).to_vector<double>();
+  for (size_t i = 0; i < zeros_got.size(); ++i) {
+    EXPECT_EQ(zeros_got[i], 0) << i;
+    EXPECT_EQ(ones_got[i], 1) << i;
+  }
+  const std::string drop = node + "test_training_dropout_mask/";
+  OnnxModel dm = OnnxModel::load(drop + "model.onnx");
+  std::vector<Tensor> din;
+  for (int k = 0; k < 3; ++k)
+    din.push_back(load_onnx_tensor(drop + "test_data_set_0/input_" + std::to_string(k) + ".pb"));
+  const std::vector<double> m1 = dm.run(din)[1].to(kFloat64).to_vector<double>(),
+                            m2 = dm.run(din)[1].to(kFloat64).to_vector<double>();
+  EXPECT_NE(m1, m2) << "two runs drew the same dropout mask";
 }
