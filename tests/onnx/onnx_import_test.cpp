@@ -5,6 +5,7 @@
 // every truncation fails cleanly.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "models/lenet.h"
@@ -164,7 +165,8 @@ TEST(OnnxImport, HandEncodedModelsAndHostileInput) {
 // parameter input (Resize's scales) is a compile-time value, so one model object runs with two
 // scales and gives two shapes; a model with NonZero runs op by op, so its output shape follows the
 // data; INT16 / UINT32 graph inputs are refused by name rather than returned as int32 / int64;
-// random ops draw afresh each run and honour the certain cases (p = 0 and 1).
+// random ops draw afresh each run and honour the certain cases (p = 0 and 1); Atan, Asin and
+// Acos are exact to float32's rounding.
 TEST(OnnxImport, ParameterInputsOpByOpRandomAndRefusedTypes) {
   const std::string node = "/usr/share/libonnx-testdata/data/node/";
   if (!std::ifstream(node + "test_nonzero_example/model.onnx"))
@@ -218,4 +220,25 @@ TEST(OnnxImport, ParameterInputsOpByOpRandomAndRefusedTypes) {
   const std::vector<double> m1 = dm.run(din)[1].to(kFloat64).to_vector<double>(),
                             m2 = dm.run(din)[1].to(kFloat64).to_vector<double>();
   EXPECT_NE(m1, m2) << "two runs drew the same dropout mask";
+
+  // Atan / Asin / Acos (Newton's method on Spore's sin and cos) to float32's rounding over their
+  // whole domains, infinities included.
+  std::vector<float> v(60);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(std::pow(10.0, -4.0 + 8.0 * double(i) / 59));
+  v[0] = 0, v[1] = -2.5f, v[2] = INFINITY, v[3] = -INFINITY, v[4] = -1e-3f;
+  OnnxModel at = OnnxModel::load(node + "test_atan/model.onnx");
+  const std::vector<float> ya =
+      at.run({from_buffer(v.data(), {3, 4, 5}, kFloat32)})[0].to_vector<float>();
+  std::vector<float> u(60);
+  for (size_t i = 0; i < u.size(); ++i) u[i] = -1 + 2 * float(i) / 59;
+  OnnxModel as = OnnxModel::load(node + "test_asin/model.onnx"),
+            ac = OnnxModel::load(node + "test_acos/model.onnx");
+  const Tensor ut = from_buffer(u.data(), {3, 4, 5}, kFloat32);
+  const std::vector<float> ys = as.run({ut})[0].to_vector<float>(),
+                           yc = ac.run({ut})[0].to_vector<float>();
+  for (size_t i = 0; i < 60; ++i) {
+    EXPECT_NEAR(ya[i], std::atan(double(v[i])), 2e-7 * std::abs(std::atan(double(v[i])))) << v[i];
+    EXPECT_NEAR(ys[i], std::asin(double(u[i])), 2e-7 * std::abs(std::asin(double(u[i])))) << u[i];
+    EXPECT_NEAR(yc[i], std::acos(double(u[i])), 2e-7 * std::abs(std::acos(double(u[i])))) << u[i];
+  }
 }
