@@ -39,6 +39,9 @@ struct OnnxValueInfo {
   std::vector<int64_t> shape;  // -1 for a symbolic dimension
   std::string dim_names;       // comma-separated symbolic names ("N,,," ), for messages
   DType dtype = kFloat32;
+  // ONNX's name of the element type ("FLOAT", "INT16", ...). It differs from dtype's where Spore
+  // has no dtype of its own for it; such a value is refused as a graph input or output.
+  std::string onnx_type = "FLOAT";
 };
 
 class OnnxModel {

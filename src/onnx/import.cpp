@@ -9,6 +9,7 @@
 // are computed on the spot, outside the trace, so that Reshape targets, Slice bounds and the
 // like are known numbers when the graph is built.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
@@ -46,20 +47,32 @@ struct OnnxModel::Impl {
 
 namespace {
 
-OnnxValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& where) {
+// `what` is "graph input" or "graph output".
+OnnxValueInfo value_info(const ::onnx::ValueInfoProto& v, const std::string& where,
+                         const char* what) {
   OnnxValueInfo info;
   info.name = v.name();
-  SPORE_CHECK_KIND(ErrorKind::IOError, v.has_type(), where, "value \"", v.name(),
+  SPORE_CHECK_KIND(ErrorKind::IOError, v.has_type(), where, what, " \"", v.name(),
                    "\": field type is missing");
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, v.type().has_tensor_type(), where, "value \"",
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, v.type().has_tensor_type(), where, what, " \"",
                    v.name(),
                    "\": unsupported ONNX type (a sequence, map or optional); Spore's importer "
                    "takes tensors only");
   const auto& tt = v.type().tensor_type();
+  info.onnx_type = onnx_detail::onnx_dtype_name(tt.elem_type());
+  bool widened = false;
   SPORE_CHECK_KIND(ErrorKind::NotImplemented,
-                   onnx_detail::dtype_from_onnx(tt.elem_type(), &info.dtype), where, "value \"",
-                   v.name(), "\": field elem_type: unsupported ONNX type ",
-                   onnx_detail::onnx_dtype_name(tt.elem_type()), " tensors");
+                   onnx_detail::dtype_from_onnx(tt.elem_type(), &info.dtype, &widened), where, what,
+                   " \"", v.name(), "\": field elem_type: unsupported ONNX type ", info.onnx_type,
+                   " tensors");
+  // Inside a model, INT16 / UINT16 values are held as int32 and UINT32 / UINT64 as int64 (exact
+  // for their values); at the model's boundary that would hand the caller another dtype than the
+  // model declares, so such a model is refused.
+  SPORE_CHECK_KIND(ErrorKind::NotImplemented, !widened, where, what, " \"", v.name(),
+                   "\": field elem_type: unsupported ONNX type ", info.onnx_type,
+                   " tensors as a graph input or output (Spore has no ",
+                   dtype_name(info.dtype) == std::string("int32") ? "16-bit" : "unsigned 32/64-bit",
+                   " integer dtype; cast the model's inputs and outputs to INT32 or INT64)");
   if (tt.has_shape()) {
     for (int i = 0; i < tt.shape().dim_size(); ++i) {
       const auto& d = tt.shape().dim(i);
@@ -121,7 +134,7 @@ OnnxModel OnnxModel::load(const std::string& path) {
                    "field sparse_initializer: sparse initializers are not supported");
   for (const auto& v : g.input()) {
     if (im.initializers.count(v.name())) continue;  // an input with a default: the initializer
-    im.inputs.push_back(value_info(v, where));
+    im.inputs.push_back(value_info(v, where, "graph input"));
     defined.insert(v.name());
   }
   for (int i = 0; i < g.node_size(); ++i) {
@@ -139,7 +152,7 @@ OnnxModel OnnxModel::load(const std::string& path) {
   for (const auto& v : g.output()) {
     SPORE_CHECK_KIND(ErrorKind::IOError, defined.count(v.name()), where, "graph output \"",
                      v.name(), "\" is produced by no node");
-    im.outputs.push_back(value_info(v, where));
+    im.outputs.push_back(value_info(v, where, "graph output"));
   }
   // A graph without outputs computes nothing a caller could read (running it crashed).
   SPORE_CHECK_KIND(ErrorKind::IOError, !im.outputs.empty(), where,
@@ -176,12 +189,78 @@ Tensor load_onnx_tensor(const std::string& path) {
 std::vector<std::string> OnnxModel::unsupported_ops() const {
   std::set<std::string> out;
   for (const auto& n : impl_->graph.node()) {
-    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    if (!default_domain || !onnx_detail::handlers().count(n.op_type()))
-      out.insert(default_domain ? n.op_type() : n.domain() + "::" + n.op_type());
+    if (!onnx_detail::handlers().count(onnx_detail::op_key(n))) out.insert(onnx_detail::op_key(n));
   }
   return {out.begin(), out.end()};
 }
+
+namespace onnx_detail {
+
+void run_nodes(const ::onnx::GraphProto& g, std::map<std::string, Tensor>& env,
+               const std::string& where, int64_t opset) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    const std::string w = where + "node #" + std::to_string(i) + " (" + n.op_type() +
+                          (n.name().empty() ? "" : " \"" + n.name() + "\"") + "): ";
+    auto it = onnx_detail::handlers().find(onnx_detail::op_key(n));
+    SPORE_CHECK_KIND(ErrorKind::NotImplemented, it != onnx_detail::handlers().end(), w,
+                     "unsupported ONNX op ", onnx_detail::op_key(n), " (opset ", opset,
+                     "); Spore's importer maps ", onnx_detail::handlers().size(),
+                     " ops (OnnxModel::supported_ops())");
+    Ctx c{n, {}, opset, w, {}};
+    c.subgraph = [&env, &w, opset](const ::onnx::GraphProto& sub, const std::vector<Tensor>& ins) {
+      std::map<std::string, Tensor> scope = env;  // the enclosing graph's values
+      const std::string sw = w + "subgraph \"" + sub.name() + "\": ";
+      for (const auto& t : sub.initializer()) scope[t.name()] = from_tensor_proto(t, sw);
+      SPORE_CHECK_KIND(ErrorKind::IOError, size_t(sub.input_size()) == ins.size(), sw, "takes ",
+                       sub.input_size(), " inputs, given ", ins.size());
+      for (size_t k = 0; k < ins.size(); ++k) scope[sub.input(int(k)).name()] = ins[k];
+      run_nodes(sub, scope, sw, opset);
+      std::vector<Tensor> out;
+      for (const auto& o : sub.output()) {
+        SPORE_CHECK_KIND(ErrorKind::IOError, scope.count(o.name()), sw, "output \"", o.name(),
+                         "\" is produced by no node");
+        out.push_back(scope.at(o.name()));
+      }
+      return out;
+    };
+    // A node with a subgraph is never computed as a constant as a whole: its body may read traced
+    // values of the enclosing graph; its own nodes are each folded when they can be.
+    bool has_subgraph = false;
+    for (const auto& a : n.attribute())
+      has_subgraph = has_subgraph || a.type() == ::onnx::AttributeProto::GRAPH;
+    bool all_const = true;
+    for (const auto& in : n.input()) {
+      if (in.empty()) {
+        c.in.emplace_back();
+        continue;
+      }
+      SPORE_CHECK_KIND(ErrorKind::IOError, env.count(in), w, "input \"", in,
+                       "\" is not defined before the node");
+      c.in.push_back(env.at(in));
+      all_const = all_const && !c.in.back().is_symbolic();
+    }
+    std::vector<Tensor> outs;
+    if (all_const && !has_subgraph && is_tracing()) {
+      NoTrace guard;  // constants only: compute now, the graph sees the result
+      outs = it->second(c);
+    } else {
+      outs = it->second(c);
+    }
+    for (int k = 0; k < n.output_size() && k < int(outs.size()); ++k)
+      if (!n.output(k).empty()) {
+        SPORE_CHECK_KIND(ErrorKind::NotImplemented, outs[size_t(k)].defined(), w, "output ", k,
+                         " (\"", n.output(k), "\") is not produced by Spore's mapping of ",
+                         n.op_type());
+        env[n.output(k)] = outs[size_t(k)];
+      }
+    for (int k = int(outs.size()); k < n.output_size(); ++k)
+      SPORE_CHECK_KIND(ErrorKind::NotImplemented, n.output(k).empty(), w, "output ", k, " (\"",
+                       n.output(k), "\") of ", n.op_type(), " is not produced by Spore's mapping");
+  }
+}
+
+}  // namespace onnx_detail
 
 std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) {
   const std::string where = "[onnx] " + path + ": ";
@@ -201,45 +280,7 @@ std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) 
   }
   for (size_t i = 0, a = 0; i < inputs.size(); ++i)
     env[inputs[i].name] = i < host.size() && host[i].defined() ? host[i] : args.at(a++);
-  for (int i = 0; i < graph.node_size(); ++i) {
-    const auto& n = graph.node(i);
-    const std::string w = where + "node #" + std::to_string(i) + " (" + n.op_type() +
-                          (n.name().empty() ? "" : " \"" + n.name() + "\"") + "): ";
-    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    auto it = onnx_detail::handlers().find(n.op_type());
-    SPORE_CHECK_KIND(
-        ErrorKind::NotImplemented, default_domain && it != onnx_detail::handlers().end(), w,
-        "unsupported ONNX op ", default_domain ? n.op_type() : n.domain() + "::" + n.op_type(),
-        " (opset ", opset, "); Spore's importer maps ", onnx_detail::handlers().size(),
-        " ops (OnnxModel::supported_ops())");
-    Ctx c{n, {}, opset, w};
-    bool all_const = true;
-    for (const auto& in : n.input()) {
-      if (in.empty()) {
-        c.in.emplace_back();
-        continue;
-      }
-      c.in.push_back(env.at(in));
-      all_const = all_const && !c.in.back().is_symbolic();
-    }
-    std::vector<Tensor> outs;
-    if (all_const && is_tracing()) {
-      NoTrace guard;  // constants only: compute now, the graph sees the result
-      outs = it->second(c);
-    } else {
-      outs = it->second(c);
-    }
-    for (int k = 0; k < n.output_size() && k < int(outs.size()); ++k)
-      if (!n.output(k).empty()) {
-        SPORE_CHECK_KIND(ErrorKind::NotImplemented, outs[size_t(k)].defined(), w, "output ", k,
-                         " (\"", n.output(k), "\") is not produced by Spore's mapping of ",
-                         n.op_type());
-        env[n.output(k)] = outs[size_t(k)];
-      }
-    for (int k = int(outs.size()); k < n.output_size(); ++k)
-      SPORE_CHECK_KIND(ErrorKind::NotImplemented, n.output(k).empty(), w, "output ", k, " (\"",
-                       n.output(k), "\") of ", n.op_type(), " is not produced by Spore's mapping");
-  }
+  onnx_detail::run_nodes(graph, env, where, opset);
   std::vector<Tensor> result;
   for (const auto& o : outputs) result.push_back(env.at(o.name));
   return result;
@@ -270,19 +311,31 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& args, bool graph_m
                 " ops: OnnxModel::supported_ops())");
   }
   im.host.clear();
+  for (const auto& n : im.graph.node())
+    if (onnx_detail::needs_host_values(n.op_type())) graph_mode = false;
   if (!graph_mode) return im.interpret(args);
+  // The graph inputs that feed a parameter slot (Resize's scales, ...).
+  std::set<std::string> params;
+  for (const auto& n : im.graph.node())
+    for (int k = 0; k < n.input_size(); ++k)
+      if (onnx_detail::is_parameter_input(n.op_type(), k)) params.insert(n.input(k));
   std::vector<Tensor> traced;
   im.host_key.clear();
-  for (const Tensor& t : args) {
-    const bool host =
-        (t.dtype() == kInt64 || t.dtype() == kInt32 || t.dtype() == kBool) && t.numel() <= 1024;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Tensor& t = args[i];
+    const bool host = t.numel() <= 1024 && (t.dtype() == kInt64 || t.dtype() == kInt32 ||
+                                            t.dtype() == kBool || params.count(im.inputs[i].name));
     im.host.push_back(host ? t.contiguous() : Tensor());
     if (!host) {
       traced.push_back(t);
       continue;
     }
     im.host_key += shape_str(t.shape()) + ":";
-    for (int64_t v : t.to_vector<int64_t>()) im.host_key += std::to_string(v) + ",";
+    char buf[32];
+    for (double v : t.to(kFloat64).to_vector<double>()) {
+      std::snprintf(buf, sizeof buf, "%.17g,", v);  // exact: the key tells every value apart
+      im.host_key += buf;
+    }
     im.host_key += ";";
   }
   if (!im.jit) {

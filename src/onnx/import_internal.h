@@ -42,9 +42,44 @@ struct Ctx {
   // The value of a one-element constant input.
   double const_scalar(size_t k, const char* what) const;
   [[noreturn]] void unsupported(const std::string& what) const;
+  // Runs a subgraph attribute (If's branches, Loop's and Scan's body) with these inputs, in the
+  // scope of the node (the subgraph may read every value defined before it); its outputs.
+  std::function<std::vector<Tensor>(const ::onnx::GraphProto&, const std::vector<Tensor>&)>
+      subgraph;
 };
 
 using Handler = std::function<std::vector<Tensor>(Ctx&)>;
+// Runs the nodes of g in order over env (value names -> values; the graph's inputs and outer-scope
+// values already in it), adding their outputs. `where` prefixes error messages.
+void run_nodes(const ::onnx::GraphProto& g, std::map<std::string, Tensor>& env,
+               const std::string& where, int64_t opset);
+// The handler table's key of a node: its op type in the default domain ("" or "ai.onnx"), else
+// "domain::OpType" ("ai.onnx.preview.training::Adam").
+inline std::string op_key(const ::onnx::NodeProto& n) {
+  const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+  return default_domain ? n.op_type() : n.domain() + "::" + n.op_type();
+}
 const std::map<std::string, Handler>& handlers();
+// The handlers of ops_onnx_extra.cpp (losses, resize modes, indexing, quantisation, ...), added to
+// the table by handlers().
+void add_extra_handlers(std::map<std::string, Handler>& table);
+
+// The ops that need their inputs' values on the host: those whose output shape depends on them
+// (NonZero, Unique, NonMaxSuppression), TfIdfVectorizer's n-gram lookup, and the random
+// generators (a traced graph would hold one draw as a constant). A model that uses one runs op by
+// op (OnnxModel::run's graph_mode is ignored), where every value is concrete.
+bool needs_host_values(const std::string& op_type);
+// Bernoulli, RandomUniform(Like), RandomNormal(Like).
+bool is_random_op(const std::string& op_type);
+// Whether input `index` of `op_type` is a parameter the importer needs as a number (Resize's roi
+// and scales): a graph input that feeds one becomes a compile-time value, like small integer
+// inputs, whatever its dtype.
+bool is_parameter_input(const std::string& op_type, int index);
+
+// Shared helpers of the handler files.
+int64_t norm_axis(int64_t a, int64_t rank, const Ctx& c);  // an axis in [-rank, rank) as [0, rank)
+inline Tensor scalar_like(double v, const Tensor& x) { return full({}, v, x.dtype()); }
+// A tensor's values as doubles / integers, read outside the trace (the tensor must be concrete).
+std::vector<double> values_of(const Tensor& t);
 
 }  // namespace spore::onnx_detail

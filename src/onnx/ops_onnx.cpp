@@ -53,17 +53,18 @@ const Tensor& Ctx::x(size_t k) const {
 }
 std::vector<int64_t> Ctx::const_ints(size_t k, const char* what) const {
   const Tensor& t = x(k);
-  SPORE_CHECK_KIND(
-      ErrorKind::NotImplemented, !t.is_symbolic(), where, "input ", k, " (", what,
-      ") depends on the model's input data; Spore needs it to be a constant (an initializer, "
-      "a Constant, or computed from shapes)");
+  if (t.is_symbolic())
+    unsupported("input " + std::to_string(k) + " (" + what +
+                ") computed from the model's input data (Spore needs a constant: an initializer, "
+                "a Constant, or a value computed from shapes)");
   NoTrace guard;
   return t.to_vector<int64_t>();
 }
 double Ctx::const_scalar(size_t k, const char* what) const {
   const Tensor& t = x(k);
-  SPORE_CHECK_KIND(ErrorKind::NotImplemented, !t.is_symbolic(), where, "input ", k, " (", what,
-                   ") depends on the model's input data; Spore needs it to be a constant");
+  if (t.is_symbolic())
+    unsupported("input " + std::to_string(k) + " (" + what +
+                ") computed from the model's input data (Spore needs a constant)");
   SPORE_CHECK_KIND(ErrorKind::IOError, t.numel() == 1, where, "input ", k, " (", what,
                    ") must hold one value, has ", t.numel());
   NoTrace guard;
@@ -74,19 +75,22 @@ void Ctx::unsupported(const std::string& what) const {
               what);
 }
 
-namespace {
-
-using V = std::vector<Tensor>;
-
 int64_t norm_axis(int64_t a, int64_t rank, const Ctx& c) {
   SPORE_CHECK_KIND(ErrorKind::IOError, a >= -rank && a < std::max<int64_t>(rank, 1), c.where,
                    "axis ", a, " is out of range for rank ", rank);
   return a < 0 ? a + rank : a;
 }
 
-bool is_int(DType t) { return !is_floating(t) && t != kBool; }
+std::vector<double> values_of(const Tensor& t) {
+  NoTrace guard;
+  return t.to(kFloat64).reshape({-1}).to_vector<double>();
+}
 
-Tensor scalar_like(double v, const Tensor& x) { return full({}, v, x.dtype()); }
+namespace {
+
+using V = std::vector<Tensor>;
+
+bool is_int(DType t) { return !is_floating(t) && t != kBool; }
 
 Tensor trunc(const Tensor& x) { return mul(sign(x), floor(abs(x))); }
 
@@ -199,11 +203,9 @@ V pool(Ctx& c, bool max) {
   const bool integer = !is_floating(x0.dtype());
   const Tensor x = integer ? x0.to(kFloat32) : x0;
   need_2d(c, x);
-  if (max && c.node.output_size() > 1 && !c.node.output(1).empty())
-    c.unsupported("the Indices output");
+  const bool want_indices = max && c.node.output_size() > 1 && !c.node.output(1).empty();
   const auto dil = c.ints("dilations", {1, 1});
   if (dil != std::vector<int64_t>{1, 1}) c.unsupported("dilations");
-  if (c.i("storage_order", 0)) c.unsupported("storage_order = 1");
   Pool2dOptions o;
   o.kernel_size = c.ints("kernel_shape");
   SPORE_CHECK_KIND(ErrorKind::IOError, o.kernel_size.size() == 2, c.where,
@@ -216,6 +218,21 @@ V pool(Ctx& c, bool max) {
   const bool wide = 2 * std::max(pd[0], pd[1]) > o.kernel_size[0] ||
                     2 * std::max(pd[2], pd[3]) > o.kernel_size[1];
   Tensor y;
+  if (want_indices) {
+    // Spore's indices count within each (n, c) plane; ONNX's count over the whole NCHW tensor.
+    if (wide) c.unsupported("the Indices output with pads wider than half the kernel");
+    auto [v, idx] = max_pool2d_with_indices(x, o);
+    const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3],
+                  plane = H * W;
+    if (c.i("storage_order", 0)) {  // column-major within the plane: w * H + h (exact in float64)
+      const Tensor f = idx.to(kFloat64), h = floor(div(f, full({}, double(W), kFloat64)));
+      const Tensor w = sub(f, mul(h, full({}, double(W), kFloat64)));
+      idx = add(mul(w, full({}, double(H), kFloat64)), h).to(kInt64);
+    }
+    const Tensor base = mul(arange(0, double(N * C), 1, kInt64).reshape({N, C, 1, 1}),
+                            full({}, double(plane), kInt64));
+    return {integer ? v.to(x0.dtype()) : v, add(idx, base)};
+  }
   if (!wide) {
     y = max ? max_pool2d(x, o) : avg_pool2d(x, o);
   } else {  // pads wider than half the kernel (ONNX allows them): pad explicitly, pool unpadded
@@ -474,57 +491,6 @@ V tile_op(Ctx& c) {
   return {x.reshape(inter).expand(expanded).contiguous().reshape(out)};
 }
 
-// Resize: nearest-neighbour upsampling of an NCHW tensor by a whole factor s per spatial axis (what
-// YOLOv5's and U-Nets' Upsample export as): output pixel h = q s + r reads input q. That is exact
-// for coordinate_transformation_mode "asymmetric" with nearest_mode "floor" (h / s = q + r / s),
-// and for "half_pixel" / "pytorch_half_pixel" with the round_prefer_* modes ((h + 0.5) / s - 0.5 =
-// q + (2r + 1 - s) / 2s, strictly within half a pixel of q). Other modes, linear / cubic
-// interpolation, downsampling, fractional factors and the roi are refused.
-V resize_op(Ctx& c) {
-  const Tensor& x = c.x(0);
-  const std::string mode = c.s("mode", "nearest");
-  if (mode != "nearest") c.unsupported("mode \"" + mode + "\"");
-  const std::string ctm =
-      c.s("coordinate_transformation_mode", c.opset >= 11 ? "half_pixel" : "asymmetric");
-  const std::string nearest = c.s("nearest_mode", "round_prefer_floor");
-  const bool floor_ok = ctm == "asymmetric" && nearest == "floor";
-  const bool half_ok = (ctm == "half_pixel" || ctm == "pytorch_half_pixel") &&
-                       (nearest == "round_prefer_floor" || nearest == "round_prefer_ceil");
-  if (c.opset >= 11 && !floor_ok && !half_ok)
-    c.unsupported("coordinate_transformation_mode \"" + ctm + "\" and nearest_mode \"" + nearest +
-                  "\" (Spore maps asymmetric + floor, and half_pixel + round_prefer_*)");
-  if (x.dim() != 4) c.unsupported("a rank-" + std::to_string(x.dim()) + " input (Spore maps NCHW)");
-  std::vector<int64_t> out;
-  const bool sizes = c.opset >= 11 && c.has_in(3) && c.x(3).numel() > 0;
-  if (sizes) {
-    if (c.x(3).is_symbolic())
-      c.unsupported("sizes computed from the model's input data (Spore needs a constant)");
-    out = c.const_ints(3, "sizes");
-  } else {
-    const size_t k = c.opset >= 11 ? 2 : 1;
-    const Tensor& sc = c.x(k);
-    if (sc.is_symbolic())
-      c.unsupported("scales computed from the model's input data (Spore needs a constant)");
-    std::vector<double> f;
-    {
-      NoTrace guard;
-      f = sc.to(kFloat64).reshape({-1}).to_vector<double>();
-    }
-    SPORE_CHECK_KIND(ErrorKind::IOError, f.size() == 4, c.where, "scales has ", f.size(),
-                     " values for a rank-4 input");
-    for (size_t d = 0; d < 4; ++d) out.push_back(int64_t(std::floor(double(x.shape()[d]) * f[d])));
-  }
-  SPORE_CHECK_KIND(ErrorKind::IOError, out.size() == 4, c.where, "sizes has ", out.size(),
-                   " values for a rank-4 input");
-  if (out[0] != x.shape()[0] || out[1] != x.shape()[1])
-    c.unsupported("resizing the batch or channel axis");
-  for (int d = 2; d < 4; ++d)
-    if (out[d] <= 0 || out[d] % x.shape()[d] != 0)
-      c.unsupported("a non-integer scale on axis " + std::to_string(d) + " (" +
-                    std::to_string(x.shape()[d]) + " -> " + std::to_string(out[d]) + ")");
-  return {upsample_nearest2d(x, {out[2], out[3]})};
-}
-
 V pad_op(Ctx& c) {
   const Tensor& x = c.x(0);
   const std::string mode = c.s("mode", "constant");
@@ -578,11 +544,38 @@ V clip_op(Ctx& c) {
   return {clamp(x, lo, hi)};
 }
 
+// Before opset 19, ONNX casts a float to bfloat16 by dropping its low 16 bits (rounding toward
+// zero; opset 19 rounds to nearest even, as Spore's cast does). Computed in float64, where every
+// step is exact: |x| = m 2^e with 1 <= m < 2, bfloat16 keeps 7 bits after the point, so the result
+// is floor(|x| / 2^(e-7)) 2^(e-7) with x's sign (e >= -126: float32's subnormals share one ulp).
+Tensor bf16_truncate(const Tensor& x0) {
+  const Tensor x = x0.to(kFloat64), ax = abs(x);
+  const Tensor two = full({}, 2.0, kFloat64), one = full({}, 1.0, kFloat64);
+  Tensor e = floor(div(log(ax), full({}, std::log(2.0), kFloat64)));
+  e = where(greater(pow(two, e), ax), sub(e, one), e);  // log's rounding, corrected both ways
+  e = where(less_equal(pow(two, add(e, one)), ax), add(e, one), e);
+  e = maximum(e, full({}, -126.0, kFloat64));
+  const Tensor ulp = pow(two, sub(e, full({}, 7.0, kFloat64)));
+  const Tensor t = mul(sign(x), mul(floor(div(ax, ulp)), ulp));
+  // Zeros, infinities and NaNs stay as they are (the formula would give NaN for them).
+  const Tensor special = logical_or(
+      logical_or(equal(ax, full({}, 0.0, kFloat64)), equal(ax, full({}, INFINITY, kFloat64))),
+      not_equal(x, x));
+  return where(special, x, t).to(kBFloat16);
+}
+
+// Cast and CastLike.
+Tensor onnx_cast(const Ctx& c, const Tensor& x, DType dt) {
+  if (dt == kBFloat16 && c.opset < 19 && is_floating(x.dtype()) && x.dtype() != kBFloat16)
+    return bf16_truncate(x);
+  return x.to(dt);
+}
+
 V cast_op(Ctx& c) {
   DType dt;
   const int64_t to = c.i("to", 0);
   if (!dtype_from_onnx(int(to), &dt)) c.unsupported("to = " + onnx_dtype_name(int(to)));
-  return {c.x(0).to(dt)};
+  return {onnx_cast(c, c.x(0), dt)};
 }
 
 Tensor constant_of(const A& a, const Ctx& c) {
@@ -744,11 +737,27 @@ V global_pool(Ctx& c, bool max) {
 }
 
 V dropout_op(Ctx& c) {
-  if (c.opset >= 12 && c.has_in(2) &&
-      (c.x(2).is_symbolic() || c.const_scalar(2, "training_mode") != 0))
-    c.unsupported("training_mode = true (random masks)");
-  V out{c.x(0)};
-  if (c.node.output_size() > 1) out.push_back(full(c.x(0).shape(), 1, kBool));
+  const Tensor& x = c.x(0);
+  bool training = false;
+  if (c.opset >= 12 && c.has_in(2)) {
+    if (c.x(2).is_symbolic()) c.unsupported("training_mode computed from the model's input data");
+    training = c.const_scalar(2, "training_mode") != 0;
+  }
+  const double ratio =
+      c.opset >= 12 ? (c.has_in(1) ? c.const_scalar(1, "ratio") : 0.5) : c.f("ratio", 0.5);
+  if (!training || ratio == 0) {  // inference (or nothing dropped): the identity, mask all true
+    V out{x};
+    if (c.node.output_size() > 1) out.push_back(full(x.shape(), 1, kBool));
+    return out;
+  }
+  SPORE_CHECK_KIND(ErrorKind::IOError, ratio > 0 && ratio < 1, c.where, "ratio ", ratio,
+                   " is not in [0, 1)");
+  // Spore's dropout op on ones draws the scaled mask (0 or 1 / (1 - ratio)) when the model runs,
+  // a fresh draw each run (ONNX's seed attribute is not honoured: Spore's global generator is).
+  const Tensor m =
+      dropout(ones(x.shape(), is_floating(x.dtype()) ? x.dtype() : kFloat32), ratio, true);
+  V out{mul(x, m.to(x.dtype()))};
+  if (c.node.output_size() > 1) out.push_back(not_equal(m, scalar_like(0, m)));
   return out;
 }
 
@@ -868,10 +877,9 @@ const std::map<std::string, Handler>& handlers() {
     t["Expand"] = expand_op;
     t["Tile"] = tile_op;
     t["Pad"] = pad_op;
-    t["Resize"] = resize_op;
     t["Clip"] = clip_op;
     t["Cast"] = cast_op;
-    t["CastLike"] = [](Ctx& c) -> V { return {c.x(0).to(c.x(1).dtype())}; };
+    t["CastLike"] = [](Ctx& c) -> V { return {onnx_cast(c, c.x(0), c.x(1).dtype())}; };
     t["Constant"] = constant_op;
     t["ConstantOfShape"] = constant_of_shape;
     t["Shape"] = shape_op;
@@ -902,6 +910,7 @@ const std::map<std::string, Handler>& handlers() {
         reducer(18, [](const Tensor& x, const Axes& a, bool k) { return log(sum(x, a, k)); });
     t["ReduceLogSumExp"] =
         reducer(18, [](const Tensor& x, const Axes& a, bool k) { return logsumexp(x, a, k); });
+    add_extra_handlers(t);
     return t;
   }();
   return table;

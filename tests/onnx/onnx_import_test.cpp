@@ -5,6 +5,7 @@
 // every truncation fails cleanly.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "models/lenet.h"
@@ -171,4 +172,86 @@ TEST(OnnxImport, HandEncodedModelsAndHostileInput) {
   EXPECT_EQ(foo.unsupported_ops(), (std::vector<std::string>{"FancyOp"}));
   const std::string e = error_of([&] { foo.run({tensor({1.0, 2.0})}); });
   EXPECT_NE(e.find("unsupported ONNX op FancyOp"), std::string::npos) << e;
+}
+
+// Importer behaviours the node tests see only once per model, on ONNX's own models: a float
+// parameter input (Resize's scales) is a compile-time value, so one model object runs with two
+// scales and gives two shapes; a model with NonZero runs op by op, so its output shape follows the
+// data; INT16 / UINT32 graph inputs are refused by name rather than returned as int32 / int64;
+// random ops draw afresh each run and honour the certain cases (p = 0 and 1); Atan, Asin and
+// Acos are exact to float32's rounding.
+TEST(OnnxImport, ParameterInputsOpByOpRandomAndRefusedTypes) {
+  const std::string node = "/usr/share/libonnx-testdata/data/node/";
+  if (!std::ifstream(node + "test_nonzero_example/model.onnx"))
+    GTEST_SKIP() << node << " is missing (Debian package libonnx-testdata)";
+
+  OnnxModel resize = OnnxModel::load(node + "test_resize_upsample_scales_linear/model.onnx");
+  const Tensor x = tensor({1.0, 2.0, 3.0, 4.0}).reshape({1, 1, 2, 2});
+  auto scales = [](float s) {
+    const float v[4] = {1, 1, s, s};
+    return from_buffer(v, {4}, kFloat32);
+  };
+  const Tensor y2 = resize.run({x, scales(2)})[0], y3 = resize.run({x, scales(3)})[0];
+  EXPECT_EQ(y2.shape(), (Shape{1, 1, 4, 4}));
+  EXPECT_EQ(y3.shape(), (Shape{1, 1, 6, 6}));
+  // half_pixel, scale 2: output 1 reads input 0.25 of the way from 0 to 1 -> 1 + 0.25 (2 - 1).
+  EXPECT_FLOAT_EQ(y2.to_vector<float>()[1], 1.25f);
+  EXPECT_FLOAT_EQ(resize.run({x, scales(2)})[0].to_vector<float>()[1], 1.25f);  // cached graph
+
+  OnnxModel nz = OnnxModel::load(node + "test_nonzero_example/model.onnx");
+  const bool a[4] = {true, false, false, true}, b[4] = {false, false, true, false};
+  const Tensor ra = nz.run({from_buffer(a, {2, 2}, kBool)})[0],
+               rb = nz.run({from_buffer(b, {2, 2}, kBool)})[0];
+  EXPECT_EQ(ra.shape(), (Shape{2, 2}));
+  EXPECT_EQ(ra.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_EQ(rb.shape(), (Shape{2, 1}));
+  EXPECT_EQ(rb.to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
+
+  for (const char* t : {"test_max_int16", "test_min_uint32"}) {
+    const std::string e = error_of([&] { OnnxModel::load(node + t + "/model.onnx"); });
+    EXPECT_NE(e.find("unsupported ONNX type"), std::string::npos) << e;
+    EXPECT_NE(e.find("as a graph input or output"), std::string::npos) << e;
+  }
+
+  // Random ops run op by op, drawing afresh each run: Bernoulli gives 0 where p = 0 and 1 where
+  // p = 1; training Dropout's masks differ between two runs.
+  OnnxModel bern = OnnxModel::load(node + "test_bernoulli/model.onnx");
+  const Tensor p0 = load_onnx_tensor(node + "test_bernoulli/test_data_set_0/input_0.pb");
+  const std::vector<double> zeros_got =
+      bern.run({zeros_like(p0)})[0].to(kFloat64).to_vector<double>();
+  const std::vector<double> ones_got =
+      bern.run({ones_like(p0)})[0].to(kFloat64).to_vector<double>();
+  for (size_t i = 0; i < zeros_got.size(); ++i) {
+    EXPECT_EQ(zeros_got[i], 0) << i;
+    EXPECT_EQ(ones_got[i], 1) << i;
+  }
+  const std::string drop = node + "test_training_dropout_mask/";
+  OnnxModel dm = OnnxModel::load(drop + "model.onnx");
+  std::vector<Tensor> din;
+  for (int k = 0; k < 3; ++k)
+    din.push_back(load_onnx_tensor(drop + "test_data_set_0/input_" + std::to_string(k) + ".pb"));
+  const std::vector<double> m1 = dm.run(din)[1].to(kFloat64).to_vector<double>(),
+                            m2 = dm.run(din)[1].to(kFloat64).to_vector<double>();
+  EXPECT_NE(m1, m2) << "two runs drew the same dropout mask";
+
+  // Atan / Asin / Acos (Newton's method on Spore's sin and cos) to float32's rounding over their
+  // whole domains, infinities included.
+  std::vector<float> v(60);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(std::pow(10.0, -4.0 + 8.0 * double(i) / 59));
+  v[0] = 0, v[1] = -2.5f, v[2] = INFINITY, v[3] = -INFINITY, v[4] = -1e-3f;
+  OnnxModel at = OnnxModel::load(node + "test_atan/model.onnx");
+  const std::vector<float> ya =
+      at.run({from_buffer(v.data(), {3, 4, 5}, kFloat32)})[0].to_vector<float>();
+  std::vector<float> u(60);
+  for (size_t i = 0; i < u.size(); ++i) u[i] = -1 + 2 * float(i) / 59;
+  OnnxModel as = OnnxModel::load(node + "test_asin/model.onnx"),
+            ac = OnnxModel::load(node + "test_acos/model.onnx");
+  const Tensor ut = from_buffer(u.data(), {3, 4, 5}, kFloat32);
+  const std::vector<float> ys = as.run({ut})[0].to_vector<float>(),
+                           yc = ac.run({ut})[0].to_vector<float>();
+  for (size_t i = 0; i < 60; ++i) {
+    EXPECT_NEAR(ya[i], std::atan(double(v[i])), 2e-7 * std::abs(std::atan(double(v[i])))) << v[i];
+    EXPECT_NEAR(ys[i], std::asin(double(u[i])), 2e-7 * std::abs(std::asin(double(u[i])))) << u[i];
+    EXPECT_NEAR(yc[i], std::acos(double(u[i])), 2e-7 * std::abs(std::acos(double(u[i])))) << u[i];
+  }
 }
