@@ -81,3 +81,25 @@ def test_timeseries_lstm_forecast_beats_last_value(root_dir, tmp_path, mode, opt
     # forecast.csv holds what was scored: its MSE is Model.eval's
     rows = np.array([[float(v) for v in line.split(",")] for line in forecast[1:]])
     np.testing.assert_allclose(np.mean((rows[:, 2] - rows[:, 1]) ** 2), r["mse"], rtol=1e-4)
+
+
+def test_yolov5_python_example_trains_and_scores(root_dir, build_dir, tmp_path, capfd):
+    """examples/python/yolov5: the Python YOLOv5s (the model zoo's network: same parameter count)
+    runs a short amp-O2 training on generated shapes and is scored by COCOeval (tiny settings: the
+    figures beside `spore train yolov5s` are in docs/python.md)."""
+    import subprocess
+    cli = os.path.join(build_dir, "spore")
+    if not os.path.exists(cli):
+        pytest.skip(f"the spore CLI is not built ({cli})")
+    data = str(tmp_path / "shapes")
+    subprocess.run([cli, "data", "make-shapes", "--out", data, "--train", "8", "--val", "4", "--size", "64"],
+                   check=True, capture_output=True)
+    mod = runpy.run_path(os.path.join(root_dir, "examples", "python", "yolov5", "train.py"), run_name="example")
+    stats, times = mod["main"](["--data", data, "--img", "64", "--epochs", "1", "--batch-size", "4",
+                                "--mode", "pynative", "--workers", "1"])
+    out = capfd.readouterr().out
+    assert "yolov5s (Python): 7041205 parameters, 8 classes" in out  # the C++ yolov5s at 8 classes
+    assert "Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ]" in out
+    assert len(stats) == 12 and all(-1 <= s <= 1 for s in stats) and len(times) == 1
+    loss = float(out.split("epoch 1/1: loss ")[1].split(",")[0])
+    assert np.isfinite(loss) and loss > 0
