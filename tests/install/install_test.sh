@@ -56,6 +56,7 @@ while IFS= read -r line; do
   inc=$(sed -E 's/^[^:]*:[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^>"]+)[>"].*/\1/' <<<"$line")
   case "$inc" in
   spore/*) [ -f "$prefix/include/$inc" ] || fail "$hdr includes $inc, which is not installed" ;;
+  stddef.h | stdint.h) ;;  # the C standard library, for the C API (spore/spore_c.h)
   *[./]*) fail "$hdr includes $inc: public headers may include only the standard library and spore/" ;;
   esac
 done < <(cd "$prefix/include" && grep -rH '^[[:space:]]*#[[:space:]]*include' spore)
