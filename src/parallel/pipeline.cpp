@@ -21,8 +21,8 @@ int tag_of(int64_t micro, int kind) { return int(micro * 4 + kind); }  // 0 head
 
 }  // namespace
 
-void release_storage(Tensor& t, const std::string& why) {
-  SPORE_CHECK(t.defined(), "[pipeline] release_storage: the tensor is undefined (", why, ")");
+void release_storage(Tensor& t) {
+  SPORE_CHECK(t.defined(), "[pipeline] release_storage: the tensor is undefined");
   TensorImpl& impl = t.impl();  // in place: every holder (cells, lists) sees it released
   impl.storage = nullptr;
   impl.grad = nullptr;
@@ -59,8 +59,7 @@ PipelineTrainer::PipelineTrainer(std::vector<nn::CellPtr> stages, nn::CellPtr lo
   for (size_t s = 0; s < stages.size(); ++s) {
     if (int(s) == rank_) continue;
     for (auto& [name, t] : stages[s]->parameters_and_buffers())
-      if (!owned(t) && !is_released(t))
-        release_storage(t, "pipeline stage " + std::to_string(s) + ": " + name);
+      if (!owned(t) && !is_released(t)) release_storage(t);
   }
   init(std::move(make_optimizer));
 }
@@ -86,7 +85,8 @@ PipelineTrainer::PipelineTrainer(const std::function<nn::CellPtr(int64_t)>& buil
 }
 
 void PipelineTrainer::init(MakeOptimizer make_optimizer) {
-  SPORE_CHECK(m_ >= 1, "[pipeline] micro_batches must be >= 1, got ", m_);
+  // Steps' message tags are micro * 4 + kind; predict()'s start at 16000.
+  SPORE_CHECK(m_ >= 1 && m_ < 4000, "[pipeline] micro_batches must be in 1 .. 3999, got ", m_);
   SPORE_CHECK(loss_fn_ != nullptr, "[pipeline] loss_fn is null");
   params_ = stage_->trainable_params();
   SPORE_CHECK(!params_.empty(), "[pipeline] stage ", rank_, " has no trainable parameters");

@@ -109,6 +109,15 @@ TEST(Pipeline, LeNetStagesMatchOneProcess) {
   auto stages = lenet_stages(P);
   parallel::PipelineTrainer pipe(stages, ce_loss(), momentum, /*micro_batches=*/4, g);
   expect_only_own_stage(stages, g->rank());
+  try {  // another stage's weight: its shape is known, its data is not here
+    const Tensor other = stages[size_t((g->rank() + 1) % P)]->trainable_params()[0];
+    EXPECT_GT(other.numel(), 0);
+    other.to_vector<float>();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("parameter of another pipeline stage"), std::string::npos)
+        << e.what();
+  }
   // The reference: the same initial weights (same seed), all stages in one process.
   set_seed(5);
   auto ref_stages = lenet_stages(P);

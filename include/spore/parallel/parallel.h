@@ -271,8 +271,9 @@ class PipelineTrainer {
 };
 
 // Releases a tensor's storage in place: every holder keeps its name, shape and dtype, the data is
-// freed, and reading it is an error naming `why`. For the parameters a rank does not own.
-void release_storage(Tensor& t, const std::string& why);
+// freed, and reading it is an error saying it belongs to another pipeline stage. For the
+// parameters a rank does not own.
+void release_storage(Tensor& t);
 bool is_released(const Tensor& t);
 
 // Bytes of an optimizer's state tensors (ShardedOptimizer: this rank's shard).
