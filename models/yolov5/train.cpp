@@ -109,8 +109,10 @@ std::vector<Tensor> YoloWithLoss::forward(const std::vector<Tensor>& inputs) {
 }
 
 std::vector<optim::ParamGroup> yolo_param_groups(const nn::Cell& net, double weight_decay) {
-  optim::ParamGroup biases{.weight_decay = 0.0}, weights{.weight_decay = weight_decay},
-      bn{.weight_decay = 0.0};
+  optim::ParamGroup biases, weights, bn;
+  biases.weight_decay = 0.0;
+  weights.weight_decay = weight_decay;
+  bn.weight_decay = 0.0;
   for (const auto& [name, p] : net.named_parameters()) {
     optim::ParamGroup& g = ends_with(name, "bias") || ends_with(name, "beta") ? biases
                            : ends_with(name, "gamma")                         ? bn

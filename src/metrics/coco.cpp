@@ -34,14 +34,14 @@ std::vector<CocoDetection> load_detections(const std::string& path) {
 
 Coco Coco::load_res(const std::string& path) const {
   try {
-    return load_res(load_detections(path));
+    return load_res(load_detections(path), path);
   } catch (const Error& e) {
     if (std::string(e.what()).find(path) != std::string::npos) throw;
     SPORE_THROW(e.kind(), e.what(), " (results file ", path, ")");
   }
 }
 
-Coco Coco::load_res(const std::vector<CocoDetection>& dets) const {
+Coco Coco::load_res(const std::vector<CocoDetection>& dets, const std::string& source) const {
   Coco res;
   res.set_.images = set_.images;
   res.set_.categories = set_.categories;
@@ -57,7 +57,7 @@ Coco Coco::load_res(const std::vector<CocoDetection>& dets) const {
                 ", which is not an image of the ground truth; the results must come from the same "
                 "image set (pycocotools: 'Results do not correspond to current coco set')");
     // (A category the ground truth lacks is kept, as pycocotools keeps it: never evaluated;
-    // `spore coco-eval` says so.)
+    // the warning below says so.)
     SPORE_CHECK(
         std::isfinite(d.score) && std::isfinite(d.bbox[0] + d.bbox[1] + d.bbox[2] + d.bbox[3]),
         "[CocoEval] detection ", i, " (image ", d.image_id, ") has a non-finite box or score");
@@ -90,11 +90,11 @@ Coco Coco::load_res(const std::vector<CocoDetection>& dets) const {
     if (unknown_cats.size() > 8) list += ", ...";
     const auto known = category_ids();
     log::warn(
-        "[CocoEval] {} of {} detections (the first: detection {}, image {}) have category ids "
+        "[CocoEval] {}{} of {} detections (the first: detection {}, image {}) have category ids "
         "absent from the ground truth's categories ({}; the ground truth has {} categories, ids "
         "{}..{}); they are not evaluated, as in pycocotools. If these are the model's class "
         "indices, map them to the data set's category ids",
-        unknown, dets.size(), first_unknown, dets[first_unknown].image_id, list, known.size(),
+        source.empty() ? "" : source + ": ", unknown, dets.size(), first_unknown, dets[first_unknown].image_id, list, known.size(),
         known.empty() ? 0 : known.front(), known.empty() ? 0 : known.back());
   }
   return res;

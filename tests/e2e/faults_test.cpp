@@ -390,7 +390,7 @@ TEST(Faults, UserErrorsAreOneLineWithWhatToDo) {
       {"train lenet --no-such-flag", "--no-such-flag"},
       {"train lenet --resume " + (d / "bad.safetensors").string() + " --out " + (d / "o").string(),
        "bad.safetensors"},
-      {"", "subcommand"},
+      {"", "a command is required"},
   };
   for (const auto& [args, what] : cases) {
     SCOPED_TRACE(args);

@@ -46,7 +46,8 @@ class Coco {
   // or in memory. Every image id must be one of this set's images. Ids are 1, 2, ... in order, area
   // is w * h and iscrowd false, as pycocotools' loadRes.
   Coco load_res(const std::string& path) const;
-  Coco load_res(const std::vector<CocoDetection>& dets) const;
+  // `source` (a file name, when there is one) is named in the warning about unknown categories.
+  Coco load_res(const std::vector<CocoDetection>& dets, const std::string& source = {}) const;
 
   // Building a set in memory (generated data sets, tests).
   void add_image(CocoImage img) { set_.images.push_back(std::move(img)); }
