@@ -79,6 +79,7 @@ void bind_optim(py::module_& m) {
       .def("lr_of", &Optimizer::lr_of)
       .def("state", &Optimizer::state)
       .def("set_clip_grad_norm", &Optimizer::set_clip_grad_norm)
+      .def("clip_grad_norm", &Optimizer::clip_grad_norm)
       .def("set_loss_scale", &Optimizer::set_loss_scale)
       .def_property_readonly("loss_scale", &Optimizer::loss_scale)
       .def("num_groups", &Optimizer::num_groups)

@@ -201,7 +201,7 @@ def main(argv=None):
     accumulate = max(round(nbs / bs), 1)
     lr0, lrf, momentum = 0.01, 0.01, 0.937
     opt = nn.Momentum(param_groups(net, 5e-4 * bs * accumulate / nbs), lr0, momentum, use_nesterov=True)
-    opt._opt.set_clip_grad_norm(10.0)  # YOLOv5 clips the gradient norm at 10 (Spore's optimizer does it)
+    opt.set_clip_grad_norm(10.0)  # YOLOv5 clips the gradient norm at 10, inside the compiled update
     ms.amp.auto_mixed_precision(net, "O2")  # float16 except BatchNorm; the loss stays float32
     step = nn.TrainOneStepWithLossScaleCell(YoloWithLoss(net, hyp), opt,
                                             ms.amp.DynamicLossScaleManager(65536, 2, 2000))

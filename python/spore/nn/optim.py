@@ -130,6 +130,23 @@ class Optimizer(Cell):
         """Sets the momentum during training (a warm-up); read at run time like the lr."""
         self._opt.set_momentum(float(momentum))
 
+    def set_clip_grad_norm(self, max_norm):
+        """Clips the gradients' global 2-norm at max_norm inside every update (after loss-scale
+        unscaling and accumulation, before weight decay), as torch.nn.utils.clip_grad_norm_ before
+        optimizer.step() would; 0 or None turns it off. A Spore extension: in MindSpore one calls
+        ops.clip_by_global_norm on the gradients in a custom step (that works here too). Set it
+        before the first step: a compiled (GRAPH_MODE) step is traced with it."""
+        v = 0.0 if max_norm is None else float(max_norm)
+        if not v >= 0 or v == float("inf"):
+            raise ValueError(f"set_clip_grad_norm: max_norm must be a finite number >= 0 (0 or None: no "
+                             f"clipping), got {max_norm!r}")
+        self._opt.set_clip_grad_norm(v)
+
+    @property
+    def clip_grad_norm(self):
+        """The max norm set by set_clip_grad_norm (0: no clipping)."""
+        return self._opt.clip_grad_norm()
+
     @property
     def global_step(self):
         return Tensor(self._opt.global_step)

@@ -90,6 +90,59 @@ def clip_by_value(x, clip_value_min=None, clip_value_max=None):
     return clamp(x, clip_value_min, clip_value_max)
 
 
+def _norm_of_all(tensors, norm_type):
+    """The norm of all `tensors` as if concatenated (float32), as one scalar Tensor."""
+    parts = [t.astype(_C.DType.float32) if t.dtype != _C.DType.float32 else t for t in tensors]
+    if norm_type == float("inf"):
+        return _C.amax(_C.stack([_C.amax(_C.abs(t), None, False) for t in parts], 0), None, False)
+    p = float(norm_type)
+    if p == 2.0:
+        return _C.sqrt(_C.sum(_C.stack([_C.sum(_C.square(t), None, False) for t in parts], 0), None, False))
+    total = _C.sum(_C.stack([_C.sum(_C.pow(_C.abs(t), p), None, False) for t in parts], 0), None, False)
+    return _C.pow(total, 1.0 / p)
+
+
+def _tensor_list(x, fn):
+    if isinstance(x, Tensor):
+        return [x], True
+    if isinstance(x, (list, tuple)) and x and all(isinstance(t, Tensor) for t in x):
+        return list(x), False
+    raise TypeError(f"For '{fn}', x must be a Tensor or a non-empty list/tuple of Tensors (the gradients), "
+                    f"got {type(x).__name__}" + ("" if not isinstance(x, (list, tuple)) else
+                                                  f" of {[type(t).__name__ for t in x][:4]}"))
+
+
+def clip_by_norm(x, max_norm, norm_type=2.0, error_if_nonfinite=False):
+    """MindSpore 2.x ops.clip_by_norm (torch.nn.utils.clip_grad_norm_'s rule): the norm of all of
+    `x` together; when it exceeds max_norm every tensor is scaled by max_norm / (norm + 1e-6).
+    Returns a Tensor for a Tensor, a tuple for a list/tuple."""
+    ts, single = _tensor_list(x, "ops.clip_by_norm")
+    if not float(max_norm) > 0:
+        raise ValueError(f"For 'ops.clip_by_norm', max_norm must be > 0, got {max_norm}")
+    total = _norm_of_all(ts, norm_type)
+    if error_if_nonfinite and not np.isfinite(float(total.asnumpy())):
+        raise RuntimeError(f"For 'ops.clip_by_norm', the total norm of order {norm_type} is "
+                           f"{float(total.asnumpy())}; set error_if_nonfinite=False to clip anyway")
+    coef = _C.clamp(_C.div(Tensor(np.float32(max_norm)), _C.add(total, Tensor(np.float32(1e-6)))), None, 1.0)
+    out = [_C.mul(t, coef.astype(t.dtype)) for t in ts]
+    return out[0] if single else tuple(out)
+
+
+def clip_by_global_norm(x, clip_norm=1.0, use_norm=None):
+    """MindSpore's ops.clip_by_global_norm: x_i * clip_norm / max(global_norm, clip_norm), where the
+    global norm is the 2-norm of all of x (or `use_norm`, when given). Returns a tuple."""
+    if isinstance(x, Tensor):
+        raise TypeError("For 'ops.clip_by_global_norm', x must be a tuple or list of Tensors (the "
+                        "gradients), got one Tensor; use ops.clip_by_norm for a single Tensor")
+    ts, _ = _tensor_list(x, "ops.clip_by_global_norm")
+    if not float(clip_norm) > 0:
+        raise ValueError(f"For 'ops.clip_by_global_norm', clip_norm must be > 0, got {clip_norm}")
+    g = _norm_of_all(ts, 2.0) if use_norm is None else _t(use_norm).astype(_C.DType.float32)
+    c = Tensor(np.float32(clip_norm))
+    coef = _C.div(c, _C.maximum(g, c))
+    return tuple(_C.mul(t, coef.astype(t.dtype)) for t in ts)
+
+
 def cast(input, dtype):
     return _C.cast(input, dtype)
 

@@ -78,6 +78,8 @@ DEFAULTS = {
     "chunk": {"axis": 0},
     "clamp": {"min": None, "max": None},
     "clip": {"min": None, "max": None},
+    "clip_by_global_norm": {"clip_norm": 1.0, "use_norm": None},
+    "clip_by_norm": {"norm_type": 2.0, "error_if_nonfinite": False},
     "clip_by_value": {"clip_value_min": None, "clip_value_max": None},
     "concat": {"axis": 0},
     "conv2d": {"bias": None, "stride": 1, "pad_mode": "valid", "padding": 0, "dilation": 1, "groups": 1},
