@@ -94,8 +94,9 @@ Coco Coco::load_res(const std::vector<CocoDetection>& dets, const std::string& s
         "absent from the ground truth's categories ({}; the ground truth has {} categories, ids "
         "{}..{}); they are not evaluated, as in pycocotools. If these are the model's class "
         "indices, map them to the data set's category ids",
-        source.empty() ? "" : source + ": ", unknown, dets.size(), first_unknown, dets[first_unknown].image_id, list, known.size(),
-        known.empty() ? 0 : known.front(), known.empty() ? 0 : known.back());
+        source.empty() ? "" : source + ": ", unknown, dets.size(), first_unknown,
+        dets[first_unknown].image_id, list, known.size(), known.empty() ? 0 : known.front(),
+        known.empty() ? 0 : known.back());
   }
   return res;
 }
