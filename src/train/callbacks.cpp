@@ -141,8 +141,12 @@ void write_latest(const fs::path& dir, const std::string& file) {
 }
 }  // namespace
 
-void ModelCheckpoint::on_train_begin(RunContext&) {
+void ModelCheckpoint::on_train_begin(RunContext& ctx) {
   fs::path dir = directory_.empty() ? fs::path(".") : fs::path(directory_);
+  // Per-rank checkpoints (sharded layers, pipeline stages): this rank's files are in rank_<r>/, so
+  // the family of earlier runs (and what a resumed run continues) is found there.
+  if (parallel::semi_auto_active() || (ctx.model && ctx.model->pipeline()))
+    dir /= "rank_" + std::to_string(parallel::get_rank());
   std::error_code ec;
   fs::create_directories(dir, ec);
   SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_directory(dir),
