@@ -106,3 +106,11 @@ def test_pipeline_stages_in_model_match_one_process():
     a, b = _one_and_two_ranks("pipeline_job.py", r"RANKS (\d+) STAGE (\d+) EVAL_LOSS ([0-9.eE+-]+)")
     assert (a.group(1), b.group(1), b.group(2)) == ("1", "2", "0")
     np.testing.assert_allclose(float(b.group(3)), float(a.group(3)), rtol=1e-5)
+
+
+def test_sync_batch_norm_data_parallel_matches_one_process():
+    """nn.SyncBatchNorm under data_parallel, 2 MPI ranks with half of each batch, through Model:
+    the same evaluation loss as one process on the whole batches."""
+    a, b = _one_and_two_ranks("sync_bn_job.py", r"RANKS (\d+) EVAL_LOSS ([0-9.eE+-]+)")
+    assert (a.group(1), b.group(1)) == ("1", "2")
+    np.testing.assert_allclose(float(b.group(2)), float(a.group(2)), rtol=1e-5)
