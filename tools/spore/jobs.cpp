@@ -767,12 +767,18 @@ int train_job(const TrainArgs& a) {
   if (dist.print && a.grad_accum > 1)
     std::printf("gradient accumulation: %lld batches per update (effective batch %lld)\n",
                 (long long)a.grad_accum, (long long)(a.grad_accum * a.batch_size));
-  if (dist.print && a.parallel_optimizer)
+  if (dist.print && a.parallel_optimizer) {
+    // With pipeline stages a stage's optimizer state is cut over that stage's replicas.
+    const int64_t over = mesh.pp > 1 ? mesh.dp : dist.size;
+    const std::string whose =
+        mesh.pp > 1 ? "its pipeline stage's optimizer state (the stage's replicas share it)"
+                    : "the optimizer state";
     std::printf("optimizer sharding: %s\n",
-                dist.size > 1 ? ("each of the " + std::to_string(dist.size) + " ranks keeps 1/" +
-                                 std::to_string(dist.size) + " of the optimizer state")
-                                    .c_str()
-                              : "off (a single process has nothing to shard with)");
+                over > 1 ? ("each of the " + std::to_string(dist.size) + " ranks keeps 1/" +
+                            std::to_string(over) + " of " + whose)
+                               .c_str()
+                         : "off (no data-parallel replicas to shard with)");
+  }
   if (dist.print && amp_level != amp::Level::O0) {
     std::printf("mixed precision: %s, %s", amp::level_name(amp_level), dtype_name(amp_dtype));
     if (loss_scale_cell)
