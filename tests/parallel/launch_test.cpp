@@ -280,22 +280,24 @@ double max_relative_difference(const fs::path& a, const fs::path& b) {
 }  // namespace
 
 // Resuming a run whose checkpoints are per rank: lenet cut into 2 pipeline stages (--resume auto:
-// each rank reads its rank_<r>/latest) and lenet's layers sharded over 2 ranks (--resume with
-// rank 0's file: each rank reads the same name from its own rank_<r>/). One epoch, then a resumed
-// second, ends with the weights and optimizer state of an uninterrupted two-epoch run.
+// each rank reads its rank_<r>/latest), lenet's layers sharded over 2 ranks (--resume with rank
+// 0's file: each rank reads the same name from its own rank_<r>/), and data parallel with the
+// optimizer state sharded (ZeRO-1, --resume auto). One epoch, then a resumed second, ends with the
+// weights and optimizer state of an uninterrupted two-epoch run.
 TEST(Launch, PipelinedAndShardedRunsResumeToTheUninterruptedWeights) {
   if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
-  for (const std::string mode : {"pp=2", "mp=2"}) {
+  for (const std::string mode : {"--parallel pp=2", "--parallel mp=2", "--parallel-optimizer"}) {
     SCOPED_TRACE(mode);
     const fs::path full = tmp("resume_full"), part = tmp("resume_part");
-    const std::string args = kArgs + "--parallel " + mode + " ";
+    const std::string args = kArgs + mode + " ";
     Result a = launch("", args + "--epochs 2 --out " + full.string());
     ASSERT_EQ(a.code, 0) << a.out;
     Result b = launch("", args + "--epochs 1 --out " + part.string());
     ASSERT_EQ(b.code, 0) << b.out;
     const std::string from =
-        mode == "pp=2" ? std::string("auto")
-                       : (part / "checkpoints" / "rank_0" / "lenet-1_8.safetensors").string();
+        mode != "--parallel mp=2"
+            ? std::string("auto")
+            : (part / "checkpoints" / "rank_0" / "lenet-1_8.safetensors").string();
     Result c = launch("", args + "--epochs 2 --out " + part.string() + " --resume " + from);
     ASSERT_EQ(c.code, 0) << c.out;
     if (from == "auto")
@@ -304,7 +306,7 @@ TEST(Launch, PipelinedAndShardedRunsResumeToTheUninterruptedWeights) {
           << c.out;
     const double whole =
         max_relative_difference(full / "lenet.safetensors", part / "lenet.safetensors");
-    double per_rank = 0;  // each rank's stage or pieces, with the optimizer's moments
+    double per_rank = 0;  // each rank's stage, pieces or optimizer shard, with the moments
     for (const char* r : {"rank_0", "rank_1"})
       per_rank = std::max(
           per_rank, max_relative_difference(full / "checkpoints" / r / "lenet-2_8.safetensors",
@@ -314,7 +316,7 @@ TEST(Launch, PipelinedAndShardedRunsResumeToTheUninterruptedWeights) {
     // float32 rounding: a restarted process may sum in another order (PyNative pipelines: 0)
     EXPECT_LE(whole, 1e-6);
     EXPECT_LE(per_rank, 1e-6);
-    if (mode == "pp=2") {
+    if (mode == "--parallel pp=2") {
       // The per-rank checkpoints cannot resume a run that keeps whole ones, or another mesh.
       Result d = launch("", kArgs + "--epochs 3 --out " + part.string() + " --resume auto");
       EXPECT_NE(d.code, 0);

@@ -388,9 +388,10 @@ std::string latest_checkpoint(const fs::path& dir) {
   return file.string();
 }
 
-// The checkpoint this rank resumes from ("" for none). A run with sharded layers (mp) or pipeline
-// stages (pp) wrote one checkpoint per rank, under <out>/checkpoints/rank_<r>/ (`per_rank`):
-// --resume auto reads this rank's rank_<r>/latest, and --resume FILE names one rank's file
+// The checkpoint this rank resumes from ("" for none). A run with sharded layers (mp), pipeline
+// stages (pp) or a sharded optimizer (--parallel-optimizer on several ranks) wrote one checkpoint
+// per rank, under <out>/checkpoints/rank_<r>/ (`per_rank`; `parallel` names the option that made it
+// so): --resume auto reads this rank's rank_<r>/latest, and --resume FILE names one rank's file
 // (.../rank_<k>/<name>), each rank reading <name> from its own rank_<r>/.
 std::string resume_file_of_rank(const std::string& resume, const std::string& out, bool per_rank,
                                 int rank, const std::string& parallel) {
@@ -401,16 +402,17 @@ std::string resume_file_of_rank(const std::string& resume, const std::string& ou
       SPORE_CHECK(fs::exists(dir / "latest") || !fs::exists(dir / "rank_0" / "latest"),
                   "--resume auto: ", dir.string(),
                   " holds per-rank checkpoints (rank_<r>/, written by a run with --parallel "
-                  "mp=... or pp=...), and this run keeps whole ones; resume with that run's "
-                  "--parallel, or merge them with spore convert --merge and pass --resume FILE");
+                  "mp=... or pp=..., or --parallel-optimizer), and this run keeps whole ones; "
+                  "resume with that run's options, or merge pipeline stages with spore convert "
+                  "--merge and pass --resume FILE");
       return latest_checkpoint(dir);
     }
     const std::string f = latest_checkpoint(dir / mine);
     SPORE_CHECK(!f.empty() || !fs::exists(dir / "latest"), "--resume auto: ", dir.string(),
-                " holds checkpoints of a run without --parallel mp or pp (",
-                (dir / "latest").string(), "), and --parallel ", parallel,
+                " holds checkpoints of a run without --parallel mp or pp or --parallel-optimizer (",
+                (dir / "latest").string(), "), and ", parallel,
                 " resumes from one checkpoint per rank (rank_<r>/); resume with that run's "
-                "--parallel, or start a new --out");
+                "options, or start a new --out");
     return f;
   }
   if (!per_rank) return resume;
@@ -418,7 +420,7 @@ std::string resume_file_of_rank(const std::string& resume, const std::string& ou
   const std::string parent = p.parent_path().filename().string();
   const bool in_rank_dir = parent.size() > 5 && parent.rfind("rank_", 0) == 0 &&
                            parent.find_first_not_of("0123456789", 5) == std::string::npos;
-  SPORE_CHECK(in_rank_dir, "--resume ", resume, ": --parallel ", parallel,
+  SPORE_CHECK(in_rank_dir, "--resume ", resume, ": ", parallel,
               " resumes from one checkpoint per rank, and this file is not in a rank_<r>/ "
               "folder; pass one rank's file, <out>/checkpoints/rank_0/<name>.safetensors (each "
               "rank reads <name> from its own rank_<r>/), or --resume auto");
@@ -500,7 +502,8 @@ void check_rank_checkpoint(const std::string& file, const io::Checkpoint& ck, co
     const std::string found = it == ck.metadata.end() ? "(none)" : it->second;
     SPORE_CHECK(found == want, "--resume ", file, " was written by another layout of ranks: its '",
                 k, "' is ", found, ", and this rank's is ", want, " (", what,
-                "); resume with the --parallel and the number of ranks of the run that wrote it");
+                "); resume with the --parallel, --parallel-optimizer and the number of ranks of "
+                "the run that wrote it");
   };
   expect("group_size", std::to_string(dist.size), "the number of ranks");
   expect("rank", std::to_string(dist.rank), "this rank");
@@ -509,6 +512,9 @@ void check_rank_checkpoint(const std::string& file, const io::Checkpoint& ck, co
     expect("pipeline_stage", std::to_string(model.pipeline()->stage_index()),
            "this rank's pipeline stage");
   }
+  const auto* zero = dynamic_cast<const parallel::ShardedOptimizer*>(model.optimizer().get());
+  expect("optimizer_shard", zero ? zero->shard_range() : "(none)",
+         "the range of the optimizer state this rank keeps");
   if (mesh.mp > 1)
     for (const auto& [name, t] : model.network()->parameters_and_buffers()) {
       const parallel::Layout l = parallel::layout_of(t);
@@ -667,14 +673,18 @@ int train_job(const TrainArgs& a) {
               "for lenet and the transformer; train lenet or use dp");
   SPORE_CHECK(mesh.pp <= 4, "--parallel ", a.parallel,
               ": lenet is cut into at most 4 pipeline stages (each needs a layer with weights)");
-  // The checkpoint to resume from; with mp / pp each rank reads its own (its pieces, or its stage).
-  const bool per_rank = mesh.mp > 1 || mesh.pp > 1;
+  // The checkpoint to resume from; with mp / pp / a sharded optimizer each rank reads its own (its
+  // pieces, its stage, or its part of the optimizer state).
+  const bool per_rank = mesh.mp > 1 || mesh.pp > 1 || (a.parallel_optimizer && dist.size > 1);
+  const std::string per_rank_why =
+      mesh.mp > 1 || mesh.pp > 1 ? "--parallel " + a.parallel : std::string("--parallel-optimizer");
   std::optional<io::Checkpoint> resume_ck;
   std::string resume_file;
   if (!a.resume.empty() && per_rank)
-    resume_ck = load_resume_per_rank(a.resume, out, dist.rank, dist.size, a.parallel, resume_file);
+    resume_ck =
+        load_resume_per_rank(a.resume, out, dist.rank, dist.size, per_rank_why, resume_file);
   else if (!a.resume.empty())
-    resume_file = resume_file_of_rank(a.resume, out, false, 0, a.parallel);
+    resume_file = resume_file_of_rank(a.resume, out, false, 0, per_rank_why);
   if (!resume_file.empty() && !resume_ck) resume_ck = io::load_checkpoint(resume_file);
   if (a.resume == "auto" && dist.print)
     std::printf(resume_file.empty()
@@ -682,10 +692,6 @@ int train_job(const TrainArgs& a) {
                     : "--resume auto: continuing from %s\n",
                 resume_file.empty() ? out.c_str() : resume_file.c_str());
 
-  SPORE_CHECK(
-      !(a.parallel_optimizer && !a.resume.empty()),
-      "--parallel-optimizer cannot be combined with "
-      "--resume yet (the sharded optimizer state is not in the checkpoints); resume without it");
   {
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
     ctx.gradient_accumulation_steps = a.grad_accum;
@@ -824,8 +830,9 @@ int train_job(const TrainArgs& a) {
                                 return loss_scale_cell->loss_scale();
                               })
                                               : nullptr)};
-  if (dist.rank == 0 || mesh.mp > 1 || mesh.pp > 1)
-    callbacks.push_back(ckpt);  // sharded: each rank writes its pieces; pipeline: its stage
+  if (dist.rank == 0 || per_rank)
+    callbacks.push_back(ckpt);  // sharded: each rank writes its pieces; pipeline: its stage;
+                                // ZeRO-1: its part of the optimizer state
   if (auto fault = fault_injector(dist.rank))
     callbacks.push_back(train::LambdaCallback(
         {.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
