@@ -3,6 +3,7 @@
 // TrainOneStepCell, Model, Graph-mode tracing), the layers, losses and initializers.
 // The Python classes of spore.nn own one of these C++ cells each (their `_cpp`).
 #include "common.h"
+#include "spore/parallel/parallel.h"
 
 namespace spore::python {
 namespace {
@@ -384,6 +385,43 @@ void bind_nn(py::module_& m) {
       py::arg("beta_init") = py::none(), py::arg("moving_mean_init") = py::none(),
       py::arg("moving_var_init") = py::none(), py::arg("use_batch_statistics") = py::none(),
       py::arg("dtype") = py::none());
+  // MindSpore's SyncBatchNorm: process_groups None (every rank) or lists of ranks that split the
+  // ranks into groups; each rank's statistics are reduced over the list holding it.
+  py::class_<nn::SyncBatchNorm, nn::BatchNorm, std::shared_ptr<nn::SyncBatchNorm>>(m,
+                                                                                   "SyncBatchNorm")
+      .def(py::init([bn_opts](int64_t n, double eps, double mom, bool affine, py::object g,
+                              py::object b, py::object mm, py::object mv, py::object ubs,
+                              py::object groups, py::object dt) {
+             parallel::GroupPtr group;
+             if (!groups.is_none()) {
+               const auto lists = groups.cast<std::vector<std::vector<int>>>();
+               const parallel::GroupPtr world = parallel::world();
+               const int me = world->rank(), size = world->size();
+               std::vector<int> owner(size_t(size), -1);
+               for (size_t i = 0; i < lists.size(); ++i)
+                 for (int r : lists[i]) {
+                   SPORE_CHECK(r >= 0 && r < size, "[SyncBatchNorm] process_groups names rank ", r,
+                               ", and the job has ranks 0 .. ", size - 1,
+                               "; list ranks of this job");
+                   SPORE_CHECK(owner[size_t(r)] < 0, "[SyncBatchNorm] process_groups lists rank ",
+                               r, " twice; each rank belongs to one group");
+                   owner[size_t(r)] = int(i);
+                 }
+               for (int r = 0; r < size; ++r)
+                 SPORE_CHECK(owner[size_t(r)] >= 0,
+                             "[SyncBatchNorm] process_groups leaves out rank ", r,
+                             "; every rank of the job must be in one group (a group of one "
+                             "for a rank that keeps its own statistics)");
+               group = world->split(owner[size_t(me)], me);
+             }
+             return std::make_shared<nn::SyncBatchNorm>(
+                 n, bn_opts(eps, mom, affine, g, b, mm, mv, ubs, dt), group);
+           }),
+           py::arg("num_features"), py::arg("eps") = 1e-5, py::arg("momentum") = 0.9,
+           py::arg("affine") = true, py::arg("gamma_init") = py::none(),
+           py::arg("beta_init") = py::none(), py::arg("moving_mean_init") = py::none(),
+           py::arg("moving_var_init") = py::none(), py::arg("use_batch_statistics") = py::none(),
+           py::arg("process_groups") = py::none(), py::arg("dtype") = py::none());
   cell_class<nn::LayerNorm>(m, "LayerNorm")
       .def(py::init([](py::object shape, int64_t bna, int64_t bpa, double eps, py::object g,
                        py::object b, py::object dt) {

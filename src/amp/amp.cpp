@@ -18,10 +18,11 @@ void check_low_dtype(DType t, const char* who) {
                    "] the low-precision dtype must be float16 or bfloat16, got ", dtype_name(t));
 }
 
-// The cells O2 keeps in float32 (MindSpore's keep_batchnorm_fp32 covers BatchNorm and LayerNorm).
+// The cells O2 keeps in float32 (MindSpore's keep_batchnorm_fp32 covers BatchNorm, SyncBatchNorm
+// and LayerNorm).
 bool is_norm_cell(const nn::Cell& c) {
   const std::string n = c.cls_name();
-  return n.rfind("BatchNorm", 0) == 0 || n == "LayerNorm";
+  return n.rfind("BatchNorm", 0) == 0 || n == "SyncBatchNorm" || n == "LayerNorm";
 }
 
 class OutputTo32 : public nn::Cell {

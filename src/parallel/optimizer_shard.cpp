@@ -79,6 +79,9 @@ void ShardedOptimizer::step(const std::vector<Tensor>& grads) {
   SPORE_CHECK(grads.size() == params.size(), "[", name(), "] step() got ", grads.size(),
               " gradients for ", params.size(), " parameters");
   NoGradGuard no_grad;
+  // The shard counts the steps the wrapper counts (a resume sets the wrapper's: Adam's bias
+  // correction reads the shard's).
+  if (shard_) shard_->set_global_step(global_step());
   // 1. This rank's full gradients into one flat buffer (an undefined gradient counts as zeros).
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor dst = flat_grads_.slice(0, offset_[i], offset_[i] + params[i].numel());
@@ -105,6 +108,14 @@ void ShardedOptimizer::step(const std::vector<Tensor>& grads) {
         params[i],
         flat_params_.slice(0, offset_[i], offset_[i] + params[i].numel()).view(params[i].shape()));
   set_global_step(global_step() + 1);
+}
+
+std::vector<std::pair<std::string, Tensor>> ShardedOptimizer::state() const {
+  return shard_ ? shard_->state() : std::vector<std::pair<std::string, Tensor>>{};
+}
+
+std::string ShardedOptimizer::shard_range() const {
+  return std::to_string(begin_) + ":" + std::to_string(end_);
 }
 
 size_t ShardedOptimizer::state_bytes() const { return shard_ ? optimizer_state_bytes(*shard_) : 0; }

@@ -277,7 +277,10 @@ void PipelineTrainer::set_loss_scale_manager(amp::LossScaleManagerPtr manager) {
 
 void PipelineTrainer::apply_update() {
   const auto t1 = Clock::now();
-  if (dp_group_ && dp_group_->size() > 1) {  // dp x pipeline: the replicas' mean gradient
+  // dp x pipeline: the replicas' mean gradient (a sharded optimizer over the replicas reduces the
+  // gradients itself, by a reduce-scatter).
+  const bool sharded = dynamic_cast<const ShardedOptimizer*>(opt_.get()) != nullptr;
+  if (dp_group_ && dp_group_->size() > 1 && !sharded) {
     profiling::Span span("comm", "pipeline_dp_all_reduce");
     for (Tensor& g : grads_) {
       g = g.contiguous().clone();

@@ -47,6 +47,13 @@ io::Checkpoint merge_stage_checkpoints(const std::vector<io::Checkpoint>& stages
                 stages[i].metadata.at("pipeline_stages"), " stages, checkpoint 0 of ", P,
                 "; give the files of one run");
     SPORE_CHECK(s < P, "[pipeline checkpoint] merge: ", which, " is stage ", s, " of ", P);
+    SPORE_CHECK(
+        stages[i].metadata.count("optimizer_shard") == 0, "[pipeline checkpoint] merge: ", which,
+        " holds one replica's shard of its stage's optimizer state (optimizer_shard ",
+        stages[i].metadata.count("optimizer_shard") ? stages[i].metadata.at("optimizer_shard") : "",
+        ", written with enable_parallel_optimizer); a merged file would miss the other "
+        "replicas' parts. Resume that run with --resume, or train without "
+        "--parallel-optimizer to get mergeable checkpoints");
     SPORE_CHECK(by_stage[size_t(s)] == nullptr, "[pipeline checkpoint] merge: stage ", s,
                 " is given twice; give one replica's files (one per stage)");
     by_stage[size_t(s)] = &stages[i];

@@ -141,8 +141,13 @@ void write_latest(const fs::path& dir, const std::string& file) {
 }
 }  // namespace
 
-void ModelCheckpoint::on_train_begin(RunContext&) {
+void ModelCheckpoint::on_train_begin(RunContext& ctx) {
   fs::path dir = directory_.empty() ? fs::path(".") : fs::path(directory_);
+  // Per-rank checkpoints (sharded layers, pipeline stages): this rank's files are in rank_<r>/, so
+  // the family of earlier runs (and what a resumed run continues) is found there.
+  if (parallel::semi_auto_active() || (ctx.model && ctx.model->pipeline()) ||
+      dynamic_cast<const parallel::ShardedOptimizer*>(ctx.optimizer) != nullptr)
+    dir /= "rank_" + std::to_string(parallel::get_rank());
   std::error_code ec;
   fs::create_directories(dir, ec);
   SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_directory(dir),
@@ -223,14 +228,21 @@ void ModelCheckpoint::save(RunContext& ctx) {
       if (!l.is_whole()) meta["layout." + name] = l.str();
     }
     fs::create_directories(dir);
-  } else if (pipe) {
-    // Each rank writes its stage under rank_<r>/ (every replica of a stage holds the same values);
+  }
+  const auto* zero = dynamic_cast<const parallel::ShardedOptimizer*>(ctx.optimizer);
+  if (!parallel::semi_auto_active() && (pipe || zero)) {
+    // Each rank writes its stage under rank_<r>/ (every replica of a stage holds the same values),
+    // or, with a sharded optimizer (ZeRO-1), the parameters and its part of the optimizer state;
     // `spore convert --merge` joins one replica's stages into one file, --split cuts it back.
     dir /= "rank_" + std::to_string(parallel::get_rank());
     meta["rank"] = std::to_string(parallel::get_rank());
     meta["group_size"] = std::to_string(parallel::get_group_size());
-    meta["pipeline_stage"] = std::to_string(pipe->stage_index());
-    meta["pipeline_stages"] = std::to_string(pipe->num_stages());
+    if (pipe) {
+      meta["pipeline_stage"] = std::to_string(pipe->stage_index());
+      meta["pipeline_stages"] = std::to_string(pipe->num_stages());
+    }
+    // ZeRO-1: this rank's part of the optimizer state (the range of the flattened parameters).
+    if (zero) meta["optimizer_shard"] = zero->shard_range();
     fs::create_directories(dir);
   }
   std::string file = (dir / (used_prefix_ + "-" + std::to_string(ctx.epoch) + "_" +

@@ -125,7 +125,10 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
       pctx.parallel_mode == parallel::ParallelMode::DataParallel && parallel::get_group_size() > 1;
   // Optimizer sharding: every rank starts from rank 0's parameters, then each keeps 1/size of the
   // optimizer state (the gradients are reduce-scattered by the sharded optimizer, not all-reduced).
-  const bool sharded = optimizer_ && data_parallel && pctx.enable_parallel_optimizer;
+  // (With pipeline stages the stage optimizers are sharded over each stage's replicas instead:
+  // setup_pipeline.)
+  const bool sharded =
+      optimizer_ && data_parallel && pctx.enable_parallel_optimizer && pctx.pipeline_stages <= 1;
   const bool semi_auto = parallel::semi_auto_active();
   SPORE_CHECK(!(semi_auto && pctx.enable_parallel_optimizer),
               "[Model] enable_parallel_optimizer is not supported "
@@ -193,11 +196,10 @@ void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
               "pipeline_stage, or none for equal runs); got a ",
               network_->cls_name());
   SPORE_CHECK(loss_fn_ != nullptr, who, " needs a loss_fn: the last stage computes the loss");
-  SPORE_CHECK(!pctx.enable_parallel_optimizer &&
-                  pctx.parallel_mode != parallel::ParallelMode::SemiAutoParallel,
-              who,
-              " cannot be combined with enable_parallel_optimizer or semi_auto_parallel yet; use "
-              "pipeline_stages with data parallel replicas (ranks = replicas x stages)");
+  SPORE_CHECK(pctx.parallel_mode != parallel::ParallelMode::SemiAutoParallel, who,
+              " cannot be combined with semi_auto_parallel yet; use pipeline_stages with data "
+              "parallel replicas (ranks = replicas x stages), optionally with "
+              "enable_parallel_optimizer");
   SPORE_CHECK(eval_network_ == nullptr, who,
               " evaluates through the stages with the loss_fn (each rank holds only its stage); a "
               "separate eval_network cannot run there. Leave eval_network out");
@@ -236,7 +238,12 @@ void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
   auto pipe_group = world->split(replica, stage);
   auto dp_group = R > P ? world->split(stage, replica) : nullptr;
   optim::OptimizerPtr user = optimizer_;
-  auto make_opt = [user](std::vector<Tensor> params) {
+  // enable_parallel_optimizer (ZeRO-1) with replicas: each stage's optimizer is sharded over the
+  // replicas of that stage, which then reduce-scatter the stage's gradients themselves.
+  const parallel::GroupPtr shard_group =
+      pctx.enable_parallel_optimizer && dp_group ? dp_group : nullptr;
+  const bool mean = pctx.gradients_mean;
+  auto make_opt = [user, shard_group, mean](std::vector<Tensor> params) {
     std::vector<optim::ParamGroup> groups;  // one per parameter: each keeps its lr and weight decay
     const auto& all = user->parameters();
     for (const Tensor& p : params)
@@ -250,6 +257,9 @@ void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
     SPORE_CHECK(
         opt != nullptr, "[Model] pipeline_stages: the optimizer ", user->name(),
         " cannot be rebuilt over a stage's parameters (it does not implement Optimizer::rebuild)");
+    if (shard_group)
+      return optim::OptimizerPtr(
+          std::make_shared<parallel::ShardedOptimizer>(opt, shard_group, mean));
     return opt;
   };
   pipeline_ = std::make_shared<parallel::PipelineTrainer>(

@@ -106,3 +106,25 @@ def test_pipeline_stages_in_model_match_one_process():
     a, b = _one_and_two_ranks("pipeline_job.py", r"RANKS (\d+) STAGE (\d+) EVAL_LOSS ([0-9.eE+-]+)")
     assert (a.group(1), b.group(1), b.group(2)) == ("1", "2", "0")
     np.testing.assert_allclose(float(b.group(3)), float(a.group(3)), rtol=1e-5)
+
+
+def test_sync_batch_norm_data_parallel_matches_one_process():
+    """nn.SyncBatchNorm under data_parallel, 2 MPI ranks with half of each batch, through Model:
+    the same evaluation loss as one process on the whole batches."""
+    a, b = _one_and_two_ranks("sync_bn_job.py", r"RANKS (\d+) EVAL_LOSS ([0-9.eE+-]+)")
+    assert (a.group(1), b.group(1)) == ("1", "2")
+    np.testing.assert_allclose(float(b.group(2)), float(a.group(2)), rtol=1e-5)
+
+
+def test_sync_batch_norm_in_one_process_is_batch_norm_and_checks_its_groups():
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((6, 3, 4, 4)) * 2 + 1).astype(np.float32)
+    sync, bn = nn.SyncBatchNorm(3, process_groups=[[0]]), nn.BatchNorm2d(3)
+    np.testing.assert_allclose(sync(ms.Tensor(x)).asnumpy(), bn(ms.Tensor(x)).asnumpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(sync.moving_variance.asnumpy(), bn.moving_variance.asnumpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="names rank 1, and the job has ranks 0 .. 0"):
+        nn.SyncBatchNorm(3, process_groups=[[0, 1]])
+    with pytest.raises(ValueError, match="lists rank 0 twice"):
+        nn.SyncBatchNorm(3, process_groups=[[0], [0]])
+    with pytest.raises(ValueError, match="leaves out rank 0"):
+        nn.SyncBatchNorm(3, process_groups=[])

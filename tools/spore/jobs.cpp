@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -372,10 +373,9 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   return 0;
 }
 
-// --resume auto: the file <out>/checkpoints/latest names (ModelCheckpoint writes it after each
-// save), or "" when the run directory has none yet.
-std::string latest_checkpoint(const std::string& out) {
-  const fs::path dir = fs::path(out) / "checkpoints";
+// --resume auto: the file <dir>/latest names (ModelCheckpoint writes it after each save), or ""
+// when the folder has none yet.
+std::string latest_checkpoint(const fs::path& dir) {
   std::ifstream f(dir / "latest");
   std::string name;
   if (!std::getline(f, name) || name.empty()) return "";
@@ -388,16 +388,152 @@ std::string latest_checkpoint(const std::string& out) {
   return file.string();
 }
 
+// The checkpoint this rank resumes from ("" for none). A run with sharded layers (mp), pipeline
+// stages (pp) or a sharded optimizer (--parallel-optimizer on several ranks) wrote one checkpoint
+// per rank, under <out>/checkpoints/rank_<r>/ (`per_rank`; `parallel` names the option that made it
+// so): --resume auto reads this rank's rank_<r>/latest, and --resume FILE names one rank's file
+// (.../rank_<k>/<name>), each rank reading <name> from its own rank_<r>/.
+std::string resume_file_of_rank(const std::string& resume, const std::string& out, bool per_rank,
+                                int rank, const std::string& parallel) {
+  const fs::path dir = fs::path(out) / "checkpoints";
+  const std::string mine = "rank_" + std::to_string(rank);
+  if (resume == "auto") {
+    if (!per_rank) {
+      SPORE_CHECK(fs::exists(dir / "latest") || !fs::exists(dir / "rank_0" / "latest"),
+                  "--resume auto: ", dir.string(),
+                  " holds per-rank checkpoints (rank_<r>/, written by a run with --parallel "
+                  "mp=... or pp=..., or --parallel-optimizer), and this run keeps whole ones; "
+                  "resume with that run's options, or merge pipeline stages with spore convert "
+                  "--merge and pass --resume FILE");
+      return latest_checkpoint(dir);
+    }
+    const std::string f = latest_checkpoint(dir / mine);
+    SPORE_CHECK(!f.empty() || !fs::exists(dir / "latest"), "--resume auto: ", dir.string(),
+                " holds checkpoints of a run without --parallel mp or pp or --parallel-optimizer (",
+                (dir / "latest").string(), "), and ", parallel,
+                " resumes from one checkpoint per rank (rank_<r>/); resume with that run's "
+                "options, or start a new --out");
+    return f;
+  }
+  if (!per_rank) return resume;
+  const fs::path p(resume);
+  const std::string parent = p.parent_path().filename().string();
+  const bool in_rank_dir = parent.size() > 5 && parent.rfind("rank_", 0) == 0 &&
+                           parent.find_first_not_of("0123456789", 5) == std::string::npos;
+  SPORE_CHECK(in_rank_dir, "--resume ", resume, ": ", parallel,
+              " resumes from one checkpoint per rank, and this file is not in a rank_<r>/ "
+              "folder; pass one rank's file, <out>/checkpoints/rank_0/<name>.safetensors (each "
+              "rank reads <name> from its own rank_<r>/), or --resume auto");
+  const fs::path f = p.parent_path().parent_path() / mine / p.filename();
+  SPORE_CHECK_KIND(ErrorKind::IOError, fs::is_regular_file(f), "--resume ", resume, ": rank ", rank,
+                   "'s checkpoint ", f.string(),
+                   " does not exist (each rank resumes from the file of the same name in its own "
+                   "rank_<r>/); pass a name that every rank_<r>/ holds, or --resume auto");
+  return f.string();
+}
+
+// A non-negative integer from a checkpoint's metadata.
+int64_t meta_int(const std::string& file, const io::Checkpoint& ck, const char* k) {
+  auto it = ck.metadata.find(k);
+  SPORE_CHECK(it != ck.metadata.end(), "--resume ", file, " has no '", k,
+              "' metadata; use a checkpoint "
+              "from <out>/checkpoints/ written by spore train");
+  int64_t v = 0;
+  const auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  SPORE_CHECK(ec == std::errc() && p == it->second.data() + it->second.size() && v >= 0,
+              "--resume ", file, ": metadata '", k, "' is '", it->second,
+              "', not a non-negative integer; use a checkpoint from "
+              "<out>/checkpoints/ written by spore train");
+  return v;
+}
+
+// Per-rank resume: every rank reads its own file, and all of them must continue from the same
+// epoch. One all-reduce of each rank's outcome (found / none yet / failed) and epoch, so a rank
+// that cannot read its file stops every rank with a message naming it, instead of leaving the
+// others waiting in the first collective until the deadline.
+std::optional<io::Checkpoint> load_resume_per_rank(const std::string& resume,
+                                                   const std::string& out, int rank, int size,
+                                                   const std::string& parallel, std::string& file) {
+  std::optional<io::Checkpoint> ck;
+  std::exception_ptr error;  // rethrown after the all-reduce, as it was (its kind and message)
+  int64_t epoch = -1;
+  try {
+    file = resume_file_of_rank(resume, out, true, rank, parallel);
+    if (!file.empty()) {
+      ck = io::load_checkpoint(file);
+      epoch = meta_int(file, *ck, "epoch");
+    }
+  } catch (const std::exception&) {
+    error = std::current_exception();
+  }
+  Tensor t = zeros({2 * int64_t(size)}, kFloat64);
+  double* v = t.data<double>();
+  v[rank] = error ? -1 : ck ? 1 : 0;  // failed / found / none yet
+  v[size + rank] = double(epoch);
+  parallel::world()->all_reduce(t, parallel::ReduceOp::Sum);
+  if (error) std::rethrow_exception(error);
+  std::string failed, found, none, epochs;
+  for (int r = 0; r < size; ++r) {
+    (v[r] < 0 ? failed : v[r] > 0 ? found : none) += " " + std::to_string(r);
+    epochs += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + ": " +
+              (v[r] > 0 ? std::to_string(int64_t(v[size + r])) : std::string("none"));
+  }
+  SPORE_CHECK(failed.empty(), "--resume ", resume, ": rank(s)", failed,
+              " could not read their checkpoint (their own message says why); every rank "
+              "resumes from its own rank_<r>/ file");
+  SPORE_CHECK(found.empty() || none.empty(), "--resume ", resume, ": rank(s)", found,
+              " found a checkpoint and rank(s)", none,
+              " none; every rank_<r>/ of the run must hold one. Resume from a file all of them "
+              "hold, or start a new --out");
+  for (int r = 1; r < size; ++r)
+    SPORE_CHECK(v[r] <= 0 || v[size + r] == v[size], "--resume ", resume,
+                ": the ranks' checkpoints are of different epochs (", epochs,
+                "); a run stopped between two ranks' saves. Pass --resume "
+                "<out>/checkpoints/rank_0/<name> with an epoch every rank saved");
+  return ck;
+}
+
+// A per-rank checkpoint fits this rank only when it was written by the same rank of the same
+// mesh: the same number of ranks, the same pipeline stage, the same layouts of the cut tensors.
+void check_rank_checkpoint(const std::string& file, const io::Checkpoint& ck, const DistInfo& dist,
+                           const Mesh& mesh, const train::Model& model) {
+  auto expect = [&](const std::string& k, const std::string& want, const char* what) {
+    auto it = ck.metadata.find(k);
+    const std::string found = it == ck.metadata.end() ? "(none)" : it->second;
+    SPORE_CHECK(found == want, "--resume ", file, " was written by another layout of ranks: its '",
+                k, "' is ", found, ", and this rank's is ", want, " (", what,
+                "); resume with the --parallel, --parallel-optimizer and the number of ranks of "
+                "the run that wrote it");
+  };
+  expect("group_size", std::to_string(dist.size), "the number of ranks");
+  expect("rank", std::to_string(dist.rank), "this rank");
+  if (mesh.pp > 1) {
+    expect("pipeline_stages", std::to_string(mesh.pp), "pipeline stages");
+    expect("pipeline_stage", std::to_string(model.pipeline()->stage_index()),
+           "this rank's pipeline stage");
+  }
+  const auto* zero = dynamic_cast<const parallel::ShardedOptimizer*>(model.optimizer().get());
+  expect("optimizer_shard", zero ? zero->shard_range() : "(none)",
+         "the range of the optimizer state this rank keeps");
+  if (mesh.mp > 1)
+    for (const auto& [name, t] : model.network()->parameters_and_buffers()) {
+      const parallel::Layout l = parallel::layout_of(t);
+      expect("layout." + name, l.is_whole() ? "(none)" : l.str(), "how the tensor is cut");
+    }
+}
+
 // --resume: parameters, optimizer state (moments) and step from an epoch-end checkpoint of
 // ModelCheckpoint; returns the epochs already done. The shuffle is advanced past them so the
 // resumed run sees the same batches as an uninterrupted one.
-int64_t resume_from(const std::string& file, const io::Checkpoint& ck, nn::Cell& net,
+// `held`: what this rank holds (the whole network; with pipeline stages its stage; with sharded
+// layers its pieces); `opt`: the optimizer that steps (a pipeline stage's own).
+int64_t resume_from(const std::string& file, const io::Checkpoint& ck, io::NamedTensors held,
                     optim::Optimizer& opt, const data::Dataset& train_ds, int64_t epochs,
                     bool partial) {
   // Everything is restored or the run stops: the network, every optimizer moment (same shape and
   // dtype: a float64 moment would not resume bit for bit), and no entry left over. --resume-partial
   // restores what matches and lists what starts again from its initial value.
-  io::NamedTensors targets = net.parameters_and_buffers();
+  io::NamedTensors targets = std::move(held);
   for (auto& st : opt.state()) targets.push_back(st);
   io::LoadReport rep;
   std::map<std::string, const Tensor*> by_name;
@@ -429,21 +565,8 @@ int64_t resume_from(const std::string& file, const io::Checkpoint& ck, nn::Cell&
       matching.emplace_back(n, t);
   }
   io::load_into_tensors(targets, matching);
-  auto meta = [&](const char* k) -> int64_t {
-    auto it = ck.metadata.find(k);
-    SPORE_CHECK(it != ck.metadata.end(), "--resume ", file, " has no '", k,
-                "' metadata; use a checkpoint "
-                "from <out>/checkpoints/ written by spore train");
-    int64_t v = 0;
-    const auto [p, ec] =
-        std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-    SPORE_CHECK(ec == std::errc() && p == it->second.data() + it->second.size() && v >= 0,
-                "--resume ", file, ": metadata '", k, "' is '", it->second,
-                "', not a non-negative integer; use a checkpoint from "
-                "<out>/checkpoints/ written by spore train");
-    return v;
-  };
-  const int64_t epoch = meta("epoch"), step = meta("step"), global_step = meta("global_step");
+  const int64_t epoch = meta_int(file, ck, "epoch"), step = meta_int(file, ck, "step"),
+                global_step = meta_int(file, ck, "global_step");
   SPORE_CHECK(step == train_ds.get_dataset_size(), "--resume ", file, " was written at step ", step,
               " of epoch ", epoch, " (", train_ds.get_dataset_size(),
               " steps per epoch); resuming needs an epoch-end "
@@ -512,18 +635,10 @@ void prepare_out_dir(const std::string& out) {
 }  // namespace
 
 int train_job(const TrainArgs& a) {
-  // Checks that need no data first: the device, the output folder, the checkpoint to resume from.
+  // Checks that need no data first: the device, the output folder.
   set_device(a.device);
   const std::string out = a.out.empty() ? "out/" + a.model : a.out;
   prepare_out_dir(out);
-  std::optional<io::Checkpoint> resume_ck;
-  const std::string resume_file = a.resume == "auto" ? latest_checkpoint(out) : a.resume;
-  if (a.resume == "auto")
-    std::printf(resume_file.empty()
-                    ? "--resume auto: no checkpoint in %s/checkpoints yet; starting from scratch\n"
-                    : "--resume auto: continuing from %s\n",
-                resume_file.empty() ? out.c_str() : resume_file.c_str());
-  if (!resume_file.empty()) resume_ck = io::load_checkpoint(resume_file);
   set_seed(a.seed);
   if (a.threads > 0) set_num_threads(a.threads);
   // Graph mode by default, for every model: the optimizer's lr and step (Adam's bias correction)
@@ -553,23 +668,30 @@ int train_job(const TrainArgs& a) {
               ": operator-level sharding (mp) has "
               "strategies for lenet and the transformer; train ",
               a.model, " with dp (data parallel)");
-  SPORE_CHECK(mesh.mp == 1 || a.resume.empty(), "--parallel ", a.parallel,
-              " cannot --resume yet (the checkpoints "
-              "of a sharded run are per rank); resume without mp");
   SPORE_CHECK(mesh.pp == 1 || a.model == "lenet", "--parallel ", a.parallel,
               ": pipeline stages (pp) are set up "
               "for lenet and the transformer; train lenet or use dp");
   SPORE_CHECK(mesh.pp <= 4, "--parallel ", a.parallel,
               ": lenet is cut into at most 4 pipeline stages (each needs a layer with weights)");
-  SPORE_CHECK(mesh.pp == 1 || a.resume.empty(), "--parallel ", a.parallel,
-              " cannot --resume yet (each rank of a pipeline holds only its stage, and the "
-              "checkpoints are per stage); merge them with spore convert --merge and train "
-              "without pp");
+  // The checkpoint to resume from; with mp / pp / a sharded optimizer each rank reads its own (its
+  // pieces, its stage, or its part of the optimizer state).
+  const bool per_rank = mesh.mp > 1 || mesh.pp > 1 || (a.parallel_optimizer && dist.size > 1);
+  const std::string per_rank_why =
+      mesh.mp > 1 || mesh.pp > 1 ? "--parallel " + a.parallel : std::string("--parallel-optimizer");
+  std::optional<io::Checkpoint> resume_ck;
+  std::string resume_file;
+  if (!a.resume.empty() && per_rank)
+    resume_ck =
+        load_resume_per_rank(a.resume, out, dist.rank, dist.size, per_rank_why, resume_file);
+  else if (!a.resume.empty())
+    resume_file = resume_file_of_rank(a.resume, out, false, 0, per_rank_why);
+  if (!resume_file.empty() && !resume_ck) resume_ck = io::load_checkpoint(resume_file);
+  if (a.resume == "auto" && dist.print)
+    std::printf(resume_file.empty()
+                    ? "--resume auto: no checkpoint in %s/checkpoints yet; starting from scratch\n"
+                    : "--resume auto: continuing from %s\n",
+                resume_file.empty() ? out.c_str() : resume_file.c_str());
 
-  SPORE_CHECK(
-      !(a.parallel_optimizer && !a.resume.empty()),
-      "--parallel-optimizer cannot be combined with "
-      "--resume yet (the sharded optimizer state is not in the checkpoints); resume without it");
   {
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
     ctx.gradient_accumulation_steps = a.grad_accum;
@@ -616,8 +738,12 @@ int train_job(const TrainArgs& a) {
                                        : nullptr;
   int64_t initial_epoch = 0;
   if (resume_ck) {
+    // A pipeline rank restores its stage and the stage's optimizer; a sharded one its pieces.
+    if (per_rank) check_rank_checkpoint(resume_file, *resume_ck, dist, mesh, model);
     initial_epoch =
-        resume_from(resume_file, *resume_ck, *net, *opt, train_ds, a.epochs, a.resume_partial);
+        resume_from(resume_file, *resume_ck,
+                    mesh.pp > 1 ? model.held_parameters() : net->parameters_and_buffers(),
+                    *model.optimizer(), train_ds, a.epochs, a.resume_partial);
     if (dynamic_scale)
       restore_loss_scale(resume_file, *resume_ck, *dynamic_scale, a.resume_partial);
   }
@@ -647,12 +773,18 @@ int train_job(const TrainArgs& a) {
   if (dist.print && a.grad_accum > 1)
     std::printf("gradient accumulation: %lld batches per update (effective batch %lld)\n",
                 (long long)a.grad_accum, (long long)(a.grad_accum * a.batch_size));
-  if (dist.print && a.parallel_optimizer)
+  if (dist.print && a.parallel_optimizer) {
+    // With pipeline stages a stage's optimizer state is cut over that stage's replicas.
+    const int64_t over = mesh.pp > 1 ? mesh.dp : dist.size;
+    const std::string whose =
+        mesh.pp > 1 ? "its pipeline stage's optimizer state (the stage's replicas share it)"
+                    : "the optimizer state";
     std::printf("optimizer sharding: %s\n",
-                dist.size > 1 ? ("each of the " + std::to_string(dist.size) + " ranks keeps 1/" +
-                                 std::to_string(dist.size) + " of the optimizer state")
-                                    .c_str()
-                              : "off (a single process has nothing to shard with)");
+                over > 1 ? ("each of the " + std::to_string(dist.size) + " ranks keeps 1/" +
+                            std::to_string(over) + " of " + whose)
+                               .c_str()
+                         : "off (no data-parallel replicas to shard with)");
+  }
   if (dist.print && amp_level != amp::Level::O0) {
     std::printf("mixed precision: %s, %s", amp::level_name(amp_level), dtype_name(amp_dtype));
     if (loss_scale_cell)
@@ -698,8 +830,9 @@ int train_job(const TrainArgs& a) {
                                 return loss_scale_cell->loss_scale();
                               })
                                               : nullptr)};
-  if (dist.rank == 0 || mesh.mp > 1 || mesh.pp > 1)
-    callbacks.push_back(ckpt);  // sharded: each rank writes its pieces; pipeline: its stage
+  if (dist.rank == 0 || per_rank)
+    callbacks.push_back(ckpt);  // sharded: each rank writes its pieces; pipeline: its stage;
+                                // ZeRO-1: its part of the optimizer state
   if (auto fault = fault_injector(dist.rank))
     callbacks.push_back(train::LambdaCallback(
         {.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));

@@ -184,7 +184,9 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--resume", t.resume,
                         "continue from a checkpoint written at an epoch end "
                         "(out/<model>/checkpoints/<model>-<epoch>_<step>.safetensors), "
-                        "or 'auto': the newest in --out (none yet: start from scratch)");
+                        "or 'auto': the newest in --out (none yet: start from scratch); with "
+                        "--parallel mp / pp or --parallel-optimizer each rank reads its own "
+                        "checkpoints/rank_<r>/ (name rank 0's file, or 'auto')");
   train_cmd->add_flag("--resume-partial", t.resume_partial,
                       "with --resume: restore what matches the network and "
                       "optimizer and restart the rest (listed), instead of "

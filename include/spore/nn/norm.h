@@ -7,11 +7,16 @@
 //   GroupNorm: (N, C, *) normalised over each group of C / num_groups channels (and all positions);
 //     gamma, beta per channel; eps 1e-5.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "spore/nn/cell.h"
 #include "spore/nn/init.h"
+
+namespace spore::parallel {
+class Group;
+}
 
 namespace spore::nn {
 
@@ -39,7 +44,7 @@ class BatchNorm : public Cell {
   Tensor& moving_mean() { return buffer("moving_mean"); }
   Tensor& moving_variance() { return buffer("moving_variance"); }
 
- private:
+ protected:
   int64_t num_features_, min_rank_, max_rank_;
   BatchNormOptions opt_;
 };
@@ -55,6 +60,28 @@ class BatchNorm2d : public BatchNorm {
  public:
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions opt = {})
       : BatchNorm("BatchNorm2d", num_features, std::move(opt), 4, 4) {}
+};
+
+// MindSpore's nn.SyncBatchNorm: BatchNorm whose batch statistics are those of the whole batch cut
+// over the ranks of a data-parallel group (default: every rank). In training each rank sums its
+// rows per channel; one all-reduce gives the mean, a second the biased variance of the whole batch
+// (two passes, as one process computes them); the moving statistics then match one process's.
+// The all-reduces are ops whose gradient is the all-reduce of the incoming gradients, so each
+// rank's input gradient includes the other ranks' losses' dependence on its rows (data parallel
+// then averages the parameter gradients as usual). Inputs (N, C), (N, C, L) or (N, C, H, W); the
+// ranks may hold different N. Eval (or use_batch_statistics = false) uses the moving statistics, as
+// BatchNorm. Code: src/parallel/sync_batch_norm.cpp.
+class SyncBatchNorm : public BatchNorm {
+ public:
+  explicit SyncBatchNorm(int64_t num_features, BatchNormOptions opt = {},
+                         std::shared_ptr<parallel::Group> process_group = nullptr);
+  Tensor construct(const Tensor& x) override;
+  std::string extend_repr() const override;
+  // The group the statistics are reduced over (parallel::world() when none was given).
+  const std::shared_ptr<parallel::Group>& process_group() const { return group_; }
+
+ private:
+  std::shared_ptr<parallel::Group> group_;
 };
 
 struct LayerNormOptions {

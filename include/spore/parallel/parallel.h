@@ -130,14 +130,19 @@ class DistributedGradReducer {
 //   the shard optimizer    -> updates this rank's range of the parameters in place
 //   all-gather             -> every rank has every updated element; copied back into the parameters
 // The update rules are elementwise, so this equals the unsharded step (global-norm clipping is
-// not, and is refused). The wrapped optimizer's state is freed. The sharded state is not written
-// to checkpoints yet (they hold the parameters; a resumed run restarts the optimizer state).
+// not, and is refused). The wrapped optimizer's state is freed. state() is this rank's shard's
+// (views of its range), so checkpoints of a sharded optimizer are per rank (ModelCheckpoint writes
+// them under rank_<r>/ with the range in the metadata, "optimizer_shard").
 class ShardedOptimizer : public optim::Optimizer {
  public:
   ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bool mean = true);
   void step(const std::vector<Tensor>& grads) override;
   bool traceable() const override { return false; }  // it communicates
   std::string name() const override { return inner_->name(); }
+  // This rank's shard of the state (moments over the elements [shard_begin, shard_end)).
+  std::vector<std::pair<std::string, Tensor>> state() const override;
+  // "<begin>:<end>": the range this rank's state covers (a checkpoint's "optimizer_shard").
+  std::string shard_range() const;
   const optim::Optimizer& shard() const { return *shard_; }
   // This rank's element range [begin, end) of the flattened parameters.
   int64_t shard_begin() const { return begin_; }

@@ -3,7 +3,8 @@ wrappers, under MindSpore's names."""
 from .cell import Cell, CellList, CppCell, GraphCell, SequentialCell
 from .layer import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d, Conv2dTranspose, Dense,
                     Dropout, Embedding, Flatten, GELU, GroupNorm, Identity, LayerNorm, LeakyReLU, LogSoftmax,
-                    MaxPool2d, Pad, ReLU, ReLU6, SiLU, Sigmoid, Softmax, Tanh, Upsample, get_activation)
+                    MaxPool2d, Pad, ReLU, ReLU6, SiLU, Sigmoid, Softmax, SyncBatchNorm, Tanh, Upsample,
+                    get_activation)
 from .transformer import (MultiheadAttention, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, LossBase, MSELoss, NLLLoss,

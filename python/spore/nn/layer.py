@@ -125,6 +125,21 @@ class BatchNorm2d(_BatchNorm):
     _make = _C.BatchNorm2d
 
 
+class SyncBatchNorm(Cell):
+    """MindSpore's nn.SyncBatchNorm: in training the batch statistics are those of the batch cut over
+    the data-parallel ranks (all-reduced), so N ranks with B / N rows each normalise as one process with
+    B rows. process_groups: None (every rank) or lists of ranks, one group each."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.9, affine=True, gamma_init="ones", beta_init="zeros",
+                 moving_mean_init="zeros", moving_var_init="ones", use_batch_statistics=None, process_groups=None,
+                 dtype=mstype.float32):
+        groups = None if process_groups is None else [list(g) for g in process_groups]
+        super().__init__(_cpp=_C.SyncBatchNorm(num_features, eps, momentum, affine, _to_cpp(gamma_init),
+                                               _to_cpp(beta_init), _to_cpp(moving_mean_init),
+                                               _to_cpp(moving_var_init), use_batch_statistics, groups, _dt(dtype)))
+        self.num_features = num_features
+
+
 class LayerNorm(Cell):
     def __init__(self, normalized_shape, begin_norm_axis=-1, begin_params_axis=-1, gamma_init="ones",
                  beta_init="zeros", epsilon=1e-7, dtype=mstype.float32):
