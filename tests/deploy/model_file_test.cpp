@@ -228,20 +228,20 @@ TEST(ModelFile, WrongMagicVersionAndLyingSizesNameTheField) {
   expect(b, "meta_crc32");
   b = bytes;
   b[b.size() - 3] ^= 1;  // a weight byte
-  expect(b, "weights_crc32");
+  expect(b, "weights_hash64");
   expect("", "magic");
   expect("not a model file at all, but long enough to hold a header of sixty-four bytes.", "magic");
 }
 
 TEST(ModelFile, LyingCountsInTheMetaSectionNameTheField) {
-  // The first count of the meta section after the four strings and the weights' CRC is the op
-  // table's: made huge, the reader refuses it before allocating.
+  // The first count of the meta section after the five strings and the weights' checksum is the
+  // op table's: made huge, the reader refuses it before allocating.
   const std::string& bytes = lenet_bytes();
   const uint64_t meta_bytes = get<uint64_t>(bytes, 32);
   std::string meta = bytes.substr(graph::kModelHeaderBytes, meta_bytes);
   size_t pos = 0;
-  for (int s = 0; s < 4; ++s) pos += 4 + get<uint32_t>(meta, pos);
-  pos += 4;  // weights_crc32
+  for (int s = 0; s < 5; ++s) pos += 4 + get<uint32_t>(meta, pos);
+  pos += 8;  // weights_hash64
   put<uint32_t>(meta, pos, 0x7FFFFFFFu);
   std::string b = bytes;
   b.replace(graph::kModelHeaderBytes, meta_bytes, meta);
