@@ -219,6 +219,7 @@ std::string write_model_file(const ModelFile& m) {
           "[model] graph ", g.name, " has a ", n.def().name,
           " node (an in-place update, a random draw or a device copy: a layer still "
           "in training mode?); a compiled inference model holds none");
+      gw.u32(op_ref(n.op));
       gw.u32(uint32_t(n.attrs.items().size()));
       for (const auto& [key, val] : n.attrs.items()) {
         gw.str(key);
