@@ -47,28 +47,6 @@ uint32_t crc(const void* p, size_t n) {
   return uint32_t(c);
 }
 
-// The weights section's checksum: CRC-32 runs at about 1.4 GB/s here, which for ResNet-18's 50 MB
-// was a third of the load time; this hash reads 8-byte words in four independent lanes (an xor, a
-// multiply by an odd constant and an xor-shift each: bijective steps, so a changed word always
-// changes its lane) at memory speed, then folds the lanes and the tail.
-uint64_t weights_hash(const void* p, size_t n) {
-  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
-  const auto* b = static_cast<const unsigned char*>(p);
-  uint64_t h[4] = {n, n ^ 0x5555555555555555ull, n ^ 0x3333333333333333ull, ~n};
-  size_t i = 0;
-  for (; i + 32 <= n; i += 32)
-    for (int k = 0; k < 4; ++k) {
-      uint64_t w;
-      std::memcpy(&w, b + i + 8 * k, 8);
-      h[k] = (h[k] ^ w) * kMul;
-      h[k] ^= h[k] >> 29;
-    }
-  uint64_t r = h[0];
-  for (int k = 1; k < 4; ++k) r = ((r ^ h[k]) * kMul) ^ (r >> 31);
-  for (; i < n; ++i) r = ((r ^ b[i]) * kMul) ^ (r >> 31);
-  return r;
-}
-
 // ---- writing
 // -------------------------------------------------------------------------------------
 
@@ -130,11 +108,13 @@ struct WeightTable {
   }
 };
 
-void write_meta(Writer& w, const Value& v) {
+// A weight's offset is written as 0: its blob starts at its first element, wherever the value
+// sits in its storage (a loaded model's weights all sit in one storage, at the blobs' offsets).
+void write_meta(Writer& w, const Value& v, bool weight = false) {
   w.u8(dtype_code(v.dtype));
   w.ints(v.shape);
   w.ints(v.strides);
-  w.i64(v.offset);
+  w.i64(weight ? 0 : v.offset);
 }
 
 void write_io(Writer& w, const std::vector<ModelIO>& ios) {
@@ -147,6 +127,28 @@ void write_io(Writer& w, const std::vector<ModelIO>& ios) {
 }
 
 }  // namespace
+
+// The weights section's checksum: CRC-32 runs at about 1.4 GB/s here, which for ResNet-18's 50 MB
+// was a third of the load time; this hash reads 8-byte words in four independent lanes (an xor, a
+// multiply by an odd constant and an xor-shift each: bijective steps, so a changed word always
+// changes its lane) at memory speed, then folds the lanes and the tail.
+uint64_t model_weights_hash(const void* p, size_t n) {
+  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+  const auto* b = static_cast<const unsigned char*>(p);
+  uint64_t h[4] = {n, n ^ 0x5555555555555555ull, n ^ 0x3333333333333333ull, ~n};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k) {
+      uint64_t w;
+      std::memcpy(&w, b + i + 8 * k, 8);
+      h[k] = (h[k] ^ w) * kMul;
+      h[k] ^= h[k] >> 29;
+    }
+  uint64_t r = h[0];
+  for (int k = 1; k < 4; ++k) r = ((r ^ h[k]) * kMul) ^ (r >> 31);
+  for (; i < n; ++i) r = ((r ^ b[i]) * kMul) ^ (r >> 31);
+  return r;
+}
 
 std::string host_requirements() {
   // "... Highway 1.0 (best target here: AVX3)": the vector width the layouts were chosen for.
@@ -189,7 +191,7 @@ std::string write_model_file(const ModelFile& m) {
       const uint32_t r = uint32_t(ref.size());
       ref[v] = r;
       gw.u8(uint8_t(v->kind));
-      write_meta(gw, *v);
+      write_meta(gw, *v, v->kind != ValueKind::kPlaceholder);
       if (v->kind == ValueKind::kPlaceholder) {
         gw.u32(uint32_t(v->arg_index));
         continue;
@@ -274,7 +276,7 @@ std::string write_model_file(const ModelFile& m) {
   mw.str(m.device);
   mw.str(m.requirements);
   mw.str(m.kernel_choices);
-  mw.u64(weights_hash(wbytes.data(), wbytes.size()));
+  mw.u64(model_weights_hash(wbytes.data(), wbytes.size()));
   mw.u32(uint32_t(op_names.size()));
   for (const auto& name : op_names) mw.str(name);
   write_io(mw, m.inputs);
@@ -465,7 +467,7 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
   m.requirements = r.str("target_requirements");
   m.kernel_choices = r.str("kernel_choices");
   const uint64_t w_hash = r.u64("weights_hash64");
-  r.check(w_hash == weights_hash(bytes + w_off, w_bytes), "weights_hash64",
+  r.check(w_hash == model_weights_hash(bytes + w_off, w_bytes), "weights_hash64",
           "the weights section's checksum does not match its bytes (the file is corrupt)");
 
   // The op table: every name must be an op this build has.

@@ -46,7 +46,7 @@ struct ModelFile {
   std::string producer;  // "spore 0.1.0"
   std::string source;    // "onnx:resnet18.onnx", "zoo:lenet+lenet.safetensors", ...
   std::string device = "CPU";
-  std::string requirements;  // the CPU target the kernels' layouts were chosen for
+  std::string requirements;    // the CPU target the kernels' layouts were chosen for
   std::string kernel_choices;  // Backend::kernel_choices after a warm-up run at compile time
   std::vector<ModelIO> inputs, outputs;
   std::vector<ModelVariant> variants;  // ascending batch
@@ -63,6 +63,9 @@ std::string write_model_file(const ModelFile& m);
 // alive.
 ModelFile read_model_file(const void* data, size_t size, const std::string& where,
                           std::shared_ptr<const void> owner = nullptr);
+// The weights section's checksum (the meta section's weights_hash64 field); exported for the
+// fuzz target, which rewrites it over mutated weights so the fuzzer reaches what follows.
+uint64_t model_weights_hash(const void* data, size_t size);
 // True when the bytes start with the magic number.
 bool is_model_file(const void* data, size_t size);
 // The CPU target the running machine's kernels choose layouts for ("AVX3", "AVX2", ...).
