@@ -9,7 +9,7 @@
 # First it checks the compiled file gives the source network's outputs (`spore export --input`
 # runs the network itself) from the CLI, from C (examples/c/run_model.c) and from Python
 # (ms.load + nn.GraphCell), at batch 1 and 4.
-# usage: bench/peers/deploy_load.sh [BUILD]    (REPS=7 MODELS="lenet resnet18")
+# usage: bench/peers/deploy_load.sh [BUILD]    (REPS=7 MODELS="lenet resnet18", or yolov5s at 320 px)
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
 REPS=${REPS:-7}
@@ -25,15 +25,17 @@ cc -std=c99 -O2 -o "$out/run_model" examples/c/run_model.c -Iinclude -L"$BUILD" 
   -Wl,-rpath,"$BUILD"
 
 for m in $MODELS; do
+  extra=()
   case $m in
   lenet) shape="1, 28, 28" ;;
   resnet18) shape="3, 32, 32" ;;
-  *) echo "unknown model $m (lenet, resnet18)" >&2; exit 2 ;;
+  yolov5s) shape="3, 320, 320" extra=(--img 320) ;;  # untrained weights, the decoded predictions
+  *) echo "unknown model $m (lenet, resnet18, yolov5s)" >&2; exit 2 ;;
   esac
   for b in 1 4; do
     /usr/bin/python3 -c "import numpy as np; np.save('$out/$m.x$b.npy', np.random.RandomState($b).randn($b, $shape).astype(np.float32))"
   done
-  "$BUILD/spore" export "$m" --out "$out/$m.onnx" --input "$out/$m.x4.npy" --output "$out/$m.ref4.npy" > /dev/null
+  "$BUILD/spore" export "$m" "${extra[@]}" --out "$out/$m.onnx" --input "$out/$m.x4.npy" --output "$out/$m.ref4.npy" > /dev/null
   "$BUILD/spore" compile "$out/$m.onnx" --batch 1,4 -o "$out/$m.spore"
   "$BUILD/spore" infer "$out/$m.spore" --input "$out/$m.x4.npy" --output "$out/$m.cli4.npy" > /dev/null
   "$BUILD/spore" infer "$out/$m.onnx" --input "$out/$m.x4.npy" --output "$out/$m.onnx4.npy" > /dev/null
