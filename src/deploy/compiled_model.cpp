@@ -8,10 +8,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -270,11 +270,9 @@ CompiledModel CompiledModel::load(const std::string& path) {
   }
   const size_t size = size_t(st.st_size);
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-  const int map_errno = errno;
   ::close(fd);
   if (p == MAP_FAILED) {  // e.g. a file system without mmap: read it instead
     const std::string bytes = read_all(path);
-    (void)map_errno;
     return wrap(with_choices(graph::read_model_file(bytes.data(), bytes.size(), path), path), path);
   }
   std::shared_ptr<const void> mapping(
