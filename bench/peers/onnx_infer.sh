@@ -14,6 +14,10 @@ MODEL=${MODEL:-resnet18}
 BATCHES=${BATCHES:-1 64}
 SECONDS_PER=${SECONDS_PER:-3}
 cd "$(dirname "$0")/../.."
+# OpenMP's spinning barriers (the default, active policy) wait out a descheduled thread's time
+# slice when the machine is shared: 16 vs 330 ms per ResNet-18 batch 1 run at a load average of 4
+# on 2 cores. Passive as in the tests, unless the caller says otherwise.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 extra=()
