@@ -5,6 +5,7 @@
 #   P/lib/cmake/Spore/                 SporeConfig.cmake + SporeConfigVersion.cmake: find_package(Spore)
 #                                      gives the imported target Spore::spore
 #   P/lib/pkgconfig/spore.pc           pkg-config --cflags --libs spore
+#   P/lib/pkgconfig/spore_c.pc         pkg-config --cflags --libs spore_c (the C API, libspore_c)
 # tests/install/install_test.sh installs into a temporary prefix and builds examples/cpp/* against it.
 include(CMakePackageConfigHelpers)
 set(SPORE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Spore)
@@ -44,9 +45,11 @@ endforeach()
 # The prefix is only known at install time (cmake --install --prefix P), so the file is filled in
 # twice: everything but the prefix now, the prefix by the install script.
 set(SPORE_PC_PREFIX "@SPORE_PC_PREFIX@")
-configure_file(${CMAKE_SOURCE_DIR}/cmake/spore.pc.in ${CMAKE_BINARY_DIR}/spore.pc.in @ONLY)
-install(CODE "
-  set(SPORE_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
-  configure_file(\"${CMAKE_BINARY_DIR}/spore.pc.in\" \"${CMAKE_BINARY_DIR}/pkgconfig/spore.pc\" @ONLY)
-  file(INSTALL \"${CMAKE_BINARY_DIR}/pkgconfig/spore.pc\"
-    DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\")")
+foreach(_pc spore spore_c)
+  configure_file(${CMAKE_SOURCE_DIR}/cmake/${_pc}.pc.in ${CMAKE_BINARY_DIR}/${_pc}.pc.in @ONLY)
+  install(CODE "
+    set(SPORE_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+    configure_file(\"${CMAKE_BINARY_DIR}/${_pc}.pc.in\" \"${CMAKE_BINARY_DIR}/pkgconfig/${_pc}.pc\" @ONLY)
+    file(INSTALL \"${CMAKE_BINARY_DIR}/pkgconfig/${_pc}.pc\"
+      DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\")")
+endforeach()

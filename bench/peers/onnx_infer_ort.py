@@ -1,6 +1,7 @@
 """ONNX Runtime's side of bench/peers/onnx_infer.sh: median ms per run of MODEL at one batch size,
 CPU provider, the given intra-op threads, after a warm-up; prints one JSON object."""
 import json
+import os
 import statistics
 import sys
 import time
@@ -12,6 +13,10 @@ model, batch, threads, seconds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 opts = ort.SessionOptions()
 opts.intra_op_num_threads = threads
 opts.inter_op_num_threads = 1
+# The same waiting policy as Spore's OpenMP threads: spinning off when OMP_WAIT_POLICY is passive
+# (what the scripts set on a shared machine), ONNX Runtime's default (spinning) otherwise.
+if os.environ.get("OMP_WAIT_POLICY", "").lower() == "passive":
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
 sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
 inp = sess.get_inputs()[0]
 shape = [batch if not isinstance(d, int) else d for d in inp.shape]

@@ -86,6 +86,13 @@ class Backend {
 
   // The libraries this backend runs on, for `spore run-check`: "oneDNN 2.6.3, Highway (AVX3)".
   virtual std::string library_versions() const { return ""; }
+  // The kernel choices this process made by timing (the CPU's: which oneDNN convolution layouts won
+  // for each geometry), as text that a compiled model file carries, so that a deployed model's
+  // first run does not time them again (spore compile, docs/deploy.md). load_kernel_choices merges
+  // such text in (a ValueError naming the line when it is malformed); a choice only picks among
+  // implementations that compute the same result, so a stale one costs speed, never correctness.
+  virtual std::string kernel_choices() const { return ""; }
+  virtual void load_kernel_choices(const std::string& text) {}
   // Why device_count() is 0 although the backend is built ("no GPU is visible: ..."), for
   // set_device's message; "" when there are devices.
   virtual std::string unavailable_reason() const { return ""; }

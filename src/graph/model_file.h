@@ -6,7 +6,8 @@
 //   header (64 bytes)  magic "SPOREMDL", format version, header size, file size, the meta and
 //                      weight sections' offsets and sizes, the meta section's CRC-32, the header's
 //                      own CRC-32 (of its first 60 bytes)
-//   meta section       producer, source, target device and requirements, the weights' CRC-32, the
+//   meta section       producer, source, target device and requirements, the kernel choices
+//                      timed at compile time (Backend::kernel_choices), the weights' checksum, the
 //                      op-name table, the model's inputs and outputs, the weight table and the
 //                      graphs (one per compiled batch size); every count and length is bounded by
 //                      the bytes left, every reference by what was defined before it
@@ -45,7 +46,8 @@ struct ModelFile {
   std::string producer;  // "spore 0.1.0"
   std::string source;    // "onnx:resnet18.onnx", "zoo:lenet+lenet.safetensors", ...
   std::string device = "CPU";
-  std::string requirements;  // the CPU target the kernels' layouts were chosen for
+  std::string requirements;    // the CPU target the kernels' layouts were chosen for
+  std::string kernel_choices;  // Backend::kernel_choices after a warm-up run at compile time
   std::vector<ModelIO> inputs, outputs;
   std::vector<ModelVariant> variants;  // ascending batch
   size_t weight_bytes = 0;             // filled by read/write: the weights section's size
@@ -56,8 +58,14 @@ struct ModelFile {
 // stored once). Throws NotImplemented naming the node for what the format cannot hold.
 std::string write_model_file(const ModelFile& m);
 // Parses and checks bytes (`where` names the file in errors); the graphs are verified (every node
-// re-inferred) before they are returned.
-ModelFile read_model_file(const void* data, size_t size, const std::string& where);
+// re-inferred) before they are returned. The weights are copied out of `data`, unless `owner` is
+// given: then they stay where they are (a mapped file), and the graphs' constants keep `owner`
+// alive.
+ModelFile read_model_file(const void* data, size_t size, const std::string& where,
+                          std::shared_ptr<const void> owner = nullptr);
+// The weights section's checksum (the meta section's weights_hash64 field); exported for the
+// fuzz target, which rewrites it over mutated weights so the fuzzer reaches what follows.
+uint64_t model_weights_hash(const void* data, size_t size);
 // True when the bytes start with the magic number.
 bool is_model_file(const void* data, size_t size);
 // The CPU target the running machine's kernels choose layouts for ("AVX3", "AVX2", ...).

@@ -5,6 +5,7 @@
 // bytes) is an IOError naming the field, never a crash.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -111,6 +112,13 @@ TEST(ModelFile, LeNetCompiledEqualsTheNetwork) {
     EXPECT_EQ(got.shape(), want.shape());
     EXPECT_LE(max_abs_diff(got, want), 1e-5f * std::max(1.0f, max_abs(want))) << "batch " << b;
   }
+  // A loaded model saves again (its weights are views into one storage; each is written from its
+  // first element) and runs the same.
+  const std::string again = back.to_bytes();
+  const Tensor x = randn({4, 1, 28, 28});
+  EXPECT_EQ(max_abs_diff(CompiledModel::from_buffer(again.data(), again.size()).run({x})[0],
+                         back.run({x})[0]),
+            0.0f);
 }
 
 TEST(ModelFile, ResNet18CompiledEqualsTheNetwork) {
@@ -129,6 +137,42 @@ TEST(ModelFile, ResNet18CompiledEqualsTheNetwork) {
   const Tensor want = (*net)(x);
   const Tensor got = back.run({x})[0];
   EXPECT_LE(max_abs_diff(got, want), 1e-4f * std::max(1.0f, max_abs(want)));
+
+  // Through a file: load() maps it and runs on the weights where the mapping has them.
+  const std::string path = std::string(SPORE_BINARY_DIR) + "/test_tmp_deploy_resnet18.spore";
+  m.save(path);
+  const Tensor from_file = CompiledModel::load(path).run({x})[0];
+  std::remove(path.c_str());
+  EXPECT_LE(max_abs_diff(from_file, want), 1e-4f * std::max(1.0f, max_abs(want)));
+  // The convolutions' timed layout choices travel in the file, so a deployed first run need not
+  // time them again.
+  const graph::ModelFile f = graph::read_model_file(bytes.data(), bytes.size(), "r18.spore");
+  EXPECT_NE(f.kernel_choices.find("conv "), std::string::npos) << f.kernel_choices;
+}
+
+TEST(ModelFile, MalformedKernelChoicesNameTheField) {
+  const std::string& bytes = lenet_bytes();
+  graph::ModelFile f = graph::read_model_file(bytes.data(), bytes.size(), "lenet.spore");
+  for (const char* bad : {"conv x\n", "conv 2 0 5\n", "conv 2 7 5 1\n", "conv 2 0 5 99\n"}) {
+    f.kernel_choices = bad;
+    const std::string msg = load_error(graph::write_model_file(f));
+    EXPECT_NE(msg.find("field kernel_choices"), std::string::npos) << bad << ": " << msg;
+    EXPECT_NE(msg.find("line 1"), std::string::npos) << bad << ": " << msg;
+  }
+  f.kernel_choices = "";  // none: the first run times, as without a file
+  EXPECT_EQ(load_error(graph::write_model_file(f)), "");
+}
+
+TEST(ModelFile, FuzzSeedsLoad) {
+  // The fuzz corpus' hand-made seeds must be valid files of the current format, or the fuzzer
+  // starts from inputs the reader refuses at the first field that changed.
+  for (const char* name : {"seed_relu_add.spore", "seed_softmax.spore"}) {
+    const std::string path =
+        std::string(SPORE_SOURCE_DIR) + "/tests/fuzz/corpus/model_file/" + name;
+    CompiledModel m = CompiledModel::load(path);
+    ASSERT_EQ(m.inputs().size(), 1u) << name;
+    EXPECT_EQ(m.run({zeros({2}, kFloat32)})[0].shape(), (Shape{2})) << name;
+  }
 }
 
 TEST(ModelFile, WrongInputsAreErrorsNamingTheInput) {
@@ -228,20 +272,20 @@ TEST(ModelFile, WrongMagicVersionAndLyingSizesNameTheField) {
   expect(b, "meta_crc32");
   b = bytes;
   b[b.size() - 3] ^= 1;  // a weight byte
-  expect(b, "weights_crc32");
+  expect(b, "weights_hash64");
   expect("", "magic");
   expect("not a model file at all, but long enough to hold a header of sixty-four bytes.", "magic");
 }
 
 TEST(ModelFile, LyingCountsInTheMetaSectionNameTheField) {
-  // The first count of the meta section after the four strings and the weights' CRC is the op
-  // table's: made huge, the reader refuses it before allocating.
+  // The first count of the meta section after the five strings and the weights' checksum is the
+  // op table's: made huge, the reader refuses it before allocating.
   const std::string& bytes = lenet_bytes();
   const uint64_t meta_bytes = get<uint64_t>(bytes, 32);
   std::string meta = bytes.substr(graph::kModelHeaderBytes, meta_bytes);
   size_t pos = 0;
-  for (int s = 0; s < 4; ++s) pos += 4 + get<uint32_t>(meta, pos);
-  pos += 4;  // weights_crc32
+  for (int s = 0; s < 5; ++s) pos += 4 + get<uint32_t>(meta, pos);
+  pos += 8;  // weights_hash64
   put<uint32_t>(meta, pos, 0x7FFFFFFFu);
   std::string b = bytes;
   b.replace(graph::kModelHeaderBytes, meta_bytes, meta);

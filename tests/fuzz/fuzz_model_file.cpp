@@ -1,8 +1,8 @@
 // Fuzz target: a compiled model file (.spore, graph/model_file.cpp) through
 // CompiledModel::from_buffer and, when it loads, one run on zeros of its inputs' shapes (small
-// shapes only). The header's and meta section's CRC-32s are recomputed over the mutated bytes
-// first, so the fuzzer reaches the field parser and the graph checks behind the checksums (a
-// checksum mismatch is tested by tests/deploy/model_file_test.cpp).
+// shapes only). The weights' hash and the meta section's and header's CRC-32s are recomputed over
+// the mutated bytes first, so the fuzzer reaches the field parser, the graph checks and the runs
+// behind the checksums (a checksum mismatch is tested by tests/deploy/model_file_test.cpp).
 #include <zlib.h>
 
 #include <cstring>
@@ -20,6 +20,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(&meta_off, b.data() + 24, 8);
     std::memcpy(&meta_bytes, b.data() + 32, 8);
     if (meta_off <= b.size() && meta_bytes <= b.size() - meta_off) {
+      // The weights' hash follows the meta section's five leading strings (u32 length + bytes).
+      uint64_t w_off = 0, pos = meta_off;
+      std::memcpy(&w_off, b.data() + 40, 8);
+      for (int s = 0; s < 5 && pos + 4 <= meta_off + meta_bytes; ++s) {
+        uint32_t len = 0;
+        std::memcpy(&len, b.data() + pos, 4);
+        pos += 4 + uint64_t(len);
+      }
+      if (pos + 8 <= meta_off + meta_bytes && w_off <= b.size()) {
+        const uint64_t w = graph::model_weights_hash(b.data() + w_off, b.size() - w_off);
+        std::memcpy(b.data() + pos, &w, 8);
+      }
       const uint32_t c = uint32_t(
           crc32(0L, reinterpret_cast<const Bytef*>(b.data() + meta_off), uInt(meta_bytes)));
       std::memcpy(b.data() + 56, &c, 4);

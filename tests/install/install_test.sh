@@ -7,7 +7,9 @@
 #      prefix, built and run briefly (arguments that shorten training), and its output checked;
 #   3. every C++ block of README.md is a verbatim excerpt of the example it names, so the README
 #      cannot drift from what compiles;
-#   4. a program compiled with `pkg-config --cflags --libs spore` builds and runs.
+#   4. a program compiled with `pkg-config --cflags --libs spore` builds and runs;
+#   5. the C API: examples/c/run_model.c compiled with `pkg-config --cflags --libs spore_c` (plain C,
+#      linking libspore_c only) runs a model the installed CLI compiled.
 # usage: install_test.sh BUILD_DIR SOURCE_DIR VERSION PYTHON
 # Exit 77 (ctest: skipped) only when the Fashion-MNIST data is missing, after everything else ran.
 set -euo pipefail
@@ -42,7 +44,8 @@ step "cmake --install $build --prefix $prefix"
 run "$work/install.log" cmake --install "$build" --prefix "$prefix"
 for f in include/spore/spore.h "$libdir/libspore.so" bin/spore "$libdir/cmake/Spore/SporeConfig.cmake" \
   "$libdir/cmake/Spore/SporeConfigVersion.cmake" "$libdir/cmake/Spore/SporeTargets.cmake" \
-  "$libdir/pkgconfig/spore.pc"; do
+  "$libdir/pkgconfig/spore.pc" "$libdir/libspore_c.so" include/spore/spore_c.h \
+  "$libdir/pkgconfig/spore_c.pc"; do
   [ -e "$prefix/$f" ] || fail "the install has no $f"
 done
 # The public headers are exactly include/spore, and each one includes only the standard library
@@ -174,6 +177,24 @@ EOF
 # shellcheck disable=SC2086  # the flags are words
 run "$work/pc_build.log" g++ -std=c++20 "$work/pc_main.cpp" -o "$work/pc_main" $flags -Wl,-rpath,"$prefix/$libdir"
 [ "$("$work/pc_main")" = "spore $version: sum 15" ] || fail "the pkg-config program printed $("$work/pc_main")"
+
+step "pkg-config --cflags --libs spore_c: examples/c/run_model.c"
+[ "$(pkg-config --modversion spore_c)" = "$version" ] || fail "pkg-config --modversion spore_c is not $version"
+cflags=$(pkg-config --cflags --libs spore_c)
+echo "pkg-config --cflags --libs spore_c: $cflags"
+# shellcheck disable=SC2086  # the flags are words
+run "$work/c_build.log" cc -std=c99 -Wall -Werror "$src/examples/c/run_model.c" -o "$work/run_model" \
+  $cflags -Wl,-rpath,"$prefix/$libdir"
+run "$work/c_compile.log" env -u LD_LIBRARY_PATH "$prefix/bin/spore" compile lenet --batch 1,2 -o "$work/lenet.spore"
+head -c $((3 * 28 * 28 * 4)) /dev/zero >"$work/x.f32"  # 3 samples: a dynamic batch, run as 2 + 1
+run "$work/c_run.log" env -u LD_LIBRARY_PATH "$work/run_model" "$work/lenet.spore" "$work/x.f32" "$work/y.f32"
+grep -q '^output 0 shape (3, 10)$' "$work/c_run.log" || {
+  cat "$work/c_run.log"
+  fail "run_model did not print the output shape (3, 10)"
+}
+[ "$(stat -c %s "$work/y.f32")" = $((3 * 10 * 4)) ] || fail "run_model wrote $(stat -c %s "$work/y.f32") bytes, not 120"
+# Only libspore_c is linked into the program; it brings libspore itself.
+ldd "$work/run_model" | grep -q "libspore_c.so" || fail "run_model does not load libspore_c"
 
 step "done"
 if [ -n "$skip_reason" ]; then

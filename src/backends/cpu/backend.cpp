@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backends/backend.h"
+#include "backends/cpu/kernels/conv_list.h"
 
 namespace spore {
 namespace {
@@ -65,6 +66,8 @@ class CpuBackend final : public Backend {
     s += hwy::TargetName(targets & -targets);
     return s + ")";
   }
+  std::string kernel_choices() const override { return cpu::conv_choices_text(); }
+  void load_kernel_choices(const std::string& text) override { cpu::load_conv_choices(text); }
 
  private:
   CpuStream stream_;

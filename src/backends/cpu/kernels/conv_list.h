@@ -40,6 +40,12 @@
 namespace spore::cpu {
 
 enum class ConvProp { kForward, kBackwardData, kBackwardWeight };
+
+// The oneDNN layout choices the onednn entry made by timing, as text (one "conv COUNT KEY...
+// CHOICE" line per geometry), and merging such text in (ValueError naming the line when malformed):
+// the CPU backend's Backend::kernel_choices / load_kernel_choices.
+std::string conv_choices_text();
+void load_conv_choices(const std::string& text);
 const char* conv_prop_name(ConvProp p);  // "forward", "backward_data", "backward_weight"
 
 // A convolution as the lists see it: x (N, C, H, W) * w (O, C/G, kh, kw) -> y (N, O, OH, OW),

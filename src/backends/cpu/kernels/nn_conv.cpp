@@ -29,7 +29,9 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 
@@ -241,19 +243,51 @@ size_t fastest(const std::vector<std::shared_ptr<onednn::Compiled>>& cands) {
   return size_t(std::min_element(best.begin(), best.end()) - best.begin());
 }
 
+// What each timing decided, by the primitive's cache key after a kind: kLayoutChoice, the
+// candidate (Cand * 2 + forward_inference) the onednn entry keeps; kFusedChoice, 1 when the plain
+// conv + epilogue loop beat the fused primitive. Exported and imported through
+// Backend::kernel_choices (a compiled model file carries them) and consulted before timing.
+constexpr int64_t kLayoutChoice = 0, kFusedChoice = 1;
+std::mutex& choice_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::vector<int64_t>, int64_t>& choices() {
+  static auto& c = *new std::map<std::vector<int64_t>, int64_t>;
+  return c;
+}
+
 // The candidates: blocked, plain and (forward) blocked with forward_inference; the fastest wins.
 // With a blocked activation "plain" means the user's layouts, and two more candidates (kUserActs,
 // kNchw, see Cand) keep the choice at least as good as with NCHW activations.
 std::shared_ptr<onednn::Compiled> choose(ConvProp p, const Descs& s, bool bias,
-                                         const ops::Attrs* post, bool blocked, Layout l) {
+                                         const ops::Attrs* post, bool blocked, Layout l,
+                                         const std::vector<int64_t>& key) {
   std::vector<std::shared_ptr<onednn::Compiled>> cands;
-  auto add = [&](Cand cand, bool inference) {
+  std::vector<int64_t> codes;  // each candidate's (Cand, inference) as Cand * 2 + inference
+  auto make = [&](Cand cand, bool inference) -> std::shared_ptr<onednn::Compiled> {
     try {
-      if (auto c = make_prim(p, s, bias, post, cand, inference)) cands.push_back(std::move(c));
+      return make_prim(p, s, bias, post, cand, inference);
     } catch (const dnnl::error& e) {  // no implementation for this combination
       if (e.status != dnnl_unimplemented) throw;
     }
+    return nullptr;
   };
+  auto add = [&](Cand cand, bool inference) {
+    if (auto c = make(cand, inference)) {
+      cands.push_back(std::move(c));
+      codes.push_back(int64_t(cand) * 2 + int64_t(inference));
+    }
+  };
+  std::vector<int64_t> choice_key{kLayoutChoice};
+  choice_key.insert(choice_key.end(), key.begin(), key.end());
+  int64_t known = -1;
+  {
+    const std::lock_guard lock(choice_mutex());
+    if (auto it = choices().find(choice_key); it != choices().end()) known = it->second;
+  }
+  if (known >= 0 && known < 8)  // timed before (this process, or a compiled model file): build
+    if (auto c = make(Cand(known / 2), known % 2 == 1)) return c;  // only the winner
   if (l != Layout::kPlain) {
     add(Cand::kAny, false);
     if (p == ConvProp::kForward) add(Cand::kAny, true);
@@ -266,23 +300,65 @@ std::shared_ptr<onednn::Compiled> choose(ConvProp p, const Descs& s, bool bias,
   // None: float16 without hardware support (the kernels go through float32), or a post-op set
   // oneDNN cannot fuse (the fused kernel runs the conv, then the epilogue loop).
   if (cands.empty()) return nullptr;
-  return cands.size() == 1 ? cands[0] : cands[fastest(cands)];
+  const size_t best = cands.size() == 1 ? 0 : fastest(cands);
+  const std::lock_guard lock(choice_mutex());
+  choices()[choice_key] = codes[best];
+  return cands[best];
 }
 
 std::shared_ptr<onednn::Compiled> conv_prim(ConvProp p, const Geom& g, DType t, bool bias,
                                             const ops::Attrs* post, Layout l) {
-  return onednn::cached(conv_key(p, g, t, bias, post, l),
-                        [&]() -> std::shared_ptr<onednn::Compiled> {
-                          try {
-                            return choose(p, descs(g, t), bias, post, g.bx || g.by, l);
-                          } catch (const dnnl::error& e) {
-                            if (e.status == dnnl_unimplemented) return nullptr;
-                            onednn::throw_dnnl_error("dnnl::convolution primitive_desc",
-                                                     int(e.status), e.what(), __FILE__, __LINE__,
-                                                     "check the conv2d shapes, padding and groups");
-                          }
-                        });
+  const onednn::CacheKey key = conv_key(p, g, t, bias, post, l);
+  return onednn::cached(key, [&]() -> std::shared_ptr<onednn::Compiled> {
+    try {
+      return choose(p, descs(g, t), bias, post, g.bx || g.by, l, key.values());
+    } catch (const dnnl::error& e) {
+      if (e.status == dnnl_unimplemented) return nullptr;
+      onednn::throw_dnnl_error("dnnl::convolution primitive_desc", int(e.status), e.what(),
+                               __FILE__, __LINE__, "check the conv2d shapes, padding and groups");
+    }
+  });
 }
+
+}  // namespace
+
+std::string conv_choices_text() {
+  const std::lock_guard lock(choice_mutex());
+  std::string out;
+  for (const auto& [key, idx] : choices()) {
+    out += "conv " + std::to_string(key.size());
+    for (int64_t v : key) out += " " + std::to_string(v);
+    out += " " + std::to_string(idx) + "\n";
+  }
+  return out;
+}
+
+void load_conv_choices(const std::string& text) {
+  std::map<std::vector<int64_t>, int64_t> parsed;  // all or nothing
+  std::istringstream in(text);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::istringstream ls(line);
+    std::string kind;
+    int64_t count = -1, idx = -1;
+    ls >> kind >> count;
+    SPORE_CHECK(ls && kind == "conv" && count >= 0 && count <= 512, "kernel choices line ", n,
+                ": expected \"conv COUNT VALUES... CHOICE\" with COUNT <= 512");
+    std::vector<int64_t> key(static_cast<size_t>(count));
+    for (auto& v : key) ls >> v;
+    ls >> idx;
+    std::string rest;
+    SPORE_CHECK(ls && !(ls >> rest) && idx >= 0 && idx < 8 && !key.empty() &&
+                    (key[0] == kLayoutChoice || key[0] == kFusedChoice),
+                "kernel choices line ", n, ": expected ", count,
+                " values (the first a kind, 0 or 1) and a choice in [0, 8)");
+    parsed[std::move(key)] = idx;
+  }
+  const std::lock_guard lock(choice_mutex());
+  for (auto& [k, v] : parsed) choices()[k] = v;
+}
+
+namespace {
 
 // ---- float64 reference loops -------------------------------------------------------------------
 
@@ -431,15 +507,13 @@ void epilogue_loop_blocked(const ops::Attrs& a, int64_t C, int64_t HW, T* y, con
   });
 }
 
-// For each fused conv (geometry + post-ops): whether the plain conv followed by the epilogue loop
-// beat the fused primitive when both were timed at the first call. The fused primitive with
-// binary post-ops (a folded BatchNorm) has no implementation on plain layouts, so at batch 1 it
-// pays the weight reorder that the unfused plain conv avoids.
+// For each fused conv (geometry + post-ops), choices() keeps (kFusedChoice) whether the plain conv
+// followed by the epilogue loop beat the fused primitive when both were timed at the first call.
+// The fused primitive with binary post-ops (a folded BatchNorm) has no implementation on plain
+// layouts, so at batch 1 it pays the weight reorder that the unfused plain conv avoids.
 struct KeyHash {
   size_t operator()(const onednn::CacheKey& k) const { return k.hash(); }
 };
-std::mutex g_choice_mu;
-std::unordered_map<onednn::CacheKey, bool, KeyHash> g_unfused_wins;
 
 double seconds(const std::function<void()>& f) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -612,11 +686,13 @@ void onednn_forward(ops::KernelContext& ctx, const ConvDesc& d, Layout l) {
     } else {
       // float32: the first call times both ways on these very buffers (each writes all of y from
       // the inputs, so repeating them is harmless), in turn, best of three.
-      const onednn::CacheKey key = conv_key(ConvProp::kForward, g, y.dtype(), d.bias, &ctx.attrs);
-      int known = -1;
+      const onednn::CacheKey ck = conv_key(ConvProp::kForward, g, y.dtype(), d.bias, &ctx.attrs);
+      std::vector<int64_t> key{kFusedChoice};
+      key.insert(key.end(), ck.values().begin(), ck.values().end());
+      int64_t known = -1;
       {
-        std::lock_guard<std::mutex> lock(g_choice_mu);
-        if (auto it = g_unfused_wins.find(key); it != g_unfused_wins.end()) known = it->second;
+        const std::lock_guard lock(choice_mutex());
+        if (auto it = choices().find(key); it != choices().end()) known = it->second;
       }
       if (known == 1) {
         unfused();
@@ -630,8 +706,8 @@ void onednn_forward(ops::KernelContext& ctx, const ConvDesc& d, Layout l) {
           tu = std::min(tu, seconds(unfused));
         }
         if (tf <= tu) fused();  // y gets the winner's result, bit for bit what later calls compute
-        std::lock_guard<std::mutex> lock(g_choice_mu);
-        g_unfused_wins[key] = tu < tf;
+        const std::lock_guard lock(choice_mutex());
+        choices()[key] = tu < tf;
       }
     }
   }

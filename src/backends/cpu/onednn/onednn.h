@@ -63,6 +63,7 @@ class CacheKey {
   }
   bool operator==(const CacheKey& o) const { return v_ == o.v_; }
   size_t hash() const;
+  const std::vector<int64_t>& values() const { return v_; }
 
  private:
   std::vector<int64_t> v_;
