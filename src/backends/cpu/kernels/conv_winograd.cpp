@@ -193,6 +193,48 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
   }
 }
 
+// Rows [k0, k1) of a transformed weight u (16, P, Q, 16): row k = (panel p, row q) = (k / Q, k % Q)
+// holds the 16 lanes' G g Gᵀ, one 64-byte line per element e. Lane l's 3x3 kernel g is the 9
+// floats at w + p * panel_stride + q * row_stride + l * lane_stride (rotated by 180 degrees when
+// flip), times scale[p * 16 + l] when scale is given. Vectorised over the lanes (gathers), so it
+// writes each line of u whole.
+void TransformWeightRows(const float* HWY_RESTRICT w, int64_t P, int64_t Q, int64_t panel_stride,
+                         int64_t row_stride, int64_t lane_stride, bool flip,
+                         const float* HWY_RESTRICT scale, float* HWY_RESTRICT u, int64_t k0,
+                         int64_t k1) {
+  const DG d;
+  const hn::RebindToSigned<DG> di;
+  const auto half = hn::Set(d, 0.5f);
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t p = k / Q, q = k % Q;
+    for (size_t lane = 0; lane < 16; lane += kStep) {
+      const float* base = w + p * panel_stride + q * row_stride + int64_t(lane) * lane_stride;
+      const auto idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, int32_t(lane_stride)));
+      hn::Vec<DG> g[9];
+      SPORE_UNROLL for (int t = 0; t < 9; ++t) g[t] =
+          hn::GatherIndex(d, base + (flip ? 8 - t : t), idx);
+      hn::Vec<DG> gk[4][3];  // G g: rows combined
+      SPORE_UNROLL for (int j = 0; j < 3; ++j) {
+        gk[0][j] = g[j];
+        gk[1][j] = hn::Mul(half, hn::Add(hn::Add(g[j], g[3 + j]), g[6 + j]));
+        gk[2][j] = hn::Mul(half, hn::Add(hn::Sub(g[j], g[3 + j]), g[6 + j]));
+        gk[3][j] = g[6 + j];
+      }
+      const auto s = scale ? hn::LoadU(d, scale + p * 16 + int64_t(lane)) : hn::Set(d, 1.f);
+      float* out = u + (p * Q + q) * 16 + int64_t(lane);
+      const int64_t es = P * Q * 16;              // between elements e
+      SPORE_UNROLL for (int i = 0; i < 4; ++i) {  // (G g) Gᵀ: columns
+        const auto r1 = hn::Mul(half, hn::Add(hn::Add(gk[i][0], gk[i][1]), gk[i][2]));
+        const auto r2 = hn::Mul(half, hn::Add(hn::Sub(gk[i][0], gk[i][1]), gk[i][2]));
+        hn::StoreU(hn::Mul(gk[i][0], s), d, out + (i * 4 + 0) * es);
+        hn::StoreU(hn::Mul(r1, s), d, out + (i * 4 + 1) * es);
+        hn::StoreU(hn::Mul(r2, s), d, out + (i * 4 + 2) * es);
+        hn::StoreU(hn::Mul(gk[i][2], s), d, out + (i * 4 + 3) * es);
+      }
+    }
+  }
+}
+
 // Tasks [k0, k1) on the calling thread: task k is part k % parts (a 1/parts share of the output
 // channel blocks) of block k / parts of T tiles (the last block may be short).
 void Tasks(const WinogradGeom& g, const float* x, const float* u, const float* beta,
@@ -221,6 +263,7 @@ HWY_AFTER_NAMESPACE();
 namespace spore::cpu {
 namespace wino {
 HWY_EXPORT(Tasks);
+HWY_EXPORT(TransformWeightRows);
 
 float* thread_scratch(size_t n) {
   thread_local std::vector<float> buf;
@@ -233,27 +276,29 @@ void winograd_transform_weights(const float* w, int64_t O, int64_t C, const floa
                                 const float* scale, const float* shift, float* u, float* beta) {
   SPORE_ASSERT(O % 16 == 0 && C % 16 == 0, "winograd: channels must be multiples of 16, got O=", O,
                ", C=", C);
-  const int64_t Ob = O / 16;
   for (int64_t o = 0; o < O; ++o) {
     const float s = scale ? scale[o] : 1.f;
     beta[o] = (bias ? bias[o] : 0.f) * s + (shift ? shift[o] : 0.f);
-    for (int64_t c = 0; c < C; ++c) {
-      const float* k = w + (o * C + c) * 9;
-      float gk[4][3];  // G g: rows of the 3x3 kernel combined
-      for (int j = 0; j < 3; ++j) {
-        gk[0][j] = k[j];
-        gk[1][j] = 0.5f * (k[j] + k[3 + j] + k[6 + j]);
-        gk[2][j] = 0.5f * (k[j] - k[3 + j] + k[6 + j]);
-        gk[3][j] = k[6 + j];
-      }
-      for (int i = 0; i < 4; ++i) {  // (G g) Gᵀ: columns
-        const float r[4] = {gk[i][0], 0.5f * (gk[i][0] + gk[i][1] + gk[i][2]),
-                            0.5f * (gk[i][0] - gk[i][1] + gk[i][2]), gk[i][2]};
-        for (int j = 0; j < 4; ++j)
-          u[(((i * 4 + j) * Ob + o / 16) * C + c) * 16 + o % 16] = r[j] * s;
-      }
-    }
   }
+  // Panels: 16 output channels (lanes, C * 9 floats apart); rows: input channels. In training this
+  // runs every step (u is up to 16 MB): parallel over rows.
+  const int64_t P = O / 16;
+  parallel_for(0, P * C, 64, [&](int64_t k0, int64_t k1) {
+    HWY_DYNAMIC_DISPATCH(wino::TransformWeightRows)
+    (w, P, C, 16 * C * 9, 9, C * 9, false, scale, u, k0, k1);
+  });
+}
+
+void winograd_transform_weights_backward_data(const float* w, int64_t O, int64_t C, float* u) {
+  SPORE_ASSERT(O % 16 == 0 && C % 16 == 0, "winograd: channels must be multiples of 16, got O=", O,
+               ", C=", C);
+  // The data gradient's conv maps O channels to C: its kernel (c, o) is w[o][c] rotated. Panels:
+  // 16 input channels of the forward conv (lanes, 9 floats apart); rows: its output channels.
+  const int64_t P = C / 16;
+  parallel_for(0, P * O, 64, [&](int64_t k0, int64_t k1) {
+    HWY_DYNAMIC_DISPATCH(wino::TransformWeightRows)
+    (w, P, O, 16 * 9, C * 9, 9, true, nullptr, u, k0, k1);
+  });
 }
 
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
@@ -277,6 +322,41 @@ void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, cons
   parallel_for(0, tasks, 1, [&](int64_t k0, int64_t k1) {
     HWY_DYNAMIC_DISPATCH(wino::Tasks)(g, x, u, beta, residual, act, y, T, parts, k0, k1);
   });
+}
+
+void winograd_run(ops::KernelContext& ctx, const ConvDesc& d) {
+  SPORE_ASSERT(d.prop != ConvProp::kBackwardWeight && d.kh == 3 && d.kw == 3 && d.sh == 1 &&
+                   d.sw == 1 && d.blocked_x && d.blocked_y,
+               "winograd_run: the list's predicate should have declined ", d.str());
+  Tensor& out = ctx.outputs[0];
+  const Tensor a = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
+  // The transformed weights: made in every call, as the weights change every step (a small cost
+  // next to the conv: 16 C O floats written against 2 N H W C O 9 flops).
+  Tensor u = Tensor::empty({16 * d.C * d.O}, kFloat32);
+  if (d.prop == ConvProp::kForward) {
+    size_t i = 2;
+    const Tensor b = d.bias ? dense(ctx.inputs[i++]) : Tensor();
+    const Tensor scale = d.scale ? dense(ctx.inputs[i++]) : Tensor();
+    const Tensor shift = d.scale ? dense(ctx.inputs[i++]) : Tensor();
+    const Tensor r = d.residual ? dense(ctx.inputs[i++]) : Tensor();
+    Tensor beta = Tensor::empty({d.O}, kFloat32);
+    winograd_transform_weights(w.data<float>(), d.O, d.C, d.bias ? b.data<float>() : nullptr,
+                               d.scale ? scale.data<float>() : nullptr,
+                               d.scale ? shift.data<float>() : nullptr, u.data<float>(),
+                               beta.data<float>());
+    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl};
+    return winograd_conv2d(g, a.data<float>(), u.data<float>(), beta.data<float>(),
+                           d.residual ? r.data<float>() : nullptr, conv_act(d.act),
+                           out.data<float>());
+  }
+  // Backward data: dx = conv(dy, w rotated and transposed), padded by 2 - p on each side, so that
+  // the output is x's size: dx (N, C, H, W) from dy (N, O, OH, OW).
+  winograd_transform_weights_backward_data(w.data<float>(), d.O, d.C, u.data<float>());
+  Tensor zero = Tensor::empty({d.C}, kFloat32);
+  std::fill_n(zero.data<float>(), d.C, 0.f);
+  const WinogradGeom g{d.N, d.O, d.OH, d.OW, d.C, d.H, d.W, 2 - d.pt, 2 - d.pl};
+  winograd_conv2d(g, a.data<float>(), u.data<float>(), zero.data<float>(), nullptr, ConvAct::kNone,
+                  out.data<float>());
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "backends/cpu/kernels/conv_epilogue.h"
+#include "backends/cpu/kernels/conv_list.h"
 
 namespace spore::cpu {
 
@@ -35,5 +36,15 @@ void winograd_transform_weights(const float* w, int64_t O, int64_t C, const floa
 // may be null. Parallel over blocks of tiles.
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
                      const float* residual, ConvAct act, float* y);
+
+// For the data gradient: u (16, C/16, O, 16) = G w[o][c]' Gᵀ with w' the kernel rotated by 180
+// degrees, as 16 matrices U[e] (O, C): the weights of the stride-1 conv dy -> dx.
+void winograd_transform_weights_backward_data(const float* w, int64_t O, int64_t C, float* u);
+
+// The convolution lists' winograd entry on weights that change every step (training): the
+// forward conv (Conv2d / Conv2dFused) or the data gradient (Conv2dBackwardData) of a 3x3 stride-1
+// conv between blocked activations whose channels are multiples of 16 (the entry's predicate,
+// nn_conv.cpp, says so). The weights are transformed in the call: once per step and conv.
+void winograd_run(ops::KernelContext& ctx, const ConvDesc& d);
 
 }  // namespace spore::cpu
