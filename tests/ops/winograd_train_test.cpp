@@ -1,9 +1,9 @@
 // Winograd for training (backends/cpu/kernels/conv_winograd.cpp, winograd_run): the convolution
-// lists' winograd entry on weights that are not constants, for the forward conv and the data
-// gradient of 3x3 stride-1 convs between blocked activations. Each is forced (SPORE_CONV_IMPL's
-// scope) and checked against a float64 loop written here, on the blocked layouts: odd output sizes
-// (edge tiles with one row or column), paddings 0, 1, 2 and asymmetric ones, several channel
-// blocks, tile counts that leave short register tiles, one and two threads.
+// lists' winograd entry on weights that are not constants, for the forward conv, the data gradient
+// and the weight gradient of 3x3 stride-1 convs between blocked activations. Each is forced
+// (SPORE_CONV_IMPL's scope) and checked against a float64 loop written here, on the blocked
+// layouts: odd output sizes (edge tiles with one row or column), paddings 0, 1, 2 and asymmetric
+// ones, several channel blocks, tile counts that leave short register tiles, one and two threads.
 //
 // Tolerance, F(2x2, 3x3): |got - want| <= 1e-5 * max |want|. Its transforms are adds and halvings
 // (exact in float32), so the error is float32 summation in another order (the input transform adds
@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"  // the Highway target hooks
@@ -89,6 +88,28 @@ std::vector<double> backward_data_ref(const Geo& g, const std::vector<double>& d
   return dx;
 }
 
+// dw = the gradient of sum(y * dy) with respect to w, in float64.
+std::vector<double> backward_weight_ref(const Geo& g, const std::vector<double>& dy,
+                                        const std::vector<double>& x) {
+  const int64_t OH = g.OH(), OW = g.OW();
+  std::vector<double> dw(size_t(g.O * g.C * 9), 0.0);
+  for (int64_t o = 0; o < g.O; ++o)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 3; ++j) {
+          double acc = 0;
+          for (int64_t n = 0; n < g.N; ++n)
+            for (int64_t oh = 0; oh < OH; ++oh)
+              for (int64_t ow = 0; ow < OW; ++ow) {
+                const int64_t ih = oh - g.pt + i, iw = ow - g.pl + j;
+                if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
+                acc += dy[at(n, o, oh, ow, g.O, OH, OW)] * x[at(n, c, ih, iw, g.C, g.H, g.W)];
+              }
+          dw[size_t(((o * g.C + c) * 3 + i) * 3 + j)] = acc;
+        }
+  return dw;
+}
+
 Attrs conv_attrs(const Geo& g) {
   return Attrs()
       .set("stride", std::vector<int64_t>{1, 1})
@@ -112,9 +133,13 @@ double rel_error(const Tensor& got, const std::vector<double>& want) {
 
 constexpr double kTolF2x2 = 1e-5;  // F(2x2, 3x3), see the top of the file
 
-// Runs the forward conv and the data gradient through the forced winograd entry and returns their
+struct Errors {
+  double y, dx, dw;
+};
+
+// Runs the forward conv and both gradients through the forced winograd entry and returns their
 // errors against the float64 loops.
-std::pair<double, double> errors(const Geo& g) {
+Errors errors(const Geo& g) {
   const int old_threads = get_num_threads();
   set_num_threads(g.threads);
   set_seed(7);
@@ -122,27 +147,32 @@ std::pair<double, double> errors(const Geo& g) {
   const Tensor w = randn({g.O, g.C, 3, 3}) * (1.0 / std::sqrt(9.0 * double(g.C)));
   const Tensor dy = randn({g.N, g.O / 16, g.OH(), g.OW(), 16});
   const Attrs a = conv_attrs(g);
-  Tensor y, dx;
+  Tensor y, dx, dw;
   {
     cpu::ScopedConvImpl only("winograd");  // forced: an error if the entry declined
     y = ops::call1(OpId::Conv2d, {x, w}, a);
     dx = ops::call1(OpId::Conv2dBackwardData, {dy, w},
                     Attrs(a).set("input_shape", Shape{g.N, g.C, g.H, g.W}));
+    dw = ops::call1(OpId::Conv2dBackwardWeight, {dy, x},
+                    Attrs(a).set("weight_shape", Shape{g.O, g.C, 3, 3}));
   }
   set_num_threads(old_threads);
   return {rel_error(y, forward_ref(g, values(x), values(w))),
-          rel_error(dx, backward_data_ref(g, values(dy), values(w)))};
+          rel_error(dx, backward_data_ref(g, values(dy), values(w))),
+          rel_error(dw, backward_weight_ref(g, values(dy), values(x)))};
 }
 
 class WinogradTrain : public ::testing::TestWithParam<Geo> {};
 
-TEST_P(WinogradTrain, ForwardAndDataGradientMatchFloat64) {
+TEST_P(WinogradTrain, ForwardAndGradientsMatchFloat64) {
   const Geo& g = GetParam();
-  const auto [ey, edx] = errors(g);
-  EXPECT_LE(ey, kTolF2x2) << g.name << " forward";
-  EXPECT_LE(edx, kTolF2x2) << g.name << " backward data";
-  std::printf("  %s: F(2x2, 3x3) forward %.2e, backward data %.2e of max |want|\n", g.name, ey,
-              edx);
+  const Errors e = errors(g);
+  EXPECT_LE(e.y, kTolF2x2) << g.name << " forward";
+  EXPECT_LE(e.dx, kTolF2x2) << g.name << " backward data";
+  EXPECT_LE(e.dw, kTolF2x2) << g.name << " backward weight";
+  std::printf(
+      "  %s: F(2x2, 3x3) forward %.2e, backward data %.2e, backward weight %.2e of max |want|\n",
+      g.name, e.y, e.dx, e.dw);
 }
 
 const Geo kGeos[] = {
@@ -165,9 +195,10 @@ TEST(WinogradTrainTargets, EveryHighwayTarget) {
   for (const std::string& target : cpu::direct_conv_targets()) {
     cpu::direct_conv_use_target(target);
     for (const Geo& g : {kGeos[0], kGeos[1], kGeos[4]}) {
-      const auto [ey, edx] = errors(g);
-      EXPECT_LE(ey, kTolF2x2) << g.name << " forward on " << target;
-      EXPECT_LE(edx, kTolF2x2) << g.name << " backward data on " << target;
+      const Errors e = errors(g);
+      EXPECT_LE(e.y, kTolF2x2) << g.name << " forward on " << target;
+      EXPECT_LE(e.dx, kTolF2x2) << g.name << " backward data on " << target;
+      EXPECT_LE(e.dw, kTolF2x2) << g.name << " backward weight on " << target;
     }
   }
   cpu::direct_conv_use_target("");
@@ -185,12 +216,11 @@ TEST(WinogradTrainList, TakesStrideOne3x3OnBlockedActivations) {
       if (n == "winograd") return reason;
     return std::string(c.name()) == "winograd" ? std::string() : std::string("(not listed)");
   };
-  for (cpu::ConvProp p : {cpu::ConvProp::kForward, cpu::ConvProp::kBackwardData}) {
+  for (cpu::ConvProp p :
+       {cpu::ConvProp::kForward, cpu::ConvProp::kBackwardData, cpu::ConvProp::kBackwardWeight}) {
     d.prop = p;
     EXPECT_EQ(why(d), "") << cpu::choose_conv(d).str();
   }
-  d.prop = cpu::ConvProp::kBackwardWeight;
-  EXPECT_EQ(why(d), "(not listed)");
   d.prop = cpu::ConvProp::kForward;
   cpu::ConvDesc e = d;
   e.sh = e.sw = 2, e.OH = e.OW = 8;

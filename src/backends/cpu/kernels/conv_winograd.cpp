@@ -193,6 +193,131 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
   }
 }
 
+// ---- weight gradient ---------------------------------------------------------------------------
+// dU[e] (C, O) = sum over tiles of V[e]ᵀ dM[e], with V = Bᵀ d B the forward's input transform and
+// dM = A dY Aᵀ the transform of the output gradient's 2x2 tile (the transpose of the output
+// transform; outputs past an odd-sized edge are zeros); then dw = Gᵀ dU G (the transpose of the
+// weight transform). Each thread sums its blocks of tiles into its own dU.
+
+// Output-gradient transform of tiles [t0, t0 + T) into dm (16, O/16, T, 16).
+void OutputGradTransform(const WinogradGeom& g, const float* HWY_RESTRICT dy, int64_t t0, int64_t T,
+                         float* HWY_RESTRICT dm) {
+  const DG d;
+  const int64_t TH = (g.OH + 1) / 2, TW = (g.OW + 1) / 2, Ob = g.O / 16;
+  const int64_t es = Ob * T * 16;  // between transformed elements e
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t tg = t0 + t, n = tg / (TH * TW), th = tg % (TH * TW) / TW, tw = tg % TW;
+    const int64_t oh0 = 2 * th, ow0 = 2 * tw;
+    const bool two_rows = oh0 + 1 < g.OH, two_cols = ow0 + 1 < g.OW;
+    for (int64_t ob = 0; ob < Ob; ++ob) {
+      const float* yb = dy + ((n * Ob + ob) * g.OH + oh0) * g.OW * 16;
+      for (size_t lane = 0; lane < 16; lane += kStep) {
+        const auto zero = hn::Zero(d);
+        const auto y00 = hn::LoadU(d, yb + ow0 * 16 + lane);
+        const auto y01 = two_cols ? hn::LoadU(d, yb + (ow0 + 1) * 16 + lane) : zero;
+        const auto y10 = two_rows ? hn::LoadU(d, yb + (g.OW + ow0) * 16 + lane) : zero;
+        const auto y11 =
+            two_rows && two_cols ? hn::LoadU(d, yb + (g.OW + ow0 + 1) * 16 + lane) : zero;
+        // A dY: rows (d0, d0 + d1, d0 - d1, -d1), per output column.
+        const hn::Vec<DG> r[4][2] = {{y00, y01},
+                                     {hn::Add(y00, y10), hn::Add(y01, y11)},
+                                     {hn::Sub(y00, y10), hn::Sub(y01, y11)},
+                                     {hn::Neg(y10), hn::Neg(y11)}};
+        float* out = dm + (ob * T + t) * 16 + int64_t(lane);
+        SPORE_UNROLL for (int i = 0; i < 4; ++i) {  // (A dY) Aᵀ: columns
+          hn::StoreU(r[i][0], d, out + (i * 4 + 0) * es);
+          hn::StoreU(hn::Add(r[i][0], r[i][1]), d, out + (i * 4 + 1) * es);
+          hn::StoreU(hn::Sub(r[i][0], r[i][1]), d, out + (i * 4 + 2) * es);
+          hn::StoreU(hn::Neg(r[i][1]), d, out + (i * 4 + 3) * es);
+        }
+      }
+    }
+  }
+}
+
+// du (R, 16) (+)= v (T rows of stride ldv, R columns)ᵀ @ dm (T, 16): R input channels by 16 output
+// channels in registers over the whole block of tiles.
+template <int R>
+HWY_INLINE void ProductWgrad(const float* HWY_RESTRICT v, int64_t ldv, const float* HWY_RESTRICT dm,
+                             int64_t T, bool first, float* HWY_RESTRICT du) {
+  const DG d;
+  hn::Vec<DG> acc[R][kNV];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] =
+      first ? hn::Zero(d) : hn::LoadU(d, du + r * 16 + k * kStep);
+  for (int64_t t = 0; t < T; ++t) {
+    hn::Vec<DG> w[kNV];
+    SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) w[k] = hn::LoadU(d, dm + t * 16 + k * kStep);
+    SPORE_UNROLL for (int r = 0; r < R; ++r) {
+      const auto b = hn::Set(d, v[t * ldv + r]);
+      SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, w[k], acc[r][k]);
+    }
+  }
+  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k)
+      hn::StoreU(acc[r][k], d, du + r * 16 + k * kStep);
+}
+
+// Blocks [b0, b1) of T tiles summed into du (16, O/16, C, 16) on the calling thread (first: du
+// holds nothing yet).
+void WgradBlocks(const WinogradGeom& g, const float* x, const float* dy, int64_t T, int64_t b0,
+                 int64_t b1, float* du) {
+  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2), Ob = g.O / 16;
+  float* v = thread_scratch(size_t(16 * T * (g.C + g.O)));
+  float* dm = v + 16 * T * g.C;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t t0 = b * T, Tb = std::min(T, tiles - t0);
+    InputTransform(g, x, t0, Tb, v);
+    OutputGradTransform(g, dy, t0, Tb, dm);
+    const bool first = b == b0;
+    for (int64_t e = 0; e < 16; ++e)
+      for (int64_t ob = 0; ob < Ob; ++ob) {
+        const float* ve = v + e * Tb * g.C;
+        const float* dme = dm + (e * Ob + ob) * Tb * 16;
+        float* due = du + (e * Ob + ob) * g.C * 16;
+        int64_t c = 0;
+        for (; c + kRows <= g.C; c += kRows)
+          ProductWgrad<kRows>(ve + c, g.C, dme, Tb, first, due + c * 16);
+        for (; c < g.C; ++c) ProductWgrad<1>(ve + c, g.C, dme, Tb, first, due + c * 16);
+      }
+  }
+}
+
+// Rows [k0, k1) (k = (ob, c)) of dw (O, C, 3, 3) = Gᵀ (sum of the parts' dU) G, 16 output channels
+// at a time; parts: `parts` buffers du (16, O/16, C, 16), `stride` floats apart.
+void WgradFinish(const WinogradGeom& g, const float* HWY_RESTRICT du, int64_t parts, int64_t stride,
+                 float* HWY_RESTRICT dw, int64_t k0, int64_t k1) {
+  const DG d;
+  const auto half = hn::Set(d, 0.5f);
+  const int64_t Ob = g.O / 16, es = Ob * g.C * 16;
+  HWY_ALIGN float out[9][16];
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t ob = k / g.C, c = k % g.C;
+    for (size_t lane = 0; lane < 16; lane += kStep) {
+      hn::Vec<DG> u[16];
+      const float* at = du + (ob * g.C + c) * 16 + int64_t(lane);
+      SPORE_UNROLL for (int e = 0; e < 16; ++e) {
+        u[e] = hn::LoadU(d, at + e * es);
+        for (int64_t p = 1; p < parts; ++p)
+          u[e] = hn::Add(u[e], hn::LoadU(d, at + p * stride + e * es));
+      }
+      hn::Vec<DG> t[3][4];  // Gᵀ dU: rows
+      SPORE_UNROLL for (int j = 0; j < 4; ++j) {
+        const auto h1 = hn::Mul(half, u[4 + j]), h2 = hn::Mul(half, u[8 + j]);
+        t[0][j] = hn::Add(u[j], hn::Add(h1, h2));
+        t[1][j] = hn::Sub(h1, h2);
+        t[2][j] = hn::Add(hn::Add(h1, h2), u[12 + j]);
+      }
+      SPORE_UNROLL for (int a = 0; a < 3; ++a) {  // (Gᵀ dU) G: columns
+        const auto h1 = hn::Mul(half, t[a][1]), h2 = hn::Mul(half, t[a][2]);
+        hn::Store(hn::Add(t[a][0], hn::Add(h1, h2)), d, &out[a * 3 + 0][lane]);
+        hn::Store(hn::Sub(h1, h2), d, &out[a * 3 + 1][lane]);
+        hn::Store(hn::Add(hn::Add(h1, h2), t[a][3]), d, &out[a * 3 + 2][lane]);
+      }
+    }
+    for (int64_t l = 0; l < 16; ++l)
+      for (int tap = 0; tap < 9; ++tap) dw[((ob * 16 + l) * g.C + c) * 9 + tap] = out[tap][l];
+  }
+}
+
 // Rows [k0, k1) of a transformed weight u (16, P, Q, 16): row k = (panel p, row q) = (k / Q, k % Q)
 // holds the 16 lanes' G g Gᵀ, one 64-byte line per element e. Lane l's 3x3 kernel g is the 9
 // floats at w + p * panel_stride + q * row_stride + l * lane_stride (rotated by 180 degrees when
@@ -264,6 +389,8 @@ namespace spore::cpu {
 namespace wino {
 HWY_EXPORT(Tasks);
 HWY_EXPORT(TransformWeightRows);
+HWY_EXPORT(WgradBlocks);
+HWY_EXPORT(WgradFinish);
 
 float* thread_scratch(size_t n) {
   thread_local std::vector<float> buf;
@@ -324,12 +451,41 @@ void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, cons
   });
 }
 
+void winograd_backward_weight(const WinogradGeom& g, const float* x, const float* dy, float* dw) {
+  SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0,
+               "winograd: channels must be multiples of 16, got O=", g.O, ", C=", g.C);
+  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
+  if (tiles == 0) {
+    std::fill_n(dw, g.O * g.C * 9, 0.f);
+    return;
+  }
+  // Blocks as large as a 4 MiB scratch (V and dM) allows, at least the forward's: each block
+  // reads and writes the thread's dU (16 C O floats) once, so fewer blocks is less traffic.
+  const int64_t threads = get_num_threads();
+  const int64_t T = std::min(std::max(wino::block_tiles(g.C), 65536 / (g.C + g.O)),
+                             (tiles + threads - 1) / threads);
+  const int64_t blocks = (tiles + T - 1) / T, parts = std::min(threads, blocks);
+  const int64_t stride = 16 * g.C * g.O;
+  Tensor du = Tensor::empty({parts * stride}, kFloat32);
+  float* dup = du.data<float>();
+  parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) HWY_DYNAMIC_DISPATCH(wino::WgradBlocks)
+    (g, x, dy, T, p * blocks / parts, (p + 1) * blocks / parts, dup + p * stride);
+  });
+  parallel_for(0, g.O / 16 * g.C, 16, [&](int64_t k0, int64_t k1) {
+    HWY_DYNAMIC_DISPATCH(wino::WgradFinish)(g, dup, parts, stride, dw, k0, k1);
+  });
+}
+
 void winograd_run(ops::KernelContext& ctx, const ConvDesc& d) {
-  SPORE_ASSERT(d.prop != ConvProp::kBackwardWeight && d.kh == 3 && d.kw == 3 && d.sh == 1 &&
-                   d.sw == 1 && d.blocked_x && d.blocked_y,
+  SPORE_ASSERT(d.kh == 3 && d.kw == 3 && d.sh == 1 && d.sw == 1 && d.blocked_x && d.blocked_y,
                "winograd_run: the list's predicate should have declined ", d.str());
   Tensor& out = ctx.outputs[0];
-  const Tensor a = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);
+  const Tensor a = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);  // (dy, x) for the weight grad
+  if (d.prop == ConvProp::kBackwardWeight) {
+    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl};
+    return winograd_backward_weight(g, w.data<float>(), a.data<float>(), out.data<float>());
+  }
   // The transformed weights: made in every call, as the weights change every step (a small cost
   // next to the conv: 16 C O floats written against 2 N H W C O 9 flops).
   Tensor u = Tensor::empty({16 * d.C * d.O}, kFloat32);

@@ -517,7 +517,6 @@ std::string constant_conv_why_not(const ConvDesc& d) {
 // gradient (itself a stride-1 3x3 conv, of dy with the rotated, transposed kernel); timed against
 // oneDNN at the first call of each geometry, so it runs only where it measured faster.
 std::string winograd_train_why_not(const ConvDesc& d) {
-  if (d.prop == ConvProp::kBackwardWeight) return "forward and backward data only";
   if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c)";
   if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
   if (d.O % 16 != 0 || d.C % 16 != 0) return "O and C must be multiples of 16";
@@ -809,8 +808,8 @@ const std::vector<ConvImpl>& conv_impls(ConvProp prop) {
                                              blocked,  plain,  via_f32, reference};
   static const std::vector<ConvImpl> backward_data{winograd, onednn,  blocked,
                                                    plain,    via_f32, reference};
-  static const std::vector<ConvImpl> backward_weight{direct, onednn,  blocked,
-                                                     plain,  via_f32, reference};
+  static const std::vector<ConvImpl> backward_weight{winograd, direct,  onednn,   blocked,
+                                                     plain,    via_f32, reference};
   switch (prop) {
     case ConvProp::kForward:
       return forward;
