@@ -23,8 +23,9 @@
 //     (zero_blocked_padding, layout.cpp).
 //   onednn_via_f32: float16 / bfloat16 through float32 copies where oneDNN has no implementation.
 //   reference: plain loops in float64 (the float64 gradient checks; other dtypes through copies).
-// winograd and packed (constant weights) are prepared by the constant_convs pass; only their
-// predicates are here.
+// winograd and packed on constant weights are prepared by the constant_convs pass; only their
+// predicates are here. winograd on weights that change (training) runs winograd_run
+// (conv_winograd.h) for the forward conv and both gradients.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -513,9 +514,10 @@ std::string constant_conv_why_not(const ConvDesc& d) {
   return "";
 }
 // Weights that are not constants (training: they change every step) take the same kernel through
-// winograd_run (conv_winograd.h), which transforms them in the call: the forward conv and the data
-// gradient (itself a stride-1 3x3 conv, of dy with the rotated, transposed kernel); timed against
-// oneDNN at the first call of each geometry, so it runs only where it measured faster.
+// winograd_run (conv_winograd.h), which transforms them in the call: the forward conv, the data
+// gradient (itself a stride-1 3x3 conv, of dy with the rotated, transposed kernel) and the weight
+// gradient (in the Winograd domain); timed against oneDNN at the first call of each geometry and
+// pass, so it runs only where it measured faster. SPORE_CONV_IMPL=-winograd turns it off (A/B).
 std::string winograd_train_why_not(const ConvDesc& d) {
   if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c)";
   if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
