@@ -131,17 +131,51 @@ HWY_INLINE void ProductTail(int rows, const float* v, int64_t ldv, const float* 
 }
 
 // m (16, O/16, T, 16) = for each e and ob in [ob0, ob1): v[e] (T, C) @ u[e][ob] (C, 16).
+// Two panels at once where one vector holds all 16 lanes (AVX-512): m0, m1 (R, 16) = v @ up0, up1.
+// Each broadcast of v then feeds two FMAs (24 accumulators for 12 rows), so the loads (2 + R per
+// input channel) no longer limit the 2R FMAs, as they do with one panel (1 + R loads for R FMAs).
+template <int R>
+HWY_INLINE void Product2(const float* HWY_RESTRICT v, int64_t ldv, const float* HWY_RESTRICT up0,
+                         const float* HWY_RESTRICT up1, int64_t C, float* HWY_RESTRICT m0,
+                         float* HWY_RESTRICT m1) {
+  const DG d;
+  hn::Vec<DG> a0[R], a1[R];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) a0[r] = a1[r] = hn::Zero(d);
+  for (int64_t c = 0; c < C; ++c) {
+    const auto w0 = hn::LoadU(d, up0 + c * 16), w1 = hn::LoadU(d, up1 + c * 16);
+    SPORE_UNROLL for (int r = 0; r < R; ++r) {
+      const auto b = hn::Set(d, v[r * ldv + c]);
+      a0[r] = hn::MulAdd(b, w0, a0[r]);
+      a1[r] = hn::MulAdd(b, w1, a1[r]);
+    }
+  }
+  SPORE_UNROLL for (int r = 0; r < R; ++r) {
+    hn::StoreU(a0[r], d, m0 + r * 16);
+    hn::StoreU(a1[r], d, m1 + r * 16);
+  }
+}
+
 void Products(const WinogradGeom& g, const float* HWY_RESTRICT v, const float* HWY_RESTRICT u,
               int64_t T, int64_t ob0, int64_t ob1, float* HWY_RESTRICT m) {
   const int64_t Ob = g.O / 16;
   for (int64_t e = 0; e < 16; ++e)
-    for (int64_t ob = ob0; ob < ob1; ++ob) {
+    for (int64_t ob = ob0; ob < ob1;) {
       const float* up = u + (e * Ob + ob) * g.C * 16;
       const float* ve = v + e * T * g.C;
       float* me = m + (e * Ob + ob) * T * 16;
+      const bool pair = kNV == 1 && ob + 1 < ob1;  // the next panel: + C * 16 in u, + T * 16 in m
       int64_t t = 0;
-      for (; t + kRows <= T; t += kRows) Product<kRows>(ve + t * g.C, g.C, up, g.C, me + t * 16);
-      if (t < T) ProductTail<kRows - 1>(int(T - t), ve + t * g.C, g.C, up, g.C, me + t * 16);
+      if (pair) {
+        for (; t + kRows <= T; t += kRows)
+          Product2<kRows>(ve + t * g.C, g.C, up, up + g.C * 16, g.C, me + t * 16,
+                          me + (T + t) * 16);
+      } else {
+        for (; t + kRows <= T; t += kRows) Product<kRows>(ve + t * g.C, g.C, up, g.C, me + t * 16);
+      }
+      for (int64_t k = 0; k < (pair ? 2 : 1) && t < T; ++k)
+        ProductTail<kRows - 1>(int(T - t), ve + t * g.C, g.C, up + k * g.C * 16, g.C,
+                               me + (k * T + t) * 16);
+      ob += pair ? 2 : 1;
     }
 }
 
@@ -256,6 +290,46 @@ HWY_INLINE void ProductWgrad(const float* HWY_RESTRICT v, int64_t ldv, const flo
       hn::StoreU(acc[r][k], d, du + r * 16 + k * kStep);
 }
 
+// Input channels per register tile of the weight gradient: 8 on AVX-512 (with two panels, 16
+// accumulators; C, a multiple of 16, leaves no remainder), kRows otherwise.
+constexpr int kWRows = kNV == 1 ? 8 : kRows;
+
+// The remainder columns (fewer than kWRows) of a weight-gradient panel, one template per count.
+template <int R>
+HWY_INLINE void ProductWgradTail(int rows, const float* v, int64_t ldv, const float* dm, int64_t T,
+                                 bool first, float* du) {
+  if constexpr (R > 0) {
+    if (rows == R) return ProductWgrad<R>(v, ldv, dm, T, first, du);
+    ProductWgradTail<R - 1>(rows, v, ldv, dm, T, first, du);
+  }
+}
+
+// The same for two panels of output channels at once (AVX-512, see Product2).
+template <int R>
+HWY_INLINE void ProductWgrad2(const float* HWY_RESTRICT v, int64_t ldv,
+                              const float* HWY_RESTRICT dm0, const float* HWY_RESTRICT dm1,
+                              int64_t T, bool first, float* HWY_RESTRICT du0,
+                              float* HWY_RESTRICT du1) {
+  const DG d;
+  hn::Vec<DG> a0[R], a1[R];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) {
+    a0[r] = first ? hn::Zero(d) : hn::LoadU(d, du0 + r * 16);
+    a1[r] = first ? hn::Zero(d) : hn::LoadU(d, du1 + r * 16);
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    const auto w0 = hn::LoadU(d, dm0 + t * 16), w1 = hn::LoadU(d, dm1 + t * 16);
+    SPORE_UNROLL for (int r = 0; r < R; ++r) {
+      const auto b = hn::Set(d, v[t * ldv + r]);
+      a0[r] = hn::MulAdd(b, w0, a0[r]);
+      a1[r] = hn::MulAdd(b, w1, a1[r]);
+    }
+  }
+  SPORE_UNROLL for (int r = 0; r < R; ++r) {
+    hn::StoreU(a0[r], d, du0 + r * 16);
+    hn::StoreU(a1[r], d, du1 + r * 16);
+  }
+}
+
 // Blocks [b0, b1) of T tiles summed into du (16, O/16, C, 16) on the calling thread (first: du
 // holds nothing yet).
 void WgradBlocks(const WinogradGeom& g, const float* x, const float* dy, int64_t T, int64_t b0,
@@ -269,14 +343,25 @@ void WgradBlocks(const WinogradGeom& g, const float* x, const float* dy, int64_t
     OutputGradTransform(g, dy, t0, Tb, dm);
     const bool first = b == b0;
     for (int64_t e = 0; e < 16; ++e)
-      for (int64_t ob = 0; ob < Ob; ++ob) {
+      for (int64_t ob = 0; ob < Ob;) {
         const float* ve = v + e * Tb * g.C;
         const float* dme = dm + (e * Ob + ob) * Tb * 16;
         float* due = du + (e * Ob + ob) * g.C * 16;
+        const bool pair = kNV == 1 && ob + 1 < Ob;  // as Products: two panels per broadcast
         int64_t c = 0;
-        for (; c + kRows <= g.C; c += kRows)
-          ProductWgrad<kRows>(ve + c, g.C, dme, Tb, first, due + c * 16);
-        for (; c < g.C; ++c) ProductWgrad<1>(ve + c, g.C, dme, Tb, first, due + c * 16);
+        if (pair) {
+          for (; c + kWRows <= g.C; c += kWRows)
+            ProductWgrad2<kWRows>(ve + c, g.C, dme, dme + Tb * 16, Tb, first, due + c * 16,
+                                  due + (g.C + c) * 16);
+        } else {
+          for (; c + kWRows <= g.C; c += kWRows)
+            ProductWgrad<kWRows>(ve + c, g.C, dme, Tb, first, due + c * 16);
+        }
+        if (c < g.C)
+          for (int64_t k = 0; k < (pair ? 2 : 1); ++k)
+            ProductWgradTail<kWRows - 1>(int(g.C - c), ve + c, g.C, dme + k * Tb * 16, Tb, first,
+                                         due + (k * g.C + c) * 16);
+        ob += pair ? 2 : 1;
       }
   }
 }
