@@ -18,6 +18,7 @@
 
 #include "backends/cpu/kernels/conv_direct.h"  // the Highway target hooks
 #include "backends/cpu/kernels/conv_list.h"
+#include "backends/cpu/ops/ops.h"
 #include "op_table.h"
 #include "ops/op.h"
 #include "spore/spore.h"
@@ -202,6 +203,29 @@ TEST(WinogradTrainTargets, EveryHighwayTarget) {
     }
   }
   cpu::direct_conv_use_target("");
+}
+
+// conv2d_fused (bias, a folded BatchNorm's scale and shift, a residual, relu) on weights that are
+// not constants: the scale folded into the transformed weights, the rest in the epilogue; against
+// oneDNN's fused primitive (both float32: 1e-5 of the largest output).
+TEST(WinogradTrainFused, MatchesOneDnn) {
+  const Geo g{"fused", 2, 32, 9, 7, 32, 1, 1, 1, 1};
+  set_seed(5);
+  const Tensor x = randn({g.N, g.C / 16, g.H, g.W, 16});
+  const Tensor w = randn({g.O, g.C, 3, 3}) * (1.0 / std::sqrt(9.0 * double(g.C)));
+  const Tensor b = randn({g.O}) * 0.1, scale = rand({g.O}) + 0.5, shift = randn({g.O}) * 0.1;
+  const Tensor r = randn({g.N, g.O / 16, g.OH(), g.OW(), 16});
+  const Attrs a = Attrs(conv_attrs(g))
+                      .set("has_bias", true)
+                      .set("has_scale", true)
+                      .set("has_residual", true)
+                      .set("act", "relu");
+  auto run = [&](const char* impl) {
+    cpu::ScopedConvImpl only(impl);
+    return ops::call1(cpu::op::Conv2dFused(), {x, w, b, scale, shift, r}, a);
+  };
+  const Tensor got = run("winograd"), want = run("onednn");
+  EXPECT_LE(rel_error(got, values(want)), 1e-5);
 }
 
 // Which geometries the entry takes on weights that are not constants, and why not the others.
