@@ -5,15 +5,19 @@
 //
 //   forward          winograd, packed, direct_nchw, onednn, onednn_blocked, onednn_plain,
 //                    onednn_via_f32, reference
-//   backward data    onednn, onednn_blocked, onednn_plain, onednn_via_f32, reference
-//   backward weight  direct_nchw, onednn, onednn_blocked, onednn_plain, onednn_via_f32, reference
+//   backward data    winograd, onednn, onednn_blocked, onednn_plain, onednn_via_f32, reference
+//   backward weight  winograd, direct_nchw, onednn, onednn_blocked, onednn_plain, onednn_via_f32,
+//                    reference
 //
-// winograd / packed (conv_winograd.cpp, conv_packed.cpp) take only convolutions whose weights are
-// graph constants: the constant_convs pass asks this list at compile time and, where one of them
-// is chosen, prepares the weights once (its conv2d_winograd / conv2d_packed nodes); a kernel never
-// sees them chosen. direct_nchw (conv_direct.cpp) is the one timed entry: where it takes a
-// geometry, the first call runs it and the next entry that takes the conv (oneDNN) on the call's
-// own buffers and keeps the faster, so it declines geometries where oneDNN measured faster.
+// winograd (conv_winograd.cpp) takes 3x3 stride-1 convs between blocked activations whose channels
+// are multiples of 16. On weights that are graph constants (forward only) the constant_convs pass
+// asks this list at compile time and, where winograd or packed (conv_packed.cpp) is chosen,
+// prepares the weights once (its conv2d_winograd / conv2d_packed nodes). On weights that change
+// (training) the kernels run it: forward, data gradient and weight gradient in the Winograd domain,
+// the weights transformed in the call. winograd and direct_nchw (conv_direct.cpp) are the timed
+// entries: where one takes a geometry, the first call runs it and the next entry that takes the
+// conv (oneDNN) on the call's own buffers and keeps the faster, so it declines geometries where
+// oneDNN measured faster (a constant-weight conv, chosen at compile time, is never timed).
 // onednn picks its primitive's layouts by timing too, inside the entry (oneDNN's blocked layouts,
 // the plain ones, forward_inference: the first call of a geometry builds and times them), and
 // onednn_blocked / onednn_plain are the same entry with the layouts fixed (never reached unless

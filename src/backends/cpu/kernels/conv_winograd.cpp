@@ -131,17 +131,51 @@ HWY_INLINE void ProductTail(int rows, const float* v, int64_t ldv, const float* 
 }
 
 // m (16, O/16, T, 16) = for each e and ob in [ob0, ob1): v[e] (T, C) @ u[e][ob] (C, 16).
+// Two panels at once where one vector holds all 16 lanes (AVX-512): m0, m1 (R, 16) = v @ up0, up1.
+// Each broadcast of v then feeds two FMAs (24 accumulators for 12 rows), so the loads (2 + R per
+// input channel) no longer limit the 2R FMAs, as they do with one panel (1 + R loads for R FMAs).
+template <int R>
+HWY_INLINE void Product2(const float* HWY_RESTRICT v, int64_t ldv, const float* HWY_RESTRICT up0,
+                         const float* HWY_RESTRICT up1, int64_t C, float* HWY_RESTRICT m0,
+                         float* HWY_RESTRICT m1) {
+  const DG d;
+  hn::Vec<DG> a0[R], a1[R];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) a0[r] = a1[r] = hn::Zero(d);
+  for (int64_t c = 0; c < C; ++c) {
+    const auto w0 = hn::LoadU(d, up0 + c * 16), w1 = hn::LoadU(d, up1 + c * 16);
+    SPORE_UNROLL for (int r = 0; r < R; ++r) {
+      const auto b = hn::Set(d, v[r * ldv + c]);
+      a0[r] = hn::MulAdd(b, w0, a0[r]);
+      a1[r] = hn::MulAdd(b, w1, a1[r]);
+    }
+  }
+  SPORE_UNROLL for (int r = 0; r < R; ++r) {
+    hn::StoreU(a0[r], d, m0 + r * 16);
+    hn::StoreU(a1[r], d, m1 + r * 16);
+  }
+}
+
 void Products(const WinogradGeom& g, const float* HWY_RESTRICT v, const float* HWY_RESTRICT u,
               int64_t T, int64_t ob0, int64_t ob1, float* HWY_RESTRICT m) {
   const int64_t Ob = g.O / 16;
   for (int64_t e = 0; e < 16; ++e)
-    for (int64_t ob = ob0; ob < ob1; ++ob) {
+    for (int64_t ob = ob0; ob < ob1;) {
       const float* up = u + (e * Ob + ob) * g.C * 16;
       const float* ve = v + e * T * g.C;
       float* me = m + (e * Ob + ob) * T * 16;
+      const bool pair = kNV == 1 && ob + 1 < ob1;  // the next panel: + C * 16 in u, + T * 16 in m
       int64_t t = 0;
-      for (; t + kRows <= T; t += kRows) Product<kRows>(ve + t * g.C, g.C, up, g.C, me + t * 16);
-      if (t < T) ProductTail<kRows - 1>(int(T - t), ve + t * g.C, g.C, up, g.C, me + t * 16);
+      if (pair) {
+        for (; t + kRows <= T; t += kRows)
+          Product2<kRows>(ve + t * g.C, g.C, up, up + g.C * 16, g.C, me + t * 16,
+                          me + (T + t) * 16);
+      } else {
+        for (; t + kRows <= T; t += kRows) Product<kRows>(ve + t * g.C, g.C, up, g.C, me + t * 16);
+      }
+      for (int64_t k = 0; k < (pair ? 2 : 1) && t < T; ++k)
+        ProductTail<kRows - 1>(int(T - t), ve + t * g.C, g.C, up + k * g.C * 16, g.C,
+                               me + (k * T + t) * 16);
+      ob += pair ? 2 : 1;
     }
 }
 
@@ -193,6 +227,224 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
   }
 }
 
+// ---- weight gradient ---------------------------------------------------------------------------
+// dU[e] (C, O) = sum over tiles of V[e]ᵀ dM[e], with V = Bᵀ d B the forward's input transform and
+// dM = A dY Aᵀ the transform of the output gradient's 2x2 tile (the transpose of the output
+// transform; outputs past an odd-sized edge are zeros); then dw = Gᵀ dU G (the transpose of the
+// weight transform). Each thread sums its blocks of tiles into its own dU.
+
+// Output-gradient transform of tiles [t0, t0 + T) into dm (16, O/16, T, 16).
+void OutputGradTransform(const WinogradGeom& g, const float* HWY_RESTRICT dy, int64_t t0, int64_t T,
+                         float* HWY_RESTRICT dm) {
+  const DG d;
+  const int64_t TH = (g.OH + 1) / 2, TW = (g.OW + 1) / 2, Ob = g.O / 16;
+  const int64_t es = Ob * T * 16;  // between transformed elements e
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t tg = t0 + t, n = tg / (TH * TW), th = tg % (TH * TW) / TW, tw = tg % TW;
+    const int64_t oh0 = 2 * th, ow0 = 2 * tw;
+    const bool two_rows = oh0 + 1 < g.OH, two_cols = ow0 + 1 < g.OW;
+    for (int64_t ob = 0; ob < Ob; ++ob) {
+      const float* yb = dy + ((n * Ob + ob) * g.OH + oh0) * g.OW * 16;
+      for (size_t lane = 0; lane < 16; lane += kStep) {
+        const auto zero = hn::Zero(d);
+        const auto y00 = hn::LoadU(d, yb + ow0 * 16 + lane);
+        const auto y01 = two_cols ? hn::LoadU(d, yb + (ow0 + 1) * 16 + lane) : zero;
+        const auto y10 = two_rows ? hn::LoadU(d, yb + (g.OW + ow0) * 16 + lane) : zero;
+        const auto y11 =
+            two_rows && two_cols ? hn::LoadU(d, yb + (g.OW + ow0 + 1) * 16 + lane) : zero;
+        // A dY: rows (d0, d0 + d1, d0 - d1, -d1), per output column.
+        const hn::Vec<DG> r[4][2] = {{y00, y01},
+                                     {hn::Add(y00, y10), hn::Add(y01, y11)},
+                                     {hn::Sub(y00, y10), hn::Sub(y01, y11)},
+                                     {hn::Neg(y10), hn::Neg(y11)}};
+        float* out = dm + (ob * T + t) * 16 + int64_t(lane);
+        SPORE_UNROLL for (int i = 0; i < 4; ++i) {  // (A dY) Aᵀ: columns
+          hn::StoreU(r[i][0], d, out + (i * 4 + 0) * es);
+          hn::StoreU(hn::Add(r[i][0], r[i][1]), d, out + (i * 4 + 1) * es);
+          hn::StoreU(hn::Sub(r[i][0], r[i][1]), d, out + (i * 4 + 2) * es);
+          hn::StoreU(hn::Neg(r[i][1]), d, out + (i * 4 + 3) * es);
+        }
+      }
+    }
+  }
+}
+
+// du (R, 16) (+)= v (T rows of stride ldv, R columns)ᵀ @ dm (T, 16): R input channels by 16 output
+// channels in registers over the whole block of tiles.
+template <int R>
+HWY_INLINE void ProductWgrad(const float* HWY_RESTRICT v, int64_t ldv, const float* HWY_RESTRICT dm,
+                             int64_t T, bool first, float* HWY_RESTRICT du) {
+  const DG d;
+  hn::Vec<DG> acc[R][kNV];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] =
+      first ? hn::Zero(d) : hn::LoadU(d, du + r * 16 + k * kStep);
+  for (int64_t t = 0; t < T; ++t) {
+    hn::Vec<DG> w[kNV];
+    SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) w[k] = hn::LoadU(d, dm + t * 16 + k * kStep);
+    SPORE_UNROLL for (int r = 0; r < R; ++r) {
+      const auto b = hn::Set(d, v[t * ldv + r]);
+      SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, w[k], acc[r][k]);
+    }
+  }
+  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k)
+      hn::StoreU(acc[r][k], d, du + r * 16 + k * kStep);
+}
+
+// Input channels per register tile of the weight gradient: 8 on AVX-512 (with two panels, 16
+// accumulators; C, a multiple of 16, leaves no remainder), kRows otherwise.
+constexpr int kWRows = kNV == 1 ? 8 : kRows;
+
+// The remainder columns (fewer than kWRows) of a weight-gradient panel, one template per count.
+template <int R>
+HWY_INLINE void ProductWgradTail(int rows, const float* v, int64_t ldv, const float* dm, int64_t T,
+                                 bool first, float* du) {
+  if constexpr (R > 0) {
+    if (rows == R) return ProductWgrad<R>(v, ldv, dm, T, first, du);
+    ProductWgradTail<R - 1>(rows, v, ldv, dm, T, first, du);
+  }
+}
+
+// The same for two panels of output channels at once (AVX-512, see Product2).
+template <int R>
+HWY_INLINE void ProductWgrad2(const float* HWY_RESTRICT v, int64_t ldv,
+                              const float* HWY_RESTRICT dm0, const float* HWY_RESTRICT dm1,
+                              int64_t T, bool first, float* HWY_RESTRICT du0,
+                              float* HWY_RESTRICT du1) {
+  const DG d;
+  hn::Vec<DG> a0[R], a1[R];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) {
+    a0[r] = first ? hn::Zero(d) : hn::LoadU(d, du0 + r * 16);
+    a1[r] = first ? hn::Zero(d) : hn::LoadU(d, du1 + r * 16);
+  }
+  for (int64_t t = 0; t < T; ++t) {
+    const auto w0 = hn::LoadU(d, dm0 + t * 16), w1 = hn::LoadU(d, dm1 + t * 16);
+    SPORE_UNROLL for (int r = 0; r < R; ++r) {
+      const auto b = hn::Set(d, v[t * ldv + r]);
+      a0[r] = hn::MulAdd(b, w0, a0[r]);
+      a1[r] = hn::MulAdd(b, w1, a1[r]);
+    }
+  }
+  SPORE_UNROLL for (int r = 0; r < R; ++r) {
+    hn::StoreU(a0[r], d, du0 + r * 16);
+    hn::StoreU(a1[r], d, du1 + r * 16);
+  }
+}
+
+// Blocks [b0, b1) of T tiles summed into du (16, O/16, C, 16) on the calling thread (first: du
+// holds nothing yet).
+void WgradBlocks(const WinogradGeom& g, const float* x, const float* dy, int64_t T, int64_t b0,
+                 int64_t b1, float* du) {
+  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2), Ob = g.O / 16;
+  float* v = thread_scratch(size_t(16 * T * (g.C + g.O)));
+  float* dm = v + 16 * T * g.C;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t t0 = b * T, Tb = std::min(T, tiles - t0);
+    InputTransform(g, x, t0, Tb, v);
+    OutputGradTransform(g, dy, t0, Tb, dm);
+    const bool first = b == b0;
+    for (int64_t e = 0; e < 16; ++e)
+      for (int64_t ob = 0; ob < Ob;) {
+        const float* ve = v + e * Tb * g.C;
+        const float* dme = dm + (e * Ob + ob) * Tb * 16;
+        float* due = du + (e * Ob + ob) * g.C * 16;
+        const bool pair = kNV == 1 && ob + 1 < Ob;  // as Products: two panels per broadcast
+        int64_t c = 0;
+        if (pair) {
+          for (; c + kWRows <= g.C; c += kWRows)
+            ProductWgrad2<kWRows>(ve + c, g.C, dme, dme + Tb * 16, Tb, first, due + c * 16,
+                                  due + (g.C + c) * 16);
+        } else {
+          for (; c + kWRows <= g.C; c += kWRows)
+            ProductWgrad<kWRows>(ve + c, g.C, dme, Tb, first, due + c * 16);
+        }
+        if (c < g.C)
+          for (int64_t k = 0; k < (pair ? 2 : 1); ++k)
+            ProductWgradTail<kWRows - 1>(int(g.C - c), ve + c, g.C, dme + k * Tb * 16, Tb, first,
+                                         due + (k * g.C + c) * 16);
+        ob += pair ? 2 : 1;
+      }
+  }
+}
+
+// Rows [k0, k1) (k = (ob, c)) of dw (O, C, 3, 3) = Gᵀ (sum of the parts' dU) G, 16 output channels
+// at a time; parts: `parts` buffers du (16, O/16, C, 16), `stride` floats apart.
+void WgradFinish(const WinogradGeom& g, const float* HWY_RESTRICT du, int64_t parts, int64_t stride,
+                 float* HWY_RESTRICT dw, int64_t k0, int64_t k1) {
+  const DG d;
+  const auto half = hn::Set(d, 0.5f);
+  const int64_t Ob = g.O / 16, es = Ob * g.C * 16;
+  HWY_ALIGN float out[9][16];
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t ob = k / g.C, c = k % g.C;
+    for (size_t lane = 0; lane < 16; lane += kStep) {
+      hn::Vec<DG> u[16];
+      const float* at = du + (ob * g.C + c) * 16 + int64_t(lane);
+      SPORE_UNROLL for (int e = 0; e < 16; ++e) {
+        u[e] = hn::LoadU(d, at + e * es);
+        for (int64_t p = 1; p < parts; ++p)
+          u[e] = hn::Add(u[e], hn::LoadU(d, at + p * stride + e * es));
+      }
+      hn::Vec<DG> t[3][4];  // Gᵀ dU: rows
+      SPORE_UNROLL for (int j = 0; j < 4; ++j) {
+        const auto h1 = hn::Mul(half, u[4 + j]), h2 = hn::Mul(half, u[8 + j]);
+        t[0][j] = hn::Add(u[j], hn::Add(h1, h2));
+        t[1][j] = hn::Sub(h1, h2);
+        t[2][j] = hn::Add(hn::Add(h1, h2), u[12 + j]);
+      }
+      SPORE_UNROLL for (int a = 0; a < 3; ++a) {  // (Gᵀ dU) G: columns
+        const auto h1 = hn::Mul(half, t[a][1]), h2 = hn::Mul(half, t[a][2]);
+        hn::Store(hn::Add(t[a][0], hn::Add(h1, h2)), d, &out[a * 3 + 0][lane]);
+        hn::Store(hn::Sub(h1, h2), d, &out[a * 3 + 1][lane]);
+        hn::Store(hn::Add(hn::Add(h1, h2), t[a][3]), d, &out[a * 3 + 2][lane]);
+      }
+    }
+    for (int64_t l = 0; l < 16; ++l)
+      for (int tap = 0; tap < 9; ++tap) dw[((ob * 16 + l) * g.C + c) * 9 + tap] = out[tap][l];
+  }
+}
+
+// Rows [k0, k1) of a transformed weight u (16, P, Q, 16): row k = (panel p, row q) = (k / Q, k % Q)
+// holds the 16 lanes' G g Gᵀ, one 64-byte line per element e. Lane l's 3x3 kernel g is the 9
+// floats at w + p * panel_stride + q * row_stride + l * lane_stride (rotated by 180 degrees when
+// flip), times scale[p * 16 + l] when scale is given. Vectorised over the lanes (gathers), so it
+// writes each line of u whole.
+void TransformWeightRows(const float* HWY_RESTRICT w, int64_t P, int64_t Q, int64_t panel_stride,
+                         int64_t row_stride, int64_t lane_stride, bool flip,
+                         const float* HWY_RESTRICT scale, float* HWY_RESTRICT u, int64_t k0,
+                         int64_t k1) {
+  const DG d;
+  const hn::RebindToSigned<DG> di;
+  const auto half = hn::Set(d, 0.5f);
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t p = k / Q, q = k % Q;
+    for (size_t lane = 0; lane < 16; lane += kStep) {
+      const float* base = w + p * panel_stride + q * row_stride + int64_t(lane) * lane_stride;
+      const auto idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, int32_t(lane_stride)));
+      hn::Vec<DG> g[9];
+      SPORE_UNROLL for (int t = 0; t < 9; ++t) g[t] =
+          hn::GatherIndex(d, base + (flip ? 8 - t : t), idx);
+      hn::Vec<DG> gk[4][3];  // G g: rows combined
+      SPORE_UNROLL for (int j = 0; j < 3; ++j) {
+        gk[0][j] = g[j];
+        gk[1][j] = hn::Mul(half, hn::Add(hn::Add(g[j], g[3 + j]), g[6 + j]));
+        gk[2][j] = hn::Mul(half, hn::Add(hn::Sub(g[j], g[3 + j]), g[6 + j]));
+        gk[3][j] = g[6 + j];
+      }
+      const auto s = scale ? hn::LoadU(d, scale + p * 16 + int64_t(lane)) : hn::Set(d, 1.f);
+      float* out = u + (p * Q + q) * 16 + int64_t(lane);
+      const int64_t es = P * Q * 16;              // between elements e
+      SPORE_UNROLL for (int i = 0; i < 4; ++i) {  // (G g) Gᵀ: columns
+        const auto r1 = hn::Mul(half, hn::Add(hn::Add(gk[i][0], gk[i][1]), gk[i][2]));
+        const auto r2 = hn::Mul(half, hn::Add(hn::Sub(gk[i][0], gk[i][1]), gk[i][2]));
+        hn::StoreU(hn::Mul(gk[i][0], s), d, out + (i * 4 + 0) * es);
+        hn::StoreU(hn::Mul(r1, s), d, out + (i * 4 + 1) * es);
+        hn::StoreU(hn::Mul(r2, s), d, out + (i * 4 + 2) * es);
+        hn::StoreU(hn::Mul(gk[i][2], s), d, out + (i * 4 + 3) * es);
+      }
+    }
+  }
+}
+
 // Tasks [k0, k1) on the calling thread: task k is part k % parts (a 1/parts share of the output
 // channel blocks) of block k / parts of T tiles (the last block may be short).
 void Tasks(const WinogradGeom& g, const float* x, const float* u, const float* beta,
@@ -221,6 +473,9 @@ HWY_AFTER_NAMESPACE();
 namespace spore::cpu {
 namespace wino {
 HWY_EXPORT(Tasks);
+HWY_EXPORT(TransformWeightRows);
+HWY_EXPORT(WgradBlocks);
+HWY_EXPORT(WgradFinish);
 
 float* thread_scratch(size_t n) {
   thread_local std::vector<float> buf;
@@ -233,27 +488,29 @@ void winograd_transform_weights(const float* w, int64_t O, int64_t C, const floa
                                 const float* scale, const float* shift, float* u, float* beta) {
   SPORE_ASSERT(O % 16 == 0 && C % 16 == 0, "winograd: channels must be multiples of 16, got O=", O,
                ", C=", C);
-  const int64_t Ob = O / 16;
   for (int64_t o = 0; o < O; ++o) {
     const float s = scale ? scale[o] : 1.f;
     beta[o] = (bias ? bias[o] : 0.f) * s + (shift ? shift[o] : 0.f);
-    for (int64_t c = 0; c < C; ++c) {
-      const float* k = w + (o * C + c) * 9;
-      float gk[4][3];  // G g: rows of the 3x3 kernel combined
-      for (int j = 0; j < 3; ++j) {
-        gk[0][j] = k[j];
-        gk[1][j] = 0.5f * (k[j] + k[3 + j] + k[6 + j]);
-        gk[2][j] = 0.5f * (k[j] - k[3 + j] + k[6 + j]);
-        gk[3][j] = k[6 + j];
-      }
-      for (int i = 0; i < 4; ++i) {  // (G g) Gᵀ: columns
-        const float r[4] = {gk[i][0], 0.5f * (gk[i][0] + gk[i][1] + gk[i][2]),
-                            0.5f * (gk[i][0] - gk[i][1] + gk[i][2]), gk[i][2]};
-        for (int j = 0; j < 4; ++j)
-          u[(((i * 4 + j) * Ob + o / 16) * C + c) * 16 + o % 16] = r[j] * s;
-      }
-    }
   }
+  // Panels: 16 output channels (lanes, C * 9 floats apart); rows: input channels. In training this
+  // runs every step (u is up to 16 MB): parallel over rows.
+  const int64_t P = O / 16;
+  parallel_for(0, P * C, 64, [&](int64_t k0, int64_t k1) {
+    HWY_DYNAMIC_DISPATCH(wino::TransformWeightRows)
+    (w, P, C, 16 * C * 9, 9, C * 9, false, scale, u, k0, k1);
+  });
+}
+
+void winograd_transform_weights_backward_data(const float* w, int64_t O, int64_t C, float* u) {
+  SPORE_ASSERT(O % 16 == 0 && C % 16 == 0, "winograd: channels must be multiples of 16, got O=", O,
+               ", C=", C);
+  // The data gradient's conv maps O channels to C: its kernel (c, o) is w[o][c] rotated. Panels:
+  // 16 input channels of the forward conv (lanes, 9 floats apart); rows: its output channels.
+  const int64_t P = C / 16;
+  parallel_for(0, P * O, 64, [&](int64_t k0, int64_t k1) {
+    HWY_DYNAMIC_DISPATCH(wino::TransformWeightRows)
+    (w, P, O, 16 * 9, C * 9, 9, true, nullptr, u, k0, k1);
+  });
 }
 
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
@@ -277,6 +534,70 @@ void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, cons
   parallel_for(0, tasks, 1, [&](int64_t k0, int64_t k1) {
     HWY_DYNAMIC_DISPATCH(wino::Tasks)(g, x, u, beta, residual, act, y, T, parts, k0, k1);
   });
+}
+
+void winograd_backward_weight(const WinogradGeom& g, const float* x, const float* dy, float* dw) {
+  SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0,
+               "winograd: channels must be multiples of 16, got O=", g.O, ", C=", g.C);
+  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
+  if (tiles == 0) {
+    std::fill_n(dw, g.O * g.C * 9, 0.f);
+    return;
+  }
+  // Blocks as large as a 4 MiB scratch (V and dM) allows, at least the forward's: each block
+  // reads and writes the thread's dU (16 C O floats) once, so fewer blocks is less traffic.
+  const int64_t threads = get_num_threads();
+  const int64_t T = std::min(std::max(wino::block_tiles(g.C), 65536 / (g.C + g.O)),
+                             (tiles + threads - 1) / threads);
+  const int64_t blocks = (tiles + T - 1) / T, parts = std::min(threads, blocks);
+  const int64_t stride = 16 * g.C * g.O;
+  Tensor du = Tensor::empty({parts * stride}, kFloat32);
+  float* dup = du.data<float>();
+  parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) HWY_DYNAMIC_DISPATCH(wino::WgradBlocks)
+    (g, x, dy, T, p * blocks / parts, (p + 1) * blocks / parts, dup + p * stride);
+  });
+  parallel_for(0, g.O / 16 * g.C, 16, [&](int64_t k0, int64_t k1) {
+    HWY_DYNAMIC_DISPATCH(wino::WgradFinish)(g, dup, parts, stride, dw, k0, k1);
+  });
+}
+
+void winograd_run(ops::KernelContext& ctx, const ConvDesc& d) {
+  SPORE_ASSERT(d.kh == 3 && d.kw == 3 && d.sh == 1 && d.sw == 1 && d.blocked_x && d.blocked_y,
+               "winograd_run: the list's predicate should have declined ", d.str());
+  Tensor& out = ctx.outputs[0];
+  const Tensor a = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);  // (dy, x) for the weight grad
+  if (d.prop == ConvProp::kBackwardWeight) {
+    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl};
+    return winograd_backward_weight(g, w.data<float>(), a.data<float>(), out.data<float>());
+  }
+  // The transformed weights: made in every call, as the weights change every step (a small cost
+  // next to the conv: 16 C O floats written against 2 N H W C O 9 flops).
+  Tensor u = Tensor::empty({16 * d.C * d.O}, kFloat32);
+  if (d.prop == ConvProp::kForward) {
+    size_t i = 2;
+    const Tensor b = d.bias ? dense(ctx.inputs[i++]) : Tensor();
+    const Tensor scale = d.scale ? dense(ctx.inputs[i++]) : Tensor();
+    const Tensor shift = d.scale ? dense(ctx.inputs[i++]) : Tensor();
+    const Tensor r = d.residual ? dense(ctx.inputs[i++]) : Tensor();
+    Tensor beta = Tensor::empty({d.O}, kFloat32);
+    winograd_transform_weights(w.data<float>(), d.O, d.C, d.bias ? b.data<float>() : nullptr,
+                               d.scale ? scale.data<float>() : nullptr,
+                               d.scale ? shift.data<float>() : nullptr, u.data<float>(),
+                               beta.data<float>());
+    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl};
+    return winograd_conv2d(g, a.data<float>(), u.data<float>(), beta.data<float>(),
+                           d.residual ? r.data<float>() : nullptr, conv_act(d.act),
+                           out.data<float>());
+  }
+  // Backward data: dx = conv(dy, w rotated and transposed), padded by 2 - p on each side, so that
+  // the output is x's size: dx (N, C, H, W) from dy (N, O, OH, OW).
+  winograd_transform_weights_backward_data(w.data<float>(), d.O, d.C, u.data<float>());
+  Tensor zero = Tensor::empty({d.C}, kFloat32);
+  std::fill_n(zero.data<float>(), d.C, 0.f);
+  const WinogradGeom g{d.N, d.O, d.OH, d.OW, d.C, d.H, d.W, 2 - d.pt, 2 - d.pl};
+  winograd_conv2d(g, a.data<float>(), u.data<float>(), zero.data<float>(), nullptr, ConvAct::kNone,
+                  out.data<float>());
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "backends/cpu/kernels/conv_epilogue.h"
+#include "backends/cpu/kernels/conv_list.h"
 
 namespace spore::cpu {
 
@@ -35,5 +36,22 @@ void winograd_transform_weights(const float* w, int64_t O, int64_t C, const floa
 // may be null. Parallel over blocks of tiles.
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
                      const float* residual, ConvAct act, float* y);
+
+// For the data gradient: u (16, C/16, O, 16) = G w[o][c]' Gᵀ with w' the kernel rotated by 180
+// degrees, as 16 matrices U[e] (O, C): the weights of the stride-1 conv dy -> dx.
+void winograd_transform_weights_backward_data(const float* w, int64_t O, int64_t C, float* u);
+
+// The weight gradient in the Winograd domain: dw (O, C, 3, 3) = Gᵀ [sum over tiles of
+// (Bᵀ d B)ᵀ (A dY Aᵀ)] G, the 16 sums again matrix products (C, tiles) @ (tiles, O); each thread
+// sums its blocks of tiles into its own 16 C O floats, added up at the end. g is the forward conv's
+// geometry; x and dy blocked.
+void winograd_backward_weight(const WinogradGeom& g, const float* x, const float* dy, float* dw);
+
+// The convolution lists' winograd entry on weights that change every step (training): the
+// forward conv (Conv2d / Conv2dFused), the data gradient (Conv2dBackwardData) or the weight
+// gradient (Conv2dBackwardWeight) of a 3x3 stride-1
+// conv between blocked activations whose channels are multiples of 16 (the entry's predicate,
+// nn_conv.cpp, says so). The weights are transformed in the call: once per step and conv.
+void winograd_run(ops::KernelContext& ctx, const ConvDesc& d);
 
 }  // namespace spore::cpu

@@ -23,8 +23,9 @@
 //     (zero_blocked_padding, layout.cpp).
 //   onednn_via_f32: float16 / bfloat16 through float32 copies where oneDNN has no implementation.
 //   reference: plain loops in float64 (the float64 gradient checks; other dtypes through copies).
-// winograd and packed (constant weights) are prepared by the constant_convs pass; only their
-// predicates are here.
+// winograd and packed on constant weights are prepared by the constant_convs pass; only their
+// predicates are here. winograd on weights that change (training) runs winograd_run
+// (conv_winograd.h) for the forward conv and both gradients.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -37,6 +38,7 @@
 
 #include "backends/cpu/kernels/conv_direct.h"
 #include "backends/cpu/kernels/conv_list.h"
+#include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/kernels/layout.h"
 #include "backends/cpu/kernels/nn_util.h"
 #include "backends/cpu/onednn/onednn.h"
@@ -585,10 +587,31 @@ std::string constant_conv_why_not(const ConvDesc& d) {
     return "activation " + d.act + " (relu or silu only)";
   return "";
 }
-std::string winograd_why_not(const ConvDesc& d) {
-  if (std::string r = constant_conv_why_not(d); !r.empty()) return r;
+// Weights that are not constants (training: they change every step) take the same kernel through
+// winograd_run (conv_winograd.h), which transforms them in the call: the forward conv, the data
+// gradient (itself a stride-1 3x3 conv, of dy with the rotated, transposed kernel) and the weight
+// gradient (in the Winograd domain); timed against oneDNN at the first call of each geometry and
+// pass, so it runs only where it measured faster. SPORE_CONV_IMPL=-winograd turns it off (A/B).
+std::string winograd_train_why_not(const ConvDesc& d) {
+  if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c)";
+  if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
+  if (d.O % 16 != 0 || d.C % 16 != 0) return "O and C must be multiples of 16";
+  if (d.G != 1 || d.dh != 1 || d.dw != 1) return "groups or dilation";
   if (d.kh != 3 || d.kw != 3 || d.sh != 1 || d.sw != 1) return "not a 3x3 stride-1 conv";
-  const int64_t tiles = d.N * ((d.OH + 1) / 2) * ((d.OW + 1) / 2);
+  // The data gradient pads dy by 2 - p; the forward's tiles read p rows before the image.
+  for (int64_t p : {d.pt, d.pb, d.pl, d.pr})
+    if (p < 0 || p > 2) return "padding " + std::to_string(p) + " (0 to 2 only)";
+  if (!d.act.empty() && d.act != "relu" && d.act != "silu")
+    return "activation " + d.act + " (relu or silu only)";
+  return "";
+}
+std::string winograd_why_not(const ConvDesc& d) {
+  if (std::string r = d.constant_weights ? constant_conv_why_not(d) : winograd_train_why_not(d);
+      !r.empty())
+    return r;
+  if (d.kh != 3 || d.kw != 3 || d.sh != 1 || d.sw != 1) return "not a 3x3 stride-1 conv";
+  const bool bwd = d.prop == ConvProp::kBackwardData;  // its output (the tiles) is dx
+  const int64_t tiles = d.N * (((bwd ? d.H : d.OH) + 1) / 2) * (((bwd ? d.W : d.OW) + 1) / 2);
   const int64_t want = kMinWinogradTilesPerThread * get_num_threads();
   if (tiles < want)
     return std::to_string(tiles) + " output tiles, fewer than " + std::to_string(want) +
@@ -849,7 +872,7 @@ void conv2d_backward_weight_kernel(ops::KernelContext& ctx) {
 // ==== the lists
 // ======================================================================================
 const std::vector<ConvImpl>& conv_impls(ConvProp prop) {
-  static const ConvImpl winograd{"winograd", winograd_why_not, nullptr};
+  static const ConvImpl winograd{"winograd", winograd_why_not, winograd_run, /*timed=*/true};
   static const ConvImpl packed{"packed", packed_why_not, nullptr};
   static const ConvImpl direct{"direct_nchw", direct_why_not, direct_run, /*timed=*/true};
   static const ConvImpl onednn{"onednn", onednn_why_not<Layout::kAuto>, onednn_run<Layout::kAuto>};
@@ -861,9 +884,10 @@ const std::vector<ConvImpl>& conv_impls(ConvProp prop) {
   static const ConvImpl reference{"reference", reference_why_not, reference_run};
   static const std::vector<ConvImpl> forward{winograd, packed, direct,  onednn,
                                              blocked,  plain,  via_f32, reference};
-  static const std::vector<ConvImpl> backward_data{onednn, blocked, plain, via_f32, reference};
-  static const std::vector<ConvImpl> backward_weight{direct, onednn,  blocked,
-                                                     plain,  via_f32, reference};
+  static const std::vector<ConvImpl> backward_data{winograd, onednn,  blocked,
+                                                   plain,    via_f32, reference};
+  static const std::vector<ConvImpl> backward_weight{winograd, direct,  onednn,   blocked,
+                                                     plain,    via_f32, reference};
   switch (prop) {
     case ConvProp::kForward:
       return forward;
