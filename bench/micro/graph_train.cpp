@@ -18,8 +18,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 
+#include "backends/cpu/isa.h"
 #include "models/lenet.h"
 #include "models/recipe.h"
 #include "models/resnet.h"
@@ -122,4 +125,15 @@ BENCHMARK(BM_LeNet5Step64_Graph)->Unit(benchmark::kMillisecond)->UseRealTime()->
 BENCHMARK(BM_ResNet18Step32_PyNative)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(4);
 BENCHMARK(BM_ResNet18Step32_Graph)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(4);
 
-BENCHMARK_MAIN();
+// --isa prints the CPU backend's ISA decision (backends/cpu/isa.h) for graph_train.sh's header.
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--isa") {
+    std::printf("%s\n", cpu::cpu_isa().str().c_str());
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -10,6 +10,10 @@
 #            setting kept per model (as a careful user on a 2-core machine would tune it).
 # OMP_WAIT_POLICY from the caller's environment reaches both sides (OMP_WAIT_POLICY=passive helps
 # Spore's spinning OpenMP threads when other processes share the cores).
+# ISA=avx2 | avx512 runs both sides as a machine of that ISA would (unset: the machine's best):
+# oneDNN capped by ONEDNN_MAX_CPU_ISA, which Spore's CPU backend also applies to its Highway kernels
+# and its blocked layout (backends/cpu/isa.h); PyTorch capped by ATEN_CPU_CAPABILITY and its
+# bundled oneDNN by DNNL_MAX_CPU_ISA. So an AVX-512 machine measures AVX2 too (docs/performance.md).
 # Targets (printed, never asserted): Graph/PyNative LeNet-5 1.3x, ResNet-18 1.1x; ResNet-18 planned
 # peak <= 0.7x of PyNative's; Graph vs PyTorch LeNet-5 images/s 2x, ResNet-18 step 1.2x faster.
 set -euo pipefail
@@ -18,6 +22,12 @@ REPS=${REPS:-5}
 cd "$(dirname "$0")/../.."
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+case "${ISA:-}" in
+  "") ;;
+  avx2) export ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 ;;
+  avx512) export ONEDNN_MAX_CPU_ISA=AVX512_CORE DNNL_MAX_CPU_ISA=AVX512_CORE ATEN_CPU_CAPABILITY=avx512 ;;
+  *) echo "graph_train.sh: ISA must be avx2 or avx512 (or unset for the machine's best), got '$ISA'"; exit 2 ;;
+esac
 
 OMP_NUM_THREADS=2 "$BUILD/bench/bench_graph_train" --benchmark_repetitions="$REPS" \
   --benchmark_enable_random_interleaving=true --benchmark_format=json > "$out/spore.json" 2> "$out/spore.err" ||
@@ -26,9 +36,12 @@ OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/peers/graph_train_torch.py --threa
 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/peers/graph_train_torch.py --threads 2 \
   --reps "$REPS" > "$out/torch_b.json"
 
-python3 - "$out" "$(uptime)" <<'PY'
+isa="ISA ${ISA:-native}: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+isa="$isa; spore: $(OMP_NUM_THREADS=1 "$BUILD/bench/bench_graph_train" --isa 2>/dev/null || echo '?')"
+python3 - "$out" "$(uptime)" "$isa" <<'PY'
 import json, statistics as st, sys
 out, up = sys.argv[1], sys.argv[2]
+print(sys.argv[3])
 runs = [b for b in json.load(open(f"{out}/spore.json"))["benchmarks"] if b.get("run_type") == "iteration"]
 def med(name, key="real_time"):
     v = [b[key] for b in runs if b["run_name"].split("/")[0] == name]  # names carry /min_time:..., /real_time

@@ -182,14 +182,26 @@ SPORE_DEFINE_OP(Matmul,
 // ---- conv2d ------------------------------------------------------------------------------------
 
 // Blocked activations (ops/blocked.h): with blocked_x / blocked_y the input / output side is
-// nChw16c; weights, biases and the input_shape / weight_shape attributes stay logical.
+// nChw16c, or nChw8c with the attribute lanes=8 (default 16); weights, biases and the input_shape /
+// weight_shape attributes stay logical.
 namespace {
-const auto conv_blocked_shape = blocked::shape;
-// The logical (N, C, H, W) of blocked activation m, which must carry C channels.
-Shape conv_unblocked(const TensorMeta& m, int64_t C, const char* what, const char* flag) {
-  SPORE_CHECK(m.shape.size() == 5 && m.shape[4] == 16 && m.shape[1] == blocked::blocks(C), "with ",
-              flag, "=true the ", what, " must be blocked (N, ceil(C/16)=", blocked::blocks(C),
-              ", H, W, 16) for its C=", C, " channels, got shape ", shape_str(m.shape));
+int64_t conv_lanes(const Attrs& a) {
+  const int64_t L = a.get_int("lanes", blocked::kLanes);
+  SPORE_CHECK(blocked::valid_lanes(L), "the lanes attribute (the channel block of blocked_x / ",
+              "blocked_y) must be 8 or 16, got ", L);
+  return L;
+}
+Shape conv_blocked_shape(const Shape& nchw, const Attrs& a) {
+  return blocked::shape(nchw, conv_lanes(a));
+}
+// The logical (N, C, H, W) of blocked activation m, which must carry C channels in L lanes.
+Shape conv_unblocked(const TensorMeta& m, int64_t C, const Attrs& a, const char* what,
+                     const char* flag) {
+  const int64_t L = conv_lanes(a);
+  SPORE_CHECK(m.shape.size() == 5 && m.shape[4] == L && m.shape[1] == blocked::blocks(C, L),
+              "with ", flag, "=true and lanes=", L, " the ", what, " must be blocked (N, ceil(C/",
+              L, ")=", blocked::blocks(C, L), ", H, W, ", L, ") for its C=", C,
+              " channels, got shape ", shape_str(m.shape));
   return {m.shape[0], C, m.shape[2], m.shape[3]};
 }
 void check_blocked_dtype(const TensorMeta& m, const Attrs& a) {
@@ -214,7 +226,8 @@ SPORE_DEFINE_OP(
                       "expected weight of rank 4 (O, C/groups, kh, kw), got shape ",
                       shape_str(in[1].shape));
           if (bx)
-            x = conv_unblocked(in[0], in[1].shape[1] * conv_geom(a).groups, "input", "blocked_x");
+            x = conv_unblocked(in[0], in[1].shape[1] * conv_geom(a).groups, a, "input",
+                               "blocked_x");
           check_float(in[0], "input");
           check_blocked_dtype(in[0], a);
           SPORE_CHECK_TYPE(in[1].dtype == in[0].dtype, "input is ", dtype_name(in[0].dtype),
@@ -226,7 +239,7 @@ SPORE_DEFINE_OP(
             SPORE_CHECK_TYPE(in[2].dtype == in[0].dtype, "input is ", dtype_name(in[0].dtype),
                              " but bias is ", dtype_name(in[2].dtype));
           }
-          return {{by ? conv_blocked_shape(out) : out, in[0].dtype}};
+          return {{by ? conv_blocked_shape(out, a) : out, in[0].dtype}};
         },
         .vjp = [](const VjpContext& c) -> Tensors {
           const Tensor &x = c.in(0), &w = c.in(1), &g = c.g();
@@ -260,14 +273,14 @@ SPORE_DEFINE_OP(
                         shape_str(xs), " and weight ", shape_str(in[1].shape), " produces");
           } else {
             const Shape ys = conv_out_shape(xs, in[1].shape, conv_geom(a));
-            SPORE_CHECK(in[0].shape == conv_blocked_shape(ys),
+            SPORE_CHECK(in[0].shape == conv_blocked_shape(ys, a),
                         "with blocked_y=true dy must be the blocked ",
-                        shape_str(conv_blocked_shape(ys)), " of the conv2d output ", shape_str(ys),
-                        " (input ", shape_str(xs), ", weight ", shape_str(in[1].shape),
-                        "), got shape ", shape_str(in[0].shape));
+                        shape_str(conv_blocked_shape(ys, a)), " of the conv2d output ",
+                        shape_str(ys), " (input ", shape_str(xs), ", weight ",
+                        shape_str(in[1].shape), "), got shape ", shape_str(in[0].shape));
           }
           check_blocked_dtype(in[0], a);
-          return {{a.get_bool("blocked_x", false) ? conv_blocked_shape(xs) : xs, in[0].dtype}};
+          return {{a.get_bool("blocked_x", false) ? conv_blocked_shape(xs, a) : xs, in[0].dtype}};
         },
         // Differentiable because it is also the transposed convolution (conv_transpose2d,
         // nn::Conv2dTranspose). dx = conv2d^T(dy, w) is bilinear: <g, conv2d^T(dy, w)> =
@@ -302,11 +315,11 @@ SPORE_DEFINE_OP(Conv2dBackwardWeight,
                                     " and weight ", shape_str(ws), " produces");
                       } else {
                         SPORE_CHECK(ws.size() == 4, "bad weight_shape ", shape_str(ws));
-                        const Shape xs = bx ? conv_unblocked(in[1], ws[1] * conv_geom(a).groups,
+                        const Shape xs = bx ? conv_unblocked(in[1], ws[1] * conv_geom(a).groups, a,
                                                              "input x", "blocked_x")
                                             : shape4(in[1], "input x");
                         const Shape ys = conv_out_shape(xs, ws, conv_geom(a));
-                        const Shape want = by ? conv_blocked_shape(ys) : ys;
+                        const Shape want = by ? conv_blocked_shape(ys, a) : ys;
                         SPORE_CHECK(in[0].shape == want, "dy has shape ", shape_str(in[0].shape),
                                     ", expected ", shape_str(want), (by ? " (blocked_y=true)" : ""),
                                     " for a conv2d of input ", shape_str(xs), " and weight ",
@@ -319,13 +332,13 @@ SPORE_DEFINE_OP(Conv2dBackwardWeight,
 
 // ---- pooling -----------------------------------------------------------------------------------
 
-// The `blocked` attribute (graph-internal, set by the blocked-layout pass): nChw16c activations as
-// 5-D (N, ceil(C/16), H, W, 16) tensors; float32 only.
+// The `blocked` attribute (graph-internal, set by the blocked-layout pass): nChw16c / nChw8c
+// activations as 5-D (N, ceil(C/L), H, W, L) tensors, L = 16 or 8 (ops/blocked.h); float32 only.
 namespace {
-const auto pool_bn_blocks = blocked::blocks;
 void pool_bn_check_blocked(const TensorMeta& m, const char* op, const char* what) {
-  SPORE_CHECK(m.shape.size() == 5 && m.shape[4] == 16, op, " with blocked=true expects ", what,
-              " of blocked shape (N, ceil(C/16), H, W, 16), got shape ", shape_str(m.shape));
+  SPORE_CHECK(blocked::lanes_of(m.shape) != 0, op, " with blocked=true expects ", what,
+              " of blocked shape (N, ceil(C/L), H, W, L) with L = 8 or 16, got shape ",
+              shape_str(m.shape));
   SPORE_CHECK_TYPE(m.dtype == kFloat32, op, ": blocked layout supports float32 only, got ", what,
                    " of ", dtype_name(m.dtype));
 }
@@ -336,17 +349,18 @@ SPORE_DEFINE_OP(
     {
         .infer = [](const Metas& in, const Attrs& a) -> Metas {
           check_float(in[0], "input");
-          if (a.get_bool("blocked")) {  // (N, Cb, H, W, 16) -> (N, Cb, OH, OW, 16) twice
+          if (a.get_bool("blocked")) {  // (N, Cb, H, W, L) -> (N, Cb, OH, OW, L) twice
             pool_bn_check_blocked(in[0], "max_pool2d", "input");
             const Shape& x = in[0].shape;
+            const int64_t L = x[4];
             // Optional `channels` (logical C): the kernel then zeroes y's padding lanes whatever x
             // holds.
-            const int64_t C = a.get_int("channels", x[1] * 16);
-            SPORE_CHECK(C > 0 && pool_bn_blocks(C) == x[1],
+            const int64_t C = a.get_int("channels", x[1] * L);
+            SPORE_CHECK(C > 0 && blocked::blocks(C, L) == x[1],
                         "max_pool2d with blocked=true: channels=", C, " needs input of shape (N, ",
-                        pool_bn_blocks(C), ", H, W, 16), got ", shape_str(x));
+                        blocked::blocks(C, L), ", H, W, ", L, "), got ", shape_str(x));
             Shape out = pool_out_shape({x[0], x[1], x[2], x[3]}, pool_geom(a));
-            out.push_back(16);
+            out.push_back(L);
             return {{out, in[0].dtype}, {out, kInt64}};
           }
           const Shape out = pool_out_shape(shape4(in[0], "input"), pool_geom(a));
@@ -371,21 +385,22 @@ SPORE_DEFINE_OP(
           SPORE_CHECK_TYPE(in[1].dtype == kInt64, "indices must be int64, got ",
                            dtype_name(in[1].dtype));
           if (a.get_bool(
-                  "blocked")) {  // input_shape stays logical (N, C, H, W); dx is (N, Cb, H, W, 16)
+                  "blocked")) {  // input_shape stays logical (N, C, H, W); dx is (N, Cb, H, W, L)
             pool_bn_check_blocked(in[0], "max_pool2d_backward", "dy");
+            const int64_t L = in[0].shape[4];
             const Shape& xs = a.get_ints("input_shape");
             SPORE_CHECK(xs.size() == 4,
                         "max_pool2d_backward with blocked=true expects a logical input_shape "
                         "(N, C, H, W), got ",
                         shape_str(xs));
             Shape dys = pool_out_shape(xs, pool_geom(a));
-            dys[1] = pool_bn_blocks(xs[1]);
-            dys.push_back(16);
+            dys[1] = blocked::blocks(xs[1], L);
+            dys.push_back(L);
             SPORE_CHECK(in[0].shape == dys,
                         "max_pool2d_backward with blocked=true: dy must have shape ",
                         shape_str(dys), " (the blocked pool output of logical input ",
                         shape_str(xs), "), got ", shape_str(in[0].shape));
-            return {{{xs[0], pool_bn_blocks(xs[1]), xs[2], xs[3], 16}, in[0].dtype}};
+            return {{{xs[0], blocked::blocks(xs[1], L), xs[2], xs[3], L}, in[0].dtype}};
           }
           return {{a.get_ints("input_shape"), in[0].dtype}};
         },
@@ -459,16 +474,17 @@ void check_bn_input(const TensorMeta& x) {
 }  // namespace
 
 namespace {
-// Blocked batch norm: x (N, Cb, H, W, 16) with the logical C = gamma's length, Cb = ceil(C/16).
+// Blocked batch norm: x (N, Cb, H, W, L) with the logical C = gamma's length, Cb = ceil(C/L).
 void check_bn_blocked(const char* op, const TensorMeta& x, const TensorMeta& gamma,
                       const TensorMeta& other, const char* other_name) {
   pool_bn_check_blocked(x, op, "input");
   SPORE_CHECK(gamma.shape.size() == 1, op, " with blocked=true: gamma must have shape (C), got ",
               shape_str(gamma.shape));
   const int64_t C = gamma.shape[0];
-  SPORE_CHECK(x.shape[1] == pool_bn_blocks(C), op, " with blocked=true: gamma has C=", C,
-              " channels, so the input must have shape (N, ", pool_bn_blocks(C),
-              ", H, W, 16), got ", shape_str(x.shape));
+  const int64_t L = x.shape[4];
+  SPORE_CHECK(x.shape[1] == blocked::blocks(C, L), op, " with blocked=true: gamma has C=", C,
+              " channels, so the input must have shape (N, ", blocked::blocks(C, L), ", H, W, ", L,
+              "), got ", shape_str(x.shape));
   SPORE_CHECK(other.shape == gamma.shape, op, ": ", other_name, " must have shape (", C,
               ") like gamma, got ", shape_str(other.shape));
   check_float(gamma, "gamma");

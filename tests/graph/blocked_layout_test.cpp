@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/passes/passes.h"
 #include "graph/executor.h"
@@ -63,6 +64,7 @@ struct NoBlocked : test::ScopedEnv {  // SPORE_NO_BLOCKED_LAYOUT=1 for a scope
 // pool2's backward to conv2's two backward ops: one from_blocked (pool2 -> flatten), one
 // to_blocked (the flatten's gradient -> pool2's backward).
 TEST(BlockedLayout, LeNetConvStackForwardAndBackward) {
+  const cpu::ScopedBlockedLanes lanes(16);  // the expectations count 16-lane blocks
   set_seed(0);
   Tensor x = randn({8, 1, 28, 28});
   Tensor w1 = (randn({6, 1, 5, 5}) * 0.3).set_requires_grad(true),
@@ -106,6 +108,7 @@ TEST(BlockedLayout, LeNetConvStackForwardAndBackward) {
 // pool: conv / batch norm / relu / add all blocked, their gradients too; the only re-layouts are
 // the mean's input and the gradient coming back through it.
 TEST(BlockedLayout, ResNetBlockWithBatchNormForwardAndBackward) {
+  const cpu::ScopedBlockedLanes lanes(16);  // the expectations count 16-lane blocks
   set_seed(1);
   Tensor x = randn({4, 16, 8, 8});
   auto param = [](Shape s, double k) { return (randn(s) * k).set_requires_grad(true); };
@@ -153,6 +156,7 @@ TEST(BlockedLayout, ResNetBlockWithBatchNormForwardAndBackward) {
 // around it; its backward (a split, not layout-aware) reads the gradient plain. A concat whose
 // inputs are not whole 16-channel blocks stays plain.
 TEST(BlockedLayout, ChannelConcatOfWholeBlocks) {
+  const cpu::ScopedBlockedLanes lanes(16);  // the expectations count 16-lane blocks
   set_seed(2);
   Tensor x = randn({2, 16, 8, 8});
   auto param = [](Shape s, double k) { return (randn(s) * k).set_requires_grad(true); };
@@ -212,6 +216,7 @@ TEST(BlockedLayout, ChannelConcatOfWholeBlocks) {
 // reorder for a from_blocked of the same size, so nothing changes. The 3-channel network input
 // stays plain even where the output side goes blocked.
 TEST(BlockedLayout, NoGainNoChangeAndSmallInputsStayPlain) {
+  const cpu::ScopedBlockedLanes lanes(16);  // the expectations count 16-lane blocks
   set_seed(2);
   Tensor x = randn({2, 3, 8, 8}), w = randn({16, 3, 3, 3}) * 0.2, w2 = randn({16, 16, 3, 3}) * 0.1;
   auto lone = graph::trace(
@@ -243,6 +248,7 @@ TEST(BlockedLayout, NoGainNoChangeAndSmallInputsStayPlain) {
 // With 40 channels (3 blocks, 8 padding lanes), a pointwise op that does not keep zeros zero
 // (exp) runs plain: the value it reads is re-laid-out back, so padding never turns non-zero.
 TEST(BlockedLayout, PaddedChannelsOnlyThroughZeroKeepingOps) {
+  const cpu::ScopedBlockedLanes lanes(16);  // the expectations count 16-lane blocks
   set_seed(3);
   Tensor x = randn({2, 8, 10, 10}), w = randn({40, 8, 3, 3}) * 0.2,
          w2 = randn({16, 40, 3, 3}) * 0.2;
@@ -270,6 +276,7 @@ TEST(BlockedLayout, PaddedChannelsOnlyThroughZeroKeepingOps) {
 }
 
 TEST(BlockedLayout, EnvironmentSwitchTurnsItOff) {
+  const cpu::ScopedBlockedLanes lanes(16);  // the expectations count 16-lane blocks
   set_seed(4);
   Tensor x = randn({2, 16, 8, 8}), w = randn({16, 16, 3, 3}) * 0.1;
   auto traced = graph::trace(

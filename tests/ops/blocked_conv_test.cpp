@@ -258,8 +258,8 @@ TEST(BlockedConvErrors, Shapes) {
     ops::call1(OpId::Conv2d, {zeros({2, 6, 8, 8}), zeros({16, 6, 3, 3})},
                with_flags(a, true, false));
   });
-  EXPECT_NE(m.find("[conv2d] with blocked_x=true the input must be blocked (N, ceil(C/16)=1, H, W, "
-                   "16) for its C=6 channels, got shape (2, 6, 8, 8)"),
+  EXPECT_NE(m.find("[conv2d] with blocked_x=true and lanes=16 the input must be blocked (N, "
+                   "ceil(C/16)=1, H, W, 16) for its C=6 channels, got shape (2, 6, 8, 8)"),
             std::string::npos)
       << m;
   m = error_of([&] {
@@ -287,8 +287,10 @@ TEST(BlockedConvErrors, Shapes) {
     ops::call1(OpId::Conv2dBackwardWeight, {zeros({2, 1, 6, 6, 16}), zeros({2, 6, 8, 8})},
                with_flags(Attrs(a).set("weight_shape", Shape{16, 6, 3, 3}), true, true));
   });
-  EXPECT_NE(m.find("[conv2d_backward_weight] with blocked_x=true the input x must be blocked"),
-            std::string::npos)
+  EXPECT_NE(
+      m.find(
+          "[conv2d_backward_weight] with blocked_x=true and lanes=16 the input x must be blocked"),
+      std::string::npos)
       << m;
   m = error_of([&] {
     ops::call1(OpId::Conv2d, {zeros({2, 1, 8, 8, 16}, kFloat64), zeros({16, 6, 3, 3}, kFloat64)},

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backends/backend.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/conv_list.h"
 
 namespace spore {
@@ -31,6 +32,8 @@ class CpuEvent final : public Event {
 
 class CpuBackend final : public Backend {
  public:
+  // The ISA decision first: it caps Highway's targets before any kernel dispatches (isa.h).
+  CpuBackend() { (void)cpu::cpu_isa(); }
   DeviceType type() const override { return DeviceType::CPU; }
   std::string_view name() const override { return "CPU"; }
   int device_count() const override { return 1; }
@@ -64,7 +67,7 @@ class CpuBackend final : public Backend {
                     std::to_string(HWY_MINOR) + " (best target here: ";
     const int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;  // lower bit = better target
     s += hwy::TargetName(targets & -targets);
-    return s + ")";
+    return s + "); ISA: " + cpu::cpu_isa().str();
   }
   std::string kernel_choices() const override { return cpu::conv_choices_text(); }
   void load_kernel_choices(const std::string& text) override { cpu::load_conv_choices(text); }

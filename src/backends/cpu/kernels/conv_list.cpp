@@ -212,6 +212,7 @@ std::vector<int64_t> ConvDesc::key() const {
           G,
           blocked_x,
           blocked_y,
+          lanes,
           bias,
           fused,
           scale,

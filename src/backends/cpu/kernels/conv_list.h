@@ -60,6 +60,7 @@ struct ConvDesc {
   int64_t N = 0, C = 0, H = 0, W = 0, O = 0, kh = 0, kw = 0, OH = 0, OW = 0;
   int64_t sh = 1, sw = 1, pt = 0, pb = 0, pl = 0, pr = 0, dh = 1, dw = 1, G = 1;
   bool blocked_x = false, blocked_y = false;  // activations in nChw16c (Graph mode's layout pass)
+  int64_t lanes = 16;                         // their channel block: 16, or 8 (nChw8c)
   bool bias = false;                          // forward: a bias input
   // Forward, conv2d_fused: oneDNN post-ops.
   bool fused = false, scale = false, residual = false;
@@ -70,7 +71,7 @@ struct ConvDesc {
 
   // From a Conv2d / Conv2dFused / Conv2dBackwardData / Conv2dBackwardWeight kernel's context.
   static ConvDesc of(ConvProp prop, const ops::KernelContext& ctx);
-  // From the shapes as the op holds them (x, y: (N, C, H, W), or (N, Cb, H, W, 16) when blocked;
+  // From the shapes as the op holds them (x, y: (N, C, H, W), or (N, Cb, H, W, L) when blocked;
   // w: (O, C/G, kh, kw)), its attributes, whether it is a conv2d_fused and its input count.
   static ConvDesc of(ConvProp prop, const Shape& x, const Shape& w, const Shape& y, DType dtype,
                      const ops::Attrs& a, bool fused, size_t num_inputs);

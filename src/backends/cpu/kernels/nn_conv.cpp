@@ -17,8 +17,9 @@
 //     primitive per post-op set in the cache. Where oneDNN has no implementation for a post-op set
 //     (or where it measured faster), the plain conv runs and the epilogue follows in a loop.
 //     Blocked activations (attrs blocked_x / blocked_y, made by Graph mode's layout pass): the
-//     activation's user descriptor is aBcd16b (nChw16c, held as the 5-D (N, Cb, H, W, 16))
-//     instead of nchw, so the candidates that keep the user's layouts run with no activation
+//     activation's user descriptor is aBcd16b or aBcd8b (nChw16c / nChw8c, held as the 5-D
+//     (N, Cb, H, W, L); attr lanes, the width of the ISA's kernels: backends/cpu/isa.h) instead
+//     of nchw, so the candidates that keep the user's layouts run with no activation
 //     reorder; the padding lanes of blocked outputs are zeroed after each call
 //     (zero_blocked_padding, layout.cpp).
 //   onednn_via_f32: float16 / bfloat16 through float32 copies where oneDNN has no implementation.
@@ -52,31 +53,44 @@ namespace {
 struct Geom {
   int64_t N, C, H, W, O, kh, kw, OH, OW;
   int64_t sh, sw, pt, pb, pl, pr, dh, dw, G;
-  bool bx, by;  // x-side / y-side activation blocked (aBcd16b)
+  bool bx, by;  // x-side / y-side activation blocked (aBcd16b / aBcd8b)
+  int64_t L;    // the blocked activations' lanes (16 or 8)
 };
 
-// x / y: the activations as the kernel holds them, (N, C, H, W) or blocked (N, Cb, H, W, 16) (H and
+// x / y: the activations as the kernel holds them, (N, C, H, W) or blocked (N, Cb, H, W, L) (H and
 // W sit at the same positions); a blocked x's logical C comes from the weight.
 Geom geom(const Shape& x, const Shape& w, const Shape& y, const ops::Attrs& a) {
   const auto &st = a.get_ints("stride"), &pad = a.get_ints("padding"),
              &dil = a.get_ints("dilation");
   const int64_t G = a.get_int("groups", 1);
   const bool bx = a.get_bool("blocked_x", false), by = a.get_bool("blocked_y", false);
-  return {x[0],   bx ? w[1] * G : x[1],
-          x[2],   x[3],
-          w[0],   w[2],
-          w[3],   y[2],
-          y[3],   st[0],
-          st[1],  pad[0],
-          pad[1], pad[2],
-          pad[3], dil[0],
-          dil[1], G,
-          bx,     by};
+  return {x[0],
+          bx ? w[1] * G : x[1],
+          x[2],
+          x[3],
+          w[0],
+          w[2],
+          w[3],
+          y[2],
+          y[3],
+          st[0],
+          st[1],
+          pad[0],
+          pad[1],
+          pad[2],
+          pad[3],
+          dil[0],
+          dil[1],
+          G,
+          bx,
+          by,
+          a.get_int("lanes", 16)};
 }
 
-// Zeros the padding lanes of a blocked output t (N, Cb, H, W, 16) with C logical channels.
+// Zeros the padding lanes of a blocked output t (N, Cb, H, W, L) with C logical channels.
 void zero_padding(Tensor& t, int64_t C) {
-  zero_blocked_padding(t.data_ptr(), t.size(0), C, t.size(2) * t.size(3), itemsize(t.dtype()));
+  zero_blocked_padding(t.data_ptr(), t.size(0), C, t.size(2) * t.size(3), itemsize(t.dtype()),
+                       t.size(4));
 }
 
 // ---- layout choice (inside the onednn entries) --------------------------------------------------
@@ -96,7 +110,7 @@ onednn::CacheKey conv_key(ConvProp p, const Geom& g, DType t, bool bias, const o
       .add(int64_t(t))
       .add(bias);
   k.add({g.N, g.C, g.H, g.W, g.O, g.kh, g.kw, g.sh, g.sw, g.pt, g.pb, g.pl, g.pr, g.dh, g.dw, g.G});
-  k.add(g.bx).add(g.by).add(int64_t(l));
+  k.add(g.bx).add(g.by).add(g.L).add(int64_t(l));
   if (post) onednn::add_post_op_key(k, *post);
   return k;
 }
@@ -114,8 +128,8 @@ Descs descs(const Geom& g, DType t) {
   const onednn::dims wd = g.G == 1 ? onednn::dims{g.O, g.C, g.kh, g.kw}
                                    : onednn::dims{g.G, g.O / g.G, g.C / g.G, g.kh, g.kw};
   Descs r;
-  r.x_user = {xd, d, g.bx ? onednn::tag::aBcd16b : onednn::tag::nchw};
-  r.y_user = {yd, d, g.by ? onednn::tag::aBcd16b : onednn::tag::nchw};
+  r.x_user = {xd, d, g.bx ? onednn::blocked_tag(g.L) : onednn::tag::nchw};
+  r.y_user = {yd, d, g.by ? onednn::blocked_tag(g.L) : onednn::tag::nchw};
   r.w_user = {wd, d, g.G == 1 ? onednn::tag::oihw : onednn::tag::goihw};
   r.b_user = {{g.O}, d, onednn::tag::x};
   r.c_user = {{1, g.O, 1, 1}, d, onednn::tag::nchw};
@@ -292,7 +306,9 @@ std::shared_ptr<onednn::Compiled> choose(ConvProp p, const Descs& s, bool bias,
     if (auto c = make(Cand(known / 2), known % 2 == 1)) return c;  // only the winner
   if (l != Layout::kPlain) {
     add(Cand::kAny, false);
-    if (p == ConvProp::kForward) add(Cand::kAny, true);
+    // onednn_blocked fixes oneDNN's own layouts without timing (forward_inference may pick
+    // another layout, e.g. brgconv's nhwc).
+    if (p == ConvProp::kForward && l == Layout::kAuto) add(Cand::kAny, true);
   }
   if (l != Layout::kBlocked) add(Cand::kUser, false);
   if (l != Layout::kBlocked && blocked) {
@@ -474,30 +490,30 @@ void epilogue_loop(const ops::Attrs& a, int64_t C, int64_t HW, T* y, const T* sc
   });
 }
 
-// The same epilogue on a blocked y (N, Cb, OH, OW, 16): channel cb*16 + l for lane l; padding
+// The same epilogue on a blocked y (N, Cb, OH, OW, L): channel cb*L + l for lane l; padding
 // lanes get scale 1 and shift 0 (their result is zeroed afterwards).
 template <typename T>
-void epilogue_loop_blocked(const ops::Attrs& a, int64_t C, int64_t HW, T* y, const T* scale,
-                           const T* shift, const T* res, int64_t n) {
+void epilogue_loop_blocked(const ops::Attrs& a, int64_t C, int64_t HW, int64_t L, T* y,
+                           const T* scale, const T* shift, const T* res, int64_t n) {
   const std::string act = a.has("act") ? a.get_string("act") : std::string();
   const int kind = act.empty() ? 0 : act == "relu" ? 1 : 2;
   const onednn::Activation activation = onednn::activation_of(a);
   using F = acc_t<T>;
-  const int64_t Cb = (C + 15) / 16, plane = HW * 16;
+  const int64_t Cb = (C + L - 1) / L, plane = HW * L;
   parallel_for(0, n / plane, std::max<int64_t>(1, 16384 / plane), [&](int64_t p0, int64_t p1) {
     F s[16], b[16];
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t cb = p % Cb;
-      for (int64_t l = 0; l < 16; ++l) {
-        const int64_t c = cb * 16 + l;
+      for (int64_t l = 0; l < L; ++l) {
+        const int64_t c = cb * L + l;
         s[l] = scale && c < C ? F(scale[c]) : F(1);
         b[l] = scale && c < C ? F(shift[c]) : F(0);
       }
       T* yp = y + p * plane;
       const T* rp = res ? res + p * plane : nullptr;
       for (int64_t i = 0; i < HW; ++i)
-        for (int64_t l = 0; l < 16; ++l) {
-          const int64_t e = i * 16 + l;
+        for (int64_t l = 0; l < L; ++l) {
+          const int64_t e = i * L + l;
           F v = F(yp[e]) * s[l] + b[l] + (rp ? F(rp[e]) : F(0));
           if (kind == 1)
             v = v > F(0) ? v : F(0);
@@ -524,8 +540,8 @@ double seconds(const std::function<void()>& f) {
 }
 
 Geom geom(const ConvDesc& d) {
-  return {d.N,  d.C,  d.H,  d.W,  d.O,  d.kh, d.kw, d.OH, d.OW,        d.sh,
-          d.sw, d.pt, d.pb, d.pl, d.pr, d.dh, d.dw, d.G,  d.blocked_x, d.blocked_y};
+  return {d.N,  d.C,  d.H,  d.W,  d.O,  d.kh, d.kw, d.OH,        d.OW,        d.sh,   d.sw,
+          d.pt, d.pb, d.pl, d.pr, d.dh, d.dw, d.G,  d.blocked_x, d.blocked_y, d.lanes};
 }
 
 // The conv, then the epilogue (scale, shift, residual, activation) in a loop: float32 with a
@@ -558,7 +574,7 @@ void conv_then_epilogue(ops::KernelContext& ctx, const Geom& g, Layout l) {
   const T* rp = has_res ? r.data<T>() : nullptr;
   if (g.by) {
     if constexpr (!std::is_same_v<T, double>)
-      epilogue_loop_blocked<T>(ctx.attrs, g.O, g.OH * g.OW, yp, sp, hp, rp, y.numel());
+      epilogue_loop_blocked<T>(ctx.attrs, g.O, g.OH * g.OW, g.L, yp, sp, hp, rp, y.numel());
     return;
   }
   epilogue_loop<T>(ctx.attrs, g.O, g.OH * g.OW, yp, sp, hp, rp, y.numel());
@@ -579,6 +595,7 @@ std::string constant_conv_why_not(const ConvDesc& d) {
   if (!d.constant_weights)
     return "weights are not graph constants (prepared when a graph compiles)";
   if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c)";
+  if (d.lanes != 16) return "activations blocked in 8 lanes (nChw8c; its kernels take nChw16c)";
   if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
   if (d.O % 16 != 0 || d.C % 16 != 0) return "O and C must be multiples of 16";
   if (d.kh * d.kw > 64) return "more than 64 taps";
@@ -594,6 +611,7 @@ std::string constant_conv_why_not(const ConvDesc& d) {
 // pass, so it runs only where it measured faster. SPORE_CONV_IMPL=-winograd turns it off (A/B).
 std::string winograd_train_why_not(const ConvDesc& d) {
   if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c)";
+  if (d.lanes != 16) return "activations blocked in 8 lanes (nChw8c; its kernels take nChw16c)";
   if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
   if (d.O % 16 != 0 || d.C % 16 != 0) return "O and C must be multiples of 16";
   if (d.G != 1 || d.dh != 1 || d.dw != 1) return "groups or dilation";
@@ -909,7 +927,7 @@ ConvDesc ConvDesc::of(ConvProp prop, const Shape& x, const Shape& w, const Shape
   d.OW = g.OW;
   d.sh = g.sh, d.sw = g.sw, d.pt = g.pt, d.pb = g.pb, d.pl = g.pl, d.pr = g.pr, d.dh = g.dh,
   d.dw = g.dw;
-  d.G = g.G, d.blocked_x = g.bx, d.blocked_y = g.by;
+  d.G = g.G, d.blocked_x = g.bx, d.blocked_y = g.by, d.lanes = g.L;
   if (prop == ConvProp::kForward) {
     d.fused = fused;
     if (fused) {

@@ -6,8 +6,8 @@
 // double reference for realistic sizes. Mixed precision: x (and dy) may be float16/bfloat16 while
 // gamma/beta/mean/var are float32; the math is float32 and y/dx come out in x's dtype.
 //
-// batch_norm / batch_norm_backward with `blocked` (graph mode's nChw16c activations, 5-D
-// (N, Cb, H, W, 16), float32, C = gamma's length): lane l of block cb is channel cb*16 + l, so the
+// batch_norm / batch_norm_backward with `blocked` (graph mode's nChw16c / nChw8c activations, 5-D
+// (N, Cb, H, W, L), float32, C = gamma's length): lane l of block cb is channel cb*L + l, so the
 // per-channel sums are vertical vector sums over the pixels of each block, no horizontal adds.
 // Work is split into tasks of at most kChunk pixels of one (n, cb) plane (parallel even for small
 // N * Cb); each task sums in float vectors around its own first-pass mean (the task is hot in L1
@@ -31,11 +31,11 @@
 #ifndef SPORE_NN_NORM_BLOCKED_GEOM
 #define SPORE_NN_NORM_BLOCKED_GEOM
 namespace spore::cpu::blkbn {
-// A blocked batch-norm tensor: N*Cb planes of S pixels of 16 floats, cut into tasks of at most
-// kChunk pixels (task t: plane t / chunks, pixels from (t % chunks) * kChunk).
+// A blocked batch-norm tensor: N*Cb planes of S pixels of 16 (or 8) floats, cut into tasks of at
+// most kChunk pixels (task t: plane t / chunks, pixels from (t % chunks) * kChunk).
 constexpr int64_t kChunk = 512;  // 32 KiB of floats: stays in L1/L2 between a task's passes
 struct Geom {
-  int64_t Cb, C, S, chunks;
+  int64_t Cb, C, S, chunks, lanes;  // lanes: a pixel's floats, 16 or 8
   int64_t tasks(int64_t N) const { return N * Cb * chunks; }
 };
 }  // namespace spore::cpu::blkbn
@@ -45,61 +45,66 @@ HWY_BEFORE_NAMESPACE();
 namespace spore::cpu::blkbn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::ScalableTag<float>;
+// The kernels are templates on the block's lanes kB (16 or 8: ops/blocked.h): vectors of at most
+// kB floats, so an 8-lane block is read whole whatever the target's width.
+template <int kB>
+using DFB = hn::CappedTag<float, kB>;
 
 struct Span {
   int64_t off, n, cb;  // first float of the task, pixels, block
 };
 HWY_INLINE Span span(const Geom& g, int64_t t) {
   const int64_t q = t / g.chunks, p0 = (t % g.chunks) * kChunk;
-  return {(q * g.S + p0) * 16, std::min(kChunk, g.S - p0), q % g.Cb};
+  return {(q * g.S + p0) * g.lanes, std::min(kChunk, g.S - p0), q % g.Cb};
 }
-HWY_INLINE hn::Mask<DF> lanes_valid(const Geom& g, int64_t cb, int64_t j) {
-  const DF d;
-  return hn::FirstN(d, size_t(std::clamp<int64_t>(g.C - cb * 16 - j, 0, int64_t(hn::Lanes(d)))));
+template <class DF>
+HWY_INLINE hn::Mask<DF> lanes_valid(DF d, const Geom& g, int64_t cb, int64_t j) {
+  return hn::FirstN(d,
+                    size_t(std::clamp<int64_t>(g.C - cb * g.lanes - j, 0, int64_t(hn::Lanes(d)))));
 }
 
 // Sum over the task's pixels of f(pixel offset) (a vector), four accumulators.
-template <class F>
-HWY_INLINE hn::Vec<DF> vsum(int64_t n, const F& f) {
-  const DF d;
+template <int kB, class F>
+HWY_INLINE hn::Vec<DFB<kB>> vsum(int64_t n, const F& f) {
+  const DFB<kB> d;
   auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    a0 = hn::Add(a0, f(i * 16));
-    a1 = hn::Add(a1, f(i * 16 + 16));
-    a2 = hn::Add(a2, f(i * 16 + 32));
-    a3 = hn::Add(a3, f(i * 16 + 48));
+    a0 = hn::Add(a0, f(i * kB));
+    a1 = hn::Add(a1, f(i * kB + kB));
+    a2 = hn::Add(a2, f(i * kB + 2 * kB));
+    a3 = hn::Add(a3, f(i * kB + 3 * kB));
   }
-  for (; i < n; ++i) a0 = hn::Add(a0, f(i * 16));
+  for (; i < n; ++i) a0 = hn::Add(a0, f(i * kB));
   return hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
 }
 
 // Per task t in [t0, t1), per lane: out[t*48 + l] = c (the task's float mean), out[+16] =
 // sum(x - c), out[+32] = sum((x - c)^2).
-HWY_NOINLINE void BnStats(const Geom g, const float* x, double* out, int64_t t0, int64_t t1) {
-  const DF d;
+template <int kB>
+HWY_INLINE void BnStatsT(const Geom& g, const float* x, double* out, int64_t t0, int64_t t1) {
+  const DFB<kB> d;
   const int64_t L = int64_t(hn::Lanes(d));
   alignas(64) float c[16], s1[16], s2[16];
   for (int64_t t = t0; t < t1; ++t) {
     const Span sp = span(g, t);
     const float* xp = x + sp.off;
     const auto inv = hn::Set(d, 1.0f / float(sp.n));
-    for (int64_t j = 0; j < 16; j += L) {
+    for (int64_t j = 0; j < kB; j += L) {
       const float* xj = xp + j;
-      const auto cv = hn::Mul(vsum(sp.n, [&](int64_t o) { return hn::LoadU(d, xj + o); }), inv);
+      const auto cv = hn::Mul(vsum<kB>(sp.n, [&](int64_t o) { return hn::LoadU(d, xj + o); }), inv);
       hn::Store(cv, d, c + j);
-      hn::Store(vsum(sp.n, [&](int64_t o) { return hn::Sub(hn::LoadU(d, xj + o), cv); }), d,
+      hn::Store(vsum<kB>(sp.n, [&](int64_t o) { return hn::Sub(hn::LoadU(d, xj + o), cv); }), d,
                 s1 + j);
-      hn::Store(vsum(sp.n,
-                     [&](int64_t o) {
-                       const auto v = hn::Sub(hn::LoadU(d, xj + o), cv);
-                       return hn::Mul(v, v);
-                     }),
+      hn::Store(vsum<kB>(sp.n,
+                         [&](int64_t o) {
+                           const auto v = hn::Sub(hn::LoadU(d, xj + o), cv);
+                           return hn::Mul(v, v);
+                         }),
                 d, s2 + j);
     }
     double* o = out + t * 48;
-    for (int l = 0; l < 16; ++l) {
+    for (int l = 0; l < kB; ++l) {
       o[l] = c[l];
       o[16 + l] = s1[l];
       o[32 + l] = s2[l];
@@ -108,44 +113,46 @@ HWY_NOINLINE void BnStats(const Geom g, const float* x, double* out, int64_t t0,
 }
 
 // y = x * scale + shift per lane (scale, shift: Cb*16 floats), padding lanes zero.
-HWY_NOINLINE void BnApply(const Geom g, const float* x, const float* scale, const float* shift,
-                          float* y, int64_t t0, int64_t t1) {
-  const DF d;
+template <int kB>
+HWY_INLINE void BnApplyT(const Geom& g, const float* x, const float* scale, const float* shift,
+                         float* y, int64_t t0, int64_t t1) {
+  const DFB<kB> d;
   const int64_t L = int64_t(hn::Lanes(d));
   for (int64_t t = t0; t < t1; ++t) {
     const Span sp = span(g, t);
-    for (int64_t j = 0; j < 16; j += L) {
-      const auto ok = lanes_valid(g, sp.cb, j);
-      const auto k = hn::LoadU(d, scale + sp.cb * 16 + j), b = hn::LoadU(d, shift + sp.cb * 16 + j);
+    for (int64_t j = 0; j < kB; j += L) {
+      const auto ok = lanes_valid(d, g, sp.cb, j);
+      const auto k = hn::LoadU(d, scale + sp.cb * kB + j), b = hn::LoadU(d, shift + sp.cb * kB + j);
       const float* xp = x + sp.off + j;
       float* yp = y + sp.off + j;
       for (int64_t i = 0; i < sp.n; ++i)
-        hn::StoreU(hn::IfThenElseZero(ok, hn::MulAdd(hn::LoadU(d, xp + i * 16), k, b)), d,
-                   yp + i * 16);
+        hn::StoreU(hn::IfThenElseZero(ok, hn::MulAdd(hn::LoadU(d, xp + i * kB), k, b)), d,
+                   yp + i * kB);
     }
   }
 }
 
 // Per task, per lane: out[t*32 + l] = sum(dy), out[+16] = sum(dy * (x - mean)).
-HWY_NOINLINE void BnBwdSums(const Geom g, const float* dy, const float* x, const float* mean,
-                            double* out, int64_t t0, int64_t t1) {
-  const DF d;
+template <int kB>
+HWY_INLINE void BnBwdSumsT(const Geom& g, const float* dy, const float* x, const float* mean,
+                           double* out, int64_t t0, int64_t t1) {
+  const DFB<kB> d;
   const int64_t L = int64_t(hn::Lanes(d));
   alignas(64) float s1[16], s2[16];
   for (int64_t t = t0; t < t1; ++t) {
     const Span sp = span(g, t);
-    for (int64_t j = 0; j < 16; j += L) {
+    for (int64_t j = 0; j < kB; j += L) {
       const float *gp = dy + sp.off + j, *xp = x + sp.off + j;
-      const auto m = hn::LoadU(d, mean + sp.cb * 16 + j);
-      hn::Store(vsum(sp.n, [&](int64_t o) { return hn::LoadU(d, gp + o); }), d, s1 + j);
-      hn::Store(vsum(sp.n,
-                     [&](int64_t o) {
-                       return hn::Mul(hn::LoadU(d, gp + o), hn::Sub(hn::LoadU(d, xp + o), m));
-                     }),
+      const auto m = hn::LoadU(d, mean + sp.cb * kB + j);
+      hn::Store(vsum<kB>(sp.n, [&](int64_t o) { return hn::LoadU(d, gp + o); }), d, s1 + j);
+      hn::Store(vsum<kB>(sp.n,
+                         [&](int64_t o) {
+                           return hn::Mul(hn::LoadU(d, gp + o), hn::Sub(hn::LoadU(d, xp + o), m));
+                         }),
                 d, s2 + j);
     }
     double* o = out + t * 32;
-    for (int l = 0; l < 16; ++l) {
+    for (int l = 0; l < kB; ++l) {
       o[l] = s1[l];
       o[16 + l] = s2[l];
     }
@@ -153,28 +160,51 @@ HWY_NOINLINE void BnBwdSums(const Geom g, const float* dy, const float* x, const
 }
 
 // dx = k * (dy - mdy - (x - mean) * kx) per lane (each Cb*16 floats), padding lanes zero.
-HWY_NOINLINE void BnBwdApply(const Geom g, const float* dy, const float* x, const float* k,
-                             const float* mdy, const float* kx, const float* mean, float* dx,
-                             int64_t t0, int64_t t1) {
-  const DF d;
+template <int kB>
+HWY_INLINE void BnBwdApplyT(const Geom& g, const float* dy, const float* x, const float* k,
+                            const float* mdy, const float* kx, const float* mean, float* dx,
+                            int64_t t0, int64_t t1) {
+  const DFB<kB> d;
   const int64_t L = int64_t(hn::Lanes(d));
   for (int64_t t = t0; t < t1; ++t) {
     const Span sp = span(g, t);
-    for (int64_t j = 0; j < 16; j += L) {
-      const int64_t c = sp.cb * 16 + j;
-      const auto ok = lanes_valid(g, sp.cb, j);
+    for (int64_t j = 0; j < kB; j += L) {
+      const int64_t c = sp.cb * kB + j;
+      const auto ok = lanes_valid(d, g, sp.cb, j);
       const auto kv = hn::LoadU(d, k + c), mv = hn::LoadU(d, mdy + c), kxv = hn::LoadU(d, kx + c),
                  m = hn::LoadU(d, mean + c);
       const float *gp = dy + sp.off + j, *xp = x + sp.off + j;
       float* op = dx + sp.off + j;
       for (int64_t i = 0; i < sp.n; ++i) {
-        const auto xc = hn::Sub(hn::LoadU(d, xp + i * 16), m);
+        const auto xc = hn::Sub(hn::LoadU(d, xp + i * kB), m);
         const auto r =
-            hn::NegMulAdd(xc, kxv, hn::Sub(hn::LoadU(d, gp + i * 16), mv));  // dy - mdy - xc*kx
-        hn::StoreU(hn::IfThenElseZero(ok, hn::Mul(kv, r)), d, op + i * 16);
+            hn::NegMulAdd(xc, kxv, hn::Sub(hn::LoadU(d, gp + i * kB), mv));  // dy - mdy - xc*kx
+        hn::StoreU(hn::IfThenElseZero(ok, hn::Mul(kv, r)), d, op + i * kB);
       }
     }
   }
+}
+
+// Per block width: the exported entry points.
+HWY_NOINLINE void BnStats(const Geom g, const float* x, double* out, int64_t t0, int64_t t1) {
+  if (g.lanes == 8) return BnStatsT<8>(g, x, out, t0, t1);
+  BnStatsT<16>(g, x, out, t0, t1);
+}
+HWY_NOINLINE void BnApply(const Geom g, const float* x, const float* scale, const float* shift,
+                          float* y, int64_t t0, int64_t t1) {
+  if (g.lanes == 8) return BnApplyT<8>(g, x, scale, shift, y, t0, t1);
+  BnApplyT<16>(g, x, scale, shift, y, t0, t1);
+}
+HWY_NOINLINE void BnBwdSums(const Geom g, const float* dy, const float* x, const float* mean,
+                            double* out, int64_t t0, int64_t t1) {
+  if (g.lanes == 8) return BnBwdSumsT<8>(g, dy, x, mean, out, t0, t1);
+  BnBwdSumsT<16>(g, dy, x, mean, out, t0, t1);
+}
+HWY_NOINLINE void BnBwdApply(const Geom g, const float* dy, const float* x, const float* k,
+                             const float* mdy, const float* kx, const float* mean, float* dx,
+                             int64_t t0, int64_t t1) {
+  if (g.lanes == 8) return BnBwdApplyT<8>(g, dy, x, k, mdy, kx, mean, dx, t0, t1);
+  BnBwdApplyT<16>(g, dy, x, k, mdy, kx, mean, dx, t0, t1);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -330,21 +360,22 @@ void batch_norm_bwd(const NCS& d, const T* dy, const T* x, const std::vector<dou
   });
 }
 
-// ---- blocked batch norm (x (N, Cb, H, W, 16), gamma (C)) ---------------------------------------
+// ---- blocked batch norm (x (N, Cb, H, W, L), gamma (C)) ---------------------------------------
 
 blkbn::Geom bn_blocked_geom(const Tensor& x, int64_t C) {
   SPORE_ASSERT(x.dtype() == kFloat32, "batch_norm: blocked layout supports float32 only, got ",
                dtype_name(x.dtype()));
   const int64_t S = x.size(2) * x.size(3);
-  return {x.size(1), C, S, std::max<int64_t>(1, (S + blkbn::kChunk - 1) / blkbn::kChunk)};
+  return {x.size(1), C, S, std::max<int64_t>(1, (S + blkbn::kChunk - 1) / blkbn::kChunk),
+          x.size(4)};
 }
 // Tasks per thread chunk: ~64K floats.
 int64_t bn_grain(const blkbn::Geom& g) {
   return std::max<int64_t>(1, 4096 / std::max<int64_t>(std::min(g.S, blkbn::kChunk), 1));
 }
-// Per-channel values padded to Cb*16 lanes (padding lanes 0).
-std::vector<float> lanes_of(const std::vector<double>& v, int64_t Cb) {
-  std::vector<float> r(size_t(Cb * 16), 0.0f);
+// Per-channel values padded to Cb*L lanes (padding lanes 0).
+std::vector<float> lanes_of(const std::vector<double>& v, int64_t Cb, int64_t L) {
+  std::vector<float> r(size_t(Cb * L), 0.0f);
   for (size_t c = 0; c < v.size(); ++c) r[c] = float(v[c]);
   return r;
 }
@@ -364,21 +395,21 @@ void batch_norm_blocked(ops::KernelContext& ctx) {
   // Chan: sum((x - m)^2) = sum over tasks of q - 2 (m - c) s + n (m - c)^2. Lanes innermost
   // (contiguous, vectorised): this runs on one thread and small planes make many tasks.
   const double total = double(N * g.S);
-  const size_t CL = size_t(g.Cb * 16);
+  const size_t CL = size_t(g.Cb * g.lanes);
   std::vector<double> sum(CL, 0.0), m2(CL, 0.0);
   auto count = [&](int64_t t) {
     return double(std::min(blkbn::kChunk, g.S - (t % g.chunks) * blkbn::kChunk));
   };
   for (int64_t t = 0; t < T; ++t) {
     const double cnt = count(t), *pt = &part[size_t(t * 48)];
-    double* sp = &sum[size_t((t / g.chunks) % g.Cb * 16)];
-    for (int l = 0; l < 16; ++l) sp[l] += cnt * pt[l] + pt[16 + l];
+    double* sp = &sum[size_t((t / g.chunks) % g.Cb * g.lanes)];
+    for (int l = 0; l < g.lanes; ++l) sp[l] += cnt * pt[l] + pt[16 + l];
   }
   for (double& v : sum) v /= total;  // now the means
   for (int64_t t = 0; t < T; ++t) {
     const double cnt = count(t), *pt = &part[size_t(t * 48)];
-    const size_t o = size_t((t / g.chunks) % g.Cb * 16);
-    for (int l = 0; l < 16; ++l) {
+    const size_t o = size_t((t / g.chunks) % g.Cb * g.lanes);
+    for (int l = 0; l < g.lanes; ++l) {
       const double dm = sum[o + size_t(l)] - pt[l];
       m2[o + size_t(l)] += pt[32 + l] - 2 * dm * pt[16 + l] + cnt * dm * dm;
     }
@@ -409,7 +440,7 @@ void batch_norm_backward_blocked(ops::KernelContext& ctx) {
   const int64_t N = x.size(0), C = int64_t(gamma.size());
   const blkbn::Geom g = bn_blocked_geom(x, C);
   const int64_t T = g.tasks(N);
-  const std::vector<float> m = lanes_of(mean, g.Cb);
+  const std::vector<float> m = lanes_of(mean, g.Cb, g.lanes);
   std::vector<double> part(size_t(T * 32));  // per task: sum(dy), sum(dy * (x - mean)) per lane
   const float *gp = dy.data<float>(), *xp = x.data<float>();
   parallel_for(0, T, bn_grain(g), [&](int64_t t0, int64_t t1) {
@@ -417,12 +448,12 @@ void batch_norm_backward_blocked(ops::KernelContext& ctx) {
   });
   const double n = double(N * g.S);
   std::vector<double> dgamma(static_cast<size_t>(C)), dbeta(static_cast<size_t>(C));
-  std::vector<float> k(size_t(g.Cb * 16), 0.0f), mdy(k), kx(k);
-  std::vector<double> sdy(size_t(g.Cb * 16), 0.0), sdyx(sdy);
+  std::vector<float> k(size_t(g.Cb * g.lanes), 0.0f), mdy(k), kx(k);
+  std::vector<double> sdy(size_t(g.Cb * g.lanes), 0.0), sdyx(sdy);
   for (int64_t t = 0; t < T; ++t) {  // lanes innermost, as the forward
     const double* pt = &part[size_t(t * 32)];
-    const size_t o = size_t((t / g.chunks) % g.Cb * 16);
-    for (int l = 0; l < 16; ++l) {
+    const size_t o = size_t((t / g.chunks) % g.Cb * g.lanes);
+    for (int l = 0; l < g.lanes; ++l) {
       sdy[o + size_t(l)] += pt[l];
       sdyx[o + size_t(l)] += pt[16 + l];
     }

@@ -5,8 +5,8 @@
 // Half types compute in float. The 2x2 stride-2 window (LeNet, VGG...) has its own branch-free
 // loop.
 //
-// max_pool2d / max_pool2d_backward with `blocked` (graph mode's nChw16c activations, 5-D
-// (N, Cb, H, W, 16), float32): the 16 channels of one pixel are 16 consecutive floats, so every
+// max_pool2d / max_pool2d_backward with `blocked` (graph mode's nChw16c / nChw8c activations, 5-D
+// (N, Cb, H, W, L), float32): the L channels of one pixel are L consecutive floats, so every
 // window step is a vertical SIMD max/compare over whole vectors (Highway, run-time dispatch), no
 // gathers. An index is h * W + w of the winner in its (n, cb) plane, per lane. Padding lanes
 // (channel >= C) of y, indices and dx are written as zero whatever the inputs hold there.
@@ -28,11 +28,12 @@
 #ifndef SPORE_NN_POOL_BLOCKED_GEOM
 #define SPORE_NN_POOL_BLOCKED_GEOM
 namespace spore::cpu::blkpool {
-// Geometry of a blocked max pool: planes are (n, cb), a pixel is 16 floats; C is the logical
-// channel count (lanes of the last block past C are padding).
+// Geometry of a blocked max pool: planes are (n, cb), a pixel is `lanes` floats (16 or 8); C is
+// the logical channel count (lanes of the last block past C are padding).
 struct Geom {
   int64_t Cb, C, H, W, OH, OW, kh, kw, sh, sw, pt, pl;
   bool k2s2;  // 2x2 stride 2, no padding, every window inside the input
+  int64_t lanes;
 };
 }  // namespace spore::cpu::blkpool
 #endif
@@ -41,17 +42,20 @@ HWY_BEFORE_NAMESPACE();
 namespace spore::cpu::blkpool {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::ScalableTag<float>;
-using DI = hn::RebindToSigned<DF>;  // int32 lanes, as many as DF
+// The kernels are templates on the block's lanes kB (16 or 8: ops/blocked.h): vectors of at most
+// kB floats, so an 8-lane block is read whole whatever the target's width.
+template <int kB>
+using DFB = hn::CappedTag<float, kB>;
 
 // Lanes [0, valid) of the vector starting at lane j of a block are real channels.
-HWY_INLINE hn::Mask<DF> lanes_valid(int64_t valid, int64_t j) {
-  const DF d;
+template <class DF>
+HWY_INLINE hn::Mask<DF> lanes_valid(DF d, int64_t valid, int64_t j) {
   return hn::FirstN(d, size_t(std::clamp<int64_t>(valid - j, 0, int64_t(hn::Lanes(d)))));
 }
 
 // int32 plane indices -> the int64 indices tensor.
-HWY_INLINE void store_idx(hn::Vec<DI> v, int64_t* p) {
+template <class DI>
+HWY_INLINE void store_idx(DI, hn::Vec<DI> v, int64_t* p) {
 #if HWY_TARGET == HWY_SCALAR
   p[0] = hn::GetLane(v);
 #else
@@ -64,9 +68,8 @@ HWY_INLINE void store_idx(hn::Vec<DI> v, int64_t* p) {
 
 // One window step: v replaces the running maximum where it is larger or NaN, unless the maximum
 // is already a NaN (the first NaN wins, as the plain kernel and PyTorch).
-HWY_INLINE void step(hn::Vec<DF> v, int32_t at, hn::Vec<DF>& best, hn::Vec<DI>& bi) {
-  const DF d;
-  const DI di;
+template <class DF, class DI>
+HWY_INLINE void step(DF d, DI di, hn::Vec<DF> v, int32_t at, hn::Vec<DF>& best, hn::Vec<DI>& bi) {
   // Not(Eq(v, v)) is "v is NaN": Highway's Ne is an ordered compare (false for NaN).
   const auto take = hn::And(hn::Or(hn::Gt(v, best), hn::Not(hn::Eq(v, v))), hn::Eq(best, best));
   best = hn::IfThenElse(take, v, best);
@@ -74,36 +77,37 @@ HWY_INLINE void step(hn::Vec<DF> v, int32_t at, hn::Vec<DF>& best, hn::Vec<DI>& 
   (void)d;
 }
 
-// Planes [q0, q1) of x (N*Cb, H, W, 16) -> y, idx (N*Cb, OH, OW, 16).
-HWY_NOINLINE void MaxPoolBlockedFwd(const Geom g, const float* x, float* y, int64_t* idx,
-                                    int64_t q0, int64_t q1) {
-  const DF d;
-  const DI di;
+// Planes [q0, q1) of x (N*Cb, H, W, kB) -> y, idx (N*Cb, OH, OW, kB).
+template <int kB>
+HWY_INLINE void MaxPoolBlockedFwdT(const Geom& g, const float* x, float* y, int64_t* idx,
+                                   int64_t q0, int64_t q1) {
+  const DFB<kB> d;
+  const hn::RebindToSigned<DFB<kB>> di;
   const int64_t L = int64_t(hn::Lanes(d));
   const auto ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
   for (int64_t q = q0; q < q1; ++q) {
-    const int64_t valid = g.C - (q % g.Cb) * 16;  // real lanes of this block (>= 16: all)
-    const float* xp = x + q * g.H * g.W * 16;
-    float* yp = y + q * g.OH * g.OW * 16;
-    int64_t* ip = idx + q * g.OH * g.OW * 16;
-    for (int64_t j = 0; j < 16; j += L) {
-      const auto ok = lanes_valid(valid, j);
+    const int64_t valid = g.C - (q % g.Cb) * kB;  // real lanes of this block (>= kB: all)
+    const float* xp = x + q * g.H * g.W * kB;
+    float* yp = y + q * g.OH * g.OW * kB;
+    int64_t* ip = idx + q * g.OH * g.OW * kB;
+    for (int64_t j = 0; j < kB; j += L) {
+      const auto ok = lanes_valid(d, valid, j);
       const auto oki = hn::RebindMask(di, ok);
       for (int64_t oh = 0; oh < g.OH; ++oh) {
         if (g.k2s2) {
-          const float* r0 = xp + 2 * oh * g.W * 16 + j;
-          const float* r1 = r0 + g.W * 16;
+          const float* r0 = xp + 2 * oh * g.W * kB + j;
+          const float* r1 = r0 + g.W * kB;
           const int32_t base = int32_t(2 * oh * g.W);
           for (int64_t ow = 0; ow < g.OW; ++ow) {
             const int32_t at = base + int32_t(2 * ow);
-            auto best = hn::LoadU(d, r0 + 32 * ow);  // the first element always wins its slot
+            auto best = hn::LoadU(d, r0 + 2 * kB * ow);  // the first element always wins its slot
             auto bi = hn::Set(di, at);
-            step(hn::LoadU(d, r0 + 32 * ow + 16), at + 1, best, bi);
-            step(hn::LoadU(d, r1 + 32 * ow), at + int32_t(g.W), best, bi);
-            step(hn::LoadU(d, r1 + 32 * ow + 16), at + int32_t(g.W) + 1, best, bi);
-            const int64_t o = (oh * g.OW + ow) * 16 + j;
+            step(d, di, hn::LoadU(d, r0 + 2 * kB * ow + kB), at + 1, best, bi);
+            step(d, di, hn::LoadU(d, r1 + 2 * kB * ow), at + int32_t(g.W), best, bi);
+            step(d, di, hn::LoadU(d, r1 + 2 * kB * ow + kB), at + int32_t(g.W) + 1, best, bi);
+            const int64_t o = (oh * g.OW + ow) * kB + j;
             hn::StoreU(hn::IfThenElseZero(ok, best), d, yp + o);
-            store_idx(hn::IfThenElseZero(oki, bi), ip + o);
+            store_idx(di, hn::IfThenElseZero(oki, bi), ip + o);
           }
           continue;
         }
@@ -116,63 +120,65 @@ HWY_NOINLINE void MaxPoolBlockedFwd(const Geom g, const float* x, float* y, int6
           auto bi = hn::Set(di, int32_t(h0 * g.W + w0));
           for (int64_t h = h0; h < h1; ++h)
             for (int64_t w = w0; w < w1; ++w)
-              step(hn::LoadU(d, xp + (h * g.W + w) * 16 + j), int32_t(h * g.W + w), best, bi);
-          const int64_t o = (oh * g.OW + ow) * 16 + j;
+              step(d, di, hn::LoadU(d, xp + (h * g.W + w) * kB + j), int32_t(h * g.W + w), best,
+                   bi);
+          const int64_t o = (oh * g.OW + ow) * kB + j;
           hn::StoreU(hn::IfThenElseZero(ok, best), d, yp + o);
-          store_idx(hn::IfThenElseZero(oki, bi), ip + o);
+          store_idx(di, hn::IfThenElseZero(oki, bi), ip + o);
         }
       }
     }
   }
 }
 
-// Planes [q0, q1): dx (N*Cb, H, W, 16) from dy, idx (N*Cb, OH, OW, 16). Each window position
+// Planes [q0, q1): dx (N*Cb, H, W, kB) from dy, idx (N*Cb, OH, OW, kB). Each window position
 // adds dy where the lane's index names it (a compare and a masked add per position instead of
 // a scatter); 2x2 stride-2 windows tile the input, so there they store without zeroing first.
-HWY_NOINLINE void MaxPoolBlockedBwd(const Geom g, const float* dy, const int64_t* idx, float* dx,
-                                    int64_t q0, int64_t q1) {
-  const DF d;
-  const DI di;
+template <int kB>
+HWY_INLINE void MaxPoolBlockedBwdT(const Geom& g, const float* dy, const int64_t* idx, float* dx,
+                                   int64_t q0, int64_t q1) {
+  const DFB<kB> d;
+  const hn::RebindToSigned<DFB<kB>> di;
   const int64_t L = int64_t(hn::Lanes(d));
-  const int64_t plane = g.H * g.W * 16;
+  const int64_t plane = g.H * g.W * kB;
   for (int64_t q = q0; q < q1; ++q) {
-    const int64_t valid = g.C - (q % g.Cb) * 16;
-    const float* gp = dy + q * g.OH * g.OW * 16;
-    const int64_t* ip = idx + q * g.OH * g.OW * 16;
+    const int64_t valid = g.C - (q % g.Cb) * kB;
+    const float* gp = dy + q * g.OH * g.OW * kB;
+    const int64_t* ip = idx + q * g.OH * g.OW * kB;
     float* xp = dx + q * plane;
     if (g.k2s2) {  // only the rows / columns no window covers need zeros
       if (2 * g.OH < g.H)
-        std::memset(xp + 2 * g.OH * g.W * 16, 0, size_t((g.H - 2 * g.OH) * g.W * 16) * 4);
+        std::memset(xp + 2 * g.OH * g.W * kB, 0, size_t((g.H - 2 * g.OH) * g.W * kB) * 4);
       if (2 * g.OW < g.W)
         for (int64_t h = 0; h < 2 * g.OH; ++h)
-          std::memset(xp + (h * g.W + 2 * g.OW) * 16, 0, size_t((g.W - 2 * g.OW) * 16) * 4);
+          std::memset(xp + (h * g.W + 2 * g.OW) * kB, 0, size_t((g.W - 2 * g.OW) * kB) * 4);
     } else {
       std::memset(xp, 0, size_t(plane) * 4);
     }
     for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        const int64_t o = (oh * g.OW + ow) * 16;
+        const int64_t o = (oh * g.OW + ow) * kB;
         alignas(64) int32_t i32[16];
-        for (int l = 0; l < 16; ++l) i32[l] = int32_t(ip[o + l]);  // int64 -> int32 (vectorised)
-        for (int64_t j = 0; j < 16; j += L) {
-          const auto gv = hn::IfThenElseZero(lanes_valid(valid, j), hn::LoadU(d, gp + o + j));
+        for (int l = 0; l < kB; ++l) i32[l] = int32_t(ip[o + l]);  // int64 -> int32 (vectorised)
+        for (int64_t j = 0; j < kB; j += L) {
+          const auto gv = hn::IfThenElseZero(lanes_valid(d, valid, j), hn::LoadU(d, gp + o + j));
           const auto iv = hn::Load(di, i32 + j);
           if (g.k2s2) {
             const int32_t at = int32_t(2 * oh * g.W + 2 * ow);
-            float* r0 = xp + int64_t(at) * 16 + j;
-            float* r1 = r0 + g.W * 16;
+            float* r0 = xp + int64_t(at) * kB + j;
+            float* r1 = r0 + g.W * kB;
             const auto z = hn::Zero(d);
             hn::StoreU(hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at))), gv, z), d,
                        r0);
             hn::StoreU(hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at + 1))), gv, z), d,
-                       r0 + 16);
+                       r0 + kB);
             hn::StoreU(hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at + int32_t(g.W)))),
                                       gv, z),
                        d, r1);
             hn::StoreU(
                 hn::IfThenElse(hn::RebindMask(d, hn::Eq(iv, hn::Set(di, at + int32_t(g.W) + 1))),
                                gv, z),
-                d, r1 + 16);
+                d, r1 + kB);
             continue;
           }
           const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0),
@@ -181,13 +187,24 @@ HWY_NOINLINE void MaxPoolBlockedBwd(const Geom g, const float* dy, const int64_t
                         w1 = std::min(ow * g.sw - g.pl + g.kw, g.W);
           for (int64_t h = h0; h < h1; ++h)
             for (int64_t w = w0; w < w1; ++w) {
-              float* px = xp + (h * g.W + w) * 16 + j;
+              float* px = xp + (h * g.W + w) * kB + j;
               const auto hit = hn::RebindMask(d, hn::Eq(iv, hn::Set(di, int32_t(h * g.W + w))));
               hn::StoreU(hn::Add(hn::LoadU(d, px), hn::IfThenElseZero(hit, gv)), d, px);
             }
         }
       }
   }
+}
+
+HWY_NOINLINE void MaxPoolBlockedFwd(const Geom g, const float* x, float* y, int64_t* idx,
+                                    int64_t q0, int64_t q1) {
+  if (g.lanes == 8) return MaxPoolBlockedFwdT<8>(g, x, y, idx, q0, q1);
+  MaxPoolBlockedFwdT<16>(g, x, y, idx, q0, q1);
+}
+HWY_NOINLINE void MaxPoolBlockedBwd(const Geom g, const float* dy, const int64_t* idx, float* dx,
+                                    int64_t q0, int64_t q1) {
+  if (g.lanes == 8) return MaxPoolBlockedBwdT<8>(g, dy, idx, dx, q0, q1);
+  MaxPoolBlockedBwdT<16>(g, dy, idx, dx, q0, q1);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -427,10 +444,10 @@ void visit_float(DType t, F&& f) {
 }
 
 // Blocked geometry from the logical input (N, C, H, W) and output planes (OH, OW).
-blkpool::Geom blocked_geom(int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW,
+blkpool::Geom blocked_geom(int64_t C, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t L,
                            const ops::Attrs& a) {
   const auto k = a.get_ints("kernel_size"), s = a.get_ints("stride"), p = a.get_ints("padding");
-  blkpool::Geom g{(C + 15) / 16, C, H, W, OH, OW, k[0], k[1], s[0], s[1], p[0], p[2], false};
+  blkpool::Geom g{(C + L - 1) / L, C, H, W, OH, OW, k[0], k[1], s[0], s[1], p[0], p[2], false, L};
   g.k2s2 = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.pt == 0 && g.pl == 0 &&
            2 * OH <= H && 2 * OW <= W;
   return g;
@@ -441,12 +458,12 @@ void check_blocked_f32(const Tensor& t, const char* op) {
                dtype_name(t.dtype()));
 }
 
-// Blocked planes are 16x larger than plain ones: ~4 planes of 28x28 per task.
+// Blocked planes are 16x (8x) larger than plain ones: ~4 (8) planes of 28x28 per task.
 int64_t blocked_grain(int64_t plane_floats) {
   return std::max<int64_t>(1, 65536 / std::max<int64_t>(plane_floats, 1));
 }
 
-// x (N, Cb, H, W, 16) -> y, indices (N, Cb, OH, OW, 16). The logical C is not an input of the op:
+// x (N, Cb, H, W, L) -> y, indices (N, Cb, OH, OW, L). The logical C is not an input of the op:
 // the optional attribute `channels` gives it (then y's padding lanes are zeroed whatever x holds);
 // without it every lane is pooled, so a zero-padded x (what every blocked producer writes) gives
 // a zero-padded y.
@@ -455,20 +472,20 @@ void max_pool2d_blocked(ops::KernelContext& ctx) {
   Tensor &y = ctx.outputs[0], &idx = ctx.outputs[1];
   check_blocked_f32(x, "max_pool2d");
   if (y.numel() == 0) return;
-  const int64_t Cb = x.size(1);
-  const blkpool::Geom g = blocked_geom(ctx.attrs.get_int("channels", Cb * 16), x.size(2), x.size(3),
-                                       y.size(2), y.size(3), ctx.attrs);
+  const int64_t Cb = x.size(1), L = x.size(4);
+  const blkpool::Geom g = blocked_geom(ctx.attrs.get_int("channels", Cb * L), x.size(2), x.size(3),
+                                       y.size(2), y.size(3), L, ctx.attrs);
   SPORE_ASSERT(g.Cb == Cb, "max_pool2d: channels=", g.C, " does not match ", Cb,
                " blocks of input ", shape_str(x.shape()));
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   int64_t* ip = idx.data<int64_t>();
-  parallel_for(0, x.size(0) * Cb, blocked_grain(g.H * g.W * 16), [&](int64_t q0, int64_t q1) {
+  parallel_for(0, x.size(0) * Cb, blocked_grain(g.H * g.W * L), [&](int64_t q0, int64_t q1) {
     HWY_DYNAMIC_DISPATCH(blkpool::MaxPoolBlockedFwd)(g, xp, yp, ip, q0, q1);
   });
 }
 
-// dy, indices (N, Cb, OH, OW, 16), input_shape = logical (N, C, H, W) -> dx (N, Cb, H, W, 16).
+// dy, indices (N, Cb, OH, OW, L), input_shape = logical (N, C, H, W) -> dx (N, Cb, H, W, L).
 void max_pool2d_backward_blocked(ops::KernelContext& ctx) {
   Tensor dy = dense(ctx.inputs[0]), idx = dense(ctx.inputs[1]);
   Tensor& dx = ctx.outputs[0];
@@ -479,13 +496,15 @@ void max_pool2d_backward_blocked(ops::KernelContext& ctx) {
     return;
   }
   const auto xs = ctx.attrs.get_ints("input_shape");
-  const blkpool::Geom g = blocked_geom(xs[1], xs[2], xs[3], dy.size(2), dy.size(3), ctx.attrs);
+  const blkpool::Geom g =
+      blocked_geom(xs[1], xs[2], xs[3], dy.size(2), dy.size(3), dx.size(4), ctx.attrs);
   const float* gp = dy.data<float>();
   const int64_t* ip = idx.data<int64_t>();
   float* xp = dx.data<float>();
-  parallel_for(0, dx.size(0) * g.Cb, blocked_grain(g.H * g.W * 16), [&](int64_t q0, int64_t q1) {
-    HWY_DYNAMIC_DISPATCH(blkpool::MaxPoolBlockedBwd)(g, gp, ip, xp, q0, q1);
-  });
+  parallel_for(0, dx.size(0) * g.Cb, blocked_grain(g.H * g.W * g.lanes),
+               [&](int64_t q0, int64_t q1) {
+                 HWY_DYNAMIC_DISPATCH(blkpool::MaxPoolBlockedBwd)(g, gp, ip, xp, q0, q1);
+               });
 }
 
 void max_pool2d_kernel(ops::KernelContext& ctx) {

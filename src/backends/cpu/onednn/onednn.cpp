@@ -3,6 +3,7 @@
 
 #include "core/parallel.h"
 
+#include <atomic>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -89,6 +90,11 @@ void throw_dnnl_error(const char* call, int status, const char* what, const char
               msg);
 }
 
+namespace {
+std::atomic<size_t> g_blocked_arg_reorders{0};
+}
+size_t blocked_arg_reorders() { return g_blocked_arg_reorders.load(); }
+
 size_t CacheKey::hash() const {
   size_t h = v_.size();
   for (int64_t e : v_) h ^= std::hash<int64_t>()(e) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -105,6 +111,8 @@ Compiled::Compiled(dnnl::primitive prim, const dnnl::primitive_desc_base& pd,
     a.output = s.output;
     a.accumulate = s.accumulate;
     a.user = dnnl::memory(s.user, eng, DNNL_MEMORY_NONE);
+    a.user_blocked =
+        s.user.data.format_kind == dnnl_blocked && s.user.data.format_desc.blocking.inner_nblks > 0;
     const dnnl::memory::desc pmd = pd.query_md(dnnl::query::exec_arg_md, s.arg);
     if (pmd != s.user) {
       a.prim = dnnl::memory(pmd, eng, DNNL_MEMORY_NONE);
@@ -147,6 +155,7 @@ void Compiled::run(const void* const* ptr_array, size_t n, const void* dst_init)
       SPORE_ASSERT(i < 7, "too many reordered oneDNN arguments");
       temps[i] = Tensor::empty({int64_t(a.prim_bytes)}, kUInt8);
       a.prim.set_data_handle(temps[i].data_ptr());
+      if (a.user_blocked) g_blocked_arg_reorders.fetch_add(1, std::memory_order_relaxed);
       if (!a.output) SPORE_DNNL_CHECK(a.reorder.execute(s, a.user, a.prim), "input reorder failed");
     }
     if (a.accumulate && dst_init) {

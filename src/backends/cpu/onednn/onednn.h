@@ -37,6 +37,8 @@ dnnl::stream& stream();  // one per thread
 bool has_type(DType t);  // float32, bfloat16, float16
 dt to_dnnl(DType t);
 inline dims to_dims(const Shape& s) { return dims(s.begin(), s.end()); }
+// The format of Graph mode's blocked activations (ops/blocked.h) with L lanes: nChw8c / nChw16c.
+inline tag blocked_tag(int64_t lanes) { return lanes == 8 ? tag::aBcd8b : tag::aBcd16b; }
 // Scratchpad owned by the caller; every Spore primitive uses it.
 dnnl::primitive_attr default_attr();
 
@@ -97,7 +99,8 @@ class Compiled {
   struct Arg {
     int arg;
     bool output, accumulate;
-    dnnl::memory user, prim;  // prim is empty when the layouts agree
+    bool user_blocked = false;  // the caller's layout has inner blocks (nChw16c / nChw8c)
+    dnnl::memory user, prim;    // prim is empty when the layouts agree
     dnnl::reorder reorder;
     dnnl::reorder accum_reorder;  // accumulate outputs: user -> prim, for the initial contents
     size_t prim_bytes = 0;
@@ -134,6 +137,10 @@ Activation activation_of(const ops::Attrs& a);
 std::shared_ptr<Compiled> cached(const CacheKey& key,
                                  const std::function<std::shared_ptr<Compiled>()>& make);
 size_t cache_size();  // number of cached primitives (tests check reuse)
+// Reorders run by Compiled::run on arguments whose user layout is blocked (Graph mode's nChw16c /
+// nChw8c activations) because the primitive wanted another layout: zero when the layout pass's
+// block width matches the ISA's kernels (tests/graph/blocked_isa_test.cpp). Counted since start.
+size_t blocked_arg_reorders();
 
 }  // namespace spore::cpu::onednn
 

@@ -1,6 +1,7 @@
 // The re-layout primitives of Graph mode's blocked activations (ops/blocked.h): to_blocked and
-// from_blocked convert between a logical (N, C, H, W) activation and nChw16c as (N, Cb, H, W, 16);
-// to_blocked fills the padding lanes with zeros. Graph-internal (kNonDiff): the pass inserts them
+// from_blocked convert between a logical (N, C, H, W) activation and nChw16c / nChw8c as
+// (N, Cb, H, W, L) (to_blocked's attribute lanes: 16 by default, or 8); to_blocked fills the
+// padding lanes with zeros. Graph-internal (kNonDiff): the pass inserts them
 // into an already differentiated graph. Kernels: backends/cpu/kernels/layout.cpp.
 #include "backends/cpu/ops/rules.h"
 #include "ops/blocked.h"
@@ -19,12 +20,14 @@ void check_layout_dtype(const TensorMeta& m) {
 
 OpRules ToBlocked() {
   return {
-      .infer = [](const Metas& in, const Attrs&) -> Metas {
+      .infer = [](const Metas& in, const Attrs& a) -> Metas {
         const Shape& x = in[0].shape;
         SPORE_CHECK(x.size() == 4, "expected an input of rank 4 (N, C, H, W), got shape ",
                     shape_str(x));
         check_layout_dtype(in[0]);
-        return {{blocked::shape(x), in[0].dtype}};
+        const int64_t L = a.get_int("lanes", blocked::kLanes);
+        SPORE_CHECK(blocked::valid_lanes(L), "the lanes attribute must be 8 or 16, got ", L);
+        return {{blocked::shape(x, L), in[0].dtype}};
       },
   };
 }
@@ -36,9 +39,13 @@ OpRules FromBlocked() {
         SPORE_CHECK(a.has("channels"), "the 'channels' attribute (the logical C) is required");
         const int64_t C = a.get_int("channels");
         SPORE_CHECK(C > 0, "channels must be positive, got ", C);
-        SPORE_CHECK(x.size() == 5 && x[4] == 16 && x[1] == blocked::blocks(C),
-                    "expected a blocked input (N, ceil(C/16)=", blocked::blocks(C),
-                    ", H, W, 16) for channels=", C, ", got shape ", shape_str(x));
+        const int64_t L = blocked::lanes_of(x);
+        SPORE_CHECK(L != 0,
+                    "expected a blocked input (N, ceil(C/L), H, W, L) with L = 8 or 16 for ",
+                    "channels=", C, ", got shape ", shape_str(x));
+        SPORE_CHECK(x[1] == blocked::blocks(C, L), "expected a blocked input (N, ceil(C/", L,
+                    ")=", blocked::blocks(C, L), ", H, W, ", L, ") for channels=", C,
+                    ", got shape ", shape_str(x));
         check_layout_dtype(in[0]);
         return {{{x[0], C, x[2], x[3]}, in[0].dtype}};
       },

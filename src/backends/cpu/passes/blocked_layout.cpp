@@ -1,17 +1,20 @@
-// Blocked-layout propagation: activations between convolutions stay in oneDNN's nChw16c layout.
+// Blocked-layout propagation: activations between convolutions stay in oneDNN's blocked layout.
 //
-// Every oneDNN convolution wants its activations blocked (nChw16c: 16 channels innermost), so a
-// plain NCHW graph pays a reorder in and out of every conv, pass and tensor: ~20% of the LeNet-5
-// training step, ~10% of ResNet-18's. This pass (the role of MindSpore's / TensorFlow's layout
-// propagation for oneDNN) rewrites the differentiated graph so those tensors are produced and
-// consumed blocked. A blocked activation of logical shape (N, C, H, W) is an ordinary contiguous
-// 5-D tensor (N, ceil(C/16), H, W, 16) (ops/blocked.h), so the planner and executor need no
-// change; lanes past C are padding, written as zeros by every producer.
+// Every oneDNN convolution wants its activations blocked (nChw16c on AVX-512, nChw8c on AVX2: L
+// channels innermost, L the ISA's vector width), so a plain NCHW graph pays a reorder in and out of
+// every conv, pass and tensor: ~20% of the LeNet-5 training step, ~10% of ResNet-18's. This pass
+// (the role of MindSpore's / TensorFlow's layout propagation for oneDNN) rewrites the
+// differentiated graph so those tensors are produced and consumed blocked. A blocked activation of
+// logical shape (N, C, H, W) is an ordinary contiguous 5-D tensor (N, ceil(C/L), H, W, L)
+// (ops/blocked.h), so the planner and executor need no change; lanes past C are padding, written
+// as zeros by every producer. L is backends/cpu/isa.h's blocked_lanes(): the block oneDNN's
+// kernels use on the ISA the backend runs (ONEDNN_MAX_CPU_ISA caps it), so no reorder remains
+// between the blocked tensors and the convolutions (tests/cpp/test_blocked_isa.cpp counts them).
 //
 // How it decides:
 //   - Layout-aware nodes (conv2d, conv2d_fused, their two backward ops, max_pool2d and its
 //     backward, batch_norm and its backward, pointwise ops whose operands all have the
-//     output's shape, and channel concats of whole 16-channel blocks: YOLOv5's C3 and neck) tie
+//     output's shape, and channel concats of whole L-channel blocks: YOLOv5's C3 and neck) tie
 //     their activations into classes (union-find): a pool's input and output, an add's operands,
 //     share one layout. A convolution ties only its y side (output, residual; dy of the backward
 //     ops); its x side (input; dx) is a class of its own, because oneDNN reads and writes the two
@@ -20,10 +23,10 @@
 //     outweigh the re-layouts it needs at its boundary (to_blocked where a member comes from a
 //     node that is not layout-aware or from a graph input, from_blocked where one is read by
 //     such a node or returned), counted in elements.
-//   - Never blocked: non-float32 or non-4-D values; values with fewer than 16 channels or more
+//   - Never blocked: non-float32 or non-4-D values; values with fewer than L channels or more
 //     than a quarter of padding (the network input, LeNet-5's 6-channel maps: every blocked op
-//     would move up to 16/C times the bytes; measured slower); values an effect reads or mutates.
-//     With C not a multiple of 16 only ops that keep zeros zero (relu, relu_grad, add, sub, mul,
+//     would move up to L/C times the bytes; measured slower); values an effect reads or mutates.
+//     With C not a multiple of L only ops that keep zeros zero (relu, relu_grad, add, sub, mul,
 //     neg) count as pointwise-aware, so padding stays zero.
 // SPORE_NO_BLOCKED_LAYOUT=1 turns the pass off (for A/B measurements).
 #include <cstdlib>
@@ -31,6 +34,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/passes/passes.h"
 #include "ops/blocked.h"
@@ -41,25 +45,22 @@ using namespace graph;
 namespace {
 using ops::OpId;
 
-using ops::blocked::kLanes;
-
 bool disabled() {
   const char* e = std::getenv("SPORE_NO_BLOCKED_LAYOUT");
   return e && *e && std::string(e) != "0";
 }
 
-// Channel counts whose blocks would be mostly padding: every blocked op would move up to 16/C
-// times the bytes (LeNet-5's 6 channels: 2.7x, measured a net loss). At most a quarter extra.
-bool too_much_padding(int64_t C) {
-  return C < kLanes || 4 * ops::blocked::blocks(C) * kLanes > 5 * C;
+// Channel counts whose blocks would be mostly padding: every blocked op would move up to L/C
+// times the bytes (LeNet-5's 6 channels in 16 lanes: 2.7x, measured a net loss). At most a quarter
+// extra.
+bool too_much_padding(int64_t C, int64_t L) {
+  return C < L || 4 * ops::blocked::blocks(C, L) * L > 5 * C;
 }
 
 // (The blocked kernels are the CPU backend's.)
 bool plain_4d_f32(const Value* v) {
   return v->dtype == kFloat32 && v->shape.size() == 4 && v->device.type == DeviceType::CPU;
 }
-
-const auto blocked_shape = ops::blocked::shape;
 
 bool is_conv(OpId op) {
   return op == OpId::Conv2d || op == op::Conv2dFused() || op == OpId::Conv2dBackwardData ||
@@ -77,8 +78,8 @@ struct Slot {
   char side = 'p';
 };
 
-// The activation slots of n when it can run blocked, else empty.
-std::vector<Slot> aware_slots(const Node& n) {
+// The activation slots of n when it can run blocked in L lanes, else empty.
+std::vector<Slot> aware_slots(const Node& n, int64_t L) {
   const OpId op = n.op;
   std::vector<Slot> s;
   auto in = [&](int i, char side) { s.push_back({i, -1, side}); };
@@ -112,7 +113,7 @@ std::vector<Slot> aware_slots(const Node& n) {
     const Value* o = n.outputs[0];
     if (!plain_4d_f32(o) || ops::normalize_axis(n.attrs.get_int("axis"), 4) != 1) return {};
     for (size_t i = 0; i < n.inputs.size(); ++i) {
-      if (!plain_4d_f32(n.inputs[i]) || n.inputs[i]->shape[1] % kLanes != 0) return {};
+      if (!plain_4d_f32(n.inputs[i]) || n.inputs[i]->shape[1] % L != 0) return {};
       in(int(i), 'p');
     }
     out(0, 'p');
@@ -126,7 +127,7 @@ std::vector<Slot> aware_slots(const Node& n) {
                            (n.def().has(ops::kElementwise) && !n.is_view() && !n.is_effect());
     if (!pointwise || n.outputs.size() != 1 || !plain_4d_f32(n.outputs[0])) return {};
     const Shape& shape = n.outputs[0]->shape;
-    if (shape[1] % kLanes != 0 && (op == OpId::FusedElementwise || !keeps_zero(op))) return {};
+    if (shape[1] % L != 0 && (op == OpId::FusedElementwise || !keeps_zero(op))) return {};
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const Value* v = n.inputs[i];
       if (v->numel() == 1 && v->dtype == kFloat32) continue;  // a scalar broadcasts in any layout
@@ -161,6 +162,9 @@ struct UnionFind {
 
 size_t blocked_layout(Graph& g) {
   if (disabled()) return 0;
+  // The channel block of the ISA the convolutions run (isa.h): 16 on AVX-512, 8 on AVX2.
+  const int64_t L = blocked_lanes();
+  auto blocked_shape = [L](const Shape& nchw) { return ops::blocked::shape(nchw, L); };
   // 1. Slots of the layout-aware nodes; values tied into classes.
   std::unordered_map<const Node*, std::vector<Slot>> slots;
   UnionFind uf;
@@ -170,13 +174,13 @@ size_t blocked_layout(Graph& g) {
     const Node& n = *up;
     if (n.is_effect())
       for (const Value* v : n.inputs) pinned.insert(v);
-    std::vector<Slot> s = aware_slots(n);
+    std::vector<Slot> s = aware_slots(n, L);
     if (s.empty()) continue;
     const Value* tie = nullptr;  // the 'p' / 'y' side's first value
     for (const Slot& sl : s) {
       const Value* v = sl.input >= 0 ? n.inputs[size_t(sl.input)] : n.outputs[size_t(sl.output)];
       uf.find(v);
-      if (v->dtype == kFloat32 && (v->shape.size() != 4 || too_much_padding(v->shape[1])))
+      if (v->dtype == kFloat32 && (v->shape.size() != 4 || too_much_padding(v->shape[1], L)))
         pinned.insert(v);
       if (sl.side == 'x') continue;
       if (tie)
@@ -241,8 +245,8 @@ size_t blocked_layout(Graph& g) {
       if (sl.input >= 0 && !aware_producer.count(v)) {  // a plain producer: re-layout once
         Value*& twin = blocked_twin[v];
         if (!twin) {
-          Node* t =
-              g.insert_node(i++, op::ToBlocked(), {v}, {}, {{blocked_shape(v->shape), v->dtype}});
+          Node* t = g.insert_node(i++, op::ToBlocked(), {v}, ops::Attrs().set("lanes", L),
+                                  {{blocked_shape(v->shape), v->dtype}});
           t->precision = n->precision;
           twin = t->outputs[0];
         }
@@ -252,25 +256,24 @@ size_t blocked_layout(Graph& g) {
     if (!any) continue;
     // 'p' nodes run blocked as a whole: their class is one (all slots agree).
     if (is_conv(n->op)) {
-      n->attrs.set("blocked_x", bx).set("blocked_y", by);
+      n->attrs.set("blocked_x", bx).set("blocked_y", by).set("lanes", L);
     } else if (n->op == OpId::FusedElementwise) {
       n->attrs.set("shape", blocked_shape(n->outputs[0]->shape));
     } else if (n->op == OpId::Concat) {
-      n->attrs.set("axis", int64_t(1));  // (N, Cb, H, W, 16): the channel blocks
+      n->attrs.set("axis", int64_t(1));  // (N, Cb, H, W, L): the channel blocks
     } else if (n->op != OpId::Sum && !n->def().has(ops::kElementwise)) {  // pools, batch norms
       n->attrs.set("blocked", true);
       // The pool's output padding lanes (y and indices) are zeroed only when it knows C.
       if (n->op == OpId::MaxPool2d) n->attrs.set("channels", n->outputs[0]->shape[1]);
     }
     ++changed;
-    if (n->op == OpId::Sum) {  // (N, Cb, H, W, 16) summed over (0, 2, 3) is (Cb, 16): -> (C)
+    if (n->op == OpId::Sum) {  // (N, Cb, H, W, L) summed over (0, 2, 3) is (Cb, L): -> (C)
       Value* v = n->outputs[0];
-      const int64_t C = v->shape[0], Cb = ops::blocked::blocks(C);
-      v->shape = {Cb, kLanes};
+      const int64_t C = v->shape[0], Cb = ops::blocked::blocks(C, L);
+      v->shape = {Cb, L};
       v->strides = contiguous_strides(v->shape);
-      Node* r =
-          g.insert_node(i + 1, OpId::Reshape, {v}, ops::Attrs().set("shape", Shape{Cb * kLanes}),
-                        {{Shape{Cb * kLanes}, v->dtype}});
+      Node* r = g.insert_node(i + 1, OpId::Reshape, {v}, ops::Attrs().set("shape", Shape{Cb * L}),
+                              {{Shape{Cb * L}, v->dtype}});
       Node* sl = g.insert_node(i + 2, OpId::Slice, {r->outputs[0]},
                                ops::Attrs()
                                    .set("dim", int64_t(0))

@@ -26,8 +26,9 @@ size_t fold_batchnorm(graph::Graph& g);
 // first pointed at relu's output); returns chains fused.
 size_t fuse_conv_matmul(graph::Graph& g);
 // Blocked-layout propagation (blocked_layout.cpp): float32 activations between convolutions,
-// pools, batch norms and pointwise ops become oneDNN's nChw16c layout, held as
-// (N, ceil(C/16), H, W, 16) tensors, with to_blocked / from_blocked at the boundaries, where the
+// pools, batch norms and pointwise ops become oneDNN's nChw16c layout (nChw8c where the backend
+// runs AVX2: isa.h), held as (N, ceil(C/L), H, W, L) tensors, with to_blocked / from_blocked at
+// the boundaries, where the
 // conv reorders saved outweigh them. Runs after the fusions. Returns nodes switched to blocked.
 size_t blocked_layout(graph::Graph& g);
 // Constant-weight convolutions (constant_convs.cpp): a conv2d / conv2d_fused between blocked
