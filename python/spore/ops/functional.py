@@ -120,9 +120,9 @@ def clip_by_norm(x, max_norm, norm_type=2.0, error_if_nonfinite=False):
     if not float(max_norm) > 0:
         raise ValueError(f"For 'ops.clip_by_norm', max_norm must be > 0, got {max_norm}")
     total = _norm_of_all(ts, norm_type)
-    if error_if_nonfinite and not np.isfinite(float(total.asnumpy())):
+    if error_if_nonfinite and not np.isfinite(value := float(total.asnumpy())):
         raise RuntimeError(f"For 'ops.clip_by_norm', the total norm of order {norm_type} is "
-                           f"{float(total.asnumpy())}; set error_if_nonfinite=False to clip anyway")
+                           f"{value}; set error_if_nonfinite=False to clip anyway")
     coef = _C.clamp(_C.div(Tensor(np.float32(max_norm)), _C.add(total, Tensor(np.float32(1e-6)))), None, 1.0)
     out = [_C.mul(t, coef.astype(t.dtype)) for t in ts]
     return out[0] if single else tuple(out)
@@ -137,7 +137,9 @@ def clip_by_global_norm(x, clip_norm=1.0, use_norm=None):
     ts, _ = _tensor_list(x, "ops.clip_by_global_norm")
     if not float(clip_norm) > 0:
         raise ValueError(f"For 'ops.clip_by_global_norm', clip_norm must be > 0, got {clip_norm}")
-    g = _norm_of_all(ts, 2.0) if use_norm is None else _t(use_norm).astype(_C.DType.float32)
+    if use_norm is None:  # the optimizer's own clip (optim::clip_by_global_norm), the same formula
+        return tuple(_C.clip_by_global_norm(ts, float(clip_norm)))
+    g = _t(use_norm).astype(_C.DType.float32)
     c = Tensor(np.float32(clip_norm))
     coef = _C.div(c, _C.maximum(g, c))
     return tuple(_C.mul(t, coef.astype(t.dtype)) for t in ts)
