@@ -9,7 +9,7 @@ BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev lib
   libspdlog-dev libfmt-dev libcpp-httplib-dev libjs-chart.js chromium
   python3-dev python3-venv libprotobuf-dev protobuf-compiler libonnx-dev
   python3 python3-pip python3-numpy python3-pytest libonnx-testdata python3-pil libzip-dev
-  clang-format ccache)
+  clang-format ccache python3-torch python3-torchvision)
 # The tests' Python cross-checks (tests/io/safetensors_crosscheck.py) and the Python package's tests
 # (tests/python, pytest) run on Debian's interpreter, /usr/bin/python3 (the one Debian's python3-*
 # packages serve; CMake's SPORE_TEST_PYTHON), with the modules in PY_MODULES. Debian 12 packages
@@ -17,7 +17,9 @@ BUILD_PKGS=(cmake g++ make pkg-config libdnnl-dev libopenblas-dev libhwy-dev lib
 # libonnx-testdata: the ONNX backend node tests the importer runs (tests/onnx). onnxruntime and
 # mindspore (PyPI) are optional cross-check tools, not installed here: their tests check committed
 # fixtures when the packages are not importable (docs/interop.md).
-# python3-pil: torchvision (in the image) imports it, and the NMS cross-check imports torchvision.
+# python3-torch, python3-torchvision: the kernels' PyTorch cross-checks (tests/nn/torch_reference.h,
+# tests/python/test_*torch*, the NMS and RNN cross-checks) skip without them, so a new machine would
+# check less than this one; they are test packages, hence here. python3-pil: torchvision imports it.
 # These test packages are in BUILD_PKGS itself (../shared/tools/check-fresh-deps reads that list).
 TEST_PKGS=()
 # pybind11 from PyPI: the bindings need >= 2.12 for numpy 2 (Debian 12's pybind11-dev is 2.10), and
