@@ -599,10 +599,13 @@ TEST(Pipeline, ModelWithGradAccumulationAndAmpMatchesOneProcess) {
     double tol, param_tol;
   };
   // micro 0: Model's default, 2 x stages micro-batches; 1: the batch in one piece, so on one
-  // pipeline (2 ranks) float16 computes exactly what one process computes.
+  // pipeline (2 ranks) float16 computes what one process computes, up to the kernels: each process
+  // picks its convolution kernels and oneDNN layouts by timing (conv_list.h), and on a loaded
+  // machine rank 1 (stage 2) and rank 0 (the whole network alone) can pick differently, whose
+  // float16 rounding differs by ~2e-6 (seen in CI); the same kernels give < 1e-7.
   std::vector<Case> cases = {
       {"O0", 2, 0, 1e-5, 1e-5}, {"O2", 1, 0, 1e-3, 1e-2}, {"O2", 2, 0, 1e-3, 1e-2}};
-  if (R == 2) cases.push_back({"O2", 1, 1, 1e-6, 1e-5});
+  if (R == 2) cases.push_back({"O2", 1, 1, 1e-5, 1e-4});
   for (const Case& c : cases) {
     const Result p = run(true, c.amp, c.k, px, py, 16 / replicas, false, c.micro);
     const Result one = run(false, c.amp, c.k, x, y, 16);
