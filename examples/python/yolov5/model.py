@@ -176,3 +176,10 @@ class YOLOv5(nn.Cell):
 
 def yolov5s(num_classes):
     return YOLOv5(num_classes, 0.33, 0.50)
+
+
+def yolov5n(num_classes):
+    return YOLOv5(num_classes, 0.33, 0.25)
+
+
+MODELS = {"yolov5n": yolov5n, "yolov5s": yolov5s}  # the model zoo's sizes (models/yolov5/yolov5.h)

@@ -27,7 +27,7 @@ from spore.train import yolo
 from spore.train.coco import COCO, COCOeval
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model import yolov5s  # noqa: E402
+from model import MODELS  # noqa: E402
 
 try:
     import cv2
@@ -177,6 +177,7 @@ def evaluate(net, val, root, batch):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", required=True, help="a COCO-layout folder (spore data make-shapes --out DIR)")
+    p.add_argument("--model", choices=sorted(MODELS), default="yolov5s")
     p.add_argument("--img", type=int, default=320)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=16)
@@ -192,8 +193,8 @@ def main(argv=None):
     train = ShapesData(args.data, "train", args.img, augment=True, limit=args.limit)
     val = ShapesData(args.data, "val", args.img, augment=False, limit=args.eval_limit)
     nc, bs, nbs, epochs = len(train.category_ids), args.batch_size, 64, args.epochs
-    net, ema_net = yolov5s(nc), yolov5s(nc)
-    print(f"yolov5s (Python): {sum(int(np.prod(q.shape)) for q in net.trainable_params())} parameters, {nc} "
+    net, ema_net = MODELS[args.model](nc), MODELS[args.model](nc)
+    print(f"{args.model} (Python): {sum(int(np.prod(q.shape)) for q in net.trainable_params())} parameters, {nc} "
           f"classes, {len(train)} training / {len(val)} validation images at {args.img} px, batch {bs}, "
           f"{epochs} epochs, {args.mode} mode, amp O2")
 
