@@ -42,6 +42,16 @@ class Event {
   virtual void synchronize() = 0;  // the host waits for the recorded work
 };
 
+// Work recorded from a stream between Backend::begin_capture and end_capture (a CUDA graph on
+// CUDA), run again with one call. It reads and writes the addresses the recorded work used, so
+// those buffers must stay where they are while it lives; memory the recorded work allocated
+// stays reserved for it until it is destroyed.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  virtual void replay(Stream& stream) = 0;  // queues the recorded work on `stream`
+};
+
 struct DeviceProperties {
   std::string name;                          // "CPU", "NVIDIA H200"
   size_t total_memory = 0;                   // bytes
@@ -93,6 +103,15 @@ class Backend {
   // implementations that compute the same result, so a stale one costs speed, never correctness.
   virtual std::string kernel_choices() const { return ""; }
   virtual void load_kernel_choices(const std::string& text) {}
+  // -- capture (Graph mode's whole step as one launch; docs/graph.md "Capture") ----------------
+  // Between begin_capture and end_capture, work queued on `stream` by this thread is recorded,
+  // not run. end_capture returns the recording, or nullptr with `why` set when the capture was
+  // invalidated (a kernel synchronised with the host, copied from pageable memory, ...); nothing
+  // recorded has run either way. Backends without capture keep these defaults.
+  virtual bool supports_capture() const { return false; }
+  virtual void begin_capture(Stream& stream);
+  virtual std::unique_ptr<CapturedWork> end_capture(Stream& stream, std::string& why);
+
   // Why device_count() is 0 although the backend is built ("no GPU is visible: ..."), for
   // set_device's message; "" when there are devices.
   virtual std::string unavailable_reason() const { return ""; }

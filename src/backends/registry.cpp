@@ -41,6 +41,15 @@ bool Backend::supports(ops::OpId op, DType dtype) const {
   return k && k->supports(dtype);
 }
 
+void Backend::begin_capture(Stream&) {
+  SPORE_THROW(ErrorKind::NotImplemented, "[capture] the ", name(),
+              " backend cannot capture a stream's work (supports_capture() is false)");
+}
+std::unique_ptr<CapturedWork> Backend::end_capture(Stream&, std::string& why) {
+  why = std::string("the ") + std::string(name()) + " backend cannot capture";
+  return nullptr;
+}
+
 namespace detail {
 bool register_backend(DeviceType type, BackendFactory factory) {
   slots()[size_t(type)].factory = factory;

@@ -38,6 +38,20 @@ Tensor slot_tensor(const std::shared_ptr<Storage>& arena, size_t byte_offset, co
 }
 }  // namespace
 
+namespace {
+int& capture_setting() {  // -1: from SPORE_GRAPH_CAPTURE; 0 / 1: set_capture
+  static int s = -1;
+  return s;
+}
+}  // namespace
+
+void set_capture(bool on) { capture_setting() = on ? 1 : 0; }
+bool capture_enabled() {
+  if (capture_setting() >= 0) return capture_setting() == 1;
+  const char* e = std::getenv("SPORE_GRAPH_CAPTURE");
+  return e && std::string(e) == "1";
+}
+
 Executor::Executor(std::shared_ptr<Graph> graph) : graph_(std::move(graph)) {
   const char* prof = std::getenv("SPORE_PROFILE");
   profile_ = prof && *prof && std::string(prof) != "0";
@@ -115,6 +129,66 @@ void Executor::bind() {
   }
   outputs_.clear();
   for (const Value* o : graph_->outputs) outputs_.push_back(rt.at(o));
+  decide_capture();
+}
+
+// A graph is captured when capture is on, every kernel runs on one device whose backend captures,
+// and no kernel keeps host state across calls: a random op draws its seed from the host generator
+// at each call, so a replay would repeat the first mask.
+void Executor::decide_capture() {
+  captured_.reset();  // bound to the old tensors
+  no_capture_.clear();
+  if (!capture_enabled()) {
+    no_capture_ = "capture is off (SPORE_GRAPH_CAPTURE=1 turns it on)";
+    return;
+  }
+  if (profile_) {
+    no_capture_ = "SPORE_PROFILE times each kernel";
+    return;
+  }
+  if (steps_.empty()) {
+    no_capture_ = "the graph has no kernels";
+    return;
+  }
+  const Device d = steps_[0].device;
+  for (const Step& s : steps_) {
+    if (s.device != d) {
+      no_capture_ = "its kernels run on " + to_string(d) + " and " + to_string(s.device);
+      return;
+    }
+    if (s.def->has(ops::kRandom)) {
+      no_capture_ =
+          std::string("[") + s.def->name + "] draws from the host's generator at each call";
+      return;
+    }
+  }
+  if (!get_backend(d.type).supports_capture())
+    no_capture_ = "the " + to_string(d) + " backend does not capture";
+}
+
+void Executor::run_steps() {
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    Step& s = steps_[si];
+    const profiling::Span span("op", s.def->name,
+                               &s.prof_args);  // planned memory: no bytes allocated
+    const DeviceGuard here(s.device);
+    ops::KernelContext ctx{*s.def, s.inputs, s.outputs, *s.attrs, &current_stream(s.device)};
+    if (profile_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      s.fn(ctx);
+      const double dt =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      (runs_ == 1 ? first_seconds_[si] : step_seconds_[si]) += dt;
+    } else {
+      s.fn(ctx);
+    }
+    for (size_t i = 0; i < s.outputs.size(); ++i) {
+      if (s.outputs[i].is_same(s.slots[i])) continue;
+      // The kernel replaced its output tensor: the planned slot must still get the data.
+      copy(s.outputs[i], s.slots[i]);
+      s.outputs[i] = s.slots[i];
+    }
+  }
 }
 
 std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
@@ -143,27 +217,33 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
   ++runs_;
   const profiling::Span graph_span("graph",
                                    profiling::enabled() ? span_name(graph_->name) : "graph");
-  for (size_t si = 0; si < steps_.size(); ++si) {
-    Step& s = steps_[si];
-    const profiling::Span span("op", s.def->name,
-                               &s.prof_args);  // planned memory: no bytes allocated
-    const DeviceGuard here(s.device);
-    ops::KernelContext ctx{*s.def, s.inputs, s.outputs, *s.attrs, &current_stream(s.device)};
-    if (profile_) {
-      const auto t0 = std::chrono::steady_clock::now();
-      s.fn(ctx);
-      const double dt =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      (runs_ == 1 ? first_seconds_[si] : step_seconds_[si]) += dt;
+  if (captured_) {
+    captured_->replay(current_stream(steps_[0].device));
+  } else if (no_capture_.empty() && runs_ >= 2) {
+    // The first run made the kernels' one-time choices (algorithms, workspaces); record the steps
+    // now. Nothing recorded has run yet, so a failed capture runs the steps plainly instead.
+    const Device d = steps_[0].device;
+    Backend& backend = get_backend(d.type);
+    Stream& stream = current_stream(d);
+    backend.begin_capture(stream);
+    std::string why;
+    try {
+      run_steps();
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    auto work = backend.end_capture(stream, why);
+    if (work && why.empty()) {
+      captured_ = std::move(work);
+      log::debug("graph {}: {} kernels captured on {}", graph_->name, steps_.size(), to_string(d));
+      captured_->replay(stream);
     } else {
-      s.fn(ctx);
+      no_capture_ = "the capture failed: " + why;
+      log::info("graph {}: not captured ({}); running its kernels one by one", graph_->name, why);
+      run_steps();
     }
-    for (size_t i = 0; i < s.outputs.size(); ++i) {
-      if (s.outputs[i].is_same(s.slots[i])) continue;
-      // The kernel replaced its output tensor: the planned slot must still get the data.
-      copy(s.outputs[i], s.slots[i]);
-      s.outputs[i] = s.slots[i];
-    }
+  } else {
+    run_steps();
   }
   std::vector<Tensor> result;
   for (const Tensor& o : outputs_) {

@@ -2,15 +2,25 @@
 // outputs, the captured tensors themselves for parameters and state, aliasing views built once),
 // then each run() copies the arguments into their slots and calls the registered kernels in
 // schedule order with no allocation. Outputs are copied out of the arena.
+//
+// Capture (docs/graph.md): on a device whose backend can capture a stream (CUDA graphs; the test
+// device emulates them), with capture on, the second run records the kernels once and every run
+// from then on replays the recording with one call: no per-kernel launch cost on the host.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "graph/ir.h"
 #include "graph/memory_plan.h"
 
 namespace spore::graph {
+
+// Whether executors capture their steps (above): SPORE_GRAPH_CAPTURE=1 in the environment, or
+// set_capture (which wins). Off by default until the CUDA path has run on a GPU (docs/cuda.md).
+void set_capture(bool on);
+bool capture_enabled();
 
 class Executor {
  public:
@@ -21,6 +31,8 @@ class Executor {
   ~Executor();
   const Graph& graph() const { return *graph_; }
   const MemoryPlan& plan() const { return plan_; }
+  bool captured() const { return captured_ != nullptr; }  // runs replay a capture
+  const std::string& why_not_captured() const { return no_capture_; }
 
  private:
   struct Step {
@@ -32,6 +44,10 @@ class Executor {
     std::string prof_args;                // the profiler's description of the node
   };
   void bind();  // (re)builds the runtime tensors; again when a captured tensor's storage changed
+  void run_steps();
+  void decide_capture();
+  std::unique_ptr<CapturedWork> captured_;  // the steps, recorded once (after the warm-up run)
+  std::string no_capture_;                  // why this graph is not captured ("" while it may be)
   std::shared_ptr<Graph> graph_;
   MemoryPlan plan_;
   std::vector<std::shared_ptr<Storage>> arenas_;  // one per device, as plan_.arenas

@@ -169,3 +169,50 @@ TEST(CudaCachingAllocator, PoisonFillsEveryBlockHandedOutOnItsStream) {
 }
 
 }  // namespace
+
+// Capture pools (CUDA graphs): a recording writes the blocks it allocated at every replay, so they
+// must not go back to the cache while it lives.
+TEST(CudaCachingAllocator, CapturePoolKeepsTheRecordingsBlocks) {
+  FakeRaw raw(64 << 20);
+  FakeEvents ev;
+  void* cur = kStreamA;
+  CachingAllocator a(raw, ev.hooks(), "GPU:0", [&cur] { return cur; });
+  void* before = a.allocate(4096);
+  a.deallocate(before, 4096);  // cached: a capture may take it (it is the recording's from then on)
+  const int pool = a.begin_pool();
+  void* t1 = a.allocate(4096);  // a kernel's temporary during capture
+  EXPECT_EQ(t1, before);
+  a.deallocate(t1, 4096);
+  void* t2 = a.allocate(3000);  // a later kernel of the recording reuses the pool's block
+  EXPECT_EQ(t2, t1);
+  void* kept = a.allocate(1 << 20);  // e.g. a replaced output still referenced after capture
+  a.end_pool();
+  a.deallocate(t2, 3000);
+  EXPECT_EQ(a.pool_bytes(pool), 4096u + round_size(1 << 20));
+  EXPECT_EQ(a.stats().bytes_cached, 0u) << "nothing of the pool is in the cache";
+  EXPECT_NE(a.allocate(4096), t1) << "outside the capture nobody else gets the recording's block";
+  a.deallocate(kept, 1 << 20);  // freed after capture: still the recording's
+  EXPECT_NE(a.allocate(1 << 20), kept);
+  EXPECT_EQ(a.pool_bytes(pool), 4096u + round_size(1 << 20));
+  // The recording is destroyed: its blocks are the cache's again.
+  a.release_pool(pool);
+  EXPECT_EQ(a.pool_bytes(pool), 0u);
+  EXPECT_EQ(a.allocate(1000), t1);
+  EXPECT_EQ(a.allocate(1 << 20), kept);
+}
+
+TEST(CudaCachingAllocator, CapturePoolLiveBlocksReturnToTheCacheAfterRelease) {
+  FakeRaw raw(64 << 20);
+  FakeEvents ev;
+  void* cur = kStreamA;
+  CachingAllocator a(raw, ev.hooks(), "GPU:0", [&cur] { return cur; });
+  const int pool = a.begin_pool();
+  EXPECT_THROW(a.begin_pool(), spore::Error) << "one capture at a time";
+  void* p = a.allocate(2048);
+  a.end_pool();
+  a.release_pool(pool);  // the recording died while p was still held
+  a.deallocate(p, 2048);
+  EXPECT_EQ(a.stats().bytes_cached, 2048u);
+  EXPECT_EQ(a.allocate(2048), p);
+  EXPECT_EQ(a.stats().bytes_in_use, 2048u);
+}

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -94,7 +95,12 @@ class RawCuda : public RawDeviceAllocator {
   void* malloc(size_t n) override {
     DeviceScope d(device_);
     void* p = nullptr;
+    // During a capture (the allocator's pool is open) a new block is made outside the recording:
+    // cudaMalloc is not stream work, and the pool keeps the block for the recording.
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    SPORE_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     const cudaError_t e = cudaMalloc(&p, n);
+    SPORE_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // clear it: the caller empties its cache and retries
       return nullptr;
@@ -215,6 +221,31 @@ class EventPool {
   std::vector<cudaEvent_t> free_;
 };
 
+// A captured stream's work as an instantiated CUDA graph; the memory its kernels allocated during
+// the capture stays in the allocator's pool until it is destroyed.
+class CudaCaptured final : public CapturedWork {
+ public:
+  CudaCaptured(int device, cudaGraph_t graph, cudaGraphExec_t exec, CachingAllocator& alloc,
+               int pool)
+      : device_(device), graph_(graph), exec_(exec), alloc_(alloc), pool_(pool) {}
+  ~CudaCaptured() override {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+    alloc_.release_pool(pool_);
+  }
+  void replay(Stream& s) override {
+    DeviceScope d(device_);
+    SPORE_CUDA_CHECK(cudaGraphLaunch(exec_, native(s.native_handle())));
+  }
+
+ private:
+  int device_;
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_;
+  CachingAllocator& alloc_;
+  int pool_;
+};
+
 struct PerDevice {
   std::unique_ptr<EventPool> events;  // before the allocator, which returns its events here
   std::unique_ptr<CudaStream> default_stream;
@@ -286,7 +317,56 @@ class CudaBackend : public Backend {
   }
   std::string library_versions() const override { return versions(); }
 
+  // Capture: the stream's work becomes a CUDA graph (thread-local mode: a call on this thread that
+  // cannot be recorded, such as a synchronous copy, invalidates the capture instead of running).
+  bool supports_capture() const override { return true; }
+  void begin_capture(Stream& stream) override {
+    const int device = stream.device().index;
+    PerDevice& p = dev(device);
+    DeviceScope d(device);
+    const int pool = p.allocator->begin_pool();
+    const cudaError_t e =
+        cudaStreamBeginCapture(native(stream.native_handle()), cudaStreamCaptureModeThreadLocal);
+    if (e != cudaSuccess) {
+      p.allocator->end_pool();
+      p.allocator->release_pool(pool);
+      cudaGetLastError();
+      SPORE_CUDA_CHECK(e);
+    }
+    const std::lock_guard lock(capture_mutex_);
+    capture_pool_[stream.native_handle()] = pool;
+  }
+  std::unique_ptr<CapturedWork> end_capture(Stream& stream, std::string& why) override {
+    const int device = stream.device().index;
+    PerDevice& p = dev(device);
+    DeviceScope d(device);
+    int pool = 0;
+    {
+      const std::lock_guard lock(capture_mutex_);
+      pool = capture_pool_.at(stream.native_handle());
+      capture_pool_.erase(stream.native_handle());
+    }
+    p.allocator->end_pool();
+    cudaGraph_t graph = nullptr;
+    cudaError_t e = cudaStreamEndCapture(native(stream.native_handle()), &graph);
+    cudaGraphExec_t exec = nullptr;
+    if (e == cudaSuccess && graph) e = cudaGraphInstantiate(&exec, graph, 0);
+    if (e != cudaSuccess || !graph || !why.empty()) {
+      if (why.empty())
+        why = std::string("CUDA stream capture: ") + cudaGetErrorName(e) + " (" +
+              cudaGetErrorString(e) + ")";
+      cudaGetLastError();  // the capture's error is reported by `why`, not left for the next call
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+      p.allocator->release_pool(pool);
+      return nullptr;
+    }
+    return std::make_unique<CudaCaptured>(device, graph, exec, *p.allocator, pool);
+  }
+
  private:
+  std::mutex capture_mutex_;
+  std::map<void*, int> capture_pool_;  // capturing stream -> its allocator pool
   void check(int device) const {
     SPORE_CHECK(device >= 0 && device < device_count(), "GPU device ", device, " does not exist: ",
                 device_count() ? "this machine has " + std::to_string(device_count()) + " GPU(s)"

@@ -94,15 +94,35 @@ void* CachingAllocator::allocate_on(size_t nbytes, void* stream) {
   std::unique_lock lock(mutex_);
   const size_t size = round_size(nbytes);
   ++stats_.num_allocs;
-  collect_pending();
-  void* p = take_cached(size, stream);
+  void* p = nullptr;
+  if (open_pool_) {  // the open pool's own free blocks first (the smallest that fits)
+    auto& free = pools_.at(open_pool_).free;
+    size_t best = free.size();
+    for (size_t i = 0; i < free.size(); ++i)
+      if (free[i].second.size >= size && free[i].second.stream == stream &&
+          (best == free.size() || free[i].second.size < free[best].second.size))
+        best = i;
+    if (best < free.size()) {
+      p = free[best].first;
+      live_[p] = free[best].second;
+      free.erase(free.begin() + std::ptrdiff_t(best));
+      ++stats_.cache_hits;
+      stats_.bytes_in_use += live_[p].size;
+      pools_.at(open_pool_).live_bytes += live_[p].size;
+      stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+      return p;  // no poison: the recording owns its contents
+    }
+  } else {
+    collect_pending();  // (not while capturing: that queries events)
+  }
+  p = take_cached(size, stream);
   if (p) {
     ++stats_.cache_hits;
   } else {
     ++stats_.cache_misses;
     p = raw_.malloc(size);
-    if (!p) {  // out of memory: give the idle cache back and try once more
-      release_cached();
+    if (!p && !open_pool_) {  // out of memory: give the idle cache back and try once more
+      release_cached();       // (not while capturing: freeing memory synchronises the device)
       p = raw_.malloc(size);
     }
     if (!p) {
@@ -117,7 +137,11 @@ void* CachingAllocator::allocate_on(size_t nbytes, void* stream) {
     }
     live_[p] = Block{size, stream, {}};
   }
-  stats_.bytes_in_use += size;
+  if (open_pool_) {
+    live_[p].pool = open_pool_;
+    pools_.at(open_pool_).live_bytes += live_[p].size;
+  }
+  stats_.bytes_in_use += live_[p].size;
   stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
   if (poison_) {
     const auto fill = poison_;
@@ -136,6 +160,12 @@ void CachingAllocator::deallocate(void* ptr, size_t) {
   Block b = std::move(it->second);
   live_.erase(it);
   stats_.bytes_in_use -= b.size;
+  if (auto pool = pools_.find(b.pool); b.pool && pool != pools_.end()) {
+    pool->second.live_bytes -= b.size;
+    pool->second.free.push_back({ptr, b});  // the recording still uses it
+    return;
+  }
+  b.pool = 0;
   if (b.other_streams.empty()) {  // only its own stream used it: reusable there at once
     cached_[{b.stream, b.size}].push_back(ptr);
     stats_.bytes_cached += b.size;
@@ -153,6 +183,42 @@ void CachingAllocator::record_stream(void* ptr, void* stream) {
   if (it == live_.end() || it->second.stream == stream) return;
   auto& others = it->second.other_streams;
   if (std::find(others.begin(), others.end(), stream) == others.end()) others.push_back(stream);
+}
+
+int CachingAllocator::begin_pool() {
+  std::lock_guard lock(mutex_);
+  SPORE_CHECK(!open_pool_, "[", device_name_, "] a capture pool is already open");
+  open_pool_ = next_pool_++;
+  pools_[open_pool_];
+  return open_pool_;
+}
+
+void CachingAllocator::end_pool() {
+  std::lock_guard lock(mutex_);
+  open_pool_ = 0;
+}
+
+void CachingAllocator::release_pool(int pool) {
+  std::lock_guard lock(mutex_);
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return;
+  if (open_pool_ == pool) open_pool_ = 0;
+  for (auto& [ptr, b] : it->second.free) {
+    cached_[{b.stream, b.size}].push_back(ptr);
+    stats_.bytes_cached += b.size;
+  }
+  for (auto& [ptr, b] : live_)  // freed later, they go to the cache
+    if (b.pool == pool) b.pool = 0;
+  pools_.erase(it);
+}
+
+size_t CachingAllocator::pool_bytes(int pool) const {
+  std::lock_guard lock(const_cast<std::mutex&>(mutex_));
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return 0;
+  size_t n = it->second.live_bytes;
+  for (const auto& [ptr, b] : it->second.free) n += b.size;
+  return n;
 }
 
 AllocatorStats CachingAllocator::stats() const {

@@ -10,8 +10,12 @@
 // - A block used on another stream is reusable only after an event recorded on that stream at free
 //   time has completed (record_stream / the Events hook), as PyTorch does.
 // - Out of memory: every cached block whose stream work is done is returned to the raw allocator
-// and
-//   the request is retried once; then an error names the bytes requested, in use and cached.
+//   and the request is retried once; then an error names the bytes requested, in use and cached.
+// - Capture pools (CUDA graphs): while a pool is open, blocks handed out belong to it. A pool
+//   block that is freed goes to the pool's own free list, not the cache, because a recorded graph
+//   still writes it at every replay; only the pool's next allocations reuse it (the recording's
+//   later kernels, in stream order). release_pool gives the pool's free blocks back to the cache
+//   when the recording is destroyed, and its live blocks go there when they are freed.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -61,6 +65,11 @@ class CachingAllocator : public Allocator {
   // 0xFF bytes, NaN in every float type, when SPORE_CUDA_POISON=1: the parity tests' poisoned
   // outputs, so an element a kernel forgets to write shows).
   void set_poison(std::function<void(void* ptr, size_t nbytes, void* stream)> fill);
+  // Opens a capture pool (one at a time) for the blocks allocated until end_pool; returns its id.
+  int begin_pool();
+  void end_pool();
+  void release_pool(int pool);
+  size_t pool_bytes(int pool) const;  // held by the pool: its live and free blocks
   AllocatorStats stats() const override;
   void reset_peak() override;
   void empty_cache() override;  // returns every idle cached block to the raw allocator
@@ -70,6 +79,11 @@ class CachingAllocator : public Allocator {
     size_t size = 0;
     void* stream = nullptr;
     std::vector<void*> other_streams;  // record_stream
+    int pool = 0;                      // the capture pool it belongs to; 0: none
+  };
+  struct Pool {
+    std::vector<std::pair<void*, Block>> free;  // freed, still the recording's
+    size_t live_bytes = 0;
   };
   struct Pending {  // freed, used on other streams: waiting for their events
     void* ptr;
@@ -88,6 +102,8 @@ class CachingAllocator : public Allocator {
   std::unordered_map<void*, Block> live_;
   std::map<std::pair<void*, size_t>, std::vector<void*>> cached_;  // (stream, size) -> blocks
   std::vector<Pending> pending_;
+  std::map<int, Pool> pools_;  // live pools
+  int open_pool_ = 0, next_pool_ = 1;
   AllocatorStats stats_;
 };
 

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -175,12 +176,32 @@ class TestAllocator final : public Allocator {
   }
 };
 
+// Its streams are synchronous, except while captured: then queued work (kernels, copies) is
+// recorded instead of run, as a CUDA stream under capture records a graph.
 class TestStream final : public Stream {
  public:
   Device device() const override { return Device{DeviceType::Test, 0}; }
   void synchronize() override {}
   bool query() override { return true; }
+  std::vector<std::function<void()>>* recording = nullptr;  // set while captured
 };
+
+class TestCaptured final : public CapturedWork {
+ public:
+  explicit TestCaptured(std::vector<std::function<void()>> work) : work_(std::move(work)) {}
+  void replay(Stream&) override {
+    for (auto& w : work_) w();
+    ++test_device_replays();
+  }
+
+ private:
+  std::vector<std::function<void()>> work_;
+};
+
+std::vector<std::function<void()>>* recording_of(Stream* s) {
+  auto* t = dynamic_cast<TestStream*>(s);
+  return t ? t->recording : nullptr;
+}
 class TestEvent final : public Event {
  public:
   void record(Stream&) override {}
@@ -189,9 +210,34 @@ class TestEvent final : public Event {
   void synchronize() override {}
 };
 
-// The CPU kernel, run with the Test blocks of its tensors open.
+// The CPU kernel, run with the Test blocks of its tensors open; on a captured stream, recorded
+// with its tensors (the same buffers at every replay) instead.
 ops::KernelFn wrap(ops::KernelFn cpu) {
-  return [cpu = std::move(cpu)](ops::KernelContext& ctx) {
+  return [cpu](ops::KernelContext& ctx) {
+    if (auto* rec = recording_of(ctx.stream)) {
+      rec->push_back([cpu, def = &ctx.def, attrs = &ctx.attrs, in = ctx.inputs, out = ctx.outputs,
+                      stream = ctx.stream] {
+        ops::Tensors outputs = out;
+        ops::KernelContext c{*def, in, outputs, *attrs, stream};
+        OpenScope scope;
+        for (const Tensor& t : in)
+          if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic())
+            scope.open(t.impl().storage->data());
+        for (const Tensor& t : out)
+          if (t.defined() && t.device().type == DeviceType::Test)
+            scope.open(t.impl().storage->data());
+        cpu(c);
+        // A kernel that replaced an output tensor: its data goes to the recorded buffer.
+        static const ops::Attrs kNoAttrs;
+        for (size_t i = 0; i < out.size(); ++i)
+          if (!outputs[i].is_same(out[i])) {
+            ops::Tensors from{outputs[i]}, to{out[i]};
+            ops::KernelContext copy{ops::op_def(ops::OpId::Copy), from, to, kNoAttrs, stream};
+            ops::find_kernel(ops::OpId::Copy, DeviceType::Test)->fn(copy);
+          }
+      });
+      return;
+    }
     OpenScope scope;
     for (const Tensor& t : ctx.inputs)
       if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic())
@@ -232,7 +278,14 @@ class TestBackend final : public Backend {
   std::unique_ptr<Event> new_event(int) override { return std::make_unique<TestEvent>(); }
   void synchronize(int) override {}
   void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n,
-                  Stream&) override {
+                  Stream& stream) override {
+    if (auto* rec = recording_of(&stream)) {
+      rec->push_back([this, dst, dst_dev, src, src_dev, n] {
+        TestStream now;
+        copy_async(dst, dst_dev, src, src_dev, n, now);
+      });
+      return;
+    }
     OpenScope scope;
     if (dst_dev.type == DeviceType::Test) scope.open(dst);
     if (src_dev.type == DeviceType::Test) scope.open(src);
@@ -241,6 +294,24 @@ class TestBackend final : public Backend {
           .count[int(src_dev.type == DeviceType::Test) * 2 + int(dst_dev.type == DeviceType::Test)];
   }
   std::string library_versions() const override { return "the CPU kernels on guarded pages"; }
+  bool supports_capture() const override { return true; }
+  void begin_capture(Stream& stream) override {
+    auto& s = dynamic_cast<TestStream&>(stream);
+    SPORE_CHECK(!s.recording, "[capture] the Test stream is already being captured");
+    s.recording = new std::vector<std::function<void()>>;
+  }
+  std::unique_ptr<CapturedWork> end_capture(Stream& stream, std::string& why) override {
+    auto& s = dynamic_cast<TestStream&>(stream);
+    SPORE_CHECK(s.recording, "[capture] end_capture without begin_capture");
+    std::unique_ptr<std::vector<std::function<void()>>> rec(s.recording);
+    s.recording = nullptr;
+    if (fail_next_capture()) {  // tests: what a CUDA capture invalidated by a kernel looks like
+      fail_next_capture() = false;
+      why = "the Test device was told to fail this capture";
+      return nullptr;
+    }
+    return std::make_unique<TestCaptured>(std::move(*rec));
+  }
 
  private:
   TestAllocator allocator_;
@@ -264,6 +335,16 @@ void enable_test_device() {
 TransferCounts& test_device_copies() {
   static TransferCounts c;
   return c;
+}
+
+int64_t& test_device_replays() {
+  static int64_t n = 0;
+  return n;
+}
+
+bool& fail_next_capture() {
+  static bool f = false;
+  return f;
 }
 
 }  // namespace spore
