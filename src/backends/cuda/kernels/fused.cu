@@ -11,13 +11,10 @@
 #include <vector>
 
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/fused_generated.h"
 #include "ops/fused_program.h"
 
 namespace spore::cuda {
-// FusedElementwise through a generated kernel (fused_generated.cpp): false when generated kernels
-// are off (SPORE_CUDA_FUSED) or the program cannot be generated; the interpreter runs it then.
-bool fused_generated(ops::KernelContext& ctx);
-
 namespace {
 using ops::fused::Opcode;
 namespace fz = ops::fused;

@@ -2,8 +2,9 @@
 // program becomes CUDA C (fused_codegen.h), compiled by NVRTC for the device's architecture
 // (fused_nvrtc.h: cached in memory and on disk), loaded with the runtime's library API
 // (cudaLibraryLoadData: no link to the driver library) and launched. Each distinct program, dtype
-// and layout compiles once per process (the first run of the node); later runs reuse the loaded
-// kernel. Programs the generator declines (kCall) and architectures NVRTC cannot target run in the
+// and layout compiles once per process, when the graph is compiled (the pass below; at the first
+// run of the node for a layout the graph did not foresee); later runs reuse the loaded kernel.
+// Programs the generator declines (kCall) and architectures NVRTC cannot target run in the
 // interpreter (fused.cu), which stays the default until a GPU run validates these kernels.
 #include <cstdlib>
 #include <cstring>
@@ -16,17 +17,17 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/fused_codegen.h"
 #include "backends/cuda/fused_nvrtc.h"
+#include "backends/cuda/kernels/fused_generated.h"
 #include "backends/cuda/launch.h"
 #include "core/log.h"
 #include "ops/fused_program.h"
 #include "ops/op.h"
 
 namespace spore::cuda {
-namespace {
 namespace gen = fusedgen;
 
 // Read at every call (cheap beside a launch), so a test can compare both paths in one process.
-bool enabled() {
+bool fused_generated_enabled() {
   const char* v = std::getenv("SPORE_CUDA_FUSED");
   if (!v || !*v || std::strcmp(v, "interpreter") == 0) return false;
   if (std::strcmp(v, "nvrtc") == 0) return true;
@@ -37,6 +38,7 @@ bool enabled() {
   return false;
 }
 
+namespace {
 int device_arch(int device) {
   static std::mutex mu;
   static std::unordered_map<int, int> archs;
@@ -100,26 +102,52 @@ const Loaded& load(const gen::Spec& spec, int arch) {
   return loaded->emplace(key, std::move(L)).first->second;
 }
 
+// The spec of a node: its program, output and inputs (dtype, shape, strides each).
+struct Operand {
+  DType dtype;
+  const Shape* shape;
+  const Shape* strides;
+};
+gen::Spec spec_of(const ops::Attrs& attrs, DType out, const Shape& out_shape,
+                  const std::vector<Operand>& in) {
+  gen::Spec spec;
+  spec.program = attrs.get_ints("program");
+  spec.consts = attrs.get_ints("consts");
+  spec.out = out;
+  std::vector<std::vector<int64_t>> shapes, strides;
+  for (const Operand& o : in) {
+    spec.inputs.push_back(o.dtype);
+    shapes.push_back(*o.shape);
+    // A value whose strides the graph does not know is taken as contiguous.
+    strides.push_back(o.strides->size() == o.shape->size() ? *o.strides
+                                                           : contiguous_strides(*o.shape));
+  }
+  spec.layout = gen::make_layout(out_shape, shapes, strides);
+  return spec;
+}
+
 }  // namespace
 
+void precompile_fused(const ops::Attrs& attrs, DType out, const Shape& out_shape,
+                      const std::vector<DType>& dtypes, const std::vector<Shape>& shapes,
+                      const std::vector<Shape>& strides, int device) {
+  std::vector<Operand> in;
+  for (size_t k = 0; k < dtypes.size(); ++k) in.push_back({dtypes[k], &shapes[k], &strides[k]});
+  load(spec_of(attrs, out, out_shape, in), device_arch(device));
+}
+
 bool fused_generated(ops::KernelContext& ctx) {
-  if (!enabled()) return false;
+  if (!fused_generated_enabled()) return false;
   Tensor& out = ctx.outputs[0];
   const int64_t n = out.numel();
   if (n == 0) return true;
-  gen::Spec spec;
-  spec.program = ctx.attrs.get_ints("program");
-  spec.consts = ctx.attrs.get_ints("consts");
-  spec.out = out.dtype();
-  std::vector<std::vector<int64_t>> shapes, strides;
+  std::vector<Operand> in;
   std::vector<const void*> ptrs;
   for (const Tensor& t : ctx.inputs) {
-    spec.inputs.push_back(t.dtype());
-    shapes.push_back(t.shape());
-    strides.push_back(t.strides());
+    in.push_back({t.dtype(), &t.shape(), &t.strides()});
     ptrs.push_back(t.data_ptr());
   }
-  spec.layout = gen::make_layout(out.shape(), shapes, strides);
+  const gen::Spec spec = spec_of(ctx.attrs, out.dtype(), out.shape(), in);
   int device = 0;
   SPORE_CUDA_CHECK(cudaGetDevice(&device));
   const Loaded& L = load(spec, device_arch(device));
