@@ -193,8 +193,8 @@ gen::Spec spec_of(const Builder& B, const ops::Tensors& in, DType out, const Sha
   return s;
 }
 
-Tensor run_cpu_interpreter(const Builder& B, const ops::Tensors& in, DType out,
-                           const Shape& shape) {
+// FusedElementwise on the inputs' device (the CPU interpreter for CPU tensors).
+Tensor run_fused(const Builder& B, const ops::Tensors& in, DType out, const Shape& shape) {
   return ops::call(ops::OpId::FusedElementwise, in,
                    ops::Attrs()
                        .set("program", B.prog)
@@ -267,16 +267,32 @@ TEST(FusedCodegen, DeclinesCallAndNamesTheProgram) {
 
 // ---- NVRTC ------------------------------------------------------------------------------------
 
+// Sets an environment variable for a scope, then puts back what was there.
+struct ScopedEnv {
+  std::string name;
+  bool had;
+  std::string old;
+  ScopedEnv(const char* n, const char* value) : name(n) {
+    const char* o = std::getenv(n);
+    had = o != nullptr;
+    old = o ? o : "";
+    set(value);
+  }
+  void set(const char* value) const {
+    if (value)
+      ::setenv(name.c_str(), value, 1);
+    else
+      ::unsetenv(name.c_str());
+  }
+  ~ScopedEnv() { set(had ? old.c_str() : nullptr); }
+};
+
 // A cache folder of the test's own (removed at the end), so runs never touch ~/.cache.
 struct TempCache {
-  fs::path dir;
-  TempCache() {
-    dir = fs::temp_directory_path() / ("spore_nvrtc_test_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    ::setenv("SPORE_CUDA_CACHE_DIR", dir.c_str(), 1);
-  }
+  fs::path dir = fs::temp_directory_path() / ("spore_nvrtc_test_" + std::to_string(::getpid()));
+  ScopedEnv env{"SPORE_CUDA_CACHE_DIR", dir.c_str()};
+  TempCache() { fs::remove_all(dir); }
   ~TempCache() {
-    ::unsetenv("SPORE_CUDA_CACHE_DIR");
     std::error_code ec;
     fs::remove_all(dir, ec);
   }
@@ -378,12 +394,20 @@ TEST(FusedCodegenNvrtc, DiskCacheHitsRebuildsDamagedFilesAndKeysOnArch) {
   EXPECT_NE(*a80.cubin, *first.cubin);
 
   // SPORE_CUDA_CACHE_DIR=off: memory only.
-  ::setenv("SPORE_CUDA_CACHE_DIR", "off", 1);
+  tc.env.set("off");
   EXPECT_EQ(nv::cache_dir(), "");
   nv::clear_memory_cache();
   const nv::Compiled mem = nv::compile(src, 90, "exp-mul");
   EXPECT_EQ(mem.from, From::kCompiled);
   EXPECT_TRUE(mem.path.empty());
+  // Unset: $XDG_CACHE_HOME/spore/cuda, else ~/.cache/spore/cuda.
+  tc.env.set(nullptr);
+  {
+    const ScopedEnv xdg("XDG_CACHE_HOME", "/xdg"), home("HOME", "/home/u");
+    EXPECT_EQ(nv::cache_dir(), "/xdg/spore/cuda");
+    xdg.set(nullptr);
+    EXPECT_EQ(nv::cache_dir(), "/home/u/.cache/spore/cuda");
+  }
 }
 
 TEST(FusedCodegenNvrtc, CompileErrorsNameTheProgramAndCarryTheLog) {
@@ -530,9 +554,15 @@ TEST(FusedCodegenHost, EveryOpcodeAndDtypeMatchesTheCpuInterpreter) {
     }
   }
   // Generate every case into one translation unit.
-  const fs::path dir =
-      fs::temp_directory_path() / ("spore_fused_host_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  struct TempDir {  // removed however the test ends
+    fs::path path = fs::temp_directory_path() / ("spore_fused_host_" + std::to_string(::getpid()));
+    TempDir() { fs::create_directories(path); }
+    ~TempDir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } tmp;
+  const fs::path& dir = tmp.path;
   std::string tu;
   for (size_t i = 0; i < cases.size(); ++i) {
     HostCase& c = cases[i];
@@ -561,7 +591,7 @@ TEST(FusedCodegenHost, EveryOpcodeAndDtypeMatchesTheCpuInterpreter) {
     using Fn = void (*)(const void*);
     const auto fn = reinterpret_cast<Fn>(dlsym(so, c.kernel.name.c_str()));
     ASSERT_TRUE(fn) << c.kernel.name;
-    const Tensor want = run_cpu_interpreter(c.program, c.inputs, c.dt, shape).to(kFloat64);
+    const Tensor want = run_fused(c.program, c.inputs, c.dt, shape).to(kFloat64);
     const std::vector<double> w = want.to_vector<double>();
     std::vector<const void*> ptrs;
     for (const Tensor& t : c.inputs) ptrs.push_back(t.data_ptr());
@@ -601,8 +631,6 @@ TEST(FusedCodegenHost, EveryOpcodeAndDtypeMatchesTheCpuInterpreter) {
     if (v > 0) report += fmt::format(" {}: {};", k, v);
   std::printf("largest ulp distances from the CPU interpreter (0 elsewhere):%s\n", report.c_str());
   dlclose(so);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
 }
 
 // ---- on a GPU (skipped without one) -----------------------------------------------------------
@@ -627,6 +655,7 @@ TEST(FusedGeneratedGpu, EveryOpcodeMatchesTheInterpreters) {
   std::string why;
   if (!gpu_visible(&why)) GTEST_SKIP() << why;
   TempCache tc;
+  const ScopedEnv mode("SPORE_CUDA_FUSED", nullptr);  // gpu_check.sh's value comes back after
   const Device gpu{DeviceType::GPU, 0};
   struct Run {
     std::string label;
@@ -689,15 +718,15 @@ TEST(FusedGeneratedGpu, EveryOpcodeMatchesTheInterpreters) {
     SCOPED_TRACE(r.label);
     ops::Tensors in;
     for (const Tensor& t : r.inputs) in.push_back(t.to(gpu));
-    ::unsetenv("SPORE_CUDA_FUSED");
+    mode.set(nullptr);
     const std::vector<double> interp =
-        run_cpu_interpreter(r.program, in, r.dt, r.shape).cpu().to(kFloat64).to_vector<double>();
-    ::setenv("SPORE_CUDA_FUSED", "nvrtc", 1);
+        run_fused(r.program, in, r.dt, r.shape).cpu().to(kFloat64).to_vector<double>();
+    mode.set("nvrtc");
     const std::vector<double> generated =
-        run_cpu_interpreter(r.program, in, r.dt, r.shape).cpu().to(kFloat64).to_vector<double>();
-    ::unsetenv("SPORE_CUDA_FUSED");
+        run_fused(r.program, in, r.dt, r.shape).cpu().to(kFloat64).to_vector<double>();
+    mode.set(nullptr);
     const std::vector<double> cpu =
-        run_cpu_interpreter(r.program, r.inputs, r.dt, r.shape).to(kFloat64).to_vector<double>();
+        run_fused(r.program, r.inputs, r.dt, r.shape).to(kFloat64).to_vector<double>();
     ASSERT_EQ(generated.size(), interp.size());
     const double rel = r.dt == kFloat64   ? 1e-12
                        : r.dt == kFloat32 ? 1e-5
