@@ -237,6 +237,10 @@ TEST(FusedCodegen, LayoutsClassifyAndMergeDims) {
   EXPECT_EQ(L.sizes, (std::vector<int64_t>{4, 6}));
   EXPECT_EQ(L.stride[1], (std::vector<int64_t>{0, 1}));
 
+  // Missing leading dims of size 1 keep an input flat.
+  L = gen::make_layout({1, 5}, {{5}}, {{1}});
+  EXPECT_EQ(L.access[0], gen::Access::kFlat);
+
   // Offsets past 2^31 take 64-bit index arithmetic.
   L = gen::make_layout({2, 3}, {{2, 3}}, {{int64_t(1) << 31, 1}});
   EXPECT_FALSE(L.index32);

@@ -360,7 +360,9 @@ Layout make_layout(const std::vector<int64_t>& out_shape,
     SPORE_ASSERT(s.size() <= rank && in_strides[k].size() == s.size(), "make_layout: input ", k,
                  " does not broadcast to the output");
     const size_t lead = rank - s.size();
-    bool flat = s.size() == rank, scalar = true;
+    // Flat: every output dim of size > 1 is the input's, with the output's contiguous stride.
+    bool flat = true, scalar = true;
+    for (size_t d = 0; d < lead; ++d) flat = flat && out_shape[d] == 1;
     for (size_t d = 0; d < s.size(); ++d) {
       st[k][lead + d] = s[d] == 1 ? 0 : in_strides[k][d];
       if (s[d] != 1 && st[k][lead + d] != 0) scalar = false;
