@@ -24,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -307,6 +308,10 @@ TEST(FusedCodegenNvrtc, EveryOpcodeCompilesForSm90InEachDtypeAndVariant) {
   ASSERT_TRUE(cuda::nvrtc::supports_arch(90)) << "NVRTC " << cuda::nvrtc::version();
   TempCache tc;
   const Builder B = program_with_every_opcode();
+  std::set<int64_t> used;
+  for (size_t k = 0; k < B.prog.size(); k += 4) used.insert(B.prog[k]);
+  for (Opcode op : every_opcode())
+    EXPECT_TRUE(used.count(int64_t(op))) << gen::opcode_name(int64_t(op));
   const Shape shape{kRows, kCols};
   const auto t0 = std::chrono::steady_clock::now();
   int compiled = 0;
