@@ -735,6 +735,7 @@ TEST(FusedGeneratedGpu, EveryOpcodeMatchesTheInterpreters) {
                     big,
                     false});
   }
+  std::map<std::string, int64_t> worst;  // ulps from the GPU interpreter, where not 0
   for (const Run& r : runs) {
     SCOPED_TRACE(r.label);
     ops::Tensors in;
@@ -758,17 +759,22 @@ TEST(FusedGeneratedGpu, EveryOpcodeMatchesTheInterpreters) {
       // The same formulas through the same compiler back end: equal, but for FMA contraction
       // and the half types' rounding of those.
       const int64_t d = ulp_distance(g, w, r.dt);
+      if (d > 0) worst[r.label] = std::max(worst[r.label], d);
       ASSERT_TRUE(d <= (r.exact ? 0 : 2) ||
                   std::fabs(g - w) <= rel * 1e-2 * std::max(1.0, std::fabs(w)))
           << "element " << i << ": generated " << g << ", interpreter " << w;
-      ASSERT_TRUE(std::fabs(g - c) <= rel * std::max(1.0, std::fabs(c)) ||
+      ASSERT_TRUE(g == c || std::fabs(g - c) <= rel * std::max(1.0, std::fabs(c)) ||
                   (std::isnan(g) && std::isnan(c)))
           << "element " << i << ": generated " << g << ", CPU " << c;
     }
   }
   int files = 0;
-  for (const auto& e : fs::directory_iterator(tc.dir)) files += e.path().extension() == ".cubin";
+  if (fs::exists(tc.dir))
+    for (const auto& e : fs::directory_iterator(tc.dir)) files += e.path().extension() == ".cubin";
   EXPECT_GT(files, 0) << "no kernel went through NVRTC: the interpreter ran every program";
+  std::string report;
+  for (const auto& [k, v] : worst) report += fmt::format(" {}: {};", k, v);
+  std::printf("GPU: ulps from the interpreter (0 elsewhere):%s\n", report.c_str());
   std::printf(
       "GPU: %zu programs through generated kernels (%d compiled), equal to the interpreter\n",
       runs.size(), files);
