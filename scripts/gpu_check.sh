@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (docs/cuda.md): the CUDA backend's tests (the `cuda` ctest label's
-# program, test_cuda: parity of every GPU kernel with the CPU's, the allocator, the messages), then
+# program, test_cuda: parity of every GPU kernel with the CPU's, the allocator, the messages), the
+# fused-elementwise tests again through NVRTC-generated kernels (SPORE_CUDA_FUSED=nvrtc), then
 # the per-op benchmark and the LeNet-5 / ResNet-18 training steps beside PyTorch eager on the same
 # GPU, and prints the tables. Needs the bundle
 # from scripts/gpu_bundle.sh (gpu_bundle/ or gpu_bundle.tar.xz in the repository root, or this
@@ -59,6 +60,12 @@ grep -E 'GPU|device targets' "$out/run_check.txt" | sed 's/^/== /'
 timeout 200 "$B/bin/test_cuda" --gtest_output="json:$out/tests.json" \
   > "$out/tests.log" 2>&1
 test_rc=$?
+# 1b. The fused_elementwise parity rows again, through generated kernels instead of the
+# interpreter, with a fresh kernel cache (step 1 ran FusedGeneratedGpu, which compares both).
+SPORE_CUDA_FUSED=nvrtc SPORE_CUDA_CACHE_DIR="$out/nvrtc_cache" SPORE_PARITY_FILTER=fused_elementwise \
+  timeout 60 "$B/bin/test_cuda" --gtest_filter='GpuOpParity.EveryRow*' \
+  --gtest_output="json:$out/tests_nvrtc.json" > "$out/tests_nvrtc.log" 2>&1
+nvrtc_rc=$?
 # 2. per-op times, Spore then PyTorch (same ops, shapes, timing)
 bargs=()
 [ "$quick" = 1 ] && bargs=(--quick)
@@ -68,10 +75,13 @@ timeout 90 python3 "$B/bench/peers/cuda_ops_torch.py" "${bargs[@]}" > "$out/torc
 timeout 120 "$B/bin/bench_cuda_models" "${bargs[@]}" > "$out/spore_models.jsonl" 2> "$out/spore_models.err"
 timeout 90 python3 "$B/bench/peers/cuda_models_torch.py" "${bargs[@]}" > "$out/torch_models.jsonl" \
   2> "$out/torch_models.err"
+# 3b. Graph mode again with the generated fused kernels (compile time included in the first steps)
+SPORE_CUDA_FUSED=nvrtc SPORE_CUDA_CACHE_DIR="$out/nvrtc_cache" timeout 90 "$B/bin/bench_cuda_models" \
+  "${bargs[@]}" --filter graph > "$out/spore_models_nvrtc.jsonl" 2> "$out/spore_models_nvrtc.err"
 
-python3 - "$out" "$test_rc" "$(( $(date +%s) - t_start ))" << 'PY'
+python3 - "$out" "$test_rc" "$(( $(date +%s) - t_start ))" "$nvrtc_rc" << 'PY'
 import json, os, sys
-out, test_rc, secs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out, test_rc, secs, nvrtc_rc = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 def jsonl(name):
     rows = []
     p = os.path.join(out, name)
@@ -84,31 +94,40 @@ def jsonl(name):
                 except ValueError:
                     pass
     return rows
-print("\n== tests (test_cuda)")
-try:
-    rep = json.load(open(os.path.join(out, "tests.json")))
-    passed = failed = skipped = 0
-    fails = []
-    for suite in rep.get("testsuites", []):
-        for t in suite.get("testsuite", []):
-            name = f"{suite['name']}.{t['name']}"
-            if t.get("failures"):
-                failed += 1
-                fails.append((name, t["failures"][0].get("failure", "").splitlines()[:3]))
-            elif t.get("result") == "SKIPPED":
-                skipped += 1
-            else:
-                passed += 1
-    print(f"   {passed} passed, {failed} failed, {skipped} skipped (exit {test_rc})")
-    for name, msg in fails[:30]:
-        print(f"   FAIL {name}: {' | '.join(msg)}")
-    log = open(os.path.join(out, "tests.log"), errors="replace").read().splitlines()
-    skips = {log[i + 1].strip() for i, l in enumerate(log[:-1]) if l.endswith(": Skipped")}
-    for s in sorted(skips)[:5]:
-        print(f"   skip reason: {s}")
-except (OSError, ValueError) as e:
-    print(f"   no report ({e}); exit {test_rc}; last lines of the log:")
-    print("   " + "\n   ".join(open(os.path.join(out, "tests.log"), errors="replace").read().splitlines()[-15:]))
+def report(title, json_name, log_name, rc):
+    print(f"\n== {title}")
+    try:
+        rep = json.load(open(os.path.join(out, json_name)))
+        passed = failed = skipped = 0
+        fails = []
+        for suite in rep.get("testsuites", []):
+            for t in suite.get("testsuite", []):
+                name = f"{suite['name']}.{t['name']}"
+                if t.get("failures"):
+                    failed += 1
+                    fails.append((name, t["failures"][0].get("failure", "").splitlines()[:3]))
+                elif t.get("result") == "SKIPPED":
+                    skipped += 1
+                else:
+                    passed += 1
+        print(f"   {passed} passed, {failed} failed, {skipped} skipped (exit {rc})")
+        for name, msg in fails[:30]:
+            print(f"   FAIL {name}: {' | '.join(msg)}")
+        log = open(os.path.join(out, log_name), errors="replace").read().splitlines()
+        skips = {log[i + 1].strip() for i, l in enumerate(log[:-1]) if l.endswith(": Skipped")}
+        for s in sorted(skips)[:5]:
+            print(f"   skip reason: {s}")
+        for l in log:
+            if l.startswith("GPU") or l.startswith("NVRTC"):
+                print(f"   {l}")
+    except (OSError, ValueError) as e:
+        print(f"   no report ({e}); exit {rc}; last lines of the log:")
+        print("   " + "\n   ".join(open(os.path.join(out, log_name), errors="replace").read().splitlines()[-15:]))
+report("tests (test_cuda)", "tests.json", "tests.log", test_rc)
+cache = os.path.join(out, "nvrtc_cache")
+ncubin = len([f for f in os.listdir(cache) if f.endswith(".cubin")]) if os.path.isdir(cache) else 0
+report(f"fused_elementwise parity rows with SPORE_CUDA_FUSED=nvrtc ({ncubin} kernels compiled)", "tests_nvrtc.json",
+       "tests_nvrtc.log", nvrtc_rc)
 sp, tp = jsonl("spore.jsonl"), jsonl("torch.jsonl")
 for name, rows in (("spore", sp), ("pytorch", tp)):
     for r in rows:
@@ -135,6 +154,7 @@ for r in sp:
 if not sp:
     print("   (no Spore figures: see spore.err)")
 sm, tm = jsonl("spore_models.jsonl"), jsonl("torch_models.jsonl")
+sn = jsonl("spore_models_nvrtc.jsonl")
 print("\n== training step, median ms per step (images/s); ratio = pytorch eager / spore (> 1: Spore faster)")
 print(f"   {'model':9s} {'dtype':9s} {'spore pynative':>15s} {'spore graph':>12s} {'torch eager':>12s} {'eager CL':>9s} "
       f"{'ratio pyn':>9s} {'ratio graph':>11s}  losses (spore pyn first -> last | torch)")
@@ -151,15 +171,25 @@ for model in ("lenet", "resnet18"):
         losses = (f"{p['loss_first']:.3f} -> {p['loss_last']:.3f}" if p and "ms" in p else "-") + " | " + \
                  (f"{t['loss_first']:.3f} -> {t['loss_last']:.3f}" if t else "-")
         print(f"   {model:9s} {dtype:9s} {ms(p):>15s} {ms(g):>12s} {ms(t):>12s} {ms(tcl):>9s} {rp:>9s} {rg:>11s}  {losses}")
-for r in sm + tm:
+if sn:
+    print("\n== Graph mode with generated fused kernels (SPORE_CUDA_FUSED=nvrtc), median ms per step; "
+          "ratio = interpreter / generated (> 1: generated faster)")
+    for model in ("lenet", "resnet18"):
+        for dtype in ("float32", "bfloat16"):
+            g, n = find(sm, model, "graph", dtype), find(sn, model, "graph", dtype)
+            r = f"{g['ms'] / n['ms']:.2f}" if g and n and "ms" in g and "ms" in n else "-"
+            loss = f"{n['loss_first']:.3f} -> {n['loss_last']:.3f}" if n and "ms" in n else "-"
+            print(f"   {model:9s} {dtype:9s} interpreter {ms(g):>8s}  generated {ms(n):>8s}  ratio {r:>5s}  losses {loss}")
+for r in sm + tm + sn:
     if "error" in r:
         print(f"   error {r['model']}/{r['mode']}/{r['dtype']}: {r['error'][:300]}")
     if "skipped" in r:
         print(f"   skipped: {r['skipped']}")
 print(f"\n== total {secs} s")
 PY
-for f in spore.err torch.err spore_models.err torch_models.err; do
+for f in spore.err torch.err spore_models.err torch_models.err spore_models_nvrtc.err; do
   [ -s "$out/$f" ] && { echo "== $f (last lines)"; tail -5 "$out/$f"; }
 done
 cp "$out"/*.json* "$out"/*.log "${OUT:-$out}/" 2> /dev/null || true
+[ "$test_rc" = 0 ] && test_rc=$nvrtc_rc
 exit $test_rc

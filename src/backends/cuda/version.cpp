@@ -4,6 +4,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <nvrtc.h>
 
 namespace spore::cuda {
 
@@ -19,10 +20,13 @@ std::string versions() {
   const bool has_driver = cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0;
   const size_t lt = cublasLtGetVersion();  // major * 10000 + minor * 100 + patch
   const size_t dnn = cudnnGetVersion();    // major * 10000 + minor * 100 + patch (cuDNN 9)
+  int rtc_major = 0, rtc_minor = 0;        // generated fused kernels (fused_nvrtc.cpp)
+  nvrtcVersion(&rtc_major, &rtc_minor);
   return "CUDA runtime " + dotted(rt) + " (static), driver " + (has_driver ? dotted(drv) : "none") +
          ", cuBLASLt " + std::to_string(lt / 10000) + "." + std::to_string((lt / 100) % 100) + "." +
          std::to_string(lt % 100) + ", cuDNN " + std::to_string(dnn / 10000) + "." +
-         std::to_string((dnn / 100) % 100) + "." + std::to_string(dnn % 100);
+         std::to_string((dnn / 100) % 100) + "." + std::to_string(dnn % 100) + ", NVRTC " +
+         std::to_string(rtc_major) + "." + std::to_string(rtc_minor);
 }
 
 }  // namespace spore::cuda

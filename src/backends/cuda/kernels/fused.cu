@@ -5,11 +5,13 @@
 // float64; bools as 0 / 1) with the formulas of the CPU interpreter's scalar path
 // (backends/cpu/kernels/fused_elementwise.cpp), and stores the last value. The decoded program,
 // input pointers and strides travel to the device in one block per call. kCall instructions (ops
-// that bring CPU row kernels) are not supported here. A faster path (NVRTC-compiled programs,
-// cached per node) is future work.
+// that bring CPU row kernels) are not supported here. With SPORE_CUDA_FUSED=nvrtc the node runs a
+// kernel generated for its program instead (fused_generated.cpp), where one can be generated; the
+// interpreter is the default, the fallback and the reference.
 #include <vector>
 
 #include "backends/cuda/kernels/common.cuh"
+#include "backends/cuda/kernels/fused_generated.h"
 #include "ops/fused_program.h"
 
 namespace spore::cuda {
@@ -170,6 +172,7 @@ __global__ void fused_kernel(T* out, const Program* P, int64_t n) {
 }
 
 void fused_elementwise(ops::KernelContext& ctx) {
+  if (fused_generated(ctx)) return;
   Tensor& out = ctx.outputs[0];
   const int64_t n = out.numel();
   if (n == 0) return;
