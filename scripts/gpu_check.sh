@@ -3,7 +3,8 @@
 # program, test_cuda: parity of every GPU kernel with the CPU's, the allocator, the messages), the
 # fused-elementwise tests again through NVRTC-generated kernels (SPORE_CUDA_FUSED=nvrtc), then
 # the per-op benchmark and the LeNet-5 / ResNet-18 training steps beside PyTorch eager on the same
-# GPU, and prints the tables. Needs the bundle
+# GPU (Graph mode again with generated kernels, and with the step captured as a CUDA graph), and
+# prints the tables. Needs the bundle
 # from scripts/gpu_bundle.sh (gpu_bundle/ or gpu_bundle.tar.xz in the repository root, or this
 # script run from inside gpu_bundle/scripts/). At most ~8 minutes: each step has its own timeout.
 #
@@ -78,6 +79,9 @@ timeout 90 python3 "$B/bench/peers/cuda_models_torch.py" "${bargs[@]}" > "$out/t
 # 3b. Graph mode again with the generated fused kernels (compile time included in the first steps)
 SPORE_CUDA_FUSED=nvrtc SPORE_CUDA_CACHE_DIR="$out/nvrtc_cache" timeout 90 "$B/bin/bench_cuda_models" \
   "${bargs[@]}" --filter graph > "$out/spore_models_nvrtc.jsonl" 2> "$out/spore_models_nvrtc.err"
+# Graph mode with the step captured as a CUDA graph (docs/graph.md, "Capture"; off by default)
+SPORE_GRAPH_CAPTURE=1 timeout 90 "$B/bin/bench_cuda_models" "${bargs[@]}" --filter graph \
+  > "$out/spore_models_capture.jsonl" 2> "$out/spore_models_capture.err"
 
 python3 - "$out" "$test_rc" "$(( $(date +%s) - t_start ))" "$nvrtc_rc" << 'PY'
 import json, os, sys
@@ -180,14 +184,25 @@ if sn:
             r = f"{g['ms'] / n['ms']:.2f}" if g and n and "ms" in g and "ms" in n else "-"
             loss = f"{n['loss_first']:.3f} -> {n['loss_last']:.3f}" if n and "ms" in n else "-"
             print(f"   {model:9s} {dtype:9s} interpreter {ms(g):>8s}  generated {ms(n):>8s}  ratio {r:>5s}  losses {loss}")
-for r in sm + tm + sn:
+sc = jsonl("spore_models_capture.jsonl")
+if sc:
+    print("\n== Graph mode with the step captured as a CUDA graph (SPORE_GRAPH_CAPTURE=1), median ms per step; "
+          "ratio = kernel by kernel / captured (> 1: capture faster)")
+    for model in ("lenet", "resnet18"):
+        for dtype in ("float32", "bfloat16"):
+            g, c = find(sm, model, "graph", dtype), find(sc, model, "graph", dtype)
+            r = f"{g['ms'] / c['ms']:.2f}" if g and c and "ms" in g and "ms" in c else "-"
+            loss = f"{c['loss_first']:.3f} -> {c['loss_last']:.3f}" if c and "ms" in c else "-"
+            print(f"   {model:9s} {dtype:9s} kernel by kernel {ms(g):>8s}  captured {ms(c):>8s}  ratio {r:>5s}  losses {loss}")
+for r in sm + tm + sn + sc:
     if "error" in r:
         print(f"   error {r['model']}/{r['mode']}/{r['dtype']}: {r['error'][:300]}")
     if "skipped" in r:
         print(f"   skipped: {r['skipped']}")
 print(f"\n== total {secs} s")
 PY
-for f in spore.err torch.err spore_models.err torch_models.err spore_models_nvrtc.err; do
+for f in spore.err torch.err spore_models.err torch_models.err spore_models_nvrtc.err \
+  spore_models_capture.err; do
   [ -s "$out/$f" ] && { echo "== $f (last lines)"; tail -5 "$out/$f"; }
 done
 cp "$out"/*.json* "$out"/*.log "${OUT:-$out}/" 2> /dev/null || true

@@ -2,6 +2,7 @@
 #include "graph/executor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -43,9 +44,12 @@ int& capture_setting() {  // -1: from SPORE_GRAPH_CAPTURE; 0 / 1: set_capture
   static int s = -1;
   return s;
 }
+
+std::atomic<int64_t> g_replays{0};
 }  // namespace
 
 void set_capture(bool on) { capture_setting() = on ? 1 : 0; }
+int64_t capture_replays() { return g_replays; }
 bool capture_enabled() {
   if (capture_setting() >= 0) return capture_setting() == 1;
   const char* e = std::getenv("SPORE_GRAPH_CAPTURE");
@@ -219,6 +223,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
                                    profiling::enabled() ? span_name(graph_->name) : "graph");
   if (captured_) {
     captured_->replay(current_stream(steps_[0].device));
+    ++g_replays;
   } else if (no_capture_.empty() && runs_ >= 2) {
     // The first run made the kernels' one-time choices (algorithms, workspaces); record the steps
     // now. Nothing recorded has run yet, so a failed capture runs the steps plainly instead.
@@ -237,6 +242,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& args) {
       captured_ = std::move(work);
       log::debug("graph {}: {} kernels captured on {}", graph_->name, steps_.size(), to_string(d));
       captured_->replay(stream);
+      ++g_replays;
     } else {
       no_capture_ = "the capture failed: " + why;
       log::info("graph {}: not captured ({}); running its kernels one by one", graph_->name, why);

@@ -21,6 +21,7 @@ namespace spore::graph {
 // set_capture (which wins). Off by default until the CUDA path has run on a GPU (docs/cuda.md).
 void set_capture(bool on);
 bool capture_enabled();
+int64_t capture_replays();  // replays of captured steps in this process (tests, benchmarks)
 
 class Executor {
  public:

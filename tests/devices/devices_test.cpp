@@ -9,6 +9,7 @@
 
 #include "backends/backend.h"
 #include "backends/test_device/test_device.h"
+#include "devices/capture_run.h"
 #include "graph/executor.h"
 #include "models/lenet.h"
 #include "models/mlp.h"
@@ -343,80 +344,41 @@ TEST_F(Devices, ModelTrainMovesHostBatchesToTheNetwork) {
 }
 
 // ---- capture: Graph mode's step recorded once and replayed (CUDA graphs; docs/graph.md)
-// ---------- The test device records a captured stream's kernels and copies instead of running
+// ------------ The test device records a captured stream's kernels and copies instead of running
 // them, as a CUDA stream under capture does, so the executor's capture logic is tested here without
-// a GPU.
-struct CaptureRun {
-  TrainRun run;
-  int64_t replays = 0;
-};
-CaptureRun train_captured(bool capture, bool dropout, int steps) {
-  graph::set_capture(capture);
-  set_context({.mode = Mode::Graph});
-  set_device("Test");
-  set_seed(3);
-  nn::CellPtr net;
-  if (dropout)
-    net = std::make_shared<nn::SequentialCell>(std::initializer_list<nn::CellPtr>{
-        std::make_shared<nn::Dense>(16, 32, nn::DenseOptions{.activation = "relu"}),
-        std::make_shared<nn::Dropout>(nn::DropoutOptions{.p = 0.3}),
-        std::make_shared<nn::Dense>(32, 4)});
-  else
-    net = std::make_shared<models::LeNet5>();
-  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
-      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
-  auto step = std::make_shared<train::TrainOneStepCell>(
-      std::make_shared<train::WithLossCell>(net, loss), opt);
-  const Shape x_shape = dropout ? Shape{8, 16} : Shape{8, 1, 28, 28};
-  std::vector<Tensor> xs, ys;
-  {
-    const DeviceGuard host(kCpu);
-    for (int i = 0; i < steps; ++i) {
-      xs.push_back(randn(x_shape));
-      ys.push_back(randint(0, 4, {8}, kInt32));
-    }
-  }
-  CaptureRun r;
-  const int64_t replays0 = test_device_replays();
-  for (int i = 0; i < steps; ++i) {
-    if (i == 3) opt->set_group_lr(0, 0.05);  // a new rate must reach the recorded step
-    const Tensor l = step->forward({xs[size_t(i)].to(kTest), ys[size_t(i)].to(kTest)})[0];
-    r.run.losses.push_back(l.item<float>());
-  }
-  for (const Tensor& p : net->trainable_params()) r.run.params.push_back(p.to_vector<float>());
-  r.replays = test_device_replays() - replays0;
-  graph::set_capture(false);
-  return r;
-}
+// a GPU (tests/cuda/capture_test.cpp runs the same program on a GPU).
+using test_support::CaptureRun;
+using test_support::train_captured;
 
 TEST_F(Devices, CapturedGraphStepEqualsPlainRuns) {
-  const CaptureRun plain = train_captured(false, false, 6);
-  const CaptureRun captured = train_captured(true, false, 6);
+  const CaptureRun plain = train_captured(kTest, false, false, 6);
+  const CaptureRun captured = train_captured(kTest, true, false, 6);
   EXPECT_EQ(plain.replays, 0);
   // The first step runs plainly (one-time kernel choices), the second is recorded and replayed,
   // every later one is a replay; a learning-rate change is an upload into the tensor the
   // recording reads, not a new graph.
   EXPECT_EQ(captured.replays, 5);
-  expect_same(plain.run, captured.run);  // the same kernels on the same buffers: bit-equal
+  expect_same(
+      {plain.losses, plain.params},
+      {captured.losses, captured.params});  // the same kernels on the same buffers: bit-equal
 }
 
 TEST_F(Devices, AFailedCaptureRunsTheKernelsOneByOne) {
-  const CaptureRun plain = train_captured(false, false, 4);
+  const CaptureRun plain = train_captured(kTest, false, false, 4);
   fail_next_capture() = true;
-  const CaptureRun failed = train_captured(true, false, 4);
+  const CaptureRun failed = train_captured(kTest, true, false, 4);
   EXPECT_FALSE(fail_next_capture());  // the capture was tried once, and not again
   EXPECT_EQ(failed.replays, 0);
-  expect_same(plain.run, failed.run);
+  expect_same({plain.losses, plain.params}, {failed.losses, failed.params});
 }
 
 TEST_F(Devices, StepsWithRandomOpsAreNotCaptured) {
   // Dropout draws its seed from the host's generator at each call: a replay would repeat the
   // first mask, so the executor declines to capture, and the masks still change every step.
-  const CaptureRun plain = train_captured(false, true, 5);
-  const CaptureRun captured = train_captured(true, true, 5);
+  const CaptureRun plain = train_captured(kTest, false, true, 5);
+  const CaptureRun captured = train_captured(kTest, true, true, 5);
   EXPECT_EQ(captured.replays, 0);
-  expect_same(plain.run, captured.run);
+  expect_same({plain.losses, plain.params}, {captured.losses, captured.params});
 }
 
 TEST_F(Devices, ReplacedParametersAreRecaptured) {
@@ -427,13 +389,13 @@ TEST_F(Devices, ReplacedParametersAreRecaptured) {
   auto fn = jit([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] * w + 1.0}; });
   const Tensor x = full({4}, 2.0, kFloat32, kTest);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(fn({x})[0].to_vector<float>(), std::vector<float>(4, 3.0f));
-  const int64_t before = test_device_replays();
+  const int64_t before = graph::capture_replays();
   w.impl().storage = full({4}, 5.0, kFloat32, kTest).impl().storage;  // what a checkpoint load does
   // The executor rebinds and drops the recording (it wrote the old buffer); the kernels' one-time
   // choices are made, so it records again at once.
   EXPECT_EQ(fn({x})[0].to_vector<float>(), std::vector<float>(4, 11.0f));
   EXPECT_EQ(fn({x})[0].to_vector<float>(), std::vector<float>(4, 11.0f));
-  EXPECT_EQ(test_device_replays() - before, 2);
+  EXPECT_EQ(graph::capture_replays() - before, 2);
 }
 
 }  // namespace

@@ -191,7 +191,6 @@ class TestCaptured final : public CapturedWork {
   explicit TestCaptured(std::vector<std::function<void()>> work) : work_(std::move(work)) {}
   void replay(Stream&) override {
     for (auto& w : work_) w();
-    ++test_device_replays();
   }
 
  private:
@@ -335,11 +334,6 @@ void enable_test_device() {
 TransferCounts& test_device_copies() {
   static TransferCounts c;
   return c;
-}
-
-int64_t& test_device_replays() {
-  static int64_t n = 0;
-  return n;
 }
 
 bool& fail_next_capture() {

@@ -20,8 +20,6 @@ struct TransferCounts {
   }
 };
 TransferCounts& test_device_copies();
-// Replays of captured work (Backend::begin_capture / end_capture) since start.
-int64_t& test_device_replays();
 // Set: the next end_capture on the test device fails (returns nullptr with a reason), as a CUDA
 // capture does when a kernel synchronises with the host; then it is cleared.
 bool& fail_next_capture();
