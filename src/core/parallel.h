@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 namespace spore {
 
@@ -46,6 +47,41 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& fn) {
     const int64_t b = begin + t * chunk, e = std::min(end, b + chunk);
     if (b < e) fn(b, e);
   }
+}
+
+namespace detail {
+using PieceFn = void (*)(void* ctx, int64_t begin, int64_t end);
+// parallel_for_dynamic's engine (parallel.cpp): the calling thread and up to `helpers` threads of a
+// small pool of Spore's own take the pieces.
+void run_pieces(int64_t begin, int64_t end, int64_t piece, int helpers, PieceFn call, void* ctx);
+bool in_piece_pool();  // whether the calling thread is one of that pool's
+}  // namespace detail
+
+// parallel_for for kernels whose work is already cut into independent tasks (the constant-weight
+// convolutions): the threads take pieces of `piece` elements from a shared counter as they come,
+// and the call returns as soon as every piece is done. Its helper threads are Spore's own, not
+// OpenMP's, because an OpenMP region also waits for a thread that has not started yet: on a busy
+// machine (passive threads must first be woken and scheduled) that wait, once per op, was most of
+// what two threads lost at batch 1. Here a helper that wakes late finds the work taken and joins
+// nothing. fn may be called several times per thread, with ascending ranges; ranges of at most
+// `piece` elements run on the calling thread. Same thread count as parallel_for.
+template <typename F>
+void parallel_for_dynamic(int64_t begin, int64_t end, int64_t piece, F&& fn) {
+  const int64_t n = end - begin;
+  if (n <= 0) return;
+  use_fp_mode();
+  piece = std::max<int64_t>(piece, 1);
+  const int max_threads = get_num_threads();
+  if (n <= piece || max_threads == 1 || omp_in_parallel() || detail::in_piece_pool()) {
+    fn(begin, end);
+    return;
+  }
+  const int64_t nt = std::min<int64_t>(max_threads, (n + piece - 1) / piece);
+  using Fn = std::remove_reference_t<F>;
+  detail::run_pieces(
+      begin, end, piece, int(nt - 1),
+      [](void* ctx, int64_t b, int64_t e) { (*static_cast<Fn*>(ctx))(b, e); },
+      const_cast<void*>(static_cast<const void*>(&fn)));
 }
 
 }  // namespace spore

@@ -34,6 +34,8 @@
 namespace spore::cpu::pconv {
 constexpr int64_t kChunkRows = 192;  // output pixels per task
 constexpr int kMaxTaps = 64;         // kh * kw
+// Zero-bordered copies up to this many floats are made by one thread (see pad_input).
+constexpr int64_t kSerialPadFloats = int64_t(1) << 17;
 // The input as the products read it: x itself or its zero-bordered copy, (N, C/16, Hs, Ws, 16).
 struct Source {
   const float* x;
@@ -165,7 +167,10 @@ float* padded_buffer(size_t n) {
 // x (N, Cb, H, W, 16) -> xp (N, Cb, Hp, Wp, 16) with the input at (pt, pl) and zeros around it.
 void pad_input(const PackedConvGeom& g, const float* x, float* xp, int64_t Hp, int64_t Wp) {
   const int64_t planes = g.N * (g.C / 16);
-  parallel_for(0, planes, 1, [&](int64_t p0, int64_t p1) {
+  // Small copies (the deep layers at batch 1: tens of KiB) on the calling thread: waking the
+  // other threads for them costs more than the copy, and the conv itself wakes them next.
+  const int64_t grain = std::max<int64_t>(1, kSerialPadFloats / (Hp * Wp * 16));
+  parallel_for(0, planes, grain, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
       const float* src = x + p * g.H * g.W * 16;
       float* dst = xp + p * Hp * Wp * 16;
@@ -218,7 +223,10 @@ void packed_conv2d(const PackedConvGeom& g, const float* x, const float* wp, con
     s = {xp, Hp, Wp};
   }
   const int64_t chunks = (rows + pconv::kChunkRows - 1) / pconv::kChunkRows;
-  parallel_for(0, chunks * (g.O / 16), 1, [&](int64_t t0, int64_t t1) {
+  // Pieces of about a sixteenth of the tasks per thread, taken as the threads come (see
+  // parallel_for_dynamic): consecutive tasks still share a chunk's input or split its channels.
+  const int64_t tasks = chunks * (g.O / 16);
+  parallel_for_dynamic(0, tasks, tasks / (16 * get_num_threads()), [&](int64_t t0, int64_t t1) {
     HWY_DYNAMIC_DISPATCH(pconv::Tasks)(g, s, wp, beta, residual, act, y, t0, t1);
   });
 }

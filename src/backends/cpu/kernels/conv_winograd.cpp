@@ -531,7 +531,9 @@ void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, cons
     parts = std::min(g.O / 16, (threads * T + tiles - 1) / tiles);
   }
   const int64_t tasks = (tiles + T - 1) / T * parts;
-  parallel_for(0, tasks, 1, [&](int64_t k0, int64_t k1) {
+  // Taken in pieces as the threads come (parallel_for_dynamic): a late thread does not hold up
+  // the op by its fixed share. A piece is about a sixteenth of a thread's share.
+  parallel_for_dynamic(0, tasks, tasks / (16 * threads), [&](int64_t k0, int64_t k1) {
     HWY_DYNAMIC_DISPATCH(wino::Tasks)(g, x, u, beta, residual, act, y, T, parts, k0, k1);
   });
 }

@@ -103,7 +103,8 @@ inline void store_f32(const float* buf, T* dst, int64_t m) {
 }
 
 // ---- loops --------------------------------------------------------------------------------------
-inline constexpr int64_t kChunk = 256;  // float16/bfloat16 rows go through float buffers this long
+// float16/bfloat16 rows (and strided float32 rows of unary ops) go through float buffers this long.
+inline constexpr int64_t kChunk = 256;
 
 template <class Op>
 Op make_op(const ops::Attrs& attrs) {
@@ -134,6 +135,16 @@ void unary_kernel(ops::KernelContext& ctx) {
           if constexpr (Op::simd != SimdUnary::kNone && !Op::bool_out) {
             if constexpr (std::is_same_v<T, float>) {
               if (ss == 1) return simd_unary_f32(Op::simd, s, d, n, op.params());
+              // A strided row (a permuted view: YOLOv5's detect head takes the sigmoid of its
+              // conv output transposed) is gathered into a buffer so that it still runs the SIMD
+              // function, not the scalar one per element (5x slower there).
+              float buf[kChunk];
+              for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+                const int64_t m = std::min(kChunk, n - i0);
+                for (int64_t j = 0; j < m; ++j) buf[j] = s[(i0 + j) * ss];
+                simd_unary_f32(Op::simd, buf, d + i0, m, op.params());
+              }
+              return;
             } else if constexpr (is_half_v<T>) {
               float buf[kChunk];
               for (int64_t i0 = 0; i0 < n; i0 += kChunk) {

@@ -59,6 +59,11 @@ std::shared_ptr<onednn::Compiled> layout_reorder(bool to_blocked, const Shape& l
   });
 }
 
+// Elements a thread copies at least: waking a second thread costs about as much as copying
+// 100-200 KiB (more on a busy machine), so smaller tensors (ResNet-18's last (1, 512, 4, 4) map
+// at batch 1) are copied by the calling thread.
+constexpr int64_t kMinPerThread = 32768;
+
 bool reorder_type(DType t) { return t == kFloat32 || t == kBFloat16; }
 
 // y (N, Cb, H, W, L) contiguous from x (N, C, H, W) with any strides (in elements, may be 0).
@@ -69,7 +74,7 @@ void to_blocked_loop(const Tensor& x, Tensor& y) {
   const int64_t N = s[0], C = s[1], H = s[2], W = s[3], L = y.size(4), Cb = (C + L - 1) / L;
   const E* xp = static_cast<const E*>(x.data_ptr());
   E* yp = static_cast<E*>(y.data_ptr());
-  parallel_for(0, N * Cb * H, std::max<int64_t>(1, 1024 / std::max<int64_t>(W, 1)),
+  parallel_for(0, N * Cb * H, std::max<int64_t>(1, kMinPerThread / std::max<int64_t>(W * L, 1)),
                [&](int64_t r0, int64_t r1) {
                  for (int64_t r = r0; r < r1; ++r) {
                    const int64_t h = r % H, cb = (r / H) % Cb, n = r / (H * Cb);
@@ -91,7 +96,7 @@ void from_blocked_loop(const Tensor& x, Tensor& y) {
   const int64_t N = s[0], C = s[1], HW = s[2] * s[3], L = x.size(4), Cb = (C + L - 1) / L;
   const E* xp = static_cast<const E*>(x.data_ptr());
   E* yp = static_cast<E*>(y.data_ptr());
-  parallel_for(0, N * C, std::max<int64_t>(1, 4096 / std::max<int64_t>(HW, 1)),
+  parallel_for(0, N * C, std::max<int64_t>(1, kMinPerThread / std::max<int64_t>(HW, 1)),
                [&](int64_t p0, int64_t p1) {
                  for (int64_t p = p0; p < p1; ++p) {
                    const int64_t n = p / C, c = p % C;
@@ -122,7 +127,7 @@ void to_blocked_kernel(ops::KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];  // (N, C, H, W), any strides
   Tensor& y = ctx.outputs[0];       // (N, Cb, H, W, L)
   if (y.numel() == 0) return;
-  if (x.is_contiguous() && reorder_type(x.dtype())) {
+  if (x.is_contiguous() && reorder_type(x.dtype()) && y.numel() >= 2 * kMinPerThread) {
     layout_reorder(true, x.shape(), x.dtype(), y.size(4))->run({x.data_ptr(), y.data_ptr()});
     zero_blocked_padding(y.data_ptr(), x.size(0), x.size(1), x.size(2) * x.size(3),
                          itemsize(y.dtype()), y.size(4));
@@ -135,7 +140,8 @@ void from_blocked_kernel(ops::KernelContext& ctx) {
   Tensor x = dense(ctx.inputs[0]);  // (N, Cb, H, W, L)
   Tensor& y = ctx.outputs[0];       // (N, C, H, W)
   if (y.numel() == 0) return;
-  if (reorder_type(x.dtype()))
+  // oneDNN's reorder wakes the OpenMP threads; a small map is copied here on the calling thread.
+  if (reorder_type(x.dtype()) && y.numel() >= 2 * kMinPerThread)
     return layout_reorder(false, y.shape(), x.dtype(), x.size(4))
         ->run({x.data_ptr(), y.data_ptr()});
   by_size<FromLoop>(x, y);
