@@ -151,6 +151,19 @@ GroupPtr group_for(const std::vector<DimSplit>& cuts) {
   cache[key] = g;
   return g;
 }
+// The ranks that agree with this one on every digit of `cuts` (the complement of group_for).
+GroupPtr replicas_for(const std::vector<DimSplit>& cuts) {
+  static std::mutex mu;
+  static std::map<std::string, GroupPtr> cache;
+  std::lock_guard lk(mu);
+  const std::string key = splits_str(cuts);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const int r = world_rank();
+  GroupPtr g = world()->split(int(digits_of(r, cuts)), r);  // collective, as in group_for
+  cache[key] = g;
+  return g;
+}
 std::string ranks_of(const std::vector<DimSplit>& cuts) {
   const int r = world_rank();
   const int64_t base = r - digits_of(r, cuts);
@@ -903,6 +916,12 @@ void clear_redistribution_log() {
   std::lock_guard lk(g_log_mu);
   g_log.clear();
   g_log_seen.clear();
+}
+
+GroupPtr replica_group_of(const Layout& l) {
+  SPORE_CHECK(valid_set(l.dims), "[sharding] layout ", l.str(), " does not fit ", world_size(),
+              " ranks (each cut must use its own digits of the rank number)");
+  return replicas_for(cuts_of(l));
 }
 
 int64_t local_bytes(const std::vector<Tensor>& tensors) {

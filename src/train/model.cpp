@@ -130,10 +130,16 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
   const bool sharded =
       optimizer_ && data_parallel && pctx.enable_parallel_optimizer && pctx.pipeline_stages <= 1;
   const bool semi_auto = parallel::semi_auto_active();
-  SPORE_CHECK(!(semi_auto && pctx.enable_parallel_optimizer),
-              "[Model] enable_parallel_optimizer is not supported "
-              "with semi_auto_parallel yet (the cut layers already keep only their pieces' state); "
-              "turn one off");
+  if (optimizer_ && semi_auto && pctx.enable_parallel_optimizer && pctx.pipeline_stages <= 1) {
+    // ZeRO-1 with operator sharding: each parameter's (piece's) state is cut over the ranks that
+    // hold the same piece (its data-parallel group). The engine's mirrors already all-reduce the
+    // gradients inside backward, so the sharded step only takes its range of them.
+    std::vector<parallel::GroupPtr> groups;
+    for (const Tensor& p : optimizer_->parameters())
+      groups.push_back(parallel::replica_group_of(parallel::layout_of(p)));
+    optimizer_ = std::make_shared<parallel::ShardedOptimizer>(optimizer_, std::move(groups),
+                                                              pctx.gradients_mean, true);
+  }
   if (sharded) {
     parallel::broadcast_parameters(network_->parameters_and_buffers(), *parallel::world());
     optimizer_ = std::make_shared<parallel::ShardedOptimizer>(optimizer_, parallel::world(),

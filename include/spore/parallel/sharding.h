@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "spore/nn/cell.h"
+#include "spore/parallel/comm.h"
 #include "spore/tensor.h"
 
 namespace spore::parallel {
@@ -111,6 +112,12 @@ Tensor gather_whole(const Tensor& x);
 // In place: p keeps only this rank's piece under l (its storage shrinks), marked. Call before the
 // optimizer is built, so its state is made for the piece.
 void shard_parameter(Tensor& p, const Layout& l);
+
+// The ranks holding the same piece as this rank under l (those whose rank digits agree on every
+// cut of l; all ranks for a whole tensor), as a subgroup ordered by rank: a cut parameter's
+// data-parallel group, over which ZeRO-1 shards its optimizer state. Collective the first time a
+// set of cuts is asked for: every rank must ask in the same order. Made once per set of cuts.
+GroupPtr replica_group_of(const Layout& l);
 
 // The sharded region of a training step: marks the inputs with the context's dataset_strategy
 // (each input cut on its first dims; with full_batch the inputs are whole and each rank takes its

@@ -1,0 +1,170 @@
+// Hybrid parallelism: pairs of dimensions combined through Model, each against one process on the
+// whole batch. ZeRO-1 (enable_parallel_optimizer) with operator sharding (semi_auto_parallel):
+// LeNet-5 and the transformer classifier on dp x mp (2 x 2 on 4 ranks; mp = 2 on 2 ranks), with
+// the optimizer state bytes each rank keeps. Runs under ctest parallel_mpi_np2 and
+// parallel_mpi_np4_hybrid; one process skips.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "models/lenet.h"
+#include "models/transformer.h"
+#include "spore/data/dataset.h"
+#include "spore/nn/nn.h"
+#include "spore/optim/optimizers.h"
+#include "spore/parallel/parallel.h"
+#include "spore/parallel/sharding.h"
+#include "spore/spore.h"
+#include "spore/train/callbacks.h"
+#include "spore/train/model.h"
+
+using namespace spore;
+
+namespace {
+
+int ranks() {
+  if (parallel::launcher_rank_size().second > 1) parallel::init("mpi");
+  return parallel::get_group_size();
+}
+
+nn::CellPtr ce_loss() {
+  return std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+}
+
+struct Run {
+  std::vector<double> losses;
+  std::vector<Tensor> params;  // whole, after training (gathered when cut)
+  size_t state_bytes = 0;      // this rank's optimizer state
+};
+
+// One epoch of `batch`-row steps through Model. dp * mp > 1: semi_auto_parallel on a dp x mp mesh
+// (the batch cut over dp by dataset_strategy, every rank given the whole batch), with ZeRO-1 when
+// `zero`. `build` makes the network (same seed: same weights) and cuts it when asked.
+Run train(const std::function<std::shared_ptr<nn::Cell>(int64_t dp, int64_t mp)>& build,
+          const std::vector<int64_t>& input_strategy_tail, const Tensor& x, const Tensor& y,
+          int64_t batch, int64_t dp, int64_t mp, bool zero, const std::string& kind) {
+  if (dp * mp > 1) {
+    std::vector<int64_t> xs{dp};
+    xs.insert(xs.end(), input_strategy_tail.begin(), input_strategy_tail.end());
+    parallel::set_auto_parallel_context({.parallel_mode = parallel::ParallelMode::SemiAutoParallel,
+                                         .enable_parallel_optimizer = zero,
+                                         .dataset_strategy = {xs, {dp}},
+                                         .full_batch = true});
+  }
+  set_seed(11);
+  auto net = build(dp, mp);
+  // Momentum's update is linear in the gradient, so parameters compare tightly; Adam checks that
+  // per-element state (two moments) is cut the same way.
+  optim::OptimizerPtr opt =
+      kind == "Adam"
+          ? optim::OptimizerPtr(std::make_shared<optim::Adam>(net->trainable_params(), 1e-3))
+          : optim::OptimizerPtr(
+                std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9));
+  Run r;
+  {
+    train::Model model(net, ce_loss(), opt);
+    model.train(1, data::TensorDataset({x, y}, {"x", "y"}).batch(batch),
+                {train::LambdaCallback(
+                    {.on_step_end = [&](train::RunContext& c) { r.losses.push_back(c.loss); }})});
+    r.state_bytes = parallel::optimizer_state_bytes(*model.optimizer());
+  }
+  for (const Tensor& p : net->trainable_params())
+    r.params.push_back(dp * mp > 1 ? parallel::gather_whole(p) : p.clone());
+  parallel::reset_auto_parallel_context();
+  return r;
+}
+
+struct Diff {
+  double loss = 0, param = 0;  // largest absolute difference
+};
+Diff compare(const Run& a, const Run& b) {
+  Diff d;
+  EXPECT_EQ(a.losses.size(), b.losses.size());
+  for (size_t i = 0; i < a.losses.size() && i < b.losses.size(); ++i)
+    d.loss = std::max(d.loss, std::abs(a.losses[i] - b.losses[i]));
+  EXPECT_EQ(a.params.size(), b.params.size());
+  for (size_t i = 0; i < a.params.size() && i < b.params.size(); ++i) {
+    const auto u = a.params[i].to_vector<float>(), v = b.params[i].to_vector<float>();
+    EXPECT_EQ(u.size(), v.size());
+    for (size_t k = 0; k < u.size() && k < v.size(); ++k)
+      d.param = std::max(d.param, double(std::abs(u[k] - v[k])));
+  }
+  return d;
+}
+
+// The meshes of the test: dp 2 x mp 2 on 4 ranks; mp 2 (the cut weights' replica groups are single
+// ranks, the whole tensors' all ranks) and dp 2 on 2 ranks.
+std::vector<std::pair<int64_t, int64_t>> meshes(int n) {
+  if (n == 4) return {{2, 2}};
+  return {{1, 2}, {2, 1}};
+}
+
+void check_zero_with_semi_auto(
+    const char* what, const std::function<std::shared_ptr<nn::Cell>(int64_t, int64_t)>& build,
+    const std::vector<int64_t>& tail, const Tensor& x, const Tensor& y, int64_t batch,
+    double param_tol) {
+  const int n = ranks();
+  for (const std::string kind : {"Momentum", "Adam"}) {
+    const Run one = train(build, tail, x, y, batch, 1, 1, false, kind);
+    for (auto [dp, mp] : meshes(n)) {
+      SCOPED_TRACE(std::string(what) + " " + kind + " dp=" + std::to_string(dp) +
+                   " mp=" + std::to_string(mp));
+      const Run cut = train(build, tail, x, y, batch, dp, mp, false, kind);
+      const Run zero = train(build, tail, x, y, batch, dp, mp, true, kind);
+      const Diff d = compare(zero, one), dc = compare(cut, one);
+      // The state a rank keeps: every piece's state cut over the ranks holding that piece.
+      Tensor most = scalar_tensor(double(zero.state_bytes), kFloat64).contiguous().clone();
+      parallel::world()->all_reduce(most, parallel::ReduceOp::Max);
+      const double ratio = most.item<double>() / double(cut.state_bytes);
+      if (parallel::get_rank() == 0)
+        std::printf(
+            "[hybrid] %s %s, ZeRO-1 x semi_auto dp=%lld mp=%lld, %zu steps: loss %.6f -> %.6f, "
+            "max abs difference to one process: loss %.3g, parameters %.3g (semi_auto without "
+            "ZeRO-1: %.3g, %.3g); optimizer state bytes per rank: one process %zu, semi_auto %zu, "
+            "+ ZeRO-1 %zu on rank 0, %.0f at most (%.3f of semi_auto's)\n",
+            what, kind.c_str(), (long long)dp, (long long)mp, zero.losses.size(),
+            zero.losses.front(), zero.losses.back(), d.loss, d.param, dc.loss, dc.param,
+            one.state_bytes, cut.state_bytes, zero.state_bytes, most.item<double>(), ratio);
+      EXPECT_LE(d.loss, 1e-5);
+      EXPECT_LE(d.param, param_tol);
+      // The cut weights' state drops by dp, the whole tensors' by dp x mp; padding aside. (With
+      // dp = 1 only the whole tensors' state is cut.)
+      EXPECT_LE(ratio, dp > 1 ? 1.0 / double(dp) + 0.01 : 0.99);
+      EXPECT_GT(zero.state_bytes, 0u);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(Hybrid, OptimizerShardingWithOperatorShardingLeNet) {
+  if (ranks() < 2) GTEST_SKIP() << "needs 2 or 4 MPI ranks";
+  set_seed(3);
+  const Tensor x = randn({64, 1, 28, 28});
+  const Tensor y = randint(0, 10, {64}, kInt32);
+  check_zero_with_semi_auto(
+      "LeNet-5",
+      [](int64_t dp, int64_t mp) {
+        auto net = std::make_shared<models::LeNet5>();
+        if (dp * mp > 1) net->shard(dp, mp);
+        return net;
+      },
+      {1, 1, 1}, x, y, 16, 1e-5);
+}
+
+TEST(Hybrid, OptimizerShardingWithOperatorShardingTransformer) {
+  if (ranks() < 2) GTEST_SKIP() << "needs 2 or 4 MPI ranks";
+  const models::TransformerOptions o{
+      .vocab = 32, .seq = 8, .dim = 32, .heads = 4, .layers = 2, .classes = 10};
+  auto [ids, labels] = models::make_token_task(64, o, 7);
+  check_zero_with_semi_auto(
+      "transformer",
+      [o](int64_t dp, int64_t mp) {
+        auto net = std::make_shared<models::TransformerClassifier>(o);
+        if (dp * mp > 1) net->shard(dp, mp);
+        return net;
+      },
+      {1}, ids, labels, 16, 1e-5);
+}
