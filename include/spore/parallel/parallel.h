@@ -260,6 +260,9 @@ class PipelineTrainer {
   // way. Null: no scaling.
   void set_loss_scale_manager(amp::LossScaleManagerPtr manager);
   bool last_overflow() const { return last_overflow_; }
+  // Operator-sharded stages (pipeline_stages x semi_auto_parallel): the stage's ranks hold
+  // different pieces, so the overflow flag is also maxed over this group (Model: the world).
+  void set_overflow_group(GroupPtr g) { overflow_group_ = std::move(g); }
 
  private:
   void init(MakeOptimizer make_optimizer);
@@ -272,7 +275,7 @@ class PipelineTrainer {
   nn::CellPtr loss_fn_;
   optim::OptimizerPtr opt_;
   int64_t m_;
-  GroupPtr group_, dp_group_;
+  GroupPtr group_, dp_group_, overflow_group_;
   int rank_ = 0, size_ = 1;
   std::vector<Tensor> params_, grads_;
   // Per micro-batch in flight: the stage's input (a leaf needing grad, from the previous stage)
