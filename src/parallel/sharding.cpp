@@ -252,12 +252,15 @@ CustomOpHandle coll_op(const Coll& c) {
   static std::mutex mu;
   static std::map<std::string, CustomOpHandle> ops;
   const std::string name = coll_name(c);
+  // The subgroup exists before the op runs: made here, where every rank of the sharding group
+  // asks in the same order. The kernel looks it up when it runs, since one op (one name) serves
+  // every sharding group: the world's, and each pipeline stage's when pipeline_stages > 1.
+  if (!c.cuts.empty()) group_for(c.cuts);
   {
     std::lock_guard lk(mu);
     auto it = ops.find(name);
     if (it != ops.end()) return it->second;
   }
-  GroupPtr g = c.cuts.empty() ? nullptr : group_for(c.cuts);
   const int64_t p = c.cuts.empty() ? 1 : c.cuts[0].parts;
   CustomOp op;
   op.name = name;
@@ -320,7 +323,8 @@ CustomOpHandle coll_op(const Coll& c) {
     }
     return {apply(b, dout)};
   };
-  op.cpu_kernel = [c, g, p](const std::vector<Tensor>& in, Tensor& out) {
+  op.cpu_kernel = [c, p](const std::vector<Tensor>& in, Tensor& out) {
+    const GroupPtr g = c.cuts.empty() ? nullptr : group_for(c.cuts);
     const NoGradGuard no_grad;
     const Tensor& x = in[0];
     switch (c.kind) {

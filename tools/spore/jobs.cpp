@@ -251,9 +251,6 @@ Mesh parse_parallel(const std::string& spec, int ranks) {
                 part, "'");
     (key == "dp" ? m.dp : key == "mp" ? m.mp : m.pp) = v;
   }
-  SPORE_CHECK(m.mp == 1 || m.pp == 1, "--parallel ", spec,
-              ": mp and pp together are not supported yet; use "
-              "dp x mp or dp x pp");
   if (m.dp == 0) m.dp = ranks / (m.mp * m.pp);
   SPORE_CHECK(m.dp * m.mp * m.pp == ranks, "--parallel ", spec, " needs ", m.dp * m.mp * m.pp,
               " ranks but the job has ", ranks, "; launch with spore launch -n ",
@@ -269,6 +266,10 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   const Mesh mesh = parse_parallel(a.parallel, dist.size);
   const int64_t dp = mesh.dp, mp = mesh.mp, pp = mesh.pp;
   const models::TransformerOptions o;
+  SPORE_CHECK(pp == 1 || mesh.mp == 1, "--parallel ", a.parallel,
+              ": the transformer's pipeline runs with pp alone here (pp x mp runs through "
+              "Model: docs/parallel.md, and `spore train lenet --parallel pp=2,mp=2`); use pp=",
+              pp, " on ", pp, " ranks, or dp x mp");
   SPORE_CHECK(pp == 1 || dp == 1, "--parallel ", a.parallel,
               ": the transformer's pipeline runs with pp alone (one replica) here; use pp=", pp,
               " on ", pp, " ranks, or dp x mp");
@@ -700,8 +701,9 @@ int train_job(const TrainArgs& a) {
       ctx.parallel_mode = parallel::ParallelMode::StandAlone;
       ctx.pipeline_stages = mesh.pp;
     }
-    if (mesh.mp >
-        1) {  // operator-level sharding: every rank reads the whole batch, keeps its piece
+    // Operator-level sharding: every rank reads the whole batch, keeps its piece. With pipeline
+    // stages, each stage's layers are cut over its dp x mp ranks.
+    if (mesh.mp > 1) {
       ctx.parallel_mode = parallel::ParallelMode::SemiAutoParallel;
       ctx.device_num = dist.size;
       ctx.dataset_strategy = {{mesh.dp, 1, 1, 1}, {mesh.dp}};
@@ -723,8 +725,16 @@ int train_job(const TrainArgs& a) {
                                   a.batch_size / data_dist.size, data_dist, &train_rows);
   auto test_ds = classifier_data(a.model, a.data, "test", a.eval_limit, false, 256, {}, &test_rows);
   nn::CellPtr net = mesh.pp > 1 ? models::lenet5_sequential(mesh.pp) : make_classifier(a.model);
-  if (mesh.mp > 1)
+  if (mesh.mp > 1 && mesh.pp > 1) {  // LeNet5::shard's cuts on the sequential network's layers
+    const auto& c = std::static_pointer_cast<nn::SequentialCell>(net)->cells();
+    std::static_pointer_cast<nn::Conv2d>(c[0])->shard({{mesh.dp, 1, 1, 1}, {mesh.mp, 1, 1, 1}});
+    std::static_pointer_cast<nn::Conv2d>(c[3])->shard(
+        {{mesh.dp, mesh.mp, 1, 1}, {1, mesh.mp, 1, 1}});
+    std::static_pointer_cast<nn::Dense>(c[7])->shard({{mesh.dp, 1}, {mesh.mp, 1}});
+    std::static_pointer_cast<nn::Dense>(c[9])->shard({{mesh.dp, mesh.mp}, {1, mesh.mp}});
+  } else if (mesh.mp > 1) {
     std::static_pointer_cast<models::LeNet5>(net)->shard(mesh.dp, mesh.mp);  // before the optimizer
+  }
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), a.lr, a.momentum);
@@ -748,7 +758,13 @@ int train_job(const TrainArgs& a) {
       restore_loss_scale(resume_file, *resume_ck, *dynamic_scale, a.resume_partial);
   }
 
-  if (dist.size > 1 && dist.print && mesh.mp > 1)
+  if (dist.size > 1 && dist.print && mesh.mp > 1 && mesh.pp > 1)
+    std::printf(
+        "pipeline x semi_auto_parallel: %lld stages, each cut over dp=%lld x mp=%lld ranks; every "
+        "rank reads the global batch of %lld in %lld micro-batches (1F1B)\n",
+        (long long)mesh.pp, (long long)mesh.dp, (long long)mesh.mp, (long long)a.batch_size,
+        (long long)(2 * mesh.pp));
+  else if (dist.size > 1 && dist.print && mesh.mp > 1)
     std::printf(
         "semi_auto_parallel: %d ranks as dp=%lld x mp=%lld (conv1, fc1 cut on outputs; conv2, fc2 "
         "on "
@@ -773,7 +789,12 @@ int train_job(const TrainArgs& a) {
   if (dist.print && a.grad_accum > 1)
     std::printf("gradient accumulation: %lld batches per update (effective batch %lld)\n",
                 (long long)a.grad_accum, (long long)(a.grad_accum * a.batch_size));
-  if (dist.print && a.parallel_optimizer) {
+  if (dist.print && a.parallel_optimizer && mesh.mp > 1 && dist.size > 1) {
+    std::printf(
+        "optimizer sharding: each piece's optimizer state is cut over the ranks holding that "
+        "piece (1/%lld of a cut layer's, 1/%lld of a whole one's)\n",
+        (long long)mesh.dp, (long long)(mesh.dp * mesh.mp));
+  } else if (dist.print && a.parallel_optimizer) {
     // With pipeline stages a stage's optimizer state is cut over that stage's replicas.
     const int64_t over = mesh.pp > 1 ? mesh.dp : dist.size;
     const std::string whose =
@@ -852,7 +873,7 @@ int train_job(const TrainArgs& a) {
   // gathers.
   // With pipeline stages the stages send theirs to rank 0.
   io::NamedTensors final_tensors = model.gather_parameters();
-  if (mesh.mp > 1)
+  if (mesh.mp > 1 && mesh.pp == 1)  // (gather_parameters makes a stage's pieces whole itself)
     for (auto& [name, t] : final_tensors) t = parallel::gather_whole(t);
   if (!dist.print) {  // the other ranks' outputs are rank 0's
     parallel::release();
