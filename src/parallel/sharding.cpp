@@ -265,7 +265,8 @@ CustomOpHandle coll_op(const Coll& c) {
   CustomOp op;
   op.name = name;
   op.num_inputs = 1;
-  op.dtypes = {kFloat32, kFloat64, kInt32, kInt64};  // integer inputs: labels, token ids
+  // integer inputs: labels, token ids; half precision: amp's float16 / bfloat16 activations
+  op.dtypes = {kFloat32, kFloat64, kInt32, kInt64, kFloat16, kBFloat16};
   op.infer = [c, p](const std::vector<Shape>& s,
                     const std::vector<DType>& t) -> std::pair<Shape, DType> {
     Shape out = s[0];

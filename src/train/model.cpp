@@ -148,8 +148,13 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
   const amp::Level level = amp::parse_level(amp_level);
   const bool amp_on = level != amp::Level::O0 || loss_scale_manager;
   if (optimizer_ && amp_on) {
+    // semi_auto_parallel: the network is the sharded region (its input cut by the dataset
+    // strategy, its output whole for the loss).
+    nn::CellPtr amp_net = network_;
+    if (semi_auto && pctx.pipeline_stages <= 1)
+      amp_net = std::make_shared<parallel::ShardedCell>(network_);
     train_network_ = std::dynamic_pointer_cast<TrainOneStepCell>(
-        amp::build_train_network(network_, optimizer_, loss_fn_, level, loss_scale_manager,
+        amp::build_train_network(amp_net, optimizer_, loss_fn_, level, loss_scale_manager,
                                  keep_batchnorm_fp32, cast_model_type));
   } else if (level != amp::Level::O0) {
     amp::auto_mixed_precision(*network_, level, cast_model_type.value_or(kFloat16),

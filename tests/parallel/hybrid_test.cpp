@@ -10,6 +10,7 @@
 
 #include "models/lenet.h"
 #include "models/transformer.h"
+#include "spore/amp.h"
 #include "spore/data/dataset.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
@@ -302,4 +303,104 @@ TEST(Hybrid, PipelineWithOperatorShardingTransformer) {
         return net;
       },
       {1}, ids, labels, 5e-5);  // Adam divides near-zero gradients by their size
+}
+
+// amp (O2, float16, a fixed loss scale of 1024) and gradient accumulation with operator sharding,
+// alone (dp x mp) and inside pipeline stages (pp x mp): LeNet-5 against one process with the same
+// amp level and accumulation. float16 rounds a cut sum differently from a whole one, so the
+// tolerances are float16's; float32 with accumulation is held to float32's.
+TEST(Hybrid, AmpAndGradAccumulationWithOperatorSharding) {
+  const int n = ranks();
+  if (n != 4) GTEST_SKIP() << "needs 4 MPI ranks (dp 2 x mp 2, pp 2 x mp 2)";
+  set_seed(3);
+  const Tensor x = randn({64, 1, 28, 28});
+  const Tensor y = randint(0, 10, {64}, kInt32);
+  struct Out {
+    std::vector<double> losses;
+    std::vector<std::pair<std::string, Tensor>> params;
+  };
+  // pp 1: LeNet5 (dp x mp = 2 x 2 when sharded); pp 2: lenet5_sequential in 2 stages x mp 2.
+  auto run = [&](bool sharded, int64_t pp, const std::string& amp, int64_t k) {
+    const int64_t dp = pp > 1 ? 1 : 2, mp = 2;
+    if (sharded)
+      parallel::set_auto_parallel_context(
+          {.parallel_mode = parallel::ParallelMode::SemiAutoParallel,
+           .gradient_accumulation_steps = k,
+           .dataset_strategy = {{dp, 1, 1, 1}, {dp}},
+           .full_batch = true,
+           .pipeline_stages = pp});
+    else
+      parallel::set_auto_parallel_context({.gradient_accumulation_steps = k});
+    set_seed(11);
+    std::shared_ptr<nn::Cell> net;
+    if (pp > 1) {
+      auto seq = models::lenet5_sequential(pp);
+      if (sharded) {
+        const auto& c = seq->cells();
+        std::static_pointer_cast<nn::Conv2d>(c[0])->shard({{dp, 1, 1, 1}, {mp, 1, 1, 1}});
+        std::static_pointer_cast<nn::Conv2d>(c[3])->shard({{dp, mp, 1, 1}, {1, mp, 1, 1}});
+        std::static_pointer_cast<nn::Dense>(c[7])->shard({{dp, 1}, {mp, 1}});
+        std::static_pointer_cast<nn::Dense>(c[9])->shard({{dp, mp}, {1, mp}});
+      }
+      net = seq;
+    } else {
+      auto lenet = std::make_shared<models::LeNet5>();
+      if (sharded) lenet->shard(dp, mp);
+      net = lenet;
+    }
+    auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.05, 0.9);
+    amp::LossScaleManagerPtr scale;
+    if (amp != "O0") scale = std::make_shared<amp::FixedLossScaleManager>(1024, true);
+    Out o;
+    train::Model model(net, ce_loss(), opt, {}, nullptr, amp, scale);
+    model.train(1, data::TensorDataset({x, y}, {"x", "y"}).batch(8),
+                {train::LambdaCallback(
+                    {.on_step_end = [&](train::RunContext& c) { o.losses.push_back(c.loss); }})});
+    if (pp > 1 && sharded) {
+      o.params = model.gather_parameters();
+    } else {
+      for (auto& [name, t] : net->parameters_and_buffers())
+        o.params.emplace_back(name, sharded ? parallel::gather_whole(t) : t);
+    }
+    parallel::reset_auto_parallel_context();
+    return o;
+  };
+  struct Case {
+    int64_t pp;
+    std::string amp;
+    int64_t k;
+    double loss_tol, param_tol;  // absolute; relative to the tensor's largest magnitude
+  };
+  for (const Case& c : std::vector<Case>{{1, "O2", 1, 1e-3, 5e-3},
+                                         {1, "O0", 2, 1e-5, 1e-5},
+                                         {2, "O2", 1, 1e-3, 5e-3},
+                                         {2, "O2", 2, 1e-3, 5e-3},
+                                         {2, "O0", 2, 1e-5, 1e-5}}) {
+    SCOPED_TRACE("pp=" + std::to_string(c.pp) + " " + c.amp + " k=" + std::to_string(c.k));
+    const Out one = run(false, c.pp, c.amp, c.k), cut = run(true, c.pp, c.amp, c.k);
+    ASSERT_EQ(cut.losses.size(), one.losses.size());
+    double dl = 0, dw = 0;
+    for (size_t i = 0; i < one.losses.size(); ++i)
+      dl = std::max(dl, std::abs(cut.losses[i] - one.losses[i]));
+    for (const auto& [name, t] : cut.params)
+      for (const auto& [n1, t1] : one.params)
+        if (n1 == name) {
+          const auto u = t.to_vector<float>(), v = t1.to_vector<float>();
+          double d = 0, m = 1e-12;
+          for (size_t i = 0; i < u.size(); ++i)
+            d = std::max(d, double(std::abs(u[i] - v[i]))), m = std::max(m, double(std::abs(v[i])));
+          dw = std::max(dw, d / m);
+        }
+    Tensor worst = scalar_tensor(dw, kFloat64).contiguous().clone();
+    parallel::world()->all_reduce(worst, parallel::ReduceOp::Max);
+    if (parallel::get_rank() == 0)
+      std::printf(
+          "[hybrid] LeNet-5 %s, amp %s, gradient accumulation %lld, 8 batches of 8: max abs loss "
+          "difference to one process %.3g, parameters (largest difference over largest magnitude) "
+          "%.3g\n",
+          c.pp > 1 ? "pp=2 x mp=2" : "dp=2 x mp=2", c.amp.c_str(), (long long)c.k, dl,
+          worst.item<double>());
+    EXPECT_LE(dl, c.loss_tol);
+    EXPECT_LE(worst.item<double>(), c.param_tol);
+  }
 }
