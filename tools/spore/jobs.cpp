@@ -266,13 +266,11 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   const Mesh mesh = parse_parallel(a.parallel, dist.size);
   const int64_t dp = mesh.dp, mp = mesh.mp, pp = mesh.pp;
   const models::TransformerOptions o;
-  SPORE_CHECK(pp == 1 || mesh.mp == 1, "--parallel ", a.parallel,
-              ": the transformer's pipeline runs with pp alone here (pp x mp runs through "
-              "Model: docs/parallel.md, and `spore train lenet --parallel pp=2,mp=2`); use pp=",
-              pp, " on ", pp, " ranks, or dp x mp");
-  SPORE_CHECK(pp == 1 || dp == 1, "--parallel ", a.parallel,
-              ": the transformer's pipeline runs with pp alone (one replica) here; use pp=", pp,
-              " on ", pp, " ranks, or dp x mp");
+  SPORE_CHECK(o.heads % mp == 0, "--parallel ", a.parallel, ": the transformer's ", o.heads,
+              " heads do not split over mp = ", mp, "; use an mp that divides them");
+  // With pipeline stages and dp or mp, each stage's blocks are cut over its dp x mp ranks
+  // (semi_auto_parallel inside the stages; every rank reads the whole batch).
+  const bool staged_cut = pp > 1 && dp * mp > 1;
   SPORE_CHECK(pp <= o.layers, "--parallel ", a.parallel, ": the transformer has ", o.layers,
               " blocks, so at most pp=", o.layers, " stages");
   const int64_t n_train = a.limit > 0 ? a.limit : 8192,
@@ -285,13 +283,14 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   auto train_ds =
       data::TensorDataset({xtr, ytr}, {"ids", "label"}).shuffle(n_train).batch(a.batch_size, true);
   auto test_ds = data::TensorDataset({xte, yte}, {"ids", "label"}).batch(256 / dp * dp, true);
-  if (dist.size > 1 && pp > 1) {  // Model cuts the network into stages, one per rank
+  if (dist.size > 1 && pp > 1 && !staged_cut) {  // Model cuts the network into stages
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
     ctx.parallel_mode = parallel::ParallelMode::StandAlone;
     ctx.pipeline_stages = pp;
     parallel::set_auto_parallel_context(ctx);
   } else if (dist.size > 1) {
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
+    ctx.pipeline_stages = pp;
     ctx.parallel_mode = parallel::ParallelMode::SemiAutoParallel;
     ctx.device_num = dist.size;
     ctx.dataset_strategy = {{dp, 1}, {dp}};
@@ -308,6 +307,11 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   const int64_t params = count_params(*net);
   if (dist.size > 1 && pp == 1)
     std::static_pointer_cast<models::TransformerClassifier>(net)->shard(dp, mp);
+  if (staged_cut)  // the blocks are cells 1 .. layers of the sequential network
+    for (int64_t i = 0; i < o.layers; ++i)
+      std::static_pointer_cast<models::TransformerBlock>(
+          std::static_pointer_cast<nn::SequentialCell>(net)->cells()[size_t(1 + i)])
+          ->shard(dp, mp);
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Adam>(net->trainable_params(), a.lr_given ? a.lr : 1e-3);
@@ -324,9 +328,14 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
         a.mode.c_str(), (long long)params);
     if (dist.size > 1 && pp > 1)
       std::printf(
-          "pipeline parallel: %lld stages, %lld micro-batches per step (1F1B); this rank "
+          "pipeline parallel: %lld stages%s, %lld micro-batches per step (1F1B); this rank "
           "holds %lld of the %lld parameters\n",
-          (long long)pp, (long long)(2 * pp), (long long)count_params(*model.pipeline()->stage()),
+          (long long)pp,
+          staged_cut ? (", each cut over dp=" + std::to_string(dp) + " x mp=" + std::to_string(mp) +
+                        " ranks (semi_auto_parallel)")
+                           .c_str()
+                     : "",
+          (long long)(2 * pp), (long long)count_params(*model.pipeline()->stage()),
           (long long)params);
     else if (dist.size > 1)
       std::printf(
