@@ -1,5 +1,7 @@
 // Optimizer sharding, ZeRO stage 1 (parallel/parallel.h: ShardedOptimizer). Each rank owns one
-// contiguous range of the flattened parameters; its optimizer state covers that range only.
+// contiguous range of the flattened parameters of each part (the parameters sharded over one
+// group; one part unless the parameters are operator-sharded pieces with different replica
+// groups); its optimizer state covers those ranges only.
 #include <algorithm>
 
 #include "spore/autograd.h"
