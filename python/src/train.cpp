@@ -127,7 +127,7 @@ void bind_train(py::module_& m) {
   m.def("shard_log", [] { return parallel::redistribution_log(); });  // tests: what moved
   m.def("shard_input", [](const Tensor& t, const std::vector<int64_t>& pieces) {
     return parallel::redistribute(
-        t, parallel::layout_from_strategy(pieces, parallel::get_group_size()));
+        t, parallel::layout_from_strategy(pieces, parallel::sharding_group()->size()));
   });
   // MatMul's out_strategy: the engine delivers the cut contraction's output in this layout (a
   // reduce-scatter) instead of whole (an all-reduce), as nn.Dense.shard's out_strategy does.
@@ -139,7 +139,8 @@ void bind_train(py::module_& m) {
       .def(py::init([](const std::vector<int64_t>& pieces) {
         auto s = std::make_unique<MatmulOutScope>();
         s->strategy.op = parallel::OpStrategy::Op::Matmul;
-        s->strategy.output = parallel::layout_from_strategy(pieces, parallel::get_group_size());
+        s->strategy.output =
+            parallel::layout_from_strategy(pieces, parallel::sharding_group()->size());
         return s;
       }))
       .def("__enter__",

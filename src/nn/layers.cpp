@@ -83,8 +83,9 @@ Tensor Dense::construct(const Tensor& x) {
 
 Dense& Dense::shard(const parallel::Strategy& in_strategy, const parallel::Strategy& out_strategy) {
   if (!parallel::semi_auto_active()) return *this;
-  const int64_t n = parallel::get_group_size();
-  const parallel::DenseLayouts l = parallel::dense_layouts(in_strategy, n);
+  const int64_t n = parallel::sharding_group()->size();
+  const parallel::DenseLayouts l =
+      parallel::dense_layouts(in_strategy, n);  // n: the sharding group (a pipeline stage's ranks)
   parallel::shard_parameter(parameter("weight"), l.weight);
   if (has_bias_) parallel::shard_parameter(parameter("bias"), l.bias);
   strategy_ = parallel::OpStrategy{parallel::OpStrategy::Op::Matmul, l.x, std::nullopt};
@@ -124,7 +125,7 @@ Conv2d& Conv2d::shard(const parallel::Strategy& st) {
               ") and the weight's (", st[1][1], ") must be equal: both cut the contraction");
   // device matrix (n, c_in, c_out), as a Dense's (m, k, n)
   const parallel::DenseLayouts l = parallel::dense_layouts(
-      {{st[0][0], st[0][1]}, {st[1][0], st[1][1]}}, parallel::get_group_size());
+      {{st[0][0], st[0][1]}, {st[1][0], st[1][1]}}, parallel::sharding_group()->size());
   const parallel::DimSplit none{};
   parallel::shard_parameter(parameter("weight"),
                             parallel::Layout{{l.weight.dims[0], l.weight.dims[1], none, none}});

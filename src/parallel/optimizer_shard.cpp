@@ -1,5 +1,7 @@
 // Optimizer sharding, ZeRO stage 1 (parallel/parallel.h: ShardedOptimizer). Each rank owns one
-// contiguous range of the flattened parameters; its optimizer state covers that range only.
+// contiguous range of the flattened parameters of each part (the parameters sharded over one
+// group; one part unless the parameters are operator-sharded pieces with different replica
+// groups); its optimizer state covers those ranges only.
 #include <algorithm>
 
 #include "spore/autograd.h"
@@ -12,8 +14,26 @@ ShardedOptimizer::ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bo
     : optim::Optimizer(optim::single_group(inner ? inner->parameters() : std::vector<Tensor>{}),
                        inner ? inner->lr_schedule(0) : optim::LearningRate(0.0), 0.0),
       inner_(std::move(inner)),
-      group_(group ? std::move(group) : world()),
       mean_(mean) {
+  build(std::vector<GroupPtr>(inner_->parameters().size(), group ? group : world()));
+}
+
+ShardedOptimizer::ShardedOptimizer(optim::OptimizerPtr inner, std::vector<GroupPtr> group_of_param,
+                                   bool mean, bool reduced)
+    : optim::Optimizer(optim::single_group(inner ? inner->parameters() : std::vector<Tensor>{}),
+                       inner ? inner->lr_schedule(0) : optim::LearningRate(0.0), 0.0),
+      inner_(std::move(inner)),
+      mean_(mean),
+      reduced_(reduced) {
+  SPORE_CHECK(group_of_param.size() == inner_->parameters().size(), "[enable_parallel_optimizer] ",
+              group_of_param.size(), " groups given for the ", inner_->parameters().size(),
+              " parameters of ", inner_->name(), "; give one group per parameter");
+  for (GroupPtr& g : group_of_param)
+    if (!g) g = world();
+  build(group_of_param);
+}
+
+void ShardedOptimizer::build(const std::vector<GroupPtr>& group_of_param) {
   const std::string who = "[enable_parallel_optimizer] ";
   SPORE_CHECK(inner_->clip_grad_norm() == 0, who, inner_->name(),
               " clips by the global gradient norm (", inner_->clip_grad_norm(),
@@ -21,7 +41,6 @@ ShardedOptimizer::ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bo
               "turn off enable_parallel_optimizer");
   const std::vector<Tensor>& params = inner_->parameters();
   const DType dt = params[0].dtype();
-  int64_t total = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     SPORE_CHECK_TYPE(params[i].dtype() == dt, who,
                      "every parameter must have one dtype to be sharded; ",
@@ -29,28 +48,52 @@ ShardedOptimizer::ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bo
                      inner_->parameter_names()[i], " is ", dtype_name(params[i].dtype()));
     SPORE_CHECK(params[i].is_contiguous(), who, "parameter ", inner_->parameter_names()[i],
                 " is not contiguous");
-    offset_.push_back(total);
-    total += params[i].numel();
+    // One part per distinct group, in the order the groups first appear (the same on every rank).
+    auto it = std::find_if(parts_.begin(), parts_.end(),
+                           [&](const Part& p) { return p.group == group_of_param[i]; });
+    if (it == parts_.end()) {
+      Part part;
+      part.group = group_of_param[i];
+      parts_.push_back(std::move(part));
+      it = std::prev(parts_.end());
+    }
+    it->params.push_back(i);
   }
-  const int R = group_->size(), r = group_->rank();
-  per_rank_ = (total + R - 1) / R;  // the last rank's range is padded
-  begin_ = std::min(total, per_rank_ * r);
-  end_ = std::min(total, begin_ + per_rank_);
-
-  // One shard tensor per parameter overlapping [begin_, end_): a view of its elements there,
-  // in a group of its own so that it keeps the parameter's lr schedule and weight decay.
+  // One shard tensor per parameter overlapping the part's own range: a view of its elements
+  // there, in a group of its own so that it keeps the parameter's lr schedule and weight decay.
   std::vector<optim::ParamGroup> groups;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const int64_t a = std::max(begin_, offset_[i]),
-                  b = std::min(end_, offset_[i] + params[i].numel());
-    if (a >= b) continue;
-    Tensor view = params[i].view({-1}).slice(0, a - offset_[i], b - offset_[i]);
-    shard_param_.push_back(i);
-    shard_views_.push_back(view);
-    groups.push_back({.params = {view},
-                      .weight_decay = inner_->weight_decay_of(i),
-                      .lr = inner_->lr_schedule(i),
-                      .names = {inner_->parameter_names()[i]}});
+  for (Part& part : parts_) {
+    int64_t total = 0;
+    for (size_t i : part.params) {
+      part.offset.push_back(total);
+      total += params[i].numel();
+    }
+    const int R = part.group->size(), r = part.group->rank();
+    part.per_rank = (total + R - 1) / R;  // the last rank's range is padded
+    part.begin = std::min(total, part.per_rank * r);
+    part.end = std::min(total, part.begin + part.per_rank);
+    for (size_t k = 0; k < part.params.size(); ++k) {
+      const size_t i = part.params[k];
+      const int64_t a = std::max(part.begin, part.offset[k]),
+                    b = std::min(part.end, part.offset[k] + params[i].numel());
+      if (a >= b) continue;
+      Tensor view = params[i].view({-1}).slice(0, a - part.offset[k], b - part.offset[k]);
+      part.shard_param.push_back(k);
+      part.shard_views.push_back(view);
+      groups.push_back({.params = {view},
+                        .weight_decay = inner_->weight_decay_of(i),
+                        .lr = inner_->lr_schedule(i),
+                        .names = {inner_->parameter_names()[i]}});
+    }
+    part.flat_grads = zeros({part.per_rank * R}, dt);
+    part.my_grads = zeros({part.per_rank}, dt);
+    part.my_params = zeros({part.per_rank}, dt);
+    part.flat_params = zeros({part.per_rank * R}, dt);
+    for (size_t j = 0; j < part.shard_param.size(); ++j) {
+      const int64_t a = std::max(part.begin, part.offset[part.shard_param[j]]) - part.begin;
+      part.shard_grads.push_back(part.my_grads.slice(0, a, a + part.shard_views[j].numel()));
+      shard_grads_.push_back(part.shard_grads.back());
+    }
   }
   if (!groups.empty()) {
     shard_ = inner_->rebuild(std::move(groups));
@@ -62,15 +105,6 @@ ShardedOptimizer::ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bo
     shard_->set_loss_scale(inner_->loss_scale());
   }
   set_global_step(inner_->global_step());
-  flat_grads_ = zeros({per_rank_ * R}, dt);
-  my_grads_ = zeros({per_rank_}, dt);
-  my_params_ = zeros({per_rank_}, dt);
-  flat_params_ = zeros({per_rank_ * R}, dt);
-  for (size_t j = 0; j < shard_param_.size(); ++j) {
-    const size_t i = shard_param_[j];
-    const int64_t a = std::max(begin_, offset_[i]) - begin_;
-    shard_grads_.push_back(my_grads_.slice(0, a, a + shard_views_[j].numel()));
-  }
   inner_->release_state("a ShardedOptimizer (enable_parallel_optimizer)");
 }
 
@@ -82,31 +116,44 @@ void ShardedOptimizer::step(const std::vector<Tensor>& grads) {
   // The shard counts the steps the wrapper counts (a resume sets the wrapper's: Adam's bias
   // correction reads the shard's).
   if (shard_) shard_->set_global_step(global_step());
-  // 1. This rank's full gradients into one flat buffer (an undefined gradient counts as zeros).
-  for (size_t i = 0; i < params.size(); ++i) {
-    Tensor dst = flat_grads_.slice(0, offset_[i], offset_[i] + params[i].numel());
-    if (grads[i].defined()) {
-      SPORE_CHECK(grads[i].numel() == params[i].numel(), "[", name(), "] gradient ", i, " has ",
-                  grads[i].numel(), " elements, its parameter ", params[i].numel());
-      assign(dst, grads[i].reshape({-1}));
+  for (Part& part : parts_) {
+    // 1. This rank's full gradients into one flat buffer (an undefined gradient counts as zeros).
+    for (size_t k = 0; k < part.params.size(); ++k) {
+      const size_t i = part.params[k];
+      Tensor dst = part.flat_grads.slice(0, part.offset[k], part.offset[k] + params[i].numel());
+      if (grads[i].defined()) {
+        SPORE_CHECK(grads[i].numel() == params[i].numel(), "[", name(), "] gradient ", i, " has ",
+                    grads[i].numel(), " elements, its parameter ", params[i].numel());
+        assign(dst, grads[i].reshape({-1}));
+      } else {
+        assign(dst, scalar_tensor(0.0, dst.dtype()));
+      }
+    }
+    // 2. Every rank's sum (or mean) of its own range; already-reduced gradients: its own range.
+    if (reduced_) {
+      const int64_t at = part.per_rank * part.group->rank();
+      assign(part.my_grads, part.flat_grads.slice(0, at, at + part.per_rank));
     } else {
-      assign(dst, scalar_tensor(0.0, dst.dtype()));
+      part.group->reduce_scatter(part.flat_grads, part.my_grads,
+                                 mean_ ? ReduceOp::Mean : ReduceOp::Sum);
     }
   }
-  // 2. Every rank's sum (or mean) of its own range.
-  group_->reduce_scatter(flat_grads_, my_grads_, mean_ ? ReduceOp::Mean : ReduceOp::Sum);
-  // 3. The update of this rank's range, in place in the parameters (the shard tensors are views).
+  // 3. The update of this rank's ranges, in place in the parameters (the shard tensors are views).
   if (shard_) shard_->step(shard_grads_);
-  // 4. Every rank's updated range to every rank.
-  for (size_t j = 0; j < shard_param_.size(); ++j) {
-    const int64_t a = std::max(begin_, offset_[shard_param_[j]]) - begin_;
-    assign(my_params_.slice(0, a, a + shard_views_[j].numel()), shard_views_[j]);
+  // 4. Every rank's updated range to every rank of the part's group.
+  for (Part& part : parts_) {
+    for (size_t j = 0; j < part.shard_param.size(); ++j) {
+      const int64_t a = std::max(part.begin, part.offset[part.shard_param[j]]) - part.begin;
+      assign(part.my_params.slice(0, a, a + part.shard_views[j].numel()), part.shard_views[j]);
+    }
+    part.group->all_gather(part.my_params, part.flat_params);
+    for (size_t k = 0; k < part.params.size(); ++k) {
+      const size_t i = part.params[k];
+      assign(params[i],
+             part.flat_params.slice(0, part.offset[k], part.offset[k] + params[i].numel())
+                 .view(params[i].shape()));
+    }
   }
-  group_->all_gather(my_params_, flat_params_);
-  for (size_t i = 0; i < params.size(); ++i)
-    assign(
-        params[i],
-        flat_params_.slice(0, offset_[i], offset_[i] + params[i].numel()).view(params[i].shape()));
   set_global_step(global_step() + 1);
 }
 
@@ -115,7 +162,13 @@ std::vector<std::pair<std::string, Tensor>> ShardedOptimizer::state() const {
 }
 
 std::string ShardedOptimizer::shard_range() const {
-  return std::to_string(begin_) + ":" + std::to_string(end_);
+  if (parts_.size() == 1)
+    return std::to_string(parts_[0].begin) + ":" + std::to_string(parts_[0].end);
+  std::string s;
+  for (const Part& p : parts_)
+    s += (s.empty() ? "" : ",") + std::to_string(p.begin) + ":" + std::to_string(p.end) + "/" +
+         std::to_string(p.group->size());
+  return s;
 }
 
 size_t ShardedOptimizer::state_bytes() const { return shard_ ? optimizer_state_bytes(*shard_) : 0; }

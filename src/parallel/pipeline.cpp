@@ -299,6 +299,8 @@ void PipelineTrainer::apply_update() {
     flag = flag.contiguous().clone();
     group_->all_reduce(flag, ReduceOp::Max);
     if (dp_group_ && dp_group_->size() > 1) dp_group_->all_reduce(flag, ReduceOp::Max);
+    if (overflow_group_ && overflow_group_->size() > 1)
+      overflow_group_->all_reduce(flag, ReduceOp::Max);
     last_overflow_ = flag.item<double>() > 0;
     use = !last_overflow_ || !scale_manager_->get_drop_overflow_update();
   }

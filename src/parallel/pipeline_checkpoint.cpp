@@ -47,6 +47,12 @@ io::Checkpoint merge_stage_checkpoints(const std::vector<io::Checkpoint>& stages
                 stages[i].metadata.at("pipeline_stages"), " stages, checkpoint 0 of ", P,
                 "; give the files of one run");
     SPORE_CHECK(s < P, "[pipeline checkpoint] merge: ", which, " is stage ", s, " of ", P);
+    // pp x mp: the stage's tensors are this rank's pieces (layout.<name> in the metadata).
+    for (const auto& [k, v] : stages[i].metadata)
+      SPORE_CHECK(k.rfind("layout.", 0) != 0, "[pipeline checkpoint] merge: ", which, " holds ",
+                  k.substr(7), " cut as ", v,
+                  " (semi_auto_parallel inside the stages): a merged file needs whole tensors. "
+                  "Use the run's final checkpoint (gathered whole) or Model::gather_parameters()");
     SPORE_CHECK(
         stages[i].metadata.count("optimizer_shard") == 0, "[pipeline checkpoint] merge: ", which,
         " holds one replica's shard of its stage's optimizer state (optimizer_shard ",

@@ -46,9 +46,28 @@ std::string Layout::str() const {
   return s + "]";
 }
 
+GroupPtr sharding_group() {
+  const int64_t P = get_auto_parallel_context().pipeline_stages;
+  if (P <= 1) return world();
+  static std::mutex mu;
+  static std::map<int64_t, GroupPtr> cache;  // by the number of stages
+  std::lock_guard lk(mu);
+  auto it = cache.find(P);
+  if (it != cache.end()) return it->second;
+  const GroupPtr w = world();
+  SPORE_CHECK(w->size() % P == 0, "[semi_auto_parallel] pipeline_stages = ", P,
+              " does not divide the ", w->size(), " ranks; launch a multiple of ", P, " ranks");
+  // Model's placement: world rank r runs stage r % P of replica r / P.
+  GroupPtr g = w->split(int(w->rank() % P), int(w->rank() / P));  // collective over the world
+  cache[P] = g;
+  return g;
+}
+
 namespace {
-int64_t world_size() { return world()->size(); }
-int world_rank() { return world()->rank(); }
+// The strategies cut over the sharding group (the world, or this rank's pipeline stage): "world"
+// below means that group.
+int64_t world_size() { return sharding_group()->size(); }
+int world_rank() { return sharding_group()->rank(); }
 
 std::string splits_str(const std::vector<DimSplit>& s) {
   std::string out;
@@ -140,14 +159,29 @@ GroupPtr group_for(const std::vector<DimSplit>& cuts) {
   static std::mutex mu;
   static std::map<std::string, GroupPtr> cache;
   std::lock_guard lk(mu);
-  const std::string key = splits_str(cuts);
+  const GroupPtr base = sharding_group();
+  const std::string key = std::to_string(uintptr_t(base.get())) + "|" + splits_str(cuts);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   const int r = world_rank();
   const int64_t mine = digits_of(r, cuts);
-  // Collective over the world: every rank reaches here in the same order (same network, same
-  // rules).
-  GroupPtr g = world()->split(int(r - mine), int(mine));
+  // Collective over the sharding group: every rank reaches here in the same order (same network,
+  // same rules).
+  GroupPtr g = base->split(int(r - mine), int(mine));
+  cache[key] = g;
+  return g;
+}
+// The ranks that agree with this one on every digit of `cuts` (the complement of group_for).
+GroupPtr replicas_for(const std::vector<DimSplit>& cuts) {
+  static std::mutex mu;
+  static std::map<std::string, GroupPtr> cache;
+  std::lock_guard lk(mu);
+  const GroupPtr base = sharding_group();
+  const std::string key = std::to_string(uintptr_t(base.get())) + "|" + splits_str(cuts);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const int r = world_rank();
+  GroupPtr g = base->split(int(digits_of(r, cuts)), r);  // collective, as in group_for
   cache[key] = g;
   return g;
 }
@@ -218,17 +252,21 @@ CustomOpHandle coll_op(const Coll& c) {
   static std::mutex mu;
   static std::map<std::string, CustomOpHandle> ops;
   const std::string name = coll_name(c);
+  // The subgroup exists before the op runs: made here, where every rank of the sharding group
+  // asks in the same order. The kernel looks it up when it runs, since one op (one name) serves
+  // every sharding group: the world's, and each pipeline stage's when pipeline_stages > 1.
+  if (!c.cuts.empty()) group_for(c.cuts);
   {
     std::lock_guard lk(mu);
     auto it = ops.find(name);
     if (it != ops.end()) return it->second;
   }
-  GroupPtr g = c.cuts.empty() ? nullptr : group_for(c.cuts);
   const int64_t p = c.cuts.empty() ? 1 : c.cuts[0].parts;
   CustomOp op;
   op.name = name;
   op.num_inputs = 1;
-  op.dtypes = {kFloat32, kFloat64, kInt32, kInt64};  // integer inputs: labels, token ids
+  // integer inputs: labels, token ids; half precision: amp's float16 / bfloat16 activations
+  op.dtypes = {kFloat32, kFloat64, kInt32, kInt64, kFloat16, kBFloat16};
   op.infer = [c, p](const std::vector<Shape>& s,
                     const std::vector<DType>& t) -> std::pair<Shape, DType> {
     Shape out = s[0];
@@ -286,7 +324,8 @@ CustomOpHandle coll_op(const Coll& c) {
     }
     return {apply(b, dout)};
   };
-  op.cpu_kernel = [c, g, p](const std::vector<Tensor>& in, Tensor& out) {
+  op.cpu_kernel = [c, p](const std::vector<Tensor>& in, Tensor& out) {
+    const GroupPtr g = c.cuts.empty() ? nullptr : group_for(c.cuts);
     const NoGradGuard no_grad;
     const Tensor& x = in[0];
     switch (c.kind) {
@@ -863,7 +902,8 @@ OpStrategyScope::OpStrategyScope(const OpStrategy* s) : prev_(g_strategy) {
 }
 OpStrategyScope::~OpStrategyScope() { g_strategy = prev_; }
 
-ShardedCell::ShardedCell(nn::CellPtr network) : net_(std::move(network)) {
+ShardedCell::ShardedCell(nn::CellPtr network, bool pipeline_stage)
+    : net_(std::move(network)), pipeline_stage_(pipeline_stage) {
   SPORE_CHECK(net_ != nullptr, "[ShardedCell] network is null");
   register_cell("network", net_);
   set_cls_name("ShardedCell");
@@ -873,10 +913,26 @@ std::vector<Tensor> ShardedCell::forward(const std::vector<Tensor>& inputs) {
   if (!semi_auto_active()) return net_->forward(inputs);
   const AutoParallelContext& ctx = get_auto_parallel_context();
   const int64_t n = world_size();
-  SPORE_CHECK(ctx.device_num == 0 || ctx.device_num == n, "[ShardedCell] device_num is ",
-              ctx.device_num, " but the job has ", n, " ranks; set device_num to ", n, " (or 0)");
+  // (With pipeline stages the job's ranks are also accepted, as MindSpore counts device_num.)
+  SPORE_CHECK(ctx.device_num == 0 || ctx.device_num == n || ctx.device_num == get_group_size(),
+              "[ShardedCell] device_num is ", ctx.device_num, " but the job has ", get_group_size(),
+              " ranks", ctx.pipeline_stages > 1 ? " and each stage " : "",
+              ctx.pipeline_stages > 1 ? std::to_string(n) : std::string(), "; set device_num to ",
+              get_group_size(), " (or 0)");
   std::vector<Tensor> xs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  if (pipeline_stage_) {
+    // A stage's activation (or the data, on stage 0): whole on every rank of the stage; each
+    // takes its piece of the batch.
+    const int64_t dp = !ctx.dataset_strategy.empty() && !ctx.dataset_strategy[0].empty()
+                           ? ctx.dataset_strategy[0][0]
+                           : 1;
+    for (const Tensor& x : inputs) {
+      std::vector<int64_t> st(size_t(std::max<int64_t>(x.dim(), 1)), 1);
+      st[0] = dp;
+      xs.push_back(x.dim() == 0 ? x : distribute(x, layout_from_strategy(st, n)));
+    }
+  }
+  for (size_t i = 0; i < inputs.size() && !pipeline_stage_; ++i) {
     std::vector<int64_t> st =
         i < ctx.dataset_strategy.size() ? ctx.dataset_strategy[i] : std::vector<int64_t>{n};
     SPORE_CHECK(int64_t(st.size()) <= inputs[i].dim(), "[ShardedCell] dataset_strategy entry ", i,
@@ -903,6 +959,12 @@ void clear_redistribution_log() {
   std::lock_guard lk(g_log_mu);
   g_log.clear();
   g_log_seen.clear();
+}
+
+GroupPtr replica_group_of(const Layout& l) {
+  SPORE_CHECK(valid_set(l.dims), "[sharding] layout ", l.str(), " does not fit ", world_size(),
+              " ranks (each cut must use its own digits of the rank number)");
+  return replicas_for(cuts_of(l));
 }
 
 int64_t local_bytes(const std::vector<Tensor>& tensors) {

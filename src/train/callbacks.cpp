@@ -227,6 +227,13 @@ void ModelCheckpoint::save(RunContext& ctx) {
       const parallel::Layout l = parallel::layout_of(t);
       if (!l.is_whole()) meta["layout." + name] = l.str();
     }
+    if (pipe) {  // pipeline stages whose layers are cut over the stage's ranks
+      meta["pipeline_stage"] = std::to_string(pipe->stage_index());
+      meta["pipeline_stages"] = std::to_string(pipe->num_stages());
+    }
+    // ZeRO-1 over each piece's replicas: this rank's range of each group's flattened pieces.
+    if (const auto* z = dynamic_cast<const parallel::ShardedOptimizer*>(ctx.optimizer))
+      meta["optimizer_shard"] = z->shard_range();
     fs::create_directories(dir);
   }
   const auto* zero = dynamic_cast<const parallel::ShardedOptimizer*>(ctx.optimizer);

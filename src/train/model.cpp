@@ -130,10 +130,16 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
   const bool sharded =
       optimizer_ && data_parallel && pctx.enable_parallel_optimizer && pctx.pipeline_stages <= 1;
   const bool semi_auto = parallel::semi_auto_active();
-  SPORE_CHECK(!(semi_auto && pctx.enable_parallel_optimizer),
-              "[Model] enable_parallel_optimizer is not supported "
-              "with semi_auto_parallel yet (the cut layers already keep only their pieces' state); "
-              "turn one off");
+  if (optimizer_ && semi_auto && pctx.enable_parallel_optimizer && pctx.pipeline_stages <= 1) {
+    // ZeRO-1 with operator sharding: each parameter's (piece's) state is cut over the ranks that
+    // hold the same piece (its data-parallel group). The engine's mirrors already all-reduce the
+    // gradients inside backward, so the sharded step only takes its range of them.
+    std::vector<parallel::GroupPtr> groups;
+    for (const Tensor& p : optimizer_->parameters())
+      groups.push_back(parallel::replica_group_of(parallel::layout_of(p)));
+    optimizer_ = std::make_shared<parallel::ShardedOptimizer>(optimizer_, std::move(groups),
+                                                              pctx.gradients_mean, true);
+  }
   if (sharded) {
     parallel::broadcast_parameters(network_->parameters_and_buffers(), *parallel::world());
     optimizer_ = std::make_shared<parallel::ShardedOptimizer>(optimizer_, parallel::world(),
@@ -142,8 +148,13 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
   const amp::Level level = amp::parse_level(amp_level);
   const bool amp_on = level != amp::Level::O0 || loss_scale_manager;
   if (optimizer_ && amp_on) {
+    // semi_auto_parallel: the network is the sharded region (its input cut by the dataset
+    // strategy, its output whole for the loss).
+    nn::CellPtr amp_net = network_;
+    if (semi_auto && pctx.pipeline_stages <= 1)
+      amp_net = std::make_shared<parallel::ShardedCell>(network_);
     train_network_ = std::dynamic_pointer_cast<TrainOneStepCell>(
-        amp::build_train_network(network_, optimizer_, loss_fn_, level, loss_scale_manager,
+        amp::build_train_network(amp_net, optimizer_, loss_fn_, level, loss_scale_manager,
                                  keep_batchnorm_fp32, cast_model_type));
   } else if (level != amp::Level::O0) {
     amp::auto_mixed_precision(*network_, level, cast_model_type.value_or(kFloat16),
@@ -196,10 +207,21 @@ void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
               "pipeline_stage, or none for equal runs); got a ",
               network_->cls_name());
   SPORE_CHECK(loss_fn_ != nullptr, who, " needs a loss_fn: the last stage computes the loss");
-  SPORE_CHECK(pctx.parallel_mode != parallel::ParallelMode::SemiAutoParallel, who,
-              " cannot be combined with semi_auto_parallel yet; use pipeline_stages with data "
-              "parallel replicas (ranks = replicas x stages), optionally with "
-              "enable_parallel_optimizer");
+  // semi_auto_parallel inside the stages (pp x mp): world rank r runs stage r % P; the R / P
+  // ranks of a stage are the sharding group its layers' strategies cut over (dp and mp inside
+  // the stage), so the stage replicas are not data-parallel replicas: every rank is given the
+  // whole batch and each stage region cuts its batch by the dataset_strategy's dp.
+  const bool semi_auto = pctx.parallel_mode == parallel::ParallelMode::SemiAutoParallel;
+  if (semi_auto) {
+    const int64_t dp = !pctx.dataset_strategy.empty() && !pctx.dataset_strategy[0].empty()
+                           ? pctx.dataset_strategy[0][0]
+                           : 1;
+    SPORE_CHECK(pctx.full_batch || dp == 1, who,
+                " with semi_auto_parallel gives every rank the whole batch (each stage cuts it "
+                "over its ",
+                R / P, " ranks by dataset_strategy); set full_batch = true");
+    parallel::sharding_group();  // made now, by every rank at once (a collective over the world)
+  }
   SPORE_CHECK(eval_network_ == nullptr, who,
               " evaluates through the stages with the loss_fn (each rank holds only its stage); a "
               "separate eval_network cannot run there. Leave eval_network out");
@@ -224,10 +246,14 @@ void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
   std::vector<nn::CellPtr> stages;
   for (int64_t s = 0; s < P; ++s) {
     SPORE_CHECK(!runs[size_t(s)].empty(), who, ": stage ", s, " has no cells");
-    stages.push_back(std::make_shared<nn::SequentialCell>(runs[size_t(s)]));
+    nn::CellPtr stage = std::make_shared<nn::SequentialCell>(runs[size_t(s)]);
+    if (semi_auto) stage = std::make_shared<parallel::ShardedCell>(stage, /*pipeline_stage=*/true);
+    stages.push_back(stage);
   }
   const auto named = network_->parameters_and_buffers();
-  parallel::broadcast_parameters(named, *parallel::world());
+  // (Cut parameters are this rank's pieces, which differ between ranks: under semi_auto_parallel
+  // every rank builds the network from the same seed instead.)
+  if (!semi_auto) parallel::broadcast_parameters(named, *parallel::world());
   stage_of_.assign(named.size(), -1);
   for (int64_t s = 0; s < P; ++s)
     for (const auto& [_, t] : stages[size_t(s)]->parameters_and_buffers())
@@ -236,14 +262,18 @@ void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
   auto world = parallel::world();
   const int r = world->rank(), replica = int(r / P), stage = int(r % P);
   auto pipe_group = world->split(replica, stage);
-  auto dp_group = R > P ? world->split(stage, replica) : nullptr;
+  // semi_auto_parallel: the stage's ranks are its sharding group (the engine's mirrors reduce the
+  // gradients), not replicas to average over.
+  auto dp_group = R > P && !semi_auto ? world->split(stage, replica) : nullptr;
   optim::OptimizerPtr user = optimizer_;
   // enable_parallel_optimizer (ZeRO-1) with replicas: each stage's optimizer is sharded over the
-  // replicas of that stage, which then reduce-scatter the stage's gradients themselves.
+  // replicas of that stage, which then reduce-scatter the stage's gradients themselves. With
+  // semi_auto_parallel, each piece's state over the stage's ranks holding that piece.
   const parallel::GroupPtr shard_group =
       pctx.enable_parallel_optimizer && dp_group ? dp_group : nullptr;
+  const bool zero_semi_auto = pctx.enable_parallel_optimizer && semi_auto;
   const bool mean = pctx.gradients_mean;
-  auto make_opt = [user, shard_group, mean](std::vector<Tensor> params) {
+  auto make_opt = [user, shard_group, zero_semi_auto, mean](std::vector<Tensor> params) {
     std::vector<optim::ParamGroup> groups;  // one per parameter: each keeps its lr and weight decay
     const auto& all = user->parameters();
     for (const Tensor& p : params)
@@ -260,6 +290,13 @@ void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
     if (shard_group)
       return optim::OptimizerPtr(
           std::make_shared<parallel::ShardedOptimizer>(opt, shard_group, mean));
+    if (zero_semi_auto) {
+      std::vector<parallel::GroupPtr> groups;
+      for (const Tensor& p : params)
+        groups.push_back(parallel::replica_group_of(parallel::layout_of(p)));
+      return optim::OptimizerPtr(
+          std::make_shared<parallel::ShardedOptimizer>(opt, std::move(groups), mean, true));
+    }
     return opt;
   };
   pipeline_ = std::make_shared<parallel::PipelineTrainer>(
@@ -268,6 +305,7 @@ void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
   if (pctx.gradient_accumulation_steps > 1)
     pipeline_->set_grad_accumulation(pctx.gradient_accumulation_steps);
   pipeline_->set_loss_scale_manager(loss_scale_manager);
+  if (semi_auto) pipeline_->set_overflow_group(world);
   optimizer_ = pipeline_->optimizer();  // the one that steps (its lr and global step)
   // The user's optimizer held state for the whole network; the stage's rebuilt one replaces it.
   user->release_state("the optimizer of this rank's pipeline stage (pipeline_stages)");
@@ -496,9 +534,26 @@ std::vector<std::pair<std::string, Tensor>> Model::gather_parameters() const {
   const int64_t stages = pipeline_->num_stages();
   // The first replica's stages (world ranks 0 .. stages - 1) send to its stage 0, world rank 0;
   // each stage sends its tensors in the network's order, so one tag per tensor matches them.
-  if (parallel::get_rank() >= stages) return held_parameters();
   auto named = network_->parameters_and_buffers();
   const int me = pipeline_->stage_index();
+  // Operator-sharded stages (semi_auto_parallel): each stage's pieces are made whole first, by
+  // every rank of the stage (a collective over the stage's ranks), in the network's order.
+  std::vector<Shape> whole_shape;
+  for (auto& [name, t] : named) {
+    const parallel::Layout l = parallel::layout_of(t);
+    Shape s = t.shape();
+    for (size_t d = 0; d < s.size() && d < l.dims.size(); ++d) s[d] *= l.dims[d].parts;
+    whole_shape.push_back(s);
+  }
+  for (size_t i = 0; i < named.size(); ++i)
+    if (stage_of_[i] == me && !parallel::layout_of(named[i].second).is_whole())
+      named[i].second = parallel::gather_whole(named[i].second);
+  if (parallel::get_rank() >= stages) {
+    std::vector<std::pair<std::string, Tensor>> held;
+    for (size_t i = 0; i < named.size(); ++i)
+      if (stage_of_[i] == me) held.push_back(named[i]);
+    return held;
+  }
   std::vector<std::pair<std::string, Tensor>> out;
   for (size_t i = 0; i < named.size(); ++i) {
     const int owner = int(stage_of_[i]);
@@ -508,7 +563,7 @@ std::vector<std::pair<std::string, Tensor>> Model::gather_parameters() const {
       if (owner == 0) {
         out.push_back(named[i]);
       } else {
-        Tensor whole = Tensor::empty(t.shape(), t.dtype());
+        Tensor whole = Tensor::empty(whole_shape[i], t.dtype());
         group->recv(whole, owner, tag);
         out.emplace_back(named[i].first, whole);
       }

@@ -5,6 +5,8 @@
 #include "spore/context.h"
 #include "spore/jit.h"
 #include "spore/ops.h"
+#include "spore/parallel/parallel.h"
+#include "spore/parallel/sharding.h"
 
 namespace spore::train {
 namespace {
@@ -271,7 +273,14 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Ten
     r = scaled_grads(inputs, scale);
   }
   // Reading the flag on the host is the one synchronisation point (after the graph ran).
-  const bool overflow = !r[1].item<bool>();
+  bool overflow = !r[1].item<bool>();
+  // Operator sharding (semi_auto_parallel): each rank checked its own pieces' gradients, so the
+  // ranks agree by one all-reduce (max) of the flag, and all skip or all update.
+  if (parallel::semi_auto_active()) {
+    Tensor flag = scalar_tensor(overflow ? 1.0 : 0.0, kFloat32).contiguous().clone();
+    parallel::world()->all_reduce(flag, parallel::ReduceOp::Max);
+    overflow = flag.item<double>() > 0;
+  }
   const size_t n = optimizer()->parameters().size();
   std::vector<Tensor> grads(r.begin() + 2, r.begin() + 2 + long(n));
   const bool use = !overflow || !manager_->get_drop_overflow_update();

@@ -251,6 +251,28 @@ TEST(Launch, PipelineStagesAndShardedLeNetMatchOneProcess) {
   for (const fs::path& d : {one, pp, mp}) fs::remove_all(d);
 }
 
+// dp x mp x pp through the CLI on 4 ranks: lenet in 2 pipeline stages whose layers are cut over
+// the stage's 2 ranks, with ZeRO-1: one process's weights; the per-stage checkpoints hold pieces,
+// which `spore convert --merge` refuses, naming the cut tensor.
+TEST(Launch, PipelineStagesCutOverTheirRanksMatchOneProcess) {
+  if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
+  const fs::path one = tmp("ppmp_one"), ppmp = tmp("ppmp_four");
+  const std::string args = "--limit 512 --eval-limit 256 --epochs 1 --comm-timeout 20 --seed 3 ";
+  ASSERT_TRUE(train_one_process("lenet", args + "--out " + one.string()));
+  const Result r = shell(kCleanEnv + " " + kSpore + " launch -n 4 -- spore train lenet " + args +
+                         "--parallel pp=2,mp=2 --parallel-optimizer --out " + ppmp.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("pipeline x semi_auto_parallel: 2 stages, each cut over dp=1 x mp=2"),
+            std::string::npos)
+      << r.out;
+  expect_same_weights(one / "lenet.safetensors", ppmp / "lenet.safetensors");
+  const Result m = shell(kSpore + " convert --merge " + (ppmp / "checkpoints").string() + " " +
+                         (ppmp / "merged.safetensors").string());
+  EXPECT_NE(m.code, 0);
+  EXPECT_NE(m.out.find("a merged file needs whole tensors"), std::string::npos) << m.out;
+  for (const fs::path& d : {one, ppmp}) fs::remove_all(d);
+}
+
 namespace {
 // The largest difference over the largest magnitude, per tensor, between two checkpoints holding
 // the same names (in any order).

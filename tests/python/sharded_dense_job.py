@@ -1,6 +1,9 @@
 """Run by test_parallel.py as 1 process and as `mpirun -n 2`: an MLP whose two Dense layers are cut
 Megatron-style (fc1 column parallel, fc2 row parallel) under semi_auto_parallel, trained through
-Model in Graph mode; prints the evaluation loss, which must not depend on the number of ranks."""
+Model in Graph mode; prints the evaluation loss, which must not depend on the number of ranks.
+With SPORE_JOB_ZERO=1, enable_parallel_optimizer too (ZeRO-1 over each piece's replicas)."""
+import os
+
 import spore as ms
 from spore import nn
 from spore.communication import get_group_size, get_rank, init
@@ -12,7 +15,8 @@ n = get_group_size()
 ms.set_context(mode=ms.GRAPH_MODE)
 if n > 1:
     ms.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n,
-                                 dataset_strategy=((1, 1), (1, 1)), full_batch=True)
+                                 dataset_strategy=((1, 1), (1, 1)), full_batch=True,
+                                 enable_parallel_optimizer=os.environ.get("SPORE_JOB_ZERO") == "1")
 
 
 class MLP(nn.Cell):

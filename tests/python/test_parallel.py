@@ -68,9 +68,9 @@ def test_communication_in_a_job_of_one():
     assert (get_rank(), get_group_size()) == (0, 1)
 
 
-def _one_and_two_ranks(script_name, pattern):
-    """Runs tests/python/<script_name> as one process and as 2 MPI ranks; the regex matches of its
-    result line (or a skip when mpirun is missing)."""
+def _one_and_two_ranks(script_name, pattern, extra_env=None):
+    """Runs tests/python/<script_name> as one process and as 2 MPI ranks (with extra_env set); the
+    regex matches of its result line (or a skip when mpirun is missing)."""
     import os
     import re
     import shutil
@@ -79,6 +79,7 @@ def _one_and_two_ranks(script_name, pattern):
     script = os.path.join(os.path.dirname(__file__), script_name)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMI"))}
     env["OMP_NUM_THREADS"] = "1"
+    env.update(extra_env or {})
     one = subprocess.run([sys.executable, script], env=env, capture_output=True, text=True, timeout=300)
     assert one.returncode == 0, one.stderr
     mpirun = shutil.which("mpirun")
@@ -97,6 +98,15 @@ def test_semi_auto_parallel_dense_shard_matches_one_process():
     one process (and each rank holds half of fc1's weight)."""
     a, b = _one_and_two_ranks("sharded_dense_job.py", r"RANKS (\d+) WEIGHT_ROWS (\d+) EVAL_LOSS ([0-9.eE+-]+)")
     assert (a.group(1), a.group(2)) == ("1", "32") and (b.group(1), b.group(2)) == ("2", "16")
+    np.testing.assert_allclose(float(b.group(3)), float(a.group(3)), rtol=1e-5)
+
+
+def test_semi_auto_parallel_with_parallel_optimizer_matches_one_process():
+    """semi_auto_parallel with enable_parallel_optimizer (ZeRO-1 over each piece's replicas), 2 MPI
+    ranks, through Model: the same evaluation loss as one process."""
+    a, b = _one_and_two_ranks("sharded_dense_job.py", r"RANKS (\d+) WEIGHT_ROWS (\d+) EVAL_LOSS ([0-9.eE+-]+)",
+                              {"SPORE_JOB_ZERO": "1"})
+    assert (b.group(1), b.group(2)) == ("2", "16")
     np.testing.assert_allclose(float(b.group(3)), float(a.group(3)), rtol=1e-5)
 
 

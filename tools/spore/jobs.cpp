@@ -251,9 +251,6 @@ Mesh parse_parallel(const std::string& spec, int ranks) {
                 part, "'");
     (key == "dp" ? m.dp : key == "mp" ? m.mp : m.pp) = v;
   }
-  SPORE_CHECK(m.mp == 1 || m.pp == 1, "--parallel ", spec,
-              ": mp and pp together are not supported yet; use "
-              "dp x mp or dp x pp");
   if (m.dp == 0) m.dp = ranks / (m.mp * m.pp);
   SPORE_CHECK(m.dp * m.mp * m.pp == ranks, "--parallel ", spec, " needs ", m.dp * m.mp * m.pp,
               " ranks but the job has ", ranks, "; launch with spore launch -n ",
@@ -269,9 +266,11 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   const Mesh mesh = parse_parallel(a.parallel, dist.size);
   const int64_t dp = mesh.dp, mp = mesh.mp, pp = mesh.pp;
   const models::TransformerOptions o;
-  SPORE_CHECK(pp == 1 || dp == 1, "--parallel ", a.parallel,
-              ": the transformer's pipeline runs with pp alone (one replica) here; use pp=", pp,
-              " on ", pp, " ranks, or dp x mp");
+  SPORE_CHECK(o.heads % mp == 0, "--parallel ", a.parallel, ": the transformer's ", o.heads,
+              " heads do not split over mp = ", mp, "; use an mp that divides them");
+  // With pipeline stages and dp or mp, each stage's blocks are cut over its dp x mp ranks
+  // (semi_auto_parallel inside the stages; every rank reads the whole batch).
+  const bool staged_cut = pp > 1 && dp * mp > 1;
   SPORE_CHECK(pp <= o.layers, "--parallel ", a.parallel, ": the transformer has ", o.layers,
               " blocks, so at most pp=", o.layers, " stages");
   const int64_t n_train = a.limit > 0 ? a.limit : 8192,
@@ -284,13 +283,14 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   auto train_ds =
       data::TensorDataset({xtr, ytr}, {"ids", "label"}).shuffle(n_train).batch(a.batch_size, true);
   auto test_ds = data::TensorDataset({xte, yte}, {"ids", "label"}).batch(256 / dp * dp, true);
-  if (dist.size > 1 && pp > 1) {  // Model cuts the network into stages, one per rank
+  if (dist.size > 1 && pp > 1 && !staged_cut) {  // Model cuts the network into stages
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
     ctx.parallel_mode = parallel::ParallelMode::StandAlone;
     ctx.pipeline_stages = pp;
     parallel::set_auto_parallel_context(ctx);
   } else if (dist.size > 1) {
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
+    ctx.pipeline_stages = pp;
     ctx.parallel_mode = parallel::ParallelMode::SemiAutoParallel;
     ctx.device_num = dist.size;
     ctx.dataset_strategy = {{dp, 1}, {dp}};
@@ -307,6 +307,11 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   const int64_t params = count_params(*net);
   if (dist.size > 1 && pp == 1)
     std::static_pointer_cast<models::TransformerClassifier>(net)->shard(dp, mp);
+  if (staged_cut)  // the blocks are cells 1 .. layers of the sequential network
+    for (int64_t i = 0; i < o.layers; ++i)
+      std::static_pointer_cast<models::TransformerBlock>(
+          std::static_pointer_cast<nn::SequentialCell>(net)->cells()[size_t(1 + i)])
+          ->shard(dp, mp);
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Adam>(net->trainable_params(), a.lr_given ? a.lr : 1e-3);
@@ -323,9 +328,14 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
         a.mode.c_str(), (long long)params);
     if (dist.size > 1 && pp > 1)
       std::printf(
-          "pipeline parallel: %lld stages, %lld micro-batches per step (1F1B); this rank "
+          "pipeline parallel: %lld stages%s, %lld micro-batches per step (1F1B); this rank "
           "holds %lld of the %lld parameters\n",
-          (long long)pp, (long long)(2 * pp), (long long)count_params(*model.pipeline()->stage()),
+          (long long)pp,
+          staged_cut ? (", each cut over dp=" + std::to_string(dp) + " x mp=" + std::to_string(mp) +
+                        " ranks (semi_auto_parallel)")
+                           .c_str()
+                     : "",
+          (long long)(2 * pp), (long long)count_params(*model.pipeline()->stage()),
           (long long)params);
     else if (dist.size > 1)
       std::printf(
@@ -700,8 +710,9 @@ int train_job(const TrainArgs& a) {
       ctx.parallel_mode = parallel::ParallelMode::StandAlone;
       ctx.pipeline_stages = mesh.pp;
     }
-    if (mesh.mp >
-        1) {  // operator-level sharding: every rank reads the whole batch, keeps its piece
+    // Operator-level sharding: every rank reads the whole batch, keeps its piece. With pipeline
+    // stages, each stage's layers are cut over its dp x mp ranks.
+    if (mesh.mp > 1) {
       ctx.parallel_mode = parallel::ParallelMode::SemiAutoParallel;
       ctx.device_num = dist.size;
       ctx.dataset_strategy = {{mesh.dp, 1, 1, 1}, {mesh.dp}};
@@ -723,8 +734,16 @@ int train_job(const TrainArgs& a) {
                                   a.batch_size / data_dist.size, data_dist, &train_rows);
   auto test_ds = classifier_data(a.model, a.data, "test", a.eval_limit, false, 256, {}, &test_rows);
   nn::CellPtr net = mesh.pp > 1 ? models::lenet5_sequential(mesh.pp) : make_classifier(a.model);
-  if (mesh.mp > 1)
+  if (mesh.mp > 1 && mesh.pp > 1) {  // LeNet5::shard's cuts on the sequential network's layers
+    const auto& c = std::static_pointer_cast<nn::SequentialCell>(net)->cells();
+    std::static_pointer_cast<nn::Conv2d>(c[0])->shard({{mesh.dp, 1, 1, 1}, {mesh.mp, 1, 1, 1}});
+    std::static_pointer_cast<nn::Conv2d>(c[3])->shard(
+        {{mesh.dp, mesh.mp, 1, 1}, {1, mesh.mp, 1, 1}});
+    std::static_pointer_cast<nn::Dense>(c[7])->shard({{mesh.dp, 1}, {mesh.mp, 1}});
+    std::static_pointer_cast<nn::Dense>(c[9])->shard({{mesh.dp, mesh.mp}, {1, mesh.mp}});
+  } else if (mesh.mp > 1) {
     std::static_pointer_cast<models::LeNet5>(net)->shard(mesh.dp, mesh.mp);  // before the optimizer
+  }
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
   auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), a.lr, a.momentum);
@@ -748,7 +767,13 @@ int train_job(const TrainArgs& a) {
       restore_loss_scale(resume_file, *resume_ck, *dynamic_scale, a.resume_partial);
   }
 
-  if (dist.size > 1 && dist.print && mesh.mp > 1)
+  if (dist.size > 1 && dist.print && mesh.mp > 1 && mesh.pp > 1)
+    std::printf(
+        "pipeline x semi_auto_parallel: %lld stages, each cut over dp=%lld x mp=%lld ranks; every "
+        "rank reads the global batch of %lld in %lld micro-batches (1F1B)\n",
+        (long long)mesh.pp, (long long)mesh.dp, (long long)mesh.mp, (long long)a.batch_size,
+        (long long)(2 * mesh.pp));
+  else if (dist.size > 1 && dist.print && mesh.mp > 1)
     std::printf(
         "semi_auto_parallel: %d ranks as dp=%lld x mp=%lld (conv1, fc1 cut on outputs; conv2, fc2 "
         "on "
@@ -773,7 +798,12 @@ int train_job(const TrainArgs& a) {
   if (dist.print && a.grad_accum > 1)
     std::printf("gradient accumulation: %lld batches per update (effective batch %lld)\n",
                 (long long)a.grad_accum, (long long)(a.grad_accum * a.batch_size));
-  if (dist.print && a.parallel_optimizer) {
+  if (dist.print && a.parallel_optimizer && mesh.mp > 1 && dist.size > 1) {
+    std::printf(
+        "optimizer sharding: each piece's optimizer state is cut over the ranks holding that "
+        "piece (1/%lld of a cut layer's, 1/%lld of a whole one's)\n",
+        (long long)mesh.dp, (long long)(mesh.dp * mesh.mp));
+  } else if (dist.print && a.parallel_optimizer) {
     // With pipeline stages a stage's optimizer state is cut over that stage's replicas.
     const int64_t over = mesh.pp > 1 ? mesh.dp : dist.size;
     const std::string whose =
@@ -852,7 +882,7 @@ int train_job(const TrainArgs& a) {
   // gathers.
   // With pipeline stages the stages send theirs to rank 0.
   io::NamedTensors final_tensors = model.gather_parameters();
-  if (mesh.mp > 1)
+  if (mesh.mp > 1 && mesh.pp == 1)  // (gather_parameters makes a stage's pieces whole itself)
     for (auto& [name, t] : final_tensors) t = parallel::gather_whole(t);
   if (!dist.print) {  // the other ranks' outputs are rank 0's
     parallel::release();

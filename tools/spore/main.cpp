@@ -223,9 +223,10 @@ int main(int argc, char** argv) {
       "updates 1/N of the optimizer state (MindSpore's enable_parallel_optimizer, ZeRO-1)");
   train_cmd->add_option(
       "--parallel", t.parallel,
-      "under spore launch: the mesh \"dp=D,mp=M\" (D x M ranks): "
-      "mp > 1 cuts the transformer's layers over M ranks (semi_auto_parallel, Megatron-style), "
-      "dp cuts the batch; default: data parallel over all ranks");
+      "under spore launch: the mesh \"dp=D,mp=M,pp=P\" (D x M x P ranks, any left out is 1): "
+      "mp > 1 cuts the layers over M ranks (semi_auto_parallel, Megatron-style), dp cuts the "
+      "batch, pp cuts the network into P pipeline stages (with dp or mp, inside each stage); "
+      "default: data parallel over all ranks");
   train_cmd
       ->add_option("--comm-timeout", t.comm_timeout,
                    "under spore launch / mpirun: seconds before a "

@@ -133,20 +133,31 @@ class DistributedGradReducer {
 // not, and is refused). The wrapped optimizer's state is freed. state() is this rank's shard's
 // (views of its range), so checkpoints of a sharded optimizer are per rank (ModelCheckpoint writes
 // them under rank_<r>/ with the range in the metadata, "optimizer_shard").
+//
+// With operator sharding (semi_auto_parallel) the parameters are pieces, and the ranks holding
+// the same piece differ from parameter to parameter (a column-parallel weight on dp x mp is
+// repeated over dp, a layer norm over all ranks). The second constructor takes, per parameter,
+// that group (replica_group_of(layout_of(p)), sharding.h): the parameters of one group are
+// flattened and cut over it as above, each group on its own. Its gradients arrive already reduced
+// (the engine's mirrors all-reduce them inside backward), so `reduced` skips the reduce-scatter:
+// each rank takes its range of the gradient locally, updates it and all-gathers the parameters.
 class ShardedOptimizer : public optim::Optimizer {
  public:
   ShardedOptimizer(optim::OptimizerPtr inner, GroupPtr group, bool mean = true);
+  ShardedOptimizer(optim::OptimizerPtr inner, std::vector<GroupPtr> group_of_param, bool mean,
+                   bool reduced);
   void step(const std::vector<Tensor>& grads) override;
   bool traceable() const override { return false; }  // it communicates
   std::string name() const override { return inner_->name(); }
   // This rank's shard of the state (moments over the elements [shard_begin, shard_end)).
   std::vector<std::pair<std::string, Tensor>> state() const override;
-  // "<begin>:<end>": the range this rank's state covers (a checkpoint's "optimizer_shard").
+  // "<begin>:<end>": the range this rank's state covers (a checkpoint's "optimizer_shard"); with
+  // several groups, one range per group, "<begin>:<end>/<group size>" joined by ",".
   std::string shard_range() const;
   const optim::Optimizer& shard() const { return *shard_; }
-  // This rank's element range [begin, end) of the flattened parameters.
-  int64_t shard_begin() const { return begin_; }
-  int64_t shard_end() const { return end_; }
+  // This rank's element range [begin, end) of the flattened parameters (of the first group).
+  int64_t shard_begin() const { return parts_.empty() ? 0 : parts_[0].begin; }
+  int64_t shard_end() const { return parts_.empty() ? 0 : parts_[0].end; }
   // Bytes of optimizer state this rank holds.
   size_t state_bytes() const;
 
@@ -154,15 +165,23 @@ class ShardedOptimizer : public optim::Optimizer {
   void update(size_t, const Tensor&, double, double) override {}  // step() does the work
 
  private:
+  // The parameters sharded over one group: flattened in the optimizer's order, cut into
+  // group-size equal ranges (the last padded).
+  struct Part {
+    GroupPtr group;
+    std::vector<size_t> params;   // indices into parameters()
+    std::vector<int64_t> offset;  // per entry of params: its first element in the flat vector
+    int64_t begin = 0, end = 0, per_rank = 0;
+    Tensor flat_grads, my_grads, my_params, flat_params;  // persistent buffers
+    std::vector<size_t> shard_param;  // per shard tensor of this part: the parameter (index)
+    std::vector<Tensor> shard_grads;  // views into my_grads, one per shard tensor
+    std::vector<Tensor> shard_views;  // views into the parameters, one per shard tensor
+  };
+  void build(const std::vector<GroupPtr>& group_of_param);
   optim::OptimizerPtr inner_, shard_;
-  GroupPtr group_;
-  bool mean_;
-  std::vector<int64_t> offset_;  // per parameter: its first element in the flat vector
-  int64_t begin_ = 0, end_ = 0, per_rank_ = 0;
-  std::vector<size_t> shard_param_;  // per shard tensor: the parameter it is a range of
-  Tensor flat_grads_, my_grads_, my_params_, flat_params_;  // persistent buffers
-  std::vector<Tensor> shard_grads_;  // views into my_grads_, one per shard tensor
-  std::vector<Tensor> shard_views_;  // views into the parameters, one per shard tensor
+  bool mean_, reduced_ = false;
+  std::vector<Part> parts_;
+  std::vector<Tensor> shard_grads_;  // every part's shard_grads, in shard_'s parameter order
 };
 
 // Pipeline parallelism (MindSpore's pipeline_stages + nn.PipelineCell): the network is a list of
@@ -241,6 +260,9 @@ class PipelineTrainer {
   // way. Null: no scaling.
   void set_loss_scale_manager(amp::LossScaleManagerPtr manager);
   bool last_overflow() const { return last_overflow_; }
+  // Operator-sharded stages (pipeline_stages x semi_auto_parallel): the stage's ranks hold
+  // different pieces, so the overflow flag is also maxed over this group (Model: the world).
+  void set_overflow_group(GroupPtr g) { overflow_group_ = std::move(g); }
 
  private:
   void init(MakeOptimizer make_optimizer);
@@ -253,7 +275,7 @@ class PipelineTrainer {
   nn::CellPtr loss_fn_;
   optim::OptimizerPtr opt_;
   int64_t m_;
-  GroupPtr group_, dp_group_;
+  GroupPtr group_, dp_group_, overflow_group_;
   int rank_ = 0, size_ = 1;
   std::vector<Tensor> params_, grads_;
   // Per micro-batch in flight: the stage's input (a leaf needing grad, from the previous stage)

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "spore/nn/cell.h"
+#include "spore/parallel/comm.h"
 #include "spore/tensor.h"
 
 namespace spore::parallel {
@@ -112,13 +113,24 @@ Tensor gather_whole(const Tensor& x);
 // optimizer is built, so its state is made for the piece.
 void shard_parameter(Tensor& p, const Layout& l);
 
+// The ranks holding the same piece as this rank under l (those whose rank digits agree on every
+// cut of l; all ranks for a whole tensor), as a subgroup ordered by rank: a cut parameter's
+// data-parallel group, over which ZeRO-1 shards its optimizer state. Collective the first time a
+// set of cuts is asked for: every rank must ask in the same order. Made once per set of cuts.
+GroupPtr replica_group_of(const Layout& l);
+
 // The sharded region of a training step: marks the inputs with the context's dataset_strategy
 // (each input cut on its first dims; with full_batch the inputs are whole and each rank takes its
 // piece, else they already are this rank's piece), runs `network` with the engine on, and returns
 // its outputs whole (the loss).
+//
+// A pipeline stage's region (pipeline_stage = true; Model makes one per stage under
+// pipeline_stages x semi_auto_parallel): the input is the previous stage's activation, whole on
+// every rank of the stage, and only its first (batch) dim is cut, over the first entry of the
+// dataset_strategy's first input (1 when none); the output is made whole for the next stage.
 class ShardedCell : public nn::Cell {
  public:
-  explicit ShardedCell(nn::CellPtr network);
+  explicit ShardedCell(nn::CellPtr network, bool pipeline_stage = false);
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
   Tensor construct(const Tensor& x) override { return forward({x}).at(0); }
   Tensor construct(const Tensor& x, const Tensor& y) override { return forward({x, y}).at(0); }
@@ -126,12 +138,19 @@ class ShardedCell : public nn::Cell {
 
  private:
   nn::CellPtr net_;
+  bool pipeline_stage_ = false;
 };
 
 // The redistributions the engine inserted (for IR dumps, tests and --verbose): one line each,
 // "all_gather dim 1 of f32[8,16] [1, 2@1] -> [1, 1] (ranks 0 1)".
 std::vector<std::string> redistribution_log();
 void clear_redistribution_log();
+
+// The ranks the strategies cut over: the world, or with pipeline_stages = P (semi_auto_parallel
+// inside pipeline stages) the R / P ranks that run this rank's stage (world ranks r with the same
+// r % P, ordered by r / P). A layout's rank digits count ranks of this group. Made (collectively
+// over the world) on first use; set the context's pipeline_stages before shard().
+GroupPtr sharding_group();
 
 // Parameter and optimizer bytes this rank holds (a figure for the memory report).
 int64_t local_bytes(const std::vector<Tensor>& tensors);
