@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <string_view>
 #include <unordered_map>
@@ -73,14 +74,21 @@ struct Writer {
 
 enum AttrTag : uint8_t { kTagInt = 0, kTagDouble, kTagBool, kTagInts, kTagDType, kTagString };
 
-// The largest element index a view reaches (+1): the span of bytes it needs.
+// The largest element index a view reaches (+1): the span of elements it needs. A file's numbers
+// are not trusted: a negative stride or offset, or a span past int64 (found by fuzz_model_file:
+// 1056561954817 * 1140850689), gives INT64_MAX, which no weight or arena holds.
 int64_t span_elems(const Shape& shape, const Shape& strides, int64_t offset) {
+  constexpr int64_t kTooBig = std::numeric_limits<int64_t>::max();
+  if (offset < 0) return kTooBig;
   int64_t hi = offset;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 0) return 0;
-    hi += (shape[d] - 1) * strides[d];
+    int64_t step = 0;
+    if (shape[d] < 0 || strides[d] < 0 || __builtin_mul_overflow(shape[d] - 1, strides[d], &step) ||
+        __builtin_add_overflow(hi, step, &hi))
+      return kTooBig;
   }
-  return hi + 1;
+  return hi == kTooBig ? kTooBig : hi + 1;
 }
 
 struct WeightTable {
@@ -567,7 +575,7 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
         r.check(w < nw, "weight", "weight ", w, " is out of range (", nw, " weights)");
         const int64_t need = span_elems(mt.shape, mt.strides, mt.offset);
         r.check(blobs[w].offset % itemsize(mt.dtype) == 0 &&
-                    uint64_t(need) * itemsize(mt.dtype) <= blobs[w].bytes,
+                    uint64_t(need) <= blobs[w].bytes / itemsize(mt.dtype),
                 "weight", "a ", dtype_name(mt.dtype), shape_str(mt.shape), " view (strides ",
                 shape_str(mt.strides), ", offset ", mt.offset, ") reaches ",
                 uint64_t(need) * itemsize(mt.dtype), " bytes of a ", blobs[w].bytes,
