@@ -175,25 +175,21 @@ for model in ("lenet", "resnet18"):
         losses = (f"{p['loss_first']:.3f} -> {p['loss_last']:.3f}" if p and "ms" in p else "-") + " | " + \
                  (f"{t['loss_first']:.3f} -> {t['loss_last']:.3f}" if t else "-")
         print(f"   {model:9s} {dtype:9s} {ms(p):>15s} {ms(g):>12s} {ms(t):>12s} {ms(tcl):>9s} {rp:>9s} {rg:>11s}  {losses}")
-if sn:
-    print("\n== Graph mode with generated fused kernels (SPORE_CUDA_FUSED=nvrtc), median ms per step; "
-          "ratio = interpreter / generated (> 1: generated faster)")
+def graph_variant(rows, title, base_name, name):
+    """Graph mode's steps in `rows` against the plain Graph-mode steps (sm)."""
+    if not rows:
+        return
+    print(f"\n== {title}, median ms per step; ratio = {base_name} / {name} (> 1: {name} faster)")
     for model in ("lenet", "resnet18"):
         for dtype in ("float32", "bfloat16"):
-            g, n = find(sm, model, "graph", dtype), find(sn, model, "graph", dtype)
-            r = f"{g['ms'] / n['ms']:.2f}" if g and n and "ms" in g and "ms" in n else "-"
-            loss = f"{n['loss_first']:.3f} -> {n['loss_last']:.3f}" if n and "ms" in n else "-"
-            print(f"   {model:9s} {dtype:9s} interpreter {ms(g):>8s}  generated {ms(n):>8s}  ratio {r:>5s}  losses {loss}")
+            g, v = find(sm, model, "graph", dtype), find(rows, model, "graph", dtype)
+            r = f"{g['ms'] / v['ms']:.2f}" if g and v and "ms" in g and "ms" in v else "-"
+            loss = f"{v['loss_first']:.3f} -> {v['loss_last']:.3f}" if v and "ms" in v else "-"
+            print(f"   {model:9s} {dtype:9s} {base_name} {ms(g):>8s}  {name} {ms(v):>8s}  ratio {r:>5s}  losses {loss}")
 sc = jsonl("spore_models_capture.jsonl")
-if sc:
-    print("\n== Graph mode with the step captured as a CUDA graph (SPORE_GRAPH_CAPTURE=1), median ms per step; "
-          "ratio = kernel by kernel / captured (> 1: capture faster)")
-    for model in ("lenet", "resnet18"):
-        for dtype in ("float32", "bfloat16"):
-            g, c = find(sm, model, "graph", dtype), find(sc, model, "graph", dtype)
-            r = f"{g['ms'] / c['ms']:.2f}" if g and c and "ms" in g and "ms" in c else "-"
-            loss = f"{c['loss_first']:.3f} -> {c['loss_last']:.3f}" if c and "ms" in c else "-"
-            print(f"   {model:9s} {dtype:9s} kernel by kernel {ms(g):>8s}  captured {ms(c):>8s}  ratio {r:>5s}  losses {loss}")
+graph_variant(sn, "Graph mode with generated fused kernels (SPORE_CUDA_FUSED=nvrtc)", "interpreter", "generated")
+graph_variant(sc, "Graph mode with the step captured as a CUDA graph (SPORE_GRAPH_CAPTURE=1)", "kernel by kernel",
+              "captured")
 for r in sm + tm + sn + sc:
     if "error" in r:
         print(f"   error {r['model']}/{r['mode']}/{r['dtype']}: {r['error'][:300]}")

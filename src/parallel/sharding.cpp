@@ -155,36 +155,27 @@ int64_t digits_of(int64_t r,
   for (const DimSplit& c : cuts) v += ((r / c.stride) % c.parts) * c.stride;
   return v;
 }
-GroupPtr group_for(const std::vector<DimSplit>& cuts) {
+// The sharding group split by `cuts`' digits, cached per base group and cuts. replicas: the ranks
+// that agree with this one on every digit (the complement), else the ranks that differ only there.
+GroupPtr split_by(const std::vector<DimSplit>& cuts, bool replicas) {
   static std::mutex mu;
   static std::map<std::string, GroupPtr> cache;
   std::lock_guard lk(mu);
   const GroupPtr base = sharding_group();
-  const std::string key = std::to_string(uintptr_t(base.get())) + "|" + splits_str(cuts);
+  const std::string key =
+      std::to_string(uintptr_t(base.get())) + (replicas ? "|r|" : "|g|") + splits_str(cuts);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   const int r = world_rank();
   const int64_t mine = digits_of(r, cuts);
   // Collective over the sharding group: every rank reaches here in the same order (same network,
   // same rules).
-  GroupPtr g = base->split(int(r - mine), int(mine));
+  GroupPtr g = replicas ? base->split(int(mine), r) : base->split(int(r - mine), int(mine));
   cache[key] = g;
   return g;
 }
-// The ranks that agree with this one on every digit of `cuts` (the complement of group_for).
-GroupPtr replicas_for(const std::vector<DimSplit>& cuts) {
-  static std::mutex mu;
-  static std::map<std::string, GroupPtr> cache;
-  std::lock_guard lk(mu);
-  const GroupPtr base = sharding_group();
-  const std::string key = std::to_string(uintptr_t(base.get())) + "|" + splits_str(cuts);
-  auto it = cache.find(key);
-  if (it != cache.end()) return it->second;
-  const int r = world_rank();
-  GroupPtr g = base->split(int(digits_of(r, cuts)), r);  // collective, as in group_for
-  cache[key] = g;
-  return g;
-}
+GroupPtr group_for(const std::vector<DimSplit>& cuts) { return split_by(cuts, false); }
+GroupPtr replicas_for(const std::vector<DimSplit>& cuts) { return split_by(cuts, true); }
 std::string ranks_of(const std::vector<DimSplit>& cuts) {
   const int r = world_rank();
   const int64_t base = r - digits_of(r, cuts);

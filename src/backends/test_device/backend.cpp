@@ -209,42 +209,36 @@ class TestEvent final : public Event {
   void synchronize() override {}
 };
 
+// Runs the CPU kernel with the Test blocks of ctx's tensors open.
+void run_open(const ops::KernelFn& cpu, ops::KernelContext& ctx) {
+  OpenScope scope;
+  for (const ops::Tensors* list : {&ctx.inputs, static_cast<const ops::Tensors*>(&ctx.outputs)})
+    for (const Tensor& t : *list)
+      if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic())
+        scope.open(t.impl().storage->data());
+  cpu(ctx);
+}
+
 // The CPU kernel, run with the Test blocks of its tensors open; on a captured stream, recorded
 // with its tensors (the same buffers at every replay) instead.
 ops::KernelFn wrap(ops::KernelFn cpu) {
   return [cpu](ops::KernelContext& ctx) {
-    if (auto* rec = recording_of(ctx.stream)) {
-      rec->push_back([cpu, def = &ctx.def, attrs = &ctx.attrs, in = ctx.inputs, out = ctx.outputs,
-                      stream = ctx.stream] {
-        ops::Tensors outputs = out;
-        ops::KernelContext c{*def, in, outputs, *attrs, stream};
-        OpenScope scope;
-        for (const Tensor& t : in)
-          if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic())
-            scope.open(t.impl().storage->data());
-        for (const Tensor& t : out)
-          if (t.defined() && t.device().type == DeviceType::Test)
-            scope.open(t.impl().storage->data());
-        cpu(c);
-        // A kernel that replaced an output tensor: its data goes to the recorded buffer.
-        static const ops::Attrs kNoAttrs;
-        for (size_t i = 0; i < out.size(); ++i)
-          if (!outputs[i].is_same(out[i])) {
-            ops::Tensors from{outputs[i]}, to{out[i]};
-            ops::KernelContext copy{ops::op_def(ops::OpId::Copy), from, to, kNoAttrs, stream};
-            ops::find_kernel(ops::OpId::Copy, DeviceType::Test)->fn(copy);
-          }
-      });
-      return;
-    }
-    OpenScope scope;
-    for (const Tensor& t : ctx.inputs)
-      if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic())
-        scope.open(t.impl().storage->data());
-    for (const Tensor& t : ctx.outputs)
-      if (t.defined() && t.device().type == DeviceType::Test && !t.is_symbolic())
-        scope.open(t.impl().storage->data());
-    cpu(ctx);
+    auto* rec = recording_of(ctx.stream);
+    if (!rec) return run_open(cpu, ctx);
+    rec->push_back([cpu, def = &ctx.def, attrs = &ctx.attrs, in = ctx.inputs, out = ctx.outputs,
+                    stream = ctx.stream] {
+      ops::Tensors outputs = out;
+      ops::KernelContext c{*def, in, outputs, *attrs, stream};
+      run_open(cpu, c);
+      // A kernel that replaced an output tensor: its data goes to the recorded buffer.
+      static const ops::Attrs kNoAttrs;
+      for (size_t i = 0; i < out.size(); ++i)
+        if (!outputs[i].is_same(out[i])) {
+          ops::Tensors from{outputs[i]}, to{out[i]};
+          ops::KernelContext copy{ops::op_def(ops::OpId::Copy), from, to, kNoAttrs, stream};
+          ops::find_kernel(ops::OpId::Copy, DeviceType::Test)->fn(copy);
+        }
+    });
   };
 }
 
