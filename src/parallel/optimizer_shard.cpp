@@ -171,6 +171,18 @@ std::string ShardedOptimizer::shard_range() const {
   return s;
 }
 
+std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> ShardedOptimizer::state_ranges()
+    const {
+  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> out;
+  for (const Part& p : parts_)
+    for (size_t j = 0; j < p.shard_param.size(); ++j) {
+      const size_t k = p.shard_param[j];
+      const int64_t a = std::max(p.begin, p.offset[k]) - p.offset[k];
+      out.push_back({inner_->parameter_names()[p.params[k]], {a, a + p.shard_views[j].numel()}});
+    }
+  return out;
+}
+
 size_t ShardedOptimizer::state_bytes() const { return shard_ ? optimizer_state_bytes(*shard_) : 0; }
 
 size_t optimizer_state_bytes(const optim::Optimizer& opt) {

@@ -52,14 +52,14 @@ io::Checkpoint merge_stage_checkpoints(const std::vector<io::Checkpoint>& stages
       SPORE_CHECK(k.rfind("layout.", 0) != 0, "[pipeline checkpoint] merge: ", which, " holds ",
                   k.substr(7), " cut as ", v,
                   " (semi_auto_parallel inside the stages): a merged file needs whole tensors. "
-                  "Use the run's final checkpoint (gathered whole) or Model::gather_parameters()");
+                  "Give every rank's file to merge_rank_checkpoints (spore convert --merge does)");
     SPORE_CHECK(
         stages[i].metadata.count("optimizer_shard") == 0, "[pipeline checkpoint] merge: ", which,
         " holds one replica's shard of its stage's optimizer state (optimizer_shard ",
         stages[i].metadata.count("optimizer_shard") ? stages[i].metadata.at("optimizer_shard") : "",
         ", written with enable_parallel_optimizer); a merged file would miss the other "
-        "replicas' parts. Resume that run with --resume, or train without "
-        "--parallel-optimizer to get mergeable checkpoints");
+        "replicas' parts. Give every rank's file to merge_rank_checkpoints (spore convert "
+        "--merge does)");
     SPORE_CHECK(by_stage[size_t(s)] == nullptr, "[pipeline checkpoint] merge: stage ", s,
                 " is given twice; give one replica's files (one per stage)");
     by_stage[size_t(s)] = &stages[i];

@@ -12,10 +12,12 @@
 #include "spore/parallel/sharding.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "ops/op.h"
@@ -44,6 +46,38 @@ std::string Layout::str() const {
     s += dims[i].cut() ? std::to_string(dims[i].parts) + "@" + std::to_string(dims[i].stride) : "1";
   }
   return s + "]";
+}
+
+Layout Layout::parse(const std::string& s) {
+  const char* form =
+      "; expected Layout::str()'s form, e.g. \"[4@2, 1, 2@1]\" (pieces@rank stride per "
+      "dimension, 1 for a whole one)";
+  SPORE_CHECK(s.size() >= 2 && s.front() == '[' && s.back() == ']', "[semi_auto_parallel] layout '",
+              s, "' is not in brackets", form);
+  // One positive integer from text, or an error naming the layout and the item.
+  const auto number = [&](std::string_view t, std::string_view item) {
+    int64_t v = 0;
+    const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    SPORE_CHECK(ec == std::errc() && p == t.data() + t.size() && v >= 1,
+                "[semi_auto_parallel] layout '", s, "': '", item,
+                "' is not a positive pieces or pieces@stride", form);
+    return v;
+  };
+  Layout l;
+  std::string_view body(s.data() + 1, s.size() - 2);
+  while (!body.empty()) {
+    const size_t comma = body.find(',');
+    std::string_view item = body.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    const size_t at = item.find('@');
+    DimSplit d;
+    d.parts = number(item.substr(0, at), item);
+    if (at != std::string_view::npos) d.stride = number(item.substr(at + 1), item);
+    l.dims.push_back(d);
+    if (comma == std::string_view::npos) break;
+    body.remove_prefix(comma + 1);
+  }
+  return l;
 }
 
 GroupPtr sharding_group() {

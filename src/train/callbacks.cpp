@@ -194,6 +194,26 @@ const std::string& ModelCheckpoint::latest_checkpoint() const {
   return kept_.empty() ? none : kept_.back();
 }
 
+namespace {
+// Per-rank files, for `spore convert --merge`: the network tensor each optimizer parameter name
+// stands for ("param.<name>" = "<tensor>": a state "moments.<name>" is cut like that tensor), and
+// with ZeRO-1 the ranges of the flattened parameters whose state this rank keeps, as a whole
+// ("optimizer_shard", checked by --resume) and per parameter ("shard.<name>" = "begin:end").
+void add_rank_metadata(const optim::Optimizer* opt, const io::NamedTensors& held,
+                       io::Metadata& meta) {
+  if (!opt) return;
+  const auto* zero = dynamic_cast<const parallel::ShardedOptimizer*>(opt);
+  const optim::Optimizer& named = zero ? zero->inner() : *opt;
+  for (size_t i = 0; i < named.parameters().size(); ++i)
+    for (const auto& [n, t] : held)
+      if (t.is_same(named.parameters()[i])) meta["param." + named.parameter_names()[i]] = n;
+  if (!zero) return;
+  meta["optimizer_shard"] = zero->shard_range();
+  for (const auto& [name, r] : zero->state_ranges())
+    meta["shard." + name] = std::to_string(r.first) + ":" + std::to_string(r.second);
+}
+}  // namespace
+
 void ModelCheckpoint::save(RunContext& ctx) {
   if (ctx.global_step == last_saved_step_) return;  // step and epoch triggers on the same step
   SPORE_CHECK(ctx.network != nullptr, "[ModelCheckpoint] the run context has no network to save");
@@ -231,9 +251,9 @@ void ModelCheckpoint::save(RunContext& ctx) {
       meta["pipeline_stage"] = std::to_string(pipe->stage_index());
       meta["pipeline_stages"] = std::to_string(pipe->num_stages());
     }
-    // ZeRO-1 over each piece's replicas: this rank's range of each group's flattened pieces.
-    if (const auto* z = dynamic_cast<const parallel::ShardedOptimizer*>(ctx.optimizer))
-      meta["optimizer_shard"] = z->shard_range();
+    // Which tensor each optimizer name stands for; ZeRO-1 over each piece's replicas: this rank's
+    // range of each group's flattened pieces.
+    add_rank_metadata(ctx.optimizer, tensors, meta);
     fs::create_directories(dir);
   }
   const auto* zero = dynamic_cast<const parallel::ShardedOptimizer*>(ctx.optimizer);
@@ -249,7 +269,8 @@ void ModelCheckpoint::save(RunContext& ctx) {
       meta["pipeline_stages"] = std::to_string(pipe->num_stages());
     }
     // ZeRO-1: this rank's part of the optimizer state (the range of the flattened parameters).
-    if (zero) meta["optimizer_shard"] = zero->shard_range();
+    // The optimizer's names of this rank's tensors.
+    add_rank_metadata(ctx.optimizer, tensors, meta);
     fs::create_directories(dir);
   }
   std::string file = (dir / (used_prefix_ + "-" + std::to_string(ctx.epoch) + "_" +
@@ -414,7 +435,9 @@ void ProgressBar::on_step_end(RunContext& ctx) {
 void ProgressBar::on_epoch_end(RunContext& ctx) { draw(ctx, true); }
 
 void ProgressBar::draw(const RunContext& ctx, bool final) {
-  double rate = ctx.epoch_elapsed > 0 ? double(ctx.epoch_samples) / ctx.epoch_elapsed : 0;
+  double rate = ctx.epoch_elapsed > 0
+                    ? double(ctx.epoch_samples * opts_.replicas) / ctx.epoch_elapsed
+                    : 0;
   double eta = 0;
   if (ctx.step > 0 && ctx.steps_per_epoch > ctx.step)
     eta = ctx.epoch_elapsed / double(ctx.step) * double(ctx.steps_per_epoch - ctx.step);

@@ -252,8 +252,10 @@ TEST(Launch, PipelineStagesAndShardedLeNetMatchOneProcess) {
 }
 
 // dp x mp x pp through the CLI on 4 ranks: lenet in 2 pipeline stages whose layers are cut over
-// the stage's 2 ranks, with ZeRO-1: one process's weights; the per-stage checkpoints hold pieces,
-// which `spore convert --merge` refuses, naming the cut tensor.
+// the stage's 2 ranks, with ZeRO-1: one process's weights. Every rank's checkpoint holds pieces and
+// a range of their optimizer state; `spore convert --merge` puts them together into one process's
+// checkpoint (weights and moments). The same for dp 2 x mp 2 with ZeRO-1 (each piece's state cut
+// over its 2 replicas).
 TEST(Launch, PipelineStagesCutOverTheirRanksMatchOneProcess) {
   if (skip()) GTEST_SKIP() << "needs MPI, the spore CLI and Fashion-MNIST, outside mpirun";
   const fs::path one = tmp("ppmp_one"), ppmp = tmp("ppmp_four");
@@ -266,11 +268,38 @@ TEST(Launch, PipelineStagesCutOverTheirRanksMatchOneProcess) {
             std::string::npos)
       << r.out;
   expect_same_weights(one / "lenet.safetensors", ppmp / "lenet.safetensors");
+  const fs::path one_ck = one / "checkpoints" / "lenet-1_8.safetensors";
   const Result m = shell(kSpore + " convert --merge " + (ppmp / "checkpoints").string() + " " +
                          (ppmp / "merged.safetensors").string());
-  EXPECT_NE(m.code, 0);
-  EXPECT_NE(m.out.find("a merged file needs whole tensors"), std::string::npos) << m.out;
-  for (const fs::path& d : {one, ppmp}) fs::remove_all(d);
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("merged 4 rank checkpoints"), std::string::npos) << m.out;
+  expect_same_tensors_by_name(one_ck, ppmp / "merged.safetensors");
+  // A merged pipeline file still splits into its stages.
+  const Result sp = shell(kSpore + " convert --split " + (ppmp / "merged.safetensors").string() +
+                          " " + (ppmp / "split").string());
+  ASSERT_EQ(sp.code, 0) << sp.out;
+  EXPECT_TRUE(fs::exists(ppmp / "split" / "rank_1" / "merged.safetensors"));
+
+  const fs::path dpmp = tmp("dpmp_four");
+  const Result d = shell(kCleanEnv + " " + kSpore + " launch -n 4 -- spore train lenet " + args +
+                         "--parallel dp=2,mp=2 --parallel-optimizer --out " + dpmp.string());
+  ASSERT_EQ(d.code, 0) << d.out;
+  expect_same_weights(one / "lenet.safetensors", dpmp / "lenet.safetensors");
+  const io::Checkpoint r1 =
+      io::load_checkpoint((dpmp / "checkpoints" / "rank_1" / "lenet-1_8.safetensors").string());
+  EXPECT_EQ(r1.metadata.count("optimizer_shard"), 1u);  // rank 1 holds pieces and part of their state
+  const Result dm = shell(kSpore + " convert --merge " +
+                          (dpmp / "checkpoints" / "rank_1" / "lenet-1_8.safetensors").string() +
+                          " " + (dpmp / "merged.safetensors").string());
+  ASSERT_EQ(dm.code, 0) << dm.out;
+  expect_same_tensors_by_name(one_ck, dpmp / "merged.safetensors");
+  // Without rank 3's file the set is incomplete, and the merge says which rank is missing.
+  fs::remove_all(dpmp / "checkpoints" / "rank_3");
+  const Result miss = shell(kSpore + " convert --merge " + (dpmp / "checkpoints").string() + " " +
+                            (dpmp / "m2.safetensors").string());
+  EXPECT_NE(miss.code, 0);
+  EXPECT_NE(miss.out.find("no file of rank 3"), std::string::npos) << miss.out;
+  for (const fs::path& d : {one, ppmp, dpmp}) fs::remove_all(d);
 }
 
 namespace {

@@ -22,6 +22,8 @@
 #include "spore/io/npy.h"
 #include "spore/onnx.h"
 #include "spore/parallel/pipeline_checkpoint.h"
+#include "spore/parallel/rank_checkpoint.h"
+#include "spore/parallel/rank_checkpoint.h"
 #include "spore/spore.h"
 
 namespace spore::cli {
@@ -97,16 +99,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// --merge: `in` is one file of a per-stage set (<dir>/rank_<r>/<name>) or the folder holding the
-// rank_<r>/ folders (then each one's `latest` names its file). Returns one file per stage: the
-// lowest rank holding each (the first replica's).
-std::vector<std::string> stage_files(const std::string& in) {
+// --merge: `in` is one file of a per-rank set (<dir>/rank_<r>/<name>) or the folder holding the
+// rank_<r>/ folders (then each one's `latest` names its file). Returns every rank's file.
+std::vector<std::string> rank_files(const std::string& in) {
   fs::path set_dir;
   std::string name;
   if (fs::is_directory(in)) {
     set_dir = in;
   } else {
-    SPORE_CHECK(fs::exists(in), "convert --merge: ", in, " does not exist; pass a per-stage file ",
+    SPORE_CHECK(fs::exists(in), "convert --merge: ", in, " does not exist; pass one rank's file ",
                 "(out/checkpoints/rank_0/<name>.safetensors) or its checkpoints folder");
     set_dir = fs::path(in).parent_path().parent_path();
     name = fs::path(in).filename().string();
@@ -128,26 +129,19 @@ std::vector<std::string> stage_files(const std::string& in) {
   }
   SPORE_CHECK(!by_rank.empty(), "convert --merge: no rank_<r>/", name.empty() ? "latest" : name,
               " under ", set_dir.string(),
-              "; pass a file or folder written by ModelCheckpoint under pipeline_stages");
-  std::map<std::string, std::string> per_stage;  // stage -> its lowest rank's file
-  for (const auto& [r, f] : by_rank) {
-    const io::Checkpoint ck = io::load_checkpoint(f.string());
-    auto st = ck.metadata.find("pipeline_stage");
-    SPORE_CHECK(st != ck.metadata.end(), "convert --merge: ", f.string(),
-                " has no pipeline_stage metadata: it is not a per-stage checkpoint of a pipeline");
-    per_stage.emplace(st->second, f.string());
-  }
+              "; pass a file or folder written by ModelCheckpoint in a pipelined, sharded or "
+              "ZeRO-1 run");
   std::vector<std::string> files;
-  for (const auto& [s, f] : per_stage) files.push_back(f);
+  for (const auto& [r, f] : by_rank) files.push_back(f.string());
   return files;
 }
 
-int merge_stages(const ConvertArgs& a) {
+int merge_ranks(const ConvertArgs& a) {
   std::vector<io::Checkpoint> cks;
-  for (const std::string& f : stage_files(a.in)) cks.push_back(io::load_checkpoint(f));
-  const io::Checkpoint merged = parallel::merge_stage_checkpoints(cks);
+  for (const std::string& f : rank_files(a.in)) cks.push_back(io::load_checkpoint(f));
+  const io::Checkpoint merged = parallel::merge_rank_checkpoints(cks);
   io::save_checkpoint(merged.tensors, a.out, merged.metadata, io::format_for_path(a.out));
-  std::printf("merged %zu stage checkpoints (%zu tensors, %.2f MiB) into %s\n", cks.size(),
+  std::printf("merged %zu rank checkpoints (%zu tensors, %.2f MiB) into %s\n", cks.size(),
               merged.tensors.size(), mib(merged.tensors), a.out.c_str());
   return 0;
 }
@@ -170,7 +164,7 @@ int split_stages(const ConvertArgs& a) {
 
 int convert(const ConvertArgs& a) {
   SPORE_CHECK(!(a.merge && a.split), "convert: --merge and --split go one way each; pass one");
-  if (a.merge) return merge_stages(a);
+  if (a.merge) return merge_ranks(a);
   if (a.split) return split_stages(a);
   // The output's format comes from its name: a name that is neither would silently be safetensors.
   SPORE_CHECK(ends_with(a.out, ".ckpt") || ends_with(a.out, ".safetensors"), a.out,

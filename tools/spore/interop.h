@@ -11,8 +11,9 @@ namespace spore::cli {
 struct ConvertArgs {
   std::string in, out;
   std::string model = "auto";
-  // Pipeline checkpoints: --merge reads the per-stage set `in` (a rank_<r>/ file or their folder)
-  // and writes one file `out`; --split cuts a merged file `in` into `out`/rank_<s>/.
+  // Per-rank checkpoints: --merge reads every rank's file of the set `in` (a rank_<r>/ file or
+  // their folder) and writes one whole file `out`; --split cuts a merged pipeline file `in` into
+  // its stages, `out`/rank_<s>/.
   bool merge = false, split = false;
 };
 int convert(const ConvertArgs& a);

@@ -127,11 +127,15 @@ int64_t count_params(const nn::Cell& net) {
 
 // Prints one line per epoch and records it in the metrics files.
 // loss_scale (mixed precision with a loss-scale cell): the current scale, printed and recorded.
+// replicas: data-parallel replicas reading different batches; images/s is the job's (this rank's
+// samples times replicas).
 train::LambdaCallback epoch_logger(io::MetricsWriter& writer, const std::string& metric,
-                                   std::function<double()> loss_scale = nullptr) {
+                                   std::function<double()> loss_scale = nullptr,
+                                   int64_t replicas = 1) {
   return train::LambdaCallback(
-      {.on_epoch_end = [&writer, metric, loss_scale](train::RunContext& c) {
-        const double ips = c.epoch_elapsed > 0 ? double(c.epoch_samples) / c.epoch_elapsed : 0;
+      {.on_epoch_end = [&writer, metric, loss_scale, replicas](train::RunContext& c) {
+        const double ips =
+            c.epoch_elapsed > 0 ? double(c.epoch_samples * replicas) / c.epoch_elapsed : 0;
         io::MetricValues rec{{"loss", c.epoch_loss}};
         std::printf("epoch %lld/%lld: train loss %.4f", (long long)c.epoch, (long long)c.epoch_num,
                     c.epoch_loss);
@@ -854,12 +858,13 @@ int train_job(const TrainArgs& a) {
   auto ckpt = std::make_shared<train::ModelCheckpoint>(a.model, out + "/checkpoints", ckpt_config);
   train::Callbacks callbacks;
   if (dist.print)
-    callbacks = {train::ProgressBar({.log_every = 200}),
+    callbacks = {train::ProgressBar({.log_every = 200, .replicas = data_dist.size}),
                  epoch_logger(*writer_ptr, "accuracy",
                               loss_scale_cell ? std::function<double()>([loss_scale_cell] {
                                 return loss_scale_cell->loss_scale();
                               })
-                                              : nullptr)};
+                                              : nullptr,
+                              data_dist.size)};
   if (dist.rank == 0 || per_rank)
     callbacks.push_back(ckpt);  // sharded: each rank writes its pieces; pipeline: its stage;
                                 // ZeRO-1: its part of the optimizer state

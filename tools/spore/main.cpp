@@ -365,7 +365,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "lenet", "mlp", "resnet18", "resnet34", "resnet50", "none"}))
       ->default_val(cv.model);
   convert_cmd->add_flag("--merge", cv.merge,
-                        "merge a pipeline's per-stage checkpoints into one file: in is one "
+                        "merge every rank's checkpoint of a pipelined, sharded (mp) or ZeRO-1 run "
+                        "into one whole file (parameters and optimizer state): in is one "
                         "file of the set (out/checkpoints/rank_0/x.safetensors) or the folder "
                         "of the rank_<r>/ folders (their latest files)");
   convert_cmd->add_flag("--split", cv.split,

@@ -154,7 +154,13 @@ class ShardedOptimizer : public optim::Optimizer {
   // "<begin>:<end>": the range this rank's state covers (a checkpoint's "optimizer_shard"); with
   // several groups, one range per group, "<begin>:<end>/<group size>" joined by ",".
   std::string shard_range() const;
+  // Per parameter whose state this rank keeps: its name (inner()'s) and the range [begin, end) of
+  // its flattened elements the state covers (a checkpoint's "shard.<name>" = "begin:end", from
+  // which `spore convert --merge` puts the ranks' parts of the state back together).
+  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> state_ranges() const;
   const optim::Optimizer& shard() const { return *shard_; }
+  // The optimizer it shards (whose parameter names the state carries).
+  const optim::Optimizer& inner() const { return *inner_; }
   // This rank's element range [begin, end) of the flattened parameters (of the first group).
   int64_t shard_begin() const { return parts_.empty() ? 0 : parts_[0].begin; }
   int64_t shard_end() const { return parts_.empty() ? 0 : parts_[0].end; }

@@ -55,6 +55,7 @@ struct Layout {
   int64_t piece(size_t dim, int rank) const { return (rank / dims[dim].stride) % dims[dim].parts; }
   bool operator==(const Layout& o) const;
   std::string str() const;  // "[4@2, 1, 2@1]": dim 0 in 4 pieces over rank stride 2, dim 1 whole...
+  static Layout parse(const std::string& s);  // str()'s text back (checkpoint metadata)
 };
 
 // MindSpore's strategy tuples: one per op input, one entry per input dimension (pieces).

@@ -243,6 +243,9 @@ struct ProgressBarOptions {
   int64_t log_every = 50;          // plain mode: a line every N steps (0: epoch ends only)
   double min_interval = 0.1;       // terminal mode: seconds between redraws
   int width = 24;                  // characters of the bar
+  // Data-parallel replicas reading different batches (each rank sees 1/replicas of the data):
+  // img/s is this rank's samples times replicas, the job's rate.
+  int64_t replicas = 1;
 };
 class ProgressBar : public Callback {
  public:
