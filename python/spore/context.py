@@ -194,12 +194,15 @@ class ParallelMode:
 _AUTO_PARALLEL = {"parallel_mode": ParallelMode.STAND_ALONE, "gradients_mean": False,
                   "enable_parallel_optimizer": False, "gradient_accumulation_steps": 1,
                   "dataset_strategy": "data_parallel", "full_batch": False, "pipeline_stages": 1,
-                  "micro_batch_num": 0}
+                  "micro_batch_num": 0, "search_mode": "sharding_propagation"}
 
 
 def set_auto_parallel_context(**kwargs):
-    """MindSpore's set_auto_parallel_context: parallel_mode ("stand_alone", "data_parallel" or
-    "semi_auto_parallel": the layers' shard() strategies cut them over the ranks), gradients_mean,
+    """MindSpore's set_auto_parallel_context: parallel_mode ("stand_alone", "data_parallel",
+    "semi_auto_parallel": the layers' shard() strategies cut them over the ranks, or
+    "auto_parallel": the layers without shard() get the strategy that moves the fewest bytes per
+    step, searched on the first batch; search_mode "sharding_propagation", and MindSpore's other
+    modes run the same search), gradients_mean,
     device_num (must equal the launched ranks), enable_parallel_optimizer (ZeRO-1 optimizer
     sharding), gradient_accumulation_steps, and for semi_auto_parallel dataset_strategy (one tuple
     per input, or "data_parallel") and full_batch, pipeline_stages (a SequentialCell's cells, each
@@ -221,7 +224,7 @@ def set_auto_parallel_context(**kwargs):
     _C.set_auto_parallel_context(str(new["parallel_mode"]), bool(new["gradients_mean"]),
                                  bool(new["enable_parallel_optimizer"]), int(new["gradient_accumulation_steps"]),
                                  ds, bool(new["full_batch"]), int(new["pipeline_stages"]),
-                                 int(new["micro_batch_num"]))
+                                 int(new["micro_batch_num"]), str(new["search_mode"]))
     _AUTO_PARALLEL.update(new)
 
 
@@ -230,7 +233,7 @@ def reset_auto_parallel_context():
     _AUTO_PARALLEL.update(parallel_mode=ParallelMode.STAND_ALONE, gradients_mean=False,
                           enable_parallel_optimizer=False, gradient_accumulation_steps=1,
                           dataset_strategy="data_parallel", full_batch=False, pipeline_stages=1,
-                          micro_batch_num=0)
+                          micro_batch_num=0, search_mode="sharding_propagation")
 
 
 def get_auto_parallel_context(attr_key):

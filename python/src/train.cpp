@@ -99,17 +99,18 @@ void bind_train(py::module_& m) {
                                         bool parallel_optimizer, int64_t grad_accum,
                                         std::vector<std::vector<int64_t>> dataset_strategy,
                                         bool full_batch, int64_t pipeline_stages,
-                                        int64_t micro_batch_num) {
-    SPORE_CHECK(mode == "stand_alone" || mode == "data_parallel" || mode == "semi_auto_parallel",
+                                        int64_t micro_batch_num, const std::string& search_mode) {
+    SPORE_CHECK(mode == "stand_alone" || mode == "data_parallel" || mode == "semi_auto_parallel" ||
+                    mode == "auto_parallel",
                 "set_auto_parallel_context: parallel_mode '", mode,
-                "' is not supported yet; use 'stand_alone', "
-                "'data_parallel' or 'semi_auto_parallel' (auto_parallel's strategy search is not "
-                "implemented: "
-                "set the strategies with shard())");
+                "' is unknown; use 'stand_alone', 'data_parallel', 'semi_auto_parallel' or "
+                "'auto_parallel'");
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
     ctx.parallel_mode = mode == "data_parallel"        ? parallel::ParallelMode::DataParallel
                         : mode == "semi_auto_parallel" ? parallel::ParallelMode::SemiAutoParallel
+                        : mode == "auto_parallel"      ? parallel::ParallelMode::AutoParallel
                                                        : parallel::ParallelMode::StandAlone;
+    ctx.search_mode = search_mode;
     ctx.gradients_mean = gradients_mean;
     ctx.enable_parallel_optimizer = parallel_optimizer;
     ctx.gradient_accumulation_steps = grad_accum;

@@ -103,6 +103,10 @@ class Backend {
   // implementations that compute the same result, so a stale one costs speed, never correctness.
   virtual std::string kernel_choices() const { return ""; }
   virtual void load_kernel_choices(const std::string& text) {}
+  // Whether a graph node of `op` holds data in a layout chosen for this machine's vector width
+  // (the CPU's blocked channels, packed or Winograd weights): a compiled model file with such a
+  // node runs only where that width is the best target; one without runs anywhere.
+  virtual bool isa_dependent(ops::OpId op) const { return false; }
   // -- capture (Graph mode's whole step as one launch; docs/graph.md "Capture") ----------------
   // Between begin_capture and end_capture, work queued on `stream` by this thread is recorded,
   // not run. end_capture returns the recording, or nullptr with `why` set when the capture was

@@ -67,7 +67,6 @@ ModelFile compile(const Fn& fn, std::vector<ModelIO> inputs, std::vector<std::st
                   const CompileOptions& opts, bool dynamic) {
   ModelFile f;
   f.source = opts.source;
-  f.requirements = graph::host_requirements();
   std::vector<int64_t> batches = opts.batches;
   if (batches.empty()) batches = {dynamic ? 1 : inputs.at(0).shape.at(0)};
   std::sort(batches.begin(), batches.end());
@@ -134,6 +133,11 @@ ModelFile compile(const Fn& fn, std::vector<ModelIO> inputs, std::vector<std::st
     for (auto& in : inputs) in.shape[0] = -1;
   f.inputs = std::move(inputs);
   f.kernel_choices = get_backend(DeviceType::CPU).kernel_choices();
+  // A model whose graphs hold no layout chosen for this vector width runs on any CPU.
+  bool isa = false;
+  for (const auto& v : f.variants)
+    for (const auto& n : v.graph->nodes) isa |= get_backend(DeviceType::CPU).isa_dependent(n->op);
+  f.requirements = isa ? graph::host_requirements() : graph::kAnyTarget;
   return f;
 }
 

@@ -527,7 +527,7 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
   r.check(m.device == "CPU", "target_device", "the model was compiled for ", m.device,
           "; this runtime runs CPU models");
   const std::string here = host_requirements();
-  r.check(m.requirements == here, "target_requirements",
+  r.check(m.requirements == here || m.requirements == kAnyTarget, "target_requirements",
           "the model's kernel layouts were chosen "
           "for CPU target ",
           m.requirements, ", this machine's is ", here,

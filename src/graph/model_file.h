@@ -46,7 +46,7 @@ struct ModelFile {
   std::string producer;  // "spore 0.1.0"
   std::string source;    // "onnx:resnet18.onnx", "zoo:lenet+lenet.safetensors", ...
   std::string device = "CPU";
-  std::string requirements;    // the CPU target the kernels' layouts were chosen for
+  std::string requirements;    // the CPU target the kernels' layouts were chosen for, or "any"
   std::string kernel_choices;  // Backend::kernel_choices after a warm-up run at compile time
   std::vector<ModelIO> inputs, outputs;
   std::vector<ModelVariant> variants;  // ascending batch
@@ -70,5 +70,7 @@ uint64_t model_weights_hash(const void* data, size_t size);
 bool is_model_file(const void* data, size_t size);
 // The CPU target the running machine's kernels choose layouts for ("AVX3", "AVX2", ...).
 std::string host_requirements();
+// The requirements of a model with no layout chosen for a vector width: it loads on any CPU.
+inline constexpr const char* kAnyTarget = "any";
 
 }  // namespace spore::graph

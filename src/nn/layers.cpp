@@ -89,6 +89,7 @@ Dense& Dense::shard(const parallel::Strategy& in_strategy, const parallel::Strat
   parallel::shard_parameter(parameter("weight"), l.weight);
   if (has_bias_) parallel::shard_parameter(parameter("bias"), l.bias);
   strategy_ = parallel::OpStrategy{parallel::OpStrategy::Op::Matmul, l.x, std::nullopt};
+  in_strategy_ = in_strategy;
   if (!out_strategy.empty()) {
     SPORE_CHECK(out_strategy.size() == 1 && out_strategy[0].size() == 2,
                 "[Dense.shard] out_strategy is ((m, n),) "
@@ -108,6 +109,35 @@ Dense& Dense::shard(const parallel::Strategy& in_strategy, const parallel::Strat
         {mo == m ? l.out.dims[0] : l.x.dims[1], l.out.dims[1]}};  // x's dim 1: the k cut
   }
   return *this;
+}
+
+// Column (the outputs over mp), row (the contraction over mp, partial sums added) and a whole
+// weight; the batch over dp in each. Only the cuts the sizes allow.
+std::vector<parallel::Strategy> Dense::strategy_candidates(int64_t dp, int64_t mp) const {
+  std::vector<parallel::Strategy> c;
+  if (mp > 1 && out_ % mp == 0) c.push_back({{dp, 1}, {mp, 1}});
+  if (mp > 1 && in_ % mp == 0) c.push_back({{dp, mp}, {1, mp}});
+  c.push_back({{dp, 1}, {1, 1}});
+  return c;
+}
+
+void Dense::clear_strategy() {
+  strategy_.reset();
+  in_strategy_.clear();
+}
+
+std::vector<parallel::Strategy> Conv2d::strategy_candidates(int64_t dp, int64_t mp) const {
+  std::vector<parallel::Strategy> c;
+  if (opt_.group != 1) return c;  // grouped convolutions have no strategy yet
+  if (mp > 1 && out_ % mp == 0) c.push_back({{dp, 1, 1, 1}, {mp, 1, 1, 1}});
+  if (mp > 1 && in_ % mp == 0) c.push_back({{dp, mp, 1, 1}, {1, mp, 1, 1}});
+  c.push_back({{dp, 1, 1, 1}, {1, 1, 1, 1}});
+  return c;
+}
+
+void Conv2d::clear_strategy() {
+  strategy_.reset();
+  in_strategy_.clear();
 }
 
 Conv2d& Conv2d::shard(const parallel::Strategy& st) {
@@ -133,6 +163,7 @@ Conv2d& Conv2d::shard(const parallel::Strategy& st) {
   strategy_ =
       parallel::OpStrategy{parallel::OpStrategy::Op::Conv2d,
                            parallel::Layout{{l.x.dims[0], l.x.dims[1], none, none}}, std::nullopt};
+  in_strategy_ = st;
   return *this;
 }
 

@@ -6,6 +6,7 @@
 #include "nn/util.h"
 #include "spore/autograd.h"
 #include "spore/ops.h"
+#include "spore/parallel/sharding.h"
 
 namespace spore::nn {
 
@@ -93,7 +94,12 @@ Tensor LayerNorm::construct(const Tensor& x) {
   SPORE_CHECK(bna >= 0 && bna < r && bpa >= 0 && bpa < r, "[LayerNorm] begin_norm_axis (",
               opt_.begin_norm_axis, ") and begin_params_axis (", opt_.begin_params_axis,
               ") must be valid axes of the input, got shape ", shape_str(x.shape()));
-  const Shape trailing(x.shape().begin() + bpa, x.shape().end());
+  Shape trailing(x.shape().begin() + bpa, x.shape().end());
+  // A sharded input (semi_auto_parallel) may hold a piece of the normalized dims: check the whole
+  // (the engine gathers them before normalising).
+  const parallel::Layout cut = parallel::layout_of(x);
+  if (int64_t(cut.dims.size()) == r)
+    for (size_t i = 0; i < trailing.size(); ++i) trailing[i] *= cut.dims[size_t(bpa) + i].parts;
   SPORE_CHECK(trailing == normalized_shape_, "[LayerNorm] expected input whose dims from axis ",
               bpa, " are ", shape_str(normalized_shape_), ", got shape ", shape_str(x.shape()));
   const int64_t nd = r - bna;

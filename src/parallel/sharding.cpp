@@ -12,6 +12,7 @@
 #include "spore/parallel/sharding.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstring>
 #include <map>
@@ -273,6 +274,29 @@ void write(Tensor& out, const Tensor& r) {
 
 Tensor apply(const Coll& c, const Tensor& x);
 
+// comm_bytes / DryRunScope (the strategy search's trials): global, since a compiled step may run
+// the kernels on another thread.
+std::atomic<int64_t> g_comm_bytes{0};
+std::atomic<bool> g_dry{false};
+
+// What this rank sends for c on input x (ring algorithms).
+int64_t sent_bytes(const Coll& c, const Tensor& x, int64_t p) {
+  const int64_t b = int64_t(x.nbytes());
+  switch (c.kind) {
+    case Kind::AllReduce:
+      return 2 * (p - 1) * b / p;
+    case Kind::Gather:
+      return (p - 1) * b;
+    case Kind::ReduceScatter:
+    case Kind::AllToAll:
+      return (p - 1) * b / p;
+    case Kind::Slice:
+    case Kind::Mirror:
+      return 0;
+  }
+  return 0;
+}
+
 CustomOpHandle coll_op(const Coll& c) {
   static std::mutex mu;
   static std::map<std::string, CustomOpHandle> ops;
@@ -353,6 +377,14 @@ CustomOpHandle coll_op(const Coll& c) {
     const GroupPtr g = c.cuts.empty() ? nullptr : group_for(c.cuts);
     const NoGradGuard no_grad;
     const Tensor& x = in[0];
+    g_comm_bytes += sent_bytes(c, x, p);
+    if (g_dry && c.kind != Kind::Slice && c.kind != Kind::Mirror) {  // count only: no data moves
+      if (c.kind == Kind::AllReduce)
+        write(out, x);
+      else
+        std::memset(out.data_ptr(), 0, out.nbytes());
+      return;
+    }
     switch (c.kind) {
       case Kind::Mirror:
         write(out, x);
@@ -849,8 +881,28 @@ DenseLayouts dense_layouts(const Strategy& st, int64_t n) {
 }
 
 bool semi_auto_active() {
-  return get_auto_parallel_context().parallel_mode == ParallelMode::SemiAutoParallel &&
+  const ParallelMode m = get_auto_parallel_context().parallel_mode;
+  return (m == ParallelMode::SemiAutoParallel || m == ParallelMode::AutoParallel) &&
          get_group_size() > 1;
+}
+
+int64_t comm_bytes() { return g_comm_bytes; }
+void reset_comm_bytes() { g_comm_bytes = 0; }
+DryRunScope::DryRunScope() : prev_(g_dry.exchange(true)) {}
+DryRunScope::~DryRunScope() { g_dry = prev_; }
+
+void unshard_parameter(Tensor& p, const Tensor& whole) {
+  Tensor copy;
+  {
+    const NoGradGuard no_grad;
+    copy = whole.detach().clone();
+  }
+  TensorImpl& impl = p.impl();
+  impl.storage = copy.impl().storage;
+  impl.shape = copy.impl().shape;
+  impl.strides = copy.impl().strides;
+  impl.offset = copy.impl().offset;
+  set_layout(p, Layout::whole(p.dim()));
 }
 
 bool in_sharded_region() { return ops::current_sharding() == &engine(); }

@@ -11,6 +11,7 @@
 #include "spore/context.h"
 #include "spore/jit.h"
 #include "spore/nn/container.h"
+#include "spore/parallel/auto_parallel.h"
 #include "spore/parallel/parallel.h"
 #include "spore/parallel/sharding.h"
 
@@ -108,6 +109,26 @@ std::vector<Tensor> forward_maybe_compiled(const nn::CellPtr& net, std::shared_p
   return (*std::static_pointer_cast<JitFunction>(slot))(in);
 }
 
+// The user's kind of optimizer over `params` (some of its own), one group per parameter keeping
+// its lr and weight decay, with fresh state: a pipeline stage's, or the pieces auto_parallel cut.
+optim::OptimizerPtr rebuild_over(const optim::Optimizer& user, const std::vector<Tensor>& params,
+                                 const char* who, const char* over) {
+  std::vector<optim::ParamGroup> groups;
+  const auto& all = user.parameters();
+  const auto& names = user.parameter_names();
+  for (const Tensor& p : params)
+    for (size_t i = 0; i < all.size(); ++i)
+      if (all[i].is_same(p))
+        groups.push_back({.params = {p},
+                          .weight_decay = user.weight_decay_of(i),
+                          .lr = user.lr_schedule(i),
+                          .names = {i < names.size() ? names[i] : std::string()}});
+  auto opt = user.rebuild(std::move(groups));
+  SPORE_CHECK(opt != nullptr, "[Model] ", who, ": the optimizer ", user.name(),
+              " cannot be rebuilt over ", over, " (it does not implement Optimizer::rebuild)");
+  return opt;
+}
+
 }  // namespace
 
 Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optimizer,
@@ -120,6 +141,20 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
       optimizer_(std::move(optimizer)) {
   SPORE_CHECK(network_ != nullptr, "[Model] network is null");
   for (const std::string& name : metrics) metrics_[name] = make_metric(name);
+  BuildArgs args{amp_level, std::move(loss_scale_manager), keep_batchnorm_fp32, cast_model_type};
+  // auto_parallel: the strategies are searched on the first batch (build), then the networks made.
+  if (parallel::get_auto_parallel_context().parallel_mode == parallel::ParallelMode::AutoParallel &&
+      parallel::get_group_size() > 1)
+    pending_ = std::move(args);
+  else
+    build_networks(args);
+}
+
+void Model::build_networks(const BuildArgs& args) {
+  const std::string& amp_level = args.amp_level;
+  const amp::LossScaleManagerPtr& loss_scale_manager = args.loss_scale_manager;
+  const std::optional<bool>& keep_batchnorm_fp32 = args.keep_batchnorm_fp32;
+  const std::optional<DType>& cast_model_type = args.cast_model_type;
   const parallel::AutoParallelContext& pctx = parallel::get_auto_parallel_context();
   const bool data_parallel =
       pctx.parallel_mode == parallel::ParallelMode::DataParallel && parallel::get_group_size() > 1;
@@ -187,6 +222,49 @@ Model::Model(nn::CellPtr network, nn::CellPtr loss_fn, optim::OptimizerPtr optim
         to32 ? amp::with_float32_output(network_) : network_, loss_fn_);
     if (semi_auto) eval_network_ = std::make_shared<parallel::ShardedCell>(eval_network_);
   }
+}
+
+void Model::plan_auto_parallel(const std::vector<Tensor>& sample) {
+  const bool training = optimizer_ && loss_fn_;
+  // The search runs the sharded step's forward pass: the loss network's when training.
+  nn::CellPtr body = training ? std::make_shared<WithLossCell>(network_, loss_fn_) : network_;
+  parallel::ShardedCell region(body);
+  std::vector<Tensor> in = sample;
+  if (!training && in.size() > 1) in.resize(1);  // (data, label) rows: the network takes the data
+  const parallel::StrategyPlan plan = parallel::search_strategies(*network_, region, in, training);
+  const parallel::AutoParallelContext& pctx = parallel::get_auto_parallel_context();
+  const std::string how = pctx.search_mode == "sharding_propagation"
+                              ? pctx.search_mode
+                              : pctx.search_mode + ", run as sharding_propagation";
+  strategy_report_ = {"auto_parallel (" + how + "): mesh dp=" +
+                      std::to_string(plan.dp) + " x mp=" + std::to_string(plan.mp) + ", " +
+                      std::to_string(plan.bytes_per_step) + " bytes per step on this rank, " +
+                      std::to_string(plan.trials) + " trial steps"};
+  for (const std::string& l : plan.lines()) strategy_report_.push_back("  " + l);
+  if (optimizer_) {
+    // The parameters are cut now: the optimizer's state (zeros, no step taken) is made again for
+    // the pieces, each parameter keeping its lr and weight decay.
+    const optim::OptimizerPtr user = optimizer_;
+    optimizer_ = rebuild_over(*user, user->parameters(), "auto_parallel", "the cut parameters");
+    optimizer_->set_global_step(user->global_step());
+    optimizer_->set_clip_grad_norm(user->clip_grad_norm());
+    optimizer_->set_loss_scale(user->loss_scale());
+  }
+  const BuildArgs args = *pending_;
+  pending_.reset();
+  build_networks(args);
+}
+
+void Model::build(const data::Dataset& dataset) {
+  if (!pending_) return;
+  SPORE_CHECK(dataset.defined(), "[Model.build] the dataset is empty");
+  auto it = dataset.create_tuple_iterator();
+  std::optional<data::Row> row = it->next();
+  SPORE_CHECK(row.has_value(), "[Model.build] auto_parallel: the dataset yielded no rows, and the "
+                               "strategy search needs one batch");
+  std::vector<Tensor> sample;
+  for (const Tensor& t : *row) sample.push_back(t.to(device_of(*network_)));
+  plan_auto_parallel(sample);
 }
 
 // pipeline_stages = P over R ranks: R / P replicas (data parallel) of P stages. The stages are runs
@@ -274,19 +352,7 @@ void Model::setup_pipeline(const amp::LossScaleManagerPtr& loss_scale_manager) {
   const bool zero_semi_auto = pctx.enable_parallel_optimizer && semi_auto;
   const bool mean = pctx.gradients_mean;
   auto make_opt = [user, shard_group, zero_semi_auto, mean](std::vector<Tensor> params) {
-    std::vector<optim::ParamGroup> groups;  // one per parameter: each keeps its lr and weight decay
-    const auto& all = user->parameters();
-    for (const Tensor& p : params)
-      for (size_t i = 0; i < all.size(); ++i)
-        if (all[i].is_same(p))
-          groups.push_back({.params = {p},
-                            .weight_decay = user->weight_decay_of(i),
-                            .lr = user->lr_schedule(i),
-                            .names = {user->parameter_names()[i]}});
-    auto opt = user->rebuild(std::move(groups));
-    SPORE_CHECK(
-        opt != nullptr, "[Model] pipeline_stages: the optimizer ", user->name(),
-        " cannot be rebuilt over a stage's parameters (it does not implement Optimizer::rebuild)");
+    auto opt = rebuild_over(*user, params, "pipeline_stages", "a stage's parameters");
     if (shard_group)
       return optim::OptimizerPtr(
           std::make_shared<parallel::ShardedOptimizer>(opt, shard_group, mean));
@@ -336,10 +402,20 @@ void Model::fit(int64_t epoch, const data::Dataset& train_dataset,
 void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* valid,
                 const Callbacks& callbacks, int64_t valid_frequency, int64_t initial_epoch,
                 int64_t sink_size) {
+  SPORE_CHECK(ds.defined(), "[Model.train] train_dataset is empty");
+  // auto_parallel: the first batch is the search's sample, then the first step's batch.
+  std::unique_ptr<DeviceFeeder> feeder;
+  std::optional<data::Row> held;
+  if (pending_) {
+    feeder = std::make_unique<DeviceFeeder>(ds.create_tuple_iterator(), device_of(*network_));
+    held = feeder->next();
+    SPORE_CHECK(held.has_value(), "[Model.train] the training dataset yielded no rows");
+    check_row(*held, "train");
+    plan_auto_parallel(*held);
+  }
   SPORE_CHECK(train_network_ != nullptr,
               "[Model.train] the model has no optimizer; pass one to "
               "the constructor to train");
-  SPORE_CHECK(ds.defined(), "[Model.train] train_dataset is empty");
   SPORE_CHECK(epoch >= 1, "[Model.train] epoch must be >= 1, got ", epoch);
   SPORE_CHECK(initial_epoch >= 0 && initial_epoch < epoch,
               "[Model.train] initial_epoch must be "
@@ -360,7 +436,6 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
   ctx.lr = optimizer_->current_lr();
   TrainModeGuard mode(*train_network_, true);
   const auto t0 = Clock::now();
-  std::unique_ptr<DeviceFeeder> feeder;
   // Rows since the iterator (re)started: an iterator that yields none ends the run.
   int64_t rows_from_feeder = 0;
   each(callbacks, [&](Callback& c) { c.on_train_begin(ctx); });
@@ -376,14 +451,15 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
     double loss_sum = 0;
     // sink_size > 0: one iterator for the whole run (an epoch is sink_size steps); else one per
     // epoch (a pass over the dataset).
-    if (!feeder || sink_size <= 0) {
+    if (!feeder || (sink_size <= 0 && !held)) {
       feeder = std::make_unique<DeviceFeeder>(ds.create_tuple_iterator(), device_of(*network_));
       rows_from_feeder = 0;
     }
     if (sink) each(callbacks, [&](Callback& c) { c.on_step_begin(ctx); });
     const auto tsink = Clock::now();
     while (sink_size <= 0 || ctx.step < sink_size) {
-      std::optional<data::Row> row = feeder->next();
+      std::optional<data::Row> row = held ? std::move(held) : feeder->next();
+      held.reset();
       if (!row && sink_size > 0 && rows_from_feeder > 0) {  // run out: start again
         feeder = std::make_unique<DeviceFeeder>(ds.create_tuple_iterator(), device_of(*network_));
         row = feeder->next();
@@ -459,6 +535,16 @@ std::map<std::string, double> Model::eval(const data::Dataset& valid_dataset,
 
 std::map<std::string, double> Model::evaluate(const data::Dataset& ds, const Callbacks& callbacks,
                                               RunContext& ctx, bool with_eval_loss) {
+  // auto_parallel before any training: the first batch is the search's sample.
+  DeviceFeeder it(ds.create_tuple_iterator(),
+                  device_of(eval_network_ ? *eval_network_ : *network_));
+  std::optional<data::Row> held;
+  if (pending_) {
+    held = it.next();
+    SPORE_CHECK(held.has_value(), "[Model.eval] the evaluation dataset yielded no rows");
+    check_row(*held, "eval");
+    plan_auto_parallel(*held);
+  }
   NoGradGuard no_grad;
   TrainModeGuard mode(*eval_network_, false);
   for (auto& [_, m] : metrics_) m->clear();
@@ -467,8 +553,7 @@ std::map<std::string, double> Model::evaluate(const data::Dataset& ds, const Cal
   ctx.metrics.clear();
   each(callbacks, [&](Callback& c) { c.on_eval_begin(ctx); });
   double loss_sum = 0;
-  DeviceFeeder it(ds.create_tuple_iterator(), device_of(*eval_network_));
-  while (auto row = it.next()) {
+  for (std::optional<data::Row> row = held ? std::move(held) : it.next(); row; row = it.next()) {
     check_row(*row, "eval");
     ++ctx.eval_step;
     ctx.batch_size = batch_of(*row);
@@ -504,6 +589,7 @@ std::map<std::string, double> Model::evaluate(const data::Dataset& ds, const Cal
 Tensor Model::predict(const Tensor& x) { return predict(std::vector<Tensor>{x}).at(0); }
 
 std::vector<Tensor> Model::predict(const std::vector<Tensor>& inputs) {
+  if (pending_) plan_auto_parallel(inputs);
   NoGradGuard no_grad;
   TrainModeGuard mode(*network_, false);
   const Device device = device_of(*network_);

@@ -12,6 +12,8 @@
 #include "graph/model_file.h"
 #include "models/lenet.h"
 #include "models/resnet.h"
+#include "ops/op.h"
+#include "spore/nn/nn.h"
 #include "spore/deploy.h"
 #include "spore/spore.h"
 
@@ -161,6 +163,30 @@ TEST(ModelFile, MalformedKernelChoicesNameTheField) {
   }
   f.kernel_choices = "";  // none: the first run times, as without a file
   EXPECT_EQ(load_error(graph::write_model_file(f)), "");
+}
+
+// The file names the CPU target only when a graph holds a layout chosen for its vector width
+// (blocked channels, packed or Winograd weights): an elementwise model loads on any CPU, and a
+// file made for another target is refused, naming the field.
+TEST(ModelFile, TargetRequirementsOnlyWhereALayoutDependsOnIt) {
+  nn::ReLU relu;
+  const std::string plain = CompiledModel::from_cell(relu, {Tensor::empty({2})}).to_bytes();
+  EXPECT_EQ(graph::read_model_file(plain.data(), plain.size(), "relu.spore").requirements, "any");
+  graph::ModelFile f = graph::read_model_file(lenet_bytes().data(), lenet_bytes().size(), "lenet");
+  bool isa = false;
+  for (const auto& v : f.variants)
+    for (const auto& n : v.graph->nodes) isa |= std::string(ops::op_name(n->op)).find("blocked") !=
+                                                     std::string::npos ||
+                                                 std::string(ops::op_name(n->op)).find("packed") !=
+                                                     std::string::npos;
+  EXPECT_EQ(f.requirements, isa ? graph::host_requirements() : std::string("any"));
+  f.requirements = "AVX9";
+  const std::string other = graph::write_model_file(f);
+  const std::string err = load_error(other);
+  EXPECT_NE(err.find("field target_requirements"), std::string::npos) << err;
+  EXPECT_NE(err.find("chosen for CPU target AVX9, this machine's is " + graph::host_requirements()),
+            std::string::npos)
+      << err;
 }
 
 TEST(ModelFile, FuzzSeedsLoad) {

@@ -110,6 +110,15 @@ def test_semi_auto_parallel_with_parallel_optimizer_matches_one_process():
     np.testing.assert_allclose(float(b.group(3)), float(a.group(3)), rtol=1e-5)
 
 
+def test_auto_parallel_search_matches_one_process():
+    """auto_parallel with search_mode="sharding_propagation", 2 MPI ranks, through Model: fc1 cut by
+    hand, fc2's strategy searched; the same evaluation loss as one process."""
+    a, b = _one_and_two_ranks("sharded_dense_job.py", r"RANKS (\d+) WEIGHT_ROWS (\d+) EVAL_LOSS ([0-9.eE+-]+)",
+                              {"SPORE_JOB_AUTO": "1"})
+    assert (b.group(1), b.group(2)) == ("2", "16")
+    np.testing.assert_allclose(float(b.group(3)), float(a.group(3)), rtol=1e-5)
+
+
 def test_pipeline_stages_in_model_match_one_process():
     """set_auto_parallel_context(pipeline_stages=2) and cell.pipeline_stage, 2 MPI ranks, through
     Model: the same evaluation loss as one process."""

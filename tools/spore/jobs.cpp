@@ -232,9 +232,11 @@ int train_regression(const TrainArgs& a, const std::string& out) {
 }
 
 // --parallel "dp=D,mp=M,pp=P" (any may be left out): the mesh over the launched ranks. Without it:
-// data parallel over all of them.
+// data parallel over all of them. "auto" in the list (transformer): auto_parallel, one layer cut by
+// hand and the others' strategies searched.
 struct Mesh {
   int64_t dp = 1, mp = 1, pp = 1;
+  bool search = false;
 };
 Mesh parse_parallel(const std::string& spec, int ranks) {
   if (spec.empty()) return {ranks, 1, 1};
@@ -242,6 +244,10 @@ Mesh parse_parallel(const std::string& spec, int ranks) {
   std::stringstream ss(spec);
   std::string part;
   while (std::getline(ss, part, ',')) {
+    if (part == "auto") {
+      m.search = true;
+      continue;
+    }
     const size_t eq = part.find('=');
     const std::string key = eq == std::string::npos ? part : part.substr(0, eq);
     int64_t v = 0;
@@ -251,7 +257,8 @@ Mesh parse_parallel(const std::string& spec, int ranks) {
                     v >= 1 && (key == "dp" || key == "mp" || key == "pp"),
                 "--parallel '", spec,
                 "': expected a list like dp=2,mp=2 or dp=2,pp=2 (dp: data-parallel replicas, "
-                "mp: ranks that share each layer, pp: pipeline stages), got the part '",
+                "mp: ranks that share each layer, pp: pipeline stages, auto: search the "
+                "strategies), got the part '",
                 part, "'");
     (key == "dp" ? m.dp : key == "mp" ? m.mp : m.pp) = v;
   }
@@ -293,9 +300,12 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
     ctx.pipeline_stages = pp;
     parallel::set_auto_parallel_context(ctx);
   } else if (dist.size > 1) {
+    SPORE_CHECK(!mesh.search || pp == 1, "--parallel ", a.parallel,
+                ": the strategy search (auto) runs without pipeline stages; drop pp or auto");
     parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
     ctx.pipeline_stages = pp;
-    ctx.parallel_mode = parallel::ParallelMode::SemiAutoParallel;
+    ctx.parallel_mode = mesh.search ? parallel::ParallelMode::AutoParallel
+                                    : parallel::ParallelMode::SemiAutoParallel;
     ctx.device_num = dist.size;
     ctx.dataset_strategy = {{dp, 1}, {dp}};
     ctx.full_batch = true;
@@ -309,8 +319,11 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   else
     net = std::make_shared<models::TransformerClassifier>(o);
   const int64_t params = count_params(*net);
-  if (dist.size > 1 && pp == 1)
+  if (dist.size > 1 && pp == 1 && !mesh.search)
     std::static_pointer_cast<models::TransformerClassifier>(net)->shard(dp, mp);
+  if (dist.size > 1 && mesh.search)  // one annotation: the first MLP layer column parallel
+    for (auto& [name, cell] : net->named_cells())
+      if (name == "block0.fc1") dynamic_cast<nn::Dense&>(*cell).shard({{dp, 1}, {mp, 1}});
   if (staged_cut)  // the blocks are cells 1 .. layers of the sequential network
     for (int64_t i = 0; i < o.layers; ++i)
       std::static_pointer_cast<models::TransformerBlock>(
@@ -341,7 +354,7 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
                      : "",
           (long long)(2 * pp), (long long)count_params(*model.pipeline()->stage()),
           (long long)params);
-    else if (dist.size > 1)
+    else if (dist.size > 1 && !mesh.search)
       std::printf(
           "semi_auto_parallel: %d ranks as dp=%lld x mp=%lld; this rank holds %lld of the %lld "
           "parameters\n",
@@ -362,6 +375,14 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
   if (auto fault = fault_injector(dist.rank))
     callbacks.push_back(train::LambdaCallback(
         {.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
+  if (dist.print && mesh.search)  // the search runs on the first batch, before training begins
+    callbacks.insert(callbacks.begin(), train::LambdaCallback({.on_train_begin = [&](train::RunContext&) {
+      const auto& report = model.strategy_report();
+      for (size_t i = 0; i < report.size() && (i == 0 || a.verbose); ++i)
+        std::printf("%s\n", report[i].c_str());
+      std::printf("this rank holds %lld of the %lld parameters\n", (long long)count_params(*net),
+                  (long long)params);
+    }}));
   model.fit(a.epochs, train_ds, test_ds, callbacks);
   // The checkpoint holds whole tensors: every rank takes part in the gathers, rank 0 writes.
   io::NamedTensors whole;
@@ -678,6 +699,9 @@ int train_job(const TrainArgs& a) {
   // Under spore launch / mpirun: data parallel, a shard and batch / size images per rank.
   DistInfo dist = setup_distributed(a.comm_timeout);
   const Mesh mesh = parse_parallel(a.parallel, dist.size);
+  SPORE_CHECK(!mesh.search, "--parallel ", a.parallel,
+              ": the strategy search (auto) is set up for the transformer job; give ", a.model,
+              " its mesh as dp=D,mp=M");
   SPORE_CHECK(mesh.mp == 1 || a.model == "lenet", "--parallel ", a.parallel,
               ": operator-level sharding (mp) has "
               "strategies for lenet and the transformer; train ",

@@ -226,6 +226,8 @@ int main(int argc, char** argv) {
       "under spore launch: the mesh \"dp=D,mp=M,pp=P\" (D x M x P ranks, any left out is 1): "
       "mp > 1 cuts the layers over M ranks (semi_auto_parallel, Megatron-style), dp cuts the "
       "batch, pp cuts the network into P pipeline stages (with dp or mp, inside each stage); "
+      "\"auto\" in the list (transformer): auto_parallel, the first block's fc1 cut by hand and "
+      "the other layers' strategies searched (--verbose prints them); "
       "default: data parallel over all ranks");
   train_cmd
       ->add_option("--comm-timeout", t.comm_timeout,

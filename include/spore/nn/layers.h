@@ -43,7 +43,7 @@ struct DenseOptions {
   std::string activation{};   // "" = none, else get_activation(name)
   DType dtype = kFloat32;
 };
-class Dense : public Cell {
+class Dense : public Cell, public parallel::ShardableLayer {
  public:
   Dense(int64_t in_channels, int64_t out_channels, DenseOptions opt = {});
   Tensor construct(const Tensor& x) override;  // (..., in) -> (..., out)
@@ -60,8 +60,14 @@ class Dense : public Cell {
   // with the contraction's ranks on a dim of the output: a reduce-scatter instead of an all-reduce.
   // Outside semi_auto_parallel (or on one rank) it does nothing, as in MindSpore.
   Dense& shard(const parallel::Strategy& in_strategy, const parallel::Strategy& out_strategy = {});
+  // ShardableLayer (auto_parallel's search): ((dp, 1), (mp, 1)), ((dp, mp), (1, mp)), ((dp, 1), (1, 1)).
+  const parallel::Strategy& strategy() const override { return in_strategy_; }
+  std::vector<parallel::Strategy> strategy_candidates(int64_t dp, int64_t mp) const override;
+  void apply_strategy(const parallel::Strategy& s) override { shard(s); }
+  void clear_strategy() override;
 
  private:
+  parallel::Strategy in_strategy_;
   int64_t in_, out_;
   bool has_bias_;
   std::optional<parallel::OpStrategy> strategy_;  // shard()'s, for the engine
@@ -81,7 +87,7 @@ struct Conv2dOptions {
   Initializer bias_init{};    // default: Uniform(1 / sqrt(fan_in))
   DType dtype = kFloat32;
 };
-class Conv2d : public Cell {
+class Conv2d : public Cell, public parallel::ShardableLayer {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv2dOptions opt = {});
   Tensor construct(const Tensor& x) override;  // (N, C, H, W) -> (N, out, H', W')
@@ -95,8 +101,15 @@ class Conv2d : public Cell {
   // (the weight's rows), the input channels over c_in (partial sums, all-reduced). The weight and
   // bias keep only this rank's piece. Outside semi_auto_parallel it does nothing.
   Conv2d& shard(const parallel::Strategy& in_strategy);
+  // ShardableLayer (auto_parallel's search): the output channels, the input channels or neither cut
+  // over mp, the batch over dp.
+  const parallel::Strategy& strategy() const override { return in_strategy_; }
+  std::vector<parallel::Strategy> strategy_candidates(int64_t dp, int64_t mp) const override;
+  void apply_strategy(const parallel::Strategy& s) override { shard(s); }
+  void clear_strategy() override;
 
  private:
+  parallel::Strategy in_strategy_;
   int64_t in_, out_;
   Int2 kernel_;
   Conv2dOptions opt_;

@@ -47,7 +47,9 @@ std::pair<int, int> launcher_rank_size();
 
 // SemiAutoParallel: operator-level sharding from the strategies set with shard()
 // (spore/parallel/sharding.h), combined with data parallelism through dataset_strategy.
-enum class ParallelMode { StandAlone, DataParallel, SemiAutoParallel };
+// AutoParallel: the same, with the strategies of the layers the user did not shard() chosen by the
+// search (search_mode; spore/parallel/auto_parallel.h) when Model builds its step.
+enum class ParallelMode { StandAlone, DataParallel, SemiAutoParallel, AutoParallel };
 // Gradient fusion (MindSpore's comm_fusion {"allreduce": {"mode": "size"|"index", "config": ...}}):
 // bucket_mb > 0: buckets of about that many MB; fusion_indices non-empty: buckets split before
 // these parameter indices (in the optimizer's parameter order); bucket_mb == 0 and no indices:
@@ -80,6 +82,11 @@ struct AutoParallelContext {
   // micro-batches (0: 2 x pipeline_stages) on the 1F1B schedule.
   int64_t pipeline_stages = 1;
   int64_t micro_batch_num = 0;
+  // AutoParallel: MindSpore's search_mode. "sharding_propagation": the user's shard() strategies
+  // are kept and each other Dense / Conv2d gets the candidate strategy that moves the fewest bytes
+  // per step. "recursive_programming" and "dynamic_programming" (MindSpore's other modes) run the
+  // same search, and say so once.
+  std::string search_mode = "sharding_propagation";
 };
 void set_auto_parallel_context(const AutoParallelContext& ctx);
 const AutoParallelContext& get_auto_parallel_context();

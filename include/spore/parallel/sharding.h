@@ -93,8 +93,47 @@ class OpStrategyScope {
   const OpStrategy* prev_;
 };
 
-// True while the context's parallel_mode is SemiAutoParallel and there is more than one rank.
+// True while the context's parallel_mode is SemiAutoParallel or AutoParallel and there is more
+// than one rank.
 bool semi_auto_active();
+
+// A layer with a strategy (nn::Dense, nn::Conv2d): what the strategy search (auto_parallel.h)
+// sees of it.
+class ShardableLayer {
+ public:
+  virtual ~ShardableLayer() = default;
+  // The in_strategy given to shard() (by the user or the search); empty when none.
+  virtual const Strategy& strategy() const = 0;
+  // The strategies worth trying on a mesh of dp x mp ranks (the batch over dp), each valid for
+  // the layer's sizes: the weight cut on its outputs, on its inputs, or whole.
+  virtual std::vector<Strategy> strategy_candidates(int64_t dp, int64_t mp) const = 0;
+  virtual void apply_strategy(const Strategy& s) = 0;  // shard(s)
+  // Forgets the strategy (the search's trials); the caller puts the whole parameters back
+  // (unshard_parameter).
+  virtual void clear_strategy() = 0;
+};
+// Undoes shard_parameter: p holds `whole` again (a copy) and is whole.
+void unshard_parameter(Tensor& p, const Tensor& whole);
+
+// Bytes this rank sent through the engine's collectives since reset_comm_bytes(), forward and
+// backward, as ring algorithms move them: an all-reduce 2 (p - 1) / p of the tensor, an
+// all-gather its p - 1 other pieces, a reduce-scatter and an all-to-all (p - 1) / p; slices and
+// mirrors' forward nothing.
+int64_t comm_bytes();
+void reset_comm_bytes();
+// While one lives, the engine's collectives count their bytes but move no data (their outputs are
+// zeros, or the local input for an all-reduce): the strategy search's trial steps. Local ops run
+// as usual. Every rank must run the same trials (subgroups are still made collectively).
+class DryRunScope {
+ public:
+  DryRunScope();
+  ~DryRunScope();
+  DryRunScope(const DryRunScope&) = delete;
+  DryRunScope& operator=(const DryRunScope&) = delete;
+
+ private:
+  bool prev_;
+};
 // True while a ShardedCell's forward runs on this thread (the engine sees every op): where a
 // primitive's shard() strategy (Python's Primitive.shard) moves its inputs to the strategy's cut.
 bool in_sharded_region();

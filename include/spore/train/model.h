@@ -65,6 +65,13 @@ class Model {
   void fit(int64_t epoch, const data::Dataset& train_dataset, const data::Dataset& valid_dataset,
            const Callbacks& callbacks = {}, int64_t valid_frequency = 1, int64_t initial_epoch = 0,
            int64_t sink_size = 0);
+  // MindSpore's Model.build: makes the step ready before the first batch. Under auto_parallel it
+  // runs the strategy search on the dataset's first row (train, eval and predict call it on their
+  // first batch when it has not run); otherwise it does nothing.
+  void build(const data::Dataset& dataset);
+  // auto_parallel: the strategies the search chose (empty until build).
+  const std::vector<std::string>& strategy_report() const { return strategy_report_; }
+
   // The network's output in inference mode (set_train(false), no gradients).
   Tensor predict(const Tensor& x);
   std::vector<Tensor> predict(const std::vector<Tensor>& inputs);
@@ -96,6 +103,20 @@ class Model {
            int64_t sink_size);
   std::map<std::string, double> evaluate(const data::Dataset& ds, const Callbacks& callbacks,
                                          RunContext& ctx, bool with_eval_loss);
+  // The constructor's amp arguments: the networks are built from them at once, or, under
+  // auto_parallel, after the strategy search (build_networks).
+  struct BuildArgs {
+    std::string amp_level;
+    amp::LossScaleManagerPtr loss_scale_manager;
+    std::optional<bool> keep_batchnorm_fp32;
+    std::optional<DType> cast_model_type;
+  };
+  void build_networks(const BuildArgs& args);
+  // auto_parallel: searches the strategies on one batch (its rows: the step's inputs), rebuilds the
+  // optimizer over the cut parameters, then builds the networks.
+  void plan_auto_parallel(const std::vector<Tensor>& sample);
+  std::optional<BuildArgs> pending_;  // set until the auto_parallel search has run
+  std::vector<std::string> strategy_report_;
   nn::CellPtr network_, loss_fn_, eval_network_;
   optim::OptimizerPtr optimizer_;
   std::shared_ptr<TrainOneStepCell> train_network_;

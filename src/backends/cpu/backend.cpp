@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backends/backend.h"
+#include "backends/cpu/ops/ops.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/conv_list.h"
 
@@ -71,6 +72,13 @@ class CpuBackend final : public Backend {
   }
   std::string kernel_choices() const override { return cpu::conv_choices_text(); }
   void load_kernel_choices(const std::string& text) override { cpu::load_conv_choices(text); }
+  bool isa_dependent(ops::OpId op) const override {
+    namespace o = cpu::op;
+    for (ops::OpId id : {o::ToBlocked(), o::FromBlocked(), o::WinogradWeights(),
+                         o::Conv2dWinograd(), o::PackConvWeights(), o::Conv2dPacked()})
+      if (op == id) return true;
+    return false;
+  }
 
  private:
   CpuStream stream_;

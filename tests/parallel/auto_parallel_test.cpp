@@ -1,0 +1,198 @@
+// auto_parallel (search_mode "sharding_propagation"): the transformer classifier with one layer cut
+// by hand (the first block's fc1, column parallel) trains through Model equal to one process, and
+// the strategies the search chose move no more bytes per step than the strategies written by hand
+// in sharding_test (Megatron's dp x mp, mp alone, dp alone). Runs under ctest parallel_mpi_np2 and
+// parallel_mpi_np4_auto; one process checks the candidates and the context's errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "models/transformer.h"
+#include "spore/data/dataset.h"
+#include "spore/nn/nn.h"
+#include "spore/optim/optimizers.h"
+#include "spore/parallel/auto_parallel.h"
+#include "spore/parallel/parallel.h"
+#include "spore/parallel/sharding.h"
+#include "spore/spore.h"
+#include "spore/train/callbacks.h"
+#include "spore/train/model.h"
+#include "spore/train/wrappers.h"
+
+using namespace spore;
+
+namespace {
+
+int ranks() {
+  if (parallel::launcher_rank_size().second > 1) parallel::init("mpi");
+  return parallel::get_group_size();
+}
+
+nn::CellPtr ce_loss() {
+  return std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+}
+
+const models::TransformerOptions kOpt{
+    .vocab = 32, .seq = 8, .dim = 32, .heads = 4, .layers = 2, .classes = 10};
+
+nn::Dense& layer(nn::Cell& net, const std::string& name) {
+  for (auto& [n, c] : net.named_cells())
+    if (n == name) return dynamic_cast<nn::Dense&>(*c);
+  throw std::runtime_error("no layer " + name);
+}
+
+void set_mode(parallel::ParallelMode m, int64_t dp) {
+  parallel::set_auto_parallel_context(
+      {.parallel_mode = m, .dataset_strategy = {{dp, 1}, {dp}}, .full_batch = true});
+}
+
+struct AutoRun {
+  std::vector<double> losses;
+  std::vector<Tensor> params;  // whole, after training
+  std::vector<std::string> report;
+  int64_t param_bytes = 0;  // this rank's
+};
+
+// One epoch of 20 batches of 16 through Model (Momentum). dp * mp > 1: auto_parallel with the
+// batch over dp and one annotation, block0.fc1 ((dp, 1), (mp, 1)).
+AutoRun run_model(int64_t dp, int64_t mp, Mode mode, const Tensor& x, const Tensor& y) {
+  set_context({.mode = mode});
+  if (dp * mp > 1) set_mode(parallel::ParallelMode::AutoParallel, dp);
+  set_seed(21);
+  auto net = std::make_shared<models::TransformerClassifier>(kOpt);
+  if (dp * mp > 1) layer(*net, "block0.fc1").shard({{dp, 1}, {mp, 1}});
+  auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.02, 0.9);
+  AutoRun r;
+  {
+    train::Model model(net, ce_loss(), opt);
+    model.train(1, data::TensorDataset({x, y}, {"ids", "label"}).batch(16),
+                {train::LambdaCallback(
+                    {.on_step_end = [&](train::RunContext& c) { r.losses.push_back(c.loss); }})});
+    r.report = model.strategy_report();
+  }
+  for (const Tensor& p : net->trainable_params()) {
+    r.param_bytes += int64_t(p.nbytes());
+    r.params.push_back(dp * mp > 1 ? parallel::gather_whole(p) : p.clone());
+  }
+  parallel::reset_auto_parallel_context();
+  set_context({.mode = Mode::PyNative});
+  return r;
+}
+
+// The bytes one training step moves on this rank with strategies written by hand (shard(dp, mp):
+// Megatron's cuts; mp = 1: data parallel over dp ranks).
+int64_t hand_written_bytes(int64_t dp, int64_t mp, const Tensor& x, const Tensor& y) {
+  set_mode(parallel::ParallelMode::SemiAutoParallel, dp);
+  set_seed(21);
+  auto net = std::make_shared<models::TransformerClassifier>(kOpt);
+  if (mp > 1) net->shard(dp, mp);
+  parallel::ShardedCell region(std::make_shared<train::WithLossCell>(net, ce_loss()));
+  const int64_t b = parallel::bytes_per_step(region, {x, y}, true);
+  parallel::reset_auto_parallel_context();
+  return b;
+}
+
+}  // namespace
+
+TEST(AutoParallel, CandidatesFollowTheLayerSizes) {
+  nn::Dense d(32, 12);
+  // 12 outputs split over 4 ranks; 32 inputs too: column, row, whole.
+  EXPECT_EQ(d.strategy_candidates(1, 4).size(), 3u);
+  // 12 outputs do not split over 8 ranks: row and whole only.
+  const auto c8 = d.strategy_candidates(1, 8);
+  ASSERT_EQ(c8.size(), 2u);
+  EXPECT_EQ(c8[0], (parallel::Strategy{{1, 8}, {1, 8}}));
+  // No model-parallel ranks: the weight whole, the batch over dp.
+  const auto c1 = d.strategy_candidates(4, 1);
+  ASSERT_EQ(c1.size(), 1u);
+  EXPECT_EQ(c1[0], (parallel::Strategy{{4, 1}, {1, 1}}));
+  nn::Conv2d conv(6, 16, 5);
+  EXPECT_EQ(conv.strategy_candidates(2, 2)[0], (parallel::Strategy{{2, 1, 1, 1}, {2, 1, 1, 1}}));
+}
+
+TEST(AutoParallel, ContextNamesWhatIsNotSupported) {
+  try {
+    parallel::set_auto_parallel_context(
+        {.parallel_mode = parallel::ParallelMode::AutoParallel, .search_mode = "exhaustive"});
+    FAIL() << "an unknown search_mode must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("search_mode 'exhaustive' is unknown"), std::string::npos)
+        << e.what();
+  }
+  try {
+    parallel::set_auto_parallel_context(
+        {.parallel_mode = parallel::ParallelMode::AutoParallel, .pipeline_stages = 2});
+    FAIL() << "auto_parallel with pipeline stages must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("auto_parallel with pipeline_stages = 2"),
+              std::string::npos)
+        << e.what();
+  }
+  parallel::reset_auto_parallel_context();
+}
+
+// One annotation, the rest searched: equal to one process (PyNative and Graph mode), and the plan
+// moves no more bytes per step than any hand-written strategy of sharding_test on these ranks.
+TEST(AutoParallel, TransformerWithOneAnnotationEqualsOneProcess) {
+  const int n = ranks();
+  if (n < 2) GTEST_SKIP() << "needs 2 or 4 MPI ranks";
+  const int64_t mp = 2, dp = n / mp;
+  auto [x, y] = models::make_token_task(320, kOpt, 7);
+  for (Mode mode : {Mode::PyNative, Mode::Graph}) {
+    SCOPED_TRACE(mode == Mode::Graph ? "graph" : "pynative");
+    const AutoRun one = run_model(1, 1, mode, x, y);
+    const AutoRun cut = run_model(dp, mp, mode, x, y);
+    ASSERT_EQ(cut.losses.size(), one.losses.size());
+    double loss = 0, param = 0;
+    for (size_t i = 0; i < one.losses.size(); ++i)
+      loss = std::max(loss, std::abs(cut.losses[i] - one.losses[i]) / std::abs(one.losses[i]));
+    for (size_t i = 0; i < one.params.size(); ++i) {
+      const auto u = cut.params[i].to_vector<double>(), v = one.params[i].to_vector<double>();
+      double scale = 1e-12, err = 0;
+      for (size_t k = 0; k < v.size(); ++k) {
+        scale = std::max(scale, std::abs(v[k]));
+        err = std::max(err, std::abs(u[k] - v[k]));
+      }
+      param = std::max(param, err / scale);
+    }
+    EXPECT_LT(loss, 1e-5) << "largest relative loss difference over 20 steps";
+    EXPECT_LT(param, 1e-5) << "largest relative parameter difference";
+    ASSERT_GE(cut.report.size(), 2u);
+    if (parallel::get_rank() == 0) {
+      for (const std::string& l : cut.report) std::printf("[auto] %s\n", l.c_str());
+      std::printf(
+          "[auto] %s, %d ranks: losses %.6f -> %.6f, max rel loss diff %.3g, max rel param diff "
+          "%.3g; parameter bytes on rank 0: %lld of %lld\n",
+          mode == Mode::Graph ? "graph" : "pynative", n, cut.losses.front(), cut.losses.back(),
+          loss, param, (long long)cut.param_bytes, (long long)one.param_bytes);
+    }
+  }
+
+  // The cost: the plan's bytes per step against the hand-written strategies on the same batch.
+  const Tensor xb = x.slice(0, 0, 16), yb = y.slice(0, 0, 16);
+  set_mode(parallel::ParallelMode::AutoParallel, dp);
+  set_seed(21);
+  auto net = std::make_shared<models::TransformerClassifier>(kOpt);
+  layer(*net, "block0.fc1").shard({{dp, 1}, {mp, 1}});
+  parallel::ShardedCell region(std::make_shared<train::WithLossCell>(net, ce_loss()));
+  const parallel::StrategyPlan plan = parallel::search_strategies(*net, region, {xb, yb}, true);
+  parallel::reset_auto_parallel_context();
+  std::vector<std::pair<std::string, int64_t>> hand = {
+      {"megatron dp=" + std::to_string(dp) + " x mp=2", hand_written_bytes(dp, 2, xb, yb)},
+      {"data parallel dp=" + std::to_string(n), hand_written_bytes(n, 1, xb, yb)}};
+  if (n == 4) hand.push_back({"megatron mp=4", hand_written_bytes(1, 4, xb, yb)});
+  for (const auto& [what, bytes] : hand) {
+    EXPECT_LE(plan.bytes_per_step, bytes) << "the search's plan moves more bytes than " << what;
+    if (parallel::get_rank() == 0)
+      std::printf("[auto] bytes per step on rank 0: searched %lld (%lld trials), %s %lld\n",
+                  (long long)plan.bytes_per_step, (long long)plan.trials, what.c_str(),
+                  (long long)bytes);
+  }
+  // Every layer but the annotated one was chosen; the annotation kept.
+  int user = 0;
+  for (const auto& l : plan.layers) user += l.annotated;
+  EXPECT_EQ(user, 1);
+  EXPECT_EQ(plan.layers.size(), size_t(6 * kOpt.layers + 1));
+}
