@@ -393,7 +393,8 @@ void Model::fit(int64_t epoch, const data::Dataset& train_dataset,
   SPORE_CHECK(valid_dataset.defined(), "[Model.fit] valid_dataset is empty");
   SPORE_CHECK(valid_frequency >= 1, "[Model.fit] valid_frequency must be >= 1, got ",
               valid_frequency);
-  SPORE_CHECK(eval_network_ != nullptr,
+  // (auto_parallel: the eval network is made with the train network, after the search.)
+  SPORE_CHECK(eval_network_ != nullptr || (pending_ && loss_fn_),
               "[Model.fit] validation needs a loss_fn or an "
               "eval_network");
   run(epoch, train_dataset, &valid_dataset, callbacks, valid_frequency, initial_epoch, sink_size);
@@ -519,7 +520,7 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
 std::map<std::string, double> Model::eval(const data::Dataset& valid_dataset,
                                           const Callbacks& callbacks) {
   SPORE_CHECK(valid_dataset.defined(), "[Model.eval] valid_dataset is empty");
-  SPORE_CHECK(eval_network_ != nullptr,
+  SPORE_CHECK(eval_network_ != nullptr || (pending_ && loss_fn_),
               "[Model.eval] evaluation needs a loss_fn or an "
               "eval_network returning (loss, outputs, label)");
   SPORE_CHECK(!metrics_.empty(),
