@@ -298,6 +298,8 @@ void bind_train(py::module_& m) {
       .def(
           "predict", [](train::Model& md, const std::vector<Tensor>& in) { return md.predict(in); },
           nogil)
+      .def("build", &train::Model::build, nogil)
+      .def("strategy_report", &train::Model::strategy_report)
       .def("train_network", [](const train::Model& md) -> CellPtr { return md.train_network(); })
       .def("eval_network", [](const train::Model& md) { return md.eval_network(); });
 

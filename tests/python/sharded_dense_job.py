@@ -41,6 +41,9 @@ class MLP(nn.Cell):
 
 ms.set_seed(3)
 net = MLP()
-loss = train_and_eval(net)
+report = [] if AUTO else None
+loss = train_and_eval(net, report)
 if get_rank() == 0:
+    for line in report or []:
+        print("PLAN", line.strip(), flush=True)
     print(f"RANKS {n} WEIGHT_ROWS {net.fc1.weight.shape[0]} EVAL_LOSS {loss:.9f}", flush=True)

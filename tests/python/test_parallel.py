@@ -116,6 +116,8 @@ def test_auto_parallel_search_matches_one_process():
     a, b = _one_and_two_ranks("sharded_dense_job.py", r"RANKS (\d+) WEIGHT_ROWS (\d+) EVAL_LOSS ([0-9.eE+-]+)",
                               {"SPORE_JOB_AUTO": "1"})
     assert (b.group(1), b.group(2)) == ("2", "16")
+    plan = b.string[:b.start()]  # Model.build's report: fc1 as given, fc2 chosen by the search
+    assert "PLAN fc1  ((1, 1), (2, 1))  user" in plan and "PLAN fc2 " in plan and "chosen" in plan, plan
     np.testing.assert_allclose(float(b.group(3)), float(a.group(3)), rtol=1e-5)
 
 

@@ -111,6 +111,20 @@ class Model:
         self._cpp.train(int(epoch), train_dataset._ds, _cb.to_cpp(callbacks, self), int(initial_epoch),
                         _sink(dataset_sink_mode, sink_size, "Model.train"))
 
+    def build(self, train_dataset=None, valid_dataset=None, sink_size=-1, epoch=1):
+        """MindSpore's Model.build: makes the step ready before training. Under
+        parallel_mode="auto_parallel" it runs the strategy search on the first batch of
+        train_dataset (else valid_dataset); train/eval/predict run it themselves when it has not
+        run. Otherwise there is nothing to build ahead."""
+        dataset = train_dataset if train_dataset is not None else valid_dataset
+        if dataset is None:
+            raise ValueError("For 'Model.build', pass train_dataset or valid_dataset")
+        self._cpp.build(dataset._ds)
+
+    def strategy_report(self):
+        """auto_parallel: the strategies the search chose, one line per layer (empty before)."""
+        return list(self._cpp.strategy_report())
+
     def fit(self, epoch, train_dataset, valid_dataset=None, valid_frequency=1, callbacks=None,
             dataset_sink_mode=False, valid_dataset_sink_mode=False, sink_size=-1, initial_epoch=0):
         """train() with a validation pass every valid_frequency epochs (and after the last one)."""
