@@ -95,31 +95,31 @@ void bind_train(py::module_& m) {
   m.def("parallel_release", &parallel::release);
   m.def("get_rank", [] { return parallel::get_rank(); });
   m.def("get_group_size", [] { return parallel::get_group_size(); });
-  m.def("set_auto_parallel_context", [](const std::string& mode, bool gradients_mean,
-                                        bool parallel_optimizer, int64_t grad_accum,
-                                        std::vector<std::vector<int64_t>> dataset_strategy,
-                                        bool full_batch, int64_t pipeline_stages,
-                                        int64_t micro_batch_num, const std::string& search_mode) {
-    SPORE_CHECK(mode == "stand_alone" || mode == "data_parallel" || mode == "semi_auto_parallel" ||
-                    mode == "auto_parallel",
-                "set_auto_parallel_context: parallel_mode '", mode,
-                "' is unknown; use 'stand_alone', 'data_parallel', 'semi_auto_parallel' or "
-                "'auto_parallel'");
-    parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
-    ctx.parallel_mode = mode == "data_parallel"        ? parallel::ParallelMode::DataParallel
-                        : mode == "semi_auto_parallel" ? parallel::ParallelMode::SemiAutoParallel
-                        : mode == "auto_parallel"      ? parallel::ParallelMode::AutoParallel
-                                                       : parallel::ParallelMode::StandAlone;
-    ctx.search_mode = search_mode;
-    ctx.gradients_mean = gradients_mean;
-    ctx.enable_parallel_optimizer = parallel_optimizer;
-    ctx.gradient_accumulation_steps = grad_accum;
-    ctx.dataset_strategy = std::move(dataset_strategy);
-    ctx.full_batch = full_batch;
-    ctx.pipeline_stages = pipeline_stages;
-    ctx.micro_batch_num = micro_batch_num;
-    parallel::set_auto_parallel_context(ctx);
-  });
+  m.def("set_auto_parallel_context",
+        [](const std::string& mode, bool gradients_mean, bool parallel_optimizer,
+           int64_t grad_accum, std::vector<std::vector<int64_t>> dataset_strategy, bool full_batch,
+           int64_t pipeline_stages, int64_t micro_batch_num, const std::string& search_mode) {
+          SPORE_CHECK(mode == "stand_alone" || mode == "data_parallel" ||
+                          mode == "semi_auto_parallel" || mode == "auto_parallel",
+                      "set_auto_parallel_context: parallel_mode '", mode,
+                      "' is unknown; use 'stand_alone', 'data_parallel', 'semi_auto_parallel' or "
+                      "'auto_parallel'");
+          parallel::AutoParallelContext ctx = parallel::get_auto_parallel_context();
+          ctx.parallel_mode = mode == "data_parallel" ? parallel::ParallelMode::DataParallel
+                              : mode == "semi_auto_parallel"
+                                  ? parallel::ParallelMode::SemiAutoParallel
+                              : mode == "auto_parallel" ? parallel::ParallelMode::AutoParallel
+                                                        : parallel::ParallelMode::StandAlone;
+          ctx.search_mode = search_mode;
+          ctx.gradients_mean = gradients_mean;
+          ctx.enable_parallel_optimizer = parallel_optimizer;
+          ctx.gradient_accumulation_steps = grad_accum;
+          ctx.dataset_strategy = std::move(dataset_strategy);
+          ctx.full_batch = full_batch;
+          ctx.pipeline_stages = pipeline_stages;
+          ctx.micro_batch_num = micro_batch_num;
+          parallel::set_auto_parallel_context(ctx);
+        });
   m.def("reset_auto_parallel_context", &parallel::reset_auto_parallel_context);
   // Primitive.shard (spore/ops/operations.py): inside a sharded region, a primitive's inputs move
   // to its strategy's cut (differentiable redistributions) and the engine does the rest.

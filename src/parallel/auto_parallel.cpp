@@ -21,8 +21,7 @@ std::string strategy_str(const Strategy& s) {
   std::string out = "(";
   for (size_t i = 0; i < s.size(); ++i) {
     out += i ? ", (" : "(";
-    for (size_t j = 0; j < s[i].size(); ++j)
-      out += (j ? ", " : "") + std::to_string(s[i][j]);
+    for (size_t j = 0; j < s[i].size(); ++j) out += (j ? ", " : "") + std::to_string(s[i][j]);
     out += s[i].size() == 1 ? ",)" : ")";
   }
   return out + ")";

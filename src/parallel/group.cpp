@@ -262,11 +262,11 @@ void set_auto_parallel_context(const AutoParallelContext& ctx) {
               "[set_auto_parallel_context] search_mode '", ctx.search_mode,
               "' is unknown; use 'sharding_propagation' (or MindSpore's 'recursive_programming' / "
               "'dynamic_programming', which run the same search here)");
-  SPORE_CHECK(ctx.parallel_mode != ParallelMode::AutoParallel || ctx.pipeline_stages == 1,
-              "[set_auto_parallel_context] auto_parallel with pipeline_stages = ",
-              ctx.pipeline_stages,
-              " is not supported yet: the strategy search runs on one sharded region. Use "
-              "semi_auto_parallel with shard() inside the stages, or pipeline_stages = 1");
+  SPORE_CHECK(
+      ctx.parallel_mode != ParallelMode::AutoParallel || ctx.pipeline_stages == 1,
+      "[set_auto_parallel_context] auto_parallel with pipeline_stages = ", ctx.pipeline_stages,
+      " is not supported yet: the strategy search runs on one sharded region. Use "
+      "semi_auto_parallel with shard() inside the stages, or pipeline_stages = 1");
   g_ctx = ctx;
 }
 const AutoParallelContext& get_auto_parallel_context() { return g_ctx; }

@@ -51,8 +51,8 @@ struct RankFile {
 // The whole tensor from its pieces: piece_of[g] is group rank g's piece (or null where that rank
 // has none), placed by the layout; ranks holding the same piece hold the same values, and the
 // first is taken. Every piece must be there.
-Tensor assemble(const std::string& name, const Layout& l, const std::vector<const Tensor*>& piece_of,
-                const std::vector<RankFile>& ranks) {
+Tensor assemble(const std::string& name, const Layout& l,
+                const std::vector<const Tensor*>& piece_of, const std::vector<RankFile>& ranks) {
   const Tensor* first = nullptr;
   for (const Tensor* t : piece_of)
     if (t && !first) first = t;
@@ -75,7 +75,8 @@ Tensor assemble(const std::string& name, const Layout& l, const std::vector<cons
     for (size_t d = 0; d < ps.size(); ++d) idx[d] = l.piece(d, int(g));
     if (!placed.insert(idx).second) continue;
     Tensor dst = out;
-    for (size_t d = 0; d < ps.size(); ++d) dst = dst.slice(int64_t(d), idx[d] * ps[d], (idx[d] + 1) * ps[d]);
+    for (size_t d = 0; d < ps.size(); ++d)
+      dst = dst.slice(int64_t(d), idx[d] * ps[d], (idx[d] + 1) * ps[d]);
     assign(dst, *piece_of[g]);
   }
   SPORE_CHECK(int64_t(placed.size()) == pieces, "[checkpoint merge] '", name, "' is cut as ",
@@ -147,16 +148,16 @@ io::Checkpoint merge_group(const std::vector<RankFile>& ranks) {
   std::map<std::string, Layout> layouts;
   for (const auto& [k, v] : lead.metadata)
     if (starts_with(k, kLayout)) layouts.emplace(k.substr(7), Layout::parse(v));
-  std::set<std::string> zero_params;          // optimizer names with a ZeRO-1 range on some rank
+  std::set<std::string> zero_params;             // optimizer names with a ZeRO-1 range on some rank
   std::map<std::string, std::string> tensor_of;  // optimizer name -> the tensor it stands for
   for (const RankFile& r : ranks)
     for (const auto& [k, v] : r.ck->metadata) {
       if (starts_with(k, kShard)) zero_params.insert(k.substr(6));
       if (starts_with(k, kParam)) {
         auto [it, fresh] = tensor_of.emplace(k.substr(6), v);
-        SPORE_CHECK(fresh || it->second == v, "[checkpoint merge] ", r.which, " says the optimizer's '",
-                    k.substr(6), "' is '", v, "' and another rank '", it->second,
-                    "'; the files are not one run's");
+        SPORE_CHECK(fresh || it->second == v, "[checkpoint merge] ", r.which,
+                    " says the optimizer's '", k.substr(6), "' is '", v, "' and another rank '",
+                    it->second, "'; the files are not one run's");
       }
       if (!starts_with(k, kLayout)) continue;
       auto it = lead.metadata.find(k);
@@ -174,7 +175,8 @@ io::Checkpoint merge_group(const std::vector<RankFile>& ranks) {
   // "param.<name>" was recorded cannot say which tensor "moments.param3" follows.
   SPORE_CHECK((layouts.empty() && zero_params.empty()) || !tensor_of.empty() ||
                   !lead.metadata.count("optimizer"),
-              "[checkpoint merge] ", ranks[0].which, " holds cut tensors or part of the optimizer "
+              "[checkpoint merge] ", ranks[0].which,
+              " holds cut tensors or part of the optimizer "
               "state but no param.<name> metadata saying which tensor each optimizer parameter "
               "is (it was written before Spore recorded it). Resume the run with --resume so "
               "that it saves again, or use its final whole checkpoint");
@@ -227,8 +229,8 @@ io::Checkpoint merge_rank_checkpoints(const std::vector<io::Checkpoint>& cks) {
     const std::string which = "checkpoint " + std::to_string(i);
     const int64_t r = meta_int(cks[i], "rank", which);
     SPORE_CHECK(meta_int(cks[i], "group_size", which) == G, "[checkpoint merge] ", which,
-                " is of a run on ", cks[i].metadata.at("group_size"), " ranks, checkpoint 0 of ",
-                G, "; give the files of one run");
+                " is of a run on ", cks[i].metadata.at("group_size"), " ranks, checkpoint 0 of ", G,
+                "; give the files of one run");
     SPORE_CHECK(r < G, "[checkpoint merge] ", which, " is rank ", r, " of ", G);
     SPORE_CHECK(by_rank[size_t(r)] == nullptr, "[checkpoint merge] rank ", r,
                 " is given twice; give one file per rank");

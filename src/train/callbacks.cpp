@@ -435,9 +435,8 @@ void ProgressBar::on_step_end(RunContext& ctx) {
 void ProgressBar::on_epoch_end(RunContext& ctx) { draw(ctx, true); }
 
 void ProgressBar::draw(const RunContext& ctx, bool final) {
-  double rate = ctx.epoch_elapsed > 0
-                    ? double(ctx.epoch_samples * opts_.replicas) / ctx.epoch_elapsed
-                    : 0;
+  double rate =
+      ctx.epoch_elapsed > 0 ? double(ctx.epoch_samples * opts_.replicas) / ctx.epoch_elapsed : 0;
   double eta = 0;
   if (ctx.step > 0 && ctx.steps_per_epoch > ctx.step)
     eta = ctx.epoch_elapsed / double(ctx.step) * double(ctx.steps_per_epoch - ctx.step);

@@ -236,8 +236,8 @@ void Model::plan_auto_parallel(const std::vector<Tensor>& sample) {
   const std::string how = pctx.search_mode == "sharding_propagation"
                               ? pctx.search_mode
                               : pctx.search_mode + ", run as sharding_propagation";
-  strategy_report_ = {"auto_parallel (" + how + "): mesh dp=" +
-                      std::to_string(plan.dp) + " x mp=" + std::to_string(plan.mp) + ", " +
+  strategy_report_ = {"auto_parallel (" + how + "): mesh dp=" + std::to_string(plan.dp) +
+                      " x mp=" + std::to_string(plan.mp) + ", " +
                       std::to_string(plan.bytes_per_step) + " bytes per step on this rank, " +
                       std::to_string(plan.trials) + " trial steps"};
   for (const std::string& l : plan.lines()) strategy_report_.push_back("  " + l);
@@ -260,8 +260,9 @@ void Model::build(const data::Dataset& dataset) {
   SPORE_CHECK(dataset.defined(), "[Model.build] the dataset is empty");
   auto it = dataset.create_tuple_iterator();
   std::optional<data::Row> row = it->next();
-  SPORE_CHECK(row.has_value(), "[Model.build] auto_parallel: the dataset yielded no rows, and the "
-                               "strategy search needs one batch");
+  SPORE_CHECK(row.has_value(),
+              "[Model.build] auto_parallel: the dataset yielded no rows, and the "
+              "strategy search needs one batch");
   std::vector<Tensor> sample;
   for (const Tensor& t : *row) sample.push_back(t.to(device_of(*network_)));
   plan_auto_parallel(sample);

@@ -13,8 +13,8 @@
 #include "models/lenet.h"
 #include "models/resnet.h"
 #include "ops/op.h"
-#include "spore/nn/nn.h"
 #include "spore/deploy.h"
+#include "spore/nn/nn.h"
 #include "spore/spore.h"
 
 using namespace spore;
@@ -175,10 +175,9 @@ TEST(ModelFile, TargetRequirementsOnlyWhereALayoutDependsOnIt) {
   graph::ModelFile f = graph::read_model_file(lenet_bytes().data(), lenet_bytes().size(), "lenet");
   bool isa = false;
   for (const auto& v : f.variants)
-    for (const auto& n : v.graph->nodes) isa |= std::string(ops::op_name(n->op)).find("blocked") !=
-                                                     std::string::npos ||
-                                                 std::string(ops::op_name(n->op)).find("packed") !=
-                                                     std::string::npos;
+    for (const auto& n : v.graph->nodes)
+      isa |= std::string(ops::op_name(n->op)).find("blocked") != std::string::npos ||
+             std::string(ops::op_name(n->op)).find("packed") != std::string::npos;
   EXPECT_EQ(f.requirements, isa ? graph::host_requirements() : std::string("any"));
   f.requirements = "AVX9";
   const std::string other = graph::write_model_file(f);

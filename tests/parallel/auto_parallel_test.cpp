@@ -68,13 +68,13 @@ AutoRun run_model(int64_t dp, int64_t mp, Mode mode, const Tensor& x, const Tens
   {
     train::Model model(net, ce_loss(), opt, {"accuracy"});
     // fit: the evaluation network too is made after the search (its loss is compared as well).
-    model.fit(1, data::TensorDataset({x, y}, {"ids", "label"}).batch(16),
-              data::TensorDataset({x.slice(0, 0, 64), y.slice(0, 0, 64)}, {"ids", "label"})
-                  .batch(32),
-              {train::LambdaCallback(
-                  {.on_step_end = [&](train::RunContext& c) { r.losses.push_back(c.loss); },
-                   .on_epoch_end =
-                       [&](train::RunContext& c) { r.losses.push_back(c.metrics["eval_loss"]); }})});
+    model.fit(
+        1, data::TensorDataset({x, y}, {"ids", "label"}).batch(16),
+        data::TensorDataset({x.slice(0, 0, 64), y.slice(0, 0, 64)}, {"ids", "label"}).batch(32),
+        {train::LambdaCallback(
+            {.on_step_end = [&](train::RunContext& c) { r.losses.push_back(c.loss); },
+             .on_epoch_end =
+                 [&](train::RunContext& c) { r.losses.push_back(c.metrics["eval_loss"]); }})});
     r.report = model.strategy_report();
   }
   for (const Tensor& p : net->trainable_params()) {

@@ -287,7 +287,8 @@ TEST(Launch, PipelineStagesCutOverTheirRanksMatchOneProcess) {
   expect_same_weights(one / "lenet.safetensors", dpmp / "lenet.safetensors");
   const io::Checkpoint r1 =
       io::load_checkpoint((dpmp / "checkpoints" / "rank_1" / "lenet-1_8.safetensors").string());
-  EXPECT_EQ(r1.metadata.count("optimizer_shard"), 1u);  // rank 1 holds pieces and part of their state
+  EXPECT_EQ(r1.metadata.count("optimizer_shard"),
+            1u);  // rank 1 holds pieces and part of their state
   const Result dm = shell(kSpore + " convert --merge " +
                           (dpmp / "checkpoints" / "rank_1" / "lenet-1_8.safetensors").string() +
                           " " + (dpmp / "merged.safetensors").string());

@@ -1,6 +1,6 @@
 // merge_rank_checkpoints on hand-built per-rank files (one process, no MPI): pieces cut by a
-// layout, ZeRO-1 state ranges over each piece's replicas, a pipeline whose stages are cut over their
-// ranks; and the errors for an incomplete or inconsistent set. The CLI runs that write real
+// layout, ZeRO-1 state ranges over each piece's replicas, a pipeline whose stages are cut over
+// their ranks; and the errors for an incomplete or inconsistent set. The CLI runs that write real
 // per-rank sets are in launch_test.cpp (Launch.PipelineStagesCutOverTheirRanksMatchOneProcess).
 #include <gtest/gtest.h>
 
@@ -61,12 +61,18 @@ Mesh dp_mp_zero() {
   const Layout w = Layout::parse("[2@1, 1]"), b = Layout::parse("[2@1]");
   for (int g = 0; g < 4; ++g) {
     io::Checkpoint ck;
-    ck.metadata = {{"rank", std::to_string(g)},   {"group_size", "4"},
-                   {"global_step", "8"},          {"epoch", "1"},
-                   {"step", "8"},                 {"lr", "0.01"},
-                   {"optimizer", "Momentum"},     {"layout.fc.weight", w.str()},
-                   {"layout.fc.bias", b.str()},   {"param.param0", "fc.weight"},
-                   {"param.param1", "fc.bias"},   {"param.param2", "ln.gamma"}};
+    ck.metadata = {{"rank", std::to_string(g)},
+                   {"group_size", "4"},
+                   {"global_step", "8"},
+                   {"epoch", "1"},
+                   {"step", "8"},
+                   {"lr", "0.01"},
+                   {"optimizer", "Momentum"},
+                   {"layout.fc.weight", w.str()},
+                   {"layout.fc.bias", b.str()},
+                   {"param.param0", "fc.weight"},
+                   {"param.param1", "fc.bias"},
+                   {"param.param2", "ln.gamma"}};
     const Tensor pw = piece(m.whole["fc.weight"], w, g), pb = piece(m.whole["fc.bias"], b, g);
     ck.tensors = {{"fc.weight", pw}, {"fc.bias", pb}, {"ln.gamma", m.whole["ln.gamma"]}};
     const Tensor mw = piece(m.whole["moments.param0"], w, g).reshape({-1}),
@@ -85,8 +91,8 @@ Mesh dp_mp_zero() {
                               m.whole["moments.param2"].slice(0, 2 * g, 2 * g + 2).contiguous());
       ck.metadata["shard.param2"] = std::to_string(2 * g) + ":" + std::to_string(2 * g + 2);
     }
-    ck.metadata["optimizer_shard"] = "0:7/2," + std::to_string(2 * g) + ":" +
-                                     std::to_string(std::min(6, 2 * g + 2)) + "/4";
+    ck.metadata["optimizer_shard"] =
+        "0:7/2," + std::to_string(2 * g) + ":" + std::to_string(std::min(6, 2 * g + 2)) + "/4";
     m.ranks.push_back(std::move(ck));
   }
   return m;
@@ -140,8 +146,11 @@ TEST(RankCheckpoint, StagesCutOverTheirRanksMergeInStageOrder) {
   for (int r = 0; r < 4; ++r) {
     const int s = r % 2, g = r / 2;
     io::Checkpoint ck;
-    ck.metadata = {{"rank", std::to_string(r)}, {"group_size", "4"}, {"global_step", "3"},
-                   {"pipeline_stage", std::to_string(s)}, {"pipeline_stages", "2"}};
+    ck.metadata = {{"rank", std::to_string(r)},
+                   {"group_size", "4"},
+                   {"global_step", "3"},
+                   {"pipeline_stage", std::to_string(s)},
+                   {"pipeline_stages", "2"}};
     const std::string p = s == 0 ? "stage0.w" : "stage1.w";
     const Tensor& whole = s == 0 ? a : b;
     const Layout& l = s == 0 ? la : lb;

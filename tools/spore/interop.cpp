@@ -23,7 +23,6 @@
 #include "spore/onnx.h"
 #include "spore/parallel/pipeline_checkpoint.h"
 #include "spore/parallel/rank_checkpoint.h"
-#include "spore/parallel/rank_checkpoint.h"
 #include "spore/spore.h"
 
 namespace spore::cli {

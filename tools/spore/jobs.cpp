@@ -376,13 +376,14 @@ int train_transformer(const TrainArgs& a, const std::string& out) {
     callbacks.push_back(train::LambdaCallback(
         {.on_step_end = [fault](train::RunContext& c) { fault(c.global_step); }}));
   if (dist.print && mesh.search)  // the search runs on the first batch, before training begins
-    callbacks.insert(callbacks.begin(), train::LambdaCallback({.on_train_begin = [&](train::RunContext&) {
-      const auto& report = model.strategy_report();
-      for (size_t i = 0; i < report.size() && (i == 0 || a.verbose); ++i)
-        std::printf("%s\n", report[i].c_str());
-      std::printf("this rank holds %lld of the %lld parameters\n", (long long)count_params(*net),
-                  (long long)params);
-    }}));
+    callbacks.insert(callbacks.begin(),
+                     train::LambdaCallback({.on_train_begin = [&](train::RunContext&) {
+                       const auto& report = model.strategy_report();
+                       for (size_t i = 0; i < report.size() && (i == 0 || a.verbose); ++i)
+                         std::printf("%s\n", report[i].c_str());
+                       std::printf("this rank holds %lld of the %lld parameters\n",
+                                   (long long)count_params(*net), (long long)params);
+                     }}));
   model.fit(a.epochs, train_ds, test_ds, callbacks);
   // The checkpoint holds whole tensors: every rank takes part in the gathers, rank 0 writes.
   io::NamedTensors whole;

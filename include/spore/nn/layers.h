@@ -60,7 +60,8 @@ class Dense : public Cell, public parallel::ShardableLayer {
   // with the contraction's ranks on a dim of the output: a reduce-scatter instead of an all-reduce.
   // Outside semi_auto_parallel (or on one rank) it does nothing, as in MindSpore.
   Dense& shard(const parallel::Strategy& in_strategy, const parallel::Strategy& out_strategy = {});
-  // ShardableLayer (auto_parallel's search): ((dp, 1), (mp, 1)), ((dp, mp), (1, mp)), ((dp, 1), (1, 1)).
+  // ShardableLayer (auto_parallel's search): ((dp, 1), (mp, 1)), ((dp, mp), (1, mp)), ((dp, 1), (1,
+  // 1)).
   const parallel::Strategy& strategy() const override { return in_strategy_; }
   std::vector<parallel::Strategy> strategy_candidates(int64_t dp, int64_t mp) const override;
   void apply_strategy(const parallel::Strategy& s) override { shard(s); }

@@ -7,8 +7,9 @@
 // - pipeline stages ("pipeline_stage" / "pipeline_stages"): each stage's tensors; the stages are
 //   joined by merge_stage_checkpoints (pipeline_checkpoint.h), so the result splits back per stage;
 // - semi_auto_parallel pieces ("layout.<name>" = Layout::str()): the pieces of a cut tensor, and
-//   the optimizer state of a cut parameter cut the same way, placed by the layout; the layout's rank
-//   is the rank within the sharding group (the world, or the stage's ranks in world-rank order);
+//   the optimizer state of a cut parameter cut the same way, placed by the layout; the layout's
+//   rank is the rank within the sharding group (the world, or the stage's ranks in world-rank
+//   order);
 // - ZeRO-1 ("shard.<name>" = "begin:end"): the state of elements [begin, end) of the flattened
 //   parameter (or of this rank's piece of it), joined over the ranks holding the same piece;
 // - anything else is whole on every rank holding it, and taken from the lowest such rank.

@@ -116,6 +116,10 @@ class Model:
         parallel_mode="auto_parallel" it runs the strategy search on the first batch of
         train_dataset (else valid_dataset); train/eval/predict run it themselves when it has not
         run. Otherwise there is nothing to build ahead."""
+        from .. import _args
+        _args.refuse("Model.build", "the search prices one step of the first batch; sink mode and "
+                     "epochs do not change it, so leave them at their defaults",
+                     sink_size=(sink_size, -1), epoch=(epoch, 1))
         dataset = train_dataset if train_dataset is not None else valid_dataset
         if dataset is None:
             raise ValueError("For 'Model.build', pass train_dataset or valid_dataset")

@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "backends/backend.h"
-#include "backends/cpu/ops/ops.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/conv_list.h"
+#include "backends/cpu/ops/ops.h"
 
 namespace spore {
 namespace {
