@@ -17,7 +17,7 @@ LIMIT=${LIMIT:-4096}
 case $N in
   4) MODES=("dp=4" "dp=4 zero" "dp=2,mp=2" "dp=2,mp=2,auto" "dp=2,mp=2 zero" "pp=2,dp=2" "pp=4" "pp=2,mp=2" "pp=2,mp=2 zero") ;;
   8) MODES=("dp=8" "dp=8 zero" "dp=4,mp=2" "dp=2,mp=2,pp=2" "dp=2,mp=2,pp=2 zero") ;;
-  2) MODES=("dp=2" "dp=2 zero" "mp=2" "pp=2") ;;
+  2) MODES=("dp=2" "dp=2 zero" "mp=2" "mp=2,auto" "pp=2") ;;
   *) echo "RANKS must be 2, 4 or 8" >&2; exit 2 ;;
 esac
 out=$(mktemp -d)

@@ -302,6 +302,41 @@ Device op_device(const OpDef& def, const Tensors& inputs) {
 }
 
 namespace {
+// WorkCounter (op.h): totals over every thread.
+std::atomic<bool> g_count_work{false};
+std::atomic<int64_t> g_work_flops{0}, g_work_bytes{0};
+
+int64_t per_output_channel(const Tensor& w) {
+  return w.numel() / std::max<int64_t>(w.shape()[0], 1);
+}
+
+void count_work(OpId id, const Tensors& in, const Tensors& out) {
+  int64_t flops = 0;
+  switch (id) {
+    case OpId::Matmul:  // [..., m, k] x [..., k, n]: k multiply-adds per output element
+      flops = 2 * out[0].numel() * in[0].shape().back();
+      break;
+    case OpId::Conv2d:              // (x, w[, b]): Cin/groups x kh x kw per output element
+    case OpId::Conv2dBackwardData:  // (dy, w): the same per element of dy
+      flops = 2 * (id == OpId::Conv2d ? out[0].numel() : in[0].numel()) * per_output_channel(in[1]);
+      break;
+    case OpId::Conv2dBackwardWeight:  // (dy, x) -> dw: as many per element of dy
+      flops = 2 * in[0].numel() * per_output_channel(out[0]);
+      break;
+    default:
+      break;
+  }
+  if (flops > 0) {
+    g_work_flops += flops;
+    return;
+  }
+  int64_t bytes = 0;
+  for (const Tensor& t : in)
+    if (t.defined()) bytes += int64_t(t.nbytes());
+  for (const Tensor& t : out) bytes += int64_t(t.nbytes());
+  g_work_bytes += bytes;
+}
+
 Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
   const OpDef& def = op_def(id);
   SPORE_ASSERT(def.rules.infer, "op '", def.name, "' has no inference rule");
@@ -362,6 +397,7 @@ Tensors dispatch(OpId id, Tensors inputs, Attrs attrs) {
     const DeviceGuard here(device);
     KernelContext ctx{def, inputs, outputs, attrs, &current_stream(device)};
     k->fn(ctx);
+    if (g_count_work.load(std::memory_order_relaxed)) count_work(id, inputs, outputs);
   }
   if (g_tape.should_record && g_tape.should_record(def, inputs))
     g_tape.record(id, attrs, inputs, outputs);
@@ -405,6 +441,15 @@ Tensors autocast_call(OpId id, Tensors inputs, Attrs attrs, const PrecisionPolic
   return out;
 }
 }  // namespace
+
+WorkCounter::WorkCounter() {
+  SPORE_CHECK(!g_count_work.exchange(true),
+              "[WorkCounter] one counts already; count one at a time");
+  g_work_flops = 0;
+  g_work_bytes = 0;
+}
+WorkCounter::~WorkCounter() { g_count_work = false; }
+WorkCount WorkCounter::total() const { return {g_work_flops, g_work_bytes}; }
 
 Tensors call(OpId id, Tensors inputs, Attrs attrs) {
   // Operator-level parallelism (ops/sharding.h): the hook runs sharded ops on local pieces.

@@ -260,6 +260,22 @@ inline bool VjpContext::needs(size_t i) const {
   return inputs[i].requires_grad();
 }
 
+// The work PyNative's kernels do while a WorkCounter lives (the strategy search's cost model,
+// spore/parallel/auto_parallel.h): floating-point operations of matmul and the convolutions (2 per
+// multiply-add), and the bytes every other kernel reads and writes (views none). Every thread's
+// ops count; one counter at a time.
+struct WorkCount {
+  int64_t flops = 0, bytes = 0;
+};
+class WorkCounter {
+ public:
+  WorkCounter();
+  ~WorkCounter();
+  WorkCounter(const WorkCounter&) = delete;
+  WorkCounter& operator=(const WorkCounter&) = delete;
+  WorkCount total() const;
+};
+
 // The profiler's description of an op's operands: "inputs": [...], "outputs": [...] (JSON members).
 std::string profile_args(const Metas& in, const Metas& out);
 

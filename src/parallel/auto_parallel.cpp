@@ -1,16 +1,20 @@
 // auto_parallel's strategy search (spore/parallel/auto_parallel.h): candidates per layer, priced
-// by the bytes a dry trial step moves.
+// by the estimated time of a dry trial step.
 #include "spore/parallel/auto_parallel.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <limits>
 #include <optional>
 #include <tuple>
 
+#include "ops/op.h"
 #include "spore/autograd.h"
 #include "spore/error.h"
 #include "spore/grad_mode.h"
+#include "spore/ops.h"
 #include "spore/parallel/parallel.h"
 
 namespace spore::parallel {
@@ -72,7 +76,67 @@ std::vector<std::string> StrategyPlan::lines() const {
   return out;
 }
 
-int64_t bytes_per_step(nn::Cell& region, const std::vector<Tensor>& sample, bool backward) {
+std::string CostRates::str() const {
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "%.3g GFLOP/s, %.3g GB/s memory, %.3g GB/s and %.3g us per collective",
+                1e-9 / std::max(flop_s, 1e-30), 1e-9 / std::max(memory_byte_s, 1e-30),
+                1e-9 / std::max(comm_byte_s, 1e-30), comm_call_s * 1e6);
+  return buf;
+}
+
+std::string StrategyPlan::summary() const {
+  char buf[300];
+  std::snprintf(buf, sizeof buf,
+                "mesh dp=%lld x mp=%lld, %lld bytes in %lld collectives and %.3g MFLOP per step "
+                "on this rank, estimated %.3g ms; %lld trial steps",
+                (long long)dp, (long long)mp, (long long)cost.comm_bytes,
+                (long long)cost.comm_calls, double(cost.flops) * 1e-6, cost.seconds(rates) * 1e3,
+                (long long)trials);
+  return buf;
+}
+
+CostRates measure_cost_rates() {
+  using clock = std::chrono::steady_clock;
+  // The median of `reps` timings of fn, after one untimed run (first-touch, caches).
+  auto time = [](int reps, const std::function<void()>& fn) {
+    fn();
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = clock::now();
+      fn();
+      t.push_back(std::chrono::duration<double>(clock::now() - t0).count());
+    }
+    std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+    return t[size_t(reps / 2)];
+  };
+  const NoGradGuard no_grad;
+  CostRates r;
+  // The layers' matmuls are small: a 128 x 128 x 128 one prices them better than a large one.
+  constexpr int64_t kN = 128, kElems = 1 << 18;
+  const Tensor a = full({kN, kN}, 0.5), b = full({kN, kN}, 0.25);
+  r.flop_s = time(9, [&] { (void)matmul(a, b); }) / double(2 * kN * kN * kN);
+  const Tensor x = full({kElems}, 1.0), y = full({kElems}, 2.0);
+  r.memory_byte_s = time(9, [&] { (void)(x + y); }) / double(3 * kElems * 4);
+  const GroupPtr g = sharding_group();
+  const int64_t p = g->size();
+  if (p > 1) {
+    Tensor small = full({1}, 1.0), large = full({kElems}, 1.0);
+    r.comm_call_s = time(9, [&] { g->all_reduce(small, ReduceOp::Sum); });
+    const double sent = double(2 * (p - 1) * kElems * 4 / p);
+    r.comm_byte_s = std::max(time(5, [&] { g->all_reduce(large, ReduceOp::Sum); }) - r.comm_call_s,
+                             r.comm_call_s * 1e-3) /
+                    sent;
+  }
+  // Every rank prices with the slowest rank's rates, so every rank makes the same choices.
+  Tensor t = from_vector(
+      std::vector<double>{r.flop_s, r.memory_byte_s, r.comm_byte_s, r.comm_call_s}, {4}, Device{});
+  g->all_reduce(t, ReduceOp::Max);
+  const auto v = t.to_vector<double>();
+  return {v[0], v[1], v[2], v[3]};
+}
+
+StepCost step_cost(nn::Cell& region, const std::vector<Tensor>& sample, bool backward) {
   const bool was_training = region.training();
   region.set_train(false);  // no running statistics updated, no dropout drawn
   struct Restore {
@@ -80,10 +144,10 @@ int64_t bytes_per_step(nn::Cell& region, const std::vector<Tensor>& sample, bool
     bool mode;
     ~Restore() { c.set_train(mode); }
   } restore{region, was_training};
-  int64_t bytes = 0;
+  const DryRunScope dry;
+  const ops::WorkCounter work;
+  reset_comm_count();
   {
-    const DryRunScope dry;
-    reset_comm_bytes();
     std::optional<NoGradGuard> no_grad;
     if (!backward) no_grad.emplace();
     const std::vector<Tensor> out = region.forward(sample);
@@ -94,13 +158,15 @@ int64_t bytes_per_step(nn::Cell& region, const std::vector<Tensor>& sample, bool
       const Tensor loss = out[0].dim() == 0 ? out[0] : out[0].sum();
       if (!params.empty()) autograd::grad(loss, params);
     }
-    bytes = comm_bytes();
   }
-  return bytes;
+  const CommCount comm = comm_count();
+  const ops::WorkCount w = work.total();
+  return {comm.bytes, comm.calls, w.flops, w.bytes};
 }
 
 StrategyPlan search_strategies(nn::Cell& network, nn::Cell& region,
-                               const std::vector<Tensor>& sample, bool backward) {
+                               const std::vector<Tensor>& sample, bool backward,
+                               std::optional<CostRates> rates) {
   const int64_t n = sharding_group()->size();
   std::vector<Candidate> free;
   std::vector<ShardableLayer*> annotated;
@@ -128,32 +194,39 @@ StrategyPlan search_strategies(nn::Cell& network, nn::Cell& region,
   for (Candidate& c : free) c.options = c.layer->strategy_candidates(dp, mp);
   std::erase_if(free, [](const Candidate& c) { return c.options.empty(); });  // stays whole
 
+  plan.rates = rates ? *rates : measure_cost_rates();
   // A candidate the network cannot run (a layer that checks its input's size, a dim that does not
   // split) is priced out; every rank fails the same way, since the trials depend only on shapes.
-  constexpr int64_t kInfeasible = std::numeric_limits<int64_t>::max();
+  constexpr double kInfeasible = std::numeric_limits<double>::infinity();
   std::string first_failure;
-  auto price = [&]() -> int64_t {
+  // The step waits for its slowest rank: the price is the largest over the ranks, which also
+  // makes every rank choose the same (a rank's counts can differ where a kernel skips work on
+  // the zeros a dry collective leaves).
+  auto price = [&]() -> double {
     ++plan.trials;
+    double seconds = kInfeasible;
     try {
-      return bytes_per_step(region, sample, backward);
+      seconds = step_cost(region, sample, backward).seconds(plan.rates);
     } catch (const Error& e) {
       if (first_failure.empty()) first_failure = e.what();
-      return kInfeasible;
     }
+    Tensor t = from_vector(std::vector<double>{seconds}, {1}, Device{});
+    sharding_group()->all_reduce(t, ReduceOp::Max);
+    return t.to_vector<double>()[0];
   };
   // Tries options of the layers `idx` (all combinations), keeps the cheapest; ties keep the
   // earlier option (the candidates list cuts the weight first).
-  auto best_of = [&](const std::vector<size_t>& idx, int64_t current) {
+  auto best_of = [&](const std::vector<size_t>& idx, double current) {
     std::vector<int> before, best;
     for (size_t i : idx) before.push_back(free[i].chosen);
     best = before;
-    int64_t best_bytes = current;
+    double best_cost = current;
     std::vector<int> k(idx.size(), 0);
     std::function<void(size_t)> rec = [&](size_t d) {
       if (d == idx.size()) {
         if (k == before) return;
         for (size_t j = 0; j < idx.size(); ++j) set_choice(free[idx[j]], k[j]);
-        const int64_t b = price();
+        const double c = price();
         bool earlier = false;  // a tie goes to the lexicographically earlier options
         for (size_t j = 0; j < idx.size() && !earlier; ++j) {
           if (k[j] != best[j]) {
@@ -161,8 +234,8 @@ StrategyPlan search_strategies(nn::Cell& network, nn::Cell& region,
             break;
           }
         }
-        if (b < best_bytes || (b == best_bytes && earlier)) {
-          best_bytes = b;
+        if (c < best_cost || (c == best_cost && earlier)) {
+          best_cost = c;
           best = k;
         }
         return;
@@ -174,30 +247,34 @@ StrategyPlan search_strategies(nn::Cell& network, nn::Cell& region,
     };
     rec(0);
     for (size_t j = 0; j < idx.size(); ++j) set_choice(free[idx[j]], best[j]);
-    return best_bytes;
+    return best_cost;
   };
 
-  int64_t bytes = 0;
+  double cost = 0;
   if (!free.empty()) {
     // Greedy in the network's order: each layer's candidates priced with the earlier choices made.
     for (size_t i = 0; i < free.size(); ++i) {
       set_choice(free[i], 0);
-      const int64_t first = price();
-      bytes = best_of({i}, first);
+      const double first = price();
+      cost = best_of({i}, first);
     }
     // Revisit: singles with every other choice made, then consecutive pairs, until nothing changes.
     for (int sweep = 0; sweep < 3; ++sweep) {
-      const int64_t start = bytes;
-      for (size_t i = 0; i < free.size(); ++i) bytes = best_of({i}, bytes);
-      for (size_t i = 0; i + 1 < free.size(); ++i) bytes = best_of({i, i + 1}, bytes);
-      if (bytes >= start) break;
+      const double start = cost;
+      for (size_t i = 0; i < free.size(); ++i) cost = best_of({i}, cost);
+      for (size_t i = 0; i + 1 < free.size(); ++i) cost = best_of({i, i + 1}, cost);
+      if (cost >= start) break;
     }
   }
-  bytes = price();
-  SPORE_CHECK(bytes != kInfeasible,
-              "[auto_parallel] no strategy the search tried runs this network; the first failure: ",
-              first_failure);
-  plan.bytes_per_step = bytes;
+  ++plan.trials;
+  try {
+    plan.cost = step_cost(region, sample, backward);
+  } catch (const Error& e) {
+    SPORE_THROW(ErrorKind::ValueError,
+                "[auto_parallel] no strategy the search tried runs this network; the first "
+                "failure: ",
+                first_failure.empty() ? e.what() : first_failure);
+  }
   // Every rank must hold the same plan: compare a digest of the choices.
   {
     int64_t digest = 0;

@@ -274,9 +274,9 @@ void write(Tensor& out, const Tensor& r) {
 
 Tensor apply(const Coll& c, const Tensor& x);
 
-// comm_bytes / DryRunScope (the strategy search's trials): global, since a compiled step may run
+// comm_count / DryRunScope (the strategy search's trials): global, since a compiled step may run
 // the kernels on another thread.
-std::atomic<int64_t> g_comm_bytes{0};
+std::atomic<int64_t> g_comm_bytes{0}, g_comm_calls{0};
 std::atomic<bool> g_dry{false};
 
 // What this rank sends for c on input x (ring algorithms).
@@ -377,7 +377,10 @@ CustomOpHandle coll_op(const Coll& c) {
     const GroupPtr g = c.cuts.empty() ? nullptr : group_for(c.cuts);
     const NoGradGuard no_grad;
     const Tensor& x = in[0];
-    g_comm_bytes += sent_bytes(c, x, p);
+    if (const int64_t sent = sent_bytes(c, x, p); sent > 0) {
+      g_comm_bytes += sent;
+      ++g_comm_calls;
+    }
     if (g_dry && c.kind != Kind::Slice && c.kind != Kind::Mirror) {  // count only: no data moves
       if (c.kind == Kind::AllReduce)
         write(out, x);
@@ -886,8 +889,11 @@ bool semi_auto_active() {
          get_group_size() > 1;
 }
 
-int64_t comm_bytes() { return g_comm_bytes; }
-void reset_comm_bytes() { g_comm_bytes = 0; }
+CommCount comm_count() { return {g_comm_bytes, g_comm_calls}; }
+void reset_comm_count() {
+  g_comm_bytes = 0;
+  g_comm_calls = 0;
+}
 DryRunScope::DryRunScope() : prev_(g_dry.exchange(true)) {}
 DryRunScope::~DryRunScope() { g_dry = prev_; }
 

@@ -236,10 +236,8 @@ void Model::plan_auto_parallel(const std::vector<Tensor>& sample) {
   const std::string how = pctx.search_mode == "sharding_propagation"
                               ? pctx.search_mode
                               : pctx.search_mode + ", run as sharding_propagation";
-  strategy_report_ = {"auto_parallel (" + how + "): mesh dp=" + std::to_string(plan.dp) +
-                      " x mp=" + std::to_string(plan.mp) + ", " +
-                      std::to_string(plan.bytes_per_step) + " bytes per step on this rank, " +
-                      std::to_string(plan.trials) + " trial steps"};
+  strategy_report_ = {"auto_parallel (" + how + "): " + plan.summary(),
+                      "  priced at " + plan.rates.str()};
   for (const std::string& l : plan.lines()) strategy_report_.push_back("  " + l);
   if (optimizer_) {
     // The parameters are cut now: the optimizer's state (zeros, no step taken) is made again for

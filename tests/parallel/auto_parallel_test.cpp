@@ -1,14 +1,17 @@
 // auto_parallel (search_mode "sharding_propagation"): the transformer classifier with one layer cut
 // by hand (the first block's fc1, column parallel) trains through Model equal to one process, and
-// the strategies the search chose move no more bytes per step than the strategies written by hand
-// in sharding_test (Megatron's dp x mp, mp alone, dp alone). Runs under ctest parallel_mpi_np2 and
-// parallel_mpi_np4_auto; one process checks the candidates and the context's errors.
+// the strategies the search chose cost no more per step than the strategies written by hand in
+// sharding_test (Megatron's dp x mp, mp alone, dp alone): in time at the measured rates, in bytes
+// when only communication is priced, in floating-point operations when only compute is. Runs under
+// ctest parallel_mpi_np2 and parallel_mpi_np4_auto; one process checks the candidates and the
+// context's errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 
 #include "models/transformer.h"
+#include "ops/op.h"
 #include "spore/data/dataset.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
@@ -86,17 +89,30 @@ AutoRun run_model(int64_t dp, int64_t mp, Mode mode, const Tensor& x, const Tens
   return r;
 }
 
-// The bytes one training step moves on this rank with strategies written by hand (shard(dp, mp):
+// What one training step does on this rank with strategies written by hand (shard(dp, mp):
 // Megatron's cuts; mp = 1: data parallel over dp ranks).
-int64_t hand_written_bytes(int64_t dp, int64_t mp, const Tensor& x, const Tensor& y) {
+parallel::StepCost hand_written(int64_t dp, int64_t mp, const Tensor& x, const Tensor& y) {
   set_mode(parallel::ParallelMode::SemiAutoParallel, dp);
   set_seed(21);
   auto net = std::make_shared<models::TransformerClassifier>(kOpt);
   if (mp > 1) net->shard(dp, mp);
   parallel::ShardedCell region(std::make_shared<train::WithLossCell>(net, ce_loss()));
-  const int64_t b = parallel::bytes_per_step(region, {x, y}, true);
+  const parallel::StepCost c = parallel::step_cost(region, {x, y}, true);
   parallel::reset_auto_parallel_context();
-  return b;
+  return c;
+}
+
+// The search on the transformer with block0.fc1 cut by hand, at `rates` (measured when none).
+parallel::StrategyPlan searched(int64_t dp, int64_t mp, const Tensor& x, const Tensor& y,
+                                std::optional<parallel::CostRates> rates) {
+  set_mode(parallel::ParallelMode::AutoParallel, dp);
+  set_seed(21);
+  auto net = std::make_shared<models::TransformerClassifier>(kOpt);
+  layer(*net, "block0.fc1").shard({{dp, 1}, {mp, 1}});
+  parallel::ShardedCell region(std::make_shared<train::WithLossCell>(net, ce_loss()));
+  parallel::StrategyPlan plan = parallel::search_strategies(*net, region, {x, y}, true, rates);
+  parallel::reset_auto_parallel_context();
+  return plan;
 }
 
 }  // namespace
@@ -115,6 +131,31 @@ TEST(AutoParallel, CandidatesFollowTheLayerSizes) {
   EXPECT_EQ(c1[0], (parallel::Strategy{{4, 1}, {1, 1}}));
   nn::Conv2d conv(6, 16, 5);
   EXPECT_EQ(conv.strategy_candidates(2, 2)[0], (parallel::Strategy{{2, 1, 1, 1}, {2, 1, 1, 1}}));
+}
+
+// The cost model's counts: matmul and convolution floating-point operations, the bytes other
+// kernels touch, the collectives' bytes and calls (none in one process).
+TEST(AutoParallel, StepCostCountsTheWork) {
+  {
+    const ops::WorkCounter work;
+    (void)matmul(ones({3, 4}), ones({4, 5}));              // 3 x 5 outputs x 4 multiply-adds
+    (void)(ones({10}) + ones({10}));                       // 2 x 10 read + 10 written, float32
+    (void)conv2d(ones({1, 2, 5, 5}), ones({3, 2, 3, 3}));  // 3 x 3 x 3 outputs x 18
+    const ops::WorkCount w = work.total();
+    EXPECT_EQ(w.flops, 2 * 15 * 4 + 2 * 27 * 18);
+    EXPECT_GE(w.bytes, 120);  // the add's, plus the ones() fills
+  }
+  parallel::ShardedCell region(std::make_shared<nn::SequentialCell>(
+      std::vector<nn::CellPtr>{std::make_shared<nn::Dense>(8, 4)}));
+  const parallel::StepCost c = parallel::step_cost(region, {ones({2, 8})}, true);
+  // forward 2 x 4 outputs x 8, backward: the weight's gradient 4 x 8 x 2 (the input needs none).
+  EXPECT_EQ(c.flops, 2 * (2 * 4 * 8) + 2 * (4 * 8 * 2));
+  EXPECT_EQ(c.comm_bytes, 0);
+  EXPECT_EQ(c.comm_calls, 0);
+  const parallel::CostRates r = parallel::measure_cost_rates();
+  EXPECT_GT(r.flop_s, 0);
+  EXPECT_GT(r.memory_byte_s, 0);
+  EXPECT_NE(r.str().find("GFLOP/s"), std::string::npos);
 }
 
 TEST(AutoParallel, ContextNamesWhatIsNotSupported) {
@@ -175,25 +216,45 @@ TEST(AutoParallel, TransformerWithOneAnnotationEqualsOneProcess) {
     }
   }
 
-  // The cost: the plan's bytes per step against the hand-written strategies on the same batch.
+  // The cost: the plan against the hand-written strategies on the same batch, at the rates
+  // measured here, then with only communication priced, then only compute.
   const Tensor xb = x.slice(0, 0, 16), yb = y.slice(0, 0, 16);
-  set_mode(parallel::ParallelMode::AutoParallel, dp);
-  set_seed(21);
-  auto net = std::make_shared<models::TransformerClassifier>(kOpt);
-  layer(*net, "block0.fc1").shard({{dp, 1}, {mp, 1}});
-  parallel::ShardedCell region(std::make_shared<train::WithLossCell>(net, ce_loss()));
-  const parallel::StrategyPlan plan = parallel::search_strategies(*net, region, {xb, yb}, true);
-  parallel::reset_auto_parallel_context();
-  std::vector<std::pair<std::string, int64_t>> hand = {
-      {"megatron dp=" + std::to_string(dp) + " x mp=2", hand_written_bytes(dp, 2, xb, yb)},
-      {"data parallel dp=" + std::to_string(n), hand_written_bytes(n, 1, xb, yb)}};
-  if (n == 4) hand.push_back({"megatron mp=4", hand_written_bytes(1, 4, xb, yb)});
-  for (const auto& [what, bytes] : hand) {
-    EXPECT_LE(plan.bytes_per_step, bytes) << "the search's plan moves more bytes than " << what;
+  std::vector<std::pair<std::string, parallel::StepCost>> hand = {
+      {"megatron dp=" + std::to_string(dp) + " x mp=2", hand_written(dp, 2, xb, yb)},
+      {"data parallel dp=" + std::to_string(n), hand_written(n, 1, xb, yb)}};
+  if (n == 4) hand.push_back({"megatron mp=4", hand_written(1, 4, xb, yb)});
+  const parallel::StrategyPlan plan = searched(dp, mp, xb, yb, std::nullopt);
+  const parallel::StrategyPlan comm_only =
+      searched(dp, mp, xb, yb, parallel::CostRates{.comm_byte_s = 1});
+  const parallel::StrategyPlan compute_only =
+      searched(dp, mp, xb, yb, parallel::CostRates{.flop_s = 1});
+  const double tol = 1 + 1e-9;
+  for (const auto& [what, c] : hand) {
+    // Time and compute against the strategy written for the same mesh (the search keeps the
+    // mesh: dp x mp); bytes against every one, as the bytes of the mesh chosen are fewest.
+    if (&c == &hand[0].second) {
+      EXPECT_LE(plan.cost.seconds(plan.rates), c.seconds(plan.rates) * tol)
+          << "at " << plan.rates.str() << " the search's plan costs more than " << what;
+      EXPECT_LE(compute_only.cost.flops, c.flops)
+          << "the search's plan (compute priced) computes more than " << what;
+    }
+    EXPECT_LE(comm_only.cost.comm_bytes, c.comm_bytes)
+        << "the search's plan (communication priced) moves more bytes than " << what;
     if (parallel::get_rank() == 0)
-      std::printf("[auto] bytes per step on rank 0: searched %lld (%lld trials), %s %lld\n",
-                  (long long)plan.bytes_per_step, (long long)plan.trials, what.c_str(),
-                  (long long)bytes);
+      std::printf(
+          "[auto] per step on rank 0: searched %.3g ms (%lld bytes, %lld collectives, %.3g MFLOP), "
+          "%s %.3g ms (%lld bytes, %lld collectives, %.3g MFLOP); bytes only: searched %lld; "
+          "flops only: searched %.3g MFLOP\n",
+          plan.cost.seconds(plan.rates) * 1e3, (long long)plan.cost.comm_bytes,
+          (long long)plan.cost.comm_calls, double(plan.cost.flops) * 1e-6, what.c_str(),
+          c.seconds(plan.rates) * 1e3, (long long)c.comm_bytes, (long long)c.comm_calls,
+          double(c.flops) * 1e-6, (long long)comm_only.cost.comm_bytes,
+          double(compute_only.cost.flops) * 1e-6);
+  }
+  if (parallel::get_rank() == 0) {
+    std::printf("[auto] rates: %s; %lld trials\n", plan.rates.str().c_str(),
+                (long long)plan.trials);
+    for (const std::string& l : plan.lines()) std::printf("[auto]   %s\n", l.c_str());
   }
   // Every layer but the annotated one was chosen; the annotation kept.
   int user = 0;

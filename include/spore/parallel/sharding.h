@@ -115,12 +115,15 @@ class ShardableLayer {
 // Undoes shard_parameter: p holds `whole` again (a copy) and is whole.
 void unshard_parameter(Tensor& p, const Tensor& whole);
 
-// Bytes this rank sent through the engine's collectives since reset_comm_bytes(), forward and
-// backward, as ring algorithms move them: an all-reduce 2 (p - 1) / p of the tensor, an
+// What this rank sent through the engine's collectives since reset_comm_count(), forward and
+// backward: the bytes, as ring algorithms move them (an all-reduce 2 (p - 1) / p of the tensor, an
 // all-gather its p - 1 other pieces, a reduce-scatter and an all-to-all (p - 1) / p; slices and
-// mirrors' forward nothing.
-int64_t comm_bytes();
-void reset_comm_bytes();
+// mirrors' forward nothing), and the number of collectives that moved any (each pays a latency).
+struct CommCount {
+  int64_t bytes = 0, calls = 0;
+};
+CommCount comm_count();
+void reset_comm_count();
 // While one lives, the engine's collectives count their bytes but move no data (their outputs are
 // zeros, or the local input for an all-reduce): the strategy search's trial steps. Local ops run
 // as usual. Every rank must run the same trials (subgroups are still made collectively).
