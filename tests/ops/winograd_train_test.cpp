@@ -8,7 +8,8 @@
 // Tolerance, F(2x2, 3x3): |got - want| <= 1e-5 * max |want|. Its transforms are adds and halvings
 // (exact in float32), so the error is float32 summation in another order (the input transform adds
 // up to 4 inputs, the output transform 9 products' sums), measured at most ~3e-7 of max |want|
-// here; the float32 direct conv (oneDNN) lands at ~1e-6.
+// here; the float32 direct conv (oneDNN) lands at ~1e-6. Each geometry runs on activations blocked
+// in 16 lanes (nChw16c) and, where this machine's kernels take them (AVX2), 8 (nChw8c).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "backends/cpu/kernels/conv_direct.h"  // the Highway target hooks
 #include "backends/cpu/kernels/conv_list.h"
+#include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/ops/ops.h"
 #include "op_table.h"
 #include "ops/op.h"
@@ -35,13 +37,14 @@ struct Geo {
   int64_t N, C, H, W, O;
   int64_t pt, pb, pl, pr;
   int threads = 2;
+  int64_t L = 16;  // the activations' channel block
   int64_t OH() const { return H + pt + pb - 2; }
   int64_t OW() const { return W + pl + pr - 2; }
 };
 
-// A blocked (N, C/16, H, W, 16) tensor's element (n, c, h, w).
-size_t at(int64_t n, int64_t c, int64_t h, int64_t w, int64_t C, int64_t H, int64_t W) {
-  return size_t((((n * (C / 16) + c / 16) * H + h) * W + w) * 16 + c % 16);
+// A blocked (N, C/L, H, W, L) tensor's element (n, c, h, w).
+size_t at(int64_t n, int64_t c, int64_t h, int64_t w, int64_t C, int64_t H, int64_t W, int64_t L) {
+  return size_t((((n * (C / L) + c / L) * H + h) * W + w) * L + c % L);
 }
 
 // y = conv(x, w) in float64, blocked layouts in and out.
@@ -59,10 +62,10 @@ std::vector<double> forward_ref(const Geo& g, const std::vector<double>& x,
               for (int64_t j = 0; j < 3; ++j) {
                 const int64_t ih = oh - g.pt + i, iw = ow - g.pl + j;
                 if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
-                acc +=
-                    x[at(n, c, ih, iw, g.C, g.H, g.W)] * w[size_t(((o * g.C + c) * 3 + i) * 3 + j)];
+                acc += x[at(n, c, ih, iw, g.C, g.H, g.W, g.L)] *
+                       w[size_t(((o * g.C + c) * 3 + i) * 3 + j)];
               }
-          y[at(n, o, oh, ow, g.O, OH, OW)] = acc;
+          y[at(n, o, oh, ow, g.O, OH, OW, g.L)] = acc;
         }
   return y;
 }
@@ -76,13 +79,13 @@ std::vector<double> backward_data_ref(const Geo& g, const std::vector<double>& d
     for (int64_t o = 0; o < g.O; ++o)
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
-          const double d = dy[at(n, o, oh, ow, g.O, OH, OW)];
+          const double d = dy[at(n, o, oh, ow, g.O, OH, OW, g.L)];
           for (int64_t c = 0; c < g.C; ++c)
             for (int64_t i = 0; i < 3; ++i)
               for (int64_t j = 0; j < 3; ++j) {
                 const int64_t ih = oh - g.pt + i, iw = ow - g.pl + j;
                 if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
-                dx[at(n, c, ih, iw, g.C, g.H, g.W)] +=
+                dx[at(n, c, ih, iw, g.C, g.H, g.W, g.L)] +=
                     d * w[size_t(((o * g.C + c) * 3 + i) * 3 + j)];
               }
         }
@@ -104,7 +107,8 @@ std::vector<double> backward_weight_ref(const Geo& g, const std::vector<double>&
               for (int64_t ow = 0; ow < OW; ++ow) {
                 const int64_t ih = oh - g.pt + i, iw = ow - g.pl + j;
                 if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
-                acc += dy[at(n, o, oh, ow, g.O, OH, OW)] * x[at(n, c, ih, iw, g.C, g.H, g.W)];
+                acc += dy[at(n, o, oh, ow, g.O, OH, OW, g.L)] *
+                       x[at(n, c, ih, iw, g.C, g.H, g.W, g.L)];
               }
           dw[size_t(((o * g.C + c) * 3 + i) * 3 + j)] = acc;
         }
@@ -118,7 +122,8 @@ Attrs conv_attrs(const Geo& g) {
       .set("dilation", std::vector<int64_t>{1, 1})
       .set("groups", int64_t(1))
       .set("blocked_x", true)
-      .set("blocked_y", true);
+      .set("blocked_y", true)
+      .set("lanes", g.L);
 }
 
 // The worst |got - want| as a fraction of max |want|.
@@ -144,9 +149,9 @@ Errors errors(const Geo& g) {
   const int old_threads = get_num_threads();
   set_num_threads(g.threads);
   set_seed(7);
-  const Tensor x = randn({g.N, g.C / 16, g.H, g.W, 16});
+  const Tensor x = randn({g.N, g.C / g.L, g.H, g.W, g.L});
   const Tensor w = randn({g.O, g.C, 3, 3}) * (1.0 / std::sqrt(9.0 * double(g.C)));
-  const Tensor dy = randn({g.N, g.O / 16, g.OH(), g.OW(), 16});
+  const Tensor dy = randn({g.N, g.O / g.L, g.OH(), g.OW(), g.L});
   const Attrs a = conv_attrs(g);
   Tensor y, dx, dw;
   {
@@ -166,14 +171,19 @@ Errors errors(const Geo& g) {
 class WinogradTrain : public ::testing::TestWithParam<Geo> {};
 
 TEST_P(WinogradTrain, ForwardAndGradientsMatchFloat64) {
-  const Geo& g = GetParam();
-  const Errors e = errors(g);
-  EXPECT_LE(e.y, kTolF2x2) << g.name << " forward";
-  EXPECT_LE(e.dx, kTolF2x2) << g.name << " backward data";
-  EXPECT_LE(e.dw, kTolF2x2) << g.name << " backward weight";
-  std::printf(
-      "  %s: F(2x2, 3x3) forward %.2e, backward data %.2e, backward weight %.2e of max |want|\n",
-      g.name, e.y, e.dx, e.dw);
+  for (int64_t lanes : {16, 8}) {
+    if (!cpu::winograd_takes_lanes(lanes)) continue;  // 8: AVX2 and narrower only
+    Geo g = GetParam();
+    g.L = lanes;
+    const Errors e = errors(g);
+    EXPECT_LE(e.y, kTolF2x2) << g.name << " forward, " << lanes << " lanes";
+    EXPECT_LE(e.dx, kTolF2x2) << g.name << " backward data, " << lanes << " lanes";
+    EXPECT_LE(e.dw, kTolF2x2) << g.name << " backward weight, " << lanes << " lanes";
+    std::printf(
+        "  %s, %lld lanes: F(2x2, 3x3) forward %.2e, backward data %.2e, backward weight %.2e of "
+        "max |want|\n",
+        g.name, (long long)lanes, e.y, e.dx, e.dw);
+  }
 }
 
 const Geo kGeos[] = {
@@ -195,26 +205,37 @@ INSTANTIATE_TEST_SUITE_P(Geometries, WinogradTrain, ::testing::ValuesIn(kGeos),
 TEST(WinogradTrainTargets, EveryHighwayTarget) {
   for (const std::string& target : cpu::direct_conv_targets()) {
     cpu::direct_conv_use_target(target);
-    for (const Geo& g : {kGeos[0], kGeos[1], kGeos[4]}) {
-      const Errors e = errors(g);
-      EXPECT_LE(e.y, kTolF2x2) << g.name << " forward on " << target;
-      EXPECT_LE(e.dx, kTolF2x2) << g.name << " backward data on " << target;
-      EXPECT_LE(e.dw, kTolF2x2) << g.name << " backward weight on " << target;
-    }
+    for (Geo g : {kGeos[0], kGeos[1], kGeos[4]})
+      for (int64_t lanes : {16, 8}) {
+        if (!cpu::winograd_takes_lanes(lanes)) continue;
+        g.L = lanes;
+        const Errors e = errors(g);
+        EXPECT_LE(e.y, kTolF2x2) << g.name << " forward on " << target << ", " << lanes;
+        EXPECT_LE(e.dx, kTolF2x2) << g.name << " backward data on " << target << ", " << lanes;
+        EXPECT_LE(e.dw, kTolF2x2) << g.name << " backward weight on " << target << ", " << lanes;
+      }
   }
   cpu::direct_conv_use_target("");
 }
+
+void fused_matches_onednn(int64_t lanes);
 
 // conv2d_fused (bias, a folded BatchNorm's scale and shift, a residual, relu) on weights that are
 // not constants: the scale folded into the transformed weights, the rest in the epilogue; against
 // oneDNN's fused primitive (both float32: 1e-5 of the largest output).
 TEST(WinogradTrainFused, MatchesOneDnn) {
-  const Geo g{"fused", 2, 32, 9, 7, 32, 1, 1, 1, 1};
+  for (int64_t lanes : {16, 8})
+    if (cpu::winograd_takes_lanes(lanes)) fused_matches_onednn(lanes);
+}
+
+void fused_matches_onednn(int64_t lanes) {
+  Geo g{"fused", 2, 32, 9, 7, 32, 1, 1, 1, 1};
+  g.L = lanes;
   set_seed(5);
-  const Tensor x = randn({g.N, g.C / 16, g.H, g.W, 16});
+  const Tensor x = randn({g.N, g.C / g.L, g.H, g.W, g.L});
   const Tensor w = randn({g.O, g.C, 3, 3}) * (1.0 / std::sqrt(9.0 * double(g.C)));
   const Tensor b = randn({g.O}) * 0.1, scale = rand({g.O}) + 0.5, shift = randn({g.O}) * 0.1;
-  const Tensor r = randn({g.N, g.O / 16, g.OH(), g.OW(), 16});
+  const Tensor r = randn({g.N, g.O / g.L, g.OH(), g.OW(), g.L});
   const Attrs a = Attrs(conv_attrs(g))
                       .set("has_bias", true)
                       .set("has_scale", true)
@@ -225,7 +246,7 @@ TEST(WinogradTrainFused, MatchesOneDnn) {
     return ops::call1(cpu::op::Conv2dFused(), {x, w, b, scale, shift, r}, a);
   };
   const Tensor got = run("winograd"), want = run("onednn");
-  EXPECT_LE(rel_error(got, values(want)), 1e-5);
+  EXPECT_LE(rel_error(got, values(want)), 1e-5) << lanes << " lanes";
 }
 
 // Which geometries the entry takes on weights that are not constants, and why not the others.
@@ -255,6 +276,12 @@ TEST(WinogradTrainList, TakesStrideOne3x3OnBlockedActivations) {
   EXPECT_NE(why(e).find("multiples of 16"), std::string::npos) << why(e);
   e = d, e.pt = 3, e.OH = 18;
   EXPECT_NE(why(e).find("padding 3"), std::string::npos) << why(e);
+  e = d, e.lanes = 8;  // nChw8c: taken where the vectors hold 8 lanes or fewer (AVX2)
+  if (cpu::winograd_takes_lanes(8))
+    EXPECT_EQ(why(e), "");
+  else
+    EXPECT_NE(why(e).find("8 lanes, narrower than this machine's vectors"), std::string::npos)
+        << why(e);
   e = d, e.N = 1, e.H = e.W = e.OH = e.OW = 4;  // 4 tiles
   EXPECT_NE(why(e).find("output tiles"), std::string::npos) << why(e);
   // The A/B switch: SPORE_CONV_IMPL=-winograd.

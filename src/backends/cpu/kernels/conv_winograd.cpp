@@ -1,4 +1,5 @@
-// Winograd F(2x2, 3x3) on nChw16c activations (see conv_winograd.h). Highway, run-time dispatch.
+// Winograd F(2x2, 3x3) on nChw16c or nChw8c activations (see conv_winograd.h). Highway, run-time
+// dispatch.
 //
 // The tiles (n, th, tw) of the output, 2x2 each, are numbered n-major and cut into blocks of T;
 // each thread takes whole blocks (or, with few tiles, a share of one block's output channels).
@@ -41,6 +42,12 @@ namespace spore::cpu::wino {
 inline int64_t block_tiles(int64_t C) { return std::clamp<int64_t>(16384 / C, 12, 192); }
 constexpr int64_t kMinTilesPerBlock = 32;  // fewer tiles per thread: split the channels instead
 float* thread_scratch(size_t n);           // the calling thread's, grown and kept across calls
+// Offset of channel c (of `channels`) at pixel p (of `pixels` per plane) of image n in a tensor
+// blocked in L lanes: (N, channels / L, pixels, L).
+inline int64_t blocked_at(int64_t L, int64_t channels, int64_t pixels, int64_t n, int64_t c,
+                          int64_t p) {
+  return ((n * (channels / L) + c / L) * pixels + p) * L + c % L;
+}
 }  // namespace spore::cpu::wino
 #endif
 
@@ -75,11 +82,11 @@ void InputTransform(const WinogradGeom& g, const float* HWY_RESTRICT x, int64_t 
       col_in[i] = iw0 + i >= 0 && iw0 + i < g.W;
     }
     for (int64_t cb = 0; cb < Cb; ++cb) {
-      const float* xb = x + ((n * Cb + cb) * g.H * g.W) * 16;
       for (size_t lane = 0; lane < 16; lane += kStep) {
+        const float* xb = x + blocked_at(g.L, g.C, g.H * g.W, n, cb * 16 + int64_t(lane), 0);
         hn::Vec<DG> p[4][4], q[4][4];
         SPORE_UNROLL for (int i = 0; i < 4; ++i) SPORE_UNROLL for (int j = 0; j < 4; ++j) p[i][j] =
-            row_in[i] && col_in[j] ? hn::LoadU(d, xb + ((ih0 + i) * g.W + iw0 + j) * 16 + lane)
+            row_in[i] && col_in[j] ? hn::LoadU(d, xb + ((ih0 + i) * g.W + iw0 + j) * g.L)
                                    : hn::Zero(d);
         SPORE_UNROLL for (int j = 0; j < 4; ++j) {  // Bᵀ d: rows
           q[0][j] = hn::Sub(p[0][j], p[2][j]);
@@ -194,8 +201,8 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
     const bool two_rows = oh0 + 1 < g.OH, two_cols = ow0 + 1 < g.OW;
     for (int64_t ob = ob0; ob < ob1; ++ob) {
       const float* mt = m + (ob * T + t) * 16;
-      const int64_t plane = (n * Ob + ob) * g.OH;
       for (size_t lane = 0; lane < 16; lane += kStep) {
+        const int64_t base = blocked_at(g.L, g.O, g.OH * g.OW, n, ob * 16 + int64_t(lane), 0);
         hn::Vec<DG> s[4][2];  // M A: per row i, the two output columns
         SPORE_UNROLL for (int i = 0; i < 4; ++i) {
           const auto m0 = hn::LoadU(d, mt + (i * 4 + 0) * es + lane);
@@ -213,7 +220,7 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
             auto o = a == 0 ? hn::Add(hn::Add(s[0][c], s[1][c]), s[2][c])
                             : hn::Sub(hn::Sub(s[1][c], s[2][c]), s[3][c]);
             o = hn::Add(o, b);
-            const int64_t at = ((plane + oh0 + a) * g.OW + ow0 + c) * 16 + int64_t(lane);
+            const int64_t at = base + ((oh0 + a) * g.OW + ow0 + c) * g.L;
             if (res) o = hn::Add(o, hn::LoadU(d, res + at));
             if (act == ConvAct::kRelu)
               o = hn::Max(o, zero);
@@ -244,14 +251,15 @@ void OutputGradTransform(const WinogradGeom& g, const float* HWY_RESTRICT dy, in
     const int64_t oh0 = 2 * th, ow0 = 2 * tw;
     const bool two_rows = oh0 + 1 < g.OH, two_cols = ow0 + 1 < g.OW;
     for (int64_t ob = 0; ob < Ob; ++ob) {
-      const float* yb = dy + ((n * Ob + ob) * g.OH + oh0) * g.OW * 16;
       for (size_t lane = 0; lane < 16; lane += kStep) {
+        const float* yb =
+            dy + blocked_at(g.L, g.O, g.OH * g.OW, n, ob * 16 + int64_t(lane), oh0 * g.OW + ow0);
+        const int64_t L = g.L;
         const auto zero = hn::Zero(d);
-        const auto y00 = hn::LoadU(d, yb + ow0 * 16 + lane);
-        const auto y01 = two_cols ? hn::LoadU(d, yb + (ow0 + 1) * 16 + lane) : zero;
-        const auto y10 = two_rows ? hn::LoadU(d, yb + (g.OW + ow0) * 16 + lane) : zero;
-        const auto y11 =
-            two_rows && two_cols ? hn::LoadU(d, yb + (g.OW + ow0 + 1) * 16 + lane) : zero;
+        const auto y00 = hn::LoadU(d, yb);
+        const auto y01 = two_cols ? hn::LoadU(d, yb + L) : zero;
+        const auto y10 = two_rows ? hn::LoadU(d, yb + g.OW * L) : zero;
+        const auto y11 = two_rows && two_cols ? hn::LoadU(d, yb + (g.OW + 1) * L) : zero;
         // A dY: rows (d0, d0 + d1, d0 - d1, -d1), per output column.
         const hn::Vec<DG> r[4][2] = {{y00, y01},
                                      {hn::Add(y00, y10), hn::Add(y01, y11)},
@@ -465,6 +473,8 @@ void Tasks(const WinogradGeom& g, const float* x, const float* u, const float* b
   }
 }
 
+size_t VectorLanes() { return kStep; }
+
 }  // namespace HWY_NAMESPACE
 }  // namespace spore::cpu::wino
 HWY_AFTER_NAMESPACE();
@@ -476,6 +486,7 @@ HWY_EXPORT(Tasks);
 HWY_EXPORT(TransformWeightRows);
 HWY_EXPORT(WgradBlocks);
 HWY_EXPORT(WgradFinish);
+HWY_EXPORT(VectorLanes);
 
 float* thread_scratch(size_t n) {
   thread_local std::vector<float> buf;
@@ -483,6 +494,10 @@ float* thread_scratch(size_t n) {
   return buf.data();
 }
 }  // namespace wino
+
+bool winograd_takes_lanes(int64_t lanes) {
+  return lanes == 16 || (lanes == 8 && HWY_DYNAMIC_DISPATCH(wino::VectorLanes)() <= 8);
+}
 
 void winograd_transform_weights(const float* w, int64_t O, int64_t C, const float* bias,
                                 const float* scale, const float* shift, float* u, float* beta) {
@@ -515,8 +530,10 @@ void winograd_transform_weights_backward_data(const float* w, int64_t O, int64_t
 
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
                      const float* residual, ConvAct act, float* y) {
-  SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0,
-               "winograd: channels must be multiples of 16, got O=", g.O, ", C=", g.C);
+  SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0 && winograd_takes_lanes(g.L),
+               "winograd: channels must be multiples of 16 and the lanes ones the kernels take, "
+               "got O=",
+               g.O, ", C=", g.C, ", lanes ", g.L);
   const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
   if (tiles == 0) return;
   // Work for every thread. With many tiles, blocks of tiles (smaller blocks for smaller inputs).
@@ -539,8 +556,10 @@ void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, cons
 }
 
 void winograd_backward_weight(const WinogradGeom& g, const float* x, const float* dy, float* dw) {
-  SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0,
-               "winograd: channels must be multiples of 16, got O=", g.O, ", C=", g.C);
+  SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0 && winograd_takes_lanes(g.L),
+               "winograd: channels must be multiples of 16 and the lanes ones the kernels take, "
+               "got O=",
+               g.O, ", C=", g.C, ", lanes ", g.L);
   const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
   if (tiles == 0) {
     std::fill_n(dw, g.O * g.C * 9, 0.f);
@@ -570,7 +589,7 @@ void winograd_run(ops::KernelContext& ctx, const ConvDesc& d) {
   Tensor& out = ctx.outputs[0];
   const Tensor a = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);  // (dy, x) for the weight grad
   if (d.prop == ConvProp::kBackwardWeight) {
-    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl};
+    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl, d.lanes};
     return winograd_backward_weight(g, w.data<float>(), a.data<float>(), out.data<float>());
   }
   // The transformed weights: made in every call, as the weights change every step (a small cost
@@ -587,7 +606,7 @@ void winograd_run(ops::KernelContext& ctx, const ConvDesc& d) {
                                d.scale ? scale.data<float>() : nullptr,
                                d.scale ? shift.data<float>() : nullptr, u.data<float>(),
                                beta.data<float>());
-    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl};
+    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl, d.lanes};
     return winograd_conv2d(g, a.data<float>(), u.data<float>(), beta.data<float>(),
                            d.residual ? r.data<float>() : nullptr, conv_act(d.act),
                            out.data<float>());
@@ -597,7 +616,7 @@ void winograd_run(ops::KernelContext& ctx, const ConvDesc& d) {
   winograd_transform_weights_backward_data(w.data<float>(), d.O, d.C, u.data<float>());
   Tensor zero = Tensor::empty({d.C}, kFloat32);
   std::fill_n(zero.data<float>(), d.C, 0.f);
-  const WinogradGeom g{d.N, d.O, d.OH, d.OW, d.C, d.H, d.W, 2 - d.pt, 2 - d.pl};
+  const WinogradGeom g{d.N, d.O, d.OH, d.OW, d.C, d.H, d.W, 2 - d.pt, 2 - d.pl, d.lanes};
   winograd_conv2d(g, a.data<float>(), u.data<float>(), zero.data<float>(), nullptr, ConvAct::kNone,
                   out.data<float>());
 }

@@ -1,6 +1,7 @@
-// Winograd F(2x2, 3x3) convolution on Graph mode's blocked activations (nChw16c), float32, for
-// convolutions whose weights are constants (an imported or frozen model). Defined in
-// conv_winograd.cpp; the graph pass backends/cpu/passes/winograd.cpp decides where it runs.
+// Winograd F(2x2, 3x3) convolution on Graph mode's blocked activations (nChw16c or nChw8c),
+// float32, for convolutions whose weights are constants (an imported or frozen model) or train.
+// Defined in conv_winograd.cpp; the graph pass backends/cpu/passes/winograd.cpp decides where it
+// runs.
 //
 // A 3x3, stride-1 convolution computes each 2x2 output tile from a 4x4 input patch d as
 //   Y = Aᵀ [ (G g Gᵀ) ⊙ (Bᵀ d B) ] A
@@ -18,12 +19,18 @@
 
 namespace spore::cpu {
 
-// x (N, C/16, H, W, 16) -> y (N, O/16, OH, OW, 16); C and O multiples of 16; a 3x3 kernel,
+// x (N, C/L, H, W, L) -> y (N, O/L, OH, OW, L); C and O multiples of 16; a 3x3 kernel,
 // stride 1, dilation 1, groups 1; pt / pl the top / left padding (bottom / right follow from
-// OH = H + pt + pb - 2, OW likewise).
+// OH = H + pt + pb - 2, OW likewise). L, the activations' channel block: 16 (nChw16c), or 8
+// (nChw8c, AVX2's) where the kernels' vectors hold at most 8 lanes (winograd_takes_lanes).
 struct WinogradGeom {
   int64_t N, C, H, W, O, OH, OW, pt, pl;
+  int64_t L = 16;
 };
+// Whether the kernels on this machine read and write activations blocked in `lanes` (8 or 16):
+// 16 always; 8 where their vectors hold 8 lanes or fewer (AVX2), as one vector never spans two
+// blocks. (The transformed weights and the scratch keep 16-channel groups either way.)
+bool winograd_takes_lanes(int64_t lanes);
 
 // u (16, O/16, C, 16) = G w[o][c] Gᵀ * scale[o] per (o, c), laid out as 16 matrices U[e] (C, O)
 // cut into panels of 16 output channels; beta (O) = bias * scale + shift. w is (O, C, 3, 3);

@@ -610,8 +610,10 @@ std::string constant_conv_why_not(const ConvDesc& d) {
 // gradient (in the Winograd domain); timed against oneDNN at the first call of each geometry and
 // pass, so it runs only where it measured faster. SPORE_CONV_IMPL=-winograd turns it off (A/B).
 std::string winograd_train_why_not(const ConvDesc& d) {
-  if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c)";
-  if (d.lanes != 16) return "activations blocked in 8 lanes (nChw8c; its kernels take nChw16c)";
+  if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c / nChw8c)";
+  if (!winograd_takes_lanes(d.lanes))
+    return "activations blocked in " + std::to_string(d.lanes) +
+           " lanes, narrower than this machine's vectors";
   if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
   if (d.O % 16 != 0 || d.C % 16 != 0) return "O and C must be multiples of 16";
   if (d.G != 1 || d.dh != 1 || d.dw != 1) return "groups or dilation";
