@@ -1,5 +1,6 @@
 // Winograd for training against oneDNN, per convolution: ResNet-18's (CIFAR stem) 3x3 stride-1
-// geometries at batch 32, blocked activations, weights that are not constants (so the Winograd
+// geometries at batch 32, blocked activations in the machine's lanes (8 on AVX2, 16 on AVX-512:
+// backends/cpu/isa.h; SPORE_BLOCKED_LANES overrides), weights that are not constants (so the Winograd
 // side transforms them in every call, as in a training step). Per geometry and pass (forward,
 // backward data, backward weight) the two run in turn, each call timed on its own (a load spike on
 // this shared VM hits both alike); counters: the medians (ms), GFLOP/s of the direct convolution (2
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"  // the Highway target hook
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/conv_list.h"
 #include "models/recipe.h"
 #include "ops/op.h"
@@ -53,7 +55,8 @@ void BM_WinogradTrain(benchmark::State& state) {
   const int64_t pass = state.range(1);  // 0 forward, 1 backward data, 2 backward weight
   const int64_t N = 32;
   spore::set_seed(0);
-  const Tensor a = spore::randn({N, g.C / 16, g.H, g.H, 16});  // x, or dy
+  const int64_t L = spore::cpu::blocked_lanes();
+  const Tensor a = spore::randn({N, g.C / L, g.H, g.H, L});  // x, or dy
   const Tensor w = spore::randn({g.C, g.C, 3, 3}) * 0.05;
   Attrs at;
   at.set("stride", std::vector<int64_t>{1, 1})
@@ -61,7 +64,8 @@ void BM_WinogradTrain(benchmark::State& state) {
       .set("dilation", std::vector<int64_t>{1, 1})
       .set("groups", int64_t(1))
       .set("blocked_x", true)
-      .set("blocked_y", true);
+      .set("blocked_y", true)
+      .set("lanes", L);
   if (pass == 1) at.set("input_shape", Shape{N, g.C, g.H, g.H});
   if (pass == 2) at.set("weight_shape", Shape{g.C, g.C, 3, 3});
   const OpId op = pass == 0   ? OpId::Conv2d
