@@ -1,12 +1,12 @@
 // Winograd for training against oneDNN, per convolution: ResNet-18's (CIFAR stem) 3x3 stride-1
 // geometries at batch 32, blocked activations in the machine's lanes (8 on AVX2, 16 on AVX-512:
-// backends/cpu/isa.h; SPORE_BLOCKED_LANES overrides), weights that are not constants (so the Winograd
-// side transforms them in every call, as in a training step). Per geometry and pass (forward,
-// backward data, backward weight) the two run in turn, each call timed on its own (a load spike on
-// this shared VM hits both alike); counters: the medians (ms), GFLOP/s of the direct convolution (2
-// N O OH OW C 9 per second, so the two are comparable) and winograd_speedup. The SIMD target:
-// SPORE_BENCH_HWY_TARGET=AVX2 (Highway's name) makes the Spore kernels run AVX2 code on an AVX-512
-// machine; ONEDNN_MAX_CPU_ISA=AVX2 does the same for oneDNN.
+// backends/cpu/isa.h; SPORE_BLOCKED_LANES overrides), weights that are not constants (so the
+// Winograd side transforms them in every call, as in a training step). Per geometry and pass
+// (forward, backward data, backward weight) the two run in turn, each call timed on its own (a load
+// spike on this shared VM hits both alike); counters: the medians (ms), GFLOP/s of the direct
+// convolution (2 N O OH OW C 9 per second, so the two are comparable) and winograd_speedup. The
+// SIMD target: SPORE_BENCH_HWY_TARGET=AVX2 (Highway's name) makes the Spore kernels run AVX2 code
+// on an AVX-512 machine; ONEDNN_MAX_CPU_ISA=AVX2 does the same for oneDNN.
 //
 // BM_ResNet18Step32_WinogradAB: Graph-mode ResNet-18 (CIFAR stem) training steps at batch 32
 // (bench/micro/graph_train.cpp's job: Momentum 0.01/0.9, synthetic data) with the convolution
@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/kernels/conv_direct.h"  // the Highway target hook
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernels/conv_direct.h"  // the Highway target hook
 #include "backends/cpu/kernels/conv_list.h"
 #include "models/recipe.h"
 #include "ops/op.h"
