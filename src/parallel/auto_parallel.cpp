@@ -40,6 +40,13 @@ struct Candidate {
   int chosen = -1;  // index into options; -1: none (weights whole, layouts as they come)
 };
 
+// Each value's largest over the sharding group's ranks.
+std::vector<double> max_over_ranks(const std::vector<double>& v) {
+  Tensor t = from_vector(v, {int64_t(v.size())}, Device{});
+  sharding_group()->all_reduce(t, ReduceOp::Max);
+  return t.to_vector<double>();
+}
+
 // The layer holds options[k] (k = -1: no strategy) with its parameters cut accordingly.
 void set_choice(Candidate& c, int k) {
   c.layer->clear_strategy();
@@ -129,10 +136,7 @@ CostRates measure_cost_rates() {
                     sent;
   }
   // Every rank prices with the slowest rank's rates, so every rank makes the same choices.
-  Tensor t = from_vector(
-      std::vector<double>{r.flop_s, r.memory_byte_s, r.comm_byte_s, r.comm_call_s}, {4}, Device{});
-  g->all_reduce(t, ReduceOp::Max);
-  const auto v = t.to_vector<double>();
+  const auto v = max_over_ranks({r.flop_s, r.memory_byte_s, r.comm_byte_s, r.comm_call_s});
   return {v[0], v[1], v[2], v[3]};
 }
 
@@ -210,9 +214,7 @@ StrategyPlan search_strategies(nn::Cell& network, nn::Cell& region,
     } catch (const Error& e) {
       if (first_failure.empty()) first_failure = e.what();
     }
-    Tensor t = from_vector(std::vector<double>{seconds}, {1}, Device{});
-    sharding_group()->all_reduce(t, ReduceOp::Max);
-    return t.to_vector<double>()[0];
+    return max_over_ranks({seconds})[0];
   };
   // Tries options of the layers `idx` (all combinations), keeps the cheapest; ties keep the
   // earlier option (the candidates list cuts the weight first).
@@ -279,9 +281,7 @@ StrategyPlan search_strategies(nn::Cell& network, nn::Cell& region,
   {
     int64_t digest = 0;
     for (const Candidate& c : free) digest = (digest * 7 + (c.chosen + 1)) % 1000000007;
-    Tensor t = from_vector(std::vector<double>{double(digest), -double(digest)}, {2}, Device{});
-    sharding_group()->all_reduce(t, ReduceOp::Max);
-    const auto v = t.to_vector<double>();
+    const auto v = max_over_ranks({double(digest), -double(digest)});
     SPORE_CHECK(v[0] == -v[1], "[auto_parallel] the ranks chose different strategies (digest ",
                 digest, " here); the sample batch must have the same shape on every rank");
   }

@@ -218,16 +218,9 @@ TEST(WinogradTrainTargets, EveryHighwayTarget) {
   cpu::direct_conv_use_target("");
 }
 
-void fused_matches_onednn(int64_t lanes);
-
 // conv2d_fused (bias, a folded BatchNorm's scale and shift, a residual, relu) on weights that are
 // not constants: the scale folded into the transformed weights, the rest in the epilogue; against
 // oneDNN's fused primitive (both float32: 1e-5 of the largest output).
-TEST(WinogradTrainFused, MatchesOneDnn) {
-  for (int64_t lanes : {16, 8})
-    if (cpu::winograd_takes_lanes(lanes)) fused_matches_onednn(lanes);
-}
-
 void fused_matches_onednn(int64_t lanes) {
   Geo g{"fused", 2, 32, 9, 7, 32, 1, 1, 1, 1};
   g.L = lanes;
@@ -247,6 +240,11 @@ void fused_matches_onednn(int64_t lanes) {
   };
   const Tensor got = run("winograd"), want = run("onednn");
   EXPECT_LE(rel_error(got, values(want)), 1e-5) << lanes << " lanes";
+}
+
+TEST(WinogradTrainFused, MatchesOneDnn) {
+  for (int64_t lanes : {16, 8})
+    if (cpu::winograd_takes_lanes(lanes)) fused_matches_onednn(lanes);
 }
 
 // Which geometries the entry takes on weights that are not constants, and why not the others.
