@@ -8,6 +8,8 @@
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/conv_list.h"
+#include "backends/cpu/kernels/conv_packed.h"
+#include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/ops/ops.h"
 #include "graph/executor.h"
 #include "graph/passes.h"
@@ -59,41 +61,51 @@ std::unique_ptr<Graph> frozen(const Tensor& x, const Weights& p) {
       {x});
 }
 
+// The channel blocks the prepared kernels run on here: 16 on every machine, 8 where their vectors
+// hold at most 8 lanes (AVX2's graphs); each test runs in both where it can.
+std::vector<int64_t> widths() {
+  std::vector<int64_t> w{16};
+  if (cpu::winograd_takes_lanes(8) && cpu::packed_takes_lanes(8)) w.push_back(8);
+  return w;
+}
+
 }  // namespace
 
 TEST(ConstantConvs, FrozenResNetBlockRunsOnPreparedWeights) {
-  // The Winograd and packed kernels run on 16-lane blocks; an AVX2 machine's graphs use 8-lane
-  // blocks, which these kernels do not take yet (issue 34), so the test fixes 16.
-  const cpu::ScopedBlockedLanes lanes16(16);
-  const Weights p = make_weights();
-  const Tensor x =
-      randn({4, 3, 16, 16});  // 4 x 8 x 8 = 256 tiles: Winograd for the block's first conv
-  auto g = frozen(x, p);
-  auto ref = g->clone();
-  graph::run_pipeline(*g);
-  EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 1u);
-  EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 2u);
-  EXPECT_EQ(g->count(OpId::Conv2d) + g->count(cpu::op::Conv2dFused()), 1u);  // the stem
-  EXPECT_EQ(g->count(OpId::BatchNormInference), 0u);
-  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
-                     1e-5);
+  for (int64_t lanes : widths()) {
+    SCOPED_TRACE("activations blocked in " + std::to_string(lanes) + " lanes");
+    const cpu::ScopedBlockedLanes fixed(lanes);
+    const Weights p = make_weights();
+    const Tensor x =
+        randn({4, 3, 16, 16});  // 4 x 8 x 8 = 256 tiles: Winograd for the block's first conv
+    auto g = frozen(x, p);
+    auto ref = g->clone();
+    graph::run_pipeline(*g);
+    EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 1u);
+    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 2u);
+    EXPECT_EQ(g->count(OpId::Conv2d) + g->count(cpu::op::Conv2dFused()), 1u);  // the stem
+    EXPECT_EQ(g->count(OpId::BatchNormInference), 0u);
+    test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
+                       1e-5);
+  }
 }
 
 // A 3x3 stride-1 conv with few output tiles per thread (one 4x4 map: 4 tiles) takes the packed
 // direct kernel: Winograd's larger weights would cost more to read than its multiplies save.
 TEST(ConstantConvs, FewTilesTakeThePackedKernel) {
-  // The Winograd and packed kernels run on 16-lane blocks; an AVX2 machine's graphs use 8-lane
-  // blocks, which these kernels do not take yet (issue 34), so the test fixes 16.
-  const cpu::ScopedBlockedLanes lanes16(16);
-  const Weights p = make_weights();
-  const Tensor x = randn({1, 3, 4, 4});
-  auto g = frozen(x, p);
-  auto ref = g->clone();
-  graph::run_pipeline(*g);
-  EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 0u);
-  EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 3u);
-  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
-                     1e-5);
+  for (int64_t lanes : widths()) {
+    SCOPED_TRACE("activations blocked in " + std::to_string(lanes) + " lanes");
+    const cpu::ScopedBlockedLanes fixed(lanes);
+    const Weights p = make_weights();
+    const Tensor x = randn({1, 3, 4, 4});
+    auto g = frozen(x, p);
+    auto ref = g->clone();
+    graph::run_pipeline(*g);
+    EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 0u);
+    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 3u);
+    test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
+                       1e-5);
+  }
 }
 
 // Weights the caller holds (a model's parameters, which training changes) stay on oneDNN; so does
@@ -119,40 +131,42 @@ TEST(ConstantConvs, ParametersAndSwitchOffKeepOneDnn) {
 // kernel with silu in its epilogue. The stem reads the plain input and the last conv writes the
 // plain output: those two stay on oneDNN, which re-lays them out itself.
 TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
-  // The Winograd and packed kernels run on 16-lane blocks; an AVX2 machine's graphs use 8-lane
-  // blocks, which these kernels do not take yet (issue 34), so the test fixes 16.
-  const cpu::ScopedBlockedLanes lanes16(16);
-  set_seed(4);
-  const Tensor w0 = randn({16, 3, 3, 3}) * 0.3, w1 = randn({16, 16, 1, 1}) * 0.3,
-               w2 = randn({16, 16, 3, 3}) * 0.1, w3 = randn({32, 32, 1, 1}) * 0.2,
-               gamma = rand({16}) + 0.5, beta = randn({16}) * 0.1, mean = randn({16}) * 0.1,
-               var = rand({16}) + 0.5;
-  const Tensor x = randn({2, 3, 16, 16});
-  auto net = [&](const Tensor& in, const std::vector<Tensor>& c) {
-    auto silu_onnx = [](const Tensor& t) { return t * sigmoid(t); };
-    const Tensor stem = silu_onnx(conv2d(in, c[0], {.padding = {1, 1, 1, 1}}));
-    const Tensor a = silu_onnx(batch_norm_infer(conv2d(stem, c[1]), c[4], c[5], c[6], c[7], 1e-5));
-    const Tensor b = silu_onnx(conv2d(a, c[2], {.padding = {1, 1, 1, 1}}));
-    return silu_onnx(conv2d(concat({a, b}, 1), c[3]));
-  };
-  auto g = graph::trace(
-      [&](const std::vector<Tensor>& in) {
-        std::vector<Tensor> c;  // constants: copies only the graph keeps
-        for (const Tensor& t : {w0, w1, w2, w3, gamma, beta, mean, var})
-          c.push_back(from_vector(t.to_vector<float>(), t.shape()));
-        return std::vector<Tensor>{net(in[0], c)};
-      },
-      {x});
-  auto ref = g->clone();
-  graph::run_pipeline(*g);
-  EXPECT_EQ(g->count(OpId::Mul) + g->count(OpId::Sigmoid) + g->count(OpId::Silu), 0u);
-  EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 1u);
-  EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 1u);
-  EXPECT_EQ(g->count(OpId::Concat), 1u);
-  EXPECT_EQ(g->count(cpu::op::ToBlocked()) + g->count(cpu::op::FromBlocked()), 0u);
-  for (const auto& n : g->nodes)
-    if (n->op == cpu::op::Conv2dWinograd() || n->op == cpu::op::Conv2dPacked())
-      EXPECT_EQ(n->attrs.get_string("act"), "silu");
-  test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
-                     1e-5);
+  for (int64_t lanes : widths()) {
+    SCOPED_TRACE("activations blocked in " + std::to_string(lanes) + " lanes");
+    const cpu::ScopedBlockedLanes fixed(lanes);
+    set_seed(4);
+    const Tensor w0 = randn({16, 3, 3, 3}) * 0.3, w1 = randn({16, 16, 1, 1}) * 0.3,
+                 w2 = randn({16, 16, 3, 3}) * 0.1, w3 = randn({32, 32, 1, 1}) * 0.2,
+                 gamma = rand({16}) + 0.5, beta = randn({16}) * 0.1, mean = randn({16}) * 0.1,
+                 var = rand({16}) + 0.5;
+    const Tensor x = randn({2, 3, 16, 16});
+    auto net = [&](const Tensor& in, const std::vector<Tensor>& c) {
+      auto silu_onnx = [](const Tensor& t) { return t * sigmoid(t); };
+      const Tensor stem = silu_onnx(conv2d(in, c[0], {.padding = {1, 1, 1, 1}}));
+      const Tensor a =
+          silu_onnx(batch_norm_infer(conv2d(stem, c[1]), c[4], c[5], c[6], c[7], 1e-5));
+      const Tensor b = silu_onnx(conv2d(a, c[2], {.padding = {1, 1, 1, 1}}));
+      return silu_onnx(conv2d(concat({a, b}, 1), c[3]));
+    };
+    auto g = graph::trace(
+        [&](const std::vector<Tensor>& in) {
+          std::vector<Tensor> c;  // constants: copies only the graph keeps
+          for (const Tensor& t : {w0, w1, w2, w3, gamma, beta, mean, var})
+            c.push_back(from_vector(t.to_vector<float>(), t.shape()));
+          return std::vector<Tensor>{net(in[0], c)};
+        },
+        {x});
+    auto ref = g->clone();
+    graph::run_pipeline(*g);
+    EXPECT_EQ(g->count(OpId::Mul) + g->count(OpId::Sigmoid) + g->count(OpId::Silu), 0u);
+    EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 1u);
+    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 1u);
+    EXPECT_EQ(g->count(OpId::Concat), 1u);
+    EXPECT_EQ(g->count(cpu::op::ToBlocked()) + g->count(cpu::op::FromBlocked()), 0u);
+    for (const auto& n : g->nodes)
+      if (n->op == cpu::op::Conv2dWinograd() || n->op == cpu::op::Conv2dPacked())
+        EXPECT_EQ(n->attrs.get_string("act"), "silu");
+    test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
+                       1e-5);
+  }
 }

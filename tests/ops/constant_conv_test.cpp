@@ -4,16 +4,20 @@
 // folded BatchNorm scale / shift, residual, relu or silu), odd output sizes (Winograd edge tiles
 // with one row or column), no padding and asymmetric padding, strides 1 and 2, 1x1 / 3x3 / 5x5
 // kernels, the packed conv reading x in place (no padding) and through its bordered copy, several
-// channel blocks, counts that leave short blocks and short register tiles, one and several threads;
-// the transformed and packed weights by hand; the shape / dtype errors; and op table rows.
+// channel blocks, counts that leave short blocks and short register tiles, one and several threads,
+// activations blocked in 16 lanes and (where this machine's kernels take them: AVX2 and narrower)
+// 8; the transformed and packed weights by hand; the shape / dtype errors; and op table rows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/kernels/conv_direct.h"  // the Highway target hooks
+#include "backends/cpu/kernels/conv_packed.h"
+#include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/ops/ops.h"
 #include "op_table.h"
 #include "ops/op.h"
@@ -34,21 +38,18 @@ struct Geo {
   bool bias, scale, residual;
   const char* act;            // "", "relu" or "silu"
   int64_t k = 3, stride = 1;  // square kernel, both strides
+  int64_t L = 16;             // the activations' channel block (nChw16c or nChw8c)
   int64_t OH() const { return (H + pt + pb - k) / stride + 1; }
   int64_t OW() const { return (W + pl + pr - k) / stride + 1; }
 };
 
-// (N, C, H, W) doubles -> the blocked (N, C/16, H, W, 16) order (C a multiple of 16).
-std::vector<double> to_blocked(const std::vector<double>& v, int64_t N, int64_t C, int64_t H,
-                               int64_t W) {
-  std::vector<double> r(v.size());
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t w = 0; w < W; ++w)
-          r[size_t((((n * (C / 16) + c / 16) * H + h) * W + w) * 16 + c % 16)] =
-              v[size_t(((n * C + c) * H + h) * W + w)];
-  return r;
+Geo in_lanes(Geo g, int64_t L) {
+  g.L = L;
+  return g;
+}
+// Whether this machine's kernels take activations blocked in L lanes (8: AVX2 and narrower).
+bool takes_lanes(const Geo& g) {
+  return g.winograd ? cpu::winograd_takes_lanes(g.L) : cpu::packed_takes_lanes(g.L);
 }
 
 // act(conv(x, w) * scale + bias * scale + shift + residual) in float64, blocked layouts in and out.
@@ -56,7 +57,7 @@ std::vector<double> reference(const Geo& g, const std::vector<double>& xb,
                               const std::vector<double>& w, const std::vector<double>& b,
                               const std::vector<double>& s, const std::vector<double>& sh,
                               const std::vector<double>& rb) {
-  const int64_t Cb = g.C / 16, Ob = g.O / 16, OH = g.OH(), OW = g.OW();
+  const int64_t L = g.L, Cb = g.C / L, Ob = g.O / L, OH = g.OH(), OW = g.OW();
   std::vector<double> y(size_t(g.N * g.O * OH * OW));
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t o = 0; o < g.O; ++o)
@@ -68,12 +69,12 @@ std::vector<double> reference(const Geo& g, const std::vector<double>& xb,
               for (int64_t j = 0; j < g.k; ++j) {
                 const int64_t ih = oh * g.stride - g.pt + i, iw = ow * g.stride - g.pl + j;
                 if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
-                acc += xb[size_t((((n * Cb + c / 16) * g.H + ih) * g.W + iw) * 16 + c % 16)] *
+                acc += xb[size_t((((n * Cb + c / L) * g.H + ih) * g.W + iw) * L + c % L)] *
                        w[size_t(((o * g.C + c) * g.k + i) * g.k + j)];
               }
           if (g.bias) acc += b[size_t(o)];
           if (g.scale) acc = acc * s[size_t(o)] + sh[size_t(o)];
-          const size_t at = size_t((((n * Ob + o / 16) * OH + oh) * OW + ow) * 16 + o % 16);
+          const size_t at = size_t((((n * Ob + o / L) * OH + oh) * OW + ow) * L + o % L);
           if (g.residual) acc += rb[at];
           if (std::string(g.act) == "relu") acc = std::max(acc, 0.0);
           if (std::string(g.act) == "silu") acc = acc / (1 + std::exp(-acc));
@@ -107,14 +108,14 @@ Tensor run_conv(const Geo& g, const Tensors& t) {
 
 Tensors make(const Geo& g, uint64_t seed) {
   set_seed(seed);
-  Tensors t{randn({g.N, g.C / 16, g.H, g.W, 16}),
+  Tensors t{randn({g.N, g.C / g.L, g.H, g.W, g.L}),
             randn({g.O, g.C, g.k, g.k}) * (1.0 / std::sqrt(double(g.k * g.k * g.C)))};
   if (g.bias) t.push_back(randn({g.O}) * 0.1);
   if (g.scale) {
     t.push_back(rand({g.O}) + 0.5);
     t.push_back(randn({g.O}) * 0.1);
   }
-  if (g.residual) t.push_back(randn({g.N, g.O / 16, g.OH(), g.OW(), 16}));
+  if (g.residual) t.push_back(randn({g.N, g.O / g.L, g.OH(), g.OW(), g.L}));
   return t;
 }
 
@@ -175,10 +176,11 @@ const Geo kGeos[] = {
      1},
 };
 
-class ConstantConvGeo : public ::testing::TestWithParam<Geo> {};
+class ConstantConvGeo : public ::testing::TestWithParam<std::tuple<Geo, int64_t>> {};
 
 TEST_P(ConstantConvGeo, MatchesConvolutionInFloat64) {
-  const Geo g = GetParam();
+  const Geo g = in_lanes(std::get<0>(GetParam()), std::get<1>(GetParam()));
+  if (!takes_lanes(g)) GTEST_SKIP() << "this machine's vectors are wider than " << g.L << " lanes";
   const Tensors t = make(g, 7);
   const std::vector<double> want = ref_of(g, t);
   expect_close(run_conv(g, t), want, g.name);
@@ -190,21 +192,32 @@ TEST_P(ConstantConvGeo, MatchesConvolutionInFloat64) {
 }
 
 // Every Highway target this build has and this CPU runs (AVX-512: one vector per 16 channels and
-// 12-row tiles; AVX2: two and 6; SSE4: four and 3), with short tiles, edge tiles and strides.
+// 12-row tiles; AVX2: two and 6; SSE4: four and 3), with short tiles, edge tiles and strides, in
+// 16 lanes and, on the targets whose vectors hold at most 8, in 8.
 TEST(ConstantConv, EveryHighwayTarget) {
   for (const std::string& target : cpu::direct_conv_targets()) {
     cpu::direct_conv_use_target(target);
-    for (const Geo& g :
+    for (const Geo& g0 :
          {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17], kGeos[18], kGeos[20]}) {
-      const Tensors t = make(g, 11);
-      expect_close(run_conv(g, t), ref_of(g, t), std::string(g.name) + " on " + target);
+      for (int64_t L : {16, 8}) {
+        const Geo g = in_lanes(g0, L);
+        if (!takes_lanes(g)) continue;
+        const Tensors t = make(g, 11);
+        expect_close(run_conv(g, t), ref_of(g, t),
+                     std::string(g.name) + " on " + target + " in " + std::to_string(L) + " lanes");
+      }
     }
   }
   cpu::direct_conv_use_target("");
 }
 
-INSTANTIATE_TEST_SUITE_P(Geos, ConstantConvGeo, ::testing::ValuesIn(kGeos),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Geos, ConstantConvGeo,
+                         ::testing::Combine(::testing::ValuesIn(kGeos),
+                                            ::testing::Values(int64_t{16}, int64_t{8})),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).name) + "_lanes" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 // u[e][ob][c][l] = (G w Gᵀ)[e] * scale for o = ob * 16 + l, by hand for one (o, c): the all-ones
 // kernel gives G 1 Gᵀ = [1 1.5 .5 1]ᵀ [1 1.5 .5 1]; beta = bias * scale + shift.

@@ -1,14 +1,17 @@
-// Direct convolution with packed constant weights on nChw16c activations (see conv_packed.h).
-// Highway, run-time dispatch.
+// Direct convolution with packed constant weights on nChw16c or nChw8c activations (see
+// conv_packed.h). Highway, run-time dispatch.
 //
-// Where the conv pads, the input is first copied into a zero-bordered buffer (N, C/16, Hp, Wp, 16),
+// Where the conv pads, the input is first copied into a zero-bordered buffer (N, C/L, Hp, Wp, L),
 // so the products read every tap without bounds checks; an unpadded conv reads x in place. The
-// work is cut into tasks (chunk of kChunkRows output pixels, block of 16 output channels), chunk
+// work is cut into tasks (chunk of kChunkRows output pixels, group of 16 output channels), chunk
 // major: a thread's consecutive tasks reuse one chunk's input from L2 while the weight panels
 // (kh * kw * C * 16 floats each) stream past, and at batch 1 the threads split the output channels
 // (each reads half the weights). Per task, register tiles of 6 pixels x 16 channels (AVX2: 12
 // accumulators) run over all of K = kh * kw * C, then the epilogue (+ beta, + residual, relu or
-// silu) stores into y's blocked layout. (Cutting K into passes whose weights stay in L1, with the
+// silu) stores into y's blocked layout. The weights and the register tile keep 16-channel groups
+// whatever the activations' block L: with L = 8 a group's input channels are two blocks' lanes and
+// its outputs two blocks' (a vector never spans two blocks: packed_takes_lanes). (Cutting K into
+// passes whose weights stay in L1, with the
 // partial sums parked between passes, measured slower here: bench/micro/constant_conv.cpp.)
 // clang-format off
 #undef HWY_TARGET_INCLUDE
@@ -36,7 +39,7 @@ constexpr int64_t kChunkRows = 192;  // output pixels per task
 constexpr int kMaxTaps = 64;         // kh * kw
 // Zero-bordered copies up to this many floats are made by one thread (see pad_input).
 constexpr int64_t kSerialPadFloats = int64_t(1) << 17;
-// The input as the products read it: x itself or its zero-bordered copy, (N, C/16, Hs, Ws, 16).
+// The input as the products read it: x itself or its zero-bordered copy, (N, C/L, Hs, Ws, L).
 struct Source {
   const float* x;
   int64_t Hs, Ws;
@@ -59,33 +62,37 @@ constexpr size_t kStep = kL >= 16 ? 16 : kL;                  // lanes per vecto
 constexpr int kRows = int(12 / kNV) > 0 ? int(12 / kNV) : 1;  // 12 accumulators
 using DG = hn::CappedTag<float, kStep>;
 
-// R output pixels for output-channel block ob, over all K units (a unit is one (tap, channel
-// block): 16 channels, 256 weights at wo + unit * 256 in ob's panel (kh, kw, C, 16)), then the
-// epilogue into y. in_at / out_at: the pixels' offsets in the source (tap 0, channel block 0) and
-// in y (ob 0).
-template <int R>
+size_t VectorLanes() { return kStep; }
+
+// R output pixels for output-channel group ob (16 channels), over all K units (a unit is one
+// (tap, group of 16 input channels): 256 weights at wo + unit * 256 in ob's panel (kh, kw, C,
+// 16)), then the epilogue into y. The activations are blocked in L lanes (16 or 8: a group is one
+// block or two). in_at / out_at: the pixels' offsets in the source (tap 0, channel 0) and in y
+// (channel 0).
+template <int64_t L, int R>
 HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* tap_off,
                      const int64_t* in_at, const int64_t* out_at, int64_t ob,
                      const float* HWY_RESTRICT wo, const float* HWY_RESTRICT beta,
                      const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
   const DG d;
-  const int64_t Cb = g.C / 16, plane = s.Hs * s.Ws * 16, ob_at = ob * g.OH * g.OW * 16;
+  const int64_t groups = g.C / 16, plane = s.Hs * s.Ws * L, out_plane = g.OH * g.OW * L;
   const float* base[R];
   SPORE_UNROLL for (int r = 0; r < R; ++r) base[r] = s.x + in_at[r];
   hn::Vec<DG> acc[R][kNV];
   SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] =
       hn::Zero(d);
   const float* w = wo;
-  const int64_t units = g.kh * g.kw * Cb;
-  int64_t tap = 0, cb = 0;
+  const int64_t units = g.kh * g.kw * groups;
+  int64_t tap = 0, cg = 0;
   for (int64_t u = 0; u < units; ++u, w += 256) {
-    const int64_t off = tap_off[tap] + cb * plane;
-    if (++cb == Cb) cb = 0, ++tap;
+    const int64_t off = tap_off[tap] + cg * (16 / L) * plane;  // the group's first block
+    if (++cg == groups) cg = 0, ++tap;
     SPORE_UNROLL for (int l = 0; l < 16; ++l) {
       hn::Vec<DG> wv[kNV];
       SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) wv[k] = hn::LoadU(d, w + l * 16 + k * kStep);
+      const int64_t at = off + (l / L) * plane + l % L;  // input channel cg * 16 + l
       SPORE_UNROLL for (int r = 0; r < R; ++r) {
-        const auto b = hn::Set(d, base[r][off + l]);
+        const auto b = hn::Set(d, base[r][at]);
         SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, wv[k], acc[r][k]);
       }
     }
@@ -95,7 +102,8 @@ HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* ta
     const auto b = hn::LoadU(d, beta + ob * 16 + k * kStep);
     SPORE_UNROLL for (int r = 0; r < R; ++r) {
       auto o = hn::Add(acc[r][k], b);
-      const int64_t at = out_at[r] + ob_at + int64_t(k * kStep);
+      const int64_t c = ob * 16 + int64_t(k * kStep);  // the vector's first output channel
+      const int64_t at = out_at[r] + c / L * out_plane + c % L;
       if (res) o = hn::Add(o, hn::LoadU(d, res + at));
       if (act == ConvAct::kRelu)
         o = hn::Max(o, zero);
@@ -106,23 +114,24 @@ HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* ta
   }
 }
 
-template <int R>
+template <int64_t L, int R>
 HWY_INLINE void TileTail(int rows, const PackedConvGeom& g, const Source& s, const int64_t* tap_off,
                          const int64_t* in_at, const int64_t* out_at, int64_t ob, const float* wo,
                          const float* beta, const float* res, ConvAct act, float* y) {
   if constexpr (R > 0) {
-    if (rows == R) return Tile<R>(g, s, tap_off, in_at, out_at, ob, wo, beta, res, act, y);
-    TileTail<R - 1>(rows, g, s, tap_off, in_at, out_at, ob, wo, beta, res, act, y);
+    if (rows == R) return Tile<L, R>(g, s, tap_off, in_at, out_at, ob, wo, beta, res, act, y);
+    TileTail<L, R - 1>(rows, g, s, tap_off, in_at, out_at, ob, wo, beta, res, act, y);
   }
 }
 
-// Tasks [t0, t1) of (chunk, ob), chunk major.
-void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const float* beta,
-           const float* res, ConvAct act, float* y, int64_t t0, int64_t t1) {
+// Tasks [t0, t1) of (chunk, ob), chunk major, on activations blocked in L lanes.
+template <int64_t L>
+void TasksIn(const PackedConvGeom& g, const Source& s, const float* wp, const float* beta,
+             const float* res, ConvAct act, float* y, int64_t t0, int64_t t1) {
   const int64_t Ob = g.O / 16, rows = g.N * g.OH * g.OW, units = g.kh * g.kw * (g.C / 16);
   int64_t tap_off[kMaxTaps];
   for (int64_t i = 0; i < g.kh; ++i)
-    for (int64_t j = 0; j < g.kw; ++j) tap_off[i * g.kw + j] = (i * s.Ws + j) * 16;
+    for (int64_t j = 0; j < g.kw; ++j) tap_off[i * g.kw + j] = (i * s.Ws + j) * L;
   int64_t in_at[kChunkRows], out_at[kChunkRows];  // the chunk's pixels, as Tile takes them
   int64_t at_chunk = -1;
   for (int64_t t = t0; t < t1; ++t) {
@@ -133,19 +142,26 @@ void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const floa
       for (int64_t i = 0; i < n_rows; ++i) {
         const int64_t p = r_begin + i, n = p / (g.OH * g.OW), oh = p % (g.OH * g.OW) / g.OW,
                       ow = p % g.OW;
-        in_at[i] = ((n * (g.C / 16) * s.Hs + oh * g.sh) * s.Ws + ow * g.sw) * 16;
-        out_at[i] = ((n * Ob * g.OH + oh) * g.OW + ow) * 16;
+        in_at[i] = ((n * (g.C / L) * s.Hs + oh * g.sh) * s.Ws + ow * g.sw) * L;
+        out_at[i] = ((n * (g.O / L) * g.OH + oh) * g.OW + ow) * L;
       }
       at_chunk = chunk;
     }
     const float* wo = wp + ob * units * 256;
     int64_t i = 0;
     for (; i + kRows <= n_rows; i += kRows)
-      Tile<kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
+      Tile<L, kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
     if (i < n_rows)
-      TileTail<kRows - 1>(int(n_rows - i), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res,
-                          act, y);
+      TileTail<L, kRows - 1>(int(n_rows - i), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta,
+                             res, act, y);
   }
+}
+
+void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const float* beta,
+           const float* res, ConvAct act, float* y, int64_t t0, int64_t t1) {
+  // L = 8 only where a vector holds at most 8 lanes (packed_conv2d checks packed_takes_lanes).
+  if (kStep <= 8 && g.L == 8) return TasksIn<8>(g, s, wp, beta, res, act, y, t0, t1);
+  TasksIn<16>(g, s, wp, beta, res, act, y, t0, t1);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -156,6 +172,7 @@ HWY_AFTER_NAMESPACE();
 namespace spore::cpu {
 namespace pconv {
 HWY_EXPORT(Tasks);
+HWY_EXPORT(VectorLanes);
 
 // The calling thread's zero-bordered input buffer, grown and kept across calls.
 float* padded_buffer(size_t n) {
@@ -164,33 +181,37 @@ float* padded_buffer(size_t n) {
   return buf.data();
 }
 
-// x (N, Cb, H, W, 16) -> xp (N, Cb, Hp, Wp, 16) with the input at (pt, pl) and zeros around it.
+// x (N, Cb, H, W, L) -> xp (N, Cb, Hp, Wp, L) with the input at (pt, pl) and zeros around it.
 void pad_input(const PackedConvGeom& g, const float* x, float* xp, int64_t Hp, int64_t Wp) {
-  const int64_t planes = g.N * (g.C / 16);
+  const int64_t L = g.L, planes = g.N * (g.C / L);
   // Small copies (the deep layers at batch 1: tens of KiB) on the calling thread: waking the
   // other threads for them costs more than the copy, and the conv itself wakes them next.
-  const int64_t grain = std::max<int64_t>(1, kSerialPadFloats / (Hp * Wp * 16));
+  const int64_t grain = std::max<int64_t>(1, kSerialPadFloats / (Hp * Wp * L));
   parallel_for(0, planes, grain, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      const float* src = x + p * g.H * g.W * 16;
-      float* dst = xp + p * Hp * Wp * 16;
+      const float* src = x + p * g.H * g.W * L;
+      float* dst = xp + p * Hp * Wp * L;
       for (int64_t h = 0; h < Hp; ++h) {
-        float* row = dst + h * Wp * 16;
+        float* row = dst + h * Wp * L;
         const int64_t ih = h - g.pt;
         if (ih < 0 || ih >= g.H) {
-          std::memset(row, 0, size_t(Wp * 16) * sizeof(float));
+          std::memset(row, 0, size_t(Wp * L) * sizeof(float));
           continue;
         }
         // Columns [pl, pl + W) hold the input row (cut to Wp); the rest are zeros.
         const int64_t c0 = g.pl, n = std::max<int64_t>(0, std::min(g.W, Wp - c0));
-        std::memset(row, 0, size_t(c0 * 16) * sizeof(float));
-        std::memcpy(row + c0 * 16, src + ih * g.W * 16, size_t(n * 16) * sizeof(float));
-        std::memset(row + (c0 + n) * 16, 0, size_t((Wp - c0 - n) * 16) * sizeof(float));
+        std::memset(row, 0, size_t(c0 * L) * sizeof(float));
+        std::memcpy(row + c0 * L, src + ih * g.W * L, size_t(n * L) * sizeof(float));
+        std::memset(row + (c0 + n) * L, 0, size_t((Wp - c0 - n) * L) * sizeof(float));
       }
     }
   });
 }
 }  // namespace pconv
+
+bool packed_takes_lanes(int64_t lanes) {
+  return lanes == 16 || (lanes == 8 && HWY_DYNAMIC_DISPATCH(pconv::VectorLanes)() <= 8);
+}
 
 void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t kw,
                        const float* bias, const float* scale, const float* shift, float* wp,
@@ -210,8 +231,10 @@ void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t
 
 void packed_conv2d(const PackedConvGeom& g, const float* x, const float* wp, const float* beta,
                    const float* residual, ConvAct act, float* y) {
-  SPORE_ASSERT(g.O % 16 == 0 && g.C % 16 == 0 && g.kh * g.kw <= pconv::kMaxTaps,
-               "packed conv: unsupported geometry");
+  SPORE_ASSERT(
+      g.O % 16 == 0 && g.C % 16 == 0 && g.kh * g.kw <= pconv::kMaxTaps && packed_takes_lanes(g.L),
+      "packed conv: unsupported geometry (O=", g.O, ", C=", g.C, ", ", g.kh * g.kw, " taps, lanes ",
+      g.L, ")");
   const int64_t rows = g.N * g.OH * g.OW;
   if (rows == 0) return;
   // The extent the windows read; a conv that pads (or reads past the input) gets a bordered copy.
@@ -248,7 +271,7 @@ void pack_conv_weights_kernel(ops::KernelContext& ctx) {
                     ctx.outputs[1].data<float>());
 }
 
-// conv2d_packed(x, wp, beta[, residual]) -> y, all blocked but wp and beta.
+// conv2d_packed(x, wp, beta[, residual]) -> y, all blocked (in 16 or 8 lanes) but wp and beta.
 void conv2d_packed_kernel(ops::KernelContext& ctx) {
   Tensor& y = ctx.outputs[0];
   if (y.numel() == 0) return;
@@ -256,9 +279,10 @@ void conv2d_packed_kernel(ops::KernelContext& ctx) {
   const bool has_res = ctx.attrs.get_bool("has_residual", false);
   const Tensor r = has_res ? dense(ctx.inputs[3]) : Tensor();
   const auto pad = ctx.attrs.get_ints("padding"), st = ctx.attrs.get_ints("stride");
-  const PackedConvGeom g{x.size(0),  x.size(1) * 16, x.size(2), x.size(3), y.size(1) * 16,
-                         wp.size(1), wp.size(2),     y.size(2), y.size(3), st[0],
-                         st[1],      pad[0],         pad[2]};
+  const int64_t L = x.size(4);
+  const PackedConvGeom g{x.size(0),  x.size(1) * L, x.size(2), x.size(3), y.size(1) * L,
+                         wp.size(1), wp.size(2),    y.size(2), y.size(3), st[0],
+                         st[1],      pad[0],        pad[2],    L};
   const ConvAct act = conv_act(ctx.attrs.has("act") ? ctx.attrs.get_string("act") : "");
   packed_conv2d(g, x.data<float>(), wp.data<float>(), beta.data<float>(),
                 has_res ? r.data<float>() : nullptr, act, y.data<float>());

@@ -1,4 +1,5 @@
-// Direct convolution on Graph mode's blocked activations (nChw16c) with weights packed once, when
+// Direct convolution on Graph mode's blocked activations (nChw16c or nChw8c) with weights packed
+// once, when
 // the graph is compiled (constant weights: an imported or frozen model). Defined in
 // conv_packed.cpp; the graph pass backends/cpu/passes/constant_convs.cpp decides where it runs.
 //
@@ -15,10 +16,16 @@
 
 namespace spore::cpu {
 
-// x (N, C/16, H, W, 16) -> y (N, O/16, OH, OW, 16); C and O multiples of 16; groups 1, dilation 1.
+// x (N, C/L, H, W, L) -> y (N, O/L, OH, OW, L); C and O multiples of 16; groups 1, dilation 1.
+// L, the activations' channel block: 16 (nChw16c), or 8 (nChw8c) where packed_takes_lanes(8).
 struct PackedConvGeom {
   int64_t N, C, H, W, O, kh, kw, OH, OW, sh, sw, pt, pl;
+  int64_t L = 16;
 };
+// Whether the kernel on this machine reads and writes activations blocked in `lanes` (8 or 16):
+// 16 always; 8 where its vectors hold 8 lanes or fewer (AVX2), as one vector never spans two
+// blocks. (The packed weights keep 16-channel groups either way.)
+bool packed_takes_lanes(int64_t lanes);
 
 // wp (O/16, kh, kw, C, 16) = w[o][c][i][j] * scale[o]; beta (O) = bias * scale + shift. w is
 // (O, C, kh, kw); bias, scale and shift may be null (0, 1, 0).

@@ -638,7 +638,7 @@ void winograd_weights_kernel(ops::KernelContext& ctx) {
       ctx.outputs[0].data<float>(), ctx.outputs[1].data<float>());
 }
 
-// conv2d_winograd(x, u, beta[, residual]) -> y, all blocked but u and beta.
+// conv2d_winograd(x, u, beta[, residual]) -> y, all blocked (in 16 or 8 lanes) but u and beta.
 void conv2d_winograd_kernel(ops::KernelContext& ctx) {
   Tensor& y = ctx.outputs[0];
   if (y.numel() == 0) return;
@@ -646,8 +646,9 @@ void conv2d_winograd_kernel(ops::KernelContext& ctx) {
   const bool has_res = ctx.attrs.get_bool("has_residual", false);
   const Tensor r = has_res ? dense(ctx.inputs[3]) : Tensor();
   const auto pad = ctx.attrs.get_ints("padding");
-  const WinogradGeom g{x.size(0), x.size(1) * 16, x.size(2), x.size(3), y.size(1) * 16,
-                       y.size(2), y.size(3),      pad[0],    pad[2]};
+  const int64_t L = x.size(4);
+  const WinogradGeom g{x.size(0), x.size(1) * L, x.size(2), x.size(3), y.size(1) * L,
+                       y.size(2), y.size(3),     pad[0],    pad[2],    L};
   const ConvAct act = conv_act(ctx.attrs.has("act") ? ctx.attrs.get_string("act") : "");
   winograd_conv2d(g, x.data<float>(), u.data<float>(), beta.data<float>(),
                   has_res ? r.data<float>() : nullptr, act, y.data<float>());

@@ -39,6 +39,7 @@
 
 #include "backends/cpu/kernels/conv_direct.h"
 #include "backends/cpu/kernels/conv_list.h"
+#include "backends/cpu/kernels/conv_packed.h"
 #include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/kernels/layout.h"
 #include "backends/cpu/kernels/nn_util.h"
@@ -594,8 +595,7 @@ std::string constant_conv_why_not(const ConvDesc& d) {
   if (d.prop != ConvProp::kForward) return "forward only";
   if (!d.constant_weights)
     return "weights are not graph constants (prepared when a graph compiles)";
-  if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c)";
-  if (d.lanes != 16) return "activations blocked in 8 lanes (nChw8c; its kernels take nChw16c)";
+  if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c / nChw8c)";
   if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
   if (d.O % 16 != 0 || d.C % 16 != 0) return "O and C must be multiples of 16";
   if (d.kh * d.kw > 64) return "more than 64 taps";
@@ -611,9 +611,6 @@ std::string constant_conv_why_not(const ConvDesc& d) {
 // pass, so it runs only where it measured faster. SPORE_CONV_IMPL=-winograd turns it off (A/B).
 std::string winograd_train_why_not(const ConvDesc& d) {
   if (!d.blocked_x || !d.blocked_y) return "activations are not blocked (nChw16c / nChw8c)";
-  if (!winograd_takes_lanes(d.lanes))
-    return "activations blocked in " + std::to_string(d.lanes) +
-           " lanes, narrower than this machine's vectors";
   if (d.dtype != kFloat32) return std::string(dtype_name(d.dtype)) + " (float32 only)";
   if (d.O % 16 != 0 || d.C % 16 != 0) return "O and C must be multiples of 16";
   if (d.G != 1 || d.dh != 1 || d.dw != 1) return "groups or dilation";
@@ -625,10 +622,18 @@ std::string winograd_train_why_not(const ConvDesc& d) {
     return "activation " + d.act + " (relu or silu only)";
   return "";
 }
+// Both kernels keep 16-channel groups in registers; on 8-lane blocks only where a vector holds at
+// most 8 lanes (AVX2), so that none spans two blocks.
+std::string lanes_why_not(const ConvDesc& d, bool takes) {
+  if (takes) return "";
+  return "activations blocked in " + std::to_string(d.lanes) +
+         " lanes, narrower than this machine's vectors";
+}
 std::string winograd_why_not(const ConvDesc& d) {
   if (std::string r = d.constant_weights ? constant_conv_why_not(d) : winograd_train_why_not(d);
       !r.empty())
     return r;
+  if (std::string r = lanes_why_not(d, winograd_takes_lanes(d.lanes)); !r.empty()) return r;
   if (d.kh != 3 || d.kw != 3 || d.sh != 1 || d.sw != 1) return "not a 3x3 stride-1 conv";
   const bool bwd = d.prop == ConvProp::kBackwardData;  // its output (the tiles) is dx
   const int64_t tiles = d.N * (((bwd ? d.H : d.OH) + 1) / 2) * (((bwd ? d.W : d.OW) + 1) / 2);
@@ -638,7 +643,10 @@ std::string winograd_why_not(const ConvDesc& d) {
            " (8 per thread): reading its larger weights costs more than its multiplies save";
   return "";
 }
-std::string packed_why_not(const ConvDesc& d) { return constant_conv_why_not(d); }
+std::string packed_why_not(const ConvDesc& d) {
+  if (std::string r = constant_conv_why_not(d); !r.empty()) return r;
+  return lanes_why_not(d, packed_takes_lanes(d.lanes));
+}
 
 // ---- direct_nchw (conv_direct.cpp): few input channels, plain NCHW ------------------------------
 // oneDNN computes these in its blocked layouts and the reorders cost as much as the arithmetic.

@@ -1,19 +1,20 @@
 // Graph-internal convolutions on constant weights prepared when the graph compiles, made by
-// backends/cpu/passes/constant_convs.cpp between blocked (nChw16c) activations. Winograd F(2x2,
-// 3x3) (backends/cpu/kernels/conv_winograd.h) for 3x3, stride-1 convolutions:
+// backends/cpu/passes/constant_convs.cpp between blocked activations (nChw16c, or nChw8c: L = 16 or
+// 8 below; the prepared weights keep 16-channel groups either way). Winograd F(2x2, 3x3)
+// (backends/cpu/kernels/conv_winograd.h) for 3x3, stride-1 convolutions:
 //
 //   winograd_weights(w[, bias][, scale, shift]) -> (u, beta)   run once, when the graph compiles
 //       u (16, O/16, C, 16): the transformed weights G w Gᵀ * scale; beta (O) = bias * scale +
 //       shift
 //   conv2d_winograd(x, u, beta[, residual]) = act(conv2d(x, w) * scale + beta + residual)
-//       x (N, C/16, H, W, 16) -> (N, O/16, OH, OW, 16); OH = H + pad_top + pad_bottom - 2
+//       x (N, C/L, H, W, L) -> (N, O/L, OH, OW, L); OH = H + pad_top + pad_bottom - 2
 //
 // and a direct convolution on packed weights (backends/cpu/kernels/conv_packed.h) for the others:
 //
 //   pack_conv_weights(w[, bias][, scale, shift]) -> (wp, beta)
 //       wp (O/16, kh, kw, C, 16) = w * scale; beta as above
 //   conv2d_packed(x, wp, beta[, residual]) = act(conv2d(x, w) * scale + beta + residual)
-//       x (N, C/16, H, W, 16) -> (N, O/16, OH, OW, 16), OH = (H + pad_top + pad_bottom - kh) /
+//       x (N, C/L, H, W, L) -> (N, O/L, OH, OW, L), OH = (H + pad_top + pad_bottom - kh) /
 //       stride + 1
 //
 // Attributes: has_bias, has_scale (the weight ops); padding (top, bottom, left, right), act ("" or
@@ -65,7 +66,8 @@ Shape check_conv(const Metas& in, const Attrs& a, int64_t O, int64_t kh, int64_t
   const std::string act = a.has("act") ? a.get_string("act") : std::string();
   SPORE_CHECK(act.empty() || act == "relu" || act == "silu",
               "act must be \"\", \"relu\" or \"silu\", got '", act, "'");
-  const Shape y{x[0], O / 16, (hp - kh) / sh + 1, (wp - kw) / sw + 1, 16};
+  const int64_t L = x[4];
+  const Shape y{x[0], O / L, (hp - kh) / sh + 1, (wp - kw) / sw + 1, L};
   if (has_res)
     SPORE_CHECK(in[3].shape == y, "residual must have the output's shape ", shape_str(y), ", got ",
                 shape_str(in[3].shape));
@@ -78,8 +80,9 @@ void check_conv_inputs(const Metas& in, const Attrs& a, const char* weights) {
               has_res ? ", residual" : "", "), got ", in.size(), " inputs");
   for (size_t i = 0; i < in.size(); ++i)
     check_f32(in[i], i == 0 ? "x" : i == 1 ? weights : i == 2 ? "beta" : "residual");
-  SPORE_CHECK(in[0].shape.size() == 5 && in[0].shape[4] == 16,
-              "expected a blocked x (N, C/16, H, W, 16), got shape ", shape_str(in[0].shape));
+  SPORE_CHECK(in[0].shape.size() == 5 && (in[0].shape[4] == 16 || in[0].shape[4] == 8),
+              "expected a blocked x (N, C/16, H, W, 16) or (N, C/8, H, W, 8), got shape ",
+              shape_str(in[0].shape));
 }
 
 }  // namespace
@@ -101,8 +104,8 @@ OpRules Conv2dWinograd() {
       .infer = [](const Metas& in, const Attrs& a) -> Metas {
         check_conv_inputs(in, a, "u");
         const Shape &x = in[0].shape, &u = in[1].shape;
-        SPORE_CHECK(u.size() == 4 && u[0] == 16 && u[3] == 16 && u[2] == x[1] * 16,
-                    "expected u (16, O/16, C=", x[1] * 16,
+        SPORE_CHECK(u.size() == 4 && u[0] == 16 && u[3] == 16 && u[2] == x[1] * x[4],
+                    "expected u (16, O/16, C=", x[1] * x[4],
                     ", 16) from winograd_weights, got shape ", shape_str(u));
         return {{check_conv(in, a, u[1] * 16, 3, 3, 1, 1), kFloat32}};
       },
@@ -126,8 +129,8 @@ OpRules Conv2dPacked() {
       .infer = [](const Metas& in, const Attrs& a) -> Metas {
         check_conv_inputs(in, a, "wp");
         const Shape &x = in[0].shape, &wp = in[1].shape;
-        SPORE_CHECK(wp.size() == 5 && wp[4] == 16 && wp[3] == x[1] * 16,
-                    "expected wp (O/16, kh, kw, C=", x[1] * 16,
+        SPORE_CHECK(wp.size() == 5 && wp[4] == 16 && wp[3] == x[1] * x[4],
+                    "expected wp (O/16, kh, kw, C=", x[1] * x[4],
                     ", 16) from pack_conv_weights, got shape ", shape_str(wp));
         const Shape st = a.get_ints("stride");
         SPORE_CHECK(st.size() == 2 && st[0] >= 1 && st[1] >= 1,
