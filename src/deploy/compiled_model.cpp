@@ -127,7 +127,7 @@ ModelFile compile(const Fn& fn, std::vector<ModelIO> inputs, std::vector<std::st
         SPORE_CHECK(g->outputs[i]->shape[0] == b, "[compile] output \"", f.outputs[i].name,
                     "\" has dim 0 ", g->outputs[i]->shape[0], " at batch ", b, ", not the batch");
     }
-    f.variants.push_back({b, std::shared_ptr<graph::Graph>(std::move(g))});
+    f.variants.push_back({b, std::shared_ptr<graph::Graph>(std::move(g)), nullptr});
   }
   if (dynamic)
     for (auto& in : inputs) in.shape[0] = -1;
@@ -326,7 +326,7 @@ std::string CompiledModel::device() const { return impl_->file.device; }
 std::string CompiledModel::summary() const {
   const ModelFile& f = impl_->file;
   std::ostringstream s;
-  s << "format:     Spore compiled model, version " << graph::kModelFormatVersion << "\n";
+  s << "format:     Spore compiled model, version " << f.format_version << "\n";
   s << "producer:   " << (f.producer.empty() ? std::string("spore ") + SPORE_VERSION : f.producer)
     << "\n";
   s << "source:     " << f.source << "\n";
@@ -346,9 +346,10 @@ std::string CompiledModel::summary() const {
   for (const auto& v : f.variants) {
     std::map<std::string, int> ops;
     for (const auto& n : v.graph->nodes) ++ops[n->def().name];
-    const graph::MemoryPlan plan = graph::plan_memory(*v.graph);
+    const graph::MemoryPlan plan = v.plan ? *v.plan : graph::plan_memory(*v.graph);
     s << "graph:      batch " << v.batch << ", " << v.graph->nodes.size() << " nodes, arena "
-      << plan.arena_bytes << " bytes:";
+      << plan.arena_bytes << " bytes (" << (v.plan ? "stored" : "planned at load") << ", "
+      << plan.total_bytes << " without reuse):";
     for (const auto& [name, k] : ops) s << " " << name << "x" << k;
     s << "\n";
   }
@@ -408,7 +409,11 @@ std::vector<Tensor> run_model(const CompiledModel::Impl& model, InferenceSession
                 "; every input must have the same batch");
   }
   auto exec = [&](size_t v) -> graph::Executor& {
-    if (!state.execs[v]) state.execs[v] = std::make_unique<graph::Executor>(f.variants[v].graph);
+    if (!state.execs[v]) {
+      const graph::ModelVariant& var = f.variants[v];
+      state.execs[v] = var.plan ? std::make_unique<graph::Executor>(var.graph, *var.plan)
+                                : std::make_unique<graph::Executor>(var.graph);
+    }
     return *state.execs[v];
   };
   for (size_t v = 0; v < f.variants.size(); ++v)

@@ -56,11 +56,13 @@ bool capture_enabled() {
   return e && std::string(e) == "1";
 }
 
-Executor::Executor(std::shared_ptr<Graph> graph) : graph_(std::move(graph)) {
+Executor::Executor(std::shared_ptr<Graph> graph) : Executor(graph, plan_memory(*graph)) {}
+
+Executor::Executor(std::shared_ptr<Graph> graph, MemoryPlan plan)
+    : graph_(std::move(graph)), plan_(std::move(plan)) {
   const char* prof = std::getenv("SPORE_PROFILE");
   profile_ = prof && *prof && std::string(prof) != "0";
   profile_nodes_ = profile_ && std::string(prof) == "nodes";
-  plan_ = plan_memory(*graph_);
   // Each device's arena comes from that device's allocator (Storage asks its backend).
   for (const auto& [device, bytes] : plan_.arenas)
     arenas_.push_back(std::make_shared<Storage>(std::max<size_t>(bytes, 1), device));

@@ -26,6 +26,8 @@ int64_t capture_replays();  // replays of captured steps in this process (tests,
 class Executor {
  public:
   explicit Executor(std::shared_ptr<Graph> graph);
+  // With a plan made earlier (a compiled model file's, checked by memory_plan_error when read).
+  Executor(std::shared_ptr<Graph> graph, MemoryPlan plan);
   std::vector<Tensor> run(const std::vector<Tensor>& args);
   // SPORE_PROFILE=1: per-op wall time is accumulated over runs and printed (to stderr) when the
   // executor is destroyed, most expensive op first.

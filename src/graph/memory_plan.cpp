@@ -18,11 +18,11 @@ struct Block {
   int first, last;
   size_t offset = 0;
 };
-}  // namespace
 
-MemoryPlan plan_memory(const Graph& g) {
+// One block per planned value (planned_values' order) with its liveness interval; index maps a
+// value to its block.
+std::vector<Block> live_blocks(const Graph& g, std::unordered_map<const Value*, size_t>& index) {
   const int end = int(g.nodes.size());
-  std::unordered_map<const Value*, size_t> index;  // value -> block
   std::vector<Block> blocks;
   auto add = [&](const Value* v, int first) {
     index[v] = blocks.size();
@@ -48,6 +48,29 @@ MemoryPlan plan_memory(const Graph& g) {
     auto it = index.find(view_base(o));
     if (it != index.end()) blocks[it->second].last = end;
   }
+  return blocks;
+}
+
+// Whether node i may write its output o over its input in (the in-place rule below): a pointwise
+// node, in dying there, same shape, dtype and device.
+bool may_write_over(const Node& n, const Value* in, const Value* o) {
+  return n.def().has(ops::kElementwise) && !n.is_effect() && n.outputs.size() == 1 &&
+         n.outputs[0] == o && in->kind == ValueKind::kComputed && view_base(in) == in &&
+         in->shape == o->shape && in->dtype == o->dtype && in->device == o->device;
+}
+}  // namespace
+
+std::vector<const Value*> planned_values(const Graph& g) {
+  std::unordered_map<const Value*, size_t> index;
+  std::vector<const Value*> r;
+  for (const Block& b : live_blocks(g, index)) r.push_back(b.v);
+  return r;
+}
+
+MemoryPlan plan_memory(const Graph& g) {
+  const int end = int(g.nodes.size());
+  std::unordered_map<const Value*, size_t> index;  // value -> block
+  std::vector<Block> blocks = live_blocks(g, index);
 
   // In-place reuse: an elementwise node's output takes the buffer of an input of the same shape
   // and dtype whose life ends at that node (pointwise kernels read element i before writing it,
@@ -65,13 +88,10 @@ MemoryPlan plan_memory(const Graph& g) {
     const Value* o = n.outputs[0];
     const size_t ob = index.at(o);
     for (const Value* in : n.inputs) {
-      if (in->kind != ValueKind::kComputed || view_base(in) != in) continue;
       auto it = index.find(in);
-      if (it == index.end()) continue;
+      if (it == index.end() || !may_write_over(n, in, o)) continue;
       const size_t rb = find(it->second);
-      if (blocks[rb].last != i || in->shape != o->shape || in->dtype != o->dtype ||
-          in->device != o->device)
-        continue;
+      if (blocks[rb].last != i) continue;
       owner[ob] = rb;
       blocks[rb].last = std::max(blocks[rb].last, blocks[ob].last);
       ++plan.inplace;
@@ -110,6 +130,55 @@ MemoryPlan plan_memory(const Graph& g) {
   for (const auto& a : plan.arenas) plan.arena_bytes += a.second;
   for (size_t i = 0; i < blocks.size(); ++i) plan.offset[blocks[i].v] = blocks[find(i)].offset;
   return plan;
+}
+
+std::string memory_plan_error(const Graph& g, const MemoryPlan& plan) {
+  std::unordered_map<const Value*, size_t> index;
+  std::vector<Block> blocks = live_blocks(g, index);
+  auto name = [&](const Block& b) {
+    return std::string(b.v->producer ? b.v->producer->def().name : "placeholder") + " output " +
+           shape_str(b.v->shape);
+  };
+  for (Block& b : blocks) {
+    auto it = plan.offset.find(b.v);
+    if (it == plan.offset.end()) return "no offset for a " + name(b);
+    b.offset = it->second;
+    auto arena = std::find_if(plan.arenas.begin(), plan.arenas.end(),
+                              [&](const auto& a) { return a.first == b.v->device; });
+    if (arena == plan.arenas.end()) return "no arena for device " + to_string(b.v->device);
+    if (b.offset % kArenaAlignment != 0 || b.offset > arena->second ||
+        b.bytes > arena->second - b.offset)
+      return "the " + name(b) + " (" + std::to_string(b.bytes) + " bytes at offset " +
+             std::to_string(b.offset) + ") is not 64-byte aligned inside its " +
+             std::to_string(arena->second) + "-byte arena";
+  }
+  // Sweep the buffers by first write; each is checked against those still live then.
+  std::vector<size_t> order(blocks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return blocks[a].first < blocks[b].first; });
+  std::vector<size_t> live;
+  for (size_t bi : order) {
+    const Block& b = blocks[bi];
+    std::erase_if(live, [&](size_t pi) { return blocks[pi].last < b.first; });
+    for (size_t pi : live) {
+      const Block& p = blocks[pi];
+      if (p.v->device != b.v->device || p.offset + p.bytes <= b.offset ||
+          b.offset + b.bytes <= p.offset)
+        continue;
+      // Live at once and sharing bytes: only the in-place rule's exact alias at the node where
+      // the input dies and the output is born.
+      const bool in_place = p.last == b.first && p.offset == b.offset && b.first >= 0 &&
+                            may_write_over(*g.nodes[size_t(b.first)], p.v, b.v) &&
+                            std::find(g.nodes[size_t(b.first)]->inputs.begin(),
+                                      g.nodes[size_t(b.first)]->inputs.end(),
+                                      p.v) != g.nodes[size_t(b.first)]->inputs.end();
+      if (!in_place)
+        return "the " + name(b) + " and the " + name(p) + " are live at once but share bytes";
+    }
+    live.push_back(bi);
+  }
+  return "";
 }
 
 }  // namespace spore::graph

@@ -4,6 +4,7 @@
 // so the executor allocates nothing per step.
 #pragma once
 #include <cstddef>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -22,5 +23,15 @@ struct MemoryPlan {
 
 constexpr size_t kArenaAlignment = 64;
 MemoryPlan plan_memory(const Graph& g);
+
+// The values a plan places, in a fixed order: the placeholders (graph inputs order), then every
+// non-view node output (schedule order). A compiled model file stores the offsets in this order.
+std::vector<const Value*> planned_values(const Graph& g);
+// Why `plan` is not a safe plan of g, or "" when it is: every planned value has a 64-byte aligned
+// offset whose buffer fits its device's arena, and no two buffers that are live at once share a
+// byte, except where plan_memory makes them (a pointwise node's output written over an input
+// that dies at that node, same shape and dtype). How a plan read from a file is checked before
+// the executor trusts it.
+std::string memory_plan_error(const Graph& g, const MemoryPlan& plan);
 
 }  // namespace spore::graph

@@ -271,6 +271,14 @@ std::string write_model_file(const ModelFile& m) {
     }
     gw.u32(uint32_t(g.outputs.size()));
     for (const Value* o : g.outputs) gw.u32(ref.at(o));
+    // The memory plan: the arena (none when nothing is planned) and the offsets, in
+    // planned_values' order (which the reader rebuilds from the same graph).
+    const MemoryPlan plan = plan_memory(g);
+    gw.u32(uint32_t(plan.arenas.size()));
+    for (const auto& a : plan.arenas) gw.u64(a.second);
+    const std::vector<const Value*> planned = planned_values(g);
+    gw.u32(uint32_t(planned.size()));
+    for (const Value* v : planned) gw.u64(plan.offset.at(v));
   }
 
   // The weights section, each blob at its aligned offset (zero padding between).
@@ -422,8 +430,14 @@ Meta read_meta(Reader& r) {
             " is ", m.shape[d]);
     r.check(m.strides[d] >= 0 && m.strides[d] <= (int64_t(1) << 40), "value strides", "stride ", d,
             " is ", m.strides[d]);
-    numel = m.shape[d] ? std::min<int64_t>(numel * m.shape[d], int64_t(1) << 40) : 0;
+    // Saturating at 2^40 (each factor is at most 2^40, so the product cannot wrap).
+    numel = m.shape[d] == 0 || numel == 0             ? 0
+            : numel > (int64_t(1) << 40) / m.shape[d] ? int64_t(1) << 40
+                                                      : numel * m.shape[d];
   }
+  r.check(numel < (int64_t(1) << 40), "value shape", shape_str(m.shape),
+          " holds 2^40 elements or "
+          "more, past the format's limit");
   r.check(m.offset >= 0 && m.offset <= (int64_t(1) << 40), "value offset", "is ", m.offset);
   return m;
 }
@@ -442,8 +456,9 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
           "compile model.onnx -o model.spore`");
   h.pod<std::array<char, 8>>("magic");
   const uint32_t version = h.u32("format_version");
-  h.check(version == kModelFormatVersion, "format_version", "the file has format version ", version,
-          "; this Spore (", SPORE_VERSION, ") reads version ", kModelFormatVersion,
+  h.check(version >= kModelFormatOldest && version <= kModelFormatVersion, "format_version",
+          "the file has format version ", version, "; this Spore (", SPORE_VERSION,
+          ") reads versions ", kModelFormatOldest, " to ", kModelFormatVersion,
           ". Compile the model again with this Spore");
   const uint32_t hbytes = h.u32("header_size");
   h.check(hbytes == kModelHeaderBytes, "header_size", "is ", hbytes, ", expected ",
@@ -468,6 +483,7 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
           "the meta section's checksum does not match its bytes (the file is corrupt)");
 
   ModelFile m;
+  m.format_version = version;
   Reader r(bytes + meta_off, meta_bytes, meta_off, where);
   m.producer = r.str("producer");
   m.source = r.str("source");
@@ -687,6 +703,30 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
               " values)");
       g->outputs.push_back(refs[ref]);
     }
+    // The memory plan (format 2), checked below against the verified graph.
+    std::shared_ptr<MemoryPlan> plan;
+    if (version >= 2) {
+      plan = std::make_shared<MemoryPlan>();
+      const uint32_t narenas = r.count("memory plan arenas count", 8);
+      r.check(narenas <= 1, "memory plan arenas count", "is ", narenas,
+              "; a CPU model's graph has at most one arena");
+      for (uint32_t a = 0; a < narenas; ++a) {
+        const uint64_t bytes = r.u64("memory plan arena size");
+        r.check(bytes <= (uint64_t(1) << 40), "memory plan arena size", "is ", bytes,
+                " bytes, more than the format's limit of 1 TiB");
+        plan->arenas.push_back({Device{}, size_t(bytes)});
+        plan->arena_bytes += size_t(bytes);
+      }
+      const std::vector<const Value*> planned = planned_values(*g);
+      const uint32_t noff = r.count("memory plan offsets count", 8);
+      r.check(noff == planned.size(), "memory plan offsets count", "is ", noff, ", the graph has ",
+              planned.size(), " planned values (placeholders and kernel outputs)");
+      for (const Value* v : planned) {
+        plan->offset[v] = size_t(r.u64("memory plan offset"));
+        plan->total_bytes += (std::max<size_t>(v->nbytes(), 1) + kArenaAlignment - 1) /
+                             kArenaAlignment * kArenaAlignment;
+      }
+    }
     // Every node re-inferred from its inputs and attributes, and every view's layout recomputed
     // from its rule and bounded by its input: a file that parses can only ask the kernels for what
     // the ops' own rules allow.
@@ -719,6 +759,11 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
     } catch (const Error& e) {
       SPORE_THROW(ErrorKind::IOError, where, "field ", gctx,
                   " nodes: the graph does not check: ", e.what());
+    }
+    if (plan) {
+      const std::string bad = memory_plan_error(*g, *plan);
+      r.check(bad.empty(), "memory plan", "the stored plan is unsafe: ", bad);
+      var.plan = std::move(plan);
     }
     var.graph = std::move(g);
     m.variants.push_back(std::move(var));

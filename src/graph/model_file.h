@@ -9,8 +9,10 @@
 //   meta section       producer, source, target device and requirements, the kernel choices
 //                      timed at compile time (Backend::kernel_choices), the weights' checksum, the
 //                      op-name table, the model's inputs and outputs, the weight table and the
-//                      graphs (one per compiled batch size); every count and length is bounded by
-//                      the bytes left, every reference by what was defined before it
+//                      graphs (one per compiled batch size), each followed by its memory plan
+//                      (format 2: the arena's size and every planned value's offset, checked by
+//                      memory_plan_error when read); every count and length is bounded by the
+//                      bytes left, every reference by what was defined before it
 //   weights section    the constant tensors' bytes (after folding and packing: the kernels'
 //   layout),
 //                      each at a 64-byte aligned offset, shared by the graphs
@@ -23,11 +25,13 @@
 #include <vector>
 
 #include "graph/ir.h"
+#include "graph/memory_plan.h"
 
 namespace spore::graph {
 
 inline constexpr char kModelMagic[8] = {'S', 'P', 'O', 'R', 'E', 'M', 'D', 'L'};
-inline constexpr uint32_t kModelFormatVersion = 1;
+inline constexpr uint32_t kModelFormatVersion = 2;  // written
+inline constexpr uint32_t kModelFormatOldest = 1;   // read: 1 has no stored memory plans
 inline constexpr uint32_t kModelHeaderBytes = 64;
 
 struct ModelIO {
@@ -40,11 +44,15 @@ struct ModelIO {
 struct ModelVariant {
   int64_t batch = 0;
   std::shared_ptr<Graph> graph;
+  // The memory plan read from the file (checked); null for a format-1 file (planned at load).
+  // write_model_file plans each graph itself.
+  std::shared_ptr<const MemoryPlan> plan;
 };
 
 struct ModelFile {
-  std::string producer;  // "spore 0.1.0"
-  std::string source;    // "onnx:resnet18.onnx", "zoo:lenet+lenet.safetensors", ...
+  uint32_t format_version = kModelFormatVersion;  // the file's (read_model_file sets it)
+  std::string producer;                           // "spore 0.1.0"
+  std::string source;  // "onnx:resnet18.onnx", "zoo:lenet+lenet.safetensors", ...
   std::string device = "CPU";
   std::string requirements;    // the CPU target the kernels' layouts were chosen for, or "any"
   std::string kernel_choices;  // Backend::kernel_choices after a warm-up run at compile time

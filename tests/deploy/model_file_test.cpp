@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "graph/model_file.h"
@@ -190,14 +191,54 @@ TEST(ModelFile, TargetRequirementsOnlyWhereALayoutDependsOnIt) {
 
 TEST(ModelFile, FuzzSeedsLoad) {
   // The fuzz corpus' hand-made seeds must be valid files of the current format, or the fuzzer
-  // starts from inputs the reader refuses at the first field that changed.
-  for (const char* name : {"seed_relu_add.spore", "seed_softmax.spore"}) {
+  // starts from inputs the reader refuses at the first field that changed. The same models in
+  // format 1 (no stored memory plan: planned at load) still load.
+  for (const char* name : {"seed_relu_add.spore", "seed_softmax.spore", "seed_v1_relu_add.spore",
+                           "seed_v1_softmax.spore"}) {
     const std::string path =
         std::string(SPORE_SOURCE_DIR) + "/tests/fuzz/corpus/model_file/" + name;
     CompiledModel m = CompiledModel::load(path);
     ASSERT_EQ(m.inputs().size(), 1u) << name;
     EXPECT_EQ(m.run({zeros({2}, kFloat32)})[0].shape(), (Shape{2})) << name;
+    const bool v1 = std::string(name).find("_v1_") != std::string::npos;
+    EXPECT_NE(m.summary().find(v1 ? "version 1" : "version 2"), std::string::npos) << name;
+    EXPECT_NE(m.summary().find(v1 ? "(planned at load" : "(stored"), std::string::npos) << name;
   }
+}
+
+// Each graph's memory plan is stored after it and checked when read: the plan written is the
+// planner's (the loaded model runs on it), and an unsafe plan (buffers that are live at once
+// sharing bytes, a misaligned offset) is an IOError naming the field, not memory corruption.
+TEST(ModelFile, StoredMemoryPlanIsCheckedAndUsed) {
+  const std::string& bytes = lenet_bytes();
+  CompiledModel m = CompiledModel::from_buffer(bytes.data(), bytes.size(), "lenet.spore");
+  EXPECT_NE(m.summary().find("(stored"), std::string::npos) << m.summary();
+  // The last graph's offsets end the meta section, after their count.
+  const uint64_t meta_bytes = get<uint64_t>(bytes, 32);
+  const std::string meta = bytes.substr(graph::kModelHeaderBytes, meta_bytes);
+  uint32_t noff = 0;
+  for (uint32_t k = 1; k < 1000 && !noff; ++k)
+    if (get<uint32_t>(meta, meta_bytes - 8 * k - 4) == k) noff = k;
+  ASSERT_GT(noff, 2u);
+  auto with_offsets = [&](const std::function<void(std::string&, size_t)>& edit) {
+    std::string mm = meta;
+    edit(mm, meta_bytes - 8 * noff);
+    std::string b = bytes;
+    b.replace(graph::kModelHeaderBytes, meta_bytes, mm);
+    put<uint32_t>(b, 56, crc_of(b.data() + graph::kModelHeaderBytes, meta_bytes));
+    put<uint32_t>(b, 60, crc_of(b.data(), 60));
+    return load_error(b);
+  };
+  EXPECT_EQ(with_offsets([](std::string&, size_t) {}), "");  // the rewrite itself is faithful
+  std::string msg = with_offsets([&](std::string& mm, size_t at) {
+    for (uint32_t k = 0; k < noff; ++k) put<uint64_t>(mm, at + 8 * k, 0);  // all at offset 0
+  });
+  EXPECT_NE(msg.find("field graph 1 memory plan"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("are live at once but share bytes"), std::string::npos) << msg;
+  msg = with_offsets([&](std::string& mm, size_t at) { put<uint64_t>(mm, at, 8); });
+  EXPECT_NE(msg.find("is not 64-byte aligned inside its"), std::string::npos) << msg;
+  msg = with_offsets([&](std::string& mm, size_t at) { put<uint64_t>(mm, at, uint64_t(1) << 62); });
+  EXPECT_NE(msg.find("field graph 1 memory plan"), std::string::npos) << msg;
 }
 
 TEST(ModelFile, WrongInputsAreErrorsNamingTheInput) {
@@ -280,7 +321,7 @@ TEST(ModelFile, WrongMagicVersionAndLyingSizesNameTheField) {
   b = bytes;
   put<uint32_t>(b, 8, 99);
   expect(b, "format_version");
-  EXPECT_NE(load_error(b).find("reads version 1"), std::string::npos);
+  EXPECT_NE(load_error(b).find("reads versions 1 to 2"), std::string::npos);
   b = bytes;
   put<uint64_t>(b, 16, 12345);  // file_size lies (header checksum fixed so it is reached)
   put<uint32_t>(b, 60, crc_of(b.data(), 60));

@@ -155,6 +155,40 @@ TEST(GraphPasses, MulSigmoidBecomesSilu) {
   expect_same(run(std::move(ref), {x, z}), run(std::move(g), {x, z}));
 }
 
+// YOLOv5's detect head: sigmoid(permute(reshape(conv))) -> copy(permute(reshape(sigmoid(conv)))),
+// so the sigmoid runs on contiguous memory next to its producer (where a backend fuses it); its
+// readers, a slice among them, still see a contiguous output. A view something else reads, a
+// random op and a contiguous view of a graph input's reader are left alone where they must be.
+TEST(GraphPasses, PointwiseOpMovesBeforeLayoutViews) {
+  Tensor x = randn({2, 12, 3, 5}), z = randn({2, 3, 4});
+  auto g = graph::trace(
+      [](const std::vector<Tensor>& a) {
+        const Tensor h = a[0] * 2.0;  // the "conv"
+        const Tensor p = h.reshape({2, 3, 4, 3, 5}).permute({0, 1, 3, 4, 2});
+        const Tensor y = sigmoid(p);
+        const Tensor q = a[1] + 1.0;
+        const Tensor qt = q.permute({0, 2, 1});  // read twice below: stays
+        return std::vector<Tensor>{y.slice(4, 0, 2) * 3.0, y, exp(qt), qt + 1.0};
+      },
+      {x, z});
+  auto ref = g->clone();
+  // Round 1 moves the sigmoid before the permute (with a copy after it), round 2 before the
+  // reshape, next to the multiply.
+  EXPECT_EQ(graph::algebraic_simplification(*g), 1u);
+  EXPECT_EQ(graph::algebraic_simplification(*g), 1u);
+  EXPECT_EQ(graph::algebraic_simplification(*g), 0u);
+  graph::dead_code_elimination(*g);
+  graph::verify(*g);
+  EXPECT_EQ(g->count(OpId::Sigmoid), 1u);
+  EXPECT_EQ(g->count(OpId::Copy), 1u);
+  for (const auto& n : g->nodes)
+    if (n->op == OpId::Sigmoid) {
+      ASSERT_NE(n->inputs[0]->producer, nullptr);
+      EXPECT_EQ(n->inputs[0]->producer->op, OpId::Mul);
+    }
+  expect_same(run(std::move(ref), {x, z}), run(std::move(g), {x, z}));
+}
+
 // transpose(x^T @ dy) -> dy^T @ x (how a Dense weight gradient is traced): one matmul on two
 // transpose views, its output contiguous; a product something else also reads is left alone.
 TEST(GraphPasses, TransposeMovesIntoMatmul) {
@@ -246,6 +280,8 @@ TEST(GraphPasses, MemoryPlanReusesBuffers) {
   EXPECT_EQ(plan.total_bytes, 21u * 1024u);
   EXPECT_EQ(plan.inplace, 19u);
   EXPECT_EQ(plan.arena_bytes, 2u * 1024u);
+  // The checker (what a plan read from a model file must pass) takes the planner's aliases.
+  EXPECT_EQ(graph::memory_plan_error(*g, plan), "");
   // No two buffers that are live at once overlap: checked by the numbers.
   Tensor ref = x;
   for (int i = 0; i < 10; ++i) ref = exp(ref * 0.5);
@@ -270,6 +306,26 @@ TEST(GraphPasses, MemoryPlanWithoutInplaceKeepsLiveBuffersApart) {
   EXPECT_EQ(plan.inplace, 0u);
   EXPECT_EQ(plan.total_bytes, 4u * 1024u);
   EXPECT_EQ(plan.arena_bytes, 3u * 1024u);  // arg + two live at each matmul
+  EXPECT_EQ(graph::memory_plan_error(*g, plan), "");
+  // The checker refuses what the planner never makes: a matmul writing over its dying input (not
+  // pointwise), a buffer past its arena, a misaligned offset, a missing value.
+  const std::vector<const graph::Value*> vals = graph::planned_values(*g);
+  ASSERT_EQ(vals.size(), 4u);  // x, y, z, w
+  graph::MemoryPlan bad = plan;
+  bad.offset[vals[2]] = bad.offset.at(vals[1]);  // z over y, live together at z's matmul
+  EXPECT_NE(graph::memory_plan_error(*g, bad).find("are live at once but share bytes"),
+            std::string::npos);
+  bad = plan;
+  bad.offset[vals[3]] = plan.arenas[0].second;  // w starts at the arena's end
+  EXPECT_NE(graph::memory_plan_error(*g, bad).find("inside its 3072-byte arena"),
+            std::string::npos);
+  bad = plan;
+  bad.offset[vals[3]] += 4;
+  EXPECT_NE(graph::memory_plan_error(*g, bad).find("not 64-byte aligned"), std::string::npos);
+  bad = plan;
+  bad.offset.erase(vals[0]);
+  EXPECT_NE(graph::memory_plan_error(*g, bad).find("no offset for a placeholder"),
+            std::string::npos);
   Tensor ref = matmul(matmul(matmul(x, x), matmul(x, x)), x);
   expect_same(ref.to_vector<float>(), run(std::move(g), {x}));
 }
@@ -326,6 +382,7 @@ TEST(GraphPasses, RandomGraphsOptimisedEqualUnoptimised) {
     const size_t before = g->num_nodes();
     graph::run_pipeline(*g);
     EXPECT_LE(g->num_nodes(), before);
+    EXPECT_EQ(graph::memory_plan_error(*g, graph::plan_memory(*g)), "") << "seed " << seed;
     auto want = run(std::move(ref), {x, y}), got = run(std::move(g), {x, y});
     ASSERT_EQ(want.size(), got.size());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(got[i], want[i]) << "seed " << seed;

@@ -9,7 +9,9 @@
 // elements: relu_grad(max_pool2d_backward(dy, idx), x) with pool = max_pool2d(relu(x) or x) ->
 // max_pool2d_backward(relu_grad(dy, pool_out), idx). Exact: the backward writes each window's dy
 // at its argmax p only, and pool_out of that window is the input at p, so both forms test the
-// same value > 0 (NaN included) for every term. A node's output is
+// same value > 0 (NaN included) for every term. And it applies a pointwise op before a reshape or
+// permute rather than after (f(permute(x)) -> copy(permute(f(x)))), so the op runs on contiguous
+// memory and can fuse into x's producer. A node's output is
 // replaced by x only when x has the output's exact shape, dtype and strides, so consumers (views
 // especially) see the same layout. The dead nodes are left for dead_code_elimination.
 #include <algorithm>
@@ -141,6 +143,51 @@ size_t mul_sigmoid_to_silu(Graph& g) {
   }
   return changed;
 }
+
+// f(view(x)) -> view(f(x)) for a pointwise f of one input that keeps its dtype (sigmoid, exp,
+// ...) and a reshape or permute view that nothing but f reads, of a contiguous x that nothing but
+// the view reads: f then runs on contiguous memory next to x's producer, which can take it (a conv
+// fuses it as a post-op: YOLOv5's detect head applies its sigmoid after a reshape and a permute).
+// A strided view (the permute) gets a copy after it, so f's readers still see a contiguous output,
+// as they were traced against: the strided walk is then a plain copy, not an exp per element.
+// Exact: f is applied to the same elements.
+size_t unary_before_layout_views(Graph& g) {
+  std::unordered_map<const Value*, int> reads;
+  for (const auto& n : g.nodes)
+    for (const Value* in : n->inputs) ++reads[in];
+  for (const Value* o : g.outputs) reads[o] += 2;
+  size_t changed = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node* n = g.nodes[i].get();
+    if (!n->def().has(ops::kElementwise) || !n->def().has(ops::kUnary) ||
+        n->def().has(ops::kRandom) || n->is_effect() || n->inputs.size() != 1 ||
+        n->outputs.size() != 1)
+      continue;
+    Value* a = n->inputs[0];
+    Node* v = a->producer;
+    if (!v || (v->op != ops::OpId::Permute && v->op != ops::OpId::Reshape) || reads[a] != 1)
+      continue;
+    Value* x = v->inputs[0];
+    const Value* y = n->outputs[0];
+    if (x->kind != ValueKind::kComputed || reads[x] != 1 || !x->is_contiguous() ||
+        y->dtype != x->dtype || !y->is_contiguous())
+      continue;
+    const bool strided = !a->is_contiguous();
+    Node* f = g.insert_node(g.index_of(v), n->op, {x}, n->attrs, {{x->shape, x->dtype}});
+    f->precision = n->precision;
+    v->inputs[0] = f->outputs[0];  // contiguous as x was: the view's strides stay right
+    Value* out = a;
+    if (strided) {
+      Node* copy = g.insert_node(g.index_of(n), ops::OpId::Copy, {a}, {}, {{y->shape, y->dtype}});
+      copy->precision = n->precision;
+      out = copy->outputs[0];
+    }
+    g.replace_all_uses(n->outputs[0], out);  // n is dead now
+    i = g.index_of(n);
+    ++changed;
+  }
+  return changed;
+}
 }  // namespace
 
 size_t algebraic_simplification(Graph& g) {
@@ -213,6 +260,8 @@ size_t algebraic_simplification(Graph& g) {
         break;
     }
   }
+  // After the identities (which shorten the view chains it would otherwise walk through).
+  changed += unary_before_layout_views(g);
   return changed;
 }
 
