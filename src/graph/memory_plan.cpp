@@ -168,11 +168,12 @@ std::string memory_plan_error(const Graph& g, const MemoryPlan& plan) {
         continue;
       // Live at once and sharing bytes: only the in-place rule's exact alias at the node where
       // the input dies and the output is born.
-      const bool in_place = p.last == b.first && p.offset == b.offset && b.first >= 0 &&
-                            may_write_over(*g.nodes[size_t(b.first)], p.v, b.v) &&
-                            std::find(g.nodes[size_t(b.first)]->inputs.begin(),
-                                      g.nodes[size_t(b.first)]->inputs.end(),
-                                      p.v) != g.nodes[size_t(b.first)]->inputs.end();
+      bool in_place = p.last == b.first && p.offset == b.offset && b.first >= 0;
+      if (in_place) {
+        const Node& n = *g.nodes[size_t(b.first)];
+        in_place = may_write_over(n, p.v, b.v) &&
+                   std::find(n.inputs.begin(), n.inputs.end(), p.v) != n.inputs.end();
+      }
       if (!in_place)
         return "the " + name(b) + " and the " + name(p) + " are live at once but share bytes";
     }

@@ -11,8 +11,8 @@
 // silu) stores into y's blocked layout. The weights and the register tile keep 16-channel groups
 // whatever the activations' block L: with L = 8 a group's input channels are two blocks' lanes and
 // its outputs two blocks' (a vector never spans two blocks: packed_takes_lanes). (Cutting K into
-// passes whose weights stay in L1, with the
-// partial sums parked between passes, measured slower here: bench/micro/constant_conv.cpp.)
+// passes whose weights stay in L1, with the partial sums parked between passes, measured slower
+// here: bench/micro/constant_conv.cpp.)
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_packed.cpp"

@@ -1,12 +1,12 @@
 // Direct convolution on Graph mode's blocked activations (nChw16c or nChw8c) with weights packed
-// once, when
-// the graph is compiled (constant weights: an imported or frozen model). Defined in
+// once, when the graph is compiled (constant weights: an imported or frozen model). Defined in
 // conv_packed.cpp; the graph pass backends/cpu/passes/constant_convs.cpp decides where it runs.
 //
 // An implicit GEMM: the output pixels (n, oh, ow), flattened, are the rows; K runs over the taps
 // (kh, kw) and input channels; 16 output channels are the columns. A register tile of 6 pixels x
 // 16 channels accumulates over all of K, reading the input in place (no im2col buffer): each
-// pixel's input for a tap is 16 consecutive floats per channel block. Small maps (a 4x4 map at
+// pixel's input for a tap is L consecutive floats per channel block (16, or 8 on AVX2's nChw8c,
+// where a group of 16 channels is two blocks). Small maps (a 4x4 map at
 // batch 1) fill the rows as well as large ones, which is where oneDNN's direct kernels, blocked
 // along the width, lose most.
 #pragma once
