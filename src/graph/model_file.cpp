@@ -13,8 +13,10 @@
 #include <map>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "backends/backend.h"
+#include "core/parallel.h"
 #include "graph/passes.h"
 #include "spore/version.h"
 
@@ -139,10 +141,13 @@ void write_io(Writer& w, const std::vector<ModelIO>& ios) {
 // The weights section's checksum: CRC-32 runs at about 1.4 GB/s here, which for ResNet-18's 50 MB
 // was a third of the load time; this hash reads 8-byte words in four independent lanes (an xor, a
 // multiply by an odd constant and an xor-shift each: bijective steps, so a changed word always
-// changes its lane) at memory speed, then folds the lanes and the tail.
-uint64_t model_weights_hash(const void* p, size_t n) {
-  constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
-  const auto* b = static_cast<const unsigned char*>(p);
+// changes its lane), then folds the lanes and the tail. Format 1 hashes the section in one piece
+// (6.5 GB/s on one core here: 16 ms of a ResNet-18 file's 46 ms load to first result); format 2
+// hashes 1 MiB chunks on the threads and folds their hashes in order, so the value does not depend
+// on the thread count.
+namespace {
+constexpr uint64_t kMul = 0x9E3779B97F4A7C15ull;
+uint64_t lanes_hash(const unsigned char* b, size_t n) {
   uint64_t h[4] = {n, n ^ 0x5555555555555555ull, n ^ 0x3333333333333333ull, ~n};
   size_t i = 0;
   for (; i + 32 <= n; i += 32)
@@ -155,6 +160,22 @@ uint64_t model_weights_hash(const void* p, size_t n) {
   uint64_t r = h[0];
   for (int k = 1; k < 4; ++k) r = ((r ^ h[k]) * kMul) ^ (r >> 31);
   for (; i < n; ++i) r = ((r ^ b[i]) * kMul) ^ (r >> 31);
+  return r;
+}
+}  // namespace
+
+uint64_t model_weights_hash(const void* p, size_t n, uint32_t version) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  if (version < 2) return lanes_hash(b, n);
+  constexpr size_t kChunk = size_t(1) << 20;
+  const int64_t chunks = int64_t((n + kChunk - 1) / kChunk);
+  std::vector<uint64_t> hs(static_cast<size_t>(chunks));
+  parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c)
+      hs[size_t(c)] = lanes_hash(b + size_t(c) * kChunk, std::min(kChunk, n - size_t(c) * kChunk));
+  });
+  uint64_t r = n;
+  for (uint64_t h : hs) r = ((r ^ h) * kMul) ^ (r >> 31);
   return r;
 }
 
@@ -292,7 +313,7 @@ std::string write_model_file(const ModelFile& m) {
   mw.str(m.device);
   mw.str(m.requirements);
   mw.str(m.kernel_choices);
-  mw.u64(model_weights_hash(wbytes.data(), wbytes.size()));
+  mw.u64(model_weights_hash(wbytes.data(), wbytes.size(), kModelFormatVersion));
   mw.u32(uint32_t(op_names.size()));
   for (const auto& name : op_names) mw.str(name);
   write_io(mw, m.inputs);
@@ -491,7 +512,7 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
   m.requirements = r.str("target_requirements");
   m.kernel_choices = r.str("kernel_choices");
   const uint64_t w_hash = r.u64("weights_hash64");
-  r.check(w_hash == model_weights_hash(bytes + w_off, w_bytes), "weights_hash64",
+  r.check(w_hash == model_weights_hash(bytes + w_off, w_bytes, version), "weights_hash64",
           "the weights section's checksum does not match its bytes (the file is corrupt)");
 
   // The op table: every name must be an op this build has.

@@ -72,8 +72,9 @@ std::string write_model_file(const ModelFile& m);
 ModelFile read_model_file(const void* data, size_t size, const std::string& where,
                           std::shared_ptr<const void> owner = nullptr);
 // The weights section's checksum (the meta section's weights_hash64 field); exported for the
-// fuzz target, which rewrites it over mutated weights so the fuzzer reaches what follows.
-uint64_t model_weights_hash(const void* data, size_t size);
+// fuzz target, which rewrites it over mutated weights so the fuzzer reaches what follows. Formats 1
+// and 2 hash differently (2: in chunks, on the threads).
+uint64_t model_weights_hash(const void* data, size_t size, uint32_t version = kModelFormatVersion);
 // True when the bytes start with the magic number.
 bool is_model_file(const void* data, size_t size);
 // The CPU target the running machine's kernels choose layouts for ("AVX3", "AVX2", ...).
