@@ -147,6 +147,14 @@ const Value* view_base(const Value* v) {
   return v;
 }
 
+std::unordered_map<const Value*, int> count_reads(const Graph& g) {
+  std::unordered_map<const Value*, int> reads;
+  for (const auto& n : g.nodes)
+    for (const Value* in : n->inputs) ++reads[in];
+  for (const Value* o : g.outputs) reads[o] += 2;  // never "single"
+  return reads;
+}
+
 std::vector<const Value*> mutated_values(const Graph& g) {
   std::vector<const Value*> out;
   for (const auto& n : g.nodes) {

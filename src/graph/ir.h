@@ -9,6 +9,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ops/op.h"
@@ -103,6 +104,9 @@ struct Graph {
 std::vector<const Value*> mutated_values(const Graph& g);
 // The value a view chain starts from (itself when not produced by a view).
 const Value* view_base(const Value* v);
+// How many times each value is read by nodes (with repeats); graph outputs count twice, so a count
+// of 1 means "one node reads it, and it is not an output": what a pass may rewrite freely.
+std::unordered_map<const Value*, int> count_reads(const Graph& g);
 
 // Text form of a graph (what SPORE_DUMP_IR writes).
 std::string to_text(const Graph& g);

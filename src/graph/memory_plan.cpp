@@ -10,8 +10,6 @@
 
 namespace spore::graph {
 namespace {
-size_t align_up(size_t n) { return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
-
 struct Block {
   const Value* v;
   size_t bytes;
@@ -26,7 +24,7 @@ std::vector<Block> live_blocks(const Graph& g, std::unordered_map<const Value*, 
   std::vector<Block> blocks;
   auto add = [&](const Value* v, int first) {
     index[v] = blocks.size();
-    blocks.push_back({v, align_up(std::max<size_t>(v->nbytes(), 1)), first, first});
+    blocks.push_back({v, planned_bytes(*v), first, first});
   };
   for (const Value* v : g.inputs)
     if (v->kind == ValueKind::kPlaceholder) add(v, -1);

@@ -3,6 +3,7 @@
 // the schedule (a buffer is free again after its last reader, views extending their base's life),
 // so the executor allocates nothing per step.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <unordered_map>
@@ -22,6 +23,11 @@ struct MemoryPlan {
 };
 
 constexpr size_t kArenaAlignment = 64;
+// The bytes a planned value takes in its arena (its size, at least 1, rounded up to the alignment).
+inline size_t planned_bytes(const Value& v) {
+  const size_t n = std::max<size_t>(v.nbytes(), 1);
+  return (n + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+}
 MemoryPlan plan_memory(const Graph& g);
 
 // The values a plan places, in a fixed order: the placeholders (graph inputs order), then every

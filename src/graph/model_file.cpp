@@ -744,8 +744,7 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
               planned.size(), " planned values (placeholders and kernel outputs)");
       for (const Value* v : planned) {
         plan->offset[v] = size_t(r.u64("memory plan offset"));
-        plan->total_bytes += (std::max<size_t>(v->nbytes(), 1) + kArenaAlignment - 1) /
-                             kArenaAlignment * kArenaAlignment;
+        plan->total_bytes += planned_bytes(*v);
       }
     }
     // Every node re-inferred from its inputs and attributes, and every view's layout recomputed

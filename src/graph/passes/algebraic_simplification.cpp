@@ -82,10 +82,7 @@ size_t transpose_matmul_products(Graph& g) {
 
 // relu_grad(max_pool2d_backward(dy, idx), x) -> max_pool2d_backward(relu_grad(dy, pool), idx).
 size_t relu_grad_before_max_pool_backward(Graph& g) {
-  std::unordered_map<const Value*, int> reads;
-  for (const auto& n : g.nodes)
-    for (const Value* in : n->inputs) ++reads[in];
-  for (const Value* o : g.outputs) reads[o] += 2;
+  auto reads = count_reads(g);
   size_t changed = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node* n = g.nodes[i].get();
@@ -119,10 +116,7 @@ size_t relu_grad_before_max_pool_backward(Graph& g) {
 // nothing else reads the sigmoid: a backend then fuses silu into the convolution before it. The
 // same values: the silu kernel computes x * sigmoid(x).
 size_t mul_sigmoid_to_silu(Graph& g) {
-  std::unordered_map<const Value*, int> reads;
-  for (const auto& n : g.nodes)
-    for (const Value* in : n->inputs) ++reads[in];
-  for (const Value* o : g.outputs) reads[o] += 2;
+  auto reads = count_reads(g);
   size_t changed = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node* n = g.nodes[i].get();
@@ -152,10 +146,7 @@ size_t mul_sigmoid_to_silu(Graph& g) {
 // as they were traced against: the strided walk is then a plain copy, not an exp per element.
 // Exact: f is applied to the same elements.
 size_t unary_before_layout_views(Graph& g) {
-  std::unordered_map<const Value*, int> reads;
-  for (const auto& n : g.nodes)
-    for (const Value* in : n->inputs) ++reads[in];
-  for (const Value* o : g.outputs) reads[o] += 2;
+  auto reads = count_reads(g);
   size_t changed = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node* n = g.nodes[i].get();

@@ -41,10 +41,7 @@ Value* emit(Graph& g, size_t& pos, const ops::PrecisionPolicy* amp, OpId op,
 size_t fold_batchnorm(Graph& g) {
   const char* off = std::getenv("SPORE_NO_DNNL_FUSION");
   if (off && *off && std::string(off) != "0") return 0;
-  std::unordered_map<const Value*, int> reads;
-  for (const auto& n : g.nodes)
-    for (const Value* in : n->inputs) ++reads[in];
-  for (const Value* o : g.outputs) reads[o] += 2;
+  auto reads = count_reads(g);
   size_t folded = 0;
   for (size_t bi = 0; bi < g.nodes.size(); ++bi) {
     Node* bn = g.nodes[bi].get();

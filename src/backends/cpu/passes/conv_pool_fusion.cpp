@@ -32,14 +32,6 @@ using ops::OpId;
 
 constexpr int64_t kMaxInputChannels = 4;
 
-std::unordered_map<const Value*, int> count_reads(const Graph& g) {
-  std::unordered_map<const Value*, int> reads;
-  for (const auto& n : g.nodes)
-    for (const Value* in : n->inputs) ++reads[in];
-  for (const Value* o : g.outputs) reads[o] += 2;  // never "single"
-  return reads;
-}
-
 bool plain_f32(const Node& n) {
   return n.inputs[0]->dtype == kFloat32 && n.inputs[0]->shape.size() == 4 &&
          !n.attrs.get_bool("blocked_x", false) && !n.attrs.get_bool("blocked_y", false) &&
