@@ -32,6 +32,9 @@ void set_device(const std::string& target, int device_id = 0);
 Device current_device();
 // The number of devices of the current device's target (MindSpore's get_context("device_num")).
 int device_count();
+// The host waits until all work queued on the device has run (torch.cuda.synchronize,
+// MindSpore's hal.synchronize): for timing, since a device's ops return once queued.
+void synchronize(Device device = current_device());
 class DeviceGuard {
  public:
   explicit DeviceGuard(Device device);

@@ -76,6 +76,7 @@ void set_device(const std::string& target, int device_id) {
 }
 Device current_device() { return t_has_device ? t_device : g_device; }
 int device_count() { return get_backend(current_device().type).device_count(); }
+void synchronize(Device device) { get_backend(device.type).synchronize(device.index); }
 DeviceGuard::DeviceGuard(Device device) : prev_(t_device), had_prev_(t_has_device) {
   t_device = device;
   t_has_device = true;

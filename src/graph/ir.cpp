@@ -56,6 +56,16 @@ size_t Graph::index_of(const Node* n) const {
   return 0;
 }
 
+Node* Graph::insert_inferred(size_t pos, ops::OpId op, std::vector<Value*> ins, ops::Attrs attrs,
+                             const ops::PrecisionPolicy* precision) {
+  ops::Metas metas;
+  for (const Value* v : ins) metas.push_back({v->shape, v->dtype});
+  const ops::Metas out = ops::op_def(op).rules.infer(metas, attrs);
+  Node* n = insert_node(pos, op, std::move(ins), std::move(attrs), out);
+  n->precision = precision;
+  return n;
+}
+
 Node* Graph::insert_node(size_t pos, ops::OpId op, std::vector<Value*> ins, ops::Attrs attrs,
                          const ops::Metas& metas) {
   auto n = std::make_unique<Node>();

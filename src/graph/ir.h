@@ -87,6 +87,10 @@ struct Graph {
   size_t index_of(const Node* n) const;  // its position in the schedule (internal error if absent)
   Node* insert_node(size_t pos, ops::OpId op, std::vector<Value*> inputs, ops::Attrs attrs,
                     const ops::Metas& metas);
+  // Inserts before `pos` a node whose outputs get the metas its op infers from the inputs, under
+  // `precision` (the node it stands for); returns it. What passes use to add arithmetic.
+  Node* insert_inferred(size_t pos, ops::OpId op, std::vector<Value*> inputs, ops::Attrs attrs = {},
+                        const ops::PrecisionPolicy* precision = nullptr);
 
   void replace_all_uses(Value* from, Value* to);  // in node inputs and graph outputs
   void remove_unused_inputs();                    // drops inputs no node or output uses

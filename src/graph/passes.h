@@ -20,6 +20,7 @@ struct BackendPass {
   PassFn fn;
 };
 // The fusion stage's generic passes, in order; a backend pass takes a number between them.
+inline constexpr int kOrderFoldBatchnormIntoWeights = 100;  // fold_batchnorm_into_weights
 inline constexpr int kOrderSoftmaxCrossEntropy = 300;
 inline constexpr int kOrderElementwise = 400;
 inline constexpr int kOrderOptimizer = 700;
@@ -29,6 +30,11 @@ const std::vector<BackendPass>& backend_passes();  // sorted by order
 #define SPORE_REGISTER_PASS(Dev, name, order, fn)      \
   [[maybe_unused]] static const bool spore_pass_##fn = \
       ::spore::graph::register_backend_pass({::spore::DeviceType::Dev, name, order, fn})
+
+// conv2d -> batch_norm_inference with constant weights and statistics, on `device`, -> one conv2d
+// with the folded weight and bias (passes/bn_weight_folding.cpp). A backend without its own
+// BatchNorm folding registers it for its device; returns the batch norms folded.
+size_t fold_batchnorm_into_weights(Graph& g, DeviceType device);
 
 // Throws an internal error unless every node's inputs are defined before it and its outputs'
 // shapes and dtypes are what the op's inference gives for its inputs, on one device.

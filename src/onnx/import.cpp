@@ -5,6 +5,10 @@
 // jit in Graph mode so the model is traced into Spore's IR, optimised by the passes and run by
 // the executor; one compiled graph per input signature.
 //
+// The model runs where its inputs are (OnnxModel::run): on a device, its weights are uploaded there
+// once per device (op by op) or into the compiled graph (Graph mode), and the values the handlers
+// make (constants, shapes) are made there too.
+//
 // Values computed only from constants (initializers, Constant nodes, Shape of a traced tensor)
 // are computed on the spot, outside the trace, so that Reshape targets, Slice bounds and the
 // like are known numbers when the graph is built.
@@ -17,6 +21,7 @@
 #include "onnx/import_internal.h"
 #include "onnx/onnx_util.h"
 #include "ops/op.h"
+#include "spore/context.h"
 #include "spore/jit.h"
 #include "spore/onnx.h"
 
@@ -41,7 +46,12 @@ struct OnnxModel::Impl {
   // values: baked into the graph and part of the cache key, so ops that need numbers get them.
   std::vector<Tensor> host;  // per input: the value, or undefined for a traced input
   std::string host_key;
+  // Where the current run happens, and the initializers uploaded to each device (op by op).
+  Device device;
+  std::map<std::string, std::map<std::string, Tensor>> device_weights;
 
+  // The initializers on `device` (uploaded at the first run there).
+  const std::map<std::string, Tensor>& weights_on(Device device);
   std::vector<Tensor> interpret(const std::vector<Tensor>& args);
 };
 
@@ -262,21 +272,36 @@ void run_nodes(const ::onnx::GraphProto& g, std::map<std::string, Tensor>& env,
 
 }  // namespace onnx_detail
 
+const std::map<std::string, Tensor>& OnnxModel::Impl::weights_on(Device d) {
+  if (d.type == DeviceType::CPU) return initializers;
+  auto& w = device_weights[to_string(d)];
+  if (w.empty() && !initializers.empty()) {
+    NoTrace guard;
+    for (const auto& [name, t] : initializers) w[name] = t.to(d);
+  }
+  return w;
+}
+
 std::vector<Tensor> OnnxModel::Impl::interpret(const std::vector<Tensor>& args) {
   const std::string where = "[onnx] " + path + ": ";
   std::map<std::string, Tensor> env;
   if (is_tracing()) {
     // Fresh copies only the graph will hold: the tracer then treats the weights as constants, so
     // the passes fold them (BatchNorm into the conv weights, transposes, ...) once, at compile
-    // time.
+    // time. On a device the copy is the upload.
     NoTrace guard;
     for (const auto& [name, t] : initializers) {
-      Tensor c = Tensor::empty(t.shape(), t.dtype());
-      if (t.nbytes()) std::memcpy(c.data_ptr(), t.data_ptr(), t.nbytes());
+      Tensor c;
+      if (device.type == DeviceType::CPU) {
+        c = Tensor::empty(t.shape(), t.dtype());
+        if (t.nbytes()) std::memcpy(c.data_ptr(), t.data_ptr(), t.nbytes());
+      } else {
+        c = t.to(device);
+      }
       env[name] = c;
     }
   } else {
-    env = initializers;
+    env = weights_on(device);
   }
   for (size_t i = 0, a = 0; i < inputs.size(); ++i)
     env[inputs[i].name] = i < host.size() && host[i].defined() ? host[i] : args.at(a++);
@@ -310,24 +335,41 @@ std::vector<Tensor> OnnxModel::run(const std::vector<Tensor>& args, bool graph_m
                 " (Spore's importer maps ", onnx_detail::handlers().size(),
                 " ops: OnnxModel::supported_ops())");
   }
+  // Where it runs: the inputs' device (the host's small integer inputs aside, which Graph mode
+  // bakes in as numbers).
+  im.device = Device{};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Device d = args[i].device();
+    if (d.type == DeviceType::CPU) continue;
+    SPORE_CHECK(im.device.type == DeviceType::CPU || im.device == d, where, "input \"",
+                im.inputs[i].name, "\" is on ", to_string(d), " but an earlier input is on ",
+                to_string(im.device), "; move the inputs to one device (Tensor::to)");
+    im.device = d;
+  }
+  DeviceGuard on_device(im.device);  // the constants and shapes the handlers make go there
   im.host.clear();
   for (const auto& n : im.graph.node())
     if (onnx_detail::needs_host_values(n.op_type())) graph_mode = false;
-  if (!graph_mode) return im.interpret(args);
+  if (!graph_mode) {
+    if (im.device.type == DeviceType::CPU) return im.interpret(args);
+    std::vector<Tensor> moved;  // op by op, every input joins the device's ops
+    for (const Tensor& t : args) moved.push_back(t.to(im.device));
+    return im.interpret(moved);
+  }
   // The graph inputs that feed a parameter slot (Resize's scales, ...).
   std::set<std::string> params;
   for (const auto& n : im.graph.node())
     for (int k = 0; k < n.input_size(); ++k)
       if (onnx_detail::is_parameter_input(n.op_type(), k)) params.insert(n.input(k));
   std::vector<Tensor> traced;
-  im.host_key.clear();
+  im.host_key = to_string(im.device) + "|";  // a graph per device, even of host inputs only
   for (size_t i = 0; i < args.size(); ++i) {
     const Tensor& t = args[i];
     const bool host = t.numel() <= 1024 && (t.dtype() == kInt64 || t.dtype() == kInt32 ||
                                             t.dtype() == kBool || params.count(im.inputs[i].name));
-    im.host.push_back(host ? t.contiguous() : Tensor());
+    im.host.push_back(host ? t.to(im.device).contiguous() : Tensor());
     if (!host) {
-      traced.push_back(t);
+      traced.push_back(t.to(im.device));
       continue;
     }
     im.host_key += shape_str(t.shape()) + ":";

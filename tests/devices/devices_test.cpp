@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "backends/backend.h"
 #include "backends/test_device/test_device.h"
@@ -15,6 +17,8 @@
 #include "models/mlp.h"
 #include "models/resnet.h"
 #include "models/yolov5/train.h"
+#include "models/yolov5/yolov5.h"
+#include "spore/onnx.h"
 #include "spore/spore.h"
 
 namespace spore {
@@ -341,6 +345,54 @@ TEST_F(Devices, ModelTrainMovesHostBatchesToTheNetwork) {
   const auto m = model.eval(ds);
   EXPECT_GE(m.at("accuracy"), 0.0);
   EXPECT_EQ(model.predict(x.slice(0, 0, 2)).device(), kTest);
+}
+
+// ---- inference: an ONNX model runs where its inputs are (spore infer --device)
+// ------------------ LeNet-5, ResNet-18 and YOLOv5n exported to ONNX, run on the test device op by
+// op and compiled, against the same model on the CPU. A compiled run uploads its weights once (into
+// the graph), so a later run copies only its input in.
+TEST_F(Devices, OnnxModelsRunWhereTheirInputsAre) {
+  const std::string dir = ::testing::TempDir() + "/spore_onnx_devices";
+  std::filesystem::create_directories(dir);
+  struct Case {
+    std::string name;
+    std::shared_ptr<nn::Cell> net;
+    Shape input;
+  };
+  set_seed(3);
+  std::vector<Case> cases{{"lenet", std::make_shared<models::LeNet5>(), {2, 1, 28, 28}},
+                          {"resnet18", models::resnet18(10), {2, 3, 32, 32}},
+                          {"yolov5n", models::yolov5("n", 3), {1, 3, 64, 64}}};
+  for (Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    c.net->set_train(false);
+    const std::string path = dir + "/" + c.name + ".onnx";
+    export_onnx(*c.net, Tensor::empty(c.input), path);
+    OnnxModel m = OnnxModel::load(path);
+    const Tensor x = rand(c.input);
+    const std::vector<Tensor> want = m.run({x}, /*graph_mode=*/false);  // the CPU, op by op
+    for (bool graph : {true, false}) {
+      SCOPED_TRACE(graph ? "graph" : "op by op");
+      for (int run = 0; run < 2; ++run) {
+        test_device_copies().reset();
+        const std::vector<Tensor> got = m.run({x.to(kTest)}, graph);
+        if (graph && run == 1) {
+          EXPECT_EQ(test_device_copies().host_to_device(), 1u);  // the input only
+          EXPECT_EQ(test_device_copies().device_to_host(), 0u);
+        }
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t k = 0; k < got.size(); ++k) {
+          EXPECT_EQ(got[k].device(), kTest);
+          const std::vector<float> g = got[k].to_vector<float>(), w = want[k].to_vector<float>();
+          ASSERT_EQ(g.size(), w.size());
+          double worst = 0;
+          for (size_t i = 0; i < g.size(); ++i)
+            worst = std::max(worst, std::abs(double(g[i]) - w[i]) / (1 + std::abs(double(w[i]))));
+          EXPECT_LE(worst, graph ? 1e-4 : 0.0) << "output " << k;  // op by op: the same kernels
+        }
+      }
+    }
+  }
 }
 
 // ---- capture: Graph mode's step recorded once and replayed (CUDA graphs; docs/graph.md)

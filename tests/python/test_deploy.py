@@ -106,6 +106,19 @@ def test_cli_runs_the_exported_files(lenet_file, build_dir, tmp_path):
     _cli(build_dir, "infer", str(tmp_path / "from_onnx.spore"), "--input", str(tmp_path / "x.npy"), "--output",
          str(tmp_path / "y2.npy"))
     assert _close(np.load(tmp_path / "y2.npy"), want)
+    # --device: the ONNX model runs there (the test device: the CPU's kernels on memory the host
+    # cannot touch), its outputs copied back; a compiled file is refused on another device.
+    env = dict(os.environ, SPORE_TEST_DEVICE="1")
+    for mode in ("graph", "pynative"):
+        r = subprocess.run([os.path.join(build_dir, "spore"), "infer", onnx, "--device", "Test", "--mode", mode,
+                            "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path / "y3.npy")],
+                           capture_output=True, text=True, timeout=300, env=env)
+        assert r.returncode == 0, r.stderr
+        assert _close(np.load(tmp_path / "y3.npy"), want)
+    r = subprocess.run([os.path.join(build_dir, "spore"), "infer", str(tmp_path / "from_onnx.spore"), "--device",
+                        "Test", "--input", str(tmp_path / "x.npy")], capture_output=True, text=True, timeout=300,
+                       env=env)
+    assert r.returncode != 0 and "is compiled for the CPU" in r.stderr and "--device Test" in r.stderr, r.stderr
 
 
 def _cc(root_dir, build_dir, src, exe):

@@ -236,12 +236,19 @@ int infer(const InferArgs& a) {
     std::function<std::vector<Tensor>(const std::vector<Tensor>&)> run;
   } m;
   const bool graph = a.mode == "graph";
+  set_device(a.device);  // an error naming the targets this build has, or why there is no device
+  const Device device = current_device();
   using clk = std::chrono::steady_clock;
   const auto t_load = clk::now();  // load-to-first-result: the file read, the model made, one run
   if (CompiledModel::is_model_file(a.model)) {
     SPORE_CHECK(graph, "--mode ", a.mode, ": ", a.model,
                 " is a compiled model (its graph is fixed); --mode applies to ONNX models");
     auto cm = std::make_shared<CompiledModel>(CompiledModel::load(a.model));
+    SPORE_CHECK(
+        device.type == DeviceType::CPU || cm->device() == device_type_name(device.type),
+        "--device ", a.device, ": ", a.model, " is compiled for the ", cm->device(),
+        " (its graph holds that device's kernels and weight layouts); run it with --device ",
+        cm->device(), ", or run the .onnx it came from with --device ", a.device);
     for (const auto* list : {&cm->inputs(), &cm->outputs()})
       for (const auto& io : *list)
         (list == &cm->inputs() ? m.inputs : m.outputs).push_back({io.name, io.shape, "", io.dtype});
@@ -305,8 +312,15 @@ int infer(const InferArgs& a) {
       xs.push_back(randn(s).to(in.dtype));
     }
   }
+  for (Tensor& x : xs) x = x.to(device);  // the model runs where its inputs are
+  // A device's ops return once queued: the results copied back to the host end each run timed.
+  auto run_to_host = [&] {
+    std::vector<Tensor> out = m.run(xs);
+    for (Tensor& t : out) t = t.to(Device{});
+    return out;
+  };
   const auto t_first = clk::now();
-  std::vector<Tensor> y = m.run(xs);
+  std::vector<Tensor> y = run_to_host();
   const double first_ms = std::chrono::duration<double, std::milli>(clk::now() - t_load).count();
   const double run_ms = std::chrono::duration<double, std::milli>(clk::now() - t_first).count();
   if (ends_with(a.output, ".npz")) {
@@ -337,7 +351,7 @@ int infer(const InferArgs& a) {
   const auto t0 = clk::now();
   while (ms.size() < 5 || std::chrono::duration<double>(clk::now() - t0).count() < a.seconds) {
     const auto s = clk::now();
-    y = m.run(xs);
+    y = run_to_host();
     ms.push_back(std::chrono::duration<double, std::milli>(clk::now() - s).count());
   }
   std::sort(ms.begin(), ms.end());

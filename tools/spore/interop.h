@@ -41,6 +41,7 @@ struct InferArgs {
   int64_t batch = 1;           // --bench without --input: the batch size
   double seconds = 3;          // --bench: how long to measure
   std::string mode = "graph";  // graph | pynative
+  std::string device = "CPU";  // where an ONNX model runs (CPU, GPU, Ascend)
 };
 int infer(const InferArgs& a);
 

@@ -435,6 +435,11 @@ int main(int argc, char** argv) {
                    "graph (traced, optimised, compiled once per input shape) or pynative")
       ->check(CLI::IsMember({"graph", "pynative"}))
       ->default_val(inf.mode);
+  infer_cmd
+      ->add_option("--device", inf.device,
+                   "where an ONNX model runs: CPU, GPU or Ascend (its weights are uploaded once; "
+                   "the inputs are copied there and the outputs back)")
+      ->default_val(inf.device);
 
   CompileArgs cmp;
   auto* compile_cmd = app.add_subcommand(

@@ -29,12 +29,7 @@ using ops::OpId;
 
 Value* emit(Graph& g, size_t& pos, const ops::PrecisionPolicy* amp, OpId op,
             std::vector<Value*> ins, ops::Attrs attrs = {}) {
-  ops::Metas metas;
-  for (const Value* v : ins) metas.push_back({v->shape, v->dtype});
-  const ops::Metas out = ops::op_def(op).rules.infer(metas, attrs);
-  Node* n = g.insert_node(pos++, op, std::move(ins), std::move(attrs), out);
-  n->precision = amp;
-  return n->outputs[0];
+  return g.insert_inferred(pos++, op, std::move(ins), std::move(attrs), amp)->outputs[0];
 }
 }  // namespace
 

@@ -50,12 +50,7 @@ bool fusable_conv(const Node& n) {
 
 Node* insert_like(Graph& g, const Node* at, OpId op, std::vector<Value*> ins, ops::Attrs attrs,
                   const ops::PrecisionPolicy* policy) {
-  ops::Metas metas;
-  for (const Value* v : ins) metas.push_back({v->shape, v->dtype});
-  const ops::Metas out = ops::op_def(op).rules.infer(metas, attrs);
-  Node* f = g.insert_node(g.index_of(at), op, std::move(ins), std::move(attrs), out);
-  f->precision = policy;
-  return f;
+  return g.insert_inferred(g.index_of(at), op, std::move(ins), std::move(attrs), policy);
 }
 
 }  // namespace
