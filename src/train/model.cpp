@@ -11,9 +11,11 @@
 #include "spore/context.h"
 #include "spore/jit.h"
 #include "spore/nn/container.h"
+#include "spore/ops.h"
 #include "spore/parallel/auto_parallel.h"
 #include "spore/parallel/parallel.h"
 #include "spore/parallel/sharding.h"
+#include "train/device_feeder.h"
 
 namespace spore::train {
 namespace {
@@ -48,36 +50,6 @@ Device device_of(const nn::Cell& net) {
   for (const Tensor& p : net.parameters()) return p.device();
   return current_device();
 }
-
-// The dataset's rows (host tensors from the data engine), moved to the network's device one row
-// ahead: the copy of row k+1 is queued (non_blocking) before row k's step runs, so on a device
-// with asynchronous copies the transfer overlaps the step. The host row is kept until the next
-// call, so a queued copy never reads freed memory.
-class DeviceFeeder {
- public:
-  DeviceFeeder(std::unique_ptr<data::Iterator> it, Device device)
-      : it_(std::move(it)), device_(device) {
-    ahead_ = fetch();
-  }
-  std::optional<data::Row> next() {
-    std::optional<data::Row> row = std::move(ahead_);
-    if (row) ahead_ = fetch();
-    return row;
-  }
-
- private:
-  std::optional<data::Row> fetch() {
-    host_ = it_->next();
-    if (!host_ || device_.type == DeviceType::CPU) return host_;
-    data::Row moved;
-    for (const Tensor& t : *host_)
-      moved.push_back(t.defined() ? t.to(device_, /*non_blocking=*/true) : t);
-    return moved;
-  }
-  std::unique_ptr<data::Iterator> it_;
-  Device device_;
-  std::optional<data::Row> host_, ahead_;
-};
 
 template <typename Hook>
 void each(const Callbacks& cbs, Hook hook) {
@@ -449,6 +421,9 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
     ctx.epoch_elapsed = 0;
     each(callbacks, [&](Callback& c) { c.on_epoch_begin(ctx); });
     double loss_sum = 0;
+    // In a sink the host reads nothing until its end (on a device, reading a loss is a
+    // synchronisation: the host would wait for every step): the losses add up on the device.
+    Tensor sink_loss_sum, sink_last_loss;
     // sink_size > 0: one iterator for the whole run (an epoch is sink_size steps); else one per
     // epoch (a pass over the dataset).
     if (!feeder || (sink_size <= 0 && !held)) {
@@ -488,6 +463,14 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
           ctx.aux = train_network_->last_aux();
         }
       }
+      if (sink) {
+        NoGradGuard no_grad;
+        const Tensor l = loss.to(kFloat64).mean();
+        sink_loss_sum = sink_loss_sum.defined() ? sink_loss_sum + l : l;
+        sink_last_loss = loss;
+        ctx.epoch_samples += ctx.batch_size;
+        continue;  // a sink's callbacks see it as one step, after its last
+      }
       ctx.loss = scalar_of(loss);
       ctx.step_time = seconds_since(ts);
       ctx.epoch_samples += ctx.batch_size;
@@ -495,11 +478,15 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
       ctx.epoch_loss = loss_sum / double(ctx.step);
       ctx.epoch_elapsed = seconds_since(te);
       ctx.elapsed = seconds_since(t0);
-      if (sink) continue;  // a sink's callbacks see it as one step, after its last
       each(callbacks, [&](Callback& c) { c.on_step_end(ctx); });
       if (ctx.stop_requested) break;
     }
     if (sink && ctx.step > 0) {
+      ctx.loss = scalar_of(sink_last_loss);  // the one synchronisation of the sink
+      loss_sum = sink_loss_sum.item<double>();
+      ctx.epoch_loss = loss_sum / double(ctx.step);
+      ctx.epoch_elapsed = seconds_since(te);
+      ctx.elapsed = seconds_since(t0);
       ctx.step_time = seconds_since(tsink);
       each(callbacks, [&](Callback& c) { c.on_step_end(ctx); });
     }

@@ -341,7 +341,21 @@ TEST_F(Devices, ModelTrainMovesHostBatchesToTheNetwork) {
   train::Model model(net, loss,
                      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9),
                      {"accuracy"});
+  // The batches are staged in page-locked memory (two buffers per column, alternating) and copied
+  // from there; the staging memory is given back when the loop ends.
+  Allocator& pinned = get_backend(DeviceType::Test).pinned_allocator();
+  const AllocatorStats before = pinned.stats();
+  test_device_copies().reset();
   model.train(1, ds);
+  EXPECT_EQ(pinned.stats().num_allocs - before.num_allocs, 4u);  // 2 columns x 2 slots
+  EXPECT_EQ(pinned.stats().bytes_in_use, before.bytes_in_use);
+  EXPECT_GE(test_device_copies().host_to_device(), 8u);  // 4 batches x (image, label)
+  const uint64_t per_step_reads = test_device_copies().device_to_host();
+  EXPECT_GE(per_step_reads, 4u);  // each step's loss, for the step callbacks
+  // A sink (dataset_sink_mode) reads on the host only at its end: the last loss and the sum.
+  test_device_copies().reset();
+  model.train(1, ds, {}, 0, /*sink_size=*/-1);
+  EXPECT_EQ(test_device_copies().device_to_host(), per_step_reads - 4 + 2);
   const auto m = model.eval(ds);
   EXPECT_GE(m.at("accuracy"), 0.0);
   EXPECT_EQ(model.predict(x.slice(0, 0, 2)).device(), kTest);

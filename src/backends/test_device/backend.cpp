@@ -243,6 +243,38 @@ ops::KernelFn wrap(ops::KernelFn cpu) {
   };
 }
 
+// "Page-locked" host memory: the CPU's, with statistics of its own, so that tests see which host
+// buffers were staged for asynchronous copies (what a GPU's cudaHostAlloc memory is for).
+class TestPinnedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override {
+    const std::lock_guard lock(m_);
+    ++stats_.num_allocs;
+    ++stats_.cache_misses;
+    stats_.bytes_in_use += nbytes;
+    stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
+    return cpu_allocator().allocate(nbytes);
+  }
+  void deallocate(void* ptr, size_t nbytes) override {
+    const std::lock_guard lock(m_);
+    stats_.bytes_in_use -= nbytes;
+    cpu_allocator().deallocate(ptr, nbytes);
+  }
+  AllocatorStats stats() const override {
+    const std::lock_guard lock(m_);
+    return stats_;
+  }
+  void reset_peak() override {
+    const std::lock_guard lock(m_);
+    stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  }
+  void empty_cache() override {}
+
+ private:
+  mutable std::mutex m_;
+  AllocatorStats stats_;
+};
+
 class TestBackend final : public Backend {
  public:
   TestBackend() {
@@ -262,7 +294,7 @@ class TestBackend final : public Backend {
   std::string_view name() const override { return "Test"; }
   int device_count() const override { return 1; }
   Allocator& allocator(int) override { return allocator_; }
-  Allocator& pinned_allocator() override { return cpu_allocator(); }
+  Allocator& pinned_allocator() override { return pinned_; }
   DeviceProperties properties(int) const override {
     return {.name = "Spore test device", .total_memory = 0, .alignment = page_size()};
   }
@@ -309,6 +341,7 @@ class TestBackend final : public Backend {
 
  private:
   TestAllocator allocator_;
+  TestPinnedAllocator pinned_;
   TestStream stream_;
 };
 

@@ -41,17 +41,18 @@ size_t fold_batchnorm_into_weights(Graph& g, DeviceType device) {
       return v->dtype == to ? v : op(OpId::Cast, {v}, ops::Attrs().set("dtype", to));
     };
     Value* eps = g.add_capture(full({}, bn->attrs.get_float("eps"), pt), ValueKind::kConstant);
-    Value* scale = op(OpId::Mul, {cast(bn->inputs[1], pt),
-                                  op(OpId::Rsqrt, {op(OpId::Add, {cast(bn->inputs[4], pt), eps})})});
+    Value* scale =
+        op(OpId::Mul, {cast(bn->inputs[1], pt),
+                       op(OpId::Rsqrt, {op(OpId::Add, {cast(bn->inputs[4], pt), eps})})});
     Value* mean = cast(bn->inputs[3], pt);
-    Value* centred = conv->inputs.size() == 3
-                         ? op(OpId::Sub, {cast(conv->inputs[2], pt), mean})
-                         : op(OpId::Neg, {mean});
+    Value* centred = conv->inputs.size() == 3 ? op(OpId::Sub, {cast(conv->inputs[2], pt), mean})
+                                              : op(OpId::Neg, {mean});
     Value* shift = op(OpId::Add, {cast(bn->inputs[2], pt), op(OpId::Mul, {centred, scale})});
     Value* w = conv->inputs[1];
     const Shape per_filter{w->shape[0], 1, 1, 1};
-    Value* w_scaled = op(OpId::Mul, {cast(w, pt), op(OpId::Reshape, {scale},
-                                                     ops::Attrs().set("shape", per_filter))});
+    Value* w_scaled =
+        op(OpId::Mul,
+           {cast(w, pt), op(OpId::Reshape, {scale}, ops::Attrs().set("shape", per_filter))});
     // The conv takes the new weight and bias in place; its output now stands for the BN's.
     conv->inputs = {conv->inputs[0], cast(w_scaled, w->dtype), cast(shift, y->dtype)};
     g.replace_all_uses(bn->outputs[0], y);
