@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "graph/passes.h"
 #include "spore/error.h"
 
 namespace spore {
@@ -346,14 +345,6 @@ class TestBackend final : public Backend {
 };
 
 std::unique_ptr<Backend> make_test_backend() { return std::make_unique<TestBackend>(); }
-
-// The graph passes of an accelerator backend without the CPU's oneDNN fusions, so that its graphs
-// look like the GPU's.
-size_t fold_batchnorm(graph::Graph& g) {
-  return graph::fold_batchnorm_into_weights(g, DeviceType::Test);
-}
-SPORE_REGISTER_PASS(Test, "fold_batchnorm_into_weights", graph::kOrderFoldBatchnormIntoWeights,
-                    fold_batchnorm);
 
 [[maybe_unused]] const bool registered_from_env = [] {
   const char* e = std::getenv("SPORE_TEST_DEVICE");
