@@ -88,6 +88,9 @@ TEST(PluginLoading, BuiltWithoutAGpuSaysNoGpuIsVisible) {
     GTEST_SKIP() << "this build has no CUDA backend (SPORE_CUDA=OFF)";
   const std::string check = run("", "run-check");
   EXPECT_TRUE(contains(check, "'GPU'")) << check;
+  // The libraries it runs on, NCCL included (found as the loader finds it, or said missing).
+  for (const char* lib : {"CUDA runtime", "cuBLASLt", "cuDNN", "NVRTC", "NCCL"})
+    EXPECT_TRUE(contains(check, lib)) << lib << " missing in:\n" << check;
   if (contains(check, "GPU: 0 device(s)")) {
     const std::string gpu = run("", kGpuRun);
     EXPECT_TRUE(contains(gpu, "this build has the GPU backend, but no GPU is visible")) << gpu;
