@@ -122,7 +122,7 @@ def report(title, json_name, log_name, rc):
         for s in sorted(skips)[:5]:
             print(f"   skip reason: {s}")
         for l in log:
-            if l.startswith("GPU") or l.startswith("NVRTC"):
+            if l.startswith(("GPU", "NVRTC", "[parity]")):
                 print(f"   {l}")
     except (OSError, ValueError) as e:
         print(f"   no report ({e}); exit {rc}; last lines of the log:")

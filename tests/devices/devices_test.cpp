@@ -5,21 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "backends/backend.h"
 #include "backends/test_device/test_device.h"
 #include "devices/capture_run.h"
+#include "devices/model_parity.h"
 #include "graph/executor.h"
-#include "models/lenet.h"
 #include "models/mlp.h"
-#include "models/resnet.h"
-#include "models/yolov5/train.h"
-#include "models/yolov5/yolov5.h"
-#include "spore/onnx.h"
-#include "spore/spore.h"
 
 namespace spore {
 namespace {
@@ -128,67 +122,9 @@ TEST_F(Devices, StreamsAndEventsOfTheContract) {
 }
 
 // ---- training follows the device ----------------------------------------------------------------
-// Trains `steps` of net built by make() with Momentum on fixed random batches, on `device`; returns
-// the losses and the final parameters (on the host).
-struct TrainRun {
-  std::vector<float> losses;
-  std::vector<std::vector<float>> params;
-};
-template <class Make>
-TrainRun train_on(Device device, Make make, const Shape& x_shape, int64_t classes, int steps,
-                  Mode mode) {
-  set_context({.mode = mode});
-  set_device(device.type == DeviceType::CPU ? "CPU" : "Test");
-  set_seed(7);
-  auto net = make();  // parameters are made on the current device
-  for (const Tensor& p : net->trainable_params()) EXPECT_EQ(p.device(), device);
-  auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
-      nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  auto step = std::make_shared<train::TrainOneStepCell>(
-      std::make_shared<train::WithLossCell>(net, loss),
-      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
-  // The batches come from the host, as from a dataset, and Model would move them; do it here.
-  set_seed(11);
-  std::vector<Tensor> xs, ys;
-  {
-    const DeviceGuard host(kCpu);
-    for (int i = 0; i < steps; ++i) {
-      xs.push_back(randn(x_shape));
-      ys.push_back(randint(0, classes, {x_shape[0]}, kInt32));
-    }
-  }
-  TrainRun r;
-  for (int i = 0; i < steps; ++i) {
-    // In Graph mode TrainOneStepCell compiles the whole step itself.
-    const Tensor l = step->forward({xs[size_t(i)].to(device), ys[size_t(i)].to(device)})[0];
-    EXPECT_EQ(l.device(), device);
-    r.losses.push_back(l.item<float>());
-  }
-  for (const Tensor& p : net->trainable_params()) r.params.push_back(p.to_vector<float>());
-  return r;
-}
-
-// PyNative runs the same kernels on both devices: bit-equal (tol 0). Graph mode on the CPU also
-// runs the CPU backend's own passes (blocked layouts, oneDNN post-op fusion, conv + pool), which
-// other devices do not get, so the kernels differ in summation order: equal to float32 rounding,
-// measured relative to each tensor's largest value.
-void expect_same(const TrainRun& cpu, const TrainRun& dev, double tol = 0) {
-  auto close = [tol](const std::vector<float>& a, const std::vector<float>& b) {
-    if (tol == 0) return a == b;
-    double scale = 0, err = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      scale = std::max(scale, std::fabs(double(a[i])));
-      err = std::max(err, std::fabs(double(a[i]) - double(b[i])));
-    }
-    return a.size() == b.size() && err <= tol * std::max(scale, 1e-30);
-  };
-  ASSERT_EQ(cpu.losses.size(), dev.losses.size());
-  EXPECT_TRUE(close(cpu.losses, dev.losses)) << "losses " << ::testing::PrintToString(cpu.losses)
-                                             << " vs " << ::testing::PrintToString(dev.losses);
-  ASSERT_EQ(cpu.params.size(), dev.params.size());
-  for (size_t i = 0; i < cpu.params.size(); ++i)
-    EXPECT_TRUE(close(cpu.params[i], dev.params[i])) << "parameter " << i;
-}
+using test_support::expect_same;
+using test_support::train_on;
+using test_support::TrainRun;
 
 TEST_F(Devices, LeNetPyNativeEqualsCpu) {
   auto make = [] { return std::make_shared<models::LeNet5>(); };
@@ -247,41 +183,11 @@ TEST_F(Devices, MlpRegressionEqualsCpu) {
 // One YOLOv5n training step (forward, the YOLO loss, gradients) on the test device equals the
 // CPU's.
 TEST_F(Devices, YoloV5nStepEqualsCpu) {
-  constexpr int64_t kImg = 64;
-  std::vector<Tensor> results[2];
-  for (int k = 0; k < 2; ++k) {
-    const Device device = k ? kTest : kCpu;
-    set_device(k ? "Test" : "CPU");
-    set_seed(5);
-    auto net = models::yolov5("n", 3);
-    net->set_train(true);
-    const auto hyp = models::scaled_hyp(3, kImg);
-    std::array<models::LevelTargets, 3> t;
-    Tensor x;
-    {
-      const DeviceGuard host(kCpu);  // the data engine's side: images and targets on the host
-      x = rand({2, 3, kImg, kImg});
-      const Tensor boxes = tensor(
-          {{0, 1, 0.5, 0.5, 0.4, 0.3}, {0, 2, 0.25, 0.3, 0.2, 0.25}, {1, 0, 0.6, 0.55, 0.5, 0.6}});
-      t = models::build_targets(
-          boxes, 2, net->detect().anchors().cpu(),
-          {{{kImg / 8, kImg / 8}, {kImg / 16, kImg / 16}, {kImg / 32, kImg / 32}}}, 3, hyp);
-    }
-    for (auto& level : t)
-      for (Tensor* f :
-           {&level.index, &level.tbox, &level.anchor, &level.cls, &level.mask, &level.obj_write})
-        if (f->defined()) *f = f->to(device);
-    models::YoloWithLoss with_loss(net, hyp);
-    std::vector<Tensor> in{x.to(device)};
-    for (const Tensor& v : models::flatten_targets(t)) in.push_back(v);
-    EnableGradGuard eg;
-    std::vector<Tensor> out = with_loss.forward(in);  // loss, lbox, lobj, lcls
-    for (const Tensor& g : autograd::grad(out[0], net->trainable_params())) out.push_back(g);
-    for (const Tensor& r : out) results[k].push_back(r.detach().cpu());
-  }
-  ASSERT_EQ(results[0].size(), results[1].size());
-  for (size_t i = 0; i < results[0].size(); ++i)
-    EXPECT_EQ(results[0][i].to_vector<float>(), results[1][i].to_vector<float>()) << "output " << i;
+  const std::vector<Tensor> cpu = test_support::yolov5n_step(kCpu);
+  const std::vector<Tensor> dev = test_support::yolov5n_step(kTest);
+  ASSERT_EQ(cpu.size(), dev.size());
+  for (size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_EQ(cpu[i].to_vector<float>(), dev[i].to_vector<float>()) << "output " << i;
 }
 
 // One compiled training step moves only the batch in and the loss out.
@@ -368,21 +274,9 @@ TEST_F(Devices, ModelTrainMovesHostBatchesToTheNetwork) {
 TEST_F(Devices, OnnxModelsRunWhereTheirInputsAre) {
   const std::string dir = ::testing::TempDir() + "/spore_onnx_devices";
   std::filesystem::create_directories(dir);
-  struct Case {
-    std::string name;
-    std::shared_ptr<nn::Cell> net;
-    Shape input;
-  };
-  set_seed(3);
-  std::vector<Case> cases{{"lenet", std::make_shared<models::LeNet5>(), {2, 1, 28, 28}},
-                          {"resnet18", models::resnet18(10), {2, 3, 32, 32}},
-                          {"yolov5n", models::yolov5("n", 3), {1, 3, 64, 64}}};
-  for (Case& c : cases) {
+  for (const auto& c : test_support::export_onnx_cases(dir)) {
     SCOPED_TRACE(c.name);
-    c.net->set_train(false);
-    const std::string path = dir + "/" + c.name + ".onnx";
-    export_onnx(*c.net, Tensor::empty(c.input), path);
-    OnnxModel m = OnnxModel::load(path);
+    OnnxModel m = OnnxModel::load(c.path);
     const Tensor x = rand(c.input);
     const std::vector<Tensor> want = m.run({x}, /*graph_mode=*/false);  // the CPU, op by op
     for (bool graph : {true, false}) {
@@ -397,12 +291,10 @@ TEST_F(Devices, OnnxModelsRunWhereTheirInputsAre) {
         ASSERT_EQ(got.size(), want.size());
         for (size_t k = 0; k < got.size(); ++k) {
           EXPECT_EQ(got[k].device(), kTest);
-          const std::vector<float> g = got[k].to_vector<float>(), w = want[k].to_vector<float>();
-          ASSERT_EQ(g.size(), w.size());
-          double worst = 0;
-          for (size_t i = 0; i < g.size(); ++i)
-            worst = std::max(worst, std::abs(double(g[i]) - w[i]) / (1 + std::abs(double(w[i]))));
-          EXPECT_LE(worst, graph ? 1e-4 : 0.0) << "output " << k;  // op by op: the same kernels
+          // Op by op: the same kernels. Compiled: the CPU's graph has its own passes.
+          EXPECT_LE(test_support::rel_error(want[k].to_vector<float>(), got[k].to_vector<float>()),
+                    graph ? 1e-5 : 0.0)
+              << "output " << k;
         }
       }
     }
