@@ -72,7 +72,7 @@ WorkPtr Group::all_to_all_async(const Tensor& in, const Tensor& out) {
 Tensor Group::all_gather(const Tensor& in) {
   Shape shape = in.shape();
   shape.insert(shape.begin(), size());
-  Tensor out = Tensor::empty(shape, in.dtype());
+  Tensor out = Tensor::empty(shape, in.dtype(), in.device());  // where `in` is
   all_gather(in, out);
   return out;
 }
@@ -174,7 +174,7 @@ GroupPtr g_world;
 AutoParallelContext g_ctx;
 }  // namespace
 
-GroupPtr make_local_group() { return std::make_shared<LocalGroup>(); }
+GroupPtr make_local_group() { return detail::stage_device_tensors(std::make_shared<LocalGroup>()); }
 
 std::pair<int, int> launcher_rank_size() {
   for (auto [r, s] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},

@@ -538,7 +538,7 @@ class MpiGroup : public Group, public std::enable_shared_from_this<MpiGroup> {
 }  // namespace
 
 bool have_mpi() { return true; }
-GroupPtr make_mpi_group() { return std::make_shared<MpiGroup>(); }
+GroupPtr make_mpi_group() { return detail::stage_device_tensors(std::make_shared<MpiGroup>()); }
 
 namespace detail {
 void finalize_mpi() {

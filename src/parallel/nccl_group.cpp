@@ -1,7 +1,9 @@
 // The NCCL group: one NCCL communicator per process over the MPI world (rank 0's ncclUniqueId is
-// broadcast through MPI), one CUDA stream. Spore's tensors live on the host for now, so every op
-// stages its tensor through stream-ordered device memory (cudaMallocAsync): copy in, collective,
-// copy out, an event; Work::test() queries the event and wait() polls it against the deadline.
+// broadcast through MPI), one communication stream. A GPU tensor (on this rank's GPU) is used in
+// place: the communication stream waits for the work queued so far on the tensor's stream, and
+// Work::wait() makes that stream wait for the collective, not the host (PyTorch's semantics). A
+// host tensor is staged through stream-ordered device memory (cudaMallocAsync): copy in,
+// collective, copy out, an event; its Work::wait() polls the event against the deadline.
 // Built only when the CUDA toolkit and NCCL are found (SPORE_HAVE_NCCL, which implies MPI).
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -12,6 +14,7 @@
 #include <functional>
 #include <thread>
 
+#include "backends/backend.h"
 #include "parallel/internal.h"
 #include "spore/parallel/parallel.h"
 
@@ -79,7 +82,8 @@ class NcclGroup : public Group {
     SPORE_CUDA_CHECK(cudaGetDeviceCount(&devices));
     SPORE_CHECK_KIND(ErrorKind::RuntimeError, devices > 0,
                      "[parallel] init(\"nccl\"): no CUDA device visible");
-    SPORE_CUDA_CHECK(cudaSetDevice(rank_ % devices));
+    device_ = rank_ % devices;
+    SPORE_CUDA_CHECK(cudaSetDevice(device_));
     ncclUniqueId id;
     if (rank_ == 0) SPORE_NCCL_CHECK(ncclGetUniqueId(&id));
     Tensor idt = Tensor::empty({int64_t(sizeof(id))}, kUInt8);
@@ -158,7 +162,13 @@ class NcclGroup : public Group {
     std::string what;
     int rank = 0;
     bool finished = false;
+    // Device tensors: the stream the results are used on, made to wait for the collective on the
+    // device (wait(), or at the latest when the work is dropped, so that no later work, nor a reuse
+    // of the tensors' memory, runs before the collective is done).
+    cudaStream_t consumer = nullptr;
+    bool ordered = false;
     ~NcclWork() override {
+      if (consumer && !ordered) cudaStreamWaitEvent(consumer, event, 0);
       if (event) cudaEventDestroy(event);
     }
     bool test() override {
@@ -171,6 +181,11 @@ class NcclGroup : public Group {
       return true;
     }
     void wait() override {
+      if (consumer) {  // PyTorch's semantics for device tensors: the stream waits, not the host
+        if (!ordered) SPORE_CUDA_CHECK(cudaStreamWaitEvent(consumer, event, 0));
+        ordered = true;
+        return;
+      }
       const double timeout = get_comm_timeout();
       const auto t0 = std::chrono::steady_clock::now();
       while (!test()) {
@@ -183,32 +198,63 @@ class NcclGroup : public Group {
     }
   };
 
-  // Stages in (host) to the device, runs the NCCL call, stages the result back to out (host).
+  // A GPU tensor is used in place; a host tensor is staged through stream-ordered device memory
+  // (copied in, and the result copied back to it).
   template <typename F>
   WorkPtr run(const char* what, const Tensor& in, const Tensor& out, F&& call) {
     auto w = std::make_shared<NcclWork>();
     w->what = what;
     w->rank = rank_;
+    int device = -1;
+    for (const Tensor* t : {&in, &out}) {
+      if (!t->defined() || t->device().type == DeviceType::CPU) continue;
+      SPORE_CHECK(t->device().type == DeviceType::GPU && t->device().index == device_,
+                  "[parallel] ", what, " (nccl): rank ", rank_, " communicates on GPU:", device_,
+                  ", got a tensor on ", to_string(t->device()),
+                  "; move it there (Tensor::to) or use the host");
+      device = t->device().index;
+    }
+    if (device >= 0) {
+      // The collective starts after the work queued so far on the tensors' stream.
+      w->consumer = static_cast<cudaStream_t>(
+          current_stream(Device{DeviceType::GPU, device}).native_handle());
+      cudaEvent_t ready;
+      SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+      SPORE_CUDA_CHECK(cudaEventRecord(ready, w->consumer));
+      SPORE_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready, 0));
+      SPORE_CUDA_CHECK(cudaEventDestroy(ready));  // released once the wait is done
+    }
+    auto on_gpu = [](const Tensor& t) { return t.device().type == DeviceType::GPU; };
     void *din = nullptr, *dout = nullptr;
+    bool own_in = false, own_out = false;
     if (in.defined()) {
-      SPORE_CUDA_CHECK(cudaMallocAsync(&din, std::max<size_t>(in.nbytes(), 1), stream_));
-      SPORE_CUDA_CHECK(
-          cudaMemcpyAsync(din, in.data_ptr(), in.nbytes(), cudaMemcpyHostToDevice, stream_));
+      if (on_gpu(in)) {
+        din = in.data_ptr();
+      } else {
+        SPORE_CUDA_CHECK(cudaMallocAsync(&din, std::max<size_t>(in.nbytes(), 1), stream_));
+        SPORE_CUDA_CHECK(
+            cudaMemcpyAsync(din, in.data_ptr(), in.nbytes(), cudaMemcpyHostToDevice, stream_));
+        own_in = true;
+      }
       w->keep.push_back(in);
     }
     if (out.defined()) {
-      if (out.is_same(in))
+      if (out.is_same(in)) {
         dout = din;
-      else
+      } else if (on_gpu(out)) {
+        dout = out.data_ptr();
+      } else {
         SPORE_CUDA_CHECK(cudaMallocAsync(&dout, std::max<size_t>(out.nbytes(), 1), stream_));
+        own_out = true;
+      }
       w->keep.push_back(out);
     }
     SPORE_NCCL_CHECK(call(din, dout));
-    if (out.defined())
+    if (out.defined() && !on_gpu(out))
       SPORE_CUDA_CHECK(
           cudaMemcpyAsync(out.data_ptr(), dout, out.nbytes(), cudaMemcpyDeviceToHost, stream_));
-    if (din) SPORE_CUDA_CHECK(cudaFreeAsync(din, stream_));
-    if (dout && dout != din) SPORE_CUDA_CHECK(cudaFreeAsync(dout, stream_));
+    if (own_in) SPORE_CUDA_CHECK(cudaFreeAsync(din, stream_));
+    if (own_out) SPORE_CUDA_CHECK(cudaFreeAsync(dout, stream_));
     SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&w->event, cudaEventDisableTiming));
     SPORE_CUDA_CHECK(cudaEventRecord(w->event, stream_));
     return w;
@@ -216,6 +262,7 @@ class NcclGroup : public Group {
 
   GroupPtr mpi_;
   int rank_ = 0, size_ = 1;
+  int device_ = 0;  // this rank's GPU
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
 };

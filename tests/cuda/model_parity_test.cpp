@@ -53,8 +53,8 @@ TEST_F(GpuModelParity, ResNet18FiveSteps) {
   for (Mode mode : {Mode::PyNative, Mode::Graph}) {
     const double worst = expect_same(train_on(cpu, make, {4, 3, 32, 32}, 10, 5, mode),
                                      train_on(gpu, make, {4, 3, 32, 32}, 10, 5, mode), 1e-3);
-    report(mode == Mode::Graph ? "ResNet-18 5 steps, Graph" : "ResNet-18 5 steps, PyNative",
-           worst, 1e-3);
+    report(mode == Mode::Graph ? "ResNet-18 5 steps, Graph" : "ResNet-18 5 steps, PyNative", worst,
+           1e-3);
   }
 }
 
@@ -85,8 +85,7 @@ TEST_F(GpuModelParity, OnnxInference) {
       double worst = 0;
       for (size_t k = 0; k < got.size(); ++k) {
         EXPECT_EQ(got[k].device(), gpu);
-        worst = std::max(worst,
-                         rel_error(want[k].to_vector<float>(), got[k].to_vector<float>()));
+        worst = std::max(worst, rel_error(want[k].to_vector<float>(), got[k].to_vector<float>()));
       }
       EXPECT_LE(worst, 1e-4);
       report((c.name + (graph ? " ONNX, compiled" : " ONNX, op by op")).c_str(), worst, 1e-4);
@@ -117,7 +116,8 @@ TEST_F(GpuModelParity, ModelTrainDataPath) {
     train::Model model(net, loss,
                        std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9));
     double last = 0;
-    train::LambdaCallback cb({.on_epoch_end = [&](train::RunContext& ctx) { last = ctx.epoch_loss; }});
+    train::LambdaCallback cb(
+        {.on_epoch_end = [&](train::RunContext& ctx) { last = ctx.epoch_loss; }});
     model.train(2, ds, {cb}, 0, /*sink_size=*/-1);
     losses[k] = last;
     for (const Tensor& p : net->trainable_params()) params[k].push_back(p.to_vector<float>());

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "backends/test_device/test_device.h"
 #include "spore/parallel/parallel.h"
 #include "spore/spore.h"
 
@@ -140,6 +141,59 @@ TEST(Collectives, SendRecvRingAndBarrier) {
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(v[size_t(i)], value((me + R - 1) % R, i));
     }
   g->barrier();
+}
+
+// Device tensors (the test device: memory the host cannot touch outside a copy): the MPI and
+// local groups stage them through the host, and the results land in the device tensors.
+TEST(Collectives, DeviceTensorsAreStagedThroughTheHost) {
+  enable_test_device();
+  auto g = group();
+  const int R = g->size(), me = g->rank();
+  const Device dev{DeviceType::Test, 0};
+  for (DType dt : {kFloat32, kInt64})
+    for (int64_t n : {int64_t(7), int64_t(65537)}) {
+      Tensor t = filled(me, n, dt).to(dev);
+      g->all_reduce(t, ReduceOp::Sum);
+      Tensor a = filled(me, n, dt).to(dev);
+      g->all_reduce_async(a, ReduceOp::Max)->wait();
+      const auto tv = values(t), av = values(a);
+      for (int64_t i = 0; i < n; ++i) {
+        double sum = 0, mx = -1e30;
+        for (int r = 0; r < R; ++r) sum += value(r, i), mx = std::max(mx, value(r, i));
+        ASSERT_EQ(tv[size_t(i)], sum) << dtype_name(dt) << " n=" << n;
+        ASSERT_EQ(av[size_t(i)], mx) << dtype_name(dt) << " n=" << n;
+      }
+      EXPECT_EQ(t.device(), dev);
+
+      const Tensor gathered = g->all_gather(filled(me, n, dt).to(dev));
+      EXPECT_EQ(gathered.device(), dev);
+      const auto gv = values(gathered);
+      for (int r = 0; r < R; ++r)
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(gv[size_t(r * n + i)], value(r, i));
+
+      Tensor out = Tensor::empty({n}, dt, dev);
+      g->reduce_scatter(filled(me, n * R, dt).to(dev), out, ReduceOp::Sum);
+      const auto ov = values(out);
+      for (int64_t i = 0; i < n; ++i) {
+        double e = 0;
+        for (int r = 0; r < R; ++r) e += value(r, me * n + i);
+        ASSERT_EQ(ov[size_t(i)], e);
+      }
+
+      Tensor b = filled(me, n, dt).to(dev);
+      g->broadcast(b, R - 1);
+      const auto bv = values(b);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(bv[size_t(i)], value(R - 1, i));
+
+      if (R >= 2) {
+        Tensor in = Tensor::empty({n}, dt, dev);
+        auto rw = g->recv_async(in, (me + R - 1) % R, 9);
+        g->send_async(filled(me, n, dt).to(dev), (me + 1) % R, 9)->wait();
+        rw->wait();
+        const auto iv = values(in);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(iv[size_t(i)], value((me + R - 1) % R, i));
+      }
+    }
 }
 
 TEST(Collectives, ErrorsNameTheProblem) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "backends/test_device/test_device.h"
 #include "models/lenet.h"
 #include "spore/nn/nn.h"
 #include "spore/optim/optimizers.h"
@@ -25,7 +26,8 @@ struct Trainer {
   std::shared_ptr<models::LeNet5> net;
   std::shared_ptr<optim::Momentum> opt;
   std::shared_ptr<train::TrainOneStepCell> step;
-  explicit Trainer(uint64_t seed) {
+  explicit Trainer(uint64_t seed, Device device = {}) {
+    const DeviceGuard on(device);  // the parameters and optimizer state live there
     set_seed(seed);
     net = std::make_shared<models::LeNet5>();
     auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
@@ -38,7 +40,9 @@ struct Trainer {
 
 // 20 steps of data parallel (this rank's half of each global batch) vs the reference on the
 // whole batch; returns the largest relative loss difference.
-double run_pair(const parallel::CommFusion& fusion, bool overlap, size_t* buckets = nullptr) {
+// `device`: where the data-parallel trainer runs (the reference stays on the host).
+double run_pair(const parallel::CommFusion& fusion, bool overlap, size_t* buckets = nullptr,
+                Device device = {}) {
   auto g = group();
   const int R = g->size(), me = g->rank();
   const int64_t global_batch = 16;
@@ -48,7 +52,7 @@ double run_pair(const parallel::CommFusion& fusion, bool overlap, size_t* bucket
   ctx.overlap = overlap;
   parallel::set_auto_parallel_context(ctx);
   Trainer ref(7);
-  Trainer dp(7 + uint64_t(me) * 1000);  // different init on other ranks: the broadcast must fix it
+  Trainer dp(7 + uint64_t(me) * 1000, device);  // other inits elsewhere: the broadcast fixes them
   auto reducer = parallel::setup_data_parallel(*dp.step, dp.net->parameters_and_buffers(), g);
   if (buckets) *buckets = reducer->buckets().size();
   double worst = 0;
@@ -59,7 +63,7 @@ double run_pair(const parallel::CommFusion& fusion, bool overlap, size_t* bucket
     const int64_t per = global_batch / R;
     Tensor xs = x.slice(0, me * per, (me + 1) * per).contiguous();
     Tensor ys = y.slice(0, me * per, (me + 1) * per).contiguous();
-    Tensor l = (*dp.step)(xs, ys).contiguous().clone().reshape({1});
+    Tensor l = (*dp.step)(xs.to(device), ys.to(device)).contiguous().clone().reshape({1});
     g->all_reduce(l, parallel::ReduceOp::Mean);  // the global batch's mean loss
     const double ld = l.item<double>();
     const double lr = (*ref.step)(x, y).item<double>();
@@ -84,6 +88,15 @@ TEST(DataParallel, LeNetTwoRanksMatchOneRankDefaultBucket) {
   EXPECT_EQ(nb, 1u);  // LeNet (~250 KB) fits one 64 MB bucket
   EXPECT_LE(d, 1e-5) << "relative loss difference over 20 steps";
   std::printf("[ranks %d] max relative loss difference: %.3g\n", parallel::get_group_size(), d);
+}
+
+// The trainer on a device (the test device: memory the host cannot touch outside a copy): the
+// buckets are packed there and the MPI group stages them through the host.
+TEST(DataParallel, LeNetTwoRanksOnADeviceMatchOneRank) {
+  enable_test_device();
+  size_t nb = 0;
+  EXPECT_LE(run_pair({.bucket_mb = 0.05}, true, &nb, Device{DeviceType::Test, 0}), 1e-5);
+  EXPECT_GT(nb, 2u);
 }
 
 TEST(DataParallel, LeNetSmallBucketsFusionOffAndIndexMode) {

@@ -83,9 +83,12 @@ double get_comm_timeout();
 // A group of one process: every collective is the identity (Mean, Max... of one value).
 GroupPtr make_local_group();
 // The MPI world (MPI_COMM_WORLD); initialises MPI on first use. Error when built without MPI.
+// It (and the local group) takes device tensors too, staged through the host: copied out, the
+// collective on the host, the result copied back into the device tensor when the work completes.
 GroupPtr make_mpi_group();
 // An NCCL communicator over the MPI world (the unique id goes through MPI); tensors may live on
-// the host (staged through the GPU) or the GPU. Error when built without NCCL.
+// the host (staged through the GPU) or this rank's GPU (used in place; Work::wait() then makes the
+// tensor's stream wait for the collective, not the host). Error when built without NCCL.
 GroupPtr make_nccl_group();
 bool have_mpi();   // built with MPI
 bool have_nccl();  // built with NCCL
