@@ -32,6 +32,10 @@ void set_device(const std::string& target, int device_id = 0);
 Device current_device();
 // The number of devices of the current device's target (MindSpore's get_context("device_num")).
 int device_count();
+// The devices of a target ("CPU", "GPU", "Ascend", any case) this process sees: 0 when the build
+// has no such backend or none is visible (MindSpore's hal.device_count). A ValueError for a name
+// that is no target.
+int device_count(const std::string& target);
 // The host waits until all work queued on the device has run (torch.cuda.synchronize,
 // MindSpore's hal.synchronize): for timing, since a device's ops return once queued.
 void synchronize(Device device = current_device());

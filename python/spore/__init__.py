@@ -20,6 +20,8 @@ from . import context
 from .context import (GRAPH_MODE, PYNATIVE_MODE, ParallelMode, get_auto_parallel_context, get_context, get_seed,
                       reset_auto_parallel_context, set_auto_parallel_context, set_context, set_device, set_seed)
 from . import communication
+from . import hal
+from . import runtime
 from . import ops
 from . import nn
 from . import amp

@@ -456,6 +456,11 @@ void bind_tensor(py::module_& m) {
   m.def("current_device", [] { return std::string(device_type_name(current_device().type)); });
   m.def("current_device_id", [] { return current_device().index; });
   m.def("device_count", [] { return device_count(); });
+  m.def("device_count_of", [](const std::string& target) { return device_count(target); });
+  m.def("synchronize", [] {
+    py::gil_scoped_release release;  // other Python threads run while the host waits
+    synchronize(current_device());
+  });
   // set_context(save_graphs=..., save_graphs_path=...): Graph mode's IR dumps (graph/dump.cpp).
   m.def("set_save_graphs", [](bool on, std::optional<std::string> path) {
     set_context({.save_graphs = on, .save_graphs_path = std::move(path)});

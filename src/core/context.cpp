@@ -48,21 +48,27 @@ std::string save_graphs_path() {
 }
 Mode get_context_mode() { return g_mode; }
 
-void set_device(const std::string& target, int device_id) {
+namespace {
+// MindSpore's device_target names (any case; CUDA and NPU as aliases) as a device type.
+DeviceType target_type(const std::string& target) {
   std::string t = target;
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::toupper(c); });
-  DeviceType type;
-  if (t == "CPU")
-    type = DeviceType::CPU;
-  else if (t == "GPU" || t == "CUDA")
-    type = DeviceType::GPU;
-  else if (t == "ASCEND" || t == "NPU")
-    type = DeviceType::Ascend;
-  else if (t == "TEST" && has_backend(DeviceType::Test))
-    type = DeviceType::Test;  // test builds only
-  else
-    SPORE_THROW(ErrorKind::ValueError, "Unsupported device target '", target,
-                "'. Expected one of 'CPU', 'GPU', 'Ascend'.");
+  if (t == "CPU") return DeviceType::CPU;
+  if (t == "GPU" || t == "CUDA") return DeviceType::GPU;
+  if (t == "ASCEND" || t == "NPU") return DeviceType::Ascend;
+  if (t == "TEST" && has_backend(DeviceType::Test)) return DeviceType::Test;  // test builds only
+  SPORE_THROW(ErrorKind::ValueError, "Unsupported device target '", target,
+              "'. Expected one of 'CPU', 'GPU', 'Ascend'.");
+}
+}  // namespace
+
+int device_count(const std::string& target) {
+  const DeviceType type = target_type(target);
+  return has_backend(type) ? get_backend(type).device_count() : 0;
+}
+
+void set_device(const std::string& target, int device_id) {
+  const DeviceType type = target_type(target);
   Backend& b = get_backend(type);  // throws naming the supported targets when absent
   // Built but no device (a CUDA build on a machine without a GPU): a different message from "this
   // build has no such backend".

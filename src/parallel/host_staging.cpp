@@ -38,8 +38,8 @@ class StagedWork final : public Work {
     hold_.clear();
   }
   WorkPtr inner_;
-  std::vector<Tensor> hold_;                        // host buffers the collective reads
-  std::vector<std::pair<Tensor, Tensor>> back_;     // (device tensor, host result)
+  std::vector<Tensor> hold_;                     // host buffers the collective reads
+  std::vector<std::pair<Tensor, Tensor>> back_;  // (device tensor, host result)
 };
 
 // out: the device tensor the collective writes, or a host one (written in place).

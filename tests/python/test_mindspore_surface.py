@@ -590,3 +590,15 @@ def test_norm_ord_and_metric_fn_arguments():
     assert isinstance(ms.train.get_metric_fn("accuracy", "classification"), ms.train.Metric)
     with pytest.raises(NotImplementedError, match="multilabel"):
         ms.train.get_metric_fn("accuracy", eval_type="multilabel")
+
+
+def test_hal_and_runtime_device_functions():
+    # MindSpore's hal / runtime: device counts, availability, and waiting for the device.
+    assert ms.hal.device_count("CPU") == 1 and ms.hal.is_available("cpu")
+    ms.hal.synchronize()
+    ms.runtime.synchronize()
+    gpus = ms.hal.device_count("GPU")  # 0 without a GPU (or without the CUDA backend)
+    assert ms.hal.is_available("GPU") == (gpus > 0) and ms.runtime.device_count("GPU") == gpus
+    assert ms.hal.device_count() == 1  # the current target: the CPU
+    with pytest.raises(ValueError, match="device_target"):
+        ms.hal.device_count("TPU")

@@ -34,7 +34,7 @@ template <class T>
 using calc_t = std::conditional_t<kHalf<T>, float, T>;
 
 template <class To, class From>
-__device__ __forceinline__ To cvt(From x) {
+__host__ __device__ __forceinline__ To cvt(From x) {
   if constexpr (std::is_same_v<To, From>)
     return x;
   else if constexpr (std::is_same_v<To, __half>)
