@@ -174,7 +174,10 @@ class NcclGroup : public Group {
     bool test() override {
       if (finished) return true;
       const cudaError_t e = cudaEventQuery(event);
-      if (e == cudaErrorNotReady) return false;
+      if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();  // an answer, not an error to report at the next launch
+        return false;
+      }
       SPORE_CUDA_CHECK(e);
       finished = true;
       keep.clear();
@@ -202,6 +205,7 @@ class NcclGroup : public Group {
   // (copied in, and the result copied back to it).
   template <typename F>
   WorkPtr run(const char* what, const Tensor& in, const Tensor& out, F&& call) {
+    SPORE_CUDA_CHECK(cudaSetDevice(device_));  // this thread may have another current device
     auto w = std::make_shared<NcclWork>();
     w->what = what;
     w->rank = rank_;

@@ -83,6 +83,26 @@ TEST(PluginLoading, ABrokenLibraryGivesTheLoadersReason) {
   fs::remove(bad);
 }
 
+// A __device__-only function called from host code compiles (in a template, nvcc does not object)
+// into a host stub that calls exit(1): the process would end without a word at the first launch.
+// Nothing else in the backend calls exit, so its import is the sign.
+TEST(PluginLoading, NoHostStubOfADeviceFunction) {
+  const fs::path lib = kLibDir / "libspore_cuda.so";
+  if (!fs::exists(lib)) GTEST_SKIP() << "this build has no CUDA backend (SPORE_CUDA=OFF)";
+  if (std::system("command -v nm > /dev/null 2>&1") != 0) GTEST_SKIP() << "no nm (binutils)";
+  const std::string cmd = "nm -D --undefined-only " + lib.string() + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::array<char, 4096> buf{};
+  while (fgets(buf.data(), int(buf.size()), p)) out += buf.data();
+  pclose(p);
+  ASSERT_TRUE(contains(out, "cudnn")) << "nm listed no imports:\n" << out;
+  EXPECT_FALSE(contains(out, " exit@") || contains(out, " exit\n"))
+      << lib << " imports exit: a host function calls a __device__-only one (make it "
+      << "__host__ __device__, or call it in the kernel)";
+}
+
 TEST(PluginLoading, BuiltWithoutAGpuSaysNoGpuIsVisible) {
   if (!fs::exists(kLibDir / "libspore_cuda.so"))
     GTEST_SKIP() << "this build has no CUDA backend (SPORE_CUDA=OFF)";

@@ -39,6 +39,13 @@ class DeviceScope {
   int prev_ = 0, device_ = 0;
 };
 
+// A query's "not ready" is an answer, not an error, but the runtime may keep it as the thread's
+// last error, which the next launch check would then report: clear it (PyTorch does the same).
+bool not_ready() {
+  (void)cudaGetLastError();
+  return false;
+}
+
 class CudaStream : public Stream {
  public:
   CudaStream(int device, bool owned) : device_(device) {
@@ -53,7 +60,7 @@ class CudaStream : public Stream {
   void synchronize() override { SPORE_CUDA_CHECK(cudaStreamSynchronize(s_)); }
   bool query() override {
     const cudaError_t e = cudaStreamQuery(s_);
-    if (e == cudaErrorNotReady) return false;
+    if (e == cudaErrorNotReady) return not_ready();
     SPORE_CUDA_CHECK(e);
     return true;
   }
@@ -79,7 +86,7 @@ class CudaEvent : public Event {
   }
   bool query() override {
     const cudaError_t e = cudaEventQuery(e_);
-    if (e == cudaErrorNotReady) return false;
+    if (e == cudaErrorNotReady) return not_ready();
     SPORE_CUDA_CHECK(e);
     return true;
   }
@@ -380,15 +387,21 @@ class CudaBackend : public Backend {
       p.raw = std::make_unique<RawCuda>(device);
       p.events = std::make_unique<EventPool>(device);
       EventPool* pool = p.events.get();
-      StreamEvents ev{
-          [device, pool](void* s) -> void* {
-            DeviceScope d(device);
-            cudaEvent_t e = pool->take();
-            SPORE_CUDA_CHECK(cudaEventRecord(e, native(s)));
-            return e;
-          },
-          [](void* e) { return cudaEventQuery(static_cast<cudaEvent_t>(e)) == cudaSuccess; },
-          [pool](void* e) { pool->give(static_cast<cudaEvent_t>(e)); }};
+      StreamEvents ev{[device, pool](void* s) -> void* {
+                        DeviceScope d(device);
+                        cudaEvent_t e = pool->take();
+                        SPORE_CUDA_CHECK(cudaEventRecord(e, native(s)));
+                        return e;
+                      },
+                      [](void* e) {
+                        const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+                        if (r == cudaErrorNotReady) return not_ready();
+                        // Done, or failed (a device fault, sticky: the next checked call reports
+                        // it, and this may run in a destructor); either way the block is not held
+                        // forever.
+                        return true;
+                      },
+                      [pool](void* e) { pool->give(static_cast<cudaEvent_t>(e)); }};
       p.allocator = std::make_unique<CachingAllocator>(
           *p.raw, std::move(ev), "GPU:" + std::to_string(device), [device] {
             return current_stream(Device{DeviceType::GPU, device}).native_handle();

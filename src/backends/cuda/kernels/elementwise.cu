@@ -87,8 +87,8 @@ T* ptr(const Tensor& t) {
 }
 
 // ---- unary --------------------------------------------------------------------------------------
-struct UnaryParams {
-  float a = 0, b = 0;
+struct UnaryParams {  // doubles, as the CPU's functors keep them (float64 and int64 clamps)
+  double a = 0, b = 0;
   bool has_a = false, has_b = false;
 };
 
@@ -101,7 +101,6 @@ struct UnaryParams {
     }                                                          \
   };
 SPORE_UNARY(NegF, C(-x))
-SPORE_UNARY(AbsF, x < C(0) ? C(-x) : x)
 SPORE_UNARY(ExpF, C(exp(x)))
 SPORE_UNARY(LogF, C(log(x)))
 SPORE_UNARY(SqrtF, C(sqrt(x)))
@@ -110,20 +109,57 @@ SPORE_UNARY(SinF, C(sin(x)))
 SPORE_UNARY(CosF, C(cos(x)))
 SPORE_UNARY(TanhF, C(tanh(x)))
 SPORE_UNARY(SigmoidF, C(C(1) / (C(1) + exp(-x))))
-SPORE_UNARY(ReluF, x > C(0) ? x : C(0))
 SPORE_UNARY(LeakyReluF, x < C(0) ? C(x * C(p.a)) : x)
 SPORE_UNARY(SiluF, C(x / (C(1) + exp(-x))))
 SPORE_UNARY(GeluErfF, C(C(0.5) * x * (C(1) + erf(x * C(0.70710678118654752)))))
 SPORE_UNARY(GeluTanhF,
             C(C(0.5) * x * (C(1) + tanh(C(0.79788456080286536) * (x + C(0.044715) * x * x * x)))))
 SPORE_UNARY(SoftplusF, C(p.a) * x > C(p.b) ? x : C(log1p(exp(C(p.a) * x)) / C(p.a)))
-SPORE_UNARY(ClampF, (p.has_a && x < C(p.a)) ? C(p.a) : ((p.has_b && x > C(p.b)) ? C(p.b) : x))
 SPORE_UNARY(FloorF, C(floor(x)))
 SPORE_UNARY(CeilF, C(ceil(x)))
 SPORE_UNARY(RoundF, C(rint(x)))  // half to even, as numpy
-SPORE_UNARY(SignF, C(x > C(0) ? 1 : (x < C(0) ? -1 : 0)))
 SPORE_UNARY(ErfF, C(erf(x)))
 #undef SPORE_UNARY
+// The CPU's rules (elementwise_unary.cpp): NaN passes through relu and sign, -0 through sign,
+// fabs clears the sign of -0, unsigned types are their own abs / relu; the clamp compares in
+// double (bounds outside the dtype's range never convert) and applies min, then max.
+struct AbsF {
+  template <class C>
+  __device__ C operator()(C x, const UnaryParams&) const {
+    if constexpr (std::is_unsigned_v<C>)
+      return x;
+    else if constexpr (std::is_floating_point_v<C>)
+      return C(fabs(x));
+    else
+      return x < C(0) ? C(-x) : x;
+  }
+};
+struct ReluF {
+  template <class C>
+  __device__ C operator()(C x, const UnaryParams&) const {
+    if constexpr (std::is_unsigned_v<C>)
+      return x;
+    else
+      return x < C(0) ? C(0) : x;
+  }
+};
+struct SignF {
+  template <class C>
+  __device__ C operator()(C x, const UnaryParams&) const {
+    if constexpr (std::is_unsigned_v<C>)
+      return C(x > C(0));
+    else
+      return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);
+  }
+};
+struct ClampF {
+  template <class C>
+  __device__ C operator()(C x, const UnaryParams& p) const {
+    if (p.has_a && double(x) < p.a) x = C(p.a);
+    if (p.has_b && double(x) > p.b) x = C(p.b);
+    return x;
+  }
+};
 
 // Functors defined on integers too (the rest are float-only: their switch skips integer types).
 template <class F>
@@ -217,15 +253,18 @@ void unary(ops::KernelContext& ctx, UnaryParams p = {}) {
       launch_unary<F, double>(ptr<double>(out), ptr<double>(x), ix, n, contiguous, p, s);
       break;
     case kInt32:
-      if constexpr (kIntegers<F>) {
-        launch_unary<F, int32_t>(ptr<int32_t>(out), ptr<int32_t>(x), ix, n, contiguous, p, s);
-        break;
-      }
-      [[fallthrough]];
     case kInt64:
+    case kInt8:
+    case kUInt8:
       if constexpr (kIntegers<F>) {
-        if (out.dtype() == kInt64)
+        if (out.dtype() == kInt32)
+          launch_unary<F, int32_t>(ptr<int32_t>(out), ptr<int32_t>(x), ix, n, contiguous, p, s);
+        else if (out.dtype() == kInt64)
           launch_unary<F, int64_t>(ptr<int64_t>(out), ptr<int64_t>(x), ix, n, contiguous, p, s);
+        else if (out.dtype() == kInt8)
+          launch_unary<F, int8_t>(ptr<int8_t>(out), ptr<int8_t>(x), ix, n, contiguous, p, s);
+        else
+          launch_unary<F, uint8_t>(ptr<uint8_t>(out), ptr<uint8_t>(x), ix, n, contiguous, p, s);
         break;
       }
       [[fallthrough]];
@@ -242,15 +281,14 @@ void unary_kernel_fn(ops::KernelContext& ctx) {
 }
 
 void leaky_relu(ops::KernelContext& ctx) {
-  unary<LeakyReluF>(ctx, {float(ctx.attrs.get_float("alpha", 0.01))});
+  unary<LeakyReluF>(ctx, {ctx.attrs.get_float("alpha", 0.01)});
 }
 void softplus(ops::KernelContext& ctx) {
-  unary<SoftplusF>(
-      ctx, {float(ctx.attrs.get_float("beta", 1)), float(ctx.attrs.get_float("threshold", 20))});
+  unary<SoftplusF>(ctx, {ctx.attrs.get_float("beta", 1), ctx.attrs.get_float("threshold", 20)});
 }
 void clamp(ops::KernelContext& ctx) {
-  UnaryParams p{float(ctx.attrs.get_float("min", 0)), float(ctx.attrs.get_float("max", 0)),
-                ctx.attrs.has("min"), ctx.attrs.has("max")};
+  UnaryParams p{ctx.attrs.get_float("min", 0), ctx.attrs.get_float("max", 0), ctx.attrs.has("min"),
+                ctx.attrs.has("max")};
   unary<ClampF>(ctx, p);
 }
 void gelu(ops::KernelContext& ctx) {
@@ -452,7 +490,7 @@ __global__ void logical_not_kernel(bool* out, const T* x, StridedIndex<1> ix, in
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[1];
     offsets<1>(ix, i, off);
-    out[i] = !(convert<float>(x[off[0]]) != 0.f);
+    out[i] = convert<compute_t<T>>(x[off[0]]) == compute_t<T>(0);  // in its own type, as the CPU
   }
 }
 
@@ -500,21 +538,38 @@ void logical_not(ops::KernelContext& ctx) {
 }
 
 // ---- cast and copy ------------------------------------------------------------------------------
+// A float out of an integer type's range (or NaN) has no defined conversion in C++; the CPU's
+// (x86) conversions give the "integer indefinite" value INT_MIN / INT64_MIN, and 8-bit targets
+// the low byte of the int32 conversion (-1.0 -> uint8 255, 200.0 -> int8 -56). The GPU's cvt
+// saturates instead, so the CPU's rule is written out: casts agree on every input.
+template <class To, class F>
+__device__ __forceinline__ To float_to_int(F f) {
+  if constexpr (sizeof(To) == 8) {
+    return f >= F(-9223372036854775808.0) && f < F(9223372036854775808.0)
+               ? To(f)
+               : To(INT64_MIN);  // NaN fails both comparisons
+  } else {
+    const int32_t i = f >= F(-2147483648.0) && f < F(2147483648.0) ? int32_t(f) : INT32_MIN;
+    return To(i);
+  }
+}
+
 template <class To, class From>
 __global__ void cast_kernel(To* out, const From* x, StridedIndex<1> ix, int64_t n) {
+  using FromC = compute_t<From>;  // float for the 16-bit floats
+  constexpr bool kFloatToInt =
+      std::is_floating_point_v<FromC> && std::is_integral_v<To> && !std::is_same_v<To, bool>;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[1];
     offsets<1>(ix, i, off);
+    const FromC v = convert<FromC>(x[off[0]]);
     if constexpr (std::is_same_v<To, bool>)
-      out[i] = convert<float>(x[off[0]]) != 0.f;
-    else if constexpr ((std::is_same_v<From, __half> || std::is_same_v<From, __nv_bfloat16>)&&!(
-                           std::is_same_v<To, __half> || std::is_same_v<To, __nv_bfloat16>))
-      out[i] = To(convert<float>(x[off[0]]));
-    else if constexpr (std::is_same_v<From, __half> || std::is_same_v<From, __nv_bfloat16>)
-      out[i] = convert<To>(convert<float>(x[off[0]]));
+      out[i] = v != FromC(0);  // in the source's own type: 1e-300 is true
+    else if constexpr (kFloatToInt)
+      out[i] = float_to_int<To>(v);
     else
-      out[i] = convert<To>(x[off[0]]);
+      out[i] = convert<To>(v);
   }
 }
 
@@ -734,8 +789,8 @@ void copy_strided(const Tensor& dst, const Tensor& src, cudaStream_t s) {
 #define FLOATS kFloat32, kFloat16, kBFloat16, kFloat64
 #define NUMERIC FLOATS, kInt32, kInt64
 #define ALL NUMERIC, kUInt8, kInt8, kBool
-SPORE_KERNEL(GPU, Neg, unary_kernel_fn<NegF>, NUMERIC);
-SPORE_KERNEL(GPU, Abs, unary_kernel_fn<AbsF>, NUMERIC);
+SPORE_KERNEL(GPU, Neg, unary_kernel_fn<NegF>, NUMERIC, kInt8);  // the CPU's dtypes (SIGNED)
+SPORE_KERNEL(GPU, Abs, unary_kernel_fn<AbsF>, NUMERIC, kInt8, kUInt8);
 SPORE_KERNEL(GPU, Exp, unary_kernel_fn<ExpF>, FLOATS);
 SPORE_KERNEL(GPU, Log, unary_kernel_fn<LogF>, FLOATS);
 SPORE_KERNEL(GPU, Sqrt, unary_kernel_fn<SqrtF>, FLOATS);
@@ -744,20 +799,20 @@ SPORE_KERNEL(GPU, Sin, unary_kernel_fn<SinF>, FLOATS);
 SPORE_KERNEL(GPU, Cos, unary_kernel_fn<CosF>, FLOATS);
 SPORE_KERNEL(GPU, Tanh, unary_kernel_fn<TanhF>, FLOATS);
 SPORE_KERNEL(GPU, Sigmoid, unary_kernel_fn<SigmoidF>, FLOATS);
-SPORE_KERNEL(GPU, Relu, unary_kernel_fn<ReluF>, NUMERIC);
+SPORE_KERNEL(GPU, Relu, unary_kernel_fn<ReluF>, NUMERIC, kInt8, kUInt8);
 SPORE_KERNEL(GPU, LeakyRelu, leaky_relu, FLOATS);
 SPORE_KERNEL(GPU, Silu, unary_kernel_fn<SiluF>, FLOATS);
 SPORE_KERNEL(GPU, Gelu, gelu, FLOATS);
 SPORE_KERNEL(GPU, Softplus, softplus, FLOATS);
-SPORE_KERNEL(GPU, Clamp, clamp, NUMERIC);
+SPORE_KERNEL(GPU, Clamp, clamp, NUMERIC, kInt8, kUInt8);
 SPORE_KERNEL(GPU, Floor, unary_kernel_fn<FloorF>, FLOATS);
 SPORE_KERNEL(GPU, Ceil, unary_kernel_fn<CeilF>, FLOATS);
 SPORE_KERNEL(GPU, Round, unary_kernel_fn<RoundF>, FLOATS);
-SPORE_KERNEL(GPU, Sign, unary_kernel_fn<SignF>, NUMERIC);
+SPORE_KERNEL(GPU, Sign, unary_kernel_fn<SignF>, NUMERIC, kInt8, kUInt8);
 SPORE_KERNEL(GPU, Erf, unary_kernel_fn<ErfF>, FLOATS);
 SPORE_KERNEL(GPU, LogicalNot, logical_not, ALL);
 SPORE_KERNEL(GPU, Add, binary<AddF>, ALL);
-SPORE_KERNEL(GPU, Sub, binary<SubF>, NUMERIC);
+SPORE_KERNEL(GPU, Sub, binary<SubF>, NUMERIC, kInt8, kUInt8);
 SPORE_KERNEL(GPU, Mul, binary<MulF>, ALL);
 SPORE_KERNEL(GPU, Div, binary<DivF>, FLOATS);
 SPORE_KERNEL(GPU, Pow, binary<PowF>, FLOATS);

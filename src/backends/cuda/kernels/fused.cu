@@ -33,6 +33,8 @@ struct Program {
   int32_t in_bool[fz::kMaxInputs] = {};
   int64_t stride[fz::kMaxInputs][kWalkDims] = {};
 };
+static_assert(sizeof(Program) <= 32764,
+              "a kernel parameter holds at most 32764 bytes (CUDA 12.1+)");
 
 template <class C>
 __device__ C unary(const Instr& I, C x) {
@@ -138,23 +140,25 @@ __device__ C binary(Opcode op, C a, C b) {
   }
 }
 
-// R: the register file's size (inputs + instructions), a compile-time bound.
+// R: the register file's size (inputs + instructions), a compile-time bound. The program is a
+// kernel parameter (~19 KB: CUDA 12.1 allows 32 KB), read through the constant cache; so a launch
+// needs no copy, and a captured launch (a CUDA graph) keeps its own program.
 template <class T, class C, int R>
-__global__ void fused_kernel(T* out, const Program* P, int64_t n) {
+__global__ void fused_kernel(T* out, const __grid_constant__ Program P, int64_t n) {
   C v[R];
-  const int nin = P->nin, ni = P->ni, nd = P->nd;
+  const int nin = P.nin, ni = P.ni, nd = P.nd;
   SPORE_GRID_LOOP(i, n) {
     for (int k = 0; k < nin; ++k) {
       int64_t off = 0, q = i;
       for (int d = nd - 1; d >= 0; --d) {
-        off += (q % P->size[d]) * P->stride[k][d];
-        q /= P->size[d];
+        off += (q % P.size[d]) * P.stride[k][d];
+        q /= P.size[d];
       }
-      v[k] = P->in_bool[k] ? C(static_cast<const bool*>(P->in[k])[off] ? 1 : 0)
-                           : cvt<C>(static_cast<const T*>(P->in[k])[off]);
+      v[k] = P.in_bool[k] ? C(static_cast<const bool*>(P.in[k])[off] ? 1 : 0)
+                          : cvt<C>(static_cast<const T*>(P.in[k])[off]);
     }
     for (int k = 0; k < ni; ++k) {
-      const Instr& I = P->instr[k];
+      const Instr& I = P.instr[k];
       const Opcode op = Opcode(I.op);
       C r;
       if (op == Opcode::kConst)
@@ -217,22 +221,16 @@ void fused_elementwise(ops::KernelContext& ctx) {
     for (int64_t d = 0; d < t.dim(); ++d)
       P->stride[k][lead + d] = t.size(d) == 1 ? 0 : t.strides()[size_t(d)];
   }
-  // The program block on the device, for this call (stream order keeps it until the kernel ran;
-  // a copy from pageable memory is staged, so P may go when the call returns).
-  const Tensor block = Tensor::empty({int64_t(sizeof(Program))}, kUInt8, out.device());
-  SPORE_CUDA_CHECK(cudaMemcpyAsync(const_cast<void*>(block.data_ptr()), P.get(), sizeof(Program),
-                                   cudaMemcpyHostToDevice, stream_of(ctx)));
-  const Program* dp = static_cast<const Program*>(block.data_ptr());
   const Launch1d l = launch_1d(n);
   const bool small = P->nin + P->ni <= 32;
   auto run = [&](auto tag, auto ctag) {
     using T = decltype(tag);
     using C = decltype(ctag);
     if (small)
-      fused_kernel<T, C, 32><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), dp, n);
+      fused_kernel<T, C, 32><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), *P, n);
     else
       fused_kernel<T, C, fz::kMaxInputs + fz::kMaxInstructions>
-          <<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), dp, n);
+          <<<l.blocks, l.threads, 0, stream_of(ctx)>>>(data_of<T>(out), *P, n);
   };
   switch (out.dtype()) {
     case kFloat32:
