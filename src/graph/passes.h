@@ -36,6 +36,10 @@ const std::vector<BackendPass>& backend_passes();  // sorted by order
 // BatchNorm folding registers it for its device; returns the batch norms folded.
 size_t fold_batchnorm_into_weights(Graph& g, DeviceType device);
 
+// 0-d host constants read by nodes on another device -> constants on that device (uploaded once at
+// compile time, not copied in at every call); returns the inputs replaced.
+size_t place_scalar_constants(Graph& g);
+
 // Throws an internal error unless every node's inputs are defined before it and its outputs'
 // shapes and dtypes are what the op's inference gives for its inputs, on one device.
 void verify(const Graph& g);

@@ -13,6 +13,8 @@
 #include "devices/capture_run.h"
 #include "devices/model_parity.h"
 #include "graph/executor.h"
+#include "graph/passes.h"
+#include "graph/trace.h"
 #include "models/mlp.h"
 
 namespace spore {
@@ -265,6 +267,37 @@ TEST_F(Devices, ModelTrainMovesHostBatchesToTheNetwork) {
   const auto m = model.eval(ds);
   EXPECT_GE(m.at("accuracy"), 0.0);
   EXPECT_EQ(model.predict(x.slice(0, 0, 2)).device(), kTest);
+}
+
+// A compiled graph's 0-d host constants (`x * 2.0`) read by device nodes are uploaded once, at
+// compile time: no per-call copy from the host, which a captured step could not record.
+TEST_F(Devices, CompiledGraphsHoldTheirScalarsOnTheDevice) {
+  Tensor x;
+  {
+    const DeviceGuard host(kCpu);
+    x = randn({4, 3});
+  }
+  auto fn = [](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{relu(a[0] * 2.0 + 1.0) - 0.5};
+  };
+  auto g = graph::trace(fn, {x.to(kTest)});
+  auto host_scalars = [&] {
+    size_t n = 0;
+    for (const auto& node : g->nodes)
+      for (const graph::Value* in : node->inputs)
+        n += in->kind == graph::ValueKind::kConstant && in->device == kCpu && in->shape.empty() &&
+             node->device == kTest;
+    return n;
+  };
+  const size_t before = host_scalars();
+  EXPECT_GE(before, 3u);
+  EXPECT_EQ(graph::place_scalar_constants(*g), before);
+  EXPECT_EQ(host_scalars(), 0u);
+  graph::verify(*g);
+  // End to end (the whole pipeline): the values of the op-by-op run on the CPU.
+  set_context({.mode = Mode::Graph});
+  auto compiled = jit(fn);
+  EXPECT_EQ(compiled({x.to(kTest)})[0].to_vector<float>(), fn({x})[0].to_vector<float>());
 }
 
 // ---- inference: an ONNX model runs where its inputs are (spore infer --device)

@@ -92,6 +92,7 @@ void run_pipeline(Graph& g) {
                    [](const FusionStage& a, const FusionStage& b) { return a.order < b.order; });
   for (const FusionStage& st : fusion)
     if (st.fn(g) > 0) dump_if_enabled(g, index++, st.name);
+  if (place_scalar_constants(g) > 0) dump_if_enabled(g, index++, "place_scalar_constants");
   dead_code_elimination(g);
   verify(g);
   dump_if_enabled(g, index++, "final");
