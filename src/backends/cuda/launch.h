@@ -20,10 +20,11 @@ inline Launch1d launch_1d(int64_t n, int per_thread = 1, int64_t max_blocks = 13
   return l;
 }
 
-// Operands of an elementwise kernel, up to 8 dims: the output's sizes and each operand's strides
-// (in elements; 0 on a broadcast dim), with dims of size 1 dropped and neighbours merged when
-// every operand is contiguous across them (fewer dims: cheaper index arithmetic).
-constexpr int kMaxDims = 8;
+// Operands of an elementwise kernel, up to 16 dims after merging (the CPU's limit, so that any
+// tensor can be made contiguous): the output's sizes and each operand's strides (in elements; 0
+// on a broadcast dim), with dims of size 1 dropped and neighbours merged when every operand is
+// contiguous across them (fewer dims: cheaper index arithmetic; the kernels loop over ndim only).
+constexpr int kMaxDims = 16;
 template <int N>
 struct StridedIndex {
   int ndim = 0;
