@@ -249,7 +249,20 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::scaled_grads(const std::vecto
 
 std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Tensor>& inputs) {
   const double s = manager_->get_loss_scale();
-  const Tensor scale = scalar_tensor(s, kFloat32);
+  const Tensor host_scale = scalar_tensor(s, kFloat32, Device{});
+  // The scale is an input of the step: on a device it lives there, uploaded only when it changes,
+  // so a step copies nothing from pageable host memory (and a captured step can replay).
+  Tensor scale = host_scale;
+  const Device device = optimizer()->parameters()[0].device();
+  if (device.type != DeviceType::CPU) {
+    if (!device_scale_.defined()) device_scale_ = Tensor::empty({}, kFloat32, device);
+    if (device_scale_value_ != s) {
+      const float f = float(s);
+      device_scale_.copy_from_host(&f);  // in stream order: a step still queued reads the old one
+      device_scale_value_ = s;
+    }
+    scale = device_scale_;
+  }
   std::vector<Tensor> r;
   if (get_context_mode() == Mode::Graph && !is_tracing() && !grad_reducer() && !grad_ready_hook()) {
     if (!compiled_ls_) {
@@ -310,7 +323,8 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Ten
   last_overflow_ = overflow;
   overflow_steps_ += overflow;
   last_aux_.assign(r.begin() + 2 + long(n), r.end());
-  std::vector<Tensor> out{r[0], scalar_tensor(overflow ? 1.0 : 0.0, kBool), scale};
+  // The flag and the scale are host values (the host decided with them): no upload per step.
+  std::vector<Tensor> out{r[0], scalar_tensor(overflow ? 1.0 : 0.0, kBool, Device{}), host_scale};
   out.insert(out.end(), last_aux_.begin(), last_aux_.end());
   return out;
 }

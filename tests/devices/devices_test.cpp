@@ -219,6 +219,39 @@ TEST_F(Devices, GraphStepTransfersOnlyTheBatchAndTheLoss) {
   EXPECT_EQ(test_device_copies().device_to_host(), 1u);  // the loss
 }
 
+// A loss-scaled compiled step (amp's dynamic loss scale) on the device equals the CPU's, and its
+// scale input stays on the device: a step copies in only its batch.
+TEST_F(Devices, LossScaledGraphStepEqualsCpuAndUploadsOnlyTheBatch) {
+  TrainRun runs[2];
+  for (int k = 0; k < 2; ++k) {
+    const Device device = k ? kTest : kCpu;
+    set_context({.mode = Mode::Graph});
+    set_device(k ? "Test" : "CPU");
+    set_seed(6);
+    auto net = std::make_shared<models::LeNet5>();
+    auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+        nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+    auto step = std::make_shared<train::TrainOneStepWithLossScaleCell>(
+        std::make_shared<train::WithLossCell>(net, loss),
+        std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9),
+        std::make_shared<amp::DynamicLossScaleManager>(1024.0, 2.0, 1000));
+    Tensor x, y;
+    {
+      const DeviceGuard host(kCpu);
+      x = randn({8, 1, 28, 28});
+      y = randint(0, 10, {8}, kInt32);
+    }
+    for (int i = 0; i < 4; ++i) {
+      test_device_copies().reset();
+      const Tensor l = step->forward({x.to(device), y.to(device)})[0];
+      if (k == 1 && i >= 2) EXPECT_EQ(test_device_copies().host_to_device(), 2u) << "step " << i;
+      runs[k].losses.push_back(l.item<float>());
+    }
+    for (const Tensor& p : net->trainable_params()) runs[k].params.push_back(p.to_vector<float>());
+  }
+  expect_same(runs[0], runs[1], 1e-5);
+}
+
 TEST_F(Devices, CellToMovesParametersInPlace) {
   set_seed(3);
   auto net = std::make_shared<models::LeNet5>();

@@ -144,6 +144,9 @@ class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
   bool has_clean_micro_ = false;  // accumulation: some micro-batch since the update was finite
   std::vector<Tensor> grads_;
   std::shared_ptr<void> compiled_ls_;  // Graph mode: the jit'ed forward + backward
+  // The scale as the compiled step's input on a device: uploaded in place when it changes.
+  Tensor device_scale_;
+  double device_scale_value_ = 0;
 };
 
 // Evaluation: forward({data, label}) returns {loss, outputs, label} for the metrics.
