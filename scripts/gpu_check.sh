@@ -185,7 +185,13 @@ def graph_variant(rows, title, base_name, name):
             g, v = find(sm, model, "graph", dtype), find(rows, model, "graph", dtype)
             r = f"{g['ms'] / v['ms']:.2f}" if g and v and "ms" in g and "ms" in v else "-"
             loss = f"{v['loss_first']:.3f} -> {v['loss_last']:.3f}" if v and "ms" in v else "-"
-            print(f"   {model:9s} {dtype:9s} {base_name} {ms(g):>8s}  {name} {ms(v):>8s}  ratio {r:>5s}  losses {loss}")
+            # The cost per node (step time / the compiled step's nodes) and, for the captured
+            # runs, how many timed steps replayed a CUDA graph (0: the capture did not take).
+            extra = ""
+            if g and v and g.get("nodes") and "ms" in g and "ms" in v:
+                extra = (f"  {g['nodes']} nodes: {g['ms'] * 1e3 / g['nodes']:.1f} -> "
+                         f"{v['ms'] * 1e3 / g['nodes']:.1f} us/node  replays {v.get('replays', '-')}")
+            print(f"   {model:9s} {dtype:9s} {base_name} {ms(g):>8s}  {name} {ms(v):>8s}  ratio {r:>5s}  losses {loss}{extra}")
 sc = jsonl("spore_models_capture.jsonl")
 graph_variant(sn, "Graph mode with generated fused kernels (SPORE_CUDA_FUSED=nvrtc)", "interpreter", "generated")
 graph_variant(sc, "Graph mode with the step captured as a CUDA graph (SPORE_GRAPH_CAPTURE=1)", "kernel by kernel",

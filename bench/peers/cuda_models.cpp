@@ -18,6 +18,7 @@
 
 #include "backends/backend.h"
 #include "backends/test_device/test_device.h"
+#include "graph/executor.h"
 #include "models/lenet.h"
 #include "models/recipe.h"
 #include "models/resnet.h"
@@ -95,6 +96,7 @@ int main(int argc, char** argv) {
           const int iters = int(std::clamp((quick ? 0.5 : 1.5) / std::max(one, 1e-6), 3.0, 50.0));
           std::vector<double> per_step;
           Tensor last;
+          const int64_t replays_before = graph::capture_replays();
           for (int r = 0; r < reps; ++r) {
             t0 = std::chrono::steady_clock::now();
             for (int i = 0; i < iters; ++i) last = run();
@@ -103,12 +105,18 @@ int main(int argc, char** argv) {
           }
           std::sort(per_step.begin(), per_step.end());
           const double s = per_step[per_step.size() / 2];
+          // Graph mode: the compiled step's nodes (for the cost per node) and how many timed steps
+          // replayed a captured CUDA graph (0 when capture is off or did not take).
+          auto* cell = dynamic_cast<train::TrainOneStepCell*>(step.get());
+          const size_t nodes = cell && mode == Mode::Graph ? cell->jit_stats().nodes : 0;
           std::printf(
               "{\"model\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"batch\": %lld, \"ms\": "
               "%.3f, "
-              "\"images_per_s\": %.1f, \"loss_first\": %.5f, \"loss_last\": %.5f}\n",
+              "\"images_per_s\": %.1f, \"loss_first\": %.5f, \"loss_last\": %.5f, \"nodes\": %zu, "
+              "\"replays\": %lld}\n",
               model, mode == Mode::Graph ? "graph" : "pynative", dtype_name(dt), (long long)n,
-              s * 1e3, double(n) / s, loss_first, last.item<double>());
+              s * 1e3, double(n) / s, loss_first, last.item<double>(), nodes,
+              (long long)(graph::capture_replays() - replays_before));
         } catch (const std::exception& e) {
           std::string msg = e.what();
           for (char& c : msg)
