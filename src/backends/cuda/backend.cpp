@@ -162,9 +162,13 @@ class PinnedAllocator : public Allocator {
 // allocates no GPU tensor to build). The GPU kernels read device memory only, so every GPU kernel
 // is wrapped once: such an input is copied to the device on the op's stream first (a few bytes,
 // staged by the driver, so the host scalar may go when the copy call returns). The wrapper also
-// turns gradient recording off while the kernel runs.
+// turns gradient recording off while the kernel runs, and makes the op's GPU the runtime's current
+// device.
 ops::KernelFn with_device_scalars(ops::KernelFn fn) {
   return [fn = std::move(fn)](ops::KernelContext& ctx) {
+    // The CUDA runtime's current device is per thread: make it the op's (launches, library
+    // handles and allocations then go to that GPU; a no-op with one GPU).
+    const DeviceScope on(ctx.stream->device().index);
     bool any = false;
     for (const Tensor& t : ctx.inputs)
       any = any || (t.defined() && t.dim() == 0 && t.device().type == DeviceType::CPU);
