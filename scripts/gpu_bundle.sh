@@ -40,6 +40,13 @@ cp "$BUILD/spore" "$BUILD/tests/test_cuda" "$OUT/bin/"
 cp "$BUILD/bench/bench_cuda_ops" "$BUILD/bench/bench_cuda_models" "$OUT/bin/"
 cp bench/peers/cuda_ops_torch.py bench/peers/cuda_models_torch.py "$OUT/bench/peers/"
 cp scripts/gpu_check.sh "$OUT/scripts/"
+# Fashion-MNIST (30 MB of .gz, already compressed) for the LeNet-5 main job on the GPU: the machine
+# has no Debian packages. Left out with SPORE_BUNDLE_DATA=0.
+fmnist=/usr/share/datasets/fashion-mnist
+if [ "${SPORE_BUNDLE_DATA:-1}" = 1 ] && [ -f "$fmnist/train-images-idx3-ubyte.gz" ]; then
+  mkdir -p "$OUT/data/fashion-mnist"
+  cp "$fmnist"/*-ubyte.gz "$OUT/data/fashion-mnist/"
+fi
 
 # The libraries the programs need that a bare system lacks: everything ldd resolves except glibc's
 # own (the machine's loader must match them) and CUDA's (the machine's toolkit and driver).
