@@ -150,6 +150,16 @@ std::string memory_plan_error(const Graph& g, const MemoryPlan& plan) {
              std::to_string(b.offset) + ") is not 64-byte aligned inside its " +
              std::to_string(arena->second) + "-byte arena";
   }
+  // No arena is larger than its buffers laid end to end (what the planner's placement never
+  // exceeds): a stored plan must not make a loader allocate more than the graph can use.
+  for (const auto& [device, bytes] : plan.arenas) {
+    size_t end_to_end = 0;
+    for (const Block& b : blocks)
+      if (b.v->device == device) end_to_end += planned_bytes(*b.v);
+    if (bytes > end_to_end)
+      return "the arena of " + to_string(device) + " holds " + std::to_string(bytes) +
+             " bytes, more than its buffers laid end to end (" + std::to_string(end_to_end) + ")";
+  }
   // Sweep the buffers by first write; each is checked against those still live then.
   std::vector<size_t> order(blocks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -239,6 +239,10 @@ TEST(ModelFile, StoredMemoryPlanIsCheckedAndUsed) {
   EXPECT_NE(msg.find("is not 64-byte aligned inside its"), std::string::npos) << msg;
   msg = with_offsets([&](std::string& mm, size_t at) { put<uint64_t>(mm, at, uint64_t(1) << 62); });
   EXPECT_NE(msg.find("field graph 1 memory plan"), std::string::npos) << msg;
+  // An arena far larger than the graph's buffers (the u64 before the offsets' count) is refused
+  // before anything is allocated (a fuzzed file asked for 446 GB this way).
+  msg = with_offsets([&](std::string& mm, size_t at) { put<uint64_t>(mm, at - 12, 0x6800000000); });
+  EXPECT_NE(msg.find("more than its buffers laid end to end"), std::string::npos) << msg;
 }
 
 TEST(ModelFile, WrongInputsAreErrorsNamingTheInput) {
