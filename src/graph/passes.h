@@ -5,6 +5,7 @@
 // backend's folder (backends/<name>/passes/) and join the pipeline through SPORE_REGISTER_PASS.
 #pragma once
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "graph/ir.h"
@@ -31,6 +32,12 @@ const std::vector<BackendPass>& backend_passes();  // sorted by order
   [[maybe_unused]] static const bool spore_pass_##fn = \
       ::spore::graph::register_backend_pass({::spore::DeviceType::Dev, name, order, fn})
 
+// The per-channel scale = gamma / sqrt(var + eps) and shift = beta + (b - mean) * scale that fold
+// `bn` (a batch_norm_inference) into the conv2d before it (`conv_bias`: its bias, or null), as
+// nodes inserted at `pos` (advanced past them) under `amp`, in the statistics' dtype. Both
+// BatchNorm foldings use it (this generic one and the CPU's oneDNN post-op one).
+std::pair<Value*, Value*> batchnorm_scale_shift(Graph& g, size_t& pos, const Node& bn,
+                                                Value* conv_bias, const ops::PrecisionPolicy* amp);
 // conv2d -> batch_norm_inference with constant weights and statistics, on `device`, -> one conv2d
 // with the folded weight and bias (passes/bn_weight_folding.cpp). A backend without its own
 // BatchNorm folding registers it for its device; returns the batch norms folded.

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "backends/backend.h"
+#include "cuda/gpu_visible.h"
 #include "devices/capture_run.h"
 
 namespace {
@@ -16,10 +17,8 @@ using test_support::train_captured;
 class GpuCapture : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!has_backend(DeviceType::GPU) || get_backend(DeviceType::GPU).device_count() == 0)
-      GTEST_SKIP() << (has_backend(DeviceType::GPU)
-                           ? get_backend(DeviceType::GPU).unavailable_reason()
-                           : detail::cuda_plugin_status());
+    std::string why;
+    if (!test_support::gpu_visible(&why)) GTEST_SKIP() << why;
   }
   const Device gpu{DeviceType::GPU, 0};
 };

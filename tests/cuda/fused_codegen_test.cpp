@@ -30,6 +30,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/fused_codegen.h"
+#include "cuda/gpu_visible.h"
 #include "ops/fused_program.h"
 #include "ops/op.h"
 #include "spore/spore.h"
@@ -644,17 +645,7 @@ TEST(FusedCodegenHost, EveryOpcodeAndDtypeMatchesTheCpuInterpreter) {
 
 // ---- on a GPU (skipped without one) -----------------------------------------------------------
 
-bool gpu_visible(std::string* why) {
-  if (!has_backend(DeviceType::GPU)) {
-    *why = "this build has no CUDA backend: " + detail::cuda_plugin_status();
-    return false;
-  }
-  if (get_backend(DeviceType::GPU).device_count() == 0) {
-    *why = get_backend(DeviceType::GPU).unavailable_reason();
-    return false;
-  }
-  return true;
-}
+using test_support::gpu_visible;
 
 // FusedElementwise on the GPU through the generated kernels (SPORE_CUDA_FUSED=nvrtc) against the
 // GPU interpreter (the same formulas compiled by nvcc) and the CPU interpreter: every opcode alone

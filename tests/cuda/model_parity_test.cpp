@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "backends/backend.h"
+#include "cuda/gpu_visible.h"
 #include "devices/model_parity.h"
 
 namespace {
@@ -21,10 +21,8 @@ using test_support::train_on;
 class GpuModelParity : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!has_backend(DeviceType::GPU) || get_backend(DeviceType::GPU).device_count() == 0)
-      GTEST_SKIP() << (has_backend(DeviceType::GPU)
-                           ? get_backend(DeviceType::GPU).unavailable_reason()
-                           : detail::cuda_plugin_status());
+    std::string why;
+    if (!test_support::gpu_visible(&why)) GTEST_SKIP() << why;
   }
   void TearDown() override {
     set_device("CPU");
@@ -38,24 +36,26 @@ void report(const char* what, double worst, double tol) {
   std::printf("[parity] %-34s worst relative error %.3g (tolerance %.0e)\n", what, worst, tol);
 }
 
-TEST_F(GpuModelParity, LeNetFiveSteps) {
-  auto make = [] { return std::make_shared<models::LeNet5>(); };
+// Five steps of the net make() builds, CPU against GPU, in PyNative and Graph mode.
+template <class Make>
+void five_steps(const std::string& name, Make make, const Shape& x_shape, double tol) {
   for (Mode mode : {Mode::PyNative, Mode::Graph}) {
-    const double worst = expect_same(train_on(cpu, make, {8, 1, 28, 28}, 10, 5, mode),
-                                     train_on(gpu, make, {8, 1, 28, 28}, 10, 5, mode), 1e-4);
-    report(mode == Mode::Graph ? "LeNet-5 5 steps, Graph" : "LeNet-5 5 steps, PyNative", worst,
-           1e-4);
+    const Device cpu{}, gpu{DeviceType::GPU, 0};
+    const double worst = expect_same(train_on(cpu, make, x_shape, 10, 5, mode),
+                                     train_on(gpu, make, x_shape, 10, 5, mode), tol);
+    report((name + " 5 steps, " + (mode == Mode::Graph ? "Graph" : "PyNative")).c_str(), worst,
+           tol);
   }
 }
 
+TEST_F(GpuModelParity, LeNetFiveSteps) {
+  five_steps(
+      "LeNet-5", [] { return std::make_shared<models::LeNet5>(); }, {8, 1, 28, 28}, 1e-4);
+}
+
 TEST_F(GpuModelParity, ResNet18FiveSteps) {
-  auto make = [] { return models::resnet18(10); };
-  for (Mode mode : {Mode::PyNative, Mode::Graph}) {
-    const double worst = expect_same(train_on(cpu, make, {4, 3, 32, 32}, 10, 5, mode),
-                                     train_on(gpu, make, {4, 3, 32, 32}, 10, 5, mode), 1e-3);
-    report(mode == Mode::Graph ? "ResNet-18 5 steps, Graph" : "ResNet-18 5 steps, PyNative", worst,
-           1e-3);
-  }
+  five_steps(
+      "ResNet-18", [] { return models::resnet18(10); }, {4, 3, 32, 32}, 1e-3);
 }
 
 TEST_F(GpuModelParity, YoloV5nTrainingStep) {

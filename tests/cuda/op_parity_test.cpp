@@ -17,6 +17,7 @@
 
 #include "backends/backend.h"
 #include "backends/test_device/test_device.h"
+#include "cuda/gpu_visible.h"
 #include "ops/op_table.h"
 
 namespace spore::test {
@@ -33,17 +34,7 @@ Tensor moved_to(const Tensor& t, Device dev) {
   return t.transpose(-2, -1).contiguous().to(dev).transpose(-2, -1);
 }
 
-bool gpu_visible(std::string* why) {
-  if (!has_backend(DeviceType::GPU)) {
-    *why = "this build has no CUDA backend: " + detail::cuda_plugin_status();
-    return false;
-  }
-  if (get_backend(DeviceType::GPU).device_count() == 0) {
-    *why = get_backend(DeviceType::GPU).unavailable_reason();
-    return false;
-  }
-  return true;
-}
+using test_support::gpu_visible;
 
 // "" when equal within the dtype's tolerance, else what differs.
 std::string compare(const Tensor& got, const Tensor& want, DType dt) {

@@ -14,6 +14,24 @@
 namespace spore::graph {
 using ops::OpId;
 
+std::pair<Value*, Value*> batchnorm_scale_shift(Graph& g, size_t& pos, const Node& bn,
+                                                Value* conv_bias, const ops::PrecisionPolicy* amp) {
+  auto op = [&](OpId id, std::vector<Value*> ins, ops::Attrs attrs = {}) {
+    return g.insert_inferred(pos++, id, std::move(ins), std::move(attrs), amp)->outputs[0];
+  };
+  const DType pt = bn.inputs[4]->dtype;  // the statistics' (float32 under mixed precision)
+  auto cast = [&](Value* v) {
+    return v->dtype == pt ? v : op(OpId::Cast, {v}, ops::Attrs().set("dtype", pt));
+  };
+  Value* eps = g.add_capture(full({}, bn.attrs.get_float("eps"), pt), ValueKind::kConstant);
+  Value* scale =
+      op(OpId::Mul, {cast(bn.inputs[1]), op(OpId::Rsqrt, {op(OpId::Add, {bn.inputs[4], eps})})});
+  Value* centred = conv_bias ? op(OpId::Sub, {cast(conv_bias), cast(bn.inputs[3])})
+                             : op(OpId::Neg, {cast(bn.inputs[3])});
+  Value* shift = op(OpId::Add, {cast(bn.inputs[2]), op(OpId::Mul, {centred, scale})});
+  return {scale, shift};
+}
+
 size_t fold_batchnorm_into_weights(Graph& g, DeviceType device) {
   auto reads = count_reads(g);
   auto constant = [](const Value* v) { return v->kind == ValueKind::kConstant; };
@@ -40,14 +58,8 @@ size_t fold_batchnorm_into_weights(Graph& g, DeviceType device) {
     auto cast = [&](Value* v, DType to) {
       return v->dtype == to ? v : op(OpId::Cast, {v}, ops::Attrs().set("dtype", to));
     };
-    Value* eps = g.add_capture(full({}, bn->attrs.get_float("eps"), pt), ValueKind::kConstant);
-    Value* scale =
-        op(OpId::Mul, {cast(bn->inputs[1], pt),
-                       op(OpId::Rsqrt, {op(OpId::Add, {cast(bn->inputs[4], pt), eps})})});
-    Value* mean = cast(bn->inputs[3], pt);
-    Value* centred = conv->inputs.size() == 3 ? op(OpId::Sub, {cast(conv->inputs[2], pt), mean})
-                                              : op(OpId::Neg, {mean});
-    Value* shift = op(OpId::Add, {cast(bn->inputs[2], pt), op(OpId::Mul, {centred, scale})});
+    const auto [scale, shift] = batchnorm_scale_shift(
+        g, pos, *bn, conv->inputs.size() == 3 ? conv->inputs[2] : nullptr, amp);
     Value* w = conv->inputs[1];
     const Shape per_filter{w->shape[0], 1, 1, 1};
     Value* w_scaled =

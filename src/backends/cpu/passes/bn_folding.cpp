@@ -50,29 +50,18 @@ size_t fold_batchnorm(Graph& g) {
       params_ok = params_ok && is_floating(bn->inputs[i]->dtype) &&
                   bn->inputs[i]->shape == Shape{y->shape[1]};
     if (!params_ok) continue;
-    size_t ci = 0;
-    while (g.nodes[ci].get() != conv) ++ci;
+    const size_t ci = g.index_of(conv);
     bool effect = false;
     for (size_t i = ci; i < bi && !effect; ++i) effect = g.nodes[i]->is_effect();
     if (effect) continue;
 
-    Value *gamma = bn->inputs[1], *beta = bn->inputs[2], *mean = bn->inputs[3],
-          *var = bn->inputs[4];
-    const DType pt = var->dtype;  // the statistics' dtype (float32 under mixed precision)
-    size_t pos = ci;              // new nodes go right before the conv
+    size_t pos = ci;  // new nodes go right before the conv
     const ops::PrecisionPolicy* amp = conv->precision;
     auto cast = [&](Value* v, DType to) {
       return v->dtype == to ? v : emit(g, pos, amp, OpId::Cast, {v}, ops::Attrs().set("dtype", to));
     };
-    Value* eps = g.add_capture(full({}, bn->attrs.get_float("eps"), pt), ValueKind::kConstant);
-    Value* scale = emit(g, pos, amp, OpId::Mul,
-                        {cast(gamma, pt), emit(g, pos, amp, OpId::Rsqrt,
-                                               {emit(g, pos, amp, OpId::Add, {var, eps})})});
-    Value* centred = conv->inputs.size() == 3
-                         ? emit(g, pos, amp, OpId::Sub, {cast(conv->inputs[2], pt), cast(mean, pt)})
-                         : emit(g, pos, amp, OpId::Neg, {cast(mean, pt)});
-    Value* shift = emit(g, pos, amp, OpId::Add,
-                        {cast(beta, pt), emit(g, pos, amp, OpId::Mul, {centred, scale})});
+    const auto [scale, shift] = graph::batchnorm_scale_shift(
+        g, pos, *bn, conv->inputs.size() == 3 ? conv->inputs[2] : nullptr, amp);
     // The conv becomes conv2d_fused(x, w, scale, shift) in place (its output keeps its readers).
     conv->op = op::Conv2dFused();
     conv->attrs.set("has_bias", false)
