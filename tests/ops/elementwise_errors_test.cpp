@@ -128,6 +128,28 @@ TEST(ElementwiseSpecial, IeeeValues) {
     EXPECT_NEAR(s[2], 0, 1e-30);
     EXPECT_EQ(s[3], 1);
     EXPECT_TRUE(std::isnan(s[4]));
+    // The same values 8 times over: rows long enough for the SIMD kernels, not only their tails.
+    std::vector<double> special;
+    for (int i = 0; i < 8; ++i)
+      special.insert(special.end(), {-kInf, kInf, -200, 200, nan, -0.0, -87.0, 87.5});
+    const auto sv = ev(spore::sigmoid, special), su = ev(spore::silu, special);
+    for (size_t i = 0; i < special.size(); i += 8) {
+      EXPECT_EQ(sv[i], 0);
+      EXPECT_EQ(sv[i + 1], 1);
+      EXPECT_NEAR(sv[i + 2], 0, 1e-30);
+      EXPECT_EQ(sv[i + 3], 1);
+      EXPECT_TRUE(std::isnan(sv[i + 4]));
+      EXPECT_EQ(sv[i + 5], 0.5);
+      EXPECT_NEAR(sv[i + 6], 1 / (1 + std::exp(87.0)), 1e-6 / (1 + std::exp(87.0)));
+      EXPECT_EQ(sv[i + 7], 1);
+      EXPECT_EQ(su[i + 1], kInf);
+      EXPECT_NEAR(su[i + 2], 0, 1e-30);
+      EXPECT_EQ(su[i + 3], 200);
+      EXPECT_TRUE(std::isnan(su[i + 4]));
+      EXPECT_TRUE(su[i + 5] == 0 && std::signbit(su[i + 5]));  // -0 stays -0
+      EXPECT_NEAR(su[i + 6], -87.0 / (1 + std::exp(87.0)), 1e-6 * 87 / (1 + std::exp(87.0)));
+      EXPECT_EQ(su[i + 7], 87.5);
+    }
     auto sn = ev(spore::sin, {1e6, -123456.5, kInf, nan});
     EXPECT_NEAR(sn[0], std::sin(1e6), 1e-6);
     EXPECT_NEAR(sn[1], std::sin(-123456.5), 1e-6);
