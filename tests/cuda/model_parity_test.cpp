@@ -11,6 +11,7 @@
 
 #include "cuda/gpu_visible.h"
 #include "devices/model_parity.h"
+#include "graph/executor.h"
 
 namespace {
 using namespace spore;
@@ -36,15 +37,27 @@ void report(const char* what, double worst, double tol) {
   std::printf("[parity] %-34s worst relative error %.3g (tolerance %.0e)\n", what, worst, tol);
 }
 
-// Five steps of the net make() builds, CPU against GPU, in PyNative and Graph mode.
+// Five steps of the net make() builds, CPU against GPU, in PyNative and Graph mode, and Graph mode
+// again with the executor's capture on (steps 3-5 replay a CUDA graph; docs/graph.md).
 template <class Make>
 void five_steps(const std::string& name, Make make, const Shape& x_shape, double tol) {
-  for (Mode mode : {Mode::PyNative, Mode::Graph}) {
+  struct Run {
+    Mode mode;
+    bool capture;
+    const char* label;
+  };
+  for (const Run& r : {Run{Mode::PyNative, false, "PyNative"}, Run{Mode::Graph, false, "Graph"},
+                       Run{Mode::Graph, true, "Graph, captured"}}) {
     const Device cpu{}, gpu{DeviceType::GPU, 0};
-    const double worst = expect_same(train_on(cpu, make, x_shape, 10, 5, mode),
-                                     train_on(gpu, make, x_shape, 10, 5, mode), tol);
-    report((name + " 5 steps, " + (mode == Mode::Graph ? "Graph" : "PyNative")).c_str(), worst,
-           tol);
+    const auto want = train_on(cpu, make, x_shape, 10, 5, r.mode);
+    graph::set_capture(r.capture);
+    const int64_t replays = graph::capture_replays();
+    const auto got = train_on(gpu, make, x_shape, 10, 5, r.mode);
+    const int64_t replayed = graph::capture_replays() - replays;
+    graph::set_capture(false);
+    if (r.capture) EXPECT_GE(replayed, 3) << name << ": the captured step did not replay";
+    const double worst = expect_same(want, got, tol);
+    report((name + " 5 steps, " + r.label).c_str(), worst, tol);
   }
 }
 
