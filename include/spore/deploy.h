@@ -38,6 +38,10 @@ struct CompileOptions {
   // input's own batch.
   std::vector<int64_t> batches;
   std::string source;  // recorded in the file (spore info shows it); default: what it came from
+  // The target: the CPU, or a device (GPU 0): the graphs are traced and optimised for that device
+  // (its backend's passes) with the weights on it, and the file loads them onto it. A Cell must
+  // already be on the device (built under set_device or a DeviceGuard).
+  Device device{};
 };
 
 class CompiledModel {
@@ -70,12 +74,13 @@ class CompiledModel {
   std::vector<int64_t> batches() const;  // the compiled batch sizes
   std::string producer() const;          // "spore 0.1.0"
   std::string source() const;
-  std::string device() const;   // "CPU"
+  std::string device() const;   // the target: "CPU", "GPU"
   std::string summary() const;  // what `spore info` prints
 
-  // Runs on host tensors (ValueError / TypeError naming the input when a shape or dtype is wrong).
-  // Calls from several threads are serialised; use one InferenceSession per thread to run in
-  // parallel.
+  // Runs on tensors on the host or on the model's device (ValueError / TypeError naming the input
+  // when a shape, dtype or device is wrong); the outputs are on the model's device (a device
+  // model's stay there until read: Tensor::to). Calls from several threads are serialised; use
+  // one InferenceSession per thread to run in parallel.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
 
   struct Impl;

@@ -42,8 +42,12 @@ void bind_deploy(py::module_& m) {
                   py::gil_scoped_acquire gil;
                   return f.get()(py::cast(args)).cast<std::vector<Tensor>>();
                 },
-                examples, {.batches = std::move(batches), .source = std::move(source)}, dynamic,
-                std::move(input_names), std::move(output_names));
+                examples,
+                // On the examples' device (the network's): a GPU network compiles for the GPU.
+                {.batches = std::move(batches),
+                 .source = std::move(source),
+                 .device = examples.empty() ? Device{} : examples[0].device()},
+                dynamic, std::move(input_names), std::move(output_names));
           },
           py::arg("fn"), py::arg("examples"), py::arg("batches") = std::vector<int64_t>{},
           py::arg("dynamic_batch") = true, py::arg("input_names") = std::vector<std::string>{},
@@ -55,6 +59,7 @@ void bind_deploy(py::module_& m) {
       .def_property_readonly("batches", &CompiledModel::batches)
       .def_property_readonly("producer", &CompiledModel::producer)
       .def_property_readonly("source", &CompiledModel::source)
+      .def_property_readonly("device", &CompiledModel::device)
       .def("summary", &CompiledModel::summary)
       .def("run", &CompiledModel::run, py::arg("inputs"), py::call_guard<py::gil_scoped_release>());
   m.def("is_model_file", &CompiledModel::is_model_file, py::arg("path"));

@@ -32,6 +32,7 @@ namespace spore {
 
 struct CompiledModel::Impl {
   graph::ModelFile file;
+  Device device;  // where the graphs run: file.device's device 0
   std::vector<ModelTensorInfo> inputs, outputs;
   std::string name;  // the file, for messages
   mutable std::mutex mutex;
@@ -79,6 +80,16 @@ ModelFile compile(const Fn& fn, std::vector<ModelIO> inputs, std::vector<std::st
                   in.shape.empty() ? 0 : in.shape[0],
                   "; --batch must be that number (the model's batch is not dynamic)");
   NoGradGuard no_grad;
+  // The target: the trace runs there (its weights, the device backend's passes).
+  const Device target = opts.device;
+  SPORE_CHECK(
+      target.type == DeviceType::CPU || (has_backend(target.type) && target.index >= 0 &&
+                                         target.index < get_backend(target.type).device_count()),
+      "[compile] device ", to_string(target),
+      " is not available in this process; compile for a device it has (device_count)");
+  f.device = device_type_name(target.type);
+  f.target = target;
+  const DeviceGuard on_target(target);
   for (int64_t b : batches) {
     std::vector<Tensor> examples;
     for (const auto& in : inputs) {
@@ -86,7 +97,7 @@ ModelFile compile(const Fn& fn, std::vector<ModelIO> inputs, std::vector<std::st
       SPORE_CHECK(!s.empty(), "[compile] input \"", in.name,
                   "\" is a scalar; compiled models take batched inputs (dim 0 is the batch)");
       if (dynamic) s[0] = b;
-      examples.push_back(Tensor::empty(s, in.dtype));
+      examples.push_back(Tensor::empty(s, in.dtype, target));
     }
     auto g = graph::trace(fn, examples, "model_b" + std::to_string(b));
     for (graph::Value* v : g->inputs)
@@ -103,7 +114,7 @@ ModelFile compile(const Fn& fn, std::vector<ModelIO> inputs, std::vector<std::st
       // One run on zeros (a private executor): the kernels make their timed choices now, and the
       // file carries them (ModelFile::kernel_choices), so a deployed first run does not time.
       std::vector<Tensor> zeros_in;
-      for (const Tensor& e : examples) zeros_in.push_back(zeros(e.shape(), e.dtype()));
+      for (const Tensor& e : examples) zeros_in.push_back(zeros(e.shape(), e.dtype()).to(target));
       graph::Executor(std::shared_ptr<graph::Graph>(g.get(), [](graph::Graph*) {})).run(zeros_in);
     }
     if (f.outputs.empty()) {
@@ -177,6 +188,7 @@ CompiledModel wrap(ModelFile f, std::string name) {
   auto impl = std::make_shared<CompiledModel::Impl>();
   impl->inputs = infos(f.inputs);
   impl->outputs = infos(f.outputs);
+  impl->device = f.target;
   impl->file = std::move(f);
   impl->name = std::move(name);
   return CompiledModel(std::move(impl));
@@ -401,8 +413,10 @@ std::vector<Tensor> run_model(const CompiledModel::Impl& model, InferenceSession
       fits = io.shape[d] < 0 ? a.shape()[d] >= 1 : a.shape()[d] == io.shape[d];
     SPORE_CHECK(fits, where, "input \"", io.name, "\" must have shape ", dims_str(io.shape),
                 ", got ", shape_str(a.shape()));
-    SPORE_CHECK(a.device().type == DeviceType::CPU, where, "input \"", io.name, "\" is on ",
-                to_string(a.device()), "; this model runs on the CPU: pass host tensors");
+    SPORE_CHECK(a.device().type == DeviceType::CPU || a.device() == model.device, where, "input \"",
+                io.name, "\" is on ", to_string(a.device()), "; this model runs on ",
+                to_string(model.device), ": pass host tensors or tensors on ",
+                to_string(model.device));
     if (batch < 0) batch = a.shape()[0];
     SPORE_CHECK(a.shape()[0] == batch, where, "input \"", io.name, "\" has batch ", a.shape()[0],
                 ", input \"", f.inputs[0].name, "\" has ", batch,
@@ -416,8 +430,18 @@ std::vector<Tensor> run_model(const CompiledModel::Impl& model, InferenceSession
     }
     return *state.execs[v];
   };
+  // Host inputs of a device model go there first (the executor takes each where its graph has it).
+  const DeviceGuard on(model.device);
+  std::vector<Tensor> moved;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const graph::Value* slot = nullptr;
+    for (const graph::Value* v : f.variants.front().graph->inputs)
+      if (v->kind == graph::ValueKind::kPlaceholder && v->arg_index == int(i)) slot = v;
+    moved.push_back(slot && args[i].device() != slot->device ? args[i].to(slot->device) : args[i]);
+  }
+  const std::vector<Tensor>& in = moved;
   for (size_t v = 0; v < f.variants.size(); ++v)
-    if (f.variants[v].batch == batch) return exec(v).run(args);
+    if (f.variants[v].batch == batch) return exec(v).run(in);
   // A dynamic batch the file has no graph for: chunks of the compiled batches, largest first.
   std::string have;
   for (const auto& v : f.variants) have += (have.empty() ? "" : ", ") + std::to_string(v.batch);
@@ -434,7 +458,7 @@ std::vector<Tensor> run_model(const CompiledModel::Impl& model, InferenceSession
                 " cannot be made of the compiled batch sizes (", have, ")");
     const int64_t b = f.variants[v].batch;
     std::vector<Tensor> chunk;
-    for (const Tensor& a : args) chunk.push_back(a.slice(0, start, start + b));
+    for (const Tensor& a : in) chunk.push_back(a.slice(0, start, start + b));
     std::vector<Tensor> y = exec(v).run(chunk);
     for (size_t k = 0; k < y.size(); ++k) parts[k].push_back(y[k]);
     start += b;

@@ -120,11 +120,13 @@ struct WeightTable {
 
 // A weight's offset is written as 0: its blob starts at its first element, wherever the value
 // sits in its storage (a loaded model's weights all sit in one storage, at the blobs' offsets).
+// Format 3 adds where the value lives: 1 on the model's target device, 0 on the host.
 void write_meta(Writer& w, const Value& v, bool weight = false) {
   w.u8(dtype_code(v.dtype));
   w.ints(v.shape);
   w.ints(v.strides);
   w.i64(weight ? 0 : v.offset);
+  w.u8(v.device.type == DeviceType::CPU ? 0 : 1);
 }
 
 void write_io(Writer& w, const std::vector<ModelIO>& ios) {
@@ -206,6 +208,14 @@ std::string write_model_file(const ModelFile& m) {
   };
 
   // The graphs first (they fill the op and weight tables), then the header fields before them.
+  // Every value lives on the host or on the model's target device (m.device).
+  std::vector<Tensor> device_copies;
+  auto check_device = [&](const Value& v, const Graph& g) {
+    SPORE_CHECK_KIND(
+        ErrorKind::NotImplemented, v.device.type == DeviceType::CPU || v.device == m.target,
+        "[model] value ", v.id, " of graph ", g.name, " is on ", to_string(v.device),
+        "; a model compiled for ", to_string(m.target), " holds values on the host and there only");
+  };
   Writer gw;
   gw.u32(uint32_t(m.variants.size()));
   for (const ModelVariant& var : m.variants) {
@@ -214,11 +224,9 @@ std::string write_model_file(const ModelFile& m) {
     gw.i64(var.batch);
     gw.u32(uint32_t(g.inputs.size()));
     for (const Value* v : g.inputs) {
-      SPORE_CHECK_KIND(ErrorKind::NotImplemented, v->device.type == DeviceType::CPU,
-                       "[model] graph input ", v->id, " is on ", to_string(v->device),
-                       "; the model file holds CPU graphs only (compile with the CPU current)");
       const uint32_t r = uint32_t(ref.size());
       ref[v] = r;
+      check_device(*v, g);
       gw.u8(uint8_t(v->kind));
       write_meta(gw, *v, v->kind != ValueKind::kPlaceholder);
       if (v->kind == ValueKind::kPlaceholder) {
@@ -230,13 +238,22 @@ std::string write_model_file(const ModelFile& m) {
       SPORE_CHECK_KIND(ErrorKind::NotImplemented, v->kind == ValueKind::kConstant,
                        "[model] graph input ", v->id,
                        " is a captured (mutable) tensor; freeze it into a constant first");
-      const Tensor& t = v->tensor;
-      SPORE_CHECK_KIND(ErrorKind::NotImplemented, t.device().type == DeviceType::CPU,
-                       "[model] a weight of graph ", g.name, " is on ", to_string(t.device()));
+      Tensor t = v->tensor;
       for (int64_t s : t.strides())
         SPORE_CHECK_KIND(ErrorKind::NotImplemented, s >= 0, "[model] weight value ", v->id,
                          " has a negative stride; the model file stores forward views only");
       const int64_t n = span_elems(t.shape(), t.strides(), 0);
+      if (t.device().type != DeviceType::CPU) {
+        // A device weight: a host copy of the elements its view spans (read back onto the device
+        // when the file loads), its strides kept.
+        auto span = std::make_shared<TensorImpl>(t.impl());
+        span->shape = {n};
+        span->strides = {1};
+        span->grad_fn = nullptr;
+        span->traced = nullptr;
+        t = Tensor(std::move(span)).to(Device{});
+        device_copies.push_back(t);  // keeps the bytes alive until the file is written
+      }
       const uint32_t blob =
           weights.add(static_cast<const char*>(t.data_ptr()), size_t(n) * itemsize(t.dtype()));
       gw.u32(blob);
@@ -287,6 +304,7 @@ std::string write_model_file(const ModelFile& m) {
       for (const Value* o : n.outputs) {
         const uint32_t r = uint32_t(ref.size());
         ref[o] = r;
+        check_device(*o, g);
         write_meta(gw, *o);
       }
     }
@@ -296,7 +314,10 @@ std::string write_model_file(const ModelFile& m) {
     // planned_values' order (which the reader rebuilds from the same graph).
     const MemoryPlan plan = plan_memory(g);
     gw.u32(uint32_t(plan.arenas.size()));
-    for (const auto& a : plan.arenas) gw.u64(a.second);
+    for (const auto& a : plan.arenas) {
+      gw.u8(a.first.type == DeviceType::CPU ? 0 : 1);  // format 3: the host's or the target's
+      gw.u64(a.second);
+    }
     const std::vector<const Value*> planned = planned_values(g);
     gw.u32(uint32_t(planned.size()));
     for (const Value* v : planned) gw.u64(plan.offset.at(v));
@@ -436,8 +457,9 @@ struct Meta {
   DType dtype;
   Shape shape, strides;
   int64_t offset;
+  bool on_device = false;  // format 3: on the model's target device, not the host
 };
-Meta read_meta(Reader& r) {
+Meta read_meta(Reader& r, uint32_t version) {
   Meta m;
   m.dtype = r.dtype("value dtype");
   m.shape = r.ints("value shape", kMaxRank);
@@ -460,7 +482,29 @@ Meta read_meta(Reader& r) {
           " holds 2^40 elements or "
           "more, past the format's limit");
   r.check(m.offset >= 0 && m.offset <= (int64_t(1) << 40), "value offset", "is ", m.offset);
+  if (version >= 3) {
+    const uint8_t where = r.u8("value device");
+    r.check(where <= 1, "value device", "is ", int(where), "; 0 (the host) or 1 (the target)");
+    m.on_device = where == 1;
+  }
   return m;
+}
+
+// The device a model compiled for `name` runs on here: its type's device 0. An IOError for a name
+// that is no device type, a RuntimeError when this process has no such device.
+Device target_device(Reader& r, const std::string& name, const std::string& where) {
+  if (name == "CPU") return Device{};
+  for (DeviceType t : {DeviceType::GPU, DeviceType::Ascend, DeviceType::Test}) {
+    if (name != device_type_name(t)) continue;
+    SPORE_CHECK_KIND(ErrorKind::RuntimeError, has_backend(t) && get_backend(t).device_count() > 0,
+                     where, "the model was compiled for the ", name, ", and this process has ",
+                     has_backend(t) ? "no " + name + " visible" : "no " + name + " backend",
+                     "; run it on a machine with one, or compile the model again for the CPU "
+                     "(spore compile ... --device CPU)");
+    return Device{t, 0};
+  }
+  r.check(false, "target_device", "\"", name, "\" is not a device type (CPU, GPU, Ascend)");
+  return Device{};
 }
 
 }  // namespace
@@ -561,8 +605,15 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
     if (w_bytes) std::memcpy(storage->data(), bytes + w_off, w_bytes);
   }
 
-  r.check(m.device == "CPU", "target_device", "the model was compiled for ", m.device,
-          "; this runtime runs CPU models");
+  const Device target = target_device(r, m.device, where);
+  m.target = target;
+  // A device model's weights go to the device in one copy; its constants are views of that.
+  std::shared_ptr<Storage> device_storage;
+  if (target.type != DeviceType::CPU) {
+    const Tensor up = Tensor::empty({int64_t(std::max<uint64_t>(w_bytes, 1))}, kUInt8, target);
+    if (w_bytes) up.copy_from_host(storage->data());
+    device_storage = up.impl().storage;
+  }
   const std::string here = host_requirements();
   r.check(m.requirements == here || m.requirements == kAnyTarget, "target_requirements",
           "the model's kernel layouts were chosen "
@@ -591,7 +642,10 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
       r.check(kind == uint8_t(ValueKind::kPlaceholder) || kind == uint8_t(ValueKind::kConstant),
               "kind", "value kind ", int(kind),
               " is not a placeholder or a constant (a model file holds no mutable state)");
-      const Meta mt = read_meta(r);
+      const Meta mt = read_meta(r, version);
+      r.check(!mt.on_device || target.type != DeviceType::CPU, "value device",
+              "a value on the device in a model compiled for the CPU");
+      const Device dev = mt.on_device ? target : Device{};
       Value* v = nullptr;
       if (ValueKind(kind) == ValueKind::kPlaceholder) {
         const uint32_t arg = r.u32("arg_index");
@@ -606,7 +660,7 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
                  (d != 0 || io.shape[0] >= 0 || mt.shape[0] == var.batch);
         r.check(fits, "value shape", "placeholder ", dtype_name(mt.dtype), shape_str(mt.shape),
                 " does not match input \"", io.name, "\" at batch ", var.batch);
-        v = g->add_placeholder(int(arg), mt.shape, mt.dtype, Device{});
+        v = g->add_placeholder(int(arg), mt.shape, mt.dtype, dev);
       } else {
         const uint32_t w = r.u32("weight");
         r.check(w < nw, "weight", "weight ", w, " is out of range (", nw, " weights)");
@@ -618,11 +672,12 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
                 uint64_t(need) * itemsize(mt.dtype), " bytes of a ", blobs[w].bytes,
                 "-byte weight");
         auto impl = std::make_shared<TensorImpl>();
-        impl->storage = storage;
+        impl->storage = mt.on_device ? device_storage : storage;
         impl->offset = int64_t(blobs[w].offset / itemsize(mt.dtype)) + mt.offset;
         impl->shape = mt.shape;
         impl->strides = mt.strides;
         impl->dtype = mt.dtype;
+        impl->device = dev;
         v = g->add_capture(Tensor(std::move(impl)), ValueKind(kind));
       }
       refs.push_back(v);
@@ -701,11 +756,16 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
       ops::Metas metas;
       std::vector<Meta> outs;
       for (uint32_t k = 0; k < no; ++k) {
-        outs.push_back(read_meta(r));
+        outs.push_back(read_meta(r, version));
         metas.push_back({outs.back().shape, outs.back().dtype});
       }
       Node* n = g->add_node(def.id, std::move(ins), std::move(attrs), metas);
       for (uint32_t k = 0; k < no; ++k) {
+        // Where the node runs follows from its inputs (Node::device); the file must agree.
+        r.check(n->outputs[k]->device.type == (outs[k].on_device ? target.type : DeviceType::CPU),
+                "value device", "output ", k, " is stored on the ",
+                outs[k].on_device ? "device" : "host", ", its node runs on ",
+                to_string(n->outputs[k]->device));
         n->outputs[k]->strides = outs[k].strides;
         n->outputs[k]->offset = outs[k].offset;
         if (!def.has(ops::kView))
@@ -728,14 +788,20 @@ ModelFile read_model_file(const void* data, size_t size, const std::string& wher
     std::shared_ptr<MemoryPlan> plan;
     if (version >= 2) {
       plan = std::make_shared<MemoryPlan>();
-      const uint32_t narenas = r.count("memory plan arenas count", 8);
-      r.check(narenas <= 1, "memory plan arenas count", "is ", narenas,
-              "; a CPU model's graph has at most one arena");
+      const uint32_t narenas = r.count("memory plan arenas count", version >= 3 ? 9 : 8);
+      r.check(narenas <= (target.type == DeviceType::CPU ? 1u : 2u), "memory plan arenas count",
+              "is ", narenas, "; a graph has an arena on the host and one on its target at most");
       for (uint32_t a = 0; a < narenas; ++a) {
+        const bool on_device = version >= 3 && r.u8("memory plan arena device") != 0;
+        r.check(!on_device || target.type != DeviceType::CPU, "memory plan arena device",
+                "a device arena in a model compiled for the CPU");
         const uint64_t bytes = r.u64("memory plan arena size");
         r.check(bytes <= (uint64_t(1) << 40), "memory plan arena size", "is ", bytes,
                 " bytes, more than the format's limit of 1 TiB");
-        plan->arenas.push_back({Device{}, size_t(bytes)});
+        const Device ad = on_device ? target : Device{};
+        for (const auto& seen : plan->arenas)
+          r.check(!(seen.first == ad), "memory plan arena device", "two arenas on ", to_string(ad));
+        plan->arenas.push_back({ad, size_t(bytes)});
         plan->arena_bytes += size_t(bytes);
       }
       const std::vector<const Value*> planned = planned_values(*g);

@@ -11,8 +11,10 @@
 //                      op-name table, the model's inputs and outputs, the weight table and the
 //                      graphs (one per compiled batch size), each followed by its memory plan
 //                      (format 2: the arena's size and every planned value's offset, checked by
-//                      memory_plan_error when read); every count and length is bounded by the
-//                      bytes left, every reference by what was defined before it
+//                      memory_plan_error when read); format 3 marks every value and arena as on
+//                      the host or on the target device (a model compiled for a GPU holds its
+//                      weights, activations and kernels there); every count and length is bounded
+//                      by the bytes left, every reference by what was defined before it
 //   weights section    the constant tensors' bytes (after folding and packing: the kernels'
 //   layout),
 //                      each at a 64-byte aligned offset, shared by the graphs
@@ -30,7 +32,7 @@
 namespace spore::graph {
 
 inline constexpr char kModelMagic[8] = {'S', 'P', 'O', 'R', 'E', 'M', 'D', 'L'};
-inline constexpr uint32_t kModelFormatVersion = 2;  // written
+inline constexpr uint32_t kModelFormatVersion = 3;  // written
 inline constexpr uint32_t kModelFormatOldest = 1;   // read: 1 has no stored memory plans
 inline constexpr uint32_t kModelHeaderBytes = 64;
 
@@ -52,8 +54,9 @@ struct ModelVariant {
 struct ModelFile {
   uint32_t format_version = kModelFormatVersion;  // the file's (read_model_file sets it)
   std::string producer;                           // "spore 0.1.0"
-  std::string source;  // "onnx:resnet18.onnx", "zoo:lenet+lenet.safetensors", ...
-  std::string device = "CPU";
+  std::string source;          // "onnx:resnet18.onnx", "zoo:lenet+lenet.safetensors", ...
+  std::string device = "CPU";  // the target: "CPU", "GPU", "Ascend" (device_type_name)
+  Device target{};  // that target's device the graphs' values are on (its device 0 when read)
   std::string requirements;    // the CPU target the kernels' layouts were chosen for, or "any"
   std::string kernel_choices;  // Backend::kernel_choices after a warm-up run at compile time
   std::vector<ModelIO> inputs, outputs;

@@ -192,16 +192,22 @@ TEST(ModelFile, TargetRequirementsOnlyWhereALayoutDependsOnIt) {
 TEST(ModelFile, FuzzSeedsLoad) {
   // The fuzz corpus' hand-made seeds must be valid files of the current format, or the fuzzer
   // starts from inputs the reader refuses at the first field that changed. The same models in
-  // format 1 (no stored memory plan: planned at load) still load.
-  for (const char* name : {"seed_relu_add.spore", "seed_softmax.spore", "seed_v1_relu_add.spore",
-                           "seed_v1_softmax.spore"}) {
+  // format 1 (no stored memory plan: planned at load) and 2 (no value devices) still load.
+  for (const char* name :
+       {"seed_relu_add.spore", "seed_softmax.spore", "seed_v1_relu_add.spore",
+        "seed_v1_softmax.spore", "seed_v2_relu_add.spore", "seed_v2_softmax.spore"}) {
     const std::string path =
         std::string(SPORE_SOURCE_DIR) + "/tests/fuzz/corpus/model_file/" + name;
     CompiledModel m = CompiledModel::load(path);
     ASSERT_EQ(m.inputs().size(), 1u) << name;
     EXPECT_EQ(m.run({zeros({2}, kFloat32)})[0].shape(), (Shape{2})) << name;
     const bool v1 = std::string(name).find("_v1_") != std::string::npos;
-    EXPECT_NE(m.summary().find(v1 ? "version 1" : "version 2"), std::string::npos) << name;
+    const bool v2 = std::string(name).find("_v2_") != std::string::npos;
+    EXPECT_NE(m.summary().find(v1   ? "version 1"
+                               : v2 ? "version 2"
+                                    : "version 3"),
+              std::string::npos)
+        << name;
     EXPECT_NE(m.summary().find(v1 ? "(planned at load" : "(stored"), std::string::npos) << name;
   }
 }
@@ -325,7 +331,7 @@ TEST(ModelFile, WrongMagicVersionAndLyingSizesNameTheField) {
   b = bytes;
   put<uint32_t>(b, 8, 99);
   expect(b, "format_version");
-  EXPECT_NE(load_error(b).find("reads versions 1 to 2"), std::string::npos);
+  EXPECT_NE(load_error(b).find("reads versions 1 to 3"), std::string::npos);
   b = bytes;
   put<uint64_t>(b, 16, 12345);  // file_size lies (header checksum fixed so it is reached)
   put<uint32_t>(b, 60, crc_of(b.data(), 60));

@@ -16,6 +16,7 @@
 #include "graph/passes.h"
 #include "graph/trace.h"
 #include "models/mlp.h"
+#include "spore/deploy.h"
 
 namespace spore {
 namespace {
@@ -364,6 +365,62 @@ TEST_F(Devices, OnnxModelsRunWhereTheirInputsAre) {
         }
       }
     }
+  }
+}
+
+// A model compiled for a device (spore compile --device; format 3): traced and optimised there,
+// its weights stored from the device and uploaded in one copy when the file loads, its runs taking
+// host or device inputs and leaving the outputs on the device.
+TEST_F(Devices, CompiledModelsRunOnTheirDevice) {
+  const std::string dir = ::testing::TempDir() + "/spore_compiled_devices";
+  std::filesystem::create_directories(dir);
+  for (const auto& c : test_support::export_onnx_cases(dir)) {
+    SCOPED_TRACE(c.name);
+    const Tensor x = rand(c.input);
+    const std::vector<Tensor> want = OnnxModel::load(c.path).run({x}, /*graph_mode=*/false);
+    const std::string bytes =
+        CompiledModel::from_onnx(c.path, {.batches = {1, c.input[0]}, .device = kTest}).to_bytes();
+    test_device_copies().reset();
+    const CompiledModel m = CompiledModel::from_buffer(bytes.data(), bytes.size(), c.name);
+    EXPECT_EQ(test_device_copies().host_to_device(), 1u);  // every weight in one copy
+    EXPECT_EQ(m.device(), "Test");
+    EXPECT_NE(m.summary().find("version 3"), std::string::npos);
+    const Tensor xd = x.to(kTest);
+    for (int run = 0; run < 3; ++run) {
+      test_device_copies().reset();
+      const std::vector<Tensor> got = m.run({run == 0 ? x : xd});  // host, then device inputs
+      if (run == 2) {
+        EXPECT_EQ(test_device_copies().host_to_device(), 0u);
+        EXPECT_EQ(test_device_copies().device_to_host(), 0u);
+      }
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t k = 0; k < got.size(); ++k) {
+        EXPECT_EQ(got[k].device(), kTest);
+        EXPECT_LE(test_support::rel_error(want[k].to_vector<float>(), got[k].to_vector<float>()),
+                  1e-5)
+            << "output " << k;
+      }
+    }
+    if (c.input[0] > 1) {  // a batch of 1 and one the file has not: run as compiled chunks
+      const Tensor x3 = concat({x, x.slice(0, 0, 1)}, 0);
+      const std::vector<Tensor> got = m.run({x3.to(kTest)});
+      EXPECT_EQ(got[0].shape()[0], x3.shape()[0]);
+      // Image 2 (a copy of image 0) ran in the batch-1 graph, image 0 in the batch-2 one.
+      EXPECT_LE(test_support::rel_error(got[0].slice(0, 2, 3).to_vector<float>(),
+                                        got[0].slice(0, 0, 1).to_vector<float>()),
+                1e-5);
+    }
+  }
+  // A CPU model takes host tensors only, and names the device it was given.
+  const auto cases = test_support::export_onnx_cases(dir);
+  const CompiledModel cpu = CompiledModel::from_onnx(cases[0].path);
+  try {
+    (void)cpu.run({rand(cases[0].input).to(kTest)});
+    ADD_FAILURE() << "a device input to a CPU model ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is on Test:0; this model runs on CPU:0"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -383,12 +383,17 @@ int compile(const CompileArgs& a) {
   }
   using clk = std::chrono::steady_clock;
   const auto t0 = clk::now();
+  // The target: an error naming the targets this build has, or why there is no such device. A zoo
+  // network is built there.
+  set_device(a.device);
+  const Device target = current_device();
   CompiledModel m;
   std::string out = a.out;
   if (ends_with(a.source, ".onnx")) {
     SPORE_CHECK(a.ckpt.empty(), "--ckpt applies to zoo models; ", a.source,
                 " carries its own weights");
-    m = CompiledModel::from_onnx(a.source, {.batches = batches, .source = "onnx:" + a.source});
+    m = CompiledModel::from_onnx(
+        a.source, {.batches = batches, .source = "onnx:" + a.source, .device = target});
     if (out.empty()) out = a.source.substr(0, a.source.size() - 5) + ".spore";
   } else {
     ZooModel zm = make_model_with_checkpoint(a.source, a.ckpt, a.img);
@@ -397,15 +402,16 @@ int compile(const CompileArgs& a) {
     m = CompiledModel::from_cell(
         *zm.net, {Tensor::empty(in)},
         {.batches = batches,
-         .source = "zoo:" + a.source + (a.ckpt.empty() ? " (initial weights)" : "+" + a.ckpt)});
+         .source = "zoo:" + a.source + (a.ckpt.empty() ? " (initial weights)" : "+" + a.ckpt),
+         .device = target});
     if (out.empty()) out = a.source + ".spore";
   }
   m.save(out);
   const double s = std::chrono::duration<double>(clk::now() - t0).count();
   std::string bs;
   for (int64_t b : m.batches()) bs += (bs.empty() ? "" : ",") + std::to_string(b);
-  std::printf("compiled %s to %s (batch %s) in %.2f s\n", a.source.c_str(), out.c_str(), bs.c_str(),
-              s);
+  std::printf("compiled %s to %s (batch %s, for the %s) in %.2f s\n", a.source.c_str(), out.c_str(),
+              bs.c_str(), m.device().c_str(), s);
   return 0;
 }
 

@@ -53,6 +53,7 @@ struct CompileArgs {
   std::string out;     // default: the source's name with .spore
   std::string batch;   // comma-separated batch sizes (default: 1, or the ONNX model's fixed one)
   int64_t img = 0;     // yolov5*: the image size
+  std::string device = "CPU";  // the target the graphs are compiled for and load onto
 };
 int compile(const CompileArgs& a);
 // `spore info model.spore`: what the compiled file holds.

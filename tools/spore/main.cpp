@@ -454,6 +454,11 @@ int main(int argc, char** argv) {
                           "batch sizes to compile a graph for, comma-separated (default 1); "
                           "other batches of a dynamic-batch model run as chunks of these");
   compile_cmd->add_option("--img", cmp.img, "yolov5*: the image size");
+  compile_cmd
+      ->add_option("--device", cmp.device,
+                   "the target: CPU, or GPU (the graphs get that device's kernels and passes, and "
+                   "the file loads its weights there; spore infer runs it with --device GPU)")
+      ->default_val(cmp.device);
   std::string info_path;
   auto* info_cmd =
       app.add_subcommand("info", "print what a compiled model file holds: spore info m.spore");
