@@ -36,7 +36,7 @@ extern "C" {
 #define SPORE_C_EXPORT
 #endif
 
-#define SPORE_C_API_VERSION 1
+#define SPORE_C_API_VERSION 2 /* 2: devices (spore_model_device, spore_buffer_*, run_async) */
 
 typedef enum spore_status {
   SPORE_OK = 0,
@@ -65,6 +65,7 @@ typedef enum spore_dtype {
 typedef struct spore_runtime spore_runtime;
 typedef struct spore_model spore_model;
 typedef struct spore_context spore_context;
+typedef struct spore_buffer spore_buffer;
 
 /* A model input or output. The pointers stay valid while the model lives. shape[i] == -1: the
  * dynamic batch dimension (any size >= 1). */
@@ -114,13 +115,59 @@ SPORE_C_EXPORT spore_status spore_context_set_input(spore_context* ctx, size_t i
  * small for the output). Without one, read the output with spore_context_get_output. */
 SPORE_C_EXPORT spore_status spore_context_set_output(spore_context* ctx, size_t index, void* data,
                                                      size_t nbytes);
-/* Runs synchronously: the outputs are ready when it returns. */
+/* Runs synchronously: the outputs are ready when it returns (run_async below does not wait). */
 SPORE_C_EXPORT spore_status spore_context_run(spore_context* ctx);
 /* The last run's output `index`: its shape (valid until the next run) and its bytes. */
 SPORE_C_EXPORT spore_status spore_context_output_shape(const spore_context* ctx, size_t index,
                                                        const int64_t** shape, size_t* rank);
 SPORE_C_EXPORT spore_status spore_context_get_output(const spore_context* ctx, size_t index,
                                                      void* data, size_t nbytes);
+
+/* ---- Devices (version 2; AscendCL's aclrtMalloc / aclrtMemcpy / aclmdlExecuteAsync roles) ------
+ * A model compiled for a device (`spore compile model.onnx --device GPU`) runs there. Host
+ * buffers bound with spore_context_set_input / set_output are copied in at each run and out after
+ * it; buffers in the device's memory (spore_buffer) are read and written in place instead. A
+ * context runs on a stream of its own, so contexts on several threads overlap on the device.
+ *
+ *   spore_buffer *in, *out;
+ *   spore_buffer_create(m, sizeof x, &in);  spore_buffer_create(m, sizeof y, &out);
+ *   spore_buffer_write(in, x, sizeof x);
+ *   spore_context_set_input_buffer(ctx, 0, in, SPORE_DTYPE_FLOAT32, shape, 4);
+ *   spore_context_set_output_buffer(ctx, 0, out);
+ *   spore_context_run_async(ctx);   ... other host work ...
+ *   spore_buffer_read(out, y, sizeof y);   (waits for the run)
+ */
+
+/* The model's target: "CPU", "GPU" (valid while the model lives). */
+SPORE_C_EXPORT spore_status spore_model_device(const spore_model* m, const char** out);
+/* nbytes of memory where the model runs (its device; the host for a CPU model), uninitialised.
+ * A buffer may outlive contexts it was bound to, not runs that use it. */
+SPORE_C_EXPORT spore_status spore_buffer_create(const spore_model* m, size_t nbytes,
+                                                spore_buffer** out);
+SPORE_C_EXPORT spore_status spore_buffer_destroy(spore_buffer* b);
+SPORE_C_EXPORT spore_status spore_buffer_size(const spore_buffer* b, size_t* out);
+/* Copies nbytes (the buffer's size or less) from host memory into the buffer's start; done when
+ * it returns. */
+SPORE_C_EXPORT spore_status spore_buffer_write(spore_buffer* b, const void* src, size_t nbytes);
+/* Copies nbytes from the buffer's start into host memory, after the work queued on the device so
+ * far (a spore_context_run_async that writes the buffer) has run. */
+SPORE_C_EXPORT spore_status spore_buffer_read(const spore_buffer* b, void* dst, size_t nbytes);
+/* Binds a buffer to input `index` as a tensor of dtype and shape (checked as set_input checks a
+ * host buffer; the tensor's bytes must fit in the buffer). The buffer must be the model's
+ * device's. */
+SPORE_C_EXPORT spore_status spore_context_set_input_buffer(spore_context* ctx, size_t index,
+                                                           const spore_buffer* b, spore_dtype dtype,
+                                                           const int64_t* shape, size_t rank);
+/* Binds a buffer that runs write output `index` into (an error at run when it is too small). */
+SPORE_C_EXPORT spore_status spore_context_set_output_buffer(spore_context* ctx, size_t index,
+                                                            spore_buffer* b);
+/* Queues the run on the context's stream and returns without waiting (a CPU model has run when it
+ * returns). Bound host input buffers must stay unchanged until the run completes. The outputs'
+ * shapes are known on return; their values after spore_context_synchronize (get_output and
+ * spore_buffer_read wait by themselves). */
+SPORE_C_EXPORT spore_status spore_context_run_async(spore_context* ctx);
+/* Waits until the context's queued runs have completed. */
+SPORE_C_EXPORT spore_status spore_context_synchronize(spore_context* ctx);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -4,12 +4,16 @@
 #include "spore/spore_c.h"
 
 #include <cstring>
+#include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "spore/context.h"
 #include "spore/deploy.h"
+#include "spore/ops.h"
 #include "spore/version.h"
 
 struct spore_runtime {
@@ -18,16 +22,25 @@ struct spore_runtime {
 
 struct spore_model {
   spore::CompiledModel model;
+  spore::Device device;                                     // where it runs
   std::vector<std::vector<int64_t>> in_shapes, out_shapes;  // what spore_tensor_info points at
+};
+
+// Memory on a model's device: a uint8 tensor of its size.
+struct spore_buffer {
+  spore::Tensor bytes;
 };
 
 struct spore_context {
   spore_model* model;
   spore::InferenceSession session;
-  std::vector<spore::Tensor> inputs;  // bound host buffers (undefined: not bound)
-  std::vector<void*> out_data;        // bound output buffers (nullptr: none)
+  std::unique_ptr<spore::Stream> stream;  // a device model's runs and copies (null on the CPU)
+  std::vector<spore::Tensor> inputs;      // bound host buffers or device buffers (undefined: not
+                                          // bound)
+  std::vector<void*> out_data;            // bound host output buffers (nullptr: none)
   std::vector<size_t> out_bytes;
-  std::vector<spore::Tensor> outputs;  // the last run's
+  std::vector<spore_buffer*> out_buffers;  // bound device output buffers (nullptr: none)
+  std::vector<spore::Tensor> outputs;      // the last run's
   explicit spore_context(spore_model* m) : model(m), session(m->model) {}
 };
 
@@ -107,8 +120,17 @@ void fill(const spore::ModelTensorInfo& io, const std::vector<int64_t>& shape,
   out->shape = shape.data();
 }
 
+// The target's device 0 ("CPU" -> the host).
+spore::Device device_of(const spore::CompiledModel& m) {
+  for (spore::DeviceType t : {spore::DeviceType::CPU, spore::DeviceType::GPU,
+                              spore::DeviceType::Ascend, spore::DeviceType::Test})
+    if (m.device() == spore::device_type_name(t)) return spore::Device{t, 0};
+  return spore::Device{};
+}
+
 spore_model* make_model(spore::CompiledModel m) {
-  auto* h = new spore_model{std::move(m), {}, {}};
+  const spore::Device d = device_of(m);
+  auto* h = new spore_model{std::move(m), d, {}, {}};
   for (const auto& io : h->model.inputs()) h->in_shapes.push_back(io.shape);
   for (const auto& io : h->model.outputs()) h->out_shapes.push_back(io.shape);
   return h;
@@ -229,6 +251,9 @@ spore_status spore_context_create(spore_model* m, spore_context** out) {
     c->inputs.resize(m->model.inputs().size());
     c->out_data.resize(m->model.outputs().size(), nullptr);
     c->out_bytes.resize(m->model.outputs().size(), 0);
+    c->out_buffers.resize(m->model.outputs().size(), nullptr);
+    if (m->device.type != spore::DeviceType::CPU)
+      c->stream = spore::get_backend(m->device.type).new_stream(m->device.index);
     *out = c;
   });
 }
@@ -237,27 +262,47 @@ spore_status spore_context_destroy(spore_context* ctx) {
   return guard(__func__, [&] { delete ctx; });
 }
 
+}  // extern "C"
+
+namespace {
+
+// Input `index` of ctx's model as dtype and shape: checked against the model, returned as a shape.
+spore::Shape checked_input(const spore_context* ctx, size_t index, spore_dtype dtype,
+                           const int64_t* shape, size_t rank) {
+  require(ctx != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "the context is null");
+  const auto& ins = ctx->model->model.inputs();
+  require(index < ins.size(), SPORE_ERROR_INVALID_ARGUMENT, "input index ", index,
+          " is out of range; the model has ", ins.size(), " input(s)");
+  const spore::ModelTensorInfo& io = ins[index];
+  require(shape != nullptr || rank == 0, SPORE_ERROR_INVALID_ARGUMENT, "input \"", io.name,
+          "\": shape is null");
+  require(unsigned(dtype) < 9, SPORE_ERROR_DTYPE, "input \"", io.name, "\": dtype code ",
+          int(dtype), " is not a spore_dtype");
+  require(kDTypes[dtype] == io.dtype, SPORE_ERROR_DTYPE, "input \"", io.name, "\" must be ",
+          spore::dtype_name(io.dtype), ", got ", spore::dtype_name(kDTypes[dtype]));
+  bool fits = rank == io.shape.size();
+  for (size_t d = 0; fits && d < rank; ++d)
+    fits = io.shape[d] < 0 ? shape[d] >= 1 : shape[d] == io.shape[d];
+  require(fits, SPORE_ERROR_SHAPE, "input \"", io.name, "\" must have shape ",
+          dims(io.shape.data(), io.shape.size()), ", got ", dims(shape, rank));
+  return spore::Shape(shape, shape + rank);
+}
+
+// Waits for a device context's queued work (a CPU model's has run already).
+void wait_for(const spore_context* ctx) {
+  if (ctx->stream) ctx->stream->synchronize();
+}
+
+}  // namespace
+
+extern "C" {
+
 spore_status spore_context_set_input(spore_context* ctx, size_t index, const void* data,
                                      size_t nbytes, spore_dtype dtype, const int64_t* shape,
                                      size_t rank) {
   return guard(__func__, [&] {
-    require(ctx != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "the context is null");
-    const auto& ins = ctx->model->model.inputs();
-    require(index < ins.size(), SPORE_ERROR_INVALID_ARGUMENT, "input index ", index,
-            " is out of range; the model has ", ins.size(), " input(s)");
-    const spore::ModelTensorInfo& io = ins[index];
-    require(shape != nullptr || rank == 0, SPORE_ERROR_INVALID_ARGUMENT, "input \"", io.name,
-            "\": shape is null");
-    require(unsigned(dtype) < 9, SPORE_ERROR_DTYPE, "input \"", io.name, "\": dtype code ",
-            int(dtype), " is not a spore_dtype");
-    require(kDTypes[dtype] == io.dtype, SPORE_ERROR_DTYPE, "input \"", io.name, "\" must be ",
-            spore::dtype_name(io.dtype), ", got ", spore::dtype_name(kDTypes[dtype]));
-    bool fits = rank == io.shape.size();
-    for (size_t d = 0; fits && d < rank; ++d)
-      fits = io.shape[d] < 0 ? shape[d] >= 1 : shape[d] == io.shape[d];
-    require(fits, SPORE_ERROR_SHAPE, "input \"", io.name, "\" must have shape ",
-            dims(io.shape.data(), io.shape.size()), ", got ", dims(shape, rank));
-    spore::Shape s(shape, shape + rank);
+    const spore::Shape s = checked_input(ctx, index, dtype, shape, rank);
+    const spore::ModelTensorInfo& io = ctx->model->model.inputs()[index];
     const size_t need = size_t(spore::shape_numel(s)) * spore::itemsize(io.dtype);
     require(nbytes == need, SPORE_ERROR_INVALID_ARGUMENT, "input \"", io.name, "\": ", nbytes,
             " bytes given, a ", spore::dtype_name(io.dtype), dims(shape, rank), " tensor has ",
@@ -287,26 +332,64 @@ spore_status spore_context_set_output(spore_context* ctx, size_t index, void* da
   });
 }
 
+}  // extern "C"
+
+namespace {
+
+// A run queued on ctx's stream: inputs in, the graphs, the outputs into the bound buffers (host
+// buffers are written when it returns, device buffers in stream order).
+void queue_run(spore_context* ctx) {
+  require(ctx != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "the context is null");
+  const auto& ins = ctx->model->model.inputs();
+  for (size_t i = 0; i < ins.size(); ++i)
+    require(ctx->inputs[i].defined(), SPORE_ERROR_STATE, "input ", i, " (\"", ins[i].name,
+            "\") is not bound; call spore_context_set_input first");
+  ctx->outputs.clear();
+  // Everything this run queues (input copies, kernels, output copies) goes on the context's
+  // stream, in order.
+  std::optional<spore::StreamGuard> on;
+  if (ctx->stream) on.emplace(*ctx->stream);
+  std::vector<spore::Tensor> y = ctx->session.run(ctx->inputs);
+  for (size_t k = 0; k < y.size(); ++k) y[k] = y[k].contiguous();
+  ctx->outputs = std::move(y);
+  for (size_t k = 0; k < ctx->outputs.size(); ++k) {
+    const spore::Tensor& t = ctx->outputs[k];
+    const char* name = ctx->model->model.outputs()[k].name.c_str();
+    if (spore_buffer* b = ctx->out_buffers[k]) {
+      require(b->bytes.nbytes() >= t.nbytes(), SPORE_ERROR_INVALID_ARGUMENT, "output ", k, " (\"",
+              name, "\") is ", spore::dtype_name(t.dtype()), spore::shape_str(t.shape()), ", ",
+              t.nbytes(), " bytes; the bound buffer has ", b->bytes.nbytes());
+      spore::copy_bytes(b->bytes.data_ptr(), b->bytes.device(), t.data_ptr(), t.device(),
+                        t.nbytes(), /*blocking=*/false);
+    }
+    if (!ctx->out_data[k]) continue;
+    require(ctx->out_bytes[k] >= t.nbytes(), SPORE_ERROR_INVALID_ARGUMENT, "output ", k, " (\"",
+            name, "\") is ", spore::dtype_name(t.dtype()), spore::shape_str(t.shape()), ", ",
+            t.nbytes(), " bytes; the bound buffer has ", ctx->out_bytes[k]);
+    spore::copy_bytes(ctx->out_data[k], spore::Device{}, t.data_ptr(), t.device(), t.nbytes(),
+                      /*blocking=*/true);
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
 spore_status spore_context_run(spore_context* ctx) {
   return guard(__func__, [&] {
+    queue_run(ctx);
+    wait_for(ctx);
+  });
+}
+
+spore_status spore_context_run_async(spore_context* ctx) {
+  return guard(__func__, [&] { queue_run(ctx); });
+}
+
+spore_status spore_context_synchronize(spore_context* ctx) {
+  return guard(__func__, [&] {
     require(ctx != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "the context is null");
-    const auto& ins = ctx->model->model.inputs();
-    for (size_t i = 0; i < ins.size(); ++i)
-      require(ctx->inputs[i].defined(), SPORE_ERROR_STATE, "input ", i, " (\"", ins[i].name,
-              "\") is not bound; call spore_context_set_input first");
-    ctx->outputs.clear();
-    std::vector<spore::Tensor> y = ctx->session.run(ctx->inputs);
-    for (size_t k = 0; k < y.size(); ++k) y[k] = y[k].contiguous();
-    ctx->outputs = std::move(y);
-    for (size_t k = 0; k < ctx->outputs.size(); ++k) {
-      if (!ctx->out_data[k]) continue;
-      const spore::Tensor& t = ctx->outputs[k];
-      require(ctx->out_bytes[k] >= t.nbytes(), SPORE_ERROR_INVALID_ARGUMENT, "output ", k, " (\"",
-              ctx->model->model.outputs()[k].name, "\") is ", spore::dtype_name(t.dtype()),
-              spore::shape_str(t.shape()), ", ", t.nbytes(), " bytes; the bound buffer has ",
-              ctx->out_bytes[k]);
-      std::memcpy(ctx->out_data[k], t.data_ptr(), t.nbytes());
-    }
+    wait_for(ctx);
   });
 }
 
@@ -334,7 +417,110 @@ spore_status spore_context_get_output(const spore_context* ctx, size_t index, vo
     require(nbytes >= t.nbytes() && (data != nullptr || t.nbytes() == 0),
             SPORE_ERROR_INVALID_ARGUMENT, "output ", index, " is ", spore::dtype_name(t.dtype()),
             spore::shape_str(t.shape()), ", ", t.nbytes(), " bytes; the buffer has ", nbytes);
-    if (t.nbytes()) std::memcpy(data, t.data_ptr(), t.nbytes());
+    if (t.nbytes()) {
+      std::optional<spore::StreamGuard> on;
+      if (ctx->stream) on.emplace(*ctx->stream);  // after the run that made it
+      spore::copy_bytes(data, spore::Device{}, t.data_ptr(), t.device(), t.nbytes(),
+                        /*blocking=*/true);
+    }
+  });
+}
+
+// ---- devices ------------------------------------------------------------------------------------
+
+spore_status spore_model_device(const spore_model* m, const char** out) {
+  return guard(__func__, [&] {
+    require(m && out, SPORE_ERROR_INVALID_ARGUMENT, "the model or out is null");
+    *out = spore::device_type_name(m->device.type);
+  });
+}
+
+spore_status spore_buffer_create(const spore_model* m, size_t nbytes, spore_buffer** out) {
+  return guard(__func__, [&] {
+    require(out != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "out is null");
+    *out = nullptr;
+    require(m != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "the model is null");
+    require(nbytes <= (size_t(1) << 40), SPORE_ERROR_INVALID_ARGUMENT, "nbytes is ", nbytes,
+            "; at most 2^40 bytes");
+    *out =
+        new spore_buffer{spore::Tensor::empty({int64_t(nbytes)}, spore::DType::UInt8, m->device)};
+  });
+}
+
+spore_status spore_buffer_destroy(spore_buffer* b) {
+  return guard(__func__, [&] { delete b; });
+}
+
+spore_status spore_buffer_size(const spore_buffer* b, size_t* out) {
+  return guard(__func__, [&] {
+    require(b && out, SPORE_ERROR_INVALID_ARGUMENT, "the buffer or out is null");
+    *out = b->bytes.nbytes();
+  });
+}
+
+spore_status spore_buffer_write(spore_buffer* b, const void* src, size_t nbytes) {
+  return guard(__func__, [&] {
+    require(b != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "the buffer is null");
+    require(src != nullptr || nbytes == 0, SPORE_ERROR_INVALID_ARGUMENT, "src is null");
+    require(nbytes <= b->bytes.nbytes(), SPORE_ERROR_INVALID_ARGUMENT, nbytes,
+            " bytes do not fit in the ", b->bytes.nbytes(), "-byte buffer");
+    if (nbytes)
+      spore::copy_bytes(b->bytes.data_ptr(), b->bytes.device(), src, spore::Device{}, nbytes,
+                        /*blocking=*/true);
+  });
+}
+
+spore_status spore_buffer_read(const spore_buffer* b, void* dst, size_t nbytes) {
+  return guard(__func__, [&] {
+    require(b != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "the buffer is null");
+    require(dst != nullptr || nbytes == 0, SPORE_ERROR_INVALID_ARGUMENT, "dst is null");
+    require(nbytes <= b->bytes.nbytes(), SPORE_ERROR_INVALID_ARGUMENT, "the buffer has ",
+            b->bytes.nbytes(), " bytes, ", nbytes, " were asked for");
+    if (nbytes == 0) return;
+    // After every run queued on the device so far, whichever context's stream it is on.
+    spore::synchronize(b->bytes.device());
+    spore::copy_bytes(dst, spore::Device{}, b->bytes.data_ptr(), b->bytes.device(), nbytes,
+                      /*blocking=*/true);
+  });
+}
+
+spore_status spore_context_set_input_buffer(spore_context* ctx, size_t index, const spore_buffer* b,
+                                            spore_dtype dtype, const int64_t* shape, size_t rank) {
+  return guard(__func__, [&] {
+    const spore::Shape s = checked_input(ctx, index, dtype, shape, rank);
+    const spore::ModelTensorInfo& io = ctx->model->model.inputs()[index];
+    require(b != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "input \"", io.name,
+            "\": the buffer is null");
+    require(b->bytes.device() == ctx->model->device, SPORE_ERROR_INVALID_ARGUMENT, "input \"",
+            io.name, "\": the buffer is on ", spore::to_string(b->bytes.device()),
+            ", the model runs on ", spore::to_string(ctx->model->device),
+            "; create it with spore_buffer_create on this model");
+    const size_t need = size_t(spore::shape_numel(s)) * spore::itemsize(io.dtype);
+    require(need <= b->bytes.nbytes(), SPORE_ERROR_INVALID_ARGUMENT, "input \"", io.name, "\": a ",
+            spore::dtype_name(io.dtype), dims(shape, rank), " tensor has ", need,
+            " bytes, the buffer ", b->bytes.nbytes());
+    auto impl = std::make_shared<spore::TensorImpl>();  // the buffer's bytes seen as that tensor
+    impl->storage = b->bytes.impl().storage;
+    impl->offset = b->bytes.offset();
+    impl->shape = s;
+    impl->strides = spore::contiguous_strides(s);
+    impl->dtype = io.dtype;
+    impl->device = b->bytes.device();
+    ctx->inputs[index] = spore::Tensor(std::move(impl));
+  });
+}
+
+spore_status spore_context_set_output_buffer(spore_context* ctx, size_t index, spore_buffer* b) {
+  return guard(__func__, [&] {
+    require(ctx != nullptr, SPORE_ERROR_INVALID_ARGUMENT, "the context is null");
+    require(index < ctx->out_buffers.size(), SPORE_ERROR_INVALID_ARGUMENT, "output index ", index,
+            " is out of range; the model has ", ctx->out_buffers.size(), " output(s)");
+    require(b == nullptr || b->bytes.device() == ctx->model->device, SPORE_ERROR_INVALID_ARGUMENT,
+            "output ", index, ": the buffer is on ",
+            spore::to_string(b ? b->bytes.device() : spore::Device{}), ", the model runs on ",
+            spore::to_string(ctx->model->device),
+            "; create it with spore_buffer_create on this model");
+    ctx->out_buffers[index] = b;
   });
 }
 

@@ -119,6 +119,23 @@ def test_cli_runs_the_exported_files(lenet_file, build_dir, tmp_path):
                         "Test", "--input", str(tmp_path / "x.npy")], capture_output=True, text=True, timeout=300,
                        env=env)
     assert r.returncode != 0 and "is compiled for the CPU" in r.stderr and "--device Test" in r.stderr, r.stderr
+    # Compiled for the device (format 3): its weights load onto it, and it gives the same outputs.
+    test_spore = str(tmp_path / "for_test.spore")
+    r = subprocess.run([os.path.join(build_dir, "spore"), "compile", onnx, "--batch", "1,2", "--device", "Test",
+                        "-o", test_spore], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0 and "for the Test" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([os.path.join(build_dir, "spore"), "info", test_spore], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert "target:     Test" in r.stdout and "version 3" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([os.path.join(build_dir, "spore"), "infer", test_spore, "--device", "Test", "--input",
+                        str(tmp_path / "x.npy"), "--output", str(tmp_path / "y4.npy")], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert _close(np.load(tmp_path / "y4.npy"), want)
+    # Without the device in the process: an error that names it, not a crash.
+    r = subprocess.run([os.path.join(build_dir, "spore"), "info", test_spore], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode != 0 and "compiled for the Test" in r.stderr, r.stderr
 
 
 def _cc(root_dir, build_dir, src, exe):
@@ -149,12 +166,36 @@ def test_c_example_and_c_api_errors(lenet_file, root_dir, build_dir, tmp_path):
     assert "0 failure(s)" in r.stdout
 
 
+def test_c_api_device_buffers(lenet_file, root_dir, build_dir, tmp_path):
+    """A model compiled for a device (the test device here) from C: host buffers, device buffers
+    (spore_buffer_*), run_async, and the errors of buffers that do not fit."""
+    net, _ = lenet_file
+    onnx = ms.export(net, ms.Tensor(np.zeros((1, 1, 28, 28), np.float32)), file_name=str(tmp_path / "lenet"),
+                     file_format="ONNX")
+    env = dict(os.environ, SPORE_TEST_DEVICE="1")
+    spore = os.path.join(build_dir, "spore")
+    for out, extra in (("cpu.spore", []), ("test.spore", ["--device", "Test"])):
+        subprocess.run([spore, "compile", onnx, "--batch", "1,2", "-o", str(tmp_path / out)] + extra, check=True,
+                       capture_output=True, timeout=300, env=env)
+    exe = str(tmp_path / "capi_device")
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-o", exe,
+                    os.path.join(root_dir, "tests", "capi", "capi_device.c"), "-I" + os.path.join(root_dir, "include"),
+                    "-L" + build_dir, "-lspore_c", "-lm", "-Wl,-rpath," + build_dir], check=True, timeout=120)
+    r = subprocess.run([exe, str(tmp_path / "test.spore"), str(tmp_path / "cpu.spore")], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode == 0 and "0 failure(s)" in r.stdout, r.stdout + r.stderr
+    assert "device model target: Test" in r.stdout
+
+
 def test_ctypes_smoke(lenet_file, build_dir):
     net, path = lenet_file
     lib = ctypes.CDLL(os.path.join(build_dir, "libspore_c.so"))
     lib.spore_last_error.restype = ctypes.c_char_p
     lib.spore_version.restype = ctypes.c_char_p
-    assert lib.spore_c_api_version() == 1
+    assert lib.spore_c_api_version() == 2
     assert lib.spore_version().decode() == ms.__version__
     rt, model, ctx = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
     assert lib.spore_runtime_create(0, ctypes.byref(rt)) == 0
