@@ -29,14 +29,18 @@ fi
 grep -q 'SPORE_LEAN:BOOL=ON' "$BUILD/CMakeCache.txt" || { echo "$BUILD is not a lean build (SPORE_LEAN=ON)"; exit 1; }
 grep -q 'SPORE_CUDA:BOOL=ON' "$BUILD/CMakeCache.txt" || { echo "$BUILD has no CUDA backend (SPORE_CUDA=ON)"; exit 1; }
 start=$(date +%s)
-targets=(spore spore_cuda spore_cli test_cuda bench_cuda_ops bench_cuda_models)
+targets=(spore spore_c spore_cuda spore_cli test_cuda bench_cuda_ops bench_cuda_models)
 cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
 echo "built in $(( $(date +%s) - start )) s"
 
 rm -rf "$OUT" "$OUT.tar.xz"
 mkdir -p "$OUT/bin" "$OUT/lib" "$OUT/bench/peers" "$OUT/scripts"
-cp -P "$BUILD"/libspore.so* "$BUILD/libspore_cuda.so" "$OUT/lib/"
+cp -P "$BUILD"/libspore.so* "$BUILD"/libspore_c.so* "$BUILD/libspore_cuda.so" "$OUT/lib/"
 cp "$BUILD/spore" "$BUILD/tests/test_cuda" "$OUT/bin/"
+# The C API's device-buffer test program, run by gpu_check.sh on a model compiled for the GPU.
+cc -std=c99 -O2 -o "$OUT/bin/capi_device" tests/capi/capi_device.c -Iinclude -L"$BUILD" -lspore_c -lm \
+  -Wl,-rpath,'$ORIGIN/../lib'
+
 cp "$BUILD/bench/bench_cuda_ops" "$BUILD/bench/bench_cuda_models" "$OUT/bin/"
 cp bench/peers/cuda_ops_torch.py bench/peers/cuda_models_torch.py "$OUT/bench/peers/"
 cp scripts/gpu_check.sh "$OUT/scripts/"

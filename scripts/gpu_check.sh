@@ -94,6 +94,21 @@ if [ "$quick" != 1 ] && [ -f "$B/data/fashion-mnist/train-images-idx3-ubyte.gz" 
   echo "rc $? ms $(( ($(date +%s%N) - t_job) / 1000000 ))" > "$out/lenet_job.time"
 fi
 
+# 5. A model compiled for the GPU (spore compile --device GPU, docs/deploy.md) against the same ONNX
+# file compiled for the CPU, from the CLI and from C with device buffers (tests/capi/capi_device.c).
+if [ -x "$B/bin/capi_device" ]; then
+  (
+    set +e
+    cd "$out" || exit 1
+    timeout 60 "$B/bin/spore" export lenet --out lenet.onnx
+    timeout 60 "$B/bin/spore" compile lenet.onnx --batch 1,2 -o lenet_cpu.spore
+    timeout 60 "$B/bin/spore" compile lenet.onnx --batch 1,2 --device GPU -o lenet_gpu.spore
+    timeout 60 "$B/bin/spore" info lenet_gpu.spore
+    timeout 60 "$B/bin/capi_device" lenet_gpu.spore lenet_cpu.spore
+    echo "capi_device rc $?"
+  ) > "$out/compiled_gpu.log" 2>&1
+fi
+
 python3 - "$out" "$test_rc" "$(( $(date +%s) - t_start ))" "$nvrtc_rc" << 'PY'
 import json, os, sys
 out, test_rc, secs, nvrtc_rc = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
@@ -217,6 +232,14 @@ if os.path.exists(job):
           " PyTorch 2.11 on this GPU (the GPU speed issue): 27.8 s with a pinned DataLoader, 22.3 s"
           " with the data set on the GPU, accuracy ~0.90")
     for l in log[-4:]:
+        print(f"   | {l[:200]}")
+cg = os.path.join(out, "compiled_gpu.log")
+if os.path.exists(cg):
+    lines = open(cg, errors="replace").read().splitlines()
+    keep = [l for l in lines if l.startswith(("FAIL", "target:", "capi_device rc", "compiled", "spore:"))
+            or "relative error" in l or "failure(s)" in l]
+    print("\n== a model compiled for the GPU, from the CLI and from C with device buffers (capi_device)")
+    for l in keep[:20]:
         print(f"   | {l[:200]}")
 for r in sm + tm + sn + sc:
     if "error" in r:
