@@ -6,6 +6,7 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -164,6 +165,37 @@ def test_c_example_and_c_api_errors(lenet_file, root_dir, build_dir, tmp_path):
     r = subprocess.run([errs, path], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 failure(s)" in r.stdout
+
+
+def test_export_on_a_device_compiles_for_it(tmp_path):
+    """ms.export of a network on a device (the test device here) compiles the model for that device: its
+    weights load there, GraphCell runs it, and the outputs equal the network's own."""
+    code = r"""
+import numpy as np, sys
+sys.path.insert(0, sys.argv[1])
+import spore as ms
+from spore import nn
+from test_deploy import LeNet5, _x, _close
+ms.set_device("Test")
+ms.set_seed(1)
+net = LeNet5()
+net.set_train(False)
+x = _x(3, 5)
+want = net(ms.Tensor(x)).asnumpy()
+example = ms.Tensor(np.zeros((1, 1, 28, 28), np.float32)).move_to("CPU")  # moved to the network's device
+path = ms.export(net, example, file_name=sys.argv[2], file_format="MINDIR", batches=[1, 2])
+graph = ms.load(path)
+assert graph.device == "Test", graph.device
+assert "target:     Test" in graph.summary()
+got = nn.GraphCell(graph)(ms.Tensor(x))
+assert got.device.startswith("Test"), got.device
+assert _close(got.asnumpy(), want), np.abs(got.asnumpy() - want).max()
+print("ok")
+"""
+    env = dict(os.environ, SPORE_TEST_DEVICE="1")
+    r = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__), str(tmp_path / "lenet_test")],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
 
 
 def test_c_api_device_buffers(lenet_file, root_dir, build_dir, tmp_path):

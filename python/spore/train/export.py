@@ -53,6 +53,12 @@ def export(net, *inputs, file_name, file_format="MINDIR", **kwargs):
         raise ValueError(f"For 'export', file_format must be 'MINDIR' or 'ONNX', but got {file_format!r} "
                          "('AIR' needs Ascend's ATC, which Spore's compiled MINDIR file replaces).")
     path = _suffixed(file_name, ".mindir")
+    # Compiled for where the network is (its parameters' device: a GPU network gives a GPU model,
+    # whose weights load onto the GPU), with the example inputs moved there.
+    params = list(net.get_parameters())
+    if params and not params[0].device.startswith("CPU"):
+        target = params[0].device.split(":")[0]
+        inputs = tuple(t if t.device == params[0].device else t.move_to(target) for t in inputs)
     b = inputs[0].shape[0] if inputs[0].ndim else 1
     if batches is None:
         batches = sorted({1, b}) if dynamic else [b]
@@ -99,6 +105,11 @@ class Graph:
     @property
     def batches(self):
         return list(self._model.batches)
+
+    @property
+    def device(self):
+        """The target it was compiled for: "CPU", "GPU"."""
+        return self._model.device
 
     def summary(self):
         return self._model.summary()
