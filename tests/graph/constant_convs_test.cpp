@@ -1,7 +1,8 @@
 // Constant-weight convolutions (backends/cpu/passes/constant_convs.cpp): which convs the full
 // Graph-mode pipeline turns into conv2d_winograd / conv2d_packed, and the rewritten graph computing
 // what the untouched one does (both run by the executor). A ResNet-style stem and block in
-// inference: a 3 -> 16 stem conv (its input is the plain graph input: it stays on oneDNN), a 3x3
+// inference: a 3 -> 16 stem conv (its input is the plain graph input: the packed kernel reads it in
+// place, one channel at a time, and writes blocked activations), a 3x3
 // conv with a BatchNorm (folded into the conv's scale and shift) and relu, a stride-2 3x3 conv, a
 // 1x1 stride-2 shortcut and the residual add.
 #include <gtest/gtest.h>
@@ -82,9 +83,13 @@ TEST(ConstantConvs, FrozenResNetBlockRunsOnPreparedWeights) {
     auto ref = g->clone();
     graph::run_pipeline(*g);
     EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 1u);
-    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 2u);
-    EXPECT_EQ(g->count(OpId::Conv2d) + g->count(cpu::op::Conv2dFused()), 1u);  // the stem
+    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 3u);  // the stem from the plain input, 2 more
+    EXPECT_EQ(g->count(OpId::Conv2d) + g->count(cpu::op::Conv2dFused()), 0u);
     EXPECT_EQ(g->count(OpId::BatchNormInference), 0u);
+    size_t plain_inputs = 0;
+    for (const auto& n : g->nodes)
+      plain_inputs += n->op == cpu::op::Conv2dPacked() && n->inputs[0]->shape.size() == 4;
+    EXPECT_EQ(plain_inputs, 1u);
     test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
                        1e-5);
   }
@@ -102,7 +107,7 @@ TEST(ConstantConvs, FewTilesTakeThePackedKernel) {
     auto ref = g->clone();
     graph::run_pipeline(*g);
     EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 0u);
-    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 3u);
+    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 4u);  // the stem too
     test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
                        1e-5);
   }
@@ -128,8 +133,9 @@ TEST(ConstantConvs, ParametersAndSwitchOffKeepOneDnn) {
 // concatenated along the channels, a 1x1 conv over the concat. The pipeline makes x * sigmoid(x) a
 // silu (algebraic_simplification), fuses it into the conv (dnnl_fusion), keeps the concat in the
 // blocked layout (no re-layout around it) and gives the two convs inside the block a prepared
-// kernel with silu in its epilogue. The stem reads the plain input and the last conv writes the
-// plain output: those two stay on oneDNN, which re-lays them out itself.
+// kernel with silu in its epilogue. The stem reads the plain input (the packed kernel, one input
+// channel at a time) and the last conv writes the plain output: that one stays on oneDNN, which
+// re-lays it out itself.
 TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
   for (int64_t lanes : widths()) {
     SCOPED_TRACE("activations blocked in " + std::to_string(lanes) + " lanes");
@@ -160,7 +166,7 @@ TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
     graph::run_pipeline(*g);
     EXPECT_EQ(g->count(OpId::Mul) + g->count(OpId::Sigmoid) + g->count(OpId::Silu), 0u);
     EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 1u);
-    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 1u);
+    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 2u);  // the stem and the 1x1 in the block
     EXPECT_EQ(g->count(OpId::Concat), 1u);
     EXPECT_EQ(g->count(cpu::op::ToBlocked()) + g->count(cpu::op::FromBlocked()), 0u);
     for (const auto& n : g->nodes)

@@ -39,6 +39,7 @@ struct Geo {
   const char* act;            // "", "relu" or "silu"
   int64_t k = 3, stride = 1;  // square kernel, both strides
   int64_t L = 16;             // the activations' channel block (nChw16c or nChw8c)
+  bool plain_x = false;       // x plain (N, C, H, W) of any C, y blocked (the packed conv's stem)
   int64_t OH() const { return (H + pt + pb - k) / stride + 1; }
   int64_t OW() const { return (W + pl + pr - k) / stride + 1; }
 };
@@ -69,8 +70,10 @@ std::vector<double> reference(const Geo& g, const std::vector<double>& xb,
               for (int64_t j = 0; j < g.k; ++j) {
                 const int64_t ih = oh * g.stride - g.pt + i, iw = ow * g.stride - g.pl + j;
                 if (ih < 0 || ih >= g.H || iw < 0 || iw >= g.W) continue;
-                acc += xb[size_t((((n * Cb + c / L) * g.H + ih) * g.W + iw) * L + c % L)] *
-                       w[size_t(((o * g.C + c) * g.k + i) * g.k + j)];
+                const int64_t xi = g.plain_x
+                                       ? ((n * g.C + c) * g.H + ih) * g.W + iw
+                                       : (((n * Cb + c / L) * g.H + ih) * g.W + iw) * L + c % L;
+                acc += xb[size_t(xi)] * w[size_t(((o * g.C + c) * g.k + i) * g.k + j)];
               }
           if (g.bias) acc += b[size_t(o)];
           if (g.scale) acc = acc * s[size_t(o)] + sh[size_t(o)];
@@ -91,6 +94,7 @@ Attrs conv_attrs(const Geo& g) {
   a.set("padding", std::vector<int64_t>{g.pt, g.pb, g.pl, g.pr}).set("has_residual", g.residual);
   a.set("act", g.act);
   if (!g.winograd) a.set("stride", std::vector<int64_t>{g.stride, g.stride});
+  if (g.plain_x) a.set("lanes", g.L);
   return a;
 }
 
@@ -108,7 +112,7 @@ Tensor run_conv(const Geo& g, const Tensors& t) {
 
 Tensors make(const Geo& g, uint64_t seed) {
   set_seed(seed);
-  Tensors t{randn({g.N, g.C / g.L, g.H, g.W, g.L}),
+  Tensors t{g.plain_x ? randn({g.N, g.C, g.H, g.W}) : randn({g.N, g.C / g.L, g.H, g.W, g.L}),
             randn({g.O, g.C, g.k, g.k}) * (1.0 / std::sqrt(double(g.k * g.k * g.C)))};
   if (g.bias) t.push_back(randn({g.O}) * 0.1);
   if (g.scale) {
@@ -174,6 +178,12 @@ const Geo kGeos[] = {
      2},
     {"packed_1x1_silu_residual", false, 2, 32, 6, 6, 16, 0, 0, 0, 0, true, true, true, "silu", 1,
      1},
+    // A plain input of 3 channels into blocked activations (a stem): YOLOv5's 6x6 stride-2 with
+    // BatchNorm + SiLU, and a 3x3 with bias + relu (ResNet's CIFAR stem) over two images.
+    {"packed_plain_stem_6x6_stride2_silu", false, 1, 3, 20, 18, 32, 2, 2, 2, 2, false, true, false,
+     "silu", 6, 2, 16, true},
+    {"packed_plain_stem_3x3_relu", false, 2, 3, 9, 7, 16, 1, 1, 1, 1, true, false, false, "relu", 3,
+     1, 16, true},
 };
 
 class ConstantConvGeo : public ::testing::TestWithParam<std::tuple<Geo, int64_t>> {};
@@ -198,7 +208,7 @@ TEST(ConstantConv, EveryHighwayTarget) {
   for (const std::string& target : cpu::direct_conv_targets()) {
     cpu::direct_conv_use_target(target);
     for (const Geo& g0 :
-         {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17], kGeos[18], kGeos[20]}) {
+         {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17], kGeos[18], kGeos[20], kGeos[21]}) {
       for (int64_t L : {16, 8}) {
         const Geo g = in_lanes(g0, L);
         if (!takes_lanes(g)) continue;
@@ -278,7 +288,7 @@ TEST(Winograd, BadInputsAreNamed) {
   EXPECT_NE(msg(cpu::op::WinogradWeights(), {zeros({16, 16, 5, 5})}, Attrs()).find("3x3 weight"),
             std::string::npos);
   EXPECT_NE(
-      msg(cpu::op::PackConvWeights(), {zeros({16, 12, 3, 3})}, Attrs()).find("multiples of 16"),
+      msg(cpu::op::PackConvWeights(), {zeros({12, 16, 3, 3})}, Attrs()).find("multiple of 16"),
       std::string::npos);
   EXPECT_NE(msg(cpu::op::PackConvWeights(), {zeros({16, 16, 3, 3}), zeros({8})},
                 Attrs().set("has_bias", true))

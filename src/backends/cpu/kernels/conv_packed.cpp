@@ -124,14 +124,76 @@ HWY_INLINE void TileTail(int rows, const PackedConvGeom& g, const Source& s, con
   }
 }
 
-// Tasks [t0, t1) of (chunk, ob), chunk major, on activations blocked in L lanes.
-template <int64_t L>
+// Tile for a plain (N, C, H, W) input of any C (a network's stem: 3 colour channels) into y
+// blocked in L lanes: K runs over (tap, channel), one input channel and 16 weights at a time.
+template <int64_t L, int R>
+HWY_INLINE void TilePlain(const PackedConvGeom& g, const Source& s, const int64_t* k_off,
+                          const int64_t* in_at, const int64_t* out_at, int64_t ob,
+                          const float* HWY_RESTRICT wo, const float* HWY_RESTRICT beta,
+                          const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
+  const DG d;
+  const int64_t out_plane = g.OH * g.OW * L, K = g.kh * g.kw * g.C;
+  const float* base[R];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) base[r] = s.x + in_at[r];
+  hn::Vec<DG> acc[R][kNV];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] =
+      hn::Zero(d);
+  const float* w = wo;
+  // k_off: each (tap, channel)'s offset from a pixel's first input, in the weights' order.
+  for (int64_t u = 0; u < K; ++u, w += 16) {
+    hn::Vec<DG> wv[kNV];
+    SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) wv[k] = hn::LoadU(d, w + k * kStep);
+    const int64_t at = k_off[u];
+    SPORE_UNROLL for (int r = 0; r < R; ++r) {
+      const auto b = hn::Set(d, base[r][at]);
+      SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, wv[k], acc[r][k]);
+    }
+  }
+  const auto zero = hn::Zero(d);
+  SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) {
+    const auto b = hn::LoadU(d, beta + ob * 16 + k * kStep);
+    SPORE_UNROLL for (int r = 0; r < R; ++r) {
+      auto o = hn::Add(acc[r][k], b);
+      const int64_t c = ob * 16 + int64_t(k * kStep);
+      const int64_t at = out_at[r] + c / L * out_plane + c % L;
+      if (res) o = hn::Add(o, hn::LoadU(d, res + at));
+      if (act == ConvAct::kRelu)
+        o = hn::Max(o, zero);
+      else if (act == ConvAct::kSilu)
+        o = simd::HWY_NAMESPACE::silu_f(d, o);
+      hn::StoreU(o, d, y + at);
+    }
+  }
+}
+
+template <int64_t L, int R>
+HWY_INLINE void TilePlainTail(int rows, const PackedConvGeom& g, const Source& s,
+                              const int64_t* k_off, const int64_t* in_at, const int64_t* out_at,
+                              int64_t ob, const float* wo, const float* beta, const float* res,
+                              ConvAct act, float* y) {
+  if constexpr (R > 0) {
+    if (rows == R) return TilePlain<L, R>(g, s, k_off, in_at, out_at, ob, wo, beta, res, act, y);
+    TilePlainTail<L, R - 1>(rows, g, s, k_off, in_at, out_at, ob, wo, beta, res, act, y);
+  }
+}
+
+// Tasks [t0, t1) of (chunk, ob), chunk major, on activations blocked in L lanes (kPlain: the input
+// is plain NCHW, the output blocked in L).
+template <int64_t L, bool kPlain = false>
 void TasksIn(const PackedConvGeom& g, const Source& s, const float* wp, const float* beta,
              const float* res, ConvAct act, float* y, int64_t t0, int64_t t1) {
   const int64_t Ob = g.O / 16, rows = g.N * g.OH * g.OW, units = g.kh * g.kw * (g.C / 16);
+  constexpr int64_t LX = kPlain ? 1 : L;  // the input's block
   int64_t tap_off[kMaxTaps];
   for (int64_t i = 0; i < g.kh; ++i)
-    for (int64_t j = 0; j < g.kw; ++j) tap_off[i * g.kw + j] = (i * s.Ws + j) * L;
+    for (int64_t j = 0; j < g.kw; ++j) tap_off[i * g.kw + j] = (i * s.Ws + j) * LX;
+  // A plain input: every (tap, channel)'s offset, in the packed weights' order.
+  std::vector<int64_t> k_off;
+  if constexpr (kPlain) {
+    k_off.resize(size_t(g.kh * g.kw * g.C));
+    for (int64_t t = 0; t < g.kh * g.kw; ++t)
+      for (int64_t c = 0; c < g.C; ++c) k_off[size_t(t * g.C + c)] = tap_off[t] + c * s.Hs * s.Ws;
+  }
   int64_t in_at[kChunkRows], out_at[kChunkRows];  // the chunk's pixels, as Tile takes them
   int64_t at_chunk = -1;
   for (int64_t t = t0; t < t1; ++t) {
@@ -142,13 +204,22 @@ void TasksIn(const PackedConvGeom& g, const Source& s, const float* wp, const fl
       for (int64_t i = 0; i < n_rows; ++i) {
         const int64_t p = r_begin + i, n = p / (g.OH * g.OW), oh = p % (g.OH * g.OW) / g.OW,
                       ow = p % g.OW;
-        in_at[i] = ((n * (g.C / L) * s.Hs + oh * g.sh) * s.Ws + ow * g.sw) * L;
+        in_at[i] = ((n * (kPlain ? g.C : g.C / L) * s.Hs + oh * g.sh) * s.Ws + ow * g.sw) * LX;
         out_at[i] = ((n * (g.O / L) * g.OH + oh) * g.OW + ow) * L;
       }
       at_chunk = chunk;
     }
-    const float* wo = wp + ob * units * 256;
     int64_t i = 0;
+    if constexpr (kPlain) {
+      const float* wo = wp + ob * g.kh * g.kw * g.C * 16;
+      for (; i + kRows <= n_rows; i += kRows)
+        TilePlain<L, kRows>(g, s, k_off.data(), in_at + i, out_at + i, ob, wo, beta, res, act, y);
+      if (i < n_rows)
+        TilePlainTail<L, kRows - 1>(int(n_rows - i), g, s, k_off.data(), in_at + i, out_at + i, ob,
+                                    wo, beta, res, act, y);
+      continue;
+    }
+    const float* wo = wp + ob * units * 256;
     for (; i + kRows <= n_rows; i += kRows)
       Tile<L, kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
     if (i < n_rows)
@@ -160,6 +231,10 @@ void TasksIn(const PackedConvGeom& g, const Source& s, const float* wp, const fl
 void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const float* beta,
            const float* res, ConvAct act, float* y, int64_t t0, int64_t t1) {
   // L = 8 only where a vector holds at most 8 lanes (packed_conv2d checks packed_takes_lanes).
+  if (g.Lx == 1) {
+    if (kStep <= 8 && g.L == 8) return TasksIn<8, true>(g, s, wp, beta, res, act, y, t0, t1);
+    return TasksIn<16, true>(g, s, wp, beta, res, act, y, t0, t1);
+  }
   if (kStep <= 8 && g.L == 8) return TasksIn<8>(g, s, wp, beta, res, act, y, t0, t1);
   TasksIn<16>(g, s, wp, beta, res, act, y, t0, t1);
 }
@@ -183,7 +258,7 @@ float* padded_buffer(size_t n) {
 
 // x (N, Cb, H, W, L) -> xp (N, Cb, Hp, Wp, L) with the input at (pt, pl) and zeros around it.
 void pad_input(const PackedConvGeom& g, const float* x, float* xp, int64_t Hp, int64_t Wp) {
-  const int64_t L = g.L, planes = g.N * (g.C / L);
+  const int64_t L = g.Lx == 1 ? 1 : g.L, planes = g.N * (g.C / L);
   // Small copies (the deep layers at batch 1: tens of KiB) on the calling thread: waking the
   // other threads for them costs more than the copy, and the conv itself wakes them next.
   const int64_t grain = std::max<int64_t>(1, kSerialPadFloats / (Hp * Wp * L));
@@ -216,8 +291,8 @@ bool packed_takes_lanes(int64_t lanes) {
 void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t kw,
                        const float* bias, const float* scale, const float* shift, float* wp,
                        float* beta) {
-  SPORE_ASSERT(O % 16 == 0 && C % 16 == 0,
-               "packed conv: channels must be multiples of 16, got O=", O, ", C=", C);
+  SPORE_ASSERT(O % 16 == 0 && C >= 1, "packed conv: O must be a multiple of 16, got O=", O,
+               ", C=", C);
   for (int64_t o = 0; o < O; ++o) {
     const float s = scale ? scale[o] : 1.f;
     beta[o] = (bias ? bias[o] : 0.f) * s + (shift ? shift[o] : 0.f);
@@ -231,10 +306,10 @@ void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t
 
 void packed_conv2d(const PackedConvGeom& g, const float* x, const float* wp, const float* beta,
                    const float* residual, ConvAct act, float* y) {
-  SPORE_ASSERT(
-      g.O % 16 == 0 && g.C % 16 == 0 && g.kh * g.kw <= pconv::kMaxTaps && packed_takes_lanes(g.L),
-      "packed conv: unsupported geometry (O=", g.O, ", C=", g.C, ", ", g.kh * g.kw, " taps, lanes ",
-      g.L, ")");
+  SPORE_ASSERT(g.O % 16 == 0 && (g.C % 16 == 0 || g.Lx == 1) && g.kh * g.kw <= pconv::kMaxTaps &&
+                   packed_takes_lanes(g.L) && (g.Lx == 0 || g.Lx == 1),
+               "packed conv: unsupported geometry (O=", g.O, ", C=", g.C, ", ", g.kh * g.kw,
+               " taps, lanes ", g.L, ", input block ", g.Lx, ")");
   const int64_t rows = g.N * g.OH * g.OW;
   if (rows == 0) return;
   // The extent the windows read; a conv that pads (or reads past the input) gets a bordered copy.
@@ -279,10 +354,16 @@ void conv2d_packed_kernel(ops::KernelContext& ctx) {
   const bool has_res = ctx.attrs.get_bool("has_residual", false);
   const Tensor r = has_res ? dense(ctx.inputs[3]) : Tensor();
   const auto pad = ctx.attrs.get_ints("padding"), st = ctx.attrs.get_ints("stride");
-  const int64_t L = x.size(4);
-  const PackedConvGeom g{x.size(0),  x.size(1) * L, x.size(2), x.size(3), y.size(1) * L,
-                         wp.size(1), wp.size(2),    y.size(2), y.size(3), st[0],
-                         st[1],      pad[0],        pad[2],    L};
+  const bool plain = x.dim() == 4;  // a plain NCHW input (any C), y blocked in y's lanes
+  const int64_t L = y.size(4);
+  PackedConvGeom g{x.size(0),     plain ? x.size(1) : x.size(1) * L,
+                   x.size(2),     x.size(3),
+                   y.size(1) * L, wp.size(1),
+                   wp.size(2),    y.size(2),
+                   y.size(3),     st[0],
+                   st[1],         pad[0],
+                   pad[2],        L};
+  g.Lx = plain ? 1 : 0;
   const ConvAct act = conv_act(ctx.attrs.has("act") ? ctx.attrs.get_string("act") : "");
   packed_conv2d(g, x.data<float>(), wp.data<float>(), beta.data<float>(),
                 has_res ? r.data<float>() : nullptr, act, y.data<float>());

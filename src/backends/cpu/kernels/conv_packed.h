@@ -21,6 +21,9 @@ namespace spore::cpu {
 struct PackedConvGeom {
   int64_t N, C, H, W, O, kh, kw, OH, OW, sh, sw, pt, pl;
   int64_t L = 16;
+  // The input's block: 0, the same as y's (C a multiple of 16); 1, plain NCHW (N, C, H, W) of any
+  // C (a network's stem: its colour channels), read one channel at a time.
+  int64_t Lx = 0;
 };
 // Whether the kernel on this machine reads and writes activations blocked in `lanes` (8 or 16):
 // 16 always; 8 where its vectors hold 8 lanes or fewer (AVX2), as one vector never spans two
@@ -28,7 +31,7 @@ struct PackedConvGeom {
 bool packed_takes_lanes(int64_t lanes);
 
 // wp (O/16, kh, kw, C, 16) = w[o][c][i][j] * scale[o]; beta (O) = bias * scale + shift. w is
-// (O, C, kh, kw); bias, scale and shift may be null (0, 1, 0).
+// (O, C, kh, kw), O a multiple of 16, any C; bias, scale and shift may be null (0, 1, 0).
 void pack_conv_weights(const float* w, int64_t O, int64_t C, int64_t kh, int64_t kw,
                        const float* bias, const float* scale, const float* shift, float* wp,
                        float* beta);

@@ -15,7 +15,8 @@
 //       wp (O/16, kh, kw, C, 16) = w * scale; beta as above
 //   conv2d_packed(x, wp, beta[, residual]) = act(conv2d(x, w) * scale + beta + residual)
 //       x (N, C/L, H, W, L) -> (N, O/L, OH, OW, L), OH = (H + pad_top + pad_bottom - kh) /
-//       stride + 1
+//       stride + 1; or x plain (N, C, H, W) of any C (a network's stem) -> y blocked in the
+//       `lanes` attribute's L
 //
 // Attributes: has_bias, has_scale (the weight ops); padding (top, bottom, left, right), act ("" or
 // "relu"), has_residual and (conv2d_packed) stride. float32 only; all are kNonDiff.
@@ -31,8 +32,8 @@ void check_f32(const TensorMeta& m, const char* what) {
 }
 
 // The weight ops' inputs (w[, bias][, scale, shift]) against has_bias / has_scale; w is 4-D with
-// O and C multiples of 16.
-void check_weight_inputs(const Metas& in, const Attrs& a) {
+// O a multiple of 16, and C too unless any_c (the packed conv also takes a plain input of any C).
+void check_weight_inputs(const Metas& in, const Attrs& a, bool any_c = false) {
   const bool has_bias = a.get_bool("has_bias", false), has_scale = a.get_bool("has_scale", false);
   const size_t want = 1 + size_t(has_bias) + 2 * size_t(has_scale);
   SPORE_CHECK(in.size() == want, "expected ", want,
@@ -40,9 +41,9 @@ void check_weight_inputs(const Metas& in, const Attrs& a) {
               ", has_scale=", has_scale, ", got ", in.size());
   for (size_t i = 0; i < in.size(); ++i) check_f32(in[i], i == 0 ? "w" : "a per-channel input");
   const Shape& w = in[0].shape;
-  SPORE_CHECK(w.size() == 4 && w[0] % 16 == 0 && w[1] % 16 == 0,
-              "expected a weight (O, C, kh, kw) with O and C multiples of 16, got shape ",
-              shape_str(w));
+  SPORE_CHECK(w.size() == 4 && w[0] % 16 == 0 && w[1] >= 1 && (any_c || w[1] % 16 == 0),
+              "expected a weight (O, C, kh, kw) with O ", any_c ? "" : "and C ",
+              any_c ? "a multiple" : "multiples", " of 16, got shape ", shape_str(w));
   for (size_t i = 1; i < in.size(); ++i)
     SPORE_CHECK(in[i].shape == Shape{w[0]}, "per-channel inputs must have shape (", w[0], "), got ",
                 shape_str(in[i].shape));
@@ -66,7 +67,9 @@ Shape check_conv(const Metas& in, const Attrs& a, int64_t O, int64_t kh, int64_t
   const std::string act = a.has("act") ? a.get_string("act") : std::string();
   SPORE_CHECK(act.empty() || act == "relu" || act == "silu",
               "act must be \"\", \"relu\" or \"silu\", got '", act, "'");
-  const int64_t L = x[4];
+  // y's block: x's, or for a plain x (the packed conv's stem) the lanes attribute.
+  const int64_t L = x.size() == 5 ? x[4] : a.get_int("lanes", 16);
+  SPORE_CHECK(L == 16 || L == 8, "lanes must be 16 or 8, got ", L);
   const Shape y{x[0], O / L, (hp - kh) / sh + 1, (wp - kw) / sw + 1, L};
   if (has_res)
     SPORE_CHECK(in[3].shape == y, "residual must have the output's shape ", shape_str(y), ", got ",
@@ -74,15 +77,16 @@ Shape check_conv(const Metas& in, const Attrs& a, int64_t O, int64_t kh, int64_t
   return y;
 }
 
-void check_conv_inputs(const Metas& in, const Attrs& a, const char* weights) {
+void check_conv_inputs(const Metas& in, const Attrs& a, const char* weights, bool plain_x = false) {
   const bool has_res = a.get_bool("has_residual", false);
   SPORE_CHECK(in.size() == 3 + size_t(has_res), "expected (x, ", weights, ", beta",
               has_res ? ", residual" : "", "), got ", in.size(), " inputs");
   for (size_t i = 0; i < in.size(); ++i)
     check_f32(in[i], i == 0 ? "x" : i == 1 ? weights : i == 2 ? "beta" : "residual");
-  SPORE_CHECK(in[0].shape.size() == 5 && (in[0].shape[4] == 16 || in[0].shape[4] == 8),
-              "expected a blocked x (N, C/16, H, W, 16) or (N, C/8, H, W, 8), got shape ",
-              shape_str(in[0].shape));
+  SPORE_CHECK((in[0].shape.size() == 5 && (in[0].shape[4] == 16 || in[0].shape[4] == 8)) ||
+                  (plain_x && in[0].shape.size() == 4),
+              "expected a blocked x (N, C/16, H, W, 16) or (N, C/8, H, W, 8)",
+              plain_x ? " or a plain x (N, C, H, W)" : "", ", got shape ", shape_str(in[0].shape));
 }
 
 }  // namespace
@@ -115,7 +119,7 @@ OpRules Conv2dWinograd() {
 OpRules PackConvWeights() {
   return {
       .infer = [](const Metas& in, const Attrs& a) -> Metas {
-        check_weight_inputs(in, a);
+        check_weight_inputs(in, a, /*any_c=*/true);
         const Shape& w = in[0].shape;
         SPORE_CHECK(w[2] >= 1 && w[3] >= 1 && w[2] * w[3] <= 64,
                     "expected a kernel of 1 to 64 taps, got shape ", shape_str(w));
@@ -127,10 +131,10 @@ OpRules PackConvWeights() {
 OpRules Conv2dPacked() {
   return {
       .infer = [](const Metas& in, const Attrs& a) -> Metas {
-        check_conv_inputs(in, a, "wp");
+        check_conv_inputs(in, a, "wp", /*plain_x=*/true);
         const Shape &x = in[0].shape, &wp = in[1].shape;
-        SPORE_CHECK(wp.size() == 5 && wp[4] == 16 && wp[3] == x[1] * x[4],
-                    "expected wp (O/16, kh, kw, C=", x[1] * x[4],
+        const int64_t C = x.size() == 4 ? x[1] : x[1] * x[4];
+        SPORE_CHECK(wp.size() == 5 && wp[4] == 16 && wp[3] == C, "expected wp (O/16, kh, kw, C=", C,
                     ", 16) from pack_conv_weights, got shape ", shape_str(wp));
         const Shape st = a.get_ints("stride");
         SPORE_CHECK(st.size() == 2 && st[0] >= 1 && st[1] >= 1,

@@ -2,7 +2,8 @@
 //
 //   conv2d[_fused](x_b, w[, bias][, scale, shift][, residual_b]) {act "" / relu / silu}
 //     ->  conv2d_winograd(x_b, u, beta[, residual_b])    3x3, stride 1, enough output tiles
-//     ->  conv2d_packed(x_b, wp, beta[, residual_b])     any other kernel size and stride
+//     ->  conv2d_packed(x_b, wp, beta[, residual_b])     any other kernel size and stride, and a
+//                                                         plain x of < 16 channels (the stem)
 //
 // where (u, beta) = winograd_weights(w, bias, scale, shift) or (wp, beta) = pack_conv_weights(...)
 // run now and are captured as constants (the original weight is dropped from the graph). Only
@@ -81,6 +82,8 @@ size_t constant_convs(Graph& g) {
     a.set("padding", n->attrs.get_ints("padding")).set("has_residual", has_res);
     a.set("act", fused && n->attrs.has("act") ? n->attrs.get_string("act") : std::string());
     if (way == Way::kPacked) a.set("stride", n->attrs.get_ints("stride"));
+    // A plain input (the stem): y keeps the blocked output's lanes.
+    if (n->inputs[0]->shape.size() == 4) a.set("lanes", n->outputs[0]->shape.at(4));
     const OpId op = way == Way::kWinograd ? op::Conv2dWinograd() : op::Conv2dPacked();
     ops::Metas in_metas;
     for (const Value* v : ins) in_metas.push_back({v->shape, v->dtype});
