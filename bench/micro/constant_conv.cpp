@@ -1,6 +1,7 @@
-// The three ways Graph mode can run a constant-weight convolution between blocked (nChw16c)
-// activations, on ResNet-18's (CIFAR stem) geometries at batch 1 and 64, float32, BatchNorm scale
-// and shift + relu in the epilogue:
+// The three ways Graph mode can run a constant-weight convolution between blocked activations (in
+// the machine's lanes: nChw16c, or nChw8c on AVX2), on ResNet-18's (CIFAR stem) geometries at
+// batch 1 and 64 and YOLOv5s's (320 px) at batch 1, float32, BatchNorm scale and shift + relu in
+// the epilogue:
 //   onednn    conv2d_fused (the oneDNN primitive Graph mode runs on weights that are parameters)
 //   winograd  conv2d_winograd on weights prepared once (3x3 stride-1 convs only)
 //   packed    conv2d_packed, the direct kernel on packed weights
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/ops/ops.h"
 #include "ops/op.h"
 #include "spore/spore.h"
@@ -34,7 +36,13 @@ constexpr Geo kGeos[] = {
     {"l3_256c_8x8", 256, 8, 256, 3, 1, 1},      {"l4_512c_4x4", 512, 4, 512, 3, 1, 1},
     {"down_64to128_s2", 64, 32, 128, 3, 2, 1},  {"down_256to512_s2", 256, 8, 512, 3, 2, 1},
     {"shortcut_1x1_s2", 128, 16, 256, 1, 2, 0},
+    // YOLOv5s at 320 px: the stride-2 downsampling convs (the same FLOPs at every stage) and the
+    // 1x1 convs of its C3 blocks.
+    {"yolo_down_32to64", 32, 160, 64, 3, 2, 1}, {"yolo_down_128to256", 128, 40, 256, 3, 2, 1},
+    {"yolo_1x1_64to32_80", 64, 80, 32, 1, 1, 0}, {"yolo_1x1_64to64_80", 64, 80, 64, 1, 1, 0},
+    {"yolo_1x1_128to64_40", 128, 40, 64, 1, 1, 0},
 };
+constexpr int64_t kFirstYolo = 7;  // YOLOv5s's geometries run at batch 1 only
 enum Way { kOneDnn, kWinograd, kPacked };
 
 void BM_ConstantConv(benchmark::State& state) {
@@ -43,7 +51,8 @@ void BM_ConstantConv(benchmark::State& state) {
   const Way way = Way(state.range(2));
   spore::set_seed(0);
   const int64_t OH = (g.H + 2 * g.pad - g.k) / g.stride + 1;
-  const Tensor x = spore::randn({N, g.C / 16, g.H, g.H, 16});
+  const int64_t L = spore::cpu::blocked_lanes();
+  const Tensor x = spore::randn({N, g.C / L, g.H, g.H, L});
   const Tensor w = spore::randn({g.O, g.C, g.k, g.k}) * 0.05, scale = spore::rand({g.O}) + 0.5,
                shift = spore::randn({g.O}) * 0.1;
   const std::vector<int64_t> pads{g.pad, g.pad, g.pad, g.pad}, stride{g.stride, g.stride};
@@ -55,6 +64,7 @@ void BM_ConstantConv(benchmark::State& state) {
     ins = {x, w, scale, shift};
     a.set("stride", stride).set("dilation", std::vector<int64_t>{1, 1}).set("groups", int64_t(1));
     a.set("blocked_x", true).set("blocked_y", true).set("has_bias", false).set("has_scale", true);
+    a.set("lanes", L);
   } else {
     const bool wino = way == kWinograd;
     const auto prepared = spore::ops::call(
@@ -79,6 +89,7 @@ void Args(benchmark::internal::Benchmark* b) {
     for (int64_t n : {1, 64})
       for (int64_t way : {kOneDnn, kWinograd, kPacked}) {
         const Geo& g = kGeos[gi];
+        if (gi >= kFirstYolo && n != 1) continue;
         if (way == kWinograd && (g.k != 3 || g.stride != 1)) continue;
         b->Args({gi, n, way});
       }

@@ -88,6 +88,14 @@ SPORE_OP_CASES({
        return {from_values(values(x[0]), x[0].shape(), x[0].dtype())};
      },
      .dtypes = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8}},
+    // Large enough for the tiled transpose (copy.cpp): a detector head's (n, a, 85, H, W) ->
+    // (n, a, H, W, 85), tiles ragged at both edges, two outer dims.
+    {.name = "copy/head_permute",
+     .op = OpId::Copy,
+     .inputs = {{.shape = {2, 3, 37, 9, 10}}},
+     .run = [](const Tensors& x) -> Tensors { return {x[0].permute({0, 1, 3, 4, 2}).contiguous()}; },
+     .reference = [](const Tensors& x) -> Tensors { return {ref_permute(x[0], {0, 1, 3, 4, 2})}; },
+     .dtypes = {kFloat32, kFloat64, kFloat16, kInt64, kUInt8}},
     // A round trip through the test device (a backend with memory of its own): values, strides
     // (a transposed input is packed on its device first) and the gradient coming back.
     {.name = "to_device/roundtrip",

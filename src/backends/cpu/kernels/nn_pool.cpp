@@ -480,7 +480,10 @@ void max_pool2d_blocked(ops::KernelContext& ctx) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   int64_t* ip = idx.data<int64_t>();
-  parallel_for(0, x.size(0) * Cb, blocked_grain(g.H * g.W * L), [&](int64_t q0, int64_t q1) {
+  // The grain counts window steps, not input floats: a small plane with a large window (YOLOv5's
+  // SPPF: 5x5 over 10x10 maps) is still worth two threads.
+  const int64_t grain = blocked_grain(std::max(g.H * g.W, g.OH * g.OW * g.kh * g.kw / 4) * L);
+  parallel_for(0, x.size(0) * Cb, grain, [&](int64_t q0, int64_t q1) {
     HWY_DYNAMIC_DISPATCH(blkpool::MaxPoolBlockedFwd)(g, xp, yp, ip, q0, q1);
   });
 }
