@@ -176,3 +176,39 @@ TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
                        1e-5);
   }
 }
+
+// Sibling convs (backends/cpu/passes/sibling_convs.cpp): YOLOv5's C3 reads its input through two
+// 1x1 convs; at batch 1 they become one conv over the stacked weights, and channel-block slices
+// (views) of its output stand for theirs. At batch 2 the slices would not be contiguous: the two
+// convs stay.
+TEST(ConstantConvs, SiblingConvsMergeAtBatchOne) {
+  for (int64_t lanes : widths()) {
+    SCOPED_TRACE("activations blocked in " + std::to_string(lanes) + " lanes");
+    const cpu::ScopedBlockedLanes fixed(lanes);
+    set_seed(5);
+    const Tensor w0 = randn({16, 3, 3, 3}) * 0.3, wa = randn({16, 16, 1, 1}) * 0.3,
+                 wb = randn({32, 16, 1, 1}) * 0.3, wc = randn({16, 48, 1, 1}) * 0.2;
+    for (int64_t batch : {1, 2}) {
+      SCOPED_TRACE("batch " + std::to_string(batch));
+      const Tensor x = randn({batch, 3, 12, 12});
+      auto g = graph::trace(
+          [&](const std::vector<Tensor>& in) {
+            std::vector<Tensor> c;  // constants: copies only the graph keeps
+            for (const Tensor& t : {w0, wa, wb, wc})
+              c.push_back(from_vector(t.to_vector<float>(), t.shape()));
+            const Tensor stem = relu(conv2d(in[0], c[0], {.padding = {1, 1, 1, 1}}));
+            const Tensor a = relu(conv2d(stem, c[1])), b = relu(conv2d(stem, c[2]));
+            return std::vector<Tensor>{relu(conv2d(concat({a + stem, b}, 1), c[3]))};
+          },
+          {x});
+      auto ref = g->clone();
+      graph::run_pipeline(*g);
+      // The stem and the siblings (one conv at batch 1); the last conv writes the plain output
+      // and stays on oneDNN.
+      EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), batch == 1 ? 2u : 3u);
+      EXPECT_EQ(g->count(OpId::Slice), batch == 1 ? 2u : 0u);
+      test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
+                         1e-5);
+    }
+  }
+}

@@ -15,6 +15,7 @@ inline constexpr int kOrderFoldBatchnorm = 100;
 inline constexpr int kOrderConvMatmulFusion = 200;
 inline constexpr int kOrderBlockedLayout = 500;
 inline constexpr int kOrderConstantConvs = 550;
+inline constexpr int kOrderSiblingConvs = 560;
 inline constexpr int kOrderConvPoolFusion = 600;
 
 // BatchNorm folding (bn_folding.cpp), inference: conv2d -> batch_norm_inference becomes one
@@ -37,6 +38,11 @@ size_t blocked_layout(graph::Graph& g);
 // stride-1 convs with enough output tiles, a direct conv on packed weights (conv2d_packed) for
 // the rest. Runs after blocked_layout. Returns convs rewritten.
 size_t constant_convs(graph::Graph& g);
+// Sibling convolutions (sibling_convs.cpp): conv2d_packed nodes reading the same batch-1 blocked
+// input with the same geometry and activation (YOLOv5's C3 cv1 / cv2) become one conv over their
+// stacked weights, whose channel-block slices (views) stand for the old outputs. Runs after
+// constant_convs. Returns convs removed.
+size_t sibling_convs(graph::Graph& g);
 // Conv + max pool (conv_pool_fusion.cpp), for convs with at most 4 input channels:
 // conv2d[_fused] -> max_pool2d becomes conv2d_pool_fused (the conv output never stored), and
 // max_pool2d_backward -> conv2d_backward_weight becomes conv2d_backward_weight_pooled (only the
