@@ -53,7 +53,8 @@ Key key_of(const Node& n) {
 }  // namespace
 
 size_t sibling_convs(Graph& g) {
-  if (const char* off = std::getenv("SPORE_GRAPH_DISABLE"); off && std::strstr(off, "sibling_convs"))
+  if (const char* off = std::getenv("SPORE_GRAPH_DISABLE");
+      off && std::strstr(off, "sibling_convs"))
     return 0;
   NoGradGuard no_grad;
   std::map<Key, std::vector<Node*>> groups;  // schedule order within each group
