@@ -32,14 +32,19 @@ struct Geo {
   int64_t C, H, O, k, stride, pad;
 };
 constexpr Geo kGeos[] = {
-    {"l1_64c_32x32", 64, 32, 64, 3, 1, 1},      {"l2_128c_16x16", 128, 16, 128, 3, 1, 1},
-    {"l3_256c_8x8", 256, 8, 256, 3, 1, 1},      {"l4_512c_4x4", 512, 4, 512, 3, 1, 1},
-    {"down_64to128_s2", 64, 32, 128, 3, 2, 1},  {"down_256to512_s2", 256, 8, 512, 3, 2, 1},
+    {"l1_64c_32x32", 64, 32, 64, 3, 1, 1},
+    {"l2_128c_16x16", 128, 16, 128, 3, 1, 1},
+    {"l3_256c_8x8", 256, 8, 256, 3, 1, 1},
+    {"l4_512c_4x4", 512, 4, 512, 3, 1, 1},
+    {"down_64to128_s2", 64, 32, 128, 3, 2, 1},
+    {"down_256to512_s2", 256, 8, 512, 3, 2, 1},
     {"shortcut_1x1_s2", 128, 16, 256, 1, 2, 0},
     // YOLOv5s at 320 px: the stride-2 downsampling convs (the same FLOPs at every stage) and the
     // 1x1 convs of its C3 blocks.
-    {"yolo_down_32to64", 32, 160, 64, 3, 2, 1}, {"yolo_down_128to256", 128, 40, 256, 3, 2, 1},
-    {"yolo_1x1_64to32_80", 64, 80, 32, 1, 1, 0}, {"yolo_1x1_64to64_80", 64, 80, 64, 1, 1, 0},
+    {"yolo_down_32to64", 32, 160, 64, 3, 2, 1},
+    {"yolo_down_128to256", 128, 40, 256, 3, 2, 1},
+    {"yolo_1x1_64to32_80", 64, 80, 32, 1, 1, 0},
+    {"yolo_1x1_64to64_80", 64, 80, 64, 1, 1, 0},
     {"yolo_1x1_128to64_40", 128, 40, 64, 1, 1, 0},
 };
 constexpr int64_t kFirstYolo = 7;  // YOLOv5s's geometries run at batch 1 only

@@ -157,8 +157,7 @@ TEST(ModelFile, TimedConvChoicesTravelInTheFile) {
   set_seed(1);
   auto net = std::make_shared<nn::Conv2d>(8, 20, 3);
   const std::string bytes =
-      CompiledModel::from_cell(*net, {Tensor::empty({8, 8, 32, 32})}, {.batches = {8}})
-          .to_bytes();
+      CompiledModel::from_cell(*net, {Tensor::empty({8, 8, 32, 32})}, {.batches = {8}}).to_bytes();
   const graph::ModelFile f = graph::read_model_file(bytes.data(), bytes.size(), "lenet.spore");
   EXPECT_NE(f.kernel_choices.find("conv "), std::string::npos) << f.kernel_choices;
 }

@@ -93,8 +93,12 @@ SPORE_OP_CASES({
     {.name = "copy/head_permute",
      .op = OpId::Copy,
      .inputs = {{.shape = {2, 3, 37, 9, 10}}},
-     .run = [](const Tensors& x) -> Tensors { return {x[0].permute({0, 1, 3, 4, 2}).contiguous()}; },
-     .reference = [](const Tensors& x) -> Tensors { return {ref_permute(x[0], {0, 1, 3, 4, 2})}; },
+     .run = [](const Tensors& x) -> Tensors {
+       return {x[0].permute({0, 1, 3, 4, 2}).contiguous()};
+     },
+     .reference = [](const Tensors& x) -> Tensors {
+       return {ref_permute(x[0], {0, 1, 3, 4, 2})};
+     },
      .dtypes = {kFloat32, kFloat64, kFloat16, kInt64, kUInt8}},
     // A round trip through the test device (a backend with memory of its own): values, strides
     // (a transposed input is packed on its device first) and the gradient coming back.
