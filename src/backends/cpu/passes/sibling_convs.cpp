@@ -57,12 +57,19 @@ size_t sibling_convs(Graph& g) {
       off && std::strstr(off, "sibling_convs"))
     return 0;
   NoGradGuard no_grad;
-  std::map<Key, std::vector<Node*>> groups;  // schedule order within each group
-  for (const auto& n : g.nodes)
-    if (mergeable(*n)) groups[key_of(*n)].push_back(n.get());
+  // The groups in the schedule order of their first member (not the map's, which orders by
+  // pointer: the compiled graph must not depend on where the values were allocated).
+  std::map<Key, size_t> index;
+  std::vector<std::vector<Node*>> groups;  // schedule order within each group
+  for (const auto& n : g.nodes) {
+    if (!mergeable(*n)) continue;
+    auto [it, fresh] = index.try_emplace(key_of(*n), groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(n.get());
+  }
   size_t merged = 0;
   std::unordered_set<const Node*> dead;
-  for (auto& [key, members] : groups) {
+  for (auto& members : groups) {
     if (members.size() < 2) continue;
     std::vector<Tensor> wps, betas;
     for (const Node* m : members) {
