@@ -64,6 +64,31 @@ using DG = hn::CappedTag<float, kStep>;
 
 size_t VectorLanes() { return kStep; }
 
+// The tiles' epilogue: + beta, + residual, relu or silu, stored into y blocked in L lanes.
+// out_at: each pixel's offset in y (channel 0).
+template <int64_t L, int R>
+HWY_INLINE void Epilogue(const PackedConvGeom& g, hn::Vec<DG> (&acc)[R][kNV], const int64_t* out_at,
+                         int64_t ob, const float* HWY_RESTRICT beta, const float* HWY_RESTRICT res,
+                         ConvAct act, float* HWY_RESTRICT y) {
+  const DG d;
+  const int64_t out_plane = g.OH * g.OW * L;
+  const auto zero = hn::Zero(d);
+  SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) {
+    const auto b = hn::LoadU(d, beta + ob * 16 + k * kStep);
+    SPORE_UNROLL for (int r = 0; r < R; ++r) {
+      auto o = hn::Add(acc[r][k], b);
+      const int64_t c = ob * 16 + int64_t(k * kStep);  // the vector's first output channel
+      const int64_t at = out_at[r] + c / L * out_plane + c % L;
+      if (res) o = hn::Add(o, hn::LoadU(d, res + at));
+      if (act == ConvAct::kRelu)
+        o = hn::Max(o, zero);
+      else if (act == ConvAct::kSilu)
+        o = simd::HWY_NAMESPACE::silu_f(d, o);
+      hn::StoreU(o, d, y + at);
+    }
+  }
+}
+
 // R output pixels for output-channel group ob (16 channels), over all K units (a unit is one
 // (tap, group of 16 input channels): 256 weights at wo + unit * 256 in ob's panel (kh, kw, C,
 // 16)), then the epilogue into y. The activations are blocked in L lanes (16 or 8: a group is one
@@ -75,7 +100,7 @@ HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* ta
                      const float* HWY_RESTRICT wo, const float* HWY_RESTRICT beta,
                      const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
   const DG d;
-  const int64_t groups = g.C / 16, plane = s.Hs * s.Ws * L, out_plane = g.OH * g.OW * L;
+  const int64_t groups = g.C / 16, plane = s.Hs * s.Ws * L;
   const float* base[R];
   SPORE_UNROLL for (int r = 0; r < R; ++r) base[r] = s.x + in_at[r];
   hn::Vec<DG> acc[R][kNV];
@@ -97,21 +122,7 @@ HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* ta
       }
     }
   }
-  const auto zero = hn::Zero(d);
-  SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) {
-    const auto b = hn::LoadU(d, beta + ob * 16 + k * kStep);
-    SPORE_UNROLL for (int r = 0; r < R; ++r) {
-      auto o = hn::Add(acc[r][k], b);
-      const int64_t c = ob * 16 + int64_t(k * kStep);  // the vector's first output channel
-      const int64_t at = out_at[r] + c / L * out_plane + c % L;
-      if (res) o = hn::Add(o, hn::LoadU(d, res + at));
-      if (act == ConvAct::kRelu)
-        o = hn::Max(o, zero);
-      else if (act == ConvAct::kSilu)
-        o = simd::HWY_NAMESPACE::silu_f(d, o);
-      hn::StoreU(o, d, y + at);
-    }
-  }
+  Epilogue<L, R>(g, acc, out_at, ob, beta, res, act, y);
 }
 
 template <int64_t L, int R>
@@ -132,7 +143,7 @@ HWY_INLINE void TilePlain(const PackedConvGeom& g, const Source& s, const int64_
                           const float* HWY_RESTRICT wo, const float* HWY_RESTRICT beta,
                           const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
   const DG d;
-  const int64_t out_plane = g.OH * g.OW * L, K = g.kh * g.kw * g.C;
+  const int64_t K = g.kh * g.kw * g.C;
   const float* base[R];
   SPORE_UNROLL for (int r = 0; r < R; ++r) base[r] = s.x + in_at[r];
   hn::Vec<DG> acc[R][kNV];
@@ -149,21 +160,7 @@ HWY_INLINE void TilePlain(const PackedConvGeom& g, const Source& s, const int64_
       SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, wv[k], acc[r][k]);
     }
   }
-  const auto zero = hn::Zero(d);
-  SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) {
-    const auto b = hn::LoadU(d, beta + ob * 16 + k * kStep);
-    SPORE_UNROLL for (int r = 0; r < R; ++r) {
-      auto o = hn::Add(acc[r][k], b);
-      const int64_t c = ob * 16 + int64_t(k * kStep);
-      const int64_t at = out_at[r] + c / L * out_plane + c % L;
-      if (res) o = hn::Add(o, hn::LoadU(d, res + at));
-      if (act == ConvAct::kRelu)
-        o = hn::Max(o, zero);
-      else if (act == ConvAct::kSilu)
-        o = simd::HWY_NAMESPACE::silu_f(d, o);
-      hn::StoreU(o, d, y + at);
-    }
-  }
+  Epilogue<L, R>(g, acc, out_at, ob, beta, res, act, y);
 }
 
 template <int64_t L, int R>
