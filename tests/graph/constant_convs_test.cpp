@@ -7,6 +7,8 @@
 // 1x1 stride-2 shortcut and the residual add.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/conv_list.h"
 #include "backends/cpu/kernels/conv_packed.h"
@@ -211,4 +213,33 @@ TEST(ConstantConvs, SiblingConvsMergeAtBatchOne) {
                          1e-5);
     }
   }
+}
+
+// SPORE_GRAPH_DISABLE names fusion-stage passes the pipeline skips (any separator, whole names).
+TEST(ConstantConvs, GraphDisableSkipsTheNamedPass) {
+  set_seed(6);
+  const Tensor w0 = randn({16, 3, 3, 3}) * 0.3, wa = randn({16, 16, 1, 1}) * 0.3,
+               wb = randn({16, 16, 1, 1}) * 0.3;
+  const Tensor x = randn({1, 3, 8, 8});
+  auto count_packed = [&](const char* off) {
+    if (off)
+      setenv("SPORE_GRAPH_DISABLE", off, 1);
+    else
+      unsetenv("SPORE_GRAPH_DISABLE");
+    auto g = graph::trace(
+        [&](const std::vector<Tensor>& in) {
+          std::vector<Tensor> c;
+          for (const Tensor& t : {w0, wa, wb})
+            c.push_back(from_vector(t.to_vector<float>(), t.shape()));
+          const Tensor stem = relu(conv2d(in[0], c[0], {.padding = {1, 1, 1, 1}}));
+          return std::vector<Tensor>{relu(conv2d(stem, c[1])) + relu(conv2d(stem, c[2]))};
+        },
+        {x});
+    graph::run_pipeline(*g);
+    unsetenv("SPORE_GRAPH_DISABLE");
+    return g->count(cpu::op::Conv2dPacked());
+  };
+  EXPECT_EQ(count_packed(nullptr), 2u);  // the stem and the merged siblings
+  EXPECT_EQ(count_packed("elementwise_fusion, sibling_convs"), 3u);
+  EXPECT_EQ(count_packed("sibling_convs_x"), 2u);  // whole names only
 }

@@ -13,8 +13,6 @@
 // Groups of one node are left alone. Scalar constants are inlined into the program. The absorbed
 // nodes are removed; the fused node takes the root's place in the schedule.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -95,10 +93,6 @@ const char* opcode_name(Opcode op) {
 }  // namespace
 
 size_t fuse_elementwise(Graph& g) {
-  // SPORE_GRAPH_DISABLE=elementwise_fusion[,softmax_ce_fusion]: skip (to measure or bisect).
-  if (const char* off = std::getenv("SPORE_GRAPH_DISABLE");
-      off && std::strstr(off, "elementwise_fusion"))
-    return 0;
   // Dead readers (left by earlier fusions) would keep intermediates from joining a group.
   dead_code_elimination(g);
   point_relu_grads_at_outputs(g);  // the pre-activation can then fuse into the relu

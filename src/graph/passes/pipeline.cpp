@@ -1,6 +1,8 @@
 // The default pass pipeline (run by the compiler on every traced graph). Each stage's output is
 // dumped when SPORE_DUMP_IR is set: <dir>/<graph>.<NN>.<stage>.txt.
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,20 @@ size_t fuse_softmax_ce_then_fold_constants(Graph& g) {
   const size_t n = fuse_softmax_cross_entropy(g);
   if (n > 0) constant_folding(g);  // neg of a constant incoming gradient (a mean's -1/N)
   return n;
+}
+// Whether SPORE_GRAPH_DISABLE names this fusion-stage pass (names separated by anything that is
+// not a letter, digit or underscore): the pipeline skips it, to measure or bisect.
+bool disabled(const char* pass) {
+  const char* e = std::getenv("SPORE_GRAPH_DISABLE");  // read per compile: cheap, and testable
+  const std::string off = e ? e : "";
+  for (size_t i = 0; i < off.size();) {
+    auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    size_t j = i;
+    while (j < off.size() && word(off[j])) ++j;
+    if (off.compare(i, j - i, pass) == 0 && j > i) return true;
+    i = j + 1;
+  }
+  return false;
 }
 bool has_device(const Graph& g, DeviceType d) {
   for (const auto& n : g.nodes) {
@@ -91,7 +107,7 @@ void run_pipeline(Graph& g) {
   std::stable_sort(fusion.begin(), fusion.end(),
                    [](const FusionStage& a, const FusionStage& b) { return a.order < b.order; });
   for (const FusionStage& st : fusion)
-    if (st.fn(g) > 0) dump_if_enabled(g, index++, st.name);
+    if (!disabled(st.name) && st.fn(g) > 0) dump_if_enabled(g, index++, st.name);
   if (place_scalar_constants(g) > 0) dump_if_enabled(g, index++, "place_scalar_constants");
   dead_code_elimination(g);
   verify(g);

@@ -9,8 +9,6 @@
 // Values are replaced only by equal values, so any other reader of logp, d or the sum keeps its
 // nodes; the forward is fused even when the backward is absent (evaluation).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 #include "graph/passes.h"
 
@@ -143,10 +141,6 @@ bool fuse_one(Graph& g, Node* gather) {
 }  // namespace
 
 size_t fuse_softmax_cross_entropy(Graph& g) {
-  // SPORE_GRAPH_DISABLE=softmax_ce_fusion[,elementwise_fusion]: skip (to measure or bisect).
-  if (const char* off = std::getenv("SPORE_GRAPH_DISABLE");
-      off && std::strstr(off, "softmax_ce_fusion"))
-    return 0;
   size_t fused = 0;
   std::vector<Node*> gathers;
   for (const auto& n : g.nodes)

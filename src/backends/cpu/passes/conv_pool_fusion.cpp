@@ -16,9 +16,7 @@
 // pool), for plain float32 NCHW, groups 1, and at most 4 input channels: the geometries the
 // direct conv kernels take (backends/cpu/kernels/conv_direct.h), where oneDNN's blocked kernels
 // have nothing to offer. Run after blocked_layout (which leaves such convs plain).
-// SPORE_GRAPH_DISABLE=conv_pool_fusion skips it.
-#include <cstdlib>
-#include <cstring>
+// SPORE_GRAPH_DISABLE=conv_pool_fusion skips it (the pipeline reads it).
 #include <string>
 #include <unordered_map>
 
@@ -56,9 +54,6 @@ Node* insert_like(Graph& g, const Node* at, OpId op, std::vector<Value*> ins, op
 }  // namespace
 
 size_t fuse_conv_pool(Graph& g) {
-  if (const char* off = std::getenv("SPORE_GRAPH_DISABLE");
-      off && std::strstr(off, "conv_pool_fusion"))
-    return 0;
   size_t fused = 0;
   auto reads = count_reads(g);
   std::vector<Node*> pools, weight_grads;

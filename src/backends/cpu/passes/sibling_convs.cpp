@@ -10,9 +10,7 @@
 // output channel group on its own with the same summation order, so the merged result is the
 // same bits as the two convs'. Batch 1 only: there a channel slice of a blocked (N, C/L, H, W, L)
 // tensor is contiguous; at larger batches each consumer would copy it.
-// SPORE_GRAPH_DISABLE=sibling_convs skips it.
-#include <cstdlib>
-#include <cstring>
+// SPORE_GRAPH_DISABLE=sibling_convs skips it (the pipeline reads it).
 #include <map>
 #include <tuple>
 #include <unordered_set>
@@ -53,9 +51,6 @@ Key key_of(const Node& n) {
 }  // namespace
 
 size_t sibling_convs(Graph& g) {
-  if (const char* off = std::getenv("SPORE_GRAPH_DISABLE");
-      off && std::strstr(off, "sibling_convs"))
-    return 0;
   NoGradGuard no_grad;
   // The groups in the schedule order of their first member (not the map's, which orders by
   // pointer: the compiled graph must not depend on where the values were allocated).
