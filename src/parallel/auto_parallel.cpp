@@ -216,16 +216,20 @@ StrategyPlan search_strategies(nn::Cell& network, nn::Cell& region,
     }
     return max_over_ranks({seconds})[0];
   };
-  // Tries options of the layers `idx` (all combinations), keeps the cheapest; ties keep the
-  // earlier option (the candidates list cuts the weight first).
-  auto best_of = [&](const std::vector<size_t>& idx, double current) {
+  // Tries options of the groups of layers `groups` (all combinations; the layers of one group take
+  // the same option index, where each has it), keeps the cheapest; ties keep the earlier option
+  // (the candidates list cuts the weight first).
+  using Groups = std::vector<std::vector<size_t>>;
+  auto best_of = [&](const Groups& groups, double current) {
+    std::vector<size_t> idx;  // every layer of the move, group by group
+    for (const auto& g : groups) idx.insert(idx.end(), g.begin(), g.end());
     std::vector<int> before, best;
     for (size_t i : idx) before.push_back(free[i].chosen);
     best = before;
     double best_cost = current;
-    std::vector<int> k(idx.size(), 0);
+    std::vector<int> k;  // per layer of idx
     std::function<void(size_t)> rec = [&](size_t d) {
-      if (d == idx.size()) {
+      if (d == groups.size()) {
         if (k == before) return;
         for (size_t j = 0; j < idx.size(); ++j) set_choice(free[idx[j]], k[j]);
         const double c = price();
@@ -242,9 +246,12 @@ StrategyPlan search_strategies(nn::Cell& network, nn::Cell& region,
         }
         return;
       }
-      for (int o = 0; o < int(free[idx[d]].options.size()); ++o) {
-        k[d] = o;
+      size_t n_opt = std::numeric_limits<size_t>::max();
+      for (size_t i : groups[d]) n_opt = std::min(n_opt, free[i].options.size());
+      for (int o = 0; o < int(n_opt); ++o) {
+        k.insert(k.end(), groups[d].size(), o);
         rec(d + 1);
+        k.resize(k.size() - groups[d].size());
       }
     };
     rec(0);
@@ -258,13 +265,22 @@ StrategyPlan search_strategies(nn::Cell& network, nn::Cell& region,
     for (size_t i = 0; i < free.size(); ++i) {
       set_choice(free[i], 0);
       const double first = price();
-      cost = best_of({i}, first);
+      cost = best_of({{i}}, first);
     }
-    // Revisit: singles with every other choice made, then consecutive pairs, until nothing changes.
+    // Revisit: singles with every other choice made, consecutive pairs, then runs of two or three
+    // layers cut alike followed by one cut its own way (attention's q, k, v by columns and its
+    // output projection by rows: no single or pair move reaches that from whole weights), until
+    // nothing changes.
     for (int sweep = 0; sweep < 3; ++sweep) {
       const double start = cost;
-      for (size_t i = 0; i < free.size(); ++i) cost = best_of({i}, cost);
-      for (size_t i = 0; i + 1 < free.size(); ++i) cost = best_of({i, i + 1}, cost);
+      for (size_t i = 0; i < free.size(); ++i) cost = best_of({{i}}, cost);
+      for (size_t i = 0; i + 1 < free.size(); ++i) cost = best_of({{i}, {i + 1}}, cost);
+      for (size_t run = 2; run <= 3; ++run)
+        for (size_t i = 0; i + run < free.size(); ++i) {
+          std::vector<size_t> alike(run);
+          for (size_t j = 0; j < run; ++j) alike[j] = i + j;
+          cost = best_of({alike, {i + run}}, cost);
+        }
       if (cost >= start) break;
     }
   }

@@ -21,8 +21,10 @@
 //   whole weight; ShardableLayer::strategy_candidates) with the cheapest step given the choices
 //   before it (the later layers' weights whole meanwhile);
 // - a second sweep revisits every choice with all the others made, and a pair sweep tries each
-//   two consecutive layers together (a column layer pays off only with a row layer after it);
-//   a change is kept only when it is cheaper. Ties keep the candidate that cuts the weight
+//   two consecutive layers together (a column layer pays off only with a row layer after it), and
+//   a run sweep tries two or three consecutive layers cut alike with the next one cut its own way
+//   (attention: q, k, v by columns, the output projection by rows); a change is kept only when
+//   it is cheaper. Ties keep the candidate that cuts the weight
 //   (less memory).
 // A trial's price is the slowest rank's (every rank runs the same trials in step), and the plan is
 // checked equal on all ranks before the parameters are cut for good.
