@@ -125,3 +125,23 @@ TEST(BlockedIsa, ScopedOverride) {
   EXPECT_EQ(cpu::blocked_lanes(), native);
   EXPECT_THROW(cpu::ScopedBlockedLanes(4), Error);
 }
+
+// The Highway kernels run the ISA's vectors too: the training Winograd, whose 16-channel register
+// groups may not span two 8-lane blocks, takes a 3x3 conv on the native width. Under
+// ONEDNN_MAX_CPU_ISA=AVX2 on an AVX-512 machine, Highway 1.0.3 kept dispatching AVX3 code after
+// its targets were disabled, so the 8-lane graphs' convs all fell back to oneDNN (isa.cpp pins it).
+TEST(BlockedIsa, HighwayKernelsRunTheIsasVectors) {
+  const cpu::CpuIsa& isa = cpu::cpu_isa();
+  if (!isa.avx512 && isa.onednn.rfind("avx2", 0) != 0)
+    GTEST_SKIP() << "oneDNN runs " << isa.onednn << ": no vector ISA to check";
+  cpu::ConvDesc d;
+  d.N = 32, d.C = d.O = 64, d.H = d.W = d.OH = d.OW = 32, d.kh = d.kw = 3;
+  d.pt = d.pb = d.pl = d.pr = 1;
+  d.blocked_x = d.blocked_y = true;
+  d.lanes = isa.avx512 ? 16 : 8;
+  for (cpu::ConvProp p : {cpu::ConvProp::kForward, cpu::ConvProp::kBackwardData}) {
+    d.prop = p;
+    const cpu::ConvChoice c = cpu::choose_conv(d);
+    EXPECT_STREQ(c.name(), "winograd") << d.str() << " on " << isa.str() << ": " << c.str();
+  }
+}

@@ -80,7 +80,13 @@ CpuIsa decide() {
   if (!is_avx2(isa) && isa != dnnl::cpu_isa::all) off |= HWY_AVX2;
   if (off) hwy::DisableTargets(off);
 #endif
-  const int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;  // lower bit = better target
+  // Highway 1.0.3 (Debian 12) leaves HWY_DYNAMIC_DISPATCH on the disabled targets (measured: under
+  // ONEDNN_MAX_CPU_ISA=AVX2 on a Zen 5 the kernels still ran AVX3 code, so the training Winograd
+  // declined the 8-lane blocks), while SupportedTargets() honours the cap: pin the dispatch to
+  // that list through its mock hook, which the dispatch does read.
+  r.highway_targets = hwy::SupportedTargets();
+  hwy::SetSupportedTargetsForTest(r.highway_targets);
+  const int64_t targets = r.highway_targets & HWY_TARGETS;  // lower bit = better target
   r.highway = hwy::TargetName(targets & -targets);
   r.lanes = r.avx512 ? 16 : 8;
   if (const char* e = std::getenv("SPORE_BLOCKED_LANES"); e && *e) {

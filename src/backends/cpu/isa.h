@@ -17,6 +17,7 @@ namespace spore::cpu {
 struct CpuIsa {
   std::string onednn;         // oneDNN's effective ISA: "avx512_core", "avx2", ...
   std::string highway;        // Highway's best target after the cap: "AVX3", "AVX2", ...
+  int64_t highway_targets = 0;  // Highway's targets after the cap (the dispatch's list)
   bool avx512 = false;        // oneDNN runs its AVX-512 kernels
   int64_t lanes = 16;         // blocked_lanes()
   bool lanes_forced = false;  // by SPORE_BLOCKED_LANES

@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "core/parallel.h"
 #include "spore/error.h"
 
@@ -442,7 +443,8 @@ std::vector<std::string> direct_conv_targets() {
 }
 
 void direct_conv_use_target(const std::string& name) {
-  hwy::SetSupportedTargetsForTest(0);  // the real list, not an earlier call's
+  // The capped list (backends/cpu/isa.h), not an earlier call's.
+  hwy::SetSupportedTargetsForTest(cpu_isa().highway_targets);
   if (name.empty()) return;
   for (int64_t t : hwy::SupportedAndGeneratedTargets())
     if (name == hwy::TargetName(t)) return hwy::SetSupportedTargetsForTest(t);

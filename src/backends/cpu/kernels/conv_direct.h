@@ -41,7 +41,8 @@ void conv2d_direct_backward_weight(const DirectConvGeom& g, const float* dy, con
                                    float* dw);
 
 // Test hooks: the Highway targets this build has and this CPU runs (names such as "AVX3", "AVX2"),
-// and limiting dispatch to one of them (an empty name restores all). Process-wide: tests only.
+// and limiting dispatch to one of them (an empty name restores the ISA's list, backends/cpu/isa.h).
+// Process-wide: tests only.
 std::vector<std::string> direct_conv_targets();
 void direct_conv_use_target(const std::string& name);
 
