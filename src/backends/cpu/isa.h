@@ -15,13 +15,13 @@
 namespace spore::cpu {
 
 struct CpuIsa {
-  std::string onednn;         // oneDNN's effective ISA: "avx512_core", "avx2", ...
-  std::string highway;        // Highway's best target after the cap: "AVX3", "AVX2", ...
+  std::string onednn;           // oneDNN's effective ISA: "avx512_core", "avx2", ...
+  std::string highway;          // Highway's best target after the cap: "AVX3", "AVX2", ...
   int64_t highway_targets = 0;  // Highway's targets after the cap (the dispatch's list)
-  bool avx512 = false;        // oneDNN runs its AVX-512 kernels
-  int64_t lanes = 16;         // blocked_lanes()
-  bool lanes_forced = false;  // by SPORE_BLOCKED_LANES
-  std::string str() const;    // "oneDNN avx2, Highway AVX2, blocked layout nChw8c"
+  bool avx512 = false;          // oneDNN runs its AVX-512 kernels
+  int64_t lanes = 16;           // blocked_lanes()
+  bool lanes_forced = false;    // by SPORE_BLOCKED_LANES
+  std::string str() const;      // "oneDNN avx2, Highway AVX2, blocked layout nChw8c"
 };
 
 // Decided once per process, at the CPU backend's start (applies the Highway cap then).
