@@ -184,6 +184,11 @@ const Geo kGeos[] = {
      "silu", 6, 2, 16, true},
     {"packed_plain_stem_3x3_relu", false, 2, 3, 9, 7, 16, 1, 1, 1, 1, true, false, false, "relu", 3,
      1, 16, true},
+    // Tiles of two output-channel groups (where a vector holds a group: AVX-512), three groups so
+    // each chunk's last tile has one; 450 / 800 pixels in chunks of 192 give every thread tasks.
+    {"packed_group_pairs_odd", false, 2, 32, 15, 15, 48, 1, 1, 1, 1, false, true, true, "silu"},
+    {"packed_plain_stem_group_pairs", false, 2, 3, 20, 20, 48, 1, 1, 1, 1, true, false, false,
+     "relu", 3, 1, 16, true},
 };
 
 class ConstantConvGeo : public ::testing::TestWithParam<std::tuple<Geo, int64_t>> {};
@@ -202,13 +207,13 @@ TEST_P(ConstantConvGeo, MatchesConvolutionInFloat64) {
 }
 
 // Every Highway target this build has and this CPU runs (AVX-512: one vector per 16 channels and
-// 12-row tiles; AVX2: two and 6; SSE4: four and 3), with short tiles, edge tiles and strides, in
-// 16 lanes and, on the targets whose vectors hold at most 8, in 8.
+// 12-row tiles of two groups; AVX2: two and 6; SSE4: four and 3), with short tiles, edge tiles and
+// strides, in 16 lanes and, on the targets whose vectors hold at most 8, in 8.
 TEST(ConstantConv, EveryHighwayTarget) {
   for (const std::string& target : cpu::direct_conv_targets()) {
     cpu::direct_conv_use_target(target);
-    for (const Geo& g0 :
-         {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17], kGeos[18], kGeos[20], kGeos[21]}) {
+    for (const Geo& g0 : {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17], kGeos[18], kGeos[20],
+                          kGeos[21], kGeos[22], kGeos[23], kGeos[24]}) {
       for (int64_t L : {16, 8}) {
         const Geo g = in_lanes(g0, L);
         if (!takes_lanes(g)) continue;

@@ -6,13 +6,13 @@
 // work is cut into tasks (chunk of kChunkRows output pixels, group of 16 output channels), chunk
 // major: a thread's consecutive tasks reuse one chunk's input from L2 while the weight panels
 // (kh * kw * C * 16 floats each) stream past, and at batch 1 the threads split the output channels
-// (each reads half the weights). Per task, register tiles of 6 pixels x 16 channels (AVX2: 12
-// accumulators) run over all of K = kh * kw * C, then the epilogue (+ beta, + residual, relu or
-// silu) stores into y's blocked layout. The weights and the register tile keep 16-channel groups
-// whatever the activations' block L: with L = 8 a group's input channels are two blocks' lanes and
-// its outputs two blocks' (a vector never spans two blocks: packed_takes_lanes). (Cutting K into
-// passes whose weights stay in L1, with the partial sums parked between passes, measured slower
-// here: bench/micro/constant_conv.cpp.)
+// (each reads half the weights). Per task, register tiles run over all of K = kh * kw * C (AVX2:
+// 6 pixels x 16 channels, 12 accumulators; AVX-512: 12 pixels x 32 channels, 24), then the
+// epilogue (+ beta, + residual, relu or silu) stores into y's blocked layout. The weights and the
+// register tile keep 16-channel groups whatever the activations' block L: with L = 8 a group's
+// input channels are two blocks' lanes and its outputs two blocks' (a vector never spans two
+// blocks: packed_takes_lanes). (Cutting K into passes whose weights stay in L1, with the partial
+// sums parked between passes, measured slower here: bench/micro/constant_conv.cpp.)
 // clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "backends/cpu/kernels/conv_packed.cpp"
@@ -59,25 +59,30 @@ using DF = hn::ScalableTag<float>;
 constexpr size_t kL = hn::MaxLanes(DF());
 constexpr size_t kNV = kL >= 16 ? 1 : 16 / kL;                // vectors per 16-channel group
 constexpr size_t kStep = kL >= 16 ? 16 : kL;                  // lanes per vector actually used
-constexpr int kRows = int(12 / kNV) > 0 ? int(12 / kNV) : 1;  // 12 accumulators
+constexpr int kRows = int(12 / kNV) > 0 ? int(12 / kNV) : 1;  // 12 accumulators per group
+// Groups of 16 output channels per register tile: where one vector holds a group (AVX-512), two
+// groups share each broadcast input (24 accumulators: 2 weight loads and 12 broadcasts per 24
+// multiply-adds, where one group's tile needs 13 loads per 12 and the loads bound it).
+constexpr int kGroups = kNV == 1 ? 2 : 1;
 using DG = hn::CappedTag<float, kStep>;
 
 size_t VectorLanes() { return kStep; }
 
 // The tiles' epilogue: + beta, + residual, relu or silu, stored into y blocked in L lanes.
-// out_at: each pixel's offset in y (channel 0).
-template <int64_t L, int R>
-HWY_INLINE void Epilogue(const PackedConvGeom& g, hn::Vec<DG> (&acc)[R][kNV], const int64_t* out_at,
-                         int64_t ob, const float* HWY_RESTRICT beta, const float* HWY_RESTRICT res,
-                         ConvAct act, float* HWY_RESTRICT y) {
+// out_at: each pixel's offset in y (channel 0); the tile's groups are ob, ob + 1, ...
+template <int64_t L, int G, int R>
+HWY_INLINE void Epilogue(const PackedConvGeom& g, hn::Vec<DG> (&acc)[R][G * kNV],
+                         const int64_t* out_at, int64_t ob, const float* HWY_RESTRICT beta,
+                         const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
   const DG d;
   const int64_t out_plane = g.OH * g.OW * L;
   const auto zero = hn::Zero(d);
-  SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) {
-    const auto b = hn::LoadU(d, beta + ob * 16 + k * kStep);
+  SPORE_UNROLL for (size_t k = 0; k < G * kNV; ++k) {
+    // The vector's first output channel: group k / kNV of the tile, its (k % kNV)-th vector.
+    const int64_t c = (ob + int64_t(k / kNV)) * 16 + int64_t(k % kNV * kStep);
+    const auto b = hn::LoadU(d, beta + c);
     SPORE_UNROLL for (int r = 0; r < R; ++r) {
       auto o = hn::Add(acc[r][k], b);
-      const int64_t c = ob * 16 + int64_t(k * kStep);  // the vector's first output channel
       const int64_t at = out_at[r] + c / L * out_plane + c % L;
       if (res) o = hn::Add(o, hn::LoadU(d, res + at));
       if (act == ConvAct::kRelu)
@@ -89,97 +94,126 @@ HWY_INLINE void Epilogue(const PackedConvGeom& g, hn::Vec<DG> (&acc)[R][kNV], co
   }
 }
 
-// R output pixels for output-channel group ob (16 channels), over all K units (a unit is one
-// (tap, group of 16 input channels): 256 weights at wo + unit * 256 in ob's panel (kh, kw, C,
-// 16)), then the epilogue into y. The activations are blocked in L lanes (16 or 8: a group is one
-// block or two). in_at / out_at: the pixels' offsets in the source (tap 0, channel 0) and in y
-// (channel 0).
-template <int64_t L, int R>
+// R output pixels for the G output-channel groups ob, ob + 1, ... (16 channels each), over all K
+// units (a unit is one (tap, group of 16 input channels): 256 weights at wo + unit * 256 in ob's
+// panel (kh, kw, C, 16); the next group's panel follows at wo + panel), then the epilogue into y.
+// The activations are blocked in L lanes (16 or 8: an input group is one block or two). in_at /
+// out_at: the pixels' offsets in the source (tap 0, channel 0) and in y (channel 0).
+template <int64_t L, int G, int R>
 HWY_INLINE void Tile(const PackedConvGeom& g, const Source& s, const int64_t* tap_off,
                      const int64_t* in_at, const int64_t* out_at, int64_t ob,
                      const float* HWY_RESTRICT wo, const float* HWY_RESTRICT beta,
                      const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
   const DG d;
   const int64_t groups = g.C / 16, plane = s.Hs * s.Ws * L;
+  const int64_t units = g.kh * g.kw * groups, panel = units * 256;
   const float* base[R];
   SPORE_UNROLL for (int r = 0; r < R; ++r) base[r] = s.x + in_at[r];
-  hn::Vec<DG> acc[R][kNV];
-  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] =
-      hn::Zero(d);
+  hn::Vec<DG> acc[R][G * kNV];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < G * kNV; ++k)
+      acc[r][k] = hn::Zero(d);
   const float* w = wo;
-  const int64_t units = g.kh * g.kw * groups;
   int64_t tap = 0, cg = 0;
   for (int64_t u = 0; u < units; ++u, w += 256) {
     const int64_t off = tap_off[tap] + cg * (16 / L) * plane;  // the group's first block
     if (++cg == groups) cg = 0, ++tap;
     SPORE_UNROLL for (int l = 0; l < 16; ++l) {
-      hn::Vec<DG> wv[kNV];
-      SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) wv[k] = hn::LoadU(d, w + l * 16 + k * kStep);
+      hn::Vec<DG> wv[G * kNV];
+      SPORE_UNROLL for (size_t k = 0; k < G * kNV; ++k) wv[k] =
+          hn::LoadU(d, w + int64_t(k / kNV) * panel + l * 16 + int64_t(k % kNV * kStep));
       const int64_t at = off + (l / L) * plane + l % L;  // input channel cg * 16 + l
       SPORE_UNROLL for (int r = 0; r < R; ++r) {
         const auto b = hn::Set(d, base[r][at]);
-        SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, wv[k], acc[r][k]);
+        SPORE_UNROLL for (size_t k = 0; k < G * kNV; ++k) acc[r][k] =
+            hn::MulAdd(b, wv[k], acc[r][k]);
       }
     }
   }
-  Epilogue<L, R>(g, acc, out_at, ob, beta, res, act, y);
+  Epilogue<L, G, R>(g, acc, out_at, ob, beta, res, act, y);
 }
 
-template <int64_t L, int R>
+template <int64_t L, int G, int R>
 HWY_INLINE void TileTail(int rows, const PackedConvGeom& g, const Source& s, const int64_t* tap_off,
                          const int64_t* in_at, const int64_t* out_at, int64_t ob, const float* wo,
                          const float* beta, const float* res, ConvAct act, float* y) {
   if constexpr (R > 0) {
-    if (rows == R) return Tile<L, R>(g, s, tap_off, in_at, out_at, ob, wo, beta, res, act, y);
-    TileTail<L, R - 1>(rows, g, s, tap_off, in_at, out_at, ob, wo, beta, res, act, y);
+    if (rows == R) return Tile<L, G, R>(g, s, tap_off, in_at, out_at, ob, wo, beta, res, act, y);
+    TileTail<L, G, R - 1>(rows, g, s, tap_off, in_at, out_at, ob, wo, beta, res, act, y);
   }
 }
 
 // Tile for a plain (N, C, H, W) input of any C (a network's stem: 3 colour channels) into y
-// blocked in L lanes: K runs over (tap, channel), one input channel and 16 weights at a time.
-template <int64_t L, int R>
+// blocked in L lanes: K runs over (tap, channel), one input channel and 16 weights per group at a
+// time (a group's panel is K * 16 weights).
+template <int64_t L, int G, int R>
 HWY_INLINE void TilePlain(const PackedConvGeom& g, const Source& s, const int64_t* k_off,
                           const int64_t* in_at, const int64_t* out_at, int64_t ob,
                           const float* HWY_RESTRICT wo, const float* HWY_RESTRICT beta,
                           const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
   const DG d;
-  const int64_t K = g.kh * g.kw * g.C;
+  const int64_t K = g.kh * g.kw * g.C, panel = K * 16;
   const float* base[R];
   SPORE_UNROLL for (int r = 0; r < R; ++r) base[r] = s.x + in_at[r];
-  hn::Vec<DG> acc[R][kNV];
-  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] =
-      hn::Zero(d);
+  hn::Vec<DG> acc[R][G * kNV];
+  SPORE_UNROLL for (int r = 0; r < R; ++r) SPORE_UNROLL for (size_t k = 0; k < G * kNV; ++k)
+      acc[r][k] = hn::Zero(d);
   const float* w = wo;
   // k_off: each (tap, channel)'s offset from a pixel's first input, in the weights' order.
   for (int64_t u = 0; u < K; ++u, w += 16) {
-    hn::Vec<DG> wv[kNV];
-    SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) wv[k] = hn::LoadU(d, w + k * kStep);
+    hn::Vec<DG> wv[G * kNV];
+    SPORE_UNROLL for (size_t k = 0; k < G * kNV; ++k) wv[k] =
+        hn::LoadU(d, w + int64_t(k / kNV) * panel + int64_t(k % kNV * kStep));
     const int64_t at = k_off[u];
     SPORE_UNROLL for (int r = 0; r < R; ++r) {
       const auto b = hn::Set(d, base[r][at]);
-      SPORE_UNROLL for (size_t k = 0; k < kNV; ++k) acc[r][k] = hn::MulAdd(b, wv[k], acc[r][k]);
+      SPORE_UNROLL for (size_t k = 0; k < G * kNV; ++k) acc[r][k] = hn::MulAdd(b, wv[k], acc[r][k]);
     }
   }
-  Epilogue<L, R>(g, acc, out_at, ob, beta, res, act, y);
+  Epilogue<L, G, R>(g, acc, out_at, ob, beta, res, act, y);
 }
 
-template <int64_t L, int R>
+template <int64_t L, int G, int R>
 HWY_INLINE void TilePlainTail(int rows, const PackedConvGeom& g, const Source& s,
                               const int64_t* k_off, const int64_t* in_at, const int64_t* out_at,
                               int64_t ob, const float* wo, const float* beta, const float* res,
                               ConvAct act, float* y) {
   if constexpr (R > 0) {
-    if (rows == R) return TilePlain<L, R>(g, s, k_off, in_at, out_at, ob, wo, beta, res, act, y);
-    TilePlainTail<L, R - 1>(rows, g, s, k_off, in_at, out_at, ob, wo, beta, res, act, y);
+    if (rows == R) return TilePlain<L, G, R>(g, s, k_off, in_at, out_at, ob, wo, beta, res, act, y);
+    TilePlainTail<L, G, R - 1>(rows, g, s, k_off, in_at, out_at, ob, wo, beta, res, act, y);
   }
 }
 
-// Tasks [t0, t1) of (chunk, ob), chunk major, on activations blocked in L lanes (kPlain: the input
-// is plain NCHW, the output blocked in L).
+// One task's pixels [0, n_rows) of the chunk for the G groups from ob.
+template <int64_t L, int G, bool kPlain>
+HWY_INLINE void TaskRows(const PackedConvGeom& g, const Source& s, const int64_t* tap_off,
+                         const int64_t* k_off, const int64_t* in_at, const int64_t* out_at,
+                         int64_t n_rows, int64_t ob, const float* wp, const float* beta,
+                         const float* res, ConvAct act, float* y) {
+  int64_t i = 0;
+  if constexpr (kPlain) {
+    const float* wo = wp + ob * g.kh * g.kw * g.C * 16;
+    for (; i + kRows <= n_rows; i += kRows)
+      TilePlain<L, G, kRows>(g, s, k_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
+    if (i < n_rows)
+      TilePlainTail<L, G, kRows - 1>(int(n_rows - i), g, s, k_off, in_at + i, out_at + i, ob, wo,
+                                     beta, res, act, y);
+  } else {
+    const float* wo = wp + ob * g.kh * g.kw * (g.C / 16) * 256;
+    for (; i + kRows <= n_rows; i += kRows)
+      Tile<L, G, kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
+    if (i < n_rows)
+      TileTail<L, G, kRows - 1>(int(n_rows - i), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta,
+                                res, act, y);
+  }
+}
+
+// Tasks [t0, t1) of (chunk, tile of `per` groups), chunk major, on activations blocked in L lanes
+// (kPlain: the input is plain NCHW, the output blocked in L). With an odd number of groups the
+// last tile of a chunk has one.
 template <int64_t L, bool kPlain = false>
 void TasksIn(const PackedConvGeom& g, const Source& s, const float* wp, const float* beta,
-             const float* res, ConvAct act, float* y, int64_t t0, int64_t t1) {
-  const int64_t Ob = g.O / 16, rows = g.N * g.OH * g.OW, units = g.kh * g.kw * (g.C / 16);
+             const float* res, ConvAct act, float* y, int64_t per, int64_t t0, int64_t t1) {
+  const int64_t Ob = g.O / 16, tiles = (Ob + per - 1) / per, rows = g.N * g.OH * g.OW;
   constexpr int64_t LX = kPlain ? 1 : L;  // the input's block
   int64_t tap_off[kMaxTaps];
   for (int64_t i = 0; i < g.kh; ++i)
@@ -194,7 +228,7 @@ void TasksIn(const PackedConvGeom& g, const Source& s, const float* wp, const fl
   int64_t in_at[kChunkRows], out_at[kChunkRows];  // the chunk's pixels, as Tile takes them
   int64_t at_chunk = -1;
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t chunk = t / Ob, ob = t % Ob;
+    const int64_t chunk = t / tiles, ob = t % tiles * per;
     const int64_t r_begin = chunk * kChunkRows,
                   n_rows = std::min(rows, r_begin + kChunkRows) - r_begin;
     if (chunk != at_chunk) {
@@ -206,34 +240,26 @@ void TasksIn(const PackedConvGeom& g, const Source& s, const float* wp, const fl
       }
       at_chunk = chunk;
     }
-    int64_t i = 0;
-    if constexpr (kPlain) {
-      const float* wo = wp + ob * g.kh * g.kw * g.C * 16;
-      for (; i + kRows <= n_rows; i += kRows)
-        TilePlain<L, kRows>(g, s, k_off.data(), in_at + i, out_at + i, ob, wo, beta, res, act, y);
-      if (i < n_rows)
-        TilePlainTail<L, kRows - 1>(int(n_rows - i), g, s, k_off.data(), in_at + i, out_at + i, ob,
-                                    wo, beta, res, act, y);
-      continue;
-    }
-    const float* wo = wp + ob * units * 256;
-    for (; i + kRows <= n_rows; i += kRows)
-      Tile<L, kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
-    if (i < n_rows)
-      TileTail<L, kRows - 1>(int(n_rows - i), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta,
-                             res, act, y);
+    const int64_t* ko = k_off.data();
+    if (kGroups > 1 && per > 1 && ob + 1 < Ob)
+      TaskRows<L, kGroups, kPlain>(g, s, tap_off, ko, in_at, out_at, n_rows, ob, wp, beta, res, act,
+                                   y);
+    else
+      TaskRows<L, 1, kPlain>(g, s, tap_off, ko, in_at, out_at, n_rows, ob, wp, beta, res, act, y);
   }
 }
 
+size_t TileGroups() { return kGroups; }
+
 void Tasks(const PackedConvGeom& g, const Source& s, const float* wp, const float* beta,
-           const float* res, ConvAct act, float* y, int64_t t0, int64_t t1) {
+           const float* res, ConvAct act, float* y, int64_t per, int64_t t0, int64_t t1) {
   // L = 8 only where a vector holds at most 8 lanes (packed_conv2d checks packed_takes_lanes).
   if (g.Lx == 1) {
-    if (kStep <= 8 && g.L == 8) return TasksIn<8, true>(g, s, wp, beta, res, act, y, t0, t1);
-    return TasksIn<16, true>(g, s, wp, beta, res, act, y, t0, t1);
+    if (kStep <= 8 && g.L == 8) return TasksIn<8, true>(g, s, wp, beta, res, act, y, per, t0, t1);
+    return TasksIn<16, true>(g, s, wp, beta, res, act, y, per, t0, t1);
   }
-  if (kStep <= 8 && g.L == 8) return TasksIn<8>(g, s, wp, beta, res, act, y, t0, t1);
-  TasksIn<16>(g, s, wp, beta, res, act, y, t0, t1);
+  if (kStep <= 8 && g.L == 8) return TasksIn<8>(g, s, wp, beta, res, act, y, per, t0, t1);
+  TasksIn<16>(g, s, wp, beta, res, act, y, per, t0, t1);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -245,6 +271,7 @@ namespace spore::cpu {
 namespace pconv {
 HWY_EXPORT(Tasks);
 HWY_EXPORT(VectorLanes);
+HWY_EXPORT(TileGroups);
 
 // The calling thread's zero-bordered input buffer, grown and kept across calls.
 float* padded_buffer(size_t n) {
@@ -317,12 +344,16 @@ void packed_conv2d(const PackedConvGeom& g, const float* x, const float* wp, con
     pconv::pad_input(g, x, xp, Hp, Wp);
     s = {xp, Hp, Wp};
   }
-  const int64_t chunks = (rows + pconv::kChunkRows - 1) / pconv::kChunkRows;
+  const int64_t chunks = (rows + pconv::kChunkRows - 1) / pconv::kChunkRows, Ob = g.O / 16;
+  // A task is a chunk's pixels for a tile of output-channel groups (two where the kernel's
+  // vectors hold one group; one where pairs would leave a thread without a task).
+  int64_t per = int64_t(HWY_DYNAMIC_DISPATCH(pconv::TileGroups)());
+  if (chunks * ((Ob + per - 1) / per) < 2 * get_num_threads()) per = 1;
   // Pieces of about a sixteenth of the tasks per thread, taken as the threads come (see
   // parallel_for_dynamic): consecutive tasks still share a chunk's input or split its channels.
-  const int64_t tasks = chunks * (g.O / 16);
+  const int64_t tasks = chunks * ((Ob + per - 1) / per);
   parallel_for_dynamic(0, tasks, tasks / (16 * get_num_threads()), [&](int64_t t0, int64_t t1) {
-    HWY_DYNAMIC_DISPATCH(pconv::Tasks)(g, s, wp, beta, residual, act, y, t0, t1);
+    HWY_DYNAMIC_DISPATCH(pconv::Tasks)(g, s, wp, beta, residual, act, y, per, t0, t1);
   });
 }
 
