@@ -114,7 +114,8 @@ out=$work/value_and_grad.out
 run "$out" "$work/build-value_and_grad/value_and_grad" 10
 cat "$out"
 grep -q '^f(w) = 14, df/dw = ' "$out" || fail "value_and_grad: f(w) of [1, 2, 3] is not 14"
-grep -A3 'df/dw' "$out" | tr -s ' \n' ' ' | grep -qE '\b2\b.*\b4\b.*\b6\b' || fail "value_and_grad: df/dw is not [2, 4, 6]"
+dfdw=$(grep -A3 'df/dw' "$out" | tr -s ' \n' ' ')
+grep -qE '\b2\b.*\b4\b.*\b6\b' <<<"$dfdw" || fail "value_and_grad: df/dw is not [2, 4, 6]"
 final=$(number 'final f\(w\) = ' "$out")
 check "$final < 1" "value_and_grad: 10 descent steps left f(w) = $final (expected 14 * 0.64^10 = 0.16)"
 
@@ -194,7 +195,10 @@ grep -q '^output 0 shape (3, 10)$' "$work/c_run.log" || {
 }
 [ "$(stat -c %s "$work/y.f32")" = $((3 * 10 * 4)) ] || fail "run_model wrote $(stat -c %s "$work/y.f32") bytes, not 120"
 # Only libspore_c is linked into the program; it brings libspore itself.
-ldd "$work/run_model" | grep -q "libspore_c.so" || fail "run_model does not load libspore_c"
+# (ldd's output read whole first: `ldd | grep -q` under pipefail fails when grep exits at its match
+# before ldd has written the rest, and ldd dies of SIGPIPE.)
+libs=$(ldd "$work/run_model")
+grep -q "libspore_c.so" <<<"$libs" || fail "run_model does not load libspore_c"
 
 step "done"
 if [ -n "$skip_reason" ]; then
