@@ -284,6 +284,60 @@ NCS ncs(const Tensor& x) {
   return {x.size(0), x.size(1), S};
 }
 
+// Row sums for the plain-layout batch norm in kW independent accumulators: one running sum is a
+// chain of dependent adds (4 cycles each), and the compiler may not reorder a float sum itself;
+// separate accumulators are lanes it vectorises (batch norm forward of (32, 64, 32, 32) on a Zen 5:
+// 1.66 -> 0.76 ms).
+constexpr int64_t kW = 16;
+template <typename T, typename A>
+A row_sum(const T* r, int64_t S) {
+  A acc[kW] = {};
+  int64_t j = 0;
+  for (; j + kW <= S; j += kW)
+    for (int64_t k = 0; k < kW; ++k) acc[k] += A(r[j + k]);
+  A s = 0;
+  for (; j < S; ++j) s += A(r[j]);
+  for (int64_t k = 0; k < kW; ++k) s += acc[k];
+  return s;
+}
+// sum over the row of (r - m)^2.
+template <typename T, typename A>
+A row_sq_dev(const T* r, int64_t S, A m) {
+  A acc[kW] = {};
+  int64_t j = 0;
+  for (; j + kW <= S; j += kW)
+    for (int64_t k = 0; k < kW; ++k) {
+      const A v = A(r[j + k]) - m;
+      acc[k] += v * v;
+    }
+  A s = 0;
+  for (; j < S; ++j) {
+    const A v = A(r[j]) - m;
+    s += v * v;
+  }
+  for (int64_t k = 0; k < kW; ++k) s += acc[k];
+  return s;
+}
+// a = sum over the row of g, b = sum of g * (r - m).
+template <typename T, typename A>
+void row_dy_sums(const T* g, const T* r, int64_t S, A m, A& a, A& b) {
+  A ea[kW] = {}, eb[kW] = {};
+  int64_t j = 0;
+  for (; j + kW <= S; j += kW)
+    for (int64_t k = 0; k < kW; ++k) {
+      const A gv = A(g[j + k]);
+      ea[k] += gv;
+      eb[k] += gv * (A(r[j + k]) - m);
+    }
+  a = 0, b = 0;
+  for (; j < S; ++j) {
+    const A gv = A(g[j]);
+    a += gv;
+    b += gv * (A(r[j]) - m);
+  }
+  for (int64_t k = 0; k < kW; ++k) a += ea[k], b += eb[k];
+}
+
 template <typename T>
 void batch_norm_fwd(const NCS& d, double eps, const T* x, const std::vector<double>& gamma,
                     const std::vector<double>& beta, T* y, acc_t<T>* mean_out,
@@ -294,22 +348,13 @@ void batch_norm_fwd(const NCS& d, double eps, const T* x, const std::vector<doub
     for (int64_t c = c0; c < c1; ++c) {
       double s = 0;
       for (int64_t i = 0; i < d.N; ++i) {
-        const T* r = x + (i * d.C + c) * d.S;
-        A rs = 0;
-        for (int64_t j = 0; j < d.S; ++j) rs += A(r[j]);
-        s += rs;
+        s += row_sum<T, A>(x + (i * d.C + c) * d.S, d.S);
       }
       const double mean = s / n;
       const A m = A(mean);
       double ss = 0;
       for (int64_t i = 0; i < d.N; ++i) {
-        const T* r = x + (i * d.C + c) * d.S;
-        A rs = 0;
-        for (int64_t j = 0; j < d.S; ++j) {
-          const A v = A(r[j]) - m;
-          rs += v * v;
-        }
-        ss += rs;
+        ss += row_sq_dev<T, A>(x + (i * d.C + c) * d.S, d.S, m);
       }
       const double invstd = 1.0 / std::sqrt(ss / n + eps);
       mean_out[c] = A(mean);
@@ -336,13 +381,8 @@ void batch_norm_bwd(const NCS& d, const T* dy, const T* x, const std::vector<dou
       const A m = mean[c], is = invstd[c];
       double sdy = 0, sdyx = 0;  // sum(dy), sum(dy * (x - mean))
       for (int64_t i = 0; i < d.N; ++i) {
-        const T *g = dy + (i * d.C + c) * d.S, *r = x + (i * d.C + c) * d.S;
-        A a = 0, b = 0;
-        for (int64_t j = 0; j < d.S; ++j) {
-          const A gv = A(g[j]);
-          a += gv;
-          b += gv * (A(r[j]) - m);
-        }
+        A a, b;
+        row_dy_sums<T, A>(dy + (i * d.C + c) * d.S, x + (i * d.C + c) * d.S, d.S, m, a, b);
         sdy += a;
         sdyx += b;
       }
