@@ -189,21 +189,35 @@ HWY_INLINE void TaskRows(const PackedConvGeom& g, const Source& s, const int64_t
                          const int64_t* k_off, const int64_t* in_at, const int64_t* out_at,
                          int64_t n_rows, int64_t ob, const float* wp, const float* beta,
                          const float* res, ConvAct act, float* y) {
+  // Tiles of kRows pixels; a short last tile shares its rows with the one before it (16 pixels:
+  // 8 + 8, not 12 + 4), as a tile of few rows is bound by its loads.
+  auto one = [&](int64_t i, int64_t rows) {
+    if constexpr (kPlain) {
+      const float* wo = wp + ob * g.kh * g.kw * g.C * 16;
+      if (rows == kRows)
+        return TilePlain<L, G, kRows>(g, s, k_off, in_at + i, out_at + i, ob, wo, beta, res, act,
+                                      y);
+      TilePlainTail<L, G, kRows - 1>(int(rows), g, s, k_off, in_at + i, out_at + i, ob, wo, beta,
+                                     res, act, y);
+    } else {
+      const float* wo = wp + ob * g.kh * g.kw * (g.C / 16) * 256;
+      if (rows == kRows)
+        return Tile<L, G, kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
+      TileTail<L, G, kRows - 1>(int(rows), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res,
+                                act, y);
+    }
+  };
+  const int64_t r = n_rows % kRows;
+  const int64_t full = n_rows / kRows - (r > 0 && n_rows > kRows ? 1 : 0);
   int64_t i = 0;
-  if constexpr (kPlain) {
-    const float* wo = wp + ob * g.kh * g.kw * g.C * 16;
-    for (; i + kRows <= n_rows; i += kRows)
-      TilePlain<L, G, kRows>(g, s, k_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
-    if (i < n_rows)
-      TilePlainTail<L, G, kRows - 1>(int(n_rows - i), g, s, k_off, in_at + i, out_at + i, ob, wo,
-                                     beta, res, act, y);
-  } else {
-    const float* wo = wp + ob * g.kh * g.kw * (g.C / 16) * 256;
-    for (; i + kRows <= n_rows; i += kRows)
-      Tile<L, G, kRows>(g, s, tap_off, in_at + i, out_at + i, ob, wo, beta, res, act, y);
-    if (i < n_rows)
-      TileTail<L, G, kRows - 1>(int(n_rows - i), g, s, tap_off, in_at + i, out_at + i, ob, wo, beta,
-                                res, act, y);
+  for (int64_t t = 0; t < full; ++t, i += kRows) one(i, kRows);
+  const int64_t left = n_rows - i;  // 0, r (< kRows), or kRows + r: two tiles
+  if (left > kRows) {
+    const int64_t a = (left + 1) / 2;
+    one(i, a);
+    one(i + a, left - a);
+  } else if (left > 0) {
+    one(i, left);
   }
 }
 
