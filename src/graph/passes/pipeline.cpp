@@ -24,8 +24,8 @@ size_t fuse_softmax_ce_then_fold_constants(Graph& g) {
 bool disabled(const char* pass) {
   const char* e = std::getenv("SPORE_GRAPH_DISABLE");  // read per compile: cheap, and testable
   const std::string off = e ? e : "";
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   for (size_t i = 0; i < off.size();) {
-    auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
     size_t j = i;
     while (j < off.size() && word(off[j])) ++j;
     if (off.compare(i, j - i, pass) == 0 && j > i) return true;

@@ -76,20 +76,13 @@ HWY_INLINE void Epilogue(const PackedConvGeom& g, hn::Vec<DG> (&acc)[R][G * kNV]
                          const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
   const DG d;
   const int64_t out_plane = g.OH * g.OW * L;
-  const auto zero = hn::Zero(d);
   SPORE_UNROLL for (size_t k = 0; k < G * kNV; ++k) {
     // The vector's first output channel: group k / kNV of the tile, its (k % kNV)-th vector.
     const int64_t c = (ob + int64_t(k / kNV)) * 16 + int64_t(k % kNV * kStep);
     const auto b = hn::LoadU(d, beta + c);
     SPORE_UNROLL for (int r = 0; r < R; ++r) {
-      auto o = hn::Add(acc[r][k], b);
-      const int64_t at = out_at[r] + c / L * out_plane + c % L;
-      if (res) o = hn::Add(o, hn::LoadU(d, res + at));
-      if (act == ConvAct::kRelu)
-        o = hn::Max(o, zero);
-      else if (act == ConvAct::kSilu)
-        o = simd::HWY_NAMESPACE::silu_f(d, o);
-      hn::StoreU(o, d, y + at);
+      simd::HWY_NAMESPACE::conv_finish_f(d, hn::Add(acc[r][k], b), res, act, y,
+                                         out_at[r] + c / L * out_plane + c % L);
     }
   }
 }

@@ -194,7 +194,6 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
   const DG d;
   const int64_t TH = (g.OH + 1) / 2, TW = (g.OW + 1) / 2, Ob = g.O / 16;
   const int64_t es = Ob * T * 16;  // between transformed elements e
-  const auto zero = hn::Zero(d);
   for (int64_t t = 0; t < T; ++t) {
     const int64_t tg = t0 + t, n = tg / (TH * TW), th = tg % (TH * TW) / TW, tw = tg % TW;
     const int64_t oh0 = 2 * th, ow0 = 2 * tw;
@@ -219,14 +218,8 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
             if (c == 1 && !two_cols) break;
             auto o = a == 0 ? hn::Add(hn::Add(s[0][c], s[1][c]), s[2][c])
                             : hn::Sub(hn::Sub(s[1][c], s[2][c]), s[3][c]);
-            o = hn::Add(o, b);
-            const int64_t at = base + ((oh0 + a) * g.OW + ow0 + c) * g.L;
-            if (res) o = hn::Add(o, hn::LoadU(d, res + at));
-            if (act == ConvAct::kRelu)
-              o = hn::Max(o, zero);
-            else if (act == ConvAct::kSilu)
-              o = simd::HWY_NAMESPACE::silu_f(d, o);
-            hn::StoreU(o, d, y + at);
+            simd::HWY_NAMESPACE::conv_finish_f(d, hn::Add(o, b), res, act, y,
+                                               base + ((oh0 + a) * g.OW + ow0 + c) * g.L);
           }
         }
       }

@@ -11,6 +11,7 @@
 #define SPORE_CPU_SIMD_MATH_INL_H_
 #endif
 
+#include "backends/cpu/kernels/conv_epilogue.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -67,6 +68,19 @@ HWY_INLINE V sigmoid_f(D d, V x) {
 template <class D, class V = hn::Vec<D>>
 HWY_INLINE V silu_f(D d, V x) {
   return hn::Mul(x, sigmoid_no_nan_f(d, x));
+}
+
+// The constant-weight convolutions' epilogue after the bias (conv_packed.cpp, conv_winograd.cpp):
+// + the residual at `at` when there is one, the activation, stored at y + at.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void conv_finish_f(D d, V o, const float* HWY_RESTRICT res, ConvAct act,
+                              float* HWY_RESTRICT y, int64_t at) {
+  if (res) o = hn::Add(o, hn::LoadU(d, res + at));
+  if (act == ConvAct::kRelu)
+    o = hn::Max(o, hn::Zero(d));
+  else if (act == ConvAct::kSilu)
+    o = silu_f(d, o);
+  hn::StoreU(o, d, y + at);
 }
 
 }  // namespace HWY_NAMESPACE
