@@ -3,7 +3,8 @@
 // batch 1 and 64 and YOLOv5s's (320 px) at batch 1, float32, BatchNorm scale and shift + relu in
 // the epilogue:
 //   onednn    conv2d_fused (the oneDNN primitive Graph mode runs on weights that are parameters)
-//   winograd  conv2d_winograd on weights prepared once (3x3 stride-1 convs only)
+//   winograd  conv2d_winograd on weights prepared once (3x3 stride-1 convs only), F(2x2, 3x3)
+//   winograd4x4  the same, F(4x4, 3x3)
 //   packed    conv2d_packed, the direct kernel on packed weights
 // Each goes through the op dispatcher into a preallocated-by-the-op output, like a graph step.
 // Counters: gflops (the direct convolution's 2 * N * O * OH * OW * C * kh * kw per second, so the
@@ -48,7 +49,7 @@ constexpr Geo kGeos[] = {
     {"yolo_1x1_128to64_40", 128, 40, 64, 1, 1, 0},
 };
 constexpr int64_t kFirstYolo = 7;  // YOLOv5s's geometries run at batch 1 only
-enum Way { kOneDnn, kWinograd, kPacked };
+enum Way { kOneDnn, kWinograd, kPacked, kWinograd4 };
 
 void BM_ConstantConv(benchmark::State& state) {
   const Geo& g = kGeos[state.range(0)];
@@ -71,10 +72,10 @@ void BM_ConstantConv(benchmark::State& state) {
     a.set("blocked_x", true).set("blocked_y", true).set("has_bias", false).set("has_scale", true);
     a.set("lanes", L);
   } else {
-    const bool wino = way == kWinograd;
+    const bool wino = way == kWinograd || way == kWinograd4;
     const auto prepared = spore::ops::call(
         wino ? spore::cpu::op::WinogradWeights() : spore::cpu::op::PackConvWeights(),
-        {w, scale, shift}, Attrs().set("has_scale", true));
+        {w, scale, shift}, Attrs().set("has_scale", true).set("tile", way == kWinograd4 ? 4 : 2));
     ins = {x, prepared[0], prepared[1]};
     if (!wino) a.set("stride", stride);
     op = wino ? spore::cpu::op::Conv2dWinograd() : spore::cpu::op::Conv2dPacked();
@@ -84,18 +85,19 @@ void BM_ConstantConv(benchmark::State& state) {
   const double flops = 2.0 * double(N * g.O * OH * OH * g.C * g.k * g.k);
   state.counters["gflops"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
-  state.SetLabel(std::string(g.name) + (way == kOneDnn     ? " onednn"
-                                        : way == kWinograd ? " winograd"
-                                                           : " packed"));
+  state.SetLabel(std::string(g.name) + (way == kOneDnn      ? " onednn"
+                                        : way == kWinograd  ? " winograd"
+                                        : way == kWinograd4 ? " winograd4x4"
+                                                            : " packed"));
 }
 
 void Args(benchmark::internal::Benchmark* b) {
   for (int64_t gi = 0; gi < int64_t(std::size(kGeos)); ++gi)
     for (int64_t n : {1, 64})
-      for (int64_t way : {kOneDnn, kWinograd, kPacked}) {
+      for (int64_t way : {kOneDnn, kWinograd, kWinograd4, kPacked}) {
         const Geo& g = kGeos[gi];
         if (gi >= kFirstYolo && n != 1) continue;
-        if (way == kWinograd && (g.k != 3 || g.stride != 1)) continue;
+        if ((way == kWinograd || way == kWinograd4) && (g.k != 3 || g.stride != 1)) continue;
         b->Args({gi, n, way});
       }
 }

@@ -40,9 +40,17 @@ struct Geo {
   int64_t k = 3, stride = 1;  // square kernel, both strides
   int64_t L = 16;             // the activations' channel block (nChw16c or nChw8c)
   bool plain_x = false;       // x plain (N, C, H, W) of any C, y blocked (the packed conv's stem)
+  int64_t tile = 2;           // Winograd's output tile: F(2x2, 3x3) or F(4x4, 3x3)
   int64_t OH() const { return (H + pt + pb - k) / stride + 1; }
   int64_t OW() const { return (W + pl + pr - k) / stride + 1; }
 };
+
+// The same geometry through Winograd F(4x4, 3x3).
+Geo f4(Geo g, const char* name) {
+  g.tile = 4;
+  g.name = name;
+  return g;
+}
 
 Geo in_lanes(Geo g, int64_t L) {
   g.L = L;
@@ -87,7 +95,9 @@ std::vector<double> reference(const Geo& g, const std::vector<double>& xb,
 }
 
 Attrs weight_attrs(const Geo& g) {
-  return Attrs().set("has_bias", g.bias).set("has_scale", g.scale);
+  Attrs a = Attrs().set("has_bias", g.bias).set("has_scale", g.scale);
+  if (g.winograd) a.set("tile", g.tile);
+  return a;
 }
 Attrs conv_attrs(const Geo& g) {
   Attrs a;
@@ -143,8 +153,8 @@ void expect_close(const Tensor& got, const std::vector<double>& want, const std:
   EXPECT_LE(worst, 2e-5 * scale) << what << ": worst |diff| " << worst << " of max |y| " << scale;
 }
 
-const Geo kGeos[] = {
-    // name, winograd, N, C, H, W, O, pads (t, b, l, r), bias, scale, residual, act[, k, stride]
+// name, winograd, N, C, H, W, O, pads (t, b, l, r), bias, scale, residual, act[, k, stride]
+const Geo kWino[] = {
     {"wino_resnet_block_relu", true, 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, "relu"},
     {"wino_residual_relu", true, 2, 32, 8, 8, 16, 1, 1, 1, 1, false, true, true, "relu"},
     {"wino_bias_only", true, 1, 16, 6, 6, 16, 1, 1, 1, 1, true, false, false, ""},
@@ -156,6 +166,18 @@ const Geo kGeos[] = {
     // 2 x 10 x 10 = 200 tiles: blocks of 100 on two threads, register tiles of 6 with 4 left over.
     {"wino_many_tiles", true, 2, 16, 20, 20, 16, 1, 1, 1, 1, true, false, true, "relu"},
     {"wino_one_pixel", true, 1, 16, 1, 1, 16, 1, 1, 1, 1, false, false, false, ""},
+};
+const Geo kGeos[] = {
+    kWino[0],
+    kWino[1],
+    kWino[2],
+    kWino[3],
+    kWino[4],
+    kWino[5],
+    kWino[6],
+    kWino[7],
+    kWino[8],
+    kWino[9],
     // ResNet's downsampling conv and shortcut, the deep 4x4 convs at batch 1.
     {"packed_3x3_stride2", false, 2, 16, 8, 8, 32, 1, 1, 1, 1, false, true, false, "relu", 3, 2},
     {"packed_3x3_stride2_odd", false, 1, 32, 7, 9, 16, 1, 1, 1, 1, true, false, false, "relu", 3,
@@ -189,6 +211,17 @@ const Geo kGeos[] = {
     {"packed_group_pairs_odd", false, 2, 32, 15, 15, 48, 1, 1, 1, 1, false, true, true, "silu"},
     {"packed_plain_stem_group_pairs", false, 2, 3, 20, 20, 48, 1, 1, 1, 1, true, false, false,
      "relu", 3, 1, 16, true},
+    // Winograd F(4x4, 3x3): 4x4 tiles, edge tiles cut after 1, 2 or 3 rows / columns (7, 5, 9, 6).
+    f4(kWino[0], "wino4_resnet_block_relu"),
+    f4(kWino[1], "wino4_residual_relu"),
+    f4(kWino[3], "wino4_bias_scale_residual"),
+    f4(kWino[4], "wino4_odd_output"),
+    f4(kWino[5], "wino4_no_padding"),
+    f4(kWino[6], "wino4_asymmetric_padding"),
+    f4(kWino[7], "wino4_three_channel_blocks"),
+    f4(kWino[8], "wino4_many_tiles"),
+    f4(kWino[9], "wino4_one_pixel"),
+    f4({"", true, 2, 16, 7, 9, 32, 1, 1, 1, 1, false, true, false, "silu"}, "wino4_silu_odd"),
 };
 
 class ConstantConvGeo : public ::testing::TestWithParam<std::tuple<Geo, int64_t>> {};
@@ -212,8 +245,9 @@ TEST_P(ConstantConvGeo, MatchesConvolutionInFloat64) {
 TEST(ConstantConv, EveryHighwayTarget) {
   for (const std::string& target : cpu::direct_conv_targets()) {
     cpu::direct_conv_use_target(target);
-    for (const Geo& g0 : {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17], kGeos[18], kGeos[20],
-                          kGeos[21], kGeos[22], kGeos[23], kGeos[24]}) {
+    for (const Geo& g0 :
+         {kGeos[1], kGeos[4], kGeos[8], kGeos[11], kGeos[17], kGeos[18], kGeos[20], kGeos[21],
+          kGeos[22], kGeos[23], kGeos[24], kGeos[28], kGeos[32], kGeos[34]}) {
       for (int64_t L : {16, 8}) {
         const Geo g = in_lanes(g0, L);
         if (!takes_lanes(g)) continue;

@@ -38,8 +38,15 @@
 #ifndef SPORE_WINOGRAD_ONCE
 #define SPORE_WINOGRAD_ONCE
 namespace spore::cpu::wino {
-// Tiles per block: one V[e] (T x C floats) about 64 KiB, at least 12 and at most 192 tiles.
-inline int64_t block_tiles(int64_t C) { return std::clamp<int64_t>(16384 / C, 12, 192); }
+// Tiles per block: V (E = (m + 2)² elements of T x C floats) about 1 MiB, at least 12 and at most
+// 192 tiles (for F(2x2, 3x3): one V[e] about 64 KiB).
+inline int64_t block_tiles(int64_t C, int64_t E) {
+  return std::clamp<int64_t>(262144 / (E * C), 12, 192);
+}
+// The output's tiles of m x m, over the batch.
+inline int64_t tiles_of(const WinogradGeom& g) {
+  return g.N * ((g.OH + g.m - 1) / g.m) * ((g.OW + g.m - 1) / g.m);
+}
 constexpr int64_t kMinTilesPerBlock = 32;  // fewer tiles per thread: split the channels instead
 float* thread_scratch(size_t n);           // the calling thread's, grown and kept across calls
 // Offset of channel c (of `channels`) at pixel p (of `pixels` per plane) of image n in a tensor
@@ -68,39 +75,79 @@ constexpr size_t kStep = kL >= 16 ? 16 : kL;    // lanes per vector actually use
 constexpr int kRows = int(12 / kNV) > 0 ? int(12 / kNV) : 1;
 using DG = hn::CappedTag<float, kStep>;  // a 16-lane group as kNV vectors of kStep lanes
 
-// Input transform of tiles [t0, t0 + T) into v (16, T, C).
+// The one-dimensional transforms, applied to the rows and then the columns of a tile. M: the
+// output tile's side (2: F(2x2, 3x3), 4: F(4x4, 3x3)); a patch has A = M + 2 rows.
+// y = Bᵀ x (A values in, A out): the input transform.
+template <int M, class V>
+HWY_INLINE void InputRow(const V* x, V* y) {
+  if constexpr (M == 2) {  // Bᵀ = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+    y[0] = hn::Sub(x[0], x[2]);
+    y[1] = hn::Add(x[1], x[2]);
+    y[2] = hn::Sub(x[2], x[1]);
+    y[3] = hn::Sub(x[1], x[3]);
+  } else {  // Bᵀ's rows: [4 0 -5 0 1 0] [0 -4 -4 1 1 0] [0 4 -4 -1 1 0] [0 -2 -1 2 1 0]
+            //            [0 2 -1 -2 1 0] [0 4 0 -5 0 1]
+    const DG d;
+    const auto two = hn::Set(d, 2.f), four = hn::Set(d, 4.f), five = hn::Set(d, 5.f);
+    y[0] = hn::MulAdd(four, x[0], hn::NegMulAdd(five, x[2], x[4]));
+    y[1] = hn::NegMulAdd(four, hn::Add(x[1], x[2]), hn::Add(x[3], x[4]));
+    y[2] = hn::MulAdd(four, hn::Sub(x[1], x[2]), hn::Sub(x[4], x[3]));
+    y[3] = hn::MulAdd(two, hn::Sub(x[3], x[1]), hn::Sub(x[4], x[2]));
+    y[4] = hn::MulAdd(two, hn::Sub(x[1], x[3]), hn::Sub(x[4], x[2]));
+    y[5] = hn::MulAdd(four, x[1], hn::NegMulAdd(five, x[3], x[5]));
+  }
+}
+// y = Aᵀ x (A values in, M out): the output transform.
+template <int M, class V>
+HWY_INLINE void OutputRow(const V* x, V* y) {
+  if constexpr (M == 2) {  // Aᵀ = [1 1 1 0; 0 1 -1 -1]
+    y[0] = hn::Add(hn::Add(x[0], x[1]), x[2]);
+    y[1] = hn::Sub(hn::Sub(x[1], x[2]), x[3]);
+  } else {  // Aᵀ = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+    const DG d;
+    const auto p12 = hn::Add(x[1], x[2]), m12 = hn::Sub(x[1], x[2]);
+    const auto p34 = hn::Add(x[3], x[4]), m34 = hn::Sub(x[3], x[4]);
+    y[0] = hn::Add(hn::Add(x[0], p12), p34);
+    y[1] = hn::MulAdd(hn::Set(d, 2.f), m34, m12);
+    y[2] = hn::MulAdd(hn::Set(d, 4.f), p34, p12);
+    y[3] = hn::Add(hn::MulAdd(hn::Set(d, 8.f), m34, m12), x[5]);
+  }
+}
+
+// Input transform of tiles [t0, t0 + T) into v (A * A, T, C).
+template <int M>
 void InputTransform(const WinogradGeom& g, const float* HWY_RESTRICT x, int64_t t0, int64_t T,
                     float* HWY_RESTRICT v) {
+  constexpr int A = M + 2;
   const DG d;
-  const int64_t TH = (g.OH + 1) / 2, TW = (g.OW + 1) / 2, Cb = g.C / 16;
+  const int64_t TH = (g.OH + M - 1) / M, TW = (g.OW + M - 1) / M, Cb = g.C / 16;
   for (int64_t t = 0; t < T; ++t) {
     const int64_t tg = t0 + t, n = tg / (TH * TW), th = tg % (TH * TW) / TW, tw = tg % TW;
-    const int64_t ih0 = 2 * th - g.pt, iw0 = 2 * tw - g.pl;
-    bool row_in[4], col_in[4];
-    for (int i = 0; i < 4; ++i) {
+    const int64_t ih0 = M * th - g.pt, iw0 = M * tw - g.pl;
+    bool row_in[A], col_in[A];
+    for (int i = 0; i < A; ++i) {
       row_in[i] = ih0 + i >= 0 && ih0 + i < g.H;
       col_in[i] = iw0 + i >= 0 && iw0 + i < g.W;
     }
     for (int64_t cb = 0; cb < Cb; ++cb) {
       for (size_t lane = 0; lane < 16; lane += kStep) {
         const float* xb = x + blocked_at(g.L, g.C, g.H * g.W, n, cb * 16 + int64_t(lane), 0);
-        hn::Vec<DG> p[4][4], q[4][4];
-        SPORE_UNROLL for (int i = 0; i < 4; ++i) SPORE_UNROLL for (int j = 0; j < 4; ++j) p[i][j] =
-            row_in[i] && col_in[j] ? hn::LoadU(d, xb + ((ih0 + i) * g.W + iw0 + j) * g.L)
-                                   : hn::Zero(d);
-        SPORE_UNROLL for (int j = 0; j < 4; ++j) {  // Bᵀ d: rows
-          q[0][j] = hn::Sub(p[0][j], p[2][j]);
-          q[1][j] = hn::Add(p[1][j], p[2][j]);
-          q[2][j] = hn::Sub(p[2][j], p[1][j]);
-          q[3][j] = hn::Sub(p[1][j], p[3][j]);
+        hn::Vec<DG> q[A][A];  // Bᵀ d: column j of the patch in, column j of q out
+        SPORE_UNROLL for (int j = 0; j < A; ++j) {
+          hn::Vec<DG> p[A];
+          SPORE_UNROLL for (int i = 0; i < A; ++i) p[i] =
+              row_in[i] && col_in[j] ? hn::LoadU(d, xb + ((ih0 + i) * g.W + iw0 + j) * g.L)
+                                     : hn::Zero(d);
+          hn::Vec<DG> c[A];
+          InputRow<M>(p, c);
+          SPORE_UNROLL for (int i = 0; i < A; ++i) q[i][j] = c[i];
         }
         float* out = v + t * g.C + cb * 16 + int64_t(lane);
         const int64_t es = T * g.C;                 // between transformed elements e
-        SPORE_UNROLL for (int i = 0; i < 4; ++i) {  // (Bᵀ d) B: columns
-          hn::StoreU(hn::Sub(q[i][0], q[i][2]), d, out + (i * 4 + 0) * es);
-          hn::StoreU(hn::Add(q[i][1], q[i][2]), d, out + (i * 4 + 1) * es);
-          hn::StoreU(hn::Sub(q[i][2], q[i][1]), d, out + (i * 4 + 2) * es);
-          hn::StoreU(hn::Sub(q[i][1], q[i][3]), d, out + (i * 4 + 3) * es);
+        SPORE_UNROLL for (int i = 0; i < A; ++i) {  // (Bᵀ d) B: rows
+          hn::Vec<DG> r[A];
+          InputRow<M>(q[i], r);
+          SPORE_UNROLL for (int j = 0; j < A; ++j) hn::StoreU(r[j], d, out + (i * A + j) * es);
         }
       }
     }
@@ -137,7 +184,8 @@ HWY_INLINE void ProductTail(int rows, const float* v, int64_t ldv, const float* 
   }
 }
 
-// m (16, O/16, T, 16) = for each e and ob in [ob0, ob1): v[e] (T, C) @ u[e][ob] (C, 16).
+// m (E, O/16, T, 16) = for each e of the E = (m + 2)² and ob in [ob0, ob1): v[e] (T, C) @ u[e][ob]
+// (C, 16).
 // Two panels at once where one vector holds all 16 lanes (AVX-512): m0, m1 (R, 16) = v @ up0, up1.
 // Each broadcast of v then feeds two FMAs (24 accumulators for 12 rows), so the loads (2 + R per
 // input channel) no longer limit the 2R FMAs, as they do with one panel (1 + R loads for R FMAs).
@@ -164,8 +212,8 @@ HWY_INLINE void Product2(const float* HWY_RESTRICT v, int64_t ldv, const float* 
 
 void Products(const WinogradGeom& g, const float* HWY_RESTRICT v, const float* HWY_RESTRICT u,
               int64_t T, int64_t ob0, int64_t ob1, float* HWY_RESTRICT m) {
-  const int64_t Ob = g.O / 16;
-  for (int64_t e = 0; e < 16; ++e)
+  const int64_t Ob = g.O / 16, E = (g.m + 2) * (g.m + 2);
+  for (int64_t e = 0; e < E; ++e)
     for (int64_t ob = ob0; ob < ob1;) {
       const float* up = u + (e * Ob + ob) * g.C * 16;
       const float* ve = v + e * T * g.C;
@@ -186,39 +234,41 @@ void Products(const WinogradGeom& g, const float* HWY_RESTRICT v, const float* H
     }
 }
 
-// Output transform of tiles [t0, t0 + T), output channel blocks [ob0, ob1), from m (16, O/16, T,
-// 16) into y, with the epilogue.
+// Output transform of tiles [t0, t0 + T), output channel blocks [ob0, ob1), from m (A * A, O/16,
+// T, 16) into y, with the epilogue (the rows and columns of an edge tile past the output dropped).
+template <int M>
 void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t t0, int64_t T,
                      int64_t ob0, int64_t ob1, const float* HWY_RESTRICT beta,
                      const float* HWY_RESTRICT res, ConvAct act, float* HWY_RESTRICT y) {
+  constexpr int A = M + 2;
   const DG d;
-  const int64_t TH = (g.OH + 1) / 2, TW = (g.OW + 1) / 2, Ob = g.O / 16;
+  const int64_t TH = (g.OH + M - 1) / M, TW = (g.OW + M - 1) / M, Ob = g.O / 16;
   const int64_t es = Ob * T * 16;  // between transformed elements e
   for (int64_t t = 0; t < T; ++t) {
     const int64_t tg = t0 + t, n = tg / (TH * TW), th = tg % (TH * TW) / TW, tw = tg % TW;
-    const int64_t oh0 = 2 * th, ow0 = 2 * tw;
-    const bool two_rows = oh0 + 1 < g.OH, two_cols = ow0 + 1 < g.OW;
+    const int64_t oh0 = M * th, ow0 = M * tw;
+    const int rows = int(std::min<int64_t>(M, g.OH - oh0)),
+              cols = int(std::min<int64_t>(M, g.OW - ow0));
     for (int64_t ob = ob0; ob < ob1; ++ob) {
       const float* mt = m + (ob * T + t) * 16;
       for (size_t lane = 0; lane < 16; lane += kStep) {
         const int64_t base = blocked_at(g.L, g.O, g.OH * g.OW, n, ob * 16 + int64_t(lane), 0);
-        hn::Vec<DG> s[4][2];  // M A: per row i, the two output columns
-        SPORE_UNROLL for (int i = 0; i < 4; ++i) {
-          const auto m0 = hn::LoadU(d, mt + (i * 4 + 0) * es + lane);
-          const auto m1 = hn::LoadU(d, mt + (i * 4 + 1) * es + lane);
-          const auto m2 = hn::LoadU(d, mt + (i * 4 + 2) * es + lane);
-          const auto m3 = hn::LoadU(d, mt + (i * 4 + 3) * es + lane);
-          s[i][0] = hn::Add(hn::Add(m0, m1), m2);
-          s[i][1] = hn::Sub(hn::Sub(m1, m2), m3);
+        hn::Vec<DG> s[M][A];  // M A: row i of M in, column i of s out
+        SPORE_UNROLL for (int i = 0; i < A; ++i) {
+          hn::Vec<DG> r[A], o[M];
+          SPORE_UNROLL for (int j = 0; j < A; ++j) r[j] =
+              hn::LoadU(d, mt + (i * A + j) * es + lane);
+          OutputRow<M>(r, o);
+          SPORE_UNROLL for (int c = 0; c < M; ++c) s[c][i] = o[c];
         }
         const auto b = hn::LoadU(d, beta + ob * 16 + int64_t(lane));
-        SPORE_UNROLL for (int a = 0; a < 2; ++a) {  // Aᵀ (M A): output row a
-          if (a == 1 && !two_rows) break;
-          SPORE_UNROLL for (int c = 0; c < 2; ++c) {
-            if (c == 1 && !two_cols) break;
-            auto o = a == 0 ? hn::Add(hn::Add(s[0][c], s[1][c]), s[2][c])
-                            : hn::Sub(hn::Sub(s[1][c], s[2][c]), s[3][c]);
-            simd::HWY_NAMESPACE::conv_finish_f(d, hn::Add(o, b), res, act, y,
+        SPORE_UNROLL for (int c = 0; c < M; ++c) {  // Aᵀ (M A): output column c
+          if (c >= cols) break;
+          hn::Vec<DG> o[M];
+          OutputRow<M>(s[c], o);
+          SPORE_UNROLL for (int a = 0; a < M; ++a) {
+            if (a >= rows) break;
+            simd::HWY_NAMESPACE::conv_finish_f(d, hn::Add(o[a], b), res, act, y,
                                                base + ((oh0 + a) * g.OW + ow0 + c) * g.L);
           }
         }
@@ -335,12 +385,12 @@ HWY_INLINE void ProductWgrad2(const float* HWY_RESTRICT v, int64_t ldv,
 // holds nothing yet).
 void WgradBlocks(const WinogradGeom& g, const float* x, const float* dy, int64_t T, int64_t b0,
                  int64_t b1, float* du) {
-  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2), Ob = g.O / 16;
+  const int64_t tiles = tiles_of(g), Ob = g.O / 16;
   float* v = thread_scratch(size_t(16 * T * (g.C + g.O)));
   float* dm = v + 16 * T * g.C;
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t t0 = b * T, Tb = std::min(T, tiles - t0);
-    InputTransform(g, x, t0, Tb, v);
+    InputTransform<2>(g, x, t0, Tb, v);
     OutputGradTransform(g, dy, t0, Tb, dm);
     const bool first = b == b0;
     for (int64_t e = 0; e < 16; ++e)
@@ -448,22 +498,30 @@ void TransformWeightRows(const float* HWY_RESTRICT w, int64_t P, int64_t Q, int6
 
 // Tasks [k0, k1) on the calling thread: task k is part k % parts (a 1/parts share of the output
 // channel blocks) of block k / parts of T tiles (the last block may be short).
-void Tasks(const WinogradGeom& g, const float* x, const float* u, const float* beta,
-           const float* res, ConvAct act, float* y, int64_t T, int64_t parts, int64_t k0,
-           int64_t k1) {
-  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2), Ob = g.O / 16;
-  float* v = thread_scratch(size_t(16 * T * (g.C + g.O)));
-  float* m = v + 16 * T * g.C;
+template <int M>
+void TasksOf(const WinogradGeom& g, const float* x, const float* u, const float* beta,
+             const float* res, ConvAct act, float* y, int64_t T, int64_t parts, int64_t k0,
+             int64_t k1) {
+  constexpr int64_t E = (M + 2) * (M + 2);
+  const int64_t tiles = tiles_of(g), Ob = g.O / 16;
+  float* v = thread_scratch(size_t(E * T * (g.C + g.O)));
+  float* m = v + E * T * g.C;
   int64_t transformed = -1;  // the block v holds
   for (int64_t k = k0; k < k1; ++k) {
     const int64_t b = k / parts, part = k % parts;
     const int64_t t0 = b * T, Tb = std::min(T, tiles - t0);
     const int64_t ob0 = part * Ob / parts, ob1 = (part + 1) * Ob / parts;
-    if (b != transformed) InputTransform(g, x, t0, Tb, v);
+    if (b != transformed) InputTransform<M>(g, x, t0, Tb, v);
     transformed = b;
     Products(g, v, u, Tb, ob0, ob1, m);
-    OutputTransform(g, m, t0, Tb, ob0, ob1, beta, res, act, y);
+    OutputTransform<M>(g, m, t0, Tb, ob0, ob1, beta, res, act, y);
   }
+}
+void Tasks(const WinogradGeom& g, const float* x, const float* u, const float* beta,
+           const float* res, ConvAct act, float* y, int64_t T, int64_t parts, int64_t k0,
+           int64_t k1) {
+  if (g.m == 4) return TasksOf<4>(g, x, u, beta, res, act, y, T, parts, k0, k1);
+  TasksOf<2>(g, x, u, beta, res, act, y, T, parts, k0, k1);
 }
 
 size_t VectorLanes() { return kStep; }
@@ -488,18 +546,59 @@ float* thread_scratch(size_t n) {
 }
 }  // namespace wino
 
+int64_t winograd_tile(int64_t N, int64_t OH, int64_t OW, int64_t C, int64_t O) {
+  const int64_t tiles4 = N * ((OH + 3) / 4) * ((OW + 3) / 4);
+  const bool enough_tiles = tiles4 >= kMinF4TilesPerThread * get_num_threads();
+  const bool small_weights = 36 * C * O * int64_t(sizeof(float)) <= kMaxF4WeightBytes;
+  return enough_tiles && small_weights ? 4 : 2;
+}
+
 bool winograd_takes_lanes(int64_t lanes) {
   return lanes == 16 || (lanes == 8 && HWY_DYNAMIC_DISPATCH(wino::VectorLanes)() <= 8);
 }
 
+namespace {
+// F(4x4, 3x3)'s u = G g Gᵀ * scale, in float64 (its G has sixths and twenty-fourths, which float32
+// does not hold exactly); run once, when a graph compiles. G's rows: [1/4 0 0] [-1/6 -1/6 -1/6]
+// [-1/6 1/6 -1/6] [1/24 1/12 1/6] [1/24 -1/12 1/6] [0 0 1].
+void transform_weights_f4(const float* w, int64_t O, int64_t C, const float* scale, float* u) {
+  static constexpr double G[6][3] = {{0.25, 0, 0},
+                                     {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                     {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                     {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                     {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                     {0, 0, 1}};
+  const int64_t Ob = O / 16, es = Ob * C * 16;  // u (36, O/16, C, 16)
+  parallel_for(0, O * C, 64, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t o = k / C, c = k % C;
+      const float* g = w + k * 9;
+      double t[6][3];  // G g
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 3; ++j)
+          t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
+      const double s = scale ? scale[o] : 1.0;
+      float* out = u + ((o / 16) * C + c) * 16 + o % 16;
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j)  // (G g) Gᵀ
+          out[(i * 6 + j) * es] =
+              float((t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]) * s);
+    }
+  });
+}
+}  // namespace
+
 void winograd_transform_weights(const float* w, int64_t O, int64_t C, const float* bias,
-                                const float* scale, const float* shift, float* u, float* beta) {
+                                const float* scale, const float* shift, float* u, float* beta,
+                                int64_t m) {
   SPORE_ASSERT(O % 16 == 0 && C % 16 == 0, "winograd: channels must be multiples of 16, got O=", O,
                ", C=", C);
+  SPORE_ASSERT(m == 2 || m == 4, "winograd: output tiles of 2 or 4, got ", m);
   for (int64_t o = 0; o < O; ++o) {
     const float s = scale ? scale[o] : 1.f;
     beta[o] = (bias ? bias[o] : 0.f) * s + (shift ? shift[o] : 0.f);
   }
+  if (m == 4) return transform_weights_f4(w, O, C, scale, u);
   // Panels: 16 output channels (lanes, C * 9 floats apart); rows: input channels. In training this
   // runs every step (u is up to 16 MB): parallel over rows.
   const int64_t P = O / 16;
@@ -527,7 +626,8 @@ void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, cons
                "winograd: channels must be multiples of 16 and the lanes ones the kernels take, "
                "got O=",
                g.O, ", C=", g.C, ", lanes ", g.L);
-  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
+  SPORE_ASSERT(g.m == 2 || g.m == 4, "winograd: output tiles of 2 or 4, got ", g.m);
+  const int64_t tiles = wino::tiles_of(g), E = (g.m + 2) * (g.m + 2);
   if (tiles == 0) return;
   // Work for every thread. With many tiles, blocks of tiles (smaller blocks for smaller inputs).
   // With few (an 8x8 map at batch 1) the threads split the output channels of one block instead,
@@ -535,9 +635,9 @@ void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, cons
   const int64_t threads = get_num_threads();
   int64_t T, parts = 1;
   if (tiles >= threads * wino::kMinTilesPerBlock) {
-    T = std::min(wino::block_tiles(g.C), (tiles + threads - 1) / threads);
+    T = std::min(wino::block_tiles(g.C, E), (tiles + threads - 1) / threads);
   } else {
-    T = std::min(wino::block_tiles(g.C), tiles);
+    T = std::min(wino::block_tiles(g.C, E), tiles);
     parts = std::min(g.O / 16, (threads * T + tiles - 1) / tiles);
   }
   const int64_t tasks = (tiles + T - 1) / T * parts;
@@ -553,7 +653,8 @@ void winograd_backward_weight(const WinogradGeom& g, const float* x, const float
                "winograd: channels must be multiples of 16 and the lanes ones the kernels take, "
                "got O=",
                g.O, ", C=", g.C, ", lanes ", g.L);
-  const int64_t tiles = g.N * ((g.OH + 1) / 2) * ((g.OW + 1) / 2);
+  SPORE_ASSERT(g.m == 2, "winograd: the weight gradient is F(2x2, 3x3) only, got tiles of ", g.m);
+  const int64_t tiles = wino::tiles_of(g);
   if (tiles == 0) {
     std::fill_n(dw, g.O * g.C * 9, 0.f);
     return;
@@ -561,7 +662,7 @@ void winograd_backward_weight(const WinogradGeom& g, const float* x, const float
   // Blocks as large as a 4 MiB scratch (V and dM) allows, at least the forward's: each block
   // reads and writes the thread's dU (16 C O floats) once, so fewer blocks is less traffic.
   const int64_t threads = get_num_threads();
-  const int64_t T = std::min(std::max(wino::block_tiles(g.C), 65536 / (g.C + g.O)),
+  const int64_t T = std::min(std::max(wino::block_tiles(g.C, 16), 65536 / (g.C + g.O)),
                              (tiles + threads - 1) / threads);
   const int64_t blocks = (tiles + T - 1) / T, parts = std::min(threads, blocks);
   const int64_t stride = 16 * g.C * g.O;
@@ -628,7 +729,7 @@ void winograd_weights_kernel(ops::KernelContext& ctx) {
   winograd_transform_weights(
       w.data<float>(), w.size(0), w.size(1), has_bias ? b.data<float>() : nullptr,
       has_scale ? scale.data<float>() : nullptr, has_scale ? shift.data<float>() : nullptr,
-      ctx.outputs[0].data<float>(), ctx.outputs[1].data<float>());
+      ctx.outputs[0].data<float>(), ctx.outputs[1].data<float>(), ctx.attrs.get_int("tile", 2));
 }
 
 // conv2d_winograd(x, u, beta[, residual]) -> y, all blocked (in 16 or 8 lanes) but u and beta.
@@ -640,8 +741,9 @@ void conv2d_winograd_kernel(ops::KernelContext& ctx) {
   const Tensor r = has_res ? dense(ctx.inputs[3]) : Tensor();
   const auto pad = ctx.attrs.get_ints("padding");
   const int64_t L = x.size(4);
-  const WinogradGeom g{x.size(0), x.size(1) * L, x.size(2), x.size(3), y.size(1) * L,
-                       y.size(2), y.size(3),     pad[0],    pad[2],    L};
+  const WinogradGeom g{
+      x.size(0), x.size(1) * L, x.size(2), x.size(3), y.size(1) * L,          y.size(2),
+      y.size(3), pad[0],        pad[2],    L,         u.size(0) == 36 ? 4 : 2};
   const ConvAct act = conv_act(ctx.attrs.has("act") ? ctx.attrs.get_string("act") : "");
   winograd_conv2d(g, x.data<float>(), u.data<float>(), beta.data<float>(),
                   has_res ? r.data<float>() : nullptr, act, y.data<float>());

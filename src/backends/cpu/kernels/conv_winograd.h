@@ -23,21 +23,35 @@ namespace spore::cpu {
 // stride 1, dilation 1, groups 1; pt / pl the top / left padding (bottom / right follow from
 // OH = H + pt + pb - 2, OW likewise). L, the activations' channel block: 16 (nChw16c), or 8
 // (nChw8c, AVX2's) where the kernels' vectors hold at most 8 lanes (winograd_takes_lanes).
+// m: the output tile's side, 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3), forward only).
 struct WinogradGeom {
   int64_t N, C, H, W, O, OH, OW, pt, pl;
   int64_t L = 16;
+  int64_t m = 2;
 };
 // Whether the kernels on this machine read and write activations blocked in `lanes` (8 or 16):
 // 16 always; 8 where their vectors hold 8 lanes or fewer (AVX2), as one vector never spans two
 // blocks. (The transformed weights and the scratch keep 16-channel groups either way.)
 bool winograd_takes_lanes(int64_t lanes);
 
-// u (16, O/16, C, 16) = G w[o][c] Gᵀ * scale[o] per (o, c), laid out as 16 matrices U[e] (C, O)
-// cut into panels of 16 output channels; beta (O) = bias * scale + shift. w is (O, C, 3, 3);
-// bias, scale and shift may be null (0, 1, 0). Folding a BatchNorm's scale into u leaves the
-// kernel one add per output.
+// The output tile F(m x m, 3x3) a constant-weight conv of this geometry runs best with: 4 where
+// every thread has at least kMinF4TilesPerThread 4x4 tiles and the transformed weights (36 C O
+// floats) stay at most kMaxF4WeightBytes, else 2. F(4x4, 3x3) does 2.25 multiplies per output
+// against F(2x2, 3x3)'s 4 (bench_constant_conv, AVX-512, batch 64: ResNet-18's 64c 32x32 conv
+// 1.95x faster, 256c 8x8 1.42x), but reads 36/16 the weight bytes once per block of tiles: with few
+// tiles (an 8x8 map at batch 1) or weights past the cache (512c: 38 MB) that costs more than it
+// saves (512c 4x4 at batch 64: 1.37x slower).
+constexpr int64_t kMinF4TilesPerThread = 16;
+constexpr int64_t kMaxF4WeightBytes = int64_t(16) << 20;
+int64_t winograd_tile(int64_t N, int64_t OH, int64_t OW, int64_t C, int64_t O);
+
+// u (E, O/16, C, 16) = G w[o][c] Gᵀ * scale[o] per (o, c), laid out as E = (m + 2)² matrices
+// U[e] (C, O) cut into panels of 16 output channels; beta (O) = bias * scale + shift. w is
+// (O, C, 3, 3); bias, scale and shift may be null (0, 1, 0). Folding a BatchNorm's scale into u
+// leaves the kernel one add per output. m: the output tile's side (2 or 4).
 void winograd_transform_weights(const float* w, int64_t O, int64_t C, const float* bias,
-                                const float* scale, const float* shift, float* u, float* beta);
+                                const float* scale, const float* shift, float* u, float* beta,
+                                int64_t m = 2);
 
 // y = act(conv(x, w) * scale + beta + residual) with act none, relu or silu; residual (y's shape)
 // may be null. Parallel over blocks of tiles.

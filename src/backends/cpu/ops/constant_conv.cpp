@@ -1,11 +1,11 @@
 // Graph-internal convolutions on constant weights prepared when the graph compiles, made by
 // backends/cpu/passes/constant_convs.cpp between blocked activations (nChw16c, or nChw8c: L = 16 or
-// 8 below; the prepared weights keep 16-channel groups either way). Winograd F(2x2, 3x3)
-// (backends/cpu/kernels/conv_winograd.h) for 3x3, stride-1 convolutions:
+// 8 below; the prepared weights keep 16-channel groups either way). Winograd F(2x2, 3x3) or
+// F(4x4, 3x3) (backends/cpu/kernels/conv_winograd.h) for 3x3, stride-1 convolutions:
 //
 //   winograd_weights(w[, bias][, scale, shift]) -> (u, beta)   run once, when the graph compiles
-//       u (16, O/16, C, 16): the transformed weights G w Gᵀ * scale; beta (O) = bias * scale +
-//       shift
+//       u (E, O/16, C, 16): the transformed weights G w Gᵀ * scale, E = 16 (attribute tile 2, the
+//       default) or 36 (tile 4); beta (O) = bias * scale + shift
 //   conv2d_winograd(x, u, beta[, residual]) = act(conv2d(x, w) * scale + beta + residual)
 //       x (N, C/L, H, W, L) -> (N, O/L, OH, OW, L); OH = H + pad_top + pad_bottom - 2
 //
@@ -18,8 +18,9 @@
 //       stride + 1; or x plain (N, C, H, W) of any C (a network's stem) -> y blocked in the
 //       `lanes` attribute's L
 //
-// Attributes: has_bias, has_scale (the weight ops); padding (top, bottom, left, right), act ("" or
-// "relu"), has_residual and (conv2d_packed) stride. float32 only; all are kNonDiff.
+// Attributes: has_bias, has_scale (the weight ops), tile (winograd_weights); padding (top, bottom,
+// left, right), act ("" or "relu"), has_residual and (conv2d_packed) stride. float32 only; all are
+// kNonDiff.
 #include "backends/cpu/ops/rules.h"
 
 namespace spore::cpu::rules {
@@ -98,7 +99,9 @@ OpRules WinogradWeights() {
         const Shape& w = in[0].shape;
         SPORE_CHECK(w[2] == 3 && w[3] == 3, "expected a 3x3 weight (O, C, 3, 3), got shape ",
                     shape_str(w));
-        return {{{16, w[0] / 16, w[1], 16}, kFloat32}, {{w[0]}, kFloat32}};
+        const int64_t m = a.get_int("tile", 2);
+        SPORE_CHECK(m == 2 || m == 4, "expected tile 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3)), got ", m);
+        return {{{(m + 2) * (m + 2), w[0] / 16, w[1], 16}, kFloat32}, {{w[0]}, kFloat32}};
       },
   };
 }
@@ -108,9 +111,10 @@ OpRules Conv2dWinograd() {
       .infer = [](const Metas& in, const Attrs& a) -> Metas {
         check_conv_inputs(in, a, "u");
         const Shape &x = in[0].shape, &u = in[1].shape;
-        SPORE_CHECK(u.size() == 4 && u[0] == 16 && u[3] == 16 && u[2] == x[1] * x[4],
-                    "expected u (16, O/16, C=", x[1] * x[4],
-                    ", 16) from winograd_weights, got shape ", shape_str(u));
+        SPORE_CHECK(
+            u.size() == 4 && (u[0] == 16 || u[0] == 36) && u[3] == 16 && u[2] == x[1] * x[4],
+            "expected u (16 or 36, O/16, C=", x[1] * x[4],
+            ", 16) from winograd_weights, got shape ", shape_str(u));
         return {{check_conv(in, a, u[1] * 16, 3, 3, 1, 1), kFloat32}};
       },
   };

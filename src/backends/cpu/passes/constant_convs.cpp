@@ -5,11 +5,12 @@
 //     ->  conv2d_packed(x_b, wp, beta[, residual_b])     any other kernel size and stride, and a
 //                                                         plain x of < 16 channels (the stem)
 //
-// where (u, beta) = winograd_weights(w, bias, scale, shift) or (wp, beta) = pack_conv_weights(...)
-// run now and are captured as constants (the original weight is dropped from the graph). Only
-// where every weight-side input is a constant: in a training graph the weights are parameters and
-// the conv keeps oneDNN. Both kernels fold the BatchNorm scale into the weights and take the
-// shift, the residual and the activation (relu; silu, YOLOv5's) in their epilogue.
+// where (u, beta) = winograd_weights(w, bias, scale, shift) {tile 2 or 4: F(2x2, 3x3) or F(4x4,
+// 3x3), winograd_tile's choice for the geometry} or (wp, beta) = pack_conv_weights(...) run now and
+// are captured as constants (the original weight is dropped from the graph). Only where every
+// weight-side input is a constant: in a training graph the weights are parameters and the conv
+// keeps oneDNN. Both kernels fold the BatchNorm scale into the weights and take the shift, the
+// residual and the activation (relu; silu, YOLOv5's) in their epilogue.
 //
 // Which of the two (or neither) is the forward convolution list's answer (backends/cpu/kernels/
 // conv_list.h: winograd and packed take only convolutions whose weights are graph constants, and
@@ -20,6 +21,7 @@
 #include <unordered_set>
 
 #include "backends/cpu/kernels/conv_list.h"
+#include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/ops/ops.h"
 #include "backends/cpu/passes/passes.h"
 #include "core/log.h"
@@ -33,8 +35,8 @@ using ops::OpId;
 enum class Way { kOneDnn, kWinograd, kPacked };
 
 // How conv node n runs: kOneDnn (left to the kernels' list) unless its weights are constants and
-// the forward list chooses winograd or packed for it.
-Way way_of(const Node& n, bool fused) {
+// the forward list chooses winograd or packed for it; *tile: Winograd's output tile (2 or 4).
+Way way_of(const Node& n, bool fused, int64_t* tile) {
   const Value* y = n.outputs[0];
   const Value* w = n.inputs[1];
   if (w->shape.size() != 4) return Way::kOneDnn;
@@ -48,8 +50,13 @@ Way way_of(const Node& n, bool fused) {
                          n.inputs[i]->dtype == kFloat32;
   if (!d.constant_weights) return Way::kOneDnn;  // the kernel's list decides when it runs
   const ConvChoice c = choose_conv(d);
-  if (log::enabled(log::Level::Debug)) log::debug("conv {}: {}", d.str(), c.str());
   const std::string name = c.name();
+  *tile = winograd_tile(d.N, d.OH, d.OW, d.C, d.O);
+  if (log::enabled(log::Level::Debug))
+    log::debug("conv {}: {}{}", d.str(), c.str(),
+               name == "winograd"
+                   ? " F(" + std::to_string(*tile) + "x" + std::to_string(*tile) + ", 3x3)"
+                   : "");
   return name == "winograd" ? Way::kWinograd : name == "packed" ? Way::kPacked : Way::kOneDnn;
 }
 
@@ -63,7 +70,8 @@ size_t constant_convs(Graph& g) {
     Node* n = g.nodes[pos].get();
     if (n->op != OpId::Conv2d && n->op != op::Conv2dFused()) continue;
     const bool fused = n->op == op::Conv2dFused();
-    const Way way = way_of(*n, fused);
+    int64_t tile = 2;
+    const Way way = way_of(*n, fused, &tile);
     if (way == Way::kOneDnn) continue;
     const bool has_bias = fused ? n->attrs.get_bool("has_bias", false) : n->inputs.size() == 3;
     const bool has_scale = fused && n->attrs.get_bool("has_scale", false);
@@ -72,9 +80,9 @@ size_t constant_convs(Graph& g) {
     ops::Tensors wins;
     const size_t per_channel = size_t(has_bias) + 2 * size_t(has_scale);
     for (size_t i = 1; i < 2 + per_channel; ++i) wins.push_back(n->inputs[i]->tensor);
-    const ops::Tensors prepared =
-        ops::call(way == Way::kWinograd ? op::WinogradWeights() : op::PackConvWeights(), wins,
-                  ops::Attrs().set("has_bias", has_bias).set("has_scale", has_scale));
+    const ops::Tensors prepared = ops::call(
+        way == Way::kWinograd ? op::WinogradWeights() : op::PackConvWeights(), wins,
+        ops::Attrs().set("has_bias", has_bias).set("has_scale", has_scale).set("tile", tile));
     std::vector<Value*> ins{n->inputs[0], g.add_capture(prepared[0].detach(), ValueKind::kConstant),
                             g.add_capture(prepared[1].detach(), ValueKind::kConstant)};
     if (has_res) ins.push_back(n->inputs.back());
