@@ -1,5 +1,6 @@
-// Winograd F(2x2, 3x3) convolution on Graph mode's blocked activations (nChw16c or nChw8c),
-// float32, for convolutions whose weights are constants (an imported or frozen model) or train.
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution on Graph mode's blocked activations (nChw16c or
+// nChw8c), float32, for convolutions whose weights are constants (an imported or frozen model) or
+// train (F(2x2, 3x3) only).
 // Defined in conv_winograd.cpp; the graph pass backends/cpu/passes/winograd.cpp decides where it
 // runs.
 //
@@ -9,6 +10,8 @@
 // tile and channel pair instead of 36, so 2.25x fewer. Summed over input channels, the products
 // become 16 independent matrix products, one per element of the 4x4 transformed tile:
 //   M[e] (tiles, O) = V[e] (tiles, C) @ U[e] (C, O).
+// F(4x4, 3x3) does the same with 4x4 output tiles from 6x6 patches: 36 products per 16 outputs
+// (2.25 per output against F(2x2)'s 4), its transforms' constants 2, 4, 5, 8 and G's sixths.
 // U (the transformed weights) is computed once, when the graph is compiled; V and M live in a
 // per-thread scratch block of tiles and never reach memory as whole tensors.
 #pragma once
