@@ -8,7 +8,10 @@
 // Tolerance, F(2x2, 3x3): |got - want| <= 1e-5 * max |want|. Its transforms are adds and halvings
 // (exact in float32), so the error is float32 summation in another order (the input transform adds
 // up to 4 inputs, the output transform 9 products' sums), measured at most ~3e-7 of max |want|
-// here; the float32 direct conv (oneDNN) lands at ~1e-6. Each geometry runs on activations blocked
+// here; the float32 direct conv (oneDNN) lands at ~1e-6. F(4x4, 3x3) (the forward and the data
+// gradient where winograd_tile takes it: the f4_ geometries) has multiplies by 2 to 8 in its
+// transforms and sixths in G: ~4e-6 measured, under the same bound. Each geometry runs on
+// activations blocked
 // in 16 lanes (nChw16c) and, where this machine's kernels take them (AVX2), 8 (nChw8c).
 #include <gtest/gtest.h>
 
@@ -179,10 +182,11 @@ TEST_P(WinogradTrain, ForwardAndGradientsMatchFloat64) {
     EXPECT_LE(e.y, kTolF2x2) << g.name << " forward, " << lanes << " lanes";
     EXPECT_LE(e.dx, kTolF2x2) << g.name << " backward data, " << lanes << " lanes";
     EXPECT_LE(e.dw, kTolF2x2) << g.name << " backward weight, " << lanes << " lanes";
+    const long long m = cpu::winograd_tile(g.N, g.OH(), g.OW(), g.C, g.O);
     std::printf(
-        "  %s, %lld lanes: F(2x2, 3x3) forward %.2e, backward data %.2e, backward weight %.2e of "
-        "max |want|\n",
-        g.name, (long long)lanes, e.y, e.dx, e.dw);
+        "  %s, %lld lanes: F(%lldx%lld, 3x3) forward %.2e, backward data %.2e, backward weight "
+        "%.2e of max |want|\n",
+        g.name, (long long)lanes, m, m, e.y, e.dx, e.dw);
   }
 }
 
@@ -194,6 +198,10 @@ const Geo kGeos[] = {
     {"asymmetric_padding", 3, 32, 9, 8, 16, 0, 2, 2, 1},
     {"one_thread", 2, 48, 6, 6, 32, 1, 1, 1, 1, 1},
     {"few_tiles_split_channels", 4, 64, 4, 4, 64, 1, 1, 1, 1},
+    // Enough 4x4 tiles for F(4x4, 3x3) (winograd_tile: 16 per thread): even, and edge tiles cut
+    // after 3 rows and 1 column (15 x 13) with padding 2 on one side.
+    {"f4_tiles", 4, 16, 16, 16, 32, 1, 1, 1, 1},
+    {"f4_odd_sizes", 4, 32, 15, 13, 16, 1, 1, 2, 0},
 };
 
 INSTANTIATE_TEST_SUITE_P(Geometries, WinogradTrain, ::testing::ValuesIn(kGeos),
@@ -205,7 +213,7 @@ INSTANTIATE_TEST_SUITE_P(Geometries, WinogradTrain, ::testing::ValuesIn(kGeos),
 TEST(WinogradTrainTargets, EveryHighwayTarget) {
   for (const std::string& target : cpu::direct_conv_targets()) {
     cpu::direct_conv_use_target(target);
-    for (Geo g : {kGeos[0], kGeos[1], kGeos[4]})
+    for (Geo g : {kGeos[0], kGeos[1], kGeos[4], kGeos[8]})
       for (int64_t lanes : {16, 8}) {
         if (!cpu::winograd_takes_lanes(lanes)) continue;
         g.L = lanes;

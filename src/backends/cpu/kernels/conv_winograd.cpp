@@ -454,18 +454,44 @@ void WgradFinish(const WinogradGeom& g, const float* HWY_RESTRICT du, int64_t pa
   }
 }
 
-// Rows [k0, k1) of a transformed weight u (16, P, Q, 16): row k = (panel p, row q) = (k / Q, k % Q)
-// holds the 16 lanes' G g Gᵀ, one 64-byte line per element e. Lane l's 3x3 kernel g is the 9
-// floats at w + p * panel_stride + q * row_stride + l * lane_stride (rotated by 180 degrees when
+// y = G x (3 values in, A out): the weight transform.
+template <int M, class V>
+HWY_INLINE void WeightRow(const V* x, V* y) {
+  const DG d;
+  if constexpr (M == 2) {  // G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]
+    const auto half = hn::Set(d, 0.5f);
+    y[0] = x[0];
+    y[1] = hn::Mul(half, hn::Add(hn::Add(x[0], x[1]), x[2]));
+    y[2] = hn::Mul(half, hn::Add(hn::Sub(x[0], x[1]), x[2]));
+    y[3] = x[2];
+  } else {  // G's rows: [1/4 0 0] [-1/6 -1/6 -1/6] [-1/6 1/6 -1/6] [1/24 1/12 1/6]
+            //           [1/24 -1/12 1/6] [0 0 1]
+    const auto p02 = hn::Add(x[0], x[2]);
+    const auto e = hn::MulAdd(hn::Set(d, 1.f / 24), x[0], hn::Mul(hn::Set(d, 1.f / 6), x[2]));
+    const auto o = hn::Mul(hn::Set(d, 1.f / 12), x[1]);
+    const auto sixth = hn::Set(d, -1.f / 6);
+    y[0] = hn::Mul(hn::Set(d, 0.25f), x[0]);
+    y[1] = hn::Mul(sixth, hn::Add(p02, x[1]));
+    y[2] = hn::Mul(sixth, hn::Sub(p02, x[1]));
+    y[3] = hn::Add(e, o);
+    y[4] = hn::Sub(e, o);
+    y[5] = x[2];
+  }
+}
+
+// Rows [k0, k1) of a transformed weight u (A * A, P, Q, 16): row k = (panel p, row q) = (k / Q,
+// k % Q) holds the 16 lanes' G g Gᵀ, one 64-byte line per element e. Lane l's 3x3 kernel g is the
+// 9 floats at w + p * panel_stride + q * row_stride + l * lane_stride (rotated by 180 degrees when
 // flip), times scale[p * 16 + l] when scale is given. Vectorised over the lanes (gathers), so it
 // writes each line of u whole.
-void TransformWeightRows(const float* HWY_RESTRICT w, int64_t P, int64_t Q, int64_t panel_stride,
-                         int64_t row_stride, int64_t lane_stride, bool flip,
-                         const float* HWY_RESTRICT scale, float* HWY_RESTRICT u, int64_t k0,
-                         int64_t k1) {
+template <int M>
+void TransformWeightRowsOf(const float* HWY_RESTRICT w, int64_t P, int64_t Q, int64_t panel_stride,
+                           int64_t row_stride, int64_t lane_stride, bool flip,
+                           const float* HWY_RESTRICT scale, float* HWY_RESTRICT u, int64_t k0,
+                           int64_t k1) {
+  constexpr int A = M + 2;
   const DG d;
   const hn::RebindToSigned<DG> di;
-  const auto half = hn::Set(d, 0.5f);
   for (int64_t k = k0; k < k1; ++k) {
     const int64_t p = k / Q, q = k % Q;
     for (size_t lane = 0; lane < 16; lane += kStep) {
@@ -474,26 +500,33 @@ void TransformWeightRows(const float* HWY_RESTRICT w, int64_t P, int64_t Q, int6
       hn::Vec<DG> g[9];
       SPORE_UNROLL for (int t = 0; t < 9; ++t) g[t] =
           hn::GatherIndex(d, base + (flip ? 8 - t : t), idx);
-      hn::Vec<DG> gk[4][3];  // G g: rows combined
+      hn::Vec<DG> gk[A][3];  // G g: column j of g in, column j of G g out
       SPORE_UNROLL for (int j = 0; j < 3; ++j) {
-        gk[0][j] = g[j];
-        gk[1][j] = hn::Mul(half, hn::Add(hn::Add(g[j], g[3 + j]), g[6 + j]));
-        gk[2][j] = hn::Mul(half, hn::Add(hn::Sub(g[j], g[3 + j]), g[6 + j]));
-        gk[3][j] = g[6 + j];
+        const hn::Vec<DG> col[3] = {g[j], g[3 + j], g[6 + j]};
+        hn::Vec<DG> r[A];
+        WeightRow<M>(col, r);
+        SPORE_UNROLL for (int i = 0; i < A; ++i) gk[i][j] = r[i];
       }
       const auto s = scale ? hn::LoadU(d, scale + p * 16 + int64_t(lane)) : hn::Set(d, 1.f);
       float* out = u + (p * Q + q) * 16 + int64_t(lane);
       const int64_t es = P * Q * 16;              // between elements e
-      SPORE_UNROLL for (int i = 0; i < 4; ++i) {  // (G g) Gᵀ: columns
-        const auto r1 = hn::Mul(half, hn::Add(hn::Add(gk[i][0], gk[i][1]), gk[i][2]));
-        const auto r2 = hn::Mul(half, hn::Add(hn::Sub(gk[i][0], gk[i][1]), gk[i][2]));
-        hn::StoreU(hn::Mul(gk[i][0], s), d, out + (i * 4 + 0) * es);
-        hn::StoreU(hn::Mul(r1, s), d, out + (i * 4 + 1) * es);
-        hn::StoreU(hn::Mul(r2, s), d, out + (i * 4 + 2) * es);
-        hn::StoreU(hn::Mul(gk[i][2], s), d, out + (i * 4 + 3) * es);
+      SPORE_UNROLL for (int i = 0; i < A; ++i) {  // (G g) Gᵀ: rows
+        hn::Vec<DG> r[A];
+        WeightRow<M>(gk[i], r);
+        SPORE_UNROLL for (int j = 0; j < A; ++j)
+            hn::StoreU(hn::Mul(r[j], s), d, out + (i * A + j) * es);
       }
     }
   }
+}
+void TransformWeightRows(const float* HWY_RESTRICT w, int64_t P, int64_t Q, int64_t panel_stride,
+                         int64_t row_stride, int64_t lane_stride, bool flip,
+                         const float* HWY_RESTRICT scale, float* HWY_RESTRICT u, int64_t m,
+                         int64_t k0, int64_t k1) {
+  if (m == 4)
+    return TransformWeightRowsOf<4>(w, P, Q, panel_stride, row_stride, lane_stride, flip, scale, u,
+                                    k0, k1);
+  TransformWeightRowsOf<2>(w, P, Q, panel_stride, row_stride, lane_stride, flip, scale, u, k0, k1);
 }
 
 // Tasks [k0, k1) on the calling thread: task k is part k % parts (a 1/parts share of the output
@@ -557,37 +590,6 @@ bool winograd_takes_lanes(int64_t lanes) {
   return lanes == 16 || (lanes == 8 && HWY_DYNAMIC_DISPATCH(wino::VectorLanes)() <= 8);
 }
 
-namespace {
-// F(4x4, 3x3)'s u = G g Gᵀ * scale, in float64 (its G has sixths and twenty-fourths, which float32
-// does not hold exactly); run once, when a graph compiles. G's rows: [1/4 0 0] [-1/6 -1/6 -1/6]
-// [-1/6 1/6 -1/6] [1/24 1/12 1/6] [1/24 -1/12 1/6] [0 0 1].
-void transform_weights_f4(const float* w, int64_t O, int64_t C, const float* scale, float* u) {
-  static constexpr double G[6][3] = {{0.25, 0, 0},
-                                     {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                     {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                     {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                     {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                     {0, 0, 1}};
-  const int64_t Ob = O / 16, es = Ob * C * 16;  // u (36, O/16, C, 16)
-  parallel_for(0, O * C, 64, [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k) {
-      const int64_t o = k / C, c = k % C;
-      const float* g = w + k * 9;
-      double t[6][3];  // G g
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 3; ++j)
-          t[i][j] = G[i][0] * g[j] + G[i][1] * g[3 + j] + G[i][2] * g[6 + j];
-      const double s = scale ? scale[o] : 1.0;
-      float* out = u + ((o / 16) * C + c) * 16 + o % 16;
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j)  // (G g) Gᵀ
-          out[(i * 6 + j) * es] =
-              float((t[i][0] * G[j][0] + t[i][1] * G[j][1] + t[i][2] * G[j][2]) * s);
-    }
-  });
-}
-}  // namespace
-
 void winograd_transform_weights(const float* w, int64_t O, int64_t C, const float* bias,
                                 const float* scale, const float* shift, float* u, float* beta,
                                 int64_t m) {
@@ -598,17 +600,17 @@ void winograd_transform_weights(const float* w, int64_t O, int64_t C, const floa
     const float s = scale ? scale[o] : 1.f;
     beta[o] = (bias ? bias[o] : 0.f) * s + (shift ? shift[o] : 0.f);
   }
-  if (m == 4) return transform_weights_f4(w, O, C, scale, u);
   // Panels: 16 output channels (lanes, C * 9 floats apart); rows: input channels. In training this
   // runs every step (u is up to 16 MB): parallel over rows.
   const int64_t P = O / 16;
   parallel_for(0, P * C, 64, [&](int64_t k0, int64_t k1) {
     HWY_DYNAMIC_DISPATCH(wino::TransformWeightRows)
-    (w, P, C, 16 * C * 9, 9, C * 9, false, scale, u, k0, k1);
+    (w, P, C, 16 * C * 9, 9, C * 9, false, scale, u, m, k0, k1);
   });
 }
 
-void winograd_transform_weights_backward_data(const float* w, int64_t O, int64_t C, float* u) {
+void winograd_transform_weights_backward_data(const float* w, int64_t O, int64_t C, float* u,
+                                              int64_t m) {
   SPORE_ASSERT(O % 16 == 0 && C % 16 == 0, "winograd: channels must be multiples of 16, got O=", O,
                ", C=", C);
   // The data gradient's conv maps O channels to C: its kernel (c, o) is w[o][c] rotated. Panels:
@@ -616,7 +618,7 @@ void winograd_transform_weights_backward_data(const float* w, int64_t O, int64_t
   const int64_t P = C / 16;
   parallel_for(0, P * O, 64, [&](int64_t k0, int64_t k1) {
     HWY_DYNAMIC_DISPATCH(wino::TransformWeightRows)
-    (w, P, O, 16 * 9, C * 9, 9, true, nullptr, u, k0, k1);
+    (w, P, O, 16 * 9, C * 9, 9, true, nullptr, u, m, k0, k1);
   });
 }
 
@@ -687,9 +689,13 @@ void winograd_run(ops::KernelContext& ctx, const ConvDesc& d) {
     return winograd_backward_weight(g, w.data<float>(), a.data<float>(), out.data<float>());
   }
   // The transformed weights: made in every call, as the weights change every step (a small cost
-  // next to the conv: 16 C O floats written against 2 N H W C O 9 flops).
-  Tensor u = Tensor::empty({16 * d.C * d.O}, kFloat32);
-  if (d.prop == ConvProp::kForward) {
+  // next to the conv: 16 or 36 C O floats written against 2 N H W C O 9 flops). The tile size as
+  // for constant weights, by the conv's output (dx for the data gradient).
+  const bool fwd = d.prop == ConvProp::kForward;
+  const int64_t m =
+      winograd_tile(d.N, fwd ? d.OH : d.H, fwd ? d.OW : d.W, fwd ? d.C : d.O, fwd ? d.O : d.C);
+  Tensor u = Tensor::empty({(m + 2) * (m + 2) * d.C * d.O}, kFloat32);
+  if (fwd) {
     size_t i = 2;
     const Tensor b = d.bias ? dense(ctx.inputs[i++]) : Tensor();
     const Tensor scale = d.scale ? dense(ctx.inputs[i++]) : Tensor();
@@ -699,18 +705,18 @@ void winograd_run(ops::KernelContext& ctx, const ConvDesc& d) {
     winograd_transform_weights(w.data<float>(), d.O, d.C, d.bias ? b.data<float>() : nullptr,
                                d.scale ? scale.data<float>() : nullptr,
                                d.scale ? shift.data<float>() : nullptr, u.data<float>(),
-                               beta.data<float>());
-    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl, d.lanes};
+                               beta.data<float>(), m);
+    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl, d.lanes, m};
     return winograd_conv2d(g, a.data<float>(), u.data<float>(), beta.data<float>(),
                            d.residual ? r.data<float>() : nullptr, conv_act(d.act),
                            out.data<float>());
   }
   // Backward data: dx = conv(dy, w rotated and transposed), padded by 2 - p on each side, so that
   // the output is x's size: dx (N, C, H, W) from dy (N, O, OH, OW).
-  winograd_transform_weights_backward_data(w.data<float>(), d.O, d.C, u.data<float>());
+  winograd_transform_weights_backward_data(w.data<float>(), d.O, d.C, u.data<float>(), m);
   Tensor zero = Tensor::empty({d.C}, kFloat32);
   std::fill_n(zero.data<float>(), d.C, 0.f);
-  const WinogradGeom g{d.N, d.O, d.OH, d.OW, d.C, d.H, d.W, 2 - d.pt, 2 - d.pl, d.lanes};
+  const WinogradGeom g{d.N, d.O, d.OH, d.OW, d.C, d.H, d.W, 2 - d.pt, 2 - d.pl, d.lanes, m};
   winograd_conv2d(g, a.data<float>(), u.data<float>(), zero.data<float>(), nullptr, ConvAct::kNone,
                   out.data<float>());
 }

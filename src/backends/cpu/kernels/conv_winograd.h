@@ -1,6 +1,6 @@
 // Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution on Graph mode's blocked activations (nChw16c or
 // nChw8c), float32, for convolutions whose weights are constants (an imported or frozen model) or
-// train (F(2x2, 3x3) only).
+// train (the weight gradient in F(2x2, 3x3) only).
 // Defined in conv_winograd.cpp; the graph pass backends/cpu/passes/winograd.cpp decides where it
 // runs.
 //
@@ -61,9 +61,10 @@ void winograd_transform_weights(const float* w, int64_t O, int64_t C, const floa
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
                      const float* residual, ConvAct act, float* y);
 
-// For the data gradient: u (16, C/16, O, 16) = G w[o][c]' Gᵀ with w' the kernel rotated by 180
-// degrees, as 16 matrices U[e] (O, C): the weights of the stride-1 conv dy -> dx.
-void winograd_transform_weights_backward_data(const float* w, int64_t O, int64_t C, float* u);
+// For the data gradient: u (E, C/16, O, 16) = G w[o][c]' Gᵀ with w' the kernel rotated by 180
+// degrees, as E = (m + 2)² matrices U[e] (O, C): the weights of the stride-1 conv dy -> dx.
+void winograd_transform_weights_backward_data(const float* w, int64_t O, int64_t C, float* u,
+                                              int64_t m = 2);
 
 // The weight gradient in the Winograd domain: dw (O, C, 3, 3) = Gᵀ [sum over tiles of
 // (Bᵀ d B)ᵀ (A dY Aᵀ)] G, the 16 sums again matrix products (C, tiles) @ (tiles, O); each thread
