@@ -283,37 +283,59 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
 // transform; outputs past an odd-sized edge are zeros); then dw = Gᵀ dU G (the transpose of the
 // weight transform). Each thread sums its blocks of tiles into its own dU.
 
-// Output-gradient transform of tiles [t0, t0 + T) into dm (16, O/16, T, 16).
+// y = A x (M values in, A out): the output transform's transpose, for the output gradient.
+template <int M, class V>
+HWY_INLINE void GradRow(const V* x, V* y) {
+  if constexpr (M == 2) {  // A = [1 0; 1 1; 1 -1; 0 -1]
+    y[0] = x[0];
+    y[1] = hn::Add(x[0], x[1]);
+    y[2] = hn::Sub(x[0], x[1]);
+    y[3] = hn::Neg(x[1]);
+  } else {  // A's rows: [1 0 0 0] [1 1 1 1] [1 -1 1 -1] [1 2 4 8] [1 -2 4 -8] [0 0 0 1]
+    const DG d;
+    const auto e = hn::Add(x[0], x[2]), o = hn::Add(x[1], x[3]);
+    const auto e4 = hn::MulAdd(hn::Set(d, 4.f), x[2], x[0]);
+    const auto o4 = hn::MulAdd(hn::Set(d, 8.f), x[3], hn::Add(x[1], x[1]));
+    y[0] = x[0];
+    y[1] = hn::Add(e, o);
+    y[2] = hn::Sub(e, o);
+    y[3] = hn::Add(e4, o4);
+    y[4] = hn::Sub(e4, o4);
+    y[5] = x[3];
+  }
+}
+
+// Output-gradient transform of tiles [t0, t0 + T) into dm (A * A, O/16, T, 16): A dY Aᵀ, the
+// outputs past the edge zeros.
+template <int M>
 void OutputGradTransform(const WinogradGeom& g, const float* HWY_RESTRICT dy, int64_t t0, int64_t T,
                          float* HWY_RESTRICT dm) {
+  constexpr int A = M + 2;
   const DG d;
-  const int64_t TH = (g.OH + 1) / 2, TW = (g.OW + 1) / 2, Ob = g.O / 16;
+  const int64_t TH = (g.OH + M - 1) / M, TW = (g.OW + M - 1) / M, Ob = g.O / 16;
   const int64_t es = Ob * T * 16;  // between transformed elements e
   for (int64_t t = 0; t < T; ++t) {
     const int64_t tg = t0 + t, n = tg / (TH * TW), th = tg % (TH * TW) / TW, tw = tg % TW;
-    const int64_t oh0 = 2 * th, ow0 = 2 * tw;
-    const bool two_rows = oh0 + 1 < g.OH, two_cols = ow0 + 1 < g.OW;
+    const int64_t oh0 = M * th, ow0 = M * tw;
+    const int rows = int(std::min<int64_t>(M, g.OH - oh0)),
+              cols = int(std::min<int64_t>(M, g.OW - ow0));
     for (int64_t ob = 0; ob < Ob; ++ob) {
       for (size_t lane = 0; lane < 16; lane += kStep) {
         const float* yb =
             dy + blocked_at(g.L, g.O, g.OH * g.OW, n, ob * 16 + int64_t(lane), oh0 * g.OW + ow0);
-        const int64_t L = g.L;
-        const auto zero = hn::Zero(d);
-        const auto y00 = hn::LoadU(d, yb);
-        const auto y01 = two_cols ? hn::LoadU(d, yb + L) : zero;
-        const auto y10 = two_rows ? hn::LoadU(d, yb + g.OW * L) : zero;
-        const auto y11 = two_rows && two_cols ? hn::LoadU(d, yb + (g.OW + 1) * L) : zero;
-        // A dY: rows (d0, d0 + d1, d0 - d1, -d1), per output column.
-        const hn::Vec<DG> r[4][2] = {{y00, y01},
-                                     {hn::Add(y00, y10), hn::Add(y01, y11)},
-                                     {hn::Sub(y00, y10), hn::Sub(y01, y11)},
-                                     {hn::Neg(y10), hn::Neg(y11)}};
+        hn::Vec<DG> r[A][M];  // A dY: column c of dY in, column c of r out
+        SPORE_UNROLL for (int c = 0; c < M; ++c) {
+          hn::Vec<DG> col[M], o[A];
+          SPORE_UNROLL for (int i = 0; i < M; ++i) col[i] =
+              i < rows && c < cols ? hn::LoadU(d, yb + (i * g.OW + c) * g.L) : hn::Zero(d);
+          GradRow<M>(col, o);
+          SPORE_UNROLL for (int i = 0; i < A; ++i) r[i][c] = o[i];
+        }
         float* out = dm + (ob * T + t) * 16 + int64_t(lane);
-        SPORE_UNROLL for (int i = 0; i < 4; ++i) {  // (A dY) Aᵀ: columns
-          hn::StoreU(r[i][0], d, out + (i * 4 + 0) * es);
-          hn::StoreU(hn::Add(r[i][0], r[i][1]), d, out + (i * 4 + 1) * es);
-          hn::StoreU(hn::Sub(r[i][0], r[i][1]), d, out + (i * 4 + 2) * es);
-          hn::StoreU(hn::Neg(r[i][1]), d, out + (i * 4 + 3) * es);
+        SPORE_UNROLL for (int i = 0; i < A; ++i) {  // (A dY) Aᵀ: rows
+          hn::Vec<DG> o[A];
+          GradRow<M>(r[i], o);
+          SPORE_UNROLL for (int j = 0; j < A; ++j) hn::StoreU(o[j], d, out + (i * A + j) * es);
         }
       }
     }
@@ -381,19 +403,21 @@ HWY_INLINE void ProductWgrad2(const float* HWY_RESTRICT v, int64_t ldv,
   }
 }
 
-// Blocks [b0, b1) of T tiles summed into du (16, O/16, C, 16) on the calling thread (first: du
+// Blocks [b0, b1) of T tiles summed into du (A * A, O/16, C, 16) on the calling thread (first: du
 // holds nothing yet).
-void WgradBlocks(const WinogradGeom& g, const float* x, const float* dy, int64_t T, int64_t b0,
-                 int64_t b1, float* du) {
+template <int M>
+void WgradBlocksOf(const WinogradGeom& g, const float* x, const float* dy, int64_t T, int64_t b0,
+                   int64_t b1, float* du) {
+  constexpr int64_t E = (M + 2) * (M + 2);
   const int64_t tiles = tiles_of(g), Ob = g.O / 16;
-  float* v = thread_scratch(size_t(16 * T * (g.C + g.O)));
-  float* dm = v + 16 * T * g.C;
+  float* v = thread_scratch(size_t(E * T * (g.C + g.O)));
+  float* dm = v + E * T * g.C;
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t t0 = b * T, Tb = std::min(T, tiles - t0);
-    InputTransform<2>(g, x, t0, Tb, v);
-    OutputGradTransform(g, dy, t0, Tb, dm);
+    InputTransform<M>(g, x, t0, Tb, v);
+    OutputGradTransform<M>(g, dy, t0, Tb, dm);
     const bool first = b == b0;
-    for (int64_t e = 0; e < 16; ++e)
+    for (int64_t e = 0; e < E; ++e)
       for (int64_t ob = 0; ob < Ob;) {
         const float* ve = v + e * Tb * g.C;
         const float* dme = dm + (e * Ob + ob) * Tb * 16;
@@ -416,42 +440,72 @@ void WgradBlocks(const WinogradGeom& g, const float* x, const float* dy, int64_t
       }
   }
 }
+void WgradBlocks(const WinogradGeom& g, const float* x, const float* dy, int64_t T, int64_t b0,
+                 int64_t b1, float* du) {
+  if (g.m == 4) return WgradBlocksOf<4>(g, x, dy, T, b0, b1, du);
+  WgradBlocksOf<2>(g, x, dy, T, b0, b1, du);
+}
+
+// y = Gᵀ x (A values in, 3 out): the weight transform's transpose, for the weight gradient.
+template <int M, class V>
+HWY_INLINE void WeightGradRow(const V* x, V* y) {
+  const DG d;
+  if constexpr (M == 2) {  // Gᵀ = [1 .5 .5 0; 0 .5 -.5 0; 0 .5 .5 1]
+    const auto half = hn::Set(d, 0.5f);
+    const auto h1 = hn::Mul(half, x[1]), h2 = hn::Mul(half, x[2]);
+    y[0] = hn::Add(x[0], hn::Add(h1, h2));
+    y[1] = hn::Sub(h1, h2);
+    y[2] = hn::Add(hn::Add(h1, h2), x[3]);
+  } else {  // Gᵀ's rows: [1/4 -1/6 -1/6 1/24 1/24 0] [0 -1/6 1/6 1/12 -1/12 0]
+            //            [0 -1/6 -1/6 1/6 1/6 1]
+    const auto p12 = hn::Add(x[1], x[2]), m12 = hn::Sub(x[2], x[1]);
+    const auto p34 = hn::Add(x[3], x[4]), m34 = hn::Sub(x[3], x[4]);
+    const auto sixth = hn::Set(d, 1.f / 6);
+    y[0] = hn::MulAdd(hn::Set(d, 0.25f), x[0],
+                      hn::MulAdd(hn::Set(d, 1.f / 24), p34, hn::Mul(hn::Set(d, -1.f / 6), p12)));
+    y[1] = hn::MulAdd(sixth, m12, hn::Mul(hn::Set(d, 1.f / 12), m34));
+    y[2] = hn::Add(hn::Mul(sixth, hn::Sub(p34, p12)), x[5]);
+  }
+}
 
 // Rows [k0, k1) (k = (ob, c)) of dw (O, C, 3, 3) = Gᵀ (sum of the parts' dU) G, 16 output channels
-// at a time; parts: `parts` buffers du (16, O/16, C, 16), `stride` floats apart.
-void WgradFinish(const WinogradGeom& g, const float* HWY_RESTRICT du, int64_t parts, int64_t stride,
-                 float* HWY_RESTRICT dw, int64_t k0, int64_t k1) {
+// at a time; parts: `parts` buffers du (A * A, O/16, C, 16), `stride` floats apart.
+template <int M>
+void WgradFinishOf(const WinogradGeom& g, const float* HWY_RESTRICT du, int64_t parts,
+                   int64_t stride, float* HWY_RESTRICT dw, int64_t k0, int64_t k1) {
+  constexpr int A = M + 2;
   const DG d;
-  const auto half = hn::Set(d, 0.5f);
   const int64_t Ob = g.O / 16, es = Ob * g.C * 16;
   HWY_ALIGN float out[9][16];
   for (int64_t k = k0; k < k1; ++k) {
     const int64_t ob = k / g.C, c = k % g.C;
     for (size_t lane = 0; lane < 16; lane += kStep) {
-      hn::Vec<DG> u[16];
       const float* at = du + (ob * g.C + c) * 16 + int64_t(lane);
-      SPORE_UNROLL for (int e = 0; e < 16; ++e) {
-        u[e] = hn::LoadU(d, at + e * es);
-        for (int64_t p = 1; p < parts; ++p)
-          u[e] = hn::Add(u[e], hn::LoadU(d, at + p * stride + e * es));
+      hn::Vec<DG> t[3][A];  // Gᵀ dU: column j of dU in, column j of t out
+      SPORE_UNROLL for (int j = 0; j < A; ++j) {
+        hn::Vec<DG> col[A], o[3];
+        SPORE_UNROLL for (int i = 0; i < A; ++i) {
+          col[i] = hn::LoadU(d, at + (i * A + j) * es);
+          for (int64_t p = 1; p < parts; ++p)
+            col[i] = hn::Add(col[i], hn::LoadU(d, at + p * stride + (i * A + j) * es));
+        }
+        WeightGradRow<M>(col, o);
+        SPORE_UNROLL for (int a = 0; a < 3; ++a) t[a][j] = o[a];
       }
-      hn::Vec<DG> t[3][4];  // Gᵀ dU: rows
-      SPORE_UNROLL for (int j = 0; j < 4; ++j) {
-        const auto h1 = hn::Mul(half, u[4 + j]), h2 = hn::Mul(half, u[8 + j]);
-        t[0][j] = hn::Add(u[j], hn::Add(h1, h2));
-        t[1][j] = hn::Sub(h1, h2);
-        t[2][j] = hn::Add(hn::Add(h1, h2), u[12 + j]);
-      }
-      SPORE_UNROLL for (int a = 0; a < 3; ++a) {  // (Gᵀ dU) G: columns
-        const auto h1 = hn::Mul(half, t[a][1]), h2 = hn::Mul(half, t[a][2]);
-        hn::Store(hn::Add(t[a][0], hn::Add(h1, h2)), d, &out[a * 3 + 0][lane]);
-        hn::Store(hn::Sub(h1, h2), d, &out[a * 3 + 1][lane]);
-        hn::Store(hn::Add(hn::Add(h1, h2), t[a][3]), d, &out[a * 3 + 2][lane]);
+      SPORE_UNROLL for (int a = 0; a < 3; ++a) {  // (Gᵀ dU) G: rows
+        hn::Vec<DG> o[3];
+        WeightGradRow<M>(t[a], o);
+        SPORE_UNROLL for (int b = 0; b < 3; ++b) hn::Store(o[b], d, &out[a * 3 + b][lane]);
       }
     }
     for (int64_t l = 0; l < 16; ++l)
       for (int tap = 0; tap < 9; ++tap) dw[((ob * 16 + l) * g.C + c) * 9 + tap] = out[tap][l];
   }
+}
+void WgradFinish(const WinogradGeom& g, const float* HWY_RESTRICT du, int64_t parts, int64_t stride,
+                 float* HWY_RESTRICT dw, int64_t k0, int64_t k1) {
+  if (g.m == 4) return WgradFinishOf<4>(g, du, parts, stride, dw, k0, k1);
+  WgradFinishOf<2>(g, du, parts, stride, dw, k0, k1);
 }
 
 // y = G x (3 values in, A out): the weight transform.
@@ -655,19 +709,19 @@ void winograd_backward_weight(const WinogradGeom& g, const float* x, const float
                "winograd: channels must be multiples of 16 and the lanes ones the kernels take, "
                "got O=",
                g.O, ", C=", g.C, ", lanes ", g.L);
-  SPORE_ASSERT(g.m == 2, "winograd: the weight gradient is F(2x2, 3x3) only, got tiles of ", g.m);
-  const int64_t tiles = wino::tiles_of(g);
+  SPORE_ASSERT(g.m == 2 || g.m == 4, "winograd: output tiles of 2 or 4, got ", g.m);
+  const int64_t tiles = wino::tiles_of(g), E = (g.m + 2) * (g.m + 2);
   if (tiles == 0) {
     std::fill_n(dw, g.O * g.C * 9, 0.f);
     return;
   }
   // Blocks as large as a 4 MiB scratch (V and dM) allows, at least the forward's: each block
-  // reads and writes the thread's dU (16 C O floats) once, so fewer blocks is less traffic.
+  // reads and writes the thread's dU (E C O floats) once, so fewer blocks is less traffic.
   const int64_t threads = get_num_threads();
-  const int64_t T = std::min(std::max(wino::block_tiles(g.C, 16), 65536 / (g.C + g.O)),
+  const int64_t T = std::min(std::max(wino::block_tiles(g.C, E), 1048576 / (E * (g.C + g.O))),
                              (tiles + threads - 1) / threads);
   const int64_t blocks = (tiles + T - 1) / T, parts = std::min(threads, blocks);
-  const int64_t stride = 16 * g.C * g.O;
+  const int64_t stride = E * g.C * g.O;
   Tensor du = Tensor::empty({parts * stride}, kFloat32);
   float* dup = du.data<float>();
   parallel_for(0, parts, 1, [&](int64_t p0, int64_t p1) {
@@ -685,7 +739,8 @@ void winograd_run(ops::KernelContext& ctx, const ConvDesc& d) {
   Tensor& out = ctx.outputs[0];
   const Tensor a = dense(ctx.inputs[0]), w = dense(ctx.inputs[1]);  // (dy, x) for the weight grad
   if (d.prop == ConvProp::kBackwardWeight) {
-    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl, d.lanes};
+    const int64_t m = winograd_tile(d.N, d.OH, d.OW, d.C, d.O);
+    const WinogradGeom g{d.N, d.C, d.H, d.W, d.O, d.OH, d.OW, d.pt, d.pl, d.lanes, m};
     return winograd_backward_weight(g, w.data<float>(), a.data<float>(), out.data<float>());
   }
   // The transformed weights: made in every call, as the weights change every step (a small cost
