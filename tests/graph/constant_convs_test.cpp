@@ -136,8 +136,8 @@ TEST(ConstantConvs, ParametersAndSwitchOffKeepOneDnn) {
 // silu (algebraic_simplification), fuses it into the conv (dnnl_fusion), keeps the concat in the
 // blocked layout (no re-layout around it) and gives the two convs inside the block a prepared
 // kernel with silu in its epilogue. The stem reads the plain input (the packed kernel, one input
-// channel at a time) and the last conv writes the plain output: that one stays on oneDNN, which
-// re-lays it out itself.
+// channel at a time) and the last conv writes the plain output: the packed kernel in blocked
+// channels, then from_blocked.
 TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
   for (int64_t lanes : widths()) {
     SCOPED_TRACE("activations blocked in " + std::to_string(lanes) + " lanes");
@@ -168,14 +168,55 @@ TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
     graph::run_pipeline(*g);
     EXPECT_EQ(g->count(OpId::Mul) + g->count(OpId::Sigmoid) + g->count(OpId::Silu), 0u);
     EXPECT_EQ(g->count(cpu::op::Conv2dWinograd()), 1u);
-    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 2u);  // the stem and the 1x1 in the block
+    EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), 3u);  // the stem, the 1x1s in and after it
     EXPECT_EQ(g->count(OpId::Concat), 1u);
-    EXPECT_EQ(g->count(cpu::op::ToBlocked()) + g->count(cpu::op::FromBlocked()), 0u);
+    EXPECT_EQ(g->count(cpu::op::ToBlocked()), 0u);
+    EXPECT_EQ(g->count(cpu::op::FromBlocked()), 1u);  // the last conv's plain output
     for (const auto& n : g->nodes)
       if (n->op == cpu::op::Conv2dWinograd() || n->op == cpu::op::Conv2dPacked())
         EXPECT_EQ(n->attrs.get_string("act"), "silu");
     test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
                        1e-5);
+  }
+}
+
+// YOLOv5's detect convs: a 1x1 conv with bias and sigmoid from blocked activations to 3 x 85 = 255
+// channels, which plain ops read (a reshape and a permute). The conv runs packed into channels
+// padded to a multiple of 16 (zero weights and bias) and from_blocked drops the padding; here 20
+// output channels (two blocks of 16, the second 12 short) and a 3x3 one with 24.
+TEST(ConstantConvs, PlainOutputsOfAnyChannelCountRunPackedThenUnblocked) {
+  for (int64_t lanes : widths()) {
+    SCOPED_TRACE("activations blocked in " + std::to_string(lanes) + " lanes");
+    const cpu::ScopedBlockedLanes fixed(lanes);
+    set_seed(5);
+    const Tensor w0 = randn({32, 3, 3, 3}) * 0.3, w1 = randn({20, 32, 1, 1}) * 0.3,
+                 b1 = randn({20}) * 0.1, w2 = randn({24, 32, 3, 3}) * 0.1;
+    const Tensor x = randn({1, 3, 12, 12});
+    auto g = graph::trace(
+        [&](const std::vector<Tensor>& in) {
+          auto own = [](const Tensor& t) { return from_vector(t.to_vector<float>(), t.shape()); };
+          const Tensor h = relu(conv2d(in[0], own(w0), {.padding = {1, 1, 1, 1}}));
+          const Tensor det = sigmoid(conv2d(h, own(w1), own(b1)));
+          const Tensor other = conv2d(h, own(w2), {.padding = {1, 1, 1, 1}});
+          return std::vector<Tensor>{det.reshape({1, 4, 5, 12, 12}).permute({0, 1, 3, 4, 2}),
+                                     other};
+        },
+        {x});
+    auto ref = g->clone();
+    graph::run_pipeline(*g);
+    EXPECT_EQ(g->count(cpu::op::Conv2dFused()) + g->count(OpId::Conv2d), 0u);
+    EXPECT_EQ(g->count(cpu::op::FromBlocked()), 2u);
+    for (const auto& n : g->nodes)
+      if (n->op == cpu::op::Conv2dPacked() && n->inputs[1]->shape[1] == 1)
+        EXPECT_EQ(n->attrs.get_string("act"), "sigmoid");  // the 1x1: 20 channels padded to 32
+    const auto got = test::run_graph_all(std::move(g), {x});
+    const auto want = test::run_graph_all(std::move(ref), {x});
+    ASSERT_EQ(got.size(), 2u);
+    ASSERT_EQ(want.size(), 2u);
+    EXPECT_EQ(got[0].size(), size_t(4 * 12 * 12 * 5));
+    EXPECT_EQ(got[1].size(), size_t(24 * 12 * 12));
+    test::expect_close(got[0], want[0], 1e-5, "detect-style 1x1 + sigmoid");
+    test::expect_close(got[1], want[1], 1e-5, "3x3 into 24 channels");
   }
 }
 
@@ -205,9 +246,9 @@ TEST(ConstantConvs, SiblingConvsMergeAtBatchOne) {
           {x});
       auto ref = g->clone();
       graph::run_pipeline(*g);
-      // The stem and the siblings (one conv at batch 1); the last conv writes the plain output
-      // and stays on oneDNN.
-      EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), batch == 1 ? 2u : 3u);
+      // The stem, the siblings (one conv at batch 1) and the last conv (into blocked channels,
+      // then from_blocked to the plain output).
+      EXPECT_EQ(g->count(cpu::op::Conv2dPacked()), batch == 1 ? 3u : 4u);
       EXPECT_EQ(g->count(OpId::Slice), batch == 1 ? 2u : 0u);
       test::expect_close(test::run_graph(std::move(g), {x}), test::run_graph(std::move(ref), {x}),
                          1e-5);

@@ -36,7 +36,7 @@ struct Geo {
   int64_t N, C, H, W, O;
   int64_t pt, pb, pl, pr;
   bool bias, scale, residual;
-  const char* act;            // "", "relu" or "silu"
+  const char* act;            // "", "relu", "silu" or "sigmoid"
   int64_t k = 3, stride = 1;  // square kernel, both strides
   int64_t L = 16;             // the activations' channel block (nChw16c or nChw8c)
   bool plain_x = false;       // x plain (N, C, H, W) of any C, y blocked (the packed conv's stem)
@@ -89,6 +89,7 @@ std::vector<double> reference(const Geo& g, const std::vector<double>& xb,
           if (g.residual) acc += rb[at];
           if (std::string(g.act) == "relu") acc = std::max(acc, 0.0);
           if (std::string(g.act) == "silu") acc = acc / (1 + std::exp(-acc));
+          if (std::string(g.act) == "sigmoid") acc = 1 / (1 + std::exp(-acc));
           y[at] = acc;
         }
   return y;
@@ -222,6 +223,11 @@ const Geo kGeos[] = {
     f4(kWino[8], "wino4_many_tiles"),
     f4(kWino[9], "wino4_one_pixel"),
     f4({"", true, 2, 16, 7, 9, 32, 1, 1, 1, 1, false, true, false, "silu"}, "wino4_silu_odd"),
+    // YOLOv5's detect convs: 1x1 with bias and sigmoid (their 255 channels padded to 256 by the
+    // constant_convs pass), and a 3x3 Winograd one with sigmoid.
+    {"packed_1x1_bias_sigmoid", false, 1, 32, 10, 10, 32, 0, 0, 0, 0, true, false, false,
+     "sigmoid", 1, 1},
+    {"wino_sigmoid", true, 2, 16, 6, 6, 16, 1, 1, 1, 1, true, false, false, "sigmoid"},
 };
 
 class ConstantConvGeo : public ::testing::TestWithParam<std::tuple<Geo, int64_t>> {};

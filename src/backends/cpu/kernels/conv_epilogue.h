@@ -6,11 +6,15 @@
 
 namespace spore::cpu {
 
-enum class ConvAct { kNone, kRelu, kSilu };
+enum class ConvAct { kNone, kRelu, kSilu, kSigmoid };
 
-// "" / "relu" / "silu"; anything else is refused by the ops' shape inference before a kernel runs.
+// "" / "relu" / "silu" / "sigmoid" (YOLOv5's detect convs); anything else is refused by the ops'
+// shape inference before a kernel runs.
 inline ConvAct conv_act(const std::string& act) {
-  return act == "relu" ? ConvAct::kRelu : act == "silu" ? ConvAct::kSilu : ConvAct::kNone;
+  return act == "relu"      ? ConvAct::kRelu
+         : act == "silu"    ? ConvAct::kSilu
+         : act == "sigmoid" ? ConvAct::kSigmoid
+                            : ConvAct::kNone;
 }
 
 }  // namespace spore::cpu

@@ -80,6 +80,8 @@ HWY_INLINE void conv_finish_f(D d, V o, const float* HWY_RESTRICT res, ConvAct a
     o = hn::Max(o, hn::Zero(d));
   else if (act == ConvAct::kSilu)
     o = silu_f(d, o);
+  else if (act == ConvAct::kSigmoid)
+    o = sigmoid_f(d, o);
   hn::StoreU(o, d, y + at);
 }
 
