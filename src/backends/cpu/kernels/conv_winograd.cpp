@@ -1,5 +1,9 @@
-// Winograd F(2x2, 3x3) on nChw16c or nChw8c activations (see conv_winograd.h). Highway, run-time
-// dispatch.
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) on nChw16c or nChw8c activations (see conv_winograd.h).
+// Highway, run-time dispatch. The transforms are one-dimensional rows (InputRow, OutputRow,
+// WeightRow and, for the weight gradient, GradRow and WeightGradRow) applied to a tile's rows and
+// then its columns, templated on the output tile's side M (2 or 4; a patch is A = M + 2 wide and
+// has E = A² transformed elements). Described below for F(2x2, 3x3); F(4x4, 3x3) is the same
+// with 36 elements in place of 16.
 //
 // The tiles (n, th, tw) of the output, 2x2 each, are numbered n-major and cut into blocks of T;
 // each thread takes whole blocks (or, with few tiles, a share of one block's output channels).
@@ -111,6 +115,75 @@ HWY_INLINE void OutputRow(const V* x, V* y) {
     y[1] = hn::MulAdd(hn::Set(d, 2.f), m34, m12);
     y[2] = hn::MulAdd(hn::Set(d, 4.f), p34, p12);
     y[3] = hn::Add(hn::MulAdd(hn::Set(d, 8.f), m34, m12), x[5]);
+  }
+}
+
+// y = G x (3 values in, A out): the weight transform.
+template <int M, class V>
+HWY_INLINE void WeightRow(const V* x, V* y) {
+  const DG d;
+  if constexpr (M == 2) {  // G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]
+    const auto half = hn::Set(d, 0.5f);
+    y[0] = x[0];
+    y[1] = hn::Mul(half, hn::Add(hn::Add(x[0], x[1]), x[2]));
+    y[2] = hn::Mul(half, hn::Add(hn::Sub(x[0], x[1]), x[2]));
+    y[3] = x[2];
+  } else {  // G's rows: [1/4 0 0] [-1/6 -1/6 -1/6] [-1/6 1/6 -1/6] [1/24 1/12 1/6]
+            //           [1/24 -1/12 1/6] [0 0 1]
+    const auto p02 = hn::Add(x[0], x[2]);
+    const auto e = hn::MulAdd(hn::Set(d, 1.f / 24), x[0], hn::Mul(hn::Set(d, 1.f / 6), x[2]));
+    const auto o = hn::Mul(hn::Set(d, 1.f / 12), x[1]);
+    const auto sixth = hn::Set(d, -1.f / 6);
+    y[0] = hn::Mul(hn::Set(d, 0.25f), x[0]);
+    y[1] = hn::Mul(sixth, hn::Add(p02, x[1]));
+    y[2] = hn::Mul(sixth, hn::Sub(p02, x[1]));
+    y[3] = hn::Add(e, o);
+    y[4] = hn::Sub(e, o);
+    y[5] = x[2];
+  }
+}
+
+// y = A x (M values in, A out): the output transform's transpose, for the output gradient.
+template <int M, class V>
+HWY_INLINE void GradRow(const V* x, V* y) {
+  if constexpr (M == 2) {  // A = [1 0; 1 1; 1 -1; 0 -1]
+    y[0] = x[0];
+    y[1] = hn::Add(x[0], x[1]);
+    y[2] = hn::Sub(x[0], x[1]);
+    y[3] = hn::Neg(x[1]);
+  } else {  // A's rows: [1 0 0 0] [1 1 1 1] [1 -1 1 -1] [1 2 4 8] [1 -2 4 -8] [0 0 0 1]
+    const DG d;
+    const auto e = hn::Add(x[0], x[2]), o = hn::Add(x[1], x[3]);
+    const auto e4 = hn::MulAdd(hn::Set(d, 4.f), x[2], x[0]);
+    const auto o4 = hn::MulAdd(hn::Set(d, 8.f), x[3], hn::Add(x[1], x[1]));
+    y[0] = x[0];
+    y[1] = hn::Add(e, o);
+    y[2] = hn::Sub(e, o);
+    y[3] = hn::Add(e4, o4);
+    y[4] = hn::Sub(e4, o4);
+    y[5] = x[3];
+  }
+}
+
+// y = Gᵀ x (A values in, 3 out): the weight transform's transpose, for the weight gradient.
+template <int M, class V>
+HWY_INLINE void WeightGradRow(const V* x, V* y) {
+  const DG d;
+  if constexpr (M == 2) {  // Gᵀ = [1 .5 .5 0; 0 .5 -.5 0; 0 .5 .5 1]
+    const auto half = hn::Set(d, 0.5f);
+    const auto h1 = hn::Mul(half, x[1]), h2 = hn::Mul(half, x[2]);
+    y[0] = hn::Add(x[0], hn::Add(h1, h2));
+    y[1] = hn::Sub(h1, h2);
+    y[2] = hn::Add(hn::Add(h1, h2), x[3]);
+  } else {  // Gᵀ's rows: [1/4 -1/6 -1/6 1/24 1/24 0] [0 -1/6 1/6 1/12 -1/12 0]
+            //            [0 -1/6 -1/6 1/6 1/6 1]
+    const auto p12 = hn::Add(x[1], x[2]), m12 = hn::Sub(x[2], x[1]);
+    const auto p34 = hn::Add(x[3], x[4]), m34 = hn::Sub(x[3], x[4]);
+    const auto sixth = hn::Set(d, 1.f / 6);
+    y[0] = hn::MulAdd(hn::Set(d, 0.25f), x[0],
+                      hn::MulAdd(hn::Set(d, 1.f / 24), p34, hn::Mul(hn::Set(d, -1.f / 6), p12)));
+    y[1] = hn::MulAdd(sixth, m12, hn::Mul(hn::Set(d, 1.f / 12), m34));
+    y[2] = hn::Add(hn::Mul(sixth, hn::Sub(p34, p12)), x[5]);
   }
 }
 
@@ -283,28 +356,6 @@ void OutputTransform(const WinogradGeom& g, const float* HWY_RESTRICT m, int64_t
 // transform; outputs past an odd-sized edge are zeros); then dw = Gᵀ dU G (the transpose of the
 // weight transform). Each thread sums its blocks of tiles into its own dU.
 
-// y = A x (M values in, A out): the output transform's transpose, for the output gradient.
-template <int M, class V>
-HWY_INLINE void GradRow(const V* x, V* y) {
-  if constexpr (M == 2) {  // A = [1 0; 1 1; 1 -1; 0 -1]
-    y[0] = x[0];
-    y[1] = hn::Add(x[0], x[1]);
-    y[2] = hn::Sub(x[0], x[1]);
-    y[3] = hn::Neg(x[1]);
-  } else {  // A's rows: [1 0 0 0] [1 1 1 1] [1 -1 1 -1] [1 2 4 8] [1 -2 4 -8] [0 0 0 1]
-    const DG d;
-    const auto e = hn::Add(x[0], x[2]), o = hn::Add(x[1], x[3]);
-    const auto e4 = hn::MulAdd(hn::Set(d, 4.f), x[2], x[0]);
-    const auto o4 = hn::MulAdd(hn::Set(d, 8.f), x[3], hn::Add(x[1], x[1]));
-    y[0] = x[0];
-    y[1] = hn::Add(e, o);
-    y[2] = hn::Sub(e, o);
-    y[3] = hn::Add(e4, o4);
-    y[4] = hn::Sub(e4, o4);
-    y[5] = x[3];
-  }
-}
-
 // Output-gradient transform of tiles [t0, t0 + T) into dm (A * A, O/16, T, 16): A dY Aᵀ, the
 // outputs past the edge zeros.
 template <int M>
@@ -446,28 +497,6 @@ void WgradBlocks(const WinogradGeom& g, const float* x, const float* dy, int64_t
   WgradBlocksOf<2>(g, x, dy, T, b0, b1, du);
 }
 
-// y = Gᵀ x (A values in, 3 out): the weight transform's transpose, for the weight gradient.
-template <int M, class V>
-HWY_INLINE void WeightGradRow(const V* x, V* y) {
-  const DG d;
-  if constexpr (M == 2) {  // Gᵀ = [1 .5 .5 0; 0 .5 -.5 0; 0 .5 .5 1]
-    const auto half = hn::Set(d, 0.5f);
-    const auto h1 = hn::Mul(half, x[1]), h2 = hn::Mul(half, x[2]);
-    y[0] = hn::Add(x[0], hn::Add(h1, h2));
-    y[1] = hn::Sub(h1, h2);
-    y[2] = hn::Add(hn::Add(h1, h2), x[3]);
-  } else {  // Gᵀ's rows: [1/4 -1/6 -1/6 1/24 1/24 0] [0 -1/6 1/6 1/12 -1/12 0]
-            //            [0 -1/6 -1/6 1/6 1/6 1]
-    const auto p12 = hn::Add(x[1], x[2]), m12 = hn::Sub(x[2], x[1]);
-    const auto p34 = hn::Add(x[3], x[4]), m34 = hn::Sub(x[3], x[4]);
-    const auto sixth = hn::Set(d, 1.f / 6);
-    y[0] = hn::MulAdd(hn::Set(d, 0.25f), x[0],
-                      hn::MulAdd(hn::Set(d, 1.f / 24), p34, hn::Mul(hn::Set(d, -1.f / 6), p12)));
-    y[1] = hn::MulAdd(sixth, m12, hn::Mul(hn::Set(d, 1.f / 12), m34));
-    y[2] = hn::Add(hn::Mul(sixth, hn::Sub(p34, p12)), x[5]);
-  }
-}
-
 // Rows [k0, k1) (k = (ob, c)) of dw (O, C, 3, 3) = Gᵀ (sum of the parts' dU) G, 16 output channels
 // at a time; parts: `parts` buffers du (A * A, O/16, C, 16), `stride` floats apart.
 template <int M>
@@ -506,31 +535,6 @@ void WgradFinish(const WinogradGeom& g, const float* HWY_RESTRICT du, int64_t pa
                  float* HWY_RESTRICT dw, int64_t k0, int64_t k1) {
   if (g.m == 4) return WgradFinishOf<4>(g, du, parts, stride, dw, k0, k1);
   WgradFinishOf<2>(g, du, parts, stride, dw, k0, k1);
-}
-
-// y = G x (3 values in, A out): the weight transform.
-template <int M, class V>
-HWY_INLINE void WeightRow(const V* x, V* y) {
-  const DG d;
-  if constexpr (M == 2) {  // G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]
-    const auto half = hn::Set(d, 0.5f);
-    y[0] = x[0];
-    y[1] = hn::Mul(half, hn::Add(hn::Add(x[0], x[1]), x[2]));
-    y[2] = hn::Mul(half, hn::Add(hn::Sub(x[0], x[1]), x[2]));
-    y[3] = x[2];
-  } else {  // G's rows: [1/4 0 0] [-1/6 -1/6 -1/6] [-1/6 1/6 -1/6] [1/24 1/12 1/6]
-            //           [1/24 -1/12 1/6] [0 0 1]
-    const auto p02 = hn::Add(x[0], x[2]);
-    const auto e = hn::MulAdd(hn::Set(d, 1.f / 24), x[0], hn::Mul(hn::Set(d, 1.f / 6), x[2]));
-    const auto o = hn::Mul(hn::Set(d, 1.f / 12), x[1]);
-    const auto sixth = hn::Set(d, -1.f / 6);
-    y[0] = hn::Mul(hn::Set(d, 0.25f), x[0]);
-    y[1] = hn::Mul(sixth, hn::Add(p02, x[1]));
-    y[2] = hn::Mul(sixth, hn::Sub(p02, x[1]));
-    y[3] = hn::Add(e, o);
-    y[4] = hn::Sub(e, o);
-    y[5] = x[2];
-  }
 }
 
 // Rows [k0, k1) of a transformed weight u (A * A, P, Q, 16): row k = (panel p, row q) = (k / Q,
