@@ -183,7 +183,8 @@ TEST(ConstantConvs, YoloStyleSiluAndConcatStayBlocked) {
 // YOLOv5's detect convs: a 1x1 conv with bias and sigmoid from blocked activations to 3 x 85 = 255
 // channels, which plain ops read (a reshape and a permute). The conv runs packed into channels
 // padded to a multiple of 16 (zero weights and bias) and from_blocked drops the padding; here 20
-// output channels (two blocks of 16, the second 12 short) and a 3x3 one with 24.
+// output channels (two blocks of 16, the second 12 short; in 8 lanes four blocks, of which a view
+// of the first three reaches from_blocked) and a 3x3 one with 24.
 TEST(ConstantConvs, PlainOutputsOfAnyChannelCountRunPackedThenUnblocked) {
   for (int64_t lanes : widths()) {
     SCOPED_TRACE("activations blocked in " + std::to_string(lanes) + " lanes");

@@ -132,8 +132,25 @@ size_t constant_convs(Graph& g) {
     Value* y = c->outputs[0];
     if (padded_o) {  // back to the plain output, the padding channels dropped
       const Value* old_y = n->outputs[0];
-      y = g.insert_node(pos + 2, op::FromBlocked(), {y},
-                        ops::Attrs().set("channels", old_y->shape[1]),
+      size_t at = pos + 2;
+      // In 8 lanes the padding can be whole blocks (20 channels: 4 blocks, 3 hold them): a view
+      // of the blocks from_blocked reads.
+      const int64_t L = y->shape[4], blocks = (old_y->shape[1] + L - 1) / L;
+      if (y->shape[1] != blocks) {
+        Shape s = y->shape;
+        s[1] = blocks;
+        Node* v = g.insert_node(at++, OpId::Slice, {y},
+                                ops::Attrs()
+                                    .set("dim", int64_t(1))
+                                    .set("start", int64_t(0))
+                                    .set("end", blocks)
+                                    .set("step", int64_t(1)),
+                                {{s, y->dtype}});
+        v->outputs[0]->strides = y->strides;
+        v->outputs[0]->offset = y->offset;
+        y = v->outputs[0];
+      }
+      y = g.insert_node(at, op::FromBlocked(), {y}, ops::Attrs().set("channels", old_y->shape[1]),
                         {{old_y->shape, old_y->dtype}})
               ->outputs[0];
     }
