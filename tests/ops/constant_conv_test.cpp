@@ -225,8 +225,8 @@ const Geo kGeos[] = {
     f4({"", true, 2, 16, 7, 9, 32, 1, 1, 1, 1, false, true, false, "silu"}, "wino4_silu_odd"),
     // YOLOv5's detect convs: 1x1 with bias and sigmoid (their 255 channels padded to 256 by the
     // constant_convs pass), and a 3x3 Winograd one with sigmoid.
-    {"packed_1x1_bias_sigmoid", false, 1, 32, 10, 10, 32, 0, 0, 0, 0, true, false, false,
-     "sigmoid", 1, 1},
+    {"packed_1x1_bias_sigmoid", false, 1, 32, 10, 10, 32, 0, 0, 0, 0, true, false, false, "sigmoid",
+     1, 1},
     {"wino_sigmoid", true, 2, 16, 6, 6, 16, 1, 1, 1, 1, true, false, false, "sigmoid"},
 };
 
