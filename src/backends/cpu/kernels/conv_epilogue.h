@@ -8,8 +8,11 @@ namespace spore::cpu {
 
 enum class ConvAct { kNone, kRelu, kSilu, kSigmoid };
 
-// "" / "relu" / "silu" / "sigmoid" (YOLOv5's detect convs); anything else is refused by the ops'
-// shape inference before a kernel runs.
+// Whether the epilogue has `act`: "" / "relu" / "silu" / "sigmoid" (YOLOv5's detect convs). The
+// ops' shape inference refuses anything else before a kernel runs; the conv list declines it.
+inline bool conv_act_known(const std::string& act) {
+  return act.empty() || act == "relu" || act == "silu" || act == "sigmoid";
+}
 inline ConvAct conv_act(const std::string& act) {
   return act == "relu"      ? ConvAct::kRelu
          : act == "silu"    ? ConvAct::kSilu

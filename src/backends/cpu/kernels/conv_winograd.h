@@ -1,8 +1,7 @@
 // Winograd F(2x2, 3x3) and F(4x4, 3x3) convolution on Graph mode's blocked activations (nChw16c or
 // nChw8c), float32, for convolutions whose weights are constants (an imported or frozen model) or
-// train (the weight gradient in F(2x2, 3x3) only).
-// Defined in conv_winograd.cpp; the graph pass backends/cpu/passes/winograd.cpp decides where it
-// runs.
+// train. Defined in conv_winograd.cpp; the graph pass backends/cpu/passes/constant_convs.cpp and
+// the convolution lists (nn_conv.cpp) decide where it runs.
 //
 // A 3x3, stride-1 convolution computes each 2x2 output tile from a 4x4 input patch d as
 //   Y = Aᵀ [ (G g Gᵀ) ⊙ (Bᵀ d B) ] A
@@ -26,7 +25,7 @@ namespace spore::cpu {
 // stride 1, dilation 1, groups 1; pt / pl the top / left padding (bottom / right follow from
 // OH = H + pt + pb - 2, OW likewise). L, the activations' channel block: 16 (nChw16c), or 8
 // (nChw8c, AVX2's) where the kernels' vectors hold at most 8 lanes (winograd_takes_lanes).
-// m: the output tile's side, 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3), forward only).
+// m: the output tile's side, 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3)).
 struct WinogradGeom {
   int64_t N, C, H, W, O, OH, OW, pt, pl;
   int64_t L = 16;
@@ -37,7 +36,8 @@ struct WinogradGeom {
 // blocks. (The transformed weights and the scratch keep 16-channel groups either way.)
 bool winograd_takes_lanes(int64_t lanes);
 
-// The output tile F(m x m, 3x3) a constant-weight conv of this geometry runs best with: 4 where
+// The output tile F(m x m, 3x3) a conv of this geometry runs best with (constant weights and all
+// three training passes): 4 where
 // every thread has at least kMinF4TilesPerThread 4x4 tiles and the transformed weights (36 C O
 // floats) stay at most kMaxF4WeightBytes, else 2. F(4x4, 3x3) does 2.25 multiplies per output
 // against F(2x2, 3x3)'s 4 (bench_constant_conv, AVX-512, batch 64: ResNet-18's 64c 32x32 conv
@@ -56,7 +56,8 @@ void winograd_transform_weights(const float* w, int64_t O, int64_t C, const floa
                                 const float* scale, const float* shift, float* u, float* beta,
                                 int64_t m = 2);
 
-// y = act(conv(x, w) * scale + beta + residual) with act none, relu or silu; residual (y's shape)
+// y = act(conv(x, w) * scale + beta + residual) with act none, relu, silu or sigmoid; residual
+// (y's shape)
 // may be null. Parallel over blocks of tiles.
 void winograd_conv2d(const WinogradGeom& g, const float* x, const float* u, const float* beta,
                      const float* residual, ConvAct act, float* y);

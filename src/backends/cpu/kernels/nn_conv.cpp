@@ -600,8 +600,7 @@ std::string constant_conv_why_not(const ConvDesc& d) {
   if (d.O % 16 != 0 || d.C % 16 != 0) return "O and C must be multiples of 16";
   if (d.kh * d.kw > 64) return "more than 64 taps";
   if (d.G != 1 || d.dh != 1 || d.dw != 1) return "groups or dilation";
-  if (!d.act.empty() && d.act != "relu" && d.act != "silu" && d.act != "sigmoid")
-    return "activation " + d.act + " (relu, silu or sigmoid only)";
+  if (!conv_act_known(d.act)) return "activation " + d.act + " (relu, silu or sigmoid only)";
   return "";
 }
 // Weights that are not constants (training: they change every step) take the same kernel through

@@ -21,6 +21,7 @@
 // Attributes: has_bias, has_scale (the weight ops), tile (winograd_weights); padding (top, bottom,
 // left, right), act ("", "relu", "silu" or "sigmoid"), has_residual and (conv2d_packed) stride.
 // float32 only; all are kNonDiff.
+#include "backends/cpu/kernels/conv_epilogue.h"
 #include "backends/cpu/ops/rules.h"
 
 namespace spore::cpu::rules {
@@ -66,8 +67,8 @@ Shape check_conv(const Metas& in, const Attrs& a, int64_t O, int64_t kh, int64_t
   SPORE_CHECK(hp >= kh && wp >= kw, "a ", kh, "x", kw, " kernel does not fit the padded input ",
               shape_str(x));
   const std::string act = a.has("act") ? a.get_string("act") : std::string();
-  SPORE_CHECK(act.empty() || act == "relu" || act == "silu" || act == "sigmoid",
-              "act must be \"\", \"relu\", \"silu\" or \"sigmoid\", got '", act, "'");
+  SPORE_CHECK(conv_act_known(act), "act must be \"\", \"relu\", \"silu\" or \"sigmoid\", got '",
+              act, "'");
   // y's block: x's, or for a plain x (the packed conv's stem) the lanes attribute.
   const int64_t L = x.size() == 5 ? x[4] : a.get_int("lanes", 16);
   SPORE_CHECK(L == 16 || L == 8, "lanes must be 16 or 8, got ", L);

@@ -12,7 +12,7 @@
 // are captured as constants (the original weight is dropped from the graph). Only where every
 // weight-side input is a constant: in a training graph the weights are parameters and the conv
 // keeps oneDNN. Both kernels fold the BatchNorm scale into the weights and take the shift, the
-// residual and the activation (relu; silu, YOLOv5's) in their epilogue.
+// residual and the activation (relu; silu and sigmoid, YOLOv5's) in their epilogue.
 //
 // Which of the two (or neither) is the forward convolution list's answer (backends/cpu/kernels/
 // conv_list.h: winograd and packed take only convolutions whose weights are graph constants, and
@@ -136,20 +136,7 @@ size_t constant_convs(Graph& g) {
       // In 8 lanes the padding can be whole blocks (20 channels: 4 blocks, 3 hold them): a view
       // of the blocks from_blocked reads.
       const int64_t L = y->shape[4], blocks = (old_y->shape[1] + L - 1) / L;
-      if (y->shape[1] != blocks) {
-        Shape s = y->shape;
-        s[1] = blocks;
-        Node* v = g.insert_node(at++, OpId::Slice, {y},
-                                ops::Attrs()
-                                    .set("dim", int64_t(1))
-                                    .set("start", int64_t(0))
-                                    .set("end", blocks)
-                                    .set("step", int64_t(1)),
-                                {{s, y->dtype}});
-        v->outputs[0]->strides = y->strides;
-        v->outputs[0]->offset = y->offset;
-        y = v->outputs[0];
-      }
+      if (y->shape[1] != blocks) y = channel_block_view(g, at++, y, 0, blocks, n->precision);
       y = g.insert_node(at, op::FromBlocked(), {y}, ops::Attrs().set("channels", old_y->shape[1]),
                         {{old_y->shape, old_y->dtype}})
               ->outputs[0];

@@ -34,15 +34,21 @@ size_t fuse_conv_matmul(graph::Graph& g);
 size_t blocked_layout(graph::Graph& g);
 // Constant-weight convolutions (constant_convs.cpp): a conv2d / conv2d_fused between blocked
 // activations whose weight, bias and folded BatchNorm are constants (an imported or frozen model),
-// with no activation or relu, runs on weights prepared now: Winograd (conv2d_winograd) for 3x3
-// stride-1 convs with enough output tiles, a direct conv on packed weights (conv2d_packed) for
-// the rest. Runs after blocked_layout. Returns convs rewritten.
+// with no activation, relu, silu or sigmoid, runs on weights prepared now: Winograd
+// (conv2d_winograd, F(2x2, 3x3) or F(4x4, 3x3)) for 3x3 stride-1 convs with enough output tiles,
+// a direct conv on packed weights (conv2d_packed) for the rest; one into a plain output, in
+// channels padded to 16 and then from_blocked. Runs after blocked_layout. Returns convs rewritten.
 size_t constant_convs(graph::Graph& g);
 // Sibling convolutions (sibling_convs.cpp): conv2d_packed nodes reading the same batch-1 blocked
 // input with the same geometry and activation (YOLOv5's C3 cv1 / cv2) become one conv over their
 // stacked weights, whose channel-block slices (views) stand for the old outputs. Runs after
 // constant_convs. Returns convs removed.
 size_t sibling_convs(graph::Graph& g);
+// Inserts before `pos` a slice view of channel blocks [start, start + count) (dim 1) of blocked
+// y, under `precision` (the node it stands for); returns the view (constant_convs and
+// sibling_convs use it).
+graph::Value* channel_block_view(graph::Graph& g, size_t pos, graph::Value* y, int64_t start,
+                                 int64_t count, const ops::PrecisionPolicy* precision = nullptr);
 // Conv + max pool (conv_pool_fusion.cpp), for convs with at most 4 input channels:
 // conv2d[_fused] -> max_pool2d becomes conv2d_pool_fused (the conv output never stored), and
 // max_pool2d_backward -> conv2d_backward_weight becomes conv2d_backward_weight_pooled (only the

@@ -78,23 +78,13 @@ size_t sibling_convs(Graph& g) {
         {first->inputs[0], g.add_capture(concat(wps, 0).detach(), ValueKind::kConstant),
          g.add_capture(concat(betas, 0).detach(), ValueKind::kConstant)},
         first->attrs, first->precision);
-    const Value* y = c->outputs[0];
-    int64_t start = 0;  // in channel blocks of y
+    int64_t start = 0;  // in channel blocks of c's output
     size_t pos = g.index_of(c) + 1;
     for (Node* m : members) {
       Value* old = m->outputs[0];
       const int64_t blocks = old->shape[1];
-      Node* s = g.insert_node(pos++, ops::OpId::Slice, {c->outputs[0]},
-                              ops::Attrs()
-                                  .set("dim", int64_t(1))
-                                  .set("start", start)
-                                  .set("end", start + blocks)
-                                  .set("step", int64_t(1)),
-                              {{old->shape, old->dtype}});
-      s->precision = m->precision;
-      s->outputs[0]->strides = y->strides;
-      s->outputs[0]->offset = y->offset + start * y->strides[1];
-      g.replace_all_uses(old, s->outputs[0]);
+      g.replace_all_uses(old,
+                         channel_block_view(g, pos++, c->outputs[0], start, blocks, m->precision));
       dead.insert(m);
       start += blocks;
     }
@@ -103,6 +93,23 @@ size_t sibling_convs(Graph& g) {
   std::erase_if(g.nodes, [&](const auto& up) { return dead.count(up.get()) > 0; });
   g.remove_unused_inputs();
   return merged;
+}
+
+Value* channel_block_view(Graph& g, size_t pos, Value* y, int64_t start, int64_t count,
+                          const ops::PrecisionPolicy* precision) {
+  Shape s = y->shape;
+  s[1] = count;
+  Node* v = g.insert_node(pos, ops::OpId::Slice, {y},
+                          ops::Attrs()
+                              .set("dim", int64_t(1))
+                              .set("start", start)
+                              .set("end", start + count)
+                              .set("step", int64_t(1)),
+                          {{s, y->dtype}});
+  v->precision = precision;
+  v->outputs[0]->strides = y->strides;
+  v->outputs[0]->offset = y->offset + start * y->strides[1];
+  return v->outputs[0];
 }
 
 SPORE_REGISTER_PASS(CPU, "sibling_convs", kOrderSiblingConvs, sibling_convs);
