@@ -129,6 +129,10 @@ class DynamicLossScaleManager : public LossScaleManager {
   bool updates_scale() const override { return true; }
   std::string name() const override { return "DynamicLossScaleManager"; }
   int64_t good_steps() const { return good_steps_; }  // clean steps since the last change
+  double scale_factor() const { return factor_; }
+  int64_t scale_window() const { return window_; }
+  // The largest scale: float32's largest finite power of two (the step reads it in float32).
+  static constexpr double kMaxScale = 1.7014118346046923e38;
   // Continues a run from a checkpoint's scale and count (resume); checked: scale >= 1 and finite,
   // 0 <= good_steps < scale_window.
   void restore(double scale, int64_t good_steps);

@@ -117,7 +117,7 @@ void DynamicLossScaleManager::update_loss_scale(bool overflow) {
   }
   if (++good_steps_ >= window_) {
     // float32's largest finite power of two bounds the scale (it is fed to the graph in float32).
-    scale_ = std::min(scale_ * factor_, 1.7014118346046923e38);
+    scale_ = std::min(scale_ * factor_, kMaxScale);
     good_steps_ = 0;
   }
 }

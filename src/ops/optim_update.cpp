@@ -16,14 +16,18 @@ namespace {
 // The optional trailing hyper input (attr hyper_input=true): float64 (k) of per-step scalars
 // (ops.def: Momentum / RMSProp [lr], Adam [lr, step, eps]) read at run time.
 // Momentum's may also be [lr, momentum] (k2 = 2): the momentum read at run time too.
-void check_hyper(const TensorMeta& h, size_t k, size_t index, size_t k2 = 0) {
+void check_hyper(const TensorMeta& h, size_t k, size_t index, size_t k2, const Attrs& attrs) {
+  // attr gated: one more element after the scalars, the gate (0: leave everything untouched).
+  const bool gated = attrs.get_bool("gated", false);
+  const size_t g = gated ? 1 : 0;
   SPORE_CHECK_TYPE(h.dtype == kFloat64, "hyper (input ", index, ") must be float64, got ",
                    dtype_name(h.dtype));
-  SPORE_CHECK(h.shape == Shape{int64_t(k)} || (k2 != 0 && h.shape == Shape{int64_t(k2)}),
-              "hyper (input ", index, ") must have shape (", k, ",)",
-              k2 ? " or (" + std::to_string(k2) + ",)" : std::string(), ", got ",
+  SPORE_CHECK(h.shape == Shape{int64_t(k + g)} || (k2 != 0 && h.shape == Shape{int64_t(k2 + g)}),
+              "hyper (input ", index, ") must have shape (", k + g, ",)",
+              k2 ? " or (" + std::to_string(k2 + g) + ",)" : std::string(), ", got ",
               shape_str(h.shape),
-              "; pass the per-step scalars in ops.def's order or drop hyper_input");
+              gated ? "; with gated=true the gate follows the per-step scalars"
+                    : "; pass the per-step scalars in ops.def's order or drop hyper_input");
 }
 
 // inputs: param first, then state tensors, grad last; all the same shape and float dtype.
@@ -45,10 +49,12 @@ Metas check_update(const Metas& in) {
 template <int per, int k, size_t k2 = 0>
 Metas infer_update(const Metas& in, const Attrs& attrs) {
   const bool hyper = attrs.get_bool("hyper_input", false);
+  SPORE_CHECK(hyper || !attrs.get_bool("gated", false),
+              "gated=true needs hyper_input=true (the gate is the hyper input's last element)");
   const size_t want = size_t(per) + (hyper ? 1 : 0);
   SPORE_CHECK(in.size() == want, "expected ", want, " inputs (", per, " tensors",
               hyper ? " and the hyper input, as hyper_input=true" : "", "), got ", in.size());
-  if (hyper) check_hyper(in.back(), size_t(k), want - 1, k2);
+  if (hyper) check_hyper(in.back(), size_t(k), want - 1, k2, attrs);
   return check_update(hyper ? Metas(in.begin(), in.end() - 1) : in);
 }
 
@@ -60,13 +66,15 @@ template <int per, int k, size_t k2 = 0>
 Metas infer_fused_update(const Metas& all, const Attrs& attrs) {
   static_assert(per == 3 || per == 4);
   const bool hyper = attrs.get_bool("hyper_input", false);
+  SPORE_CHECK(hyper || !attrs.get_bool("gated", false),
+              "gated=true needs hyper_input=true (the gate is the hyper input's last element)");
   const char* layout =
       per == 3 ? "(params..., accums..., grads...)" : "(params..., ms..., vs..., grads...)";
   SPORE_CHECK(
       !all.empty() && (all.size() - (hyper ? 1 : 0)) % per == 0 && all.size() > (hyper ? 1u : 0u),
       "expected ", per, " lists of equal length ", layout, hyper ? " and the hyper input" : "",
       ", got ", all.size(), " inputs");
-  if (hyper) check_hyper(all.back(), size_t(k), all.size() - 1, k2);
+  if (hyper) check_hyper(all.back(), size_t(k), all.size() - 1, k2, attrs);
   const Metas in = hyper ? Metas(all.begin(), all.end() - 1) : all;
   const size_t n = in.size() / per;
   for (size_t t = 0; t < n; ++t) {

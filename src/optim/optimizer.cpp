@@ -68,6 +68,7 @@ void check_group(const Optimizer& opt, size_t g, size_t n, const char* what) {
 
 double Optimizer::group_lr(size_t g) const {
   check_group(*this, g, group_lrs_.size(), "group_lr");
+  settle();
   return group_lrs_[g].at(step_);
 }
 
@@ -99,7 +100,10 @@ void Optimizer::set_momentum(double m) {
               "0 (or leave the momentum alone)");
 }
 
-double Optimizer::current_lr() const { return lrs_.empty() ? 0.0 : lrs_[0].at(step_); }
+double Optimizer::current_lr() const {
+  settle();
+  return lrs_.empty() ? 0.0 : lrs_[0].at(step_);
+}
 
 void Optimizer::set_loss_scale(double s) {
   SPORE_CHECK(s > 0, "[", name(), "] loss_scale must be > 0, got ", s);
@@ -109,6 +113,7 @@ void Optimizer::set_loss_scale(double s) {
 void Optimizer::write_hyper() {
   const size_t k = hyper_size();
   if (k == 0) return;
+  settle();
   if (hyper_.empty()) {
     // Plain host tensors (not ops): made even while tracing, they stay concrete captures.
     for (size_t s = 0; s < slot_group_.size(); ++s)
@@ -127,7 +132,27 @@ void Optimizer::write_hyper() {
 Tensor Optimizer::hyper_for(size_t i) const {
   if (!is_tracing() || hyper_size() == 0) return {};
   SPORE_ASSERT(!hyper_.empty(), "[", name(), "] hyper tensors read before write_hyper()");
-  return hyper_[hyper_slot_[i]];
+  const size_t s = hyper_slot_[i];
+  if (!gate_.defined()) return hyper_[s];
+  // One gated hyper per slot and trace, shared by the slot's updates (so they still fuse).
+  if (gated_hyper_.size() != hyper_.size()) gated_hyper_.assign(hyper_.size(), Tensor());
+  if (!gated_hyper_[s].defined()) gated_hyper_[s] = concat({hyper_[s], gate_}, 0);
+  return gated_hyper_[s];
+}
+
+void Optimizer::set_update_gate(Tensor apply) {
+  gated_hyper_.clear();
+  if (!apply.defined()) {
+    gate_ = Tensor();
+    return;
+  }
+  SPORE_CHECK(is_tracing() && gates_updates(), "[", name(),
+              "] set_update_gate: only while tracing, and only for optimizers whose updates all "
+              "read the hyper input (gates_updates())");
+  SPORE_CHECK(apply.dtype() == kBool && apply.numel() == 1, "[", name(),
+              "] set_update_gate: expected a bool scalar, got ", dtype_name(apply.dtype()), " ",
+              shape_str(apply.shape()));
+  gate_ = apply.to(kFloat64).reshape({1});
 }
 
 void Optimizer::release_state(const std::string& replaced_by) {
@@ -141,6 +166,7 @@ void Optimizer::step(const std::vector<Tensor>& grads) {
   SPORE_CHECK(grads.size() == params_.size(), "[", name(), "] step() got ", grads.size(),
               " gradients for ", params_.size(), " parameters");
   NoGradGuard no_grad;
+  settle();
   if (is_tracing()) write_hyper();  // the traced graph then starts with this step's values
   std::vector<Tensor> g = grads;
   for (size_t i = 0; i < g.size(); ++i) {

@@ -28,11 +28,12 @@ void check_range(const char* opt, const char* what, double v, double lo, double 
 
 // Runs an update primitive: with a hyper tensor (while tracing) the per-step scalars come from it
 // at run time; otherwise they are the attributes `per_step` (PyNative, unchanged).
-void call_update(OpId op, ops::Tensors in, Attrs attrs, const Tensor& hyper,
+void call_update(OpId op, ops::Tensors in, Attrs attrs, const Tensor& hyper, bool gated,
                  const Attrs& per_step) {
   if (hyper.defined()) {
     in.push_back(hyper);
     attrs.set("hyper_input", true);
+    if (gated) attrs.set("gated", true);  // the hyper ends with the gate (set_update_gate)
   } else {
     for (const auto& [key, v] : per_step.items()) attrs.set(key.c_str(), v);
   }
@@ -88,7 +89,7 @@ void SGD::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
   if (opts_.dampening == 0) {
     call_update(OpId::ApplyMomentum, {p, accum_[i], grad},
                 Attrs().set("nesterov", opts_.nesterov).set("weight_decay", weight_decay),
-                hyper_for(i), Attrs().set("lr", lr).set("momentum", opts_.momentum));
+                hyper_for(i), gated(), Attrs().set("lr", lr).set("momentum", opts_.momentum));
     return;
   }
   Tensor g = decayed(grad, p, weight_decay);
@@ -143,7 +144,7 @@ void Momentum::free_state() { moments_.clear(); }
 void Momentum::update(size_t i, const Tensor& grad, double lr, double weight_decay) {
   call_update(OpId::ApplyMomentum, {params_[i], moments_[i], grad},
               Attrs().set("nesterov", opts_.nesterov).set("weight_decay", weight_decay),
-              hyper_for(i), Attrs().set("lr", lr).set("momentum", momentum_));
+              hyper_for(i), gated(), Attrs().set("lr", lr).set("momentum", momentum_));
 }
 
 void Momentum::set_momentum(double m) {
@@ -210,7 +211,8 @@ void Adam::update(size_t i, const Tensor& grad, double lr, double weight_decay) 
                   .set("beta2", opts_.beta2)
                   .set("weight_decay", weight_decay)
                   .set("decoupled", decoupled_),
-              hyper_for(i), Attrs().set("lr", lr).set("eps", h[2]).set("step", int64_t(h[1])));
+              hyper_for(i), gated(),
+              Attrs().set("lr", lr).set("eps", h[2]).set("step", int64_t(h[1])));
 }
 
 void Adam::hyper_values(double lr, double* out) const {
@@ -283,7 +285,7 @@ void RMSProp::update(size_t i, const Tensor& grad, double lr, double weight_deca
   call_update(
       OpId::ApplyRMSProp, {params_[i], ms_[i], mom_[i], decayed(grad, params_[i], weight_decay)},
       Attrs().set("decay", opts_.decay).set("momentum", opts_.momentum).set("eps", opts_.epsilon),
-      hyper_for(i), Attrs().set("lr", lr));
+      hyper_for(i), gated(), Attrs().set("lr", lr));
 }
 
 // ---- Adagrad and Lamb: elementwise ops reading the hyper tensor --------------------------------

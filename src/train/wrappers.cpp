@@ -1,6 +1,7 @@
 // WithLossCell, TrainOneStepCell, WithEvalCell and LossFn (train/wrappers.h).
 #include "spore/train/wrappers.h"
 
+#include "backends/backend.h"
 #include "spore/autograd.h"
 #include "spore/context.h"
 #include "spore/jit.h"
@@ -200,12 +201,98 @@ std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inpu
 
 // ---- TrainOneStepWithLossScaleCell --------------------------------------------------------------
 
+// What the host knows of the steps' outcomes. Shared with the optimizer's pending-step hook, so
+// it outlives the cell if the optimizer does.
+struct TrainOneStepWithLossScaleCell::Book {
+  explicit Book(amp::LossScaleManagerPtr m) : manager(std::move(m)) {}
+  ~Book() {
+    if (done) done->synchronize();  // no copy still writes the page-locked byte
+    if (host) pinned->deallocate(host, 1);
+  }
+  // A booked step: the manager's rule on the host and the counters.
+  void record(bool overflow) {
+    manager->update_loss_scale(overflow);
+    last_overflow = overflow;
+    overflow_steps += overflow;
+  }
+  // Books the step the device has not reported yet, if any: waits for its flag (that step only).
+  void settle(optim::Optimizer& opt) {
+    if (!pending) return;
+    pending = false;
+    bool overflow;
+    if (done) {
+      done->synchronize();
+      overflow = *static_cast<const bool*>(host);
+    } else {
+      overflow = flag.item<bool>();  // the CPU: the step has run
+    }
+    flag = Tensor();
+    if (!overflow || !manager->get_drop_overflow_update())
+      opt.set_global_step(opt.global_step() + 1);
+    record(overflow);
+    device_scale = manager->get_loss_scale();  // the same rule ran on the device
+    device_good = good_steps();
+  }
+  // Queues the read of a step's overflow flag (bool scalar on `device`) behind that step.
+  void expect(const Tensor& overflow, Device device) {
+    pending = true;
+    if (device.type == DeviceType::CPU) {
+      flag = overflow;
+      return;
+    }
+    Backend& b = get_backend(device.type);
+    if (!done) {
+      done = b.new_event(device.index);
+      pinned = &b.pinned_allocator();
+      host = pinned->allocate(1);
+    }
+    Stream& s = current_stream(device);
+    b.copy_async(host, Device{}, overflow.data_ptr(), device, 1, s);
+    done->record(s);
+  }
+  int64_t good_steps() const {
+    const auto* dyn = dynamic_cast<const amp::DynamicLossScaleManager*>(manager.get());
+    return dyn ? dyn->good_steps() : 0;
+  }
+
+  amp::LossScaleManagerPtr manager;
+  bool last_overflow = false;
+  int64_t overflow_steps = 0;
+  // The step deciding on the device: the manager's scale and clean-step count there (float64
+  // scalars), and what they hold once every queued step is booked (an upload when they differ
+  // from the manager: the first step, a restore()).
+  Tensor scale, good;
+  double device_scale = -1;
+  int64_t device_good = -1;
+  // The step not booked yet: its flag (CPU), or the page-locked byte its flag is copied to and
+  // the event recorded after that copy (a device).
+  bool pending = false;
+  Tensor flag;
+  std::unique_ptr<Event> done;
+  Allocator* pinned = nullptr;
+  void* host = nullptr;
+};
+
 TrainOneStepWithLossScaleCell::TrainOneStepWithLossScaleCell(nn::CellPtr network,
                                                              optim::OptimizerPtr optimizer,
                                                              amp::LossScaleManagerPtr manager)
     : TrainOneStepCell(std::move(network), std::move(optimizer)), manager_(std::move(manager)) {
   SPORE_CHECK(manager_ != nullptr, "[TrainOneStepWithLossScaleCell] loss_scale_manager is null");
+  book_ = std::make_shared<Book>(manager_);
   set_cls_name("TrainOneStepWithLossScaleCell");
+}
+
+double TrainOneStepWithLossScaleCell::loss_scale() const {
+  book_->settle(*optimizer());
+  return manager_->get_loss_scale();
+}
+bool TrainOneStepWithLossScaleCell::last_overflow() const {
+  book_->settle(*optimizer());
+  return book_->last_overflow;
+}
+int64_t TrainOneStepWithLossScaleCell::overflow_steps() const {
+  book_->settle(*optimizer());
+  return book_->overflow_steps;
 }
 
 TrainOneStepWithLossScaleCell::TrainOneStepWithLossScaleCell(nn::CellPtr network,
@@ -247,7 +334,97 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::scaled_grads(const std::vecto
   return out;
 }
 
+bool TrainOneStepWithLossScaleCell::decides_on_device() const {
+  const auto* m = manager_.get();
+  return get_context_mode() == Mode::Graph && !is_tracing() && !grad_reducer() &&
+         !grad_ready_hook() && accum_.empty() && !parallel::semi_auto_active() &&
+         optimizer()->traceable() && optimizer()->gates_updates() &&
+         (dynamic_cast<const amp::DynamicLossScaleManager*>(m) ||
+          dynamic_cast<const amp::FixedLossScaleManager*>(m));
+}
+
+std::vector<Tensor> TrainOneStepWithLossScaleCell::device_step(const std::vector<Tensor>& inputs) {
+  optim::Optimizer& opt = *optimizer();
+  Book& b = *book_;
+  const Tensor scale = b.scale.to(kFloat32);  // what the host-decided step feeds: float32(scale)
+  const std::vector<Tensor> r = scaled_grads(inputs, scale);
+  const size_t n = opt.parameters().size();
+  const Tensor& finite = r[1];
+  const std::vector<Tensor> grads(r.begin() + 2, r.begin() + 2 + long(n));
+  NoGradGuard no_grad;
+  if (manager_->get_drop_overflow_update()) opt.set_update_gate(finite);
+  struct Ungate {
+    optim::Optimizer& o;
+    ~Ungate() { o.set_update_gate({}); }
+  } ungate{opt};
+  opt.step(grads);
+  if (const auto* dyn = dynamic_cast<const amp::DynamicLossScaleManager*>(manager_.get())) {
+    // DynamicLossScaleManager::update_loss_scale, in float64 as on the host.
+    const double factor = dyn->scale_factor();
+    const Tensor g1 = b.good + 1.0;
+    const Tensor grow = greater_equal(g1, full_like(g1, double(dyn->scale_window())));
+    const Tensor up =
+        where(grow, minimum(b.scale * factor, full_like(b.scale, dyn->kMaxScale)), b.scale);
+    const Tensor down = maximum(b.scale / factor, full_like(b.scale, 1.0));
+    const Tensor zero = zeros_like(b.good);
+    assign(b.scale, where(finite, up, down));
+    assign(b.good, where(finite, where(grow, zero, g1), zero));
+  }
+  std::vector<Tensor> out{r[0], logical_not(finite), scale};
+  out.insert(out.end(), r.begin() + 2 + long(n), r.end());
+  return out;
+}
+
+std::vector<Tensor> TrainOneStepWithLossScaleCell::forward_on_device(
+    const std::vector<Tensor>& inputs) {
+  optim::Optimizer& opt = *optimizer();
+  Book& b = *book_;
+  const Device device = opt.parameters()[0].device();
+  if (!b.scale.defined()) {
+    b.scale = Tensor::empty({}, kFloat64, device);
+    b.good = Tensor::empty({}, kFloat64, device);
+  }
+  // The manager's state where the step reads it: uploaded (in stream order) only when the host
+  // changed it (the first step, a restore()); otherwise the device already holds it.
+  const double s = manager_->get_loss_scale();
+  const int64_t good = b.good_steps();
+  if (s != b.device_scale || good != b.device_good) {
+    const double g = double(good);
+    b.scale.copy_from_host(&s);
+    b.good.copy_from_host(&g);
+    b.device_scale = s;
+    b.device_good = good;
+  }
+  if (!compiled_dev_) {
+    JitOptions opts;
+    opts.name = "train_step_loss_scale_device";
+    opts.extra_key = [this] {
+      std::string k =
+          network()->trace_key() + ",drop=" + std::to_string(manager_->get_drop_overflow_update());
+      if (const auto* dyn = dynamic_cast<const amp::DynamicLossScaleManager*>(manager_.get()))
+        k += ",factor=" + std::to_string(dyn->scale_factor()) +
+             ",window=" + std::to_string(dyn->scale_window());
+      return k;
+    };
+    compiled_dev_ = std::make_shared<JitFunction>(
+        [this](const std::vector<Tensor>& in) { return device_step(in); }, opts);
+  }
+  const int64_t step = opt.global_step();
+  opt.write_hyper();  // this step's lr and step count: the previous outcome is booked
+  std::vector<Tensor> in;
+  for (const Tensor& t : inputs) in.push_back(t.contiguous());
+  std::vector<Tensor> out = (*std::static_pointer_cast<JitFunction>(compiled_dev_))(in);
+  opt.set_global_step(step);  // tracing advanced it; the outcome books it
+  b.expect(out[1], device);
+  opt.set_pending_step([book = book_, o = &opt] { book->settle(*o); });
+  grads_.clear();
+  last_aux_.assign(out.begin() + 3, out.end());
+  return out;
+}
+
 std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Tensor>& inputs) {
+  book_->settle(*optimizer());  // the previous step's outcome, if the device decided it
+  if (decides_on_device()) return forward_on_device(inputs);
   const double s = manager_->get_loss_scale();
   const Tensor host_scale = scalar_tensor(s, kFloat32, Device{});
   // The scale is an input of the step: on a device it lives there, uploaded only when it changes,
@@ -319,9 +496,7 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Ten
     }
   }
   grads_ = std::move(grads);
-  manager_->update_loss_scale(overflow);
-  last_overflow_ = overflow;
-  overflow_steps_ += overflow;
+  book_->record(overflow);
   last_aux_.assign(r.begin() + 2 + long(n), r.end());
   // The flag and the scale are host values (the host decided with them): no upload per step.
   std::vector<Tensor> out{r[0], scalar_tensor(overflow ? 1.0 : 0.0, kBool, Device{}), host_scale};
@@ -334,7 +509,8 @@ JitStats TrainOneStepCell::jit_stats() const {
 }
 
 JitStats TrainOneStepWithLossScaleCell::jit_stats() const {
-  return compiled_ls_ ? std::static_pointer_cast<JitFunction>(compiled_ls_)->stats() : JitStats{};
+  const std::shared_ptr<void>& c = compiled_dev_ ? compiled_dev_ : compiled_ls_;
+  return c ? std::static_pointer_cast<JitFunction>(c)->stats() : JitStats{};
 }
 
 // ---- WithEvalCell -------------------------------------------------------------------------------

@@ -304,6 +304,141 @@ TEST(LossScale, GraphModeMatchesPyNative) {
   EXPECT_EQ(graph.params, eager.params);
 }
 
+// The step deciding on the device (Graph mode, gating optimizer, Dynamic / Fixed manager) against
+// the host-decided steps: PyNative, and Graph mode with a manager the device path does not take (a
+// wrapper around the same rule). The crafted gradients are exact (64), so every update gets the
+// same inputs: overflow pattern, scales, step counts, parameters and optimizer state equal bit for
+// bit; the losses too, up to the Graph-mode matmul's rounding.
+struct WrappedManager : amp::LossScaleManager {  // the Dynamic rule, hidden from the device path
+  explicit WrappedManager(amp::LossScaleManagerPtr m) : m(std::move(m)) {}
+  double get_loss_scale() const override { return m->get_loss_scale(); }
+  void update_loss_scale(bool overflow) override { m->update_loss_scale(overflow); }
+  bool get_drop_overflow_update() const override { return m->get_drop_overflow_update(); }
+  bool updates_scale() const override { return m->updates_scale(); }
+  std::string name() const override { return "Wrapped"; }
+  amp::LossScaleManagerPtr m;
+};
+
+using MakeOptimizer = std::function<optim::OptimizerPtr(std::vector<Tensor>)>;
+
+struct DecidedRun {
+  ScaleRun r;
+  std::vector<int64_t> steps;  // the optimizer's global step after each call
+  std::vector<double> state;
+  bool on_device = false;
+  int64_t overflow_steps = 0;
+};
+
+DecidedRun run_decided(Mode mode, bool wrap, const MakeOptimizer& make,
+                       std::function<amp::LossScaleManagerPtr()> manager, int steps) {
+  set_context({.mode = mode});
+  set_seed(5);
+  Crafted c;
+  optim::OptimizerPtr opt = make(c.net->trainable_params());
+  amp::LossScaleManagerPtr m = manager();
+  if (wrap) m = std::make_shared<WrappedManager>(m);
+  auto step = std::make_shared<train::TrainOneStepWithLossScaleCell>(
+      std::make_shared<train::WithLossCell>(c.net, c.loss), opt, m);
+  DecidedRun d;
+  d.on_device = step->decides_on_device();
+  for (int i = 0; i < steps; ++i) {
+    std::vector<Tensor> out = step->forward({c.x, c.y});
+    d.steps.push_back(opt->global_step());  // settles a step the device decided
+    d.r.overflow.push_back(out[1].item<bool>());
+    EXPECT_EQ(step->last_overflow(), bool(d.r.overflow.back())) << "step " << i;
+    d.r.scale.push_back(out[2].item<double>());
+    d.r.loss.push_back(out[0].item<double>());
+  }
+  d.r.params = flat_params(*c.net);
+  for (const auto& [name, t] : opt->state())
+    for (double e : t.to_vector<double>()) d.state.push_back(e);
+  d.overflow_steps = step->overflow_steps();
+  d.r.scale.push_back(step->loss_scale());  // the next step's
+  set_context({.mode = Mode::PyNative});
+  return d;
+}
+
+void expect_device_decided_equals_host(const char* what, const MakeOptimizer& make,
+                                       std::function<amp::LossScaleManagerPtr()> manager,
+                                       int steps = 12, bool both_outcomes = true) {
+  SCOPED_TRACE(what);
+  const DecidedRun eager = run_decided(Mode::PyNative, false, make, manager, steps),
+                   host = run_decided(Mode::Graph, true, make, manager, steps),
+                   device = run_decided(Mode::Graph, false, make, manager, steps);
+  EXPECT_FALSE(eager.on_device);
+  EXPECT_FALSE(host.on_device);
+  EXPECT_TRUE(device.on_device);
+  for (const DecidedRun* o : {&host, &device}) {
+    EXPECT_EQ(o->r.overflow, eager.r.overflow);
+    EXPECT_EQ(o->r.scale, eager.r.scale);
+    EXPECT_EQ(o->steps, eager.steps);
+    EXPECT_EQ(o->r.params, eager.r.params);
+    EXPECT_EQ(o->state, eager.state);
+    EXPECT_EQ(o->overflow_steps, eager.overflow_steps);
+    ASSERT_EQ(o->r.loss.size(), eager.r.loss.size());
+    for (size_t i = 0; i < o->r.loss.size(); ++i)
+      EXPECT_NEAR(o->r.loss[i], eager.r.loss[i], 1e-6 * std::abs(eager.r.loss[i]));
+  }
+  EXPECT_EQ(device.r.loss, host.r.loss);  // the same graph but for the update's gate
+  if (!both_outcomes) return;
+  EXPECT_NE(std::count(eager.r.overflow.begin(), eager.r.overflow.end(), 1), 0);
+  EXPECT_NE(std::count(eager.r.overflow.begin(), eager.r.overflow.end(), 0), 0);
+}
+
+auto dynamic_manager() {
+  return [] { return std::make_shared<amp::DynamicLossScaleManager>(std::ldexp(1.0, 127), 2, 4); };
+}
+
+TEST(LossScale, DeviceDecidedMomentumEqualsHostDecided) {
+  expect_device_decided_equals_host(
+      "Momentum",
+      [](std::vector<Tensor> p) { return std::make_shared<optim::Momentum>(p, 1e-3, 0.9); },
+      dynamic_manager());
+  expect_device_decided_equals_host(
+      "SGD momentum nesterov",
+      [](std::vector<Tensor> p) {
+        return std::make_shared<optim::SGD>(
+            p, 1e-3, optim::SGDOptions{.momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+      },
+      dynamic_manager());
+}
+
+// Adam's bias correction and a per-step learning rate depend on how many steps were applied: a
+// skipped step must not advance them, and the device decides which steps those are.
+TEST(LossScale, DeviceDecidedAdamWithScheduleEqualsHostDecided) {
+  std::vector<double> lrs;
+  for (int i = 0; i < 16; ++i) lrs.push_back(1e-3 * (1 + 0.25 * i));
+  expect_device_decided_equals_host(
+      "Adam",
+      [lrs](std::vector<Tensor> p) {
+        return std::make_shared<optim::Adam>(p, optim::LearningRate(lrs));
+      },
+      dynamic_manager(), 14);
+  expect_device_decided_equals_host(
+      "AdamWeightDecay",
+      [lrs](std::vector<Tensor> p) {
+        return std::make_shared<optim::AdamWeightDecay>(p, optim::LearningRate(lrs));
+      },
+      dynamic_manager());
+  expect_device_decided_equals_host(
+      "RMSProp",
+      [lrs](std::vector<Tensor> p) {
+        return std::make_shared<optim::RMSProp>(p, optim::LearningRate(lrs));
+      },
+      dynamic_manager());
+}
+
+// A Fixed manager that drops overflowed steps: its scale never changes and the steps are gated.
+// 64 * 2^122 overflows float32 (every step skipped); 64 * 2^121 does not (every step applied).
+TEST(LossScale, DeviceDecidedFixedScaleEqualsHostDecided) {
+  for (int e : {122, 121})
+    expect_device_decided_equals_host(
+        e == 122 ? "Fixed 2^122" : "Fixed 2^121",
+        [](std::vector<Tensor> p) { return std::make_shared<optim::Momentum>(p, 1e-3, 0.9); },
+        [e] { return std::make_shared<amp::FixedLossScaleManager>(std::ldexp(1.0, e), true); }, 4,
+        /*both_outcomes=*/false);
+}
+
 TEST(LossScale, UnscaledStepEqualsUnscaledTraining) {
   // Fixed scale 1024 with dropping: the same parameters as plain training, bit for bit.
   auto data_x = uniform({8, 3}, -1, 1), data_y = uniform({8, 1}, -1, 1);

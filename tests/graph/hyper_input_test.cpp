@@ -272,6 +272,58 @@ TEST(HyperInput, BadHyperIsAClearError) {
   EXPECT_NE(m.find("expected 4 inputs (3 tensors and the hyper input"), std::string::npos) << m;
 }
 
+// attr gated: the hyper's element after the scalars is the gate. 0 leaves every operand's bits as
+// they were; 1 gives the ungated update's bits. Single and fused forms, contiguous and strided.
+TEST(HyperInput, GateZeroSkipsGateOneApplies) {
+  for (const UpdateCase& c : update_cases())
+    for (bool strided : {false, true})
+      for (bool fused : {false, true}) {
+        if (fused && c.op == OpId::ApplyRMSProp) continue;  // no fused form
+        const OpId op = !fused                        ? c.op
+                        : c.op == OpId::ApplyMomentum ? OpId::FusedApplyMomentum
+                                                      : OpId::FusedApplyAdam;
+        const std::string what =
+            std::string(c.name) + (strided ? "/strided" : "") + (fused ? "/fused" : "");
+        const std::vector<Tensor> src = operands(c.nstate, kFloat32, strided, 7);
+        std::vector<Tensor> plain = clone_mutable(src), on = clone_mutable(src),
+                            off = clone_mutable(src);
+        plain.push_back(hyper(c.values));
+        ops::call(op, plain, Attrs(c.fixed).set("hyper_input", true));
+        for (auto [t, gate] : {std::pair{&on, 1.0}, std::pair{&off, 0.0}}) {
+          std::vector<double> v = c.values;
+          v.push_back(gate);
+          t->push_back(hyper(v));
+          ops::call(op, *t, Attrs(c.fixed).set("hyper_input", true).set("gated", true));
+        }
+        for (size_t i = 0; i + 1 < src.size(); ++i) {
+          expect_bits(on[i], plain[i], what + " gate 1, operand " + std::to_string(i));
+          expect_bits(off[i], src[i], what + " gate 0, operand " + std::to_string(i));
+        }
+      }
+}
+
+TEST(HyperInput, BadGateIsAClearError) {
+  const std::vector<Tensor> t = operands(1, kFloat32, false, 1);
+  auto err = [&](Attrs a, std::vector<double> h) {
+    try {
+      ops::Tensors in = clone_mutable(t);
+      if (!h.empty()) in.push_back(hyper(h));
+      ops::call(OpId::ApplyMomentum, in, a.set("momentum", 0.9));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string no_hyper = err(Attrs().set("gated", true), {});
+  EXPECT_NE(no_hyper.find("gated=true needs hyper_input=true"), std::string::npos) << no_hyper;
+  // Momentum's hyper is [lr] or [lr, momentum]; gated, one more: (2,) or (3,).
+  const std::string size =
+      err(Attrs().set("hyper_input", true).set("gated", true), {0.1, 0.9, 1, 1});
+  EXPECT_NE(size.find("must have shape (2,) or (3,), got (4,); with gated=true the gate follows"),
+            std::string::npos)
+      << size;
+}
+
 // ---- graph level ------------------------------------------------------------------------------
 
 // Three updates sharing hyper tensor A and one reading B (same value, another tensor): the three

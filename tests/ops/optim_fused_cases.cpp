@@ -168,6 +168,22 @@ SPORE_OP_CASES({
                    .set("decoupled", true),
                adam_ref(0.01, 0.8, 0.99, 1e-6, 0.5, 3, true), /*strided_last_grad=*/true,
                {0.01, 3.0, 1e-6}),
+
+    // Gated (attr gated: the hyper ends with the gate): 1 applies the update, 0 leaves every
+    // operand as it was (the loss-scaled step that overflowed, decided on the device).
+    fused_case("fused_apply_momentum/gate_open", OpId::FusedApplyMomentum, 1, {{37}, {5, 9}},
+               Attrs().set("gated", true), momentum_ref(0.1, 0.9, false, 0.0), false,
+               {0.1, 0.9, 1.0}),
+    fused_case("fused_apply_momentum/gate_closed_strided_grad", OpId::FusedApplyMomentum, 1,
+               {{37}, {5, 9}}, Attrs().set("gated", true),
+               [](Vec&, std::vector<Vec*>&, const Vec&) {}, /*strided_last_grad=*/true,
+               {0.1, 0.9, 0.0}),
+    fused_case("apply_adam/gate_closed", OpId::ApplyAdam, 2, {{37}},
+               Attrs().set("beta1", 0.9).set("beta2", 0.999).set("gated", true),
+               [](Vec&, std::vector<Vec*>&, const Vec&) {}, false, {0.01, 2.0, 1e-8, 0.0}),
+    fused_case("apply_rms_prop/gate_open", OpId::ApplyRMSProp, 2, {{3, 7}},
+               Attrs().set("decay", 0.9).set("momentum", 0.5).set("eps", 1e-6).set("gated", true),
+               rms_prop_ref(0.01, 0.9, 0.5, 1e-6), false, {0.01, 1.0}),
 });
 
 }  // namespace

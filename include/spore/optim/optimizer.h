@@ -79,10 +79,23 @@ class Optimizer {
   double clip_grad_norm() const { return clip_norm_; }
   const std::vector<Tensor>& parameters() const { return params_; }
   const std::vector<std::string>& parameter_names() const { return names_; }
-  int64_t global_step() const { return step_; }
-  void set_global_step(int64_t s) { step_ = s; }  // resuming from a checkpoint
-  double current_lr() const;                      // lr of the first group at the current step
-  double lr_of(size_t i) const { return lrs_[i].at(step_); }  // parameter i, current step
+  int64_t global_step() const {
+    settle();
+    return step_;
+  }
+  void set_global_step(int64_t s) {  // resuming from a checkpoint
+    settle();
+    step_ = s;
+  }
+  double current_lr() const;      // lr of the first group at the current step
+  double lr_of(size_t i) const {  // parameter i, current step
+    settle();
+    return lrs_[i].at(step_);
+  }
+  // A step whose outcome (applied or skipped) the device decides and the host learns later (the
+  // loss-scaled step, train/wrappers.cpp) leaves `settle` here: whatever reads the step count
+  // first calls it (once), and it sets the count. Null: nothing pending.
+  void set_pending_step(std::function<void()> settle) { pending_ = std::move(settle); }
   // State tensors (moments...) with names, for checkpoints: "moments.conv1.weight".
   virtual std::vector<std::pair<std::string, Tensor>> state() const { return {}; }
   // Optional global-norm clipping applied inside step() (0 = off).
@@ -104,6 +117,15 @@ class Optimizer {
   // The hyper tensors (one per lr schedule: the default, then each group with its own lr), each
   // float64 (k); empty until the first write_hyper().
   const std::vector<Tensor>& hyper_tensors() const { return hyper_; }
+  // Whether every change update() makes goes through an update primitive reading the hyper input,
+  // so that a gate appended to that input can skip the whole update on the device (the loss-scaled
+  // step deciding on overflow without the host: train/wrappers.cpp). False for updates written
+  // with elementwise ops and assign (SGD with dampening, Adagrad, Lamb, custom optimizers).
+  virtual bool gates_updates() const { return false; }
+  // While tracing: the updates traced until it is cleared (an undefined tensor) run only when
+  // `apply` (a bool scalar on the parameters' device) is true at run time: their hyper input
+  // gets `apply` as one more element and the primitives attr gated=true.
+  void set_update_gate(Tensor apply);
 
  protected:
   // Updates parameter i in place with its (unscaled, clipped) gradient at learning rate lr; weight
@@ -116,6 +138,9 @@ class Optimizer {
   // Parameter i's hyper tensor while tracing (pass it with attr hyper_input=true), else undefined
   // (PyNative: the values go as attributes, exactly as before).
   Tensor hyper_for(size_t i) const;
+  // Whether the updates being traced are gated (set_update_gate): pass attr gated=true with
+  // hyper_for(i) then.
+  bool gated() const { return gate_.defined(); }
   // Drops the state tensors (release_state()).
   virtual void free_state() {}
   // The default schedule, for rebuild().
@@ -136,6 +161,15 @@ class Optimizer {
   std::vector<size_t> slot_group_;               // per hyper tensor: the group it serves
   mutable std::vector<Tensor> hyper_;            // float64 (hyper_size()) each; made on first use
   std::vector<std::vector<double>> hyper_host_;  // what each holds now (skips unchanged uploads)
+  Tensor gate_;                                  // set_update_gate: float64 (1), traced
+  mutable std::vector<Tensor> gated_hyper_;      // per hyper tensor: it with the gate appended
+  mutable std::function<void()> pending_;        // set_pending_step
+  void settle() const {
+    if (!pending_) return;
+    const std::function<void()> f = std::move(pending_);
+    pending_ = nullptr;
+    f();
+  }
   int64_t step_ = 0;
   double clip_norm_ = 0;
   double loss_scale_ = 1;

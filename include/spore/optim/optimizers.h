@@ -49,6 +49,7 @@ class SGD : public Optimizer {
   // [lr, momentum] for ApplyMomentum; none when the update is elementwise ops (no momentum,
   // dampening).
   size_t hyper_size() const override { return opts_.momentum > 0 && opts_.dampening == 0 ? 2 : 0; }
+  bool gates_updates() const override { return hyper_size() > 0; }  // ApplyMomentum only then
   void hyper_values(double lr, double* out) const override;
 
  private:
@@ -79,6 +80,7 @@ class Momentum : public Optimizer {
   void free_state() override;
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
   size_t hyper_size() const override { return 2; }  // ApplyMomentum's [lr, momentum]
+  bool gates_updates() const override { return true; }
   void hyper_values(double lr, double* out) const override;
 
  private:
@@ -109,6 +111,7 @@ class Adam : public Optimizer {
   Adam(std::vector<ParamGroup> groups, LearningRate lr, AdamOptions opts, bool decoupled);
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
   size_t hyper_size() const override { return 3; }  // ApplyAdam's [lr, step, eps]
+  bool gates_updates() const override { return true; }
   void hyper_values(double lr, double* out) const override;
   AdamOptions opts_;
   bool decoupled_ = false;
@@ -155,6 +158,7 @@ class RMSProp : public Optimizer {
   void free_state() override;
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
   size_t hyper_size() const override { return 1; }  // ApplyRMSProp's [lr]
+  bool gates_updates() const override { return true; }
 
  private:
   RMSPropOptions opts_;

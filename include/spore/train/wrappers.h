@@ -114,9 +114,21 @@ class TrainOneStepCell : public nn::Cell {
 // aux...}. With gradient accumulation, an overflowed micro-batch's gradients are left out of the
 // sum (the batch is skipped), and an update needs at least one clean micro-batch (else the next
 // call tries again), as YOLOv5's loop with torch's GradScaler does.
-// Graph mode: forward, backward, unscaling and the finiteness check run as one compiled graph (the
-// scale is a graph input, so a new scale does not recompile) returning {loss, all_finite,
-// unscaled grads...}; the host then reads the flag and runs the optimizer step only when clean.
+// Graph mode, with an optimizer whose updates can be gated (Momentum, SGD with momentum, Adam,
+// AdamWeightDecay, RMSProp: Optimizer::gates_updates) and a Fixed or Dynamic manager, without
+// accumulation or a grad reducer: the WHOLE step is one compiled graph deciding on the device:
+// gradients, the finiteness check, the optimizer update gated by it (skipped in the kernels when
+// it is false), and the scale update (the manager's rule, in float64, on a device copy of its
+// scale and clean-step count). The host learns the outcome later, when it next needs it: the
+// next step (its learning rate and Adam's step depend on whether this one applied), the
+// optimizer's global_step(), or this cell's loss_scale() / last_overflow() / overflow_steps(); on a
+// GPU the flag's copy to page-locked memory is queued behind the step, so that read waits for
+// this step only, never for the steps queued after it. Until then the manager's own
+// get_loss_scale() still answers the previous step's value; unscaled_grads() is empty (the
+// gradients stay inside the graph). Otherwise: forward, backward, unscaling and the finiteness
+// check run as one compiled graph (the scale is a graph input, so a new scale does not
+// recompile) returning {loss, all_finite, unscaled grads...}; the host then reads the flag and
+// runs the optimizer step only when clean.
 class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
  public:
   TrainOneStepWithLossScaleCell(nn::CellPtr network, optim::OptimizerPtr optimizer,
@@ -128,22 +140,29 @@ class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 
   const amp::LossScaleManagerPtr& loss_scale_manager() const { return manager_; }
-  double loss_scale() const { return manager_->get_loss_scale(); }  // for the next step
-  bool last_overflow() const { return last_overflow_; }
-  int64_t overflow_steps() const { return overflow_steps_; }  // overflowed steps so far
-  // The unscaled gradients of the last step (inf/nan when it overflowed).
+  double loss_scale() const;       // for the next step
+  bool last_overflow() const;      // whether the last step overflowed
+  int64_t overflow_steps() const;  // overflowed steps so far
+  // The unscaled gradients of the last step (inf/nan when it overflowed); empty when the step
+  // decided on the device.
   const std::vector<Tensor>& unscaled_grads() const { return grads_; }
   JitStats jit_stats() const override;
+  // Whether the next call would run the step deciding on the device (see above).
+  bool decides_on_device() const;
+
+  struct Book;  // the outcomes: booked steps, and the one the device has not reported yet
 
  private:
   // {loss, all_finite, unscaled grads..., aux...} for inputs (data..., label) and a float32 scale.
   std::vector<Tensor> scaled_grads(const std::vector<Tensor>& inputs, const Tensor& scale);
+  std::vector<Tensor> forward_on_device(const std::vector<Tensor>& inputs);
+  std::vector<Tensor> device_step(const std::vector<Tensor>& inputs);  // its traced body
   amp::LossScaleManagerPtr manager_;
-  bool last_overflow_ = false;
-  int64_t overflow_steps_ = 0;
+  std::shared_ptr<Book> book_;
   bool has_clean_micro_ = false;  // accumulation: some micro-batch since the update was finite
   std::vector<Tensor> grads_;
-  std::shared_ptr<void> compiled_ls_;  // Graph mode: the jit'ed forward + backward
+  std::shared_ptr<void> compiled_ls_;   // Graph mode: the jit'ed forward + backward
+  std::shared_ptr<void> compiled_dev_;  // Graph mode: the whole step deciding on the device
   // The scale as the compiled step's input on a device: uploaded in place when it changes.
   Tensor device_scale_;
   double device_scale_value_ = 0;

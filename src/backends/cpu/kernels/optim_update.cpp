@@ -15,6 +15,9 @@
 // Momentum [lr] or [lr, momentum], RMSProp [lr], Adam [lr, step, eps]) read here once per call in
 // place of those attributes, so one compiled Graph-mode step serves every learning rate and step
 // count. The coefficients are computed from the same doubles either way: bit-identical results.
+// With attr gated as well, the hyper ends with one more element, the gate: 0 leaves every operand
+// untouched (a loss-scaled step whose gradients overflowed, decided on the device: train/
+// wrappers.cpp), anything else applies the update.
 //
 // Contiguous float32 / float64 operands go through the Highway loops below (run-time dispatched
 // per x86 target), strided ones through StridedIter. Every contiguous element, the tail too (via
@@ -206,6 +209,7 @@ void visit_f32_f64(DType t, F&& f) {
 // hyper_input is set, else none (the attributes hold them).
 struct Hyper {
   bool present = false;
+  bool skip = false;  // gated, and the gate is 0
   size_t size = 0;
   double v[3] = {};
 };
@@ -213,10 +217,13 @@ struct Hyper {
 Hyper hyper_of(const ops::KernelContext& ctx, size_t k) {
   Hyper h;
   if (!ctx.attrs.get_bool("hyper_input", false)) return h;
-  const Tensor& t = ctx.inputs.back();  // float64 (k), checked by the inference rule
+  const Tensor& t = ctx.inputs.back();  // float64 (k[, gate]), checked by the inference rule
   const double* p = base<double>(t);
-  h.size = std::min<size_t>(k, size_t(t.size(0)));
-  for (size_t i = 0; i < h.size; ++i) h.v[i] = p[int64_t(i) * t.strides()[0]];
+  const int64_t stride = t.strides()[0];
+  size_t n = size_t(t.size(0));
+  if (ctx.attrs.get_bool("gated", false)) h.skip = p[int64_t(--n) * stride] == 0;
+  h.size = std::min<size_t>(k, n);
+  for (size_t i = 0; i < h.size; ++i) h.v[i] = p[int64_t(i) * stride];
   h.present = true;
   return h;
 }
@@ -333,7 +340,9 @@ void multi_update(const ops::Tensors& inputs, size_t groups, Flat&& flat, Stride
 }
 
 void apply_momentum_kernel(ops::KernelContext& ctx) {
-  const MomentumCoeffs c = momentum_coeffs(ctx.attrs, hyper_of(ctx, 2));
+  const Hyper h = hyper_of(ctx, 2);
+  if (h.skip) return;
+  const MomentumCoeffs c = momentum_coeffs(ctx.attrs, h);
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<3, T>(
@@ -344,6 +353,7 @@ void apply_momentum_kernel(ops::KernelContext& ctx) {
 
 void fused_apply_momentum_kernel(ops::KernelContext& ctx) {
   const Hyper h = hyper_of(ctx, 2);
+  if (h.skip) return;
   const MomentumCoeffs c = momentum_coeffs(ctx.attrs, h);
   const size_t groups = (ctx.inputs.size() - (h.present ? 1 : 0)) / 3;
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
@@ -356,7 +366,9 @@ void fused_apply_momentum_kernel(ops::KernelContext& ctx) {
 }
 
 void apply_adam_kernel(ops::KernelContext& ctx) {
-  const AdamCoeffs c = adam_coeffs(ctx.attrs, hyper_of(ctx, 3), "apply_adam");
+  const Hyper h = hyper_of(ctx, 3);
+  if (h.skip) return;
+  const AdamCoeffs c = adam_coeffs(ctx.attrs, h, "apply_adam");
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     multi_update<4, T>(
@@ -367,6 +379,7 @@ void apply_adam_kernel(ops::KernelContext& ctx) {
 
 void fused_apply_adam_kernel(ops::KernelContext& ctx) {
   const Hyper h = hyper_of(ctx, 3);
+  if (h.skip) return;
   const AdamCoeffs c = adam_coeffs(ctx.attrs, h, "fused_apply_adam");
   const size_t groups = (ctx.inputs.size() - (h.present ? 1 : 0)) / 4;
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {
@@ -381,6 +394,7 @@ void fused_apply_adam_kernel(ops::KernelContext& ctx) {
 void apply_rms_prop_kernel(ops::KernelContext& ctx) {
   const auto& a = ctx.attrs;
   const Hyper h = hyper_of(ctx, 1);
+  if (h.skip) return;
   const double lr = h.present ? h.v[0] : a.get_float("lr"), decay = a.get_float("decay", 0.9),
                mo = a.get_float("momentum", 0.0), eps = a.get_float("eps", 1e-10);
   visit_f32_f64(ctx.inputs[0].dtype(), [&](auto tag) {

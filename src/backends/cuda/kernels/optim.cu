@@ -7,7 +7,9 @@
 // launch. A group with a strided operand runs alone through the strided kernel.
 // With attr hyper_input the last input is a float64 (k) device tensor of per-step scalars
 // (Momentum / RMSProp [lr], Adam [lr, step, eps]); the kernels read it on the device, so a
-// compiled step never copies a learning rate to the GPU. AllFinite is here too (amp's overflow
+// compiled step never copies a learning rate to the GPU. With attr gated its last element is the
+// gate, read on the device too: 0 leaves every operand untouched (an overflowed loss-scaled step
+// skipped without the host deciding). AllFinite is here too (amp's overflow
 // check over every gradient): a flag cleared by any thread that sees an inf or NaN.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -38,8 +40,10 @@ struct RmsAttrs {
 struct Hyper {
   const double* p = nullptr;  // device pointer, or null: the attributes hold the values
   int64_t stride = 1;
-  int64_t size = 0;  // Momentum's may be [lr] or [lr, momentum]
+  int64_t size = 0;              // Momentum's may be [lr] or [lr, momentum]
+  const double* gate = nullptr;  // attr gated: the element after them; 0 skips the update
   __device__ double at(int i, double fallback) const { return p ? p[i * stride] : fallback; }
+  __device__ bool skipped() const { return gate && *gate == 0; }
 };
 
 // AdamCoeffs of the CPU kernel, from doubles, on the host or the device.
@@ -66,6 +70,7 @@ struct MomentumFn {
   MomentumAttrs a;
   Hyper h;
   __device__ void operator()(T* const* ptr, int64_t const* off) const {
+    if (h.skipped()) return;
     const T l = T(h.at(0, a.lr)), m = T(h.size >= 2 ? h.at(1, a.momentum) : a.momentum),
             w = T(a.weight_decay);
     T& p = ptr[0][off[0]];
@@ -86,6 +91,7 @@ struct AdamFn {
   AdamAttrs a;
   Hyper h;
   __device__ void operator()(T* const* ptr, int64_t const* off) const {
+    if (h.skipped()) return;
     const AdamCoeffs c = adam_coeffs(a, h.at(0, a.lr), h.at(1, a.step), h.at(2, a.eps));
     T& p = ptr[0][off[0]];
     T& m = ptr[1][off[1]];
@@ -102,6 +108,7 @@ struct RmsFn {
   RmsAttrs a;
   Hyper h;
   __device__ void operator()(T* const* ptr, int64_t const* off) const {
+    if (h.skipped()) return;
     const T l = T(h.at(0, a.lr)), d = T(a.decay), one_d = T(1 - a.decay), m = T(a.momentum),
             e = T(a.eps);
     T& p = ptr[0][off[0]];
@@ -228,6 +235,7 @@ Hyper hyper_of(const ops::KernelContext& ctx) {
   h.p = static_cast<const double*>(t.data_ptr());
   h.stride = t.strides()[0];
   h.size = t.size(0);
+  if (ctx.attrs.get_bool("gated", false)) h.gate = h.p + --h.size * h.stride;
   return h;
 }
 
