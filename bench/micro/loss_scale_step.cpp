@@ -60,11 +60,12 @@ void run(bool resnet, int rounds) {
       if (r >= 0) ms[k].push_back(t);
     }
   const double host = bench::median(ms[0]), device = bench::median(ms[1]);
-  std::printf("%-28s host-decided %8.3f ms | device-decided %8.3f ms = %.3fx  (%s: %d rounds; "
-              "decides_on_device %d/%d; last loss %.6f / %.6f)\n",
-              resnet ? "ResNet-18 CIFAR, batch 32" : "LeNet-5, batch 64", host, device,
-              host / device, "median step", rounds, int(cells[0]->decides_on_device()),
-              int(cells[1]->decides_on_device()), last_loss[0], last_loss[1]);
+  std::printf(
+      "%-28s host-decided %8.3f ms | device-decided %8.3f ms = %.3fx  (%s: %d rounds; "
+      "decides_on_device %d/%d; last loss %.6f / %.6f)\n",
+      resnet ? "ResNet-18 CIFAR, batch 32" : "LeNet-5, batch 64", host, device, host / device,
+      "median step", rounds, int(cells[0]->decides_on_device()), int(cells[1]->decides_on_device()),
+      last_loss[0], last_loss[1]);
   set_context({.mode = Mode::PyNative});
 }
 
@@ -73,8 +74,9 @@ void run(bool resnet, int rounds) {
 int main(int argc, char** argv) {
   set_num_threads(2);
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 40;
-  std::printf("amp O2 bf16, DynamicLossScaleManager, Momentum, Graph mode (one process, steps "
-              "alternating)\n");
+  std::printf(
+      "amp O2 bf16, DynamicLossScaleManager, Momentum, Graph mode (one process, steps "
+      "alternating)\n");
   run(false, rounds);
   run(true, std::max(5, rounds / 4));
   return 0;

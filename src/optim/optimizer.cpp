@@ -140,6 +140,18 @@ Tensor Optimizer::hyper_for(size_t i) const {
   return gated_hyper_[s];
 }
 
+bool Optimizer::hyper_constant_for(int64_t n) const {
+  if (n == 0) return true;
+  if (hyper_depends_on_step()) return false;
+  for (size_t s = 0; s < slot_group_.size(); ++s) {  // step_ itself: the pending steps stay so
+    const LearningRate& lr = group_lrs_[slot_group_[s]];
+    const double now = lr.at(step_);
+    for (int64_t i = 1; i <= n; ++i)
+      if (lr.at(step_ + i) != now) return false;
+  }
+  return true;
+}
+
 void Optimizer::set_update_gate(Tensor apply) {
   gated_hyper_.clear();
   if (!apply.defined()) {

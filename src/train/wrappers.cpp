@@ -201,13 +201,17 @@ std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inpu
 
 // ---- TrainOneStepWithLossScaleCell --------------------------------------------------------------
 
-// What the host knows of the steps' outcomes. Shared with the optimizer's pending-step hook, so
-// it outlives the cell if the optimizer does.
-struct TrainOneStepWithLossScaleCell::Book {
+// What the host knows of the steps' outcomes: the booked ones, and up to kQueued steps the device
+// decided and the host has not booked yet (oldest first). Shared with the optimizer's pending-step
+// hook, so it outlives the cell if the optimizer does.
+struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> {
+  static constexpr size_t kQueued = 4;  // how far the host may run ahead of the outcomes
   explicit Book(amp::LossScaleManagerPtr m) : manager(std::move(m)) {}
   ~Book() {
-    if (done) done->synchronize();  // no copy still writes the page-locked byte
-    if (host) pinned->deallocate(host, 1);
+    for (Slot& q : ring) {
+      if (q.done) q.done->synchronize();  // no copy still writes the page-locked byte
+      if (q.host) pinned->deallocate(q.host, 1);
+    }
   }
   // A booked step: the manager's rule on the host and the counters.
   void record(bool overflow) {
@@ -215,40 +219,29 @@ struct TrainOneStepWithLossScaleCell::Book {
     last_overflow = overflow;
     overflow_steps += overflow;
   }
-  // Books the step the device has not reported yet, if any: waits for its flag (that step only).
-  void settle(optim::Optimizer& opt) {
-    if (!pending) return;
-    pending = false;
-    bool overflow;
-    if (done) {
-      done->synchronize();
-      overflow = *static_cast<const bool*>(host);
-    } else {
-      overflow = flag.item<bool>();  // the CPU: the step has run
-    }
-    flag = Tensor();
-    if (!overflow || !manager->get_drop_overflow_update())
-      opt.set_global_step(opt.global_step() + 1);
-    record(overflow);
-    device_scale = manager->get_loss_scale();  // the same rule ran on the device
-    device_good = good_steps();
-  }
-  // Queues the read of a step's overflow flag (bool scalar on `device`) behind that step.
-  void expect(const Tensor& overflow, Device device) {
-    pending = true;
+  // Books every queued step (waiting for each), or those that have run (waiting for none).
+  void settle(optim::Optimizer& opt) { book(opt, false); }
+  void settle_ready(optim::Optimizer& opt) { book(opt, true); }
+  // Queues the read of a step's overflow flag (bool scalar on `device`) behind that step; with
+  // kQueued steps already unbooked, the oldest is booked first (the host waits for it).
+  void expect(const Tensor& overflow, Device device, optim::Optimizer& opt) {
+    if (queued == kQueued) book(opt, false, 1);
+    opt.set_pending_step(nullptr);
+    Slot& q = ring[(first + queued++) % kQueued];
     if (device.type == DeviceType::CPU) {
-      flag = overflow;
-      return;
+      q.flag = overflow;
+    } else {
+      Backend& b = get_backend(device.type);
+      if (!q.done) {
+        q.done = b.new_event(device.index);
+        pinned = &b.pinned_allocator();
+        q.host = pinned->allocate(1);
+      }
+      Stream& st = current_stream(device);
+      b.copy_async(q.host, Device{}, overflow.data_ptr(), device, 1, st);
+      q.done->record(st);
     }
-    Backend& b = get_backend(device.type);
-    if (!done) {
-      done = b.new_event(device.index);
-      pinned = &b.pinned_allocator();
-      host = pinned->allocate(1);
-    }
-    Stream& s = current_stream(device);
-    b.copy_async(host, Device{}, overflow.data_ptr(), device, 1, s);
-    done->record(s);
+    hook(opt);
   }
   int64_t good_steps() const {
     const auto* dyn = dynamic_cast<const amp::DynamicLossScaleManager*>(manager.get());
@@ -264,13 +257,48 @@ struct TrainOneStepWithLossScaleCell::Book {
   Tensor scale, good;
   double device_scale = -1;
   int64_t device_good = -1;
-  // The step not booked yet: its flag (CPU), or the page-locked byte its flag is copied to and
-  // the event recorded after that copy (a device).
-  bool pending = false;
-  Tensor flag;
-  std::unique_ptr<Event> done;
+  bool eager = true;  // set_eager_booking
+  size_t first = 0, queued = 0;
+
+ private:
+  // A step not booked yet: its flag (CPU), or the page-locked byte its flag is copied to and the
+  // event recorded after that copy (a device).
+  struct Slot {
+    Tensor flag;
+    std::unique_ptr<Event> done;
+    void* host = nullptr;
+  };
+  bool ready(const Slot& q) const { return !q.done || q.done->query(); }
+  void book(optim::Optimizer& opt, bool only_ready, size_t most = kQueued) {
+    opt.set_pending_step(nullptr);  // booking reads the step count: no re-entry through the hook
+    for (; queued > 0 && most > 0; --most) {
+      Slot& q = ring[first];
+      if (only_ready && !ready(q)) break;
+      bool overflow;
+      if (q.done) {
+        q.done->synchronize();
+        overflow = *static_cast<const bool*>(q.host);
+      } else {
+        overflow = q.flag.item<bool>();  // the CPU: the step has run
+        q.flag = Tensor();
+      }
+      first = (first + 1) % kQueued;
+      --queued;
+      if (!overflow || !manager->get_drop_overflow_update())
+        opt.set_global_step(opt.global_step() + 1);
+      record(overflow);
+      device_scale = manager->get_loss_scale();  // the same rule ran on the device
+      device_good = good_steps();
+    }
+    hook(opt);
+  }
+  // Whatever reads the optimizer's step count next books the queued steps first.
+  void hook(optim::Optimizer& opt) {
+    if (queued == 0) return;
+    opt.set_pending_step([b = shared_from_this(), o = &opt] { b->settle(*o); });
+  }
+  Slot ring[kQueued];
   Allocator* pinned = nullptr;
-  void* host = nullptr;
 };
 
 TrainOneStepWithLossScaleCell::TrainOneStepWithLossScaleCell(nn::CellPtr network,
@@ -380,6 +408,10 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward_on_device(
   optim::Optimizer& opt = *optimizer();
   Book& b = *book_;
   const Device device = opt.parameters()[0].device();
+  // The steps that have run are booked now; the others only when this step's hyper values (its
+  // learning rate, Adam's step count) depend on how many of them applied.
+  if (b.eager) b.settle_ready(opt);
+  if (b.queued > 0 && !opt.hyper_constant_for(int64_t(b.queued))) b.settle(opt);
   if (!b.scale.defined()) {
     b.scale = Tensor::empty({}, kFloat64, device);
     b.good = Tensor::empty({}, kFloat64, device);
@@ -388,7 +420,7 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward_on_device(
   // changed it (the first step, a restore()); otherwise the device already holds it.
   const double s = manager_->get_loss_scale();
   const int64_t good = b.good_steps();
-  if (s != b.device_scale || good != b.device_good) {
+  if (b.queued == 0 && (s != b.device_scale || good != b.device_good)) {
     const double g = double(good);
     b.scale.copy_from_host(&s);
     b.good.copy_from_host(&g);
@@ -409,22 +441,27 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward_on_device(
     compiled_dev_ = std::make_shared<JitFunction>(
         [this](const std::vector<Tensor>& in) { return device_step(in); }, opts);
   }
+  // Below, the step count is the booked one (the queued steps' outcomes leave the hyper values
+  // as they are): read and restored without booking them.
+  opt.set_pending_step(nullptr);
   const int64_t step = opt.global_step();
-  opt.write_hyper();  // this step's lr and step count: the previous outcome is booked
+  opt.write_hyper();
   std::vector<Tensor> in;
   for (const Tensor& t : inputs) in.push_back(t.contiguous());
   std::vector<Tensor> out = (*std::static_pointer_cast<JitFunction>(compiled_dev_))(in);
-  opt.set_global_step(step);  // tracing advanced it; the outcome books it
-  b.expect(out[1], device);
-  opt.set_pending_step([book = book_, o = &opt] { book->settle(*o); });
+  opt.set_global_step(step);  // tracing advanced it; booking the outcome does
+  b.expect(out[1], device, opt);
   grads_.clear();
   last_aux_.assign(out.begin() + 3, out.end());
   return out;
 }
 
+void TrainOneStepWithLossScaleCell::set_eager_booking(bool eager) { book_->eager = eager; }
+int64_t TrainOneStepWithLossScaleCell::unbooked_steps() const { return int64_t(book_->queued); }
+
 std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Tensor>& inputs) {
-  book_->settle(*optimizer());  // the previous step's outcome, if the device decided it
   if (decides_on_device()) return forward_on_device(inputs);
+  book_->settle(*optimizer());  // the steps the device decided before, if any
   const double s = manager_->get_loss_scale();
   const Tensor host_scale = scalar_tensor(s, kFloat32, Device{});
   // The scale is an input of the step: on a device it lives there, uploaded only when it changes,

@@ -329,8 +329,11 @@ struct DecidedRun {
   int64_t overflow_steps = 0;
 };
 
+// lazy: the device-deciding cell books outcomes only when something needs them (as steps still
+// queued on a GPU), and the loop reads nothing that would book them (only the step's outputs).
 DecidedRun run_decided(Mode mode, bool wrap, const MakeOptimizer& make,
-                       std::function<amp::LossScaleManagerPtr()> manager, int steps) {
+                       std::function<amp::LossScaleManagerPtr()> manager, int steps,
+                       bool lazy = false, int64_t* most_unbooked = nullptr) {
   set_context({.mode = mode});
   set_seed(5);
   Crafted c;
@@ -341,11 +344,13 @@ DecidedRun run_decided(Mode mode, bool wrap, const MakeOptimizer& make,
       std::make_shared<train::WithLossCell>(c.net, c.loss), opt, m);
   DecidedRun d;
   d.on_device = step->decides_on_device();
+  step->set_eager_booking(!lazy);
   for (int i = 0; i < steps; ++i) {
     std::vector<Tensor> out = step->forward({c.x, c.y});
-    d.steps.push_back(opt->global_step());  // settles a step the device decided
+    if (most_unbooked) *most_unbooked = std::max(*most_unbooked, step->unbooked_steps());
+    if (!lazy) d.steps.push_back(opt->global_step());  // books a step the device decided
     d.r.overflow.push_back(out[1].item<bool>());
-    EXPECT_EQ(step->last_overflow(), bool(d.r.overflow.back())) << "step " << i;
+    if (!lazy) EXPECT_EQ(step->last_overflow(), bool(d.r.overflow.back())) << "step " << i;
     d.r.scale.push_back(out[2].item<double>());
     d.r.loss.push_back(out[0].item<double>());
   }
@@ -354,6 +359,7 @@ DecidedRun run_decided(Mode mode, bool wrap, const MakeOptimizer& make,
     for (double e : t.to_vector<double>()) d.state.push_back(e);
   d.overflow_steps = step->overflow_steps();
   d.r.scale.push_back(step->loss_scale());  // the next step's
+  d.steps.push_back(opt->global_step());
   set_context({.mode = Mode::PyNative});
   return d;
 }
@@ -426,6 +432,49 @@ TEST(LossScale, DeviceDecidedAdamWithScheduleEqualsHostDecided) {
         return std::make_shared<optim::RMSProp>(p, optim::LearningRate(lrs));
       },
       dynamic_manager());
+}
+
+// Booked lazily, the host queues a step without the previous outcomes when the hyper values cannot
+// depend on them (Momentum at a constant rate: up to 4 steps unbooked), and books them first when
+// they can (Adam's step count, a per-step rate: never more than the step just run). Either way,
+// the same bits as the host deciding every step.
+TEST(LossScale, DeviceDecidedBookedLazilyEqualsHostDecided) {
+  struct Case {
+    const char* what;
+    MakeOptimizer make;
+    int64_t want_most_unbooked;
+  };
+  std::vector<double> lrs;
+  for (int i = 0; i < 16; ++i) lrs.push_back(1e-3 * (1 + 0.25 * i));
+  const Case cases[] = {
+      {"Momentum, constant lr",
+       [](std::vector<Tensor> p) { return std::make_shared<optim::Momentum>(p, 1e-3, 0.9); }, 4},
+      {"Momentum, per-step lr",
+       [lrs](std::vector<Tensor> p) {
+         return std::make_shared<optim::Momentum>(p, optim::LearningRate(lrs), 0.9);
+       },
+       1},
+      {"Adam, constant lr",
+       [](std::vector<Tensor> p) { return std::make_shared<optim::Adam>(p, 1e-3); }, 1},
+      {"AdamWeightDecay, constant lr",  // no bias correction: its hyper values never change
+       [](std::vector<Tensor> p) { return std::make_shared<optim::AdamWeightDecay>(p, 1e-3); }, 4},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    int64_t most = 0;
+    const DecidedRun host = run_decided(Mode::Graph, true, c.make, dynamic_manager(), 12, true),
+                     lazy = run_decided(Mode::Graph, false, c.make, dynamic_manager(), 12, true,
+                                        &most);
+    EXPECT_TRUE(lazy.on_device);
+    EXPECT_EQ(most, c.want_most_unbooked);
+    EXPECT_EQ(lazy.r.overflow, host.r.overflow);
+    EXPECT_EQ(lazy.r.scale, host.r.scale);
+    EXPECT_EQ(lazy.r.loss, host.r.loss);
+    EXPECT_EQ(lazy.r.params, host.r.params);
+    EXPECT_EQ(lazy.state, host.state);
+    EXPECT_EQ(lazy.steps, host.steps);
+    EXPECT_EQ(lazy.overflow_steps, host.overflow_steps);
+  }
 }
 
 // A Fixed manager that drops overflowed steps: its scale never changes and the steps are gated.

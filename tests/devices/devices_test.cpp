@@ -221,7 +221,8 @@ TEST_F(Devices, GraphStepTransfersOnlyTheBatchAndTheLoss) {
 }
 
 // A loss-scaled compiled step (amp's dynamic loss scale) on the device equals the CPU's, and its
-// scale input stays on the device: a step copies in only its batch.
+// scale stays on the device: a step copies in only its batch, and out only its overflow flag (the
+// device decides; the host books the outcome later).
 TEST_F(Devices, LossScaledGraphStepEqualsCpuAndUploadsOnlyTheBatch) {
   TrainRun runs[2];
   for (int k = 0; k < 2; ++k) {
@@ -242,12 +243,20 @@ TEST_F(Devices, LossScaledGraphStepEqualsCpuAndUploadsOnlyTheBatch) {
       x = randn({8, 1, 28, 28});
       y = randint(0, 10, {8}, kInt32);
     }
+    EXPECT_TRUE(step->decides_on_device());
     for (int i = 0; i < 4; ++i) {
       test_device_copies().reset();
       const Tensor l = step->forward({x.to(device), y.to(device)})[0];
-      if (k == 1 && i >= 2) EXPECT_EQ(test_device_copies().host_to_device(), 2u) << "step " << i;
+      if (k == 1 && i >= 2) {
+        EXPECT_EQ(test_device_copies().host_to_device(), 2u) << "step " << i;
+        // The step's overflow flag, queued behind it for the host to book later; nothing else.
+        EXPECT_EQ(test_device_copies().device_to_host(), 1u) << "step " << i;
+      }
       runs[k].losses.push_back(l.item<float>());
     }
+    EXPECT_EQ(step->overflow_steps(), 0);
+    EXPECT_EQ(step->loss_scale(), 1024.0);
+    EXPECT_EQ(step->optimizer()->global_step(), 4);
     for (const Tensor& p : net->trainable_params()) runs[k].params.push_back(p.to_vector<float>());
   }
   expect_same(runs[0], runs[1], 1e-5);

@@ -117,7 +117,11 @@ class Optimizer {
   // The hyper tensors (one per lr schedule: the default, then each group with its own lr), each
   // float64 (k); empty until the first write_hyper().
   const std::vector<Tensor>& hyper_tensors() const { return hyper_; }
-  // Whether every change update() makes goes through an update primitive reading the hyper input,
+  // Whether the hyper values are the same at the step counts global_step() .. + n (a constant
+  // learning rate over them, and no scalar that depends on the count, as Adam's bias correction
+  // does): then a step may be queued while the outcome of the n steps before it is unknown.
+  bool hyper_constant_for(int64_t n) const;
+  // Whether update() makes every change through an update primitive reading the hyper input,
   // so that a gate appended to that input can skip the whole update on the device (the loss-scaled
   // step deciding on overflow without the host: train/wrappers.cpp). False for updates written
   // with elementwise ops and assign (SGD with dampening, Adagrad, Lamb, custom optimizers).
@@ -135,6 +139,8 @@ class Optimizer {
   virtual size_t hyper_size() const { return 0; }
   // The hyper values for learning rate lr at the current step_ (hyper_size() of them).
   virtual void hyper_values(double lr, double* out) const { out[0] = lr; }
+  // Whether hyper_values depends on the step count besides the learning rate (Adam's step).
+  virtual bool hyper_depends_on_step() const { return false; }
   // Parameter i's hyper tensor while tracing (pass it with attr hyper_input=true), else undefined
   // (PyNative: the values go as attributes, exactly as before).
   Tensor hyper_for(size_t i) const;

@@ -111,6 +111,7 @@ class Adam : public Optimizer {
   Adam(std::vector<ParamGroup> groups, LearningRate lr, AdamOptions opts, bool decoupled);
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
   size_t hyper_size() const override { return 3; }  // ApplyAdam's [lr, step, eps]
+  bool hyper_depends_on_step() const override { return !decoupled_; }  // Adam's step t
   bool gates_updates() const override { return true; }
   void hyper_values(double lr, double* out) const override;
   AdamOptions opts_;
@@ -220,7 +221,8 @@ class Lamb : public Optimizer {
  protected:
   void free_state() override;
   void update(size_t i, const Tensor& grad, double lr, double weight_decay) override;
-  size_t hyper_size() const override { return 3; }  // [lr, 1 - beta1^t, 1 - beta2^t]
+  size_t hyper_size() const override { return 3; }              // [lr, 1 - beta1^t, 1 - beta2^t]
+  bool hyper_depends_on_step() const override { return true; }  // 1 - beta^t
   void hyper_values(double lr, double* out) const override;
 
  private:

@@ -119,16 +119,16 @@ class TrainOneStepCell : public nn::Cell {
 // accumulation or a grad reducer: the WHOLE step is one compiled graph deciding on the device:
 // gradients, the finiteness check, the optimizer update gated by it (skipped in the kernels when
 // it is false), and the scale update (the manager's rule, in float64, on a device copy of its
-// scale and clean-step count). The host learns the outcome later, when it next needs it: the
-// next step (its learning rate and Adam's step depend on whether this one applied), the
-// optimizer's global_step(), or this cell's loss_scale() / last_overflow() / overflow_steps(); on a
-// GPU the flag's copy to page-locked memory is queued behind the step, so that read waits for
-// this step only, never for the steps queued after it. Until then the manager's own
-// get_loss_scale() still answers the previous step's value; unscaled_grads() is empty (the
-// gradients stay inside the graph). Otherwise: forward, backward, unscaling and the finiteness
-// check run as one compiled graph (the scale is a graph input, so a new scale does not
-// recompile) returning {loss, all_finite, unscaled grads...}; the host then reads the flag and
-// runs the optimizer step only when clean.
+// scale and clean-step count). The host books each outcome later: when the step has run, or when
+// something needs it: the next step if its hyper values (learning rate, Adam's step) depend on
+// how many steps applied, the optimizer's global_step(), this cell's loss_scale() /
+// last_overflow() / overflow_steps(). On a GPU each flag's copy to page-locked memory is queued
+// behind its step, so a read waits for that step only, never for the steps queued after it.
+// Until then the manager's own get_loss_scale() answers the last booked step's value;
+// unscaled_grads() is empty (the gradients stay inside the graph). Otherwise: forward, backward,
+// unscaling and the finiteness check run as one compiled graph (the scale is a graph input, so a
+// new scale does not recompile) returning {loss, all_finite, unscaled grads...}; the host then
+// reads the flag and runs the optimizer step only when clean.
 class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
  public:
   TrainOneStepWithLossScaleCell(nn::CellPtr network, optim::OptimizerPtr optimizer,
@@ -149,6 +149,12 @@ class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
   JitStats jit_stats() const override;
   // Whether the next call would run the step deciding on the device (see above).
   bool decides_on_device() const;
+  // Steps the device decided whose outcome the host has not booked yet (at most 4: a fifth step
+  // waits for the oldest). A step that has run is booked when the next one starts; with
+  // set_eager_booking(false) only when something needs it (the hyper values changing, the step
+  // count, the scale), which is what steps still queued on a GPU look like: tests use it.
+  int64_t unbooked_steps() const;
+  void set_eager_booking(bool eager);
 
   struct Book;  // the outcomes: booked steps, and the one the device has not reported yet
 
