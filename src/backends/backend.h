@@ -10,6 +10,7 @@
 // device, or between devices, goes through the backend of the device side (copy_async). The CPU
 // backend's streams are synchronous: queued work has already run when the call returns.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -40,6 +41,23 @@ class Event {
   virtual void wait(Stream& stream) = 0;
   virtual bool query() = 0;        // true when the recorded work has run (or nothing was recorded)
   virtual void synchronize() = 0;  // the host waits for the recorded work
+  // Milliseconds from `earlier` (an event of the same backend) to this one on the device's clock;
+  // both made by Backend::new_timing_event, recorded, and run.
+  virtual double ms_since(Event& earlier);
+};
+
+// The event of a backend whose streams are synchronous (the CPU, the test device): the work queued
+// before record() has run when it returns, so the host clock there times it too.
+class HostClockEvent final : public Event {
+ public:
+  void record(Stream&) override { at_ = std::chrono::steady_clock::now(); }
+  void wait(Stream&) override {}
+  bool query() override { return true; }
+  void synchronize() override {}
+  double ms_since(Event& earlier) override;
+
+ private:
+  std::chrono::steady_clock::time_point at_{};
 };
 
 // Work recorded from a stream between Backend::begin_capture and end_capture (a CUDA graph on
@@ -82,6 +100,9 @@ class Backend {
   virtual Stream& default_stream(int device) = 0;
   virtual std::unique_ptr<Stream> new_stream(int device) = 0;
   virtual std::unique_ptr<Event> new_event(int device) = 0;
+  // An event that also times (Event::ms_since); timing costs a little on a GPU, so only where
+  // asked (the training loop's step markers).
+  virtual std::unique_ptr<Event> new_timing_event(int device) { return new_event(device); }
   // Waits for all work on every stream of the device.
   virtual void synchronize(int device) = 0;
 

@@ -41,6 +41,17 @@ bool Backend::supports(ops::OpId op, DType dtype) const {
   return k && k->supports(dtype);
 }
 
+double Event::ms_since(Event&) {
+  SPORE_THROW(ErrorKind::NotImplemented,
+              "[event] this event does not time; make it with Backend::new_timing_event");
+}
+
+double HostClockEvent::ms_since(Event& earlier) {
+  auto* e = dynamic_cast<HostClockEvent*>(&earlier);
+  SPORE_CHECK(e != nullptr, "[event] ms_since: the earlier event is of another backend");
+  return std::chrono::duration<double, std::milli>(at_ - e->at_).count();
+}
+
 void Backend::begin_capture(Stream&) {
   SPORE_THROW(ErrorKind::NotImplemented, "[capture] the ", name(),
               " backend cannot capture a stream's work (supports_capture() is false)");

@@ -16,6 +16,7 @@
 #include "spore/parallel/parallel.h"
 #include "spore/parallel/sharding.h"
 #include "train/device_feeder.h"
+#include "train/step_gaps.h"
 
 namespace spore::train {
 namespace {
@@ -407,6 +408,7 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
   ctx.optimizer = optimizer_.get();
   ctx.lr = optimizer_->current_lr();
   TrainModeGuard mode(*train_network_, true);
+  StepGaps gaps(device_of(*network_));
   const auto t0 = Clock::now();
   // Rows since the iterator (re)started: an iterator that yields none ends the run.
   int64_t rows_from_feeder = 0;
@@ -430,9 +432,15 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
       feeder = std::make_unique<DeviceFeeder>(ds.create_tuple_iterator(), device_of(*network_));
       rows_from_feeder = 0;
     }
-    if (sink) each(callbacks, [&](Callback& c) { c.on_step_begin(ctx); });
+    if (sink) {
+      each(callbacks, [&](Callback& c) { c.on_step_begin(ctx); });
+      ctx.lr = optimizer_->current_lr();  // read once: per step it would wait for the last step
+    }
     const auto tsink = Clock::now();
+    double data_wait = 0;
+    gaps.free_from_here();
     while (sink_size <= 0 || ctx.step < sink_size) {
+      const auto tdata = Clock::now();
       std::optional<data::Row> row = held ? std::move(held) : feeder->next();
       held.reset();
       if (!row && sink_size > 0 && rows_from_feeder > 0) {  // run out: start again
@@ -440,6 +448,7 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
         row = feeder->next();
         rows_from_feeder = 0;
       }
+      data_wait += seconds_since(tdata);
       if (!row) break;
       check_row(*row, "train");
       ++ctx.step;
@@ -448,8 +457,9 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
       ctx.batch_size = batch_of(*row);
       if (!sink) each(callbacks, [&](Callback& c) { c.on_step_begin(ctx); });
       const auto ts = Clock::now();
-      ctx.lr = optimizer_->current_lr();  // the rate this step uses
+      if (!sink) ctx.lr = optimizer_->current_lr();  // the rate this step uses
       Tensor loss;
+      gaps.busy_from_here();
       ctx.aux.clear();
       {
         const profiling::Span span("train", "step");
@@ -463,6 +473,7 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
           ctx.aux = train_network_->last_aux();
         }
       }
+      gaps.free_from_here();
       if (sink) {
         NoGradGuard no_grad;
         const Tensor l = loss.to(kFloat64).mean();
@@ -481,6 +492,9 @@ void Model::run(int64_t epoch, const data::Dataset& ds, const data::Dataset* val
       each(callbacks, [&](Callback& c) { c.on_step_end(ctx); });
       if (ctx.stop_requested) break;
     }
+    ctx.epoch_data_wait = data_wait;
+    ctx.epoch_device_idle = gaps.take_idle_seconds();  // waits for the last step
+    ctx.epoch_train_time = seconds_since(te);
     if (sink && ctx.step > 0) {
       ctx.loss = scalar_of(sink_last_loss);  // the one synchronisation of the sink
       loss_sum = sink_loss_sum.item<double>();

@@ -26,7 +26,11 @@ class Recorder(ms.train.Callback):
         assert cb.batch_num == 8 and 1 <= cb.cur_step_num <= 16
 
     def epoch_end(self, run_context):  # the 1.x name works too
-        self.epochs.append(run_context.original_args().cur_epoch_num)
+        cb = run_context.original_args()
+        self.epochs.append(cb.cur_epoch_num)
+        # Where the epoch's time went (Spore's fields): shares of its training time.
+        assert 0 <= cb.epoch_data_wait <= cb.epoch_train_time
+        assert 0 <= cb.epoch_device_idle <= cb.epoch_train_time <= cb.epoch_elapsed
 
     def on_train_end(self, run_context):
         self.events.append("end")

@@ -296,3 +296,44 @@ TEST(Callbacks, TimeMonitorAndInvalidLoss) {
   LossMonitor lm;
   EXPECT_THROW(lm.on_step_end(ctx), Error);
 }
+
+// The epoch's data wait and device idle time (RunContext): a source that takes 30 ms per row
+// (batch 1, one worker) makes the loop wait for data; the device (the CPU here, timed by its
+// events) is idle at least that long; both are shares of the epoch's training time. In a sink
+// too. With rows already in memory the wait is a small share.
+TEST(Model, EpochReportsDataWaitAndDeviceIdle) {
+  constexpr int kRows = 6;
+  constexpr double kSleep = 0.03;
+  auto slow = data::GeneratorDataset(
+      [](int64_t i) -> data::Row {
+        usleep(useconds_t(kSleep * 1e6));
+        return {full({1, 3}, double(i)), full({1, 1}, 1.0)};
+      },
+      kRows, {"x", "y"});
+  for (int64_t sink_size : {0, -1}) {
+    SCOPED_TRACE(sink_size ? "sink" : "no sink");
+    Fixture f;
+    std::vector<RunContext> seen;
+    f.model.train(2, slow,
+                  {LambdaCallback({.on_epoch_end = [&](RunContext& c) { seen.push_back(c); }})}, 0,
+                  sink_size);
+    ASSERT_EQ(seen.size(), 2u);
+    for (const RunContext& c : seen) {
+      // The rows take kRows * 30 ms to make; prefetching hides at most the few fast steps.
+      EXPECT_GE(c.epoch_data_wait, 0.5 * kRows * kSleep);
+      EXPECT_GE(c.epoch_device_idle, 0.9 * c.epoch_data_wait);
+      EXPECT_LE(c.epoch_data_wait, c.epoch_train_time);
+      EXPECT_LE(c.epoch_device_idle, c.epoch_train_time);
+      EXPECT_LE(c.epoch_train_time, c.epoch_elapsed + 1e-9);
+    }
+  }
+  Fixture fast;
+  auto ds = spore::test::regression_dataset(32, 8);
+  std::vector<RunContext> seen;
+  fast.model.train(1, ds,
+                   {LambdaCallback({.on_epoch_end = [&](RunContext& c) { seen.push_back(c); }})});
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_GT(seen[0].epoch_train_time, 0);
+  EXPECT_LT(seen[0].epoch_data_wait, seen[0].epoch_train_time);
+  EXPECT_GE(seen[0].epoch_device_idle, 0);
+}

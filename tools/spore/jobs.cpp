@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -149,7 +150,13 @@ train::LambdaCallback epoch_logger(io::MetricsWriter& writer, const std::string&
         }
         rec.emplace_back("images_per_s", ips);
         rec.emplace_back("seconds", c.epoch_elapsed);
-        std::printf(" (%.0f images/s, %.1f s)\n", ips, c.epoch_elapsed);
+        rec.emplace_back("data_wait_s", c.epoch_data_wait);
+        rec.emplace_back("device_idle_s", c.epoch_device_idle);
+        // Shares of the epoch's training time: the loop waiting for batches, and the device idle
+        // between steps (for the batch, or for the host to queue the next step).
+        const double t = std::max(c.epoch_train_time, 1e-9);
+        std::printf(" (%.0f images/s, %.1f s; data wait %.0f%%, device idle %.0f%%)\n", ips,
+                    c.epoch_elapsed, 100 * c.epoch_data_wait / t, 100 * c.epoch_device_idle / t);
         std::fflush(stdout);
         writer.write(c.epoch, rec);
       }});

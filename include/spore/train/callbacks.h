@@ -37,10 +37,17 @@ struct RunContext {
   int64_t epoch_samples = 0;                                     // samples seen so far this epoch
   double loss = std::numeric_limits<double>::quiet_NaN();        // last step's loss
   double epoch_loss = std::numeric_limits<double>::quiet_NaN();  // mean step loss this epoch
-  double lr = 0;             // learning rate used by the last step
+  double lr = 0;             // learning rate used by the last step (in a sink: by its first step)
   double elapsed = 0;        // seconds since on_train_begin
   double epoch_elapsed = 0;  // seconds since on_epoch_begin
   double step_time = 0;      // seconds of the last step
+  // This epoch's training (its evaluation excluded), set before on_epoch_end: wall seconds from
+  // the epoch's start to its last step's end; seconds the loop waited for the next batch; seconds
+  // the device sat idle between steps, on its own clock (waiting for a batch, or for the host to
+  // queue the next step: on the CPU, whatever the host did between two steps).
+  double epoch_train_time = 0;
+  double epoch_data_wait = 0;
+  double epoch_device_idle = 0;
   // The network's outputs after the loss in the last step, detached (a network returning
   // (loss, aux...): loss components and the like); empty when it returns the loss alone.
   std::vector<Tensor> aux;

@@ -24,7 +24,8 @@ class _CallbackParam:
     _FIELDS = {"cur_epoch_num": "epoch", "epoch_num": "epoch_num", "cur_step_num": "global_step",
                "batch_num": "steps_per_epoch", "cur_step_in_epoch": "step", "epoch_loss": "epoch_loss",
                "lr": "lr", "batch_size": "batch_size", "epoch_elapsed": "epoch_elapsed", "step_time": "step_time",
-               "cur_eval_step": "eval_step"}
+               "epoch_train_time": "epoch_train_time", "epoch_data_wait": "epoch_data_wait",
+               "epoch_device_idle": "epoch_device_idle", "cur_eval_step": "eval_step"}
 
     def __init__(self, ctx, model, mode):
         self._ctx, self._model, self.mode = ctx, model, mode

@@ -23,14 +23,6 @@ class CpuStream final : public Stream {
   void synchronize() override {}
   bool query() override { return true; }
 };
-class CpuEvent final : public Event {
- public:
-  void record(Stream&) override {}
-  void wait(Stream&) override {}
-  bool query() override { return true; }
-  void synchronize() override {}
-};
-
 class CpuBackend final : public Backend {
  public:
   // The ISA decision first: it caps Highway's targets before any kernel dispatches (isa.h).
@@ -54,7 +46,7 @@ class CpuBackend final : public Backend {
   }
   Stream& default_stream(int) override { return stream_; }
   std::unique_ptr<Stream> new_stream(int) override { return std::make_unique<CpuStream>(); }
-  std::unique_ptr<Event> new_event(int) override { return std::make_unique<CpuEvent>(); }
+  std::unique_ptr<Event> new_event(int) override { return std::make_unique<HostClockEvent>(); }
   void synchronize(int) override {}
   void copy_async(void* dst, Device, const void* src, Device, size_t n, Stream&) override {
     std::memcpy(dst, src, n);

@@ -73,9 +73,10 @@ class CudaStream : public Stream {
 
 class CudaEvent : public Event {
  public:
-  explicit CudaEvent(int device) {
+  explicit CudaEvent(int device, bool timing = false) {
     DeviceScope d(device);
-    SPORE_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming));
+    SPORE_CUDA_CHECK(
+        cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
   }
   ~CudaEvent() override { cudaEventDestroy(e_); }
   void record(Stream& s) override {
@@ -91,6 +92,13 @@ class CudaEvent : public Event {
     return true;
   }
   void synchronize() override { SPORE_CUDA_CHECK(cudaEventSynchronize(e_)); }
+  double ms_since(Event& earlier) override {
+    auto* e = dynamic_cast<CudaEvent*>(&earlier);
+    SPORE_CHECK(e != nullptr, "[GPU] ms_since: the earlier event is not a CUDA event");
+    float ms = 0;
+    SPORE_CUDA_CHECK(cudaEventElapsedTime(&ms, e->e_, e_));  // both made with timing
+    return double(ms);
+  }
 
  private:
   cudaEvent_t e_ = nullptr;
@@ -311,6 +319,10 @@ class CudaBackend : public Backend {
   std::unique_ptr<Event> new_event(int device) override {
     check(device);
     return std::make_unique<CudaEvent>(device);
+  }
+  std::unique_ptr<Event> new_timing_event(int device) override {
+    check(device);
+    return std::make_unique<CudaEvent>(device, /*timing=*/true);
   }
   void synchronize(int device) override {
     check(device);
