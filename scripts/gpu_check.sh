@@ -218,6 +218,12 @@ def graph_variant(rows, title, base_name, name):
                 extra = (f"  {g['nodes']} nodes: {g['ms'] * 1e3 / g['nodes']:.1f} -> "
                          f"{v['ms'] * 1e3 / g['nodes']:.1f} us/node  replays {v.get('replays', '-')}")
             print(f"   {model:9s} {dtype:9s} {base_name} {ms(g):>8s}  {name} {ms(v):>8s}  ratio {r:>5s}  losses {loss}{extra}")
+print("\n== bfloat16 Graph step with a dynamic loss scale, median ms: unscaled | deciding on the device | on the host"
+      " (ratio host / device, > 1: the device-deciding step faster)")
+for model in ("lenet", "resnet18"):
+    u, d, h = (find(sm, model, "graph", k) for k in ("bfloat16", "bfloat16+ls", "bfloat16+ls_host"))
+    r = f"{h['ms'] / d['ms']:.2f}" if d and h and "ms" in d and "ms" in h else "-"
+    print(f"   {model:9s} {ms(u):>8s} | {ms(d):>8s} | {ms(h):>8s}  ratio {r}")
 sc = jsonl("spore_models_capture.jsonl")
 graph_variant(sn, "Graph mode with generated fused kernels (SPORE_CUDA_FUSED=nvrtc)", "interpreter", "generated")
 graph_variant(sc, "Graph mode with the step captured as a CUDA graph (SPORE_GRAPH_CAPTURE=1)", "kernel by kernel",
@@ -231,6 +237,12 @@ if os.path.exists(job):
     print(f"   wall {int(rc_ms[3]) / 1000:.1f} s (exit {rc_ms[1]}), {acc[0] if acc else 'no accuracy line'};"
           " PyTorch 2.11 on this GPU (the GPU speed issue): 27.8 s with a pinned DataLoader, 22.3 s"
           " with the data set on the GPU, accuracy ~0.90")
+    import re
+    shares = [tuple(map(float, m.groups())) for m in
+              (re.search(r"data wait (\d+)%, device idle (\d+)%", l) for l in log) if m]
+    if shares:
+        print(f"   per epoch, share of its training time: data wait {[int(a) for a, _ in shares]} %,"
+              f" GPU idle between steps {[int(b) for _, b in shares]} %")
     for l in log[-4:]:
         print(f"   | {l[:200]}")
 cg = os.path.join(out, "compiled_gpu.log")

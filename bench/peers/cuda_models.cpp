@@ -3,9 +3,12 @@
 // prints both and their ratio): LeNet-5 (batch 64, 1x28x28) and ResNet-18 with the CIFAR stem
 // (batch 128, 3x32x32), softmax cross-entropy and Momentum 0.01/0.9 (models::momentum_train_step),
 // synthetic data already on the GPU, in float32 and in bfloat16 (amp O2: BatchNorm in float32, no
-// loss scaling), PyNative and Graph mode. A step's time is the median over repetitions of a group
-// of steps closed by a device synchronize. One JSON object per line: {"model", "mode", "dtype",
-// "batch", "ms", "images_per_s", "loss_first", "loss_last"}.
+// loss scaling), PyNative and Graph mode; and in Graph mode bfloat16 with a dynamic loss scale, the
+// step deciding on overflow on the device ("bfloat16+ls") and, for comparison, on the host
+// ("bfloat16+ls_host": the same rule behind a manager type the device path does not take). A step's
+// time is the median over repetitions of a group of steps closed by a device synchronize. One JSON
+// object per line: {"model", "mode", "dtype", "batch", "ms", "images_per_s", "loss_first",
+// "loss_last"}.
 //   bench_cuda_models [--quick] [--filter substring] [--device Test]
 // Without a GPU it says so and exits 0. --device Test runs it on the test device (the CPU's kernels
 // on guarded memory): a check of the program itself on machines without a GPU.
@@ -27,6 +30,20 @@
 
 namespace {
 using namespace spore;
+
+// The Dynamic rule behind a type the device-deciding step does not take: the host decides.
+struct HostDecided : amp::LossScaleManager {
+  explicit HostDecided(amp::LossScaleManagerPtr m) : m(std::move(m)) {}
+  double get_loss_scale() const override { return m->get_loss_scale(); }
+  void update_loss_scale(bool overflow) override { m->update_loss_scale(overflow); }
+  bool get_drop_overflow_update() const override { return true; }
+  bool updates_scale() const override { return true; }
+  std::string name() const override { return "HostDecided"; }
+  amp::LossScaleManagerPtr m;
+};
+
+// The loss-scale variants: none, deciding on the device, deciding on the host.
+enum class Scaling { kNone, kDevice, kHost };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -60,10 +77,17 @@ int main(int argc, char** argv) {
   const int reps = quick ? 3 : 5;
   for (const char* model : {"lenet", "resnet18"}) {
     for (Mode mode : {Mode::PyNative, Mode::Graph}) {
-      for (DType dt : {kFloat32, kBFloat16}) {
-        const std::string name = std::string(model) + "/" +
-                                 (mode == Mode::Graph ? "graph" : "pynative") + "/" +
-                                 dtype_name(dt);
+      for (auto [dt, scaling] : {std::pair{kFloat32, Scaling::kNone},
+                                 {kBFloat16, Scaling::kNone},
+                                 {kBFloat16, Scaling::kDevice},
+                                 {kBFloat16, Scaling::kHost}}) {
+        if (scaling != Scaling::kNone && mode != Mode::Graph) continue;
+        const std::string dtype =
+            std::string(dtype_name(dt)) + (scaling == Scaling::kDevice ? "+ls"
+                                           : scaling == Scaling::kHost ? "+ls_host"
+                                                                       : "");
+        const std::string name =
+            std::string(model) + "/" + (mode == Mode::Graph ? "graph" : "pynative") + "/" + dtype;
         if (!filter.empty() && name.find(filter) == std::string::npos) continue;
         try {
           set_seed(0);
@@ -78,9 +102,11 @@ int main(int argc, char** argv) {
             auto opt = std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9);
             auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
                 nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-            step = amp::build_train_network(
-                net, opt, loss, amp::Level::O2,
-                std::make_shared<amp::FixedLossScaleManager>(1.0, false), {}, dt);
+            amp::LossScaleManagerPtr m = std::make_shared<amp::FixedLossScaleManager>(1.0, false);
+            if (scaling != Scaling::kNone)
+              m = std::make_shared<amp::DynamicLossScaleManager>(65536.0);
+            if (scaling == Scaling::kHost) m = std::make_shared<HostDecided>(m);
+            step = amp::build_train_network(net, opt, loss, amp::Level::O2, m, {}, dt);
           }
           const Tensor x = resnet ? randn({n, 3, 32, 32}) : randn({n, 1, 28, 28});
           const Tensor y = randint(0, 10, {n}, kInt32);
@@ -114,7 +140,7 @@ int main(int argc, char** argv) {
               "%.3f, "
               "\"images_per_s\": %.1f, \"loss_first\": %.5f, \"loss_last\": %.5f, \"nodes\": %zu, "
               "\"replays\": %lld}\n",
-              model, mode == Mode::Graph ? "graph" : "pynative", dtype_name(dt), (long long)n,
+              model, mode == Mode::Graph ? "graph" : "pynative", dtype.c_str(), (long long)n,
               s * 1e3, double(n) / s, loss_first, last.item<double>(), nodes,
               (long long)(graph::capture_replays() - replays_before));
         } catch (const std::exception& e) {
@@ -123,7 +149,7 @@ int main(int argc, char** argv) {
             if (c == '"' || c == '\n' || c == '\\') c = ' ';
           std::printf(
               "{\"model\": \"%s\", \"mode\": \"%s\", \"dtype\": \"%s\", \"error\": \"%s\"}\n",
-              model, mode == Mode::Graph ? "graph" : "pynative", dtype_name(dt),
+              model, mode == Mode::Graph ? "graph" : "pynative", dtype.c_str(),
               msg.substr(0, 400).c_str());
         }
         set_context({.mode = Mode::PyNative});
