@@ -1,11 +1,15 @@
 // Matmul and batched matmul on the GPU through cuBLASLt: float32 (TF32 off: the CPU's numbers),
 // float16 and bfloat16 with float32 accumulation, float64. Row-major C = A B is computed as the
-// column-major C^T = B^T A^T, so no operand is transposed in memory. Batch dims broadcast as numpy
-// does: one strided-batched call when each operand's batch is whole or absent, one call per batch
+// column-major C^T = B^T A^T, so no operand is transposed in memory; an operand that is a
+// transposed view (a Dense layer's weight, most backward products) is read in place with
+// cuBLASLt's transpose flag, as is one with padded rows, instead of being copied first. Batch
+// dims broadcast as numpy does: one strided-batched call when each operand's batch is whole or
+// absent and its matrices are one stride apart, one call per batch (of contiguous copies)
 // otherwise. The algorithm comes from cuBLASLt's heuristic with the operands' real alignments and a
 // workspace, cached per problem.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -13,6 +17,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/matmul_plan.h"
 
 #define SPORE_CUBLAS_CHECK(call)                                                                \
   do {                                                                                          \
@@ -54,11 +59,12 @@ Types types_of(DType t) {
   }
 }
 
-// A column-major rows x cols matrix (ld = rows), `batch` of them `stride` elements apart.
+// A column-major rows x cols matrix, columns ld elements apart, `batch` of them `stride` elements
+// apart.
 struct Layout {
   cublasLtMatrixLayout_t l = nullptr;
-  Layout(cudaDataType_t t, uint64_t rows, uint64_t cols, int batch, int64_t stride) {
-    SPORE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, rows, cols, int64_t(rows)));
+  Layout(cudaDataType_t t, uint64_t rows, uint64_t cols, int64_t ld, int batch, int64_t stride) {
+    SPORE_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld));
     if (batch > 1) {
       SPORE_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
                                                           &batch, sizeof batch));
@@ -67,6 +73,8 @@ struct Layout {
     }
   }
   ~Layout() { cublasLtMatrixLayoutDestroy(l); }
+  Layout(const Layout&) = delete;
+  Layout& operator=(const Layout&) = delete;
 };
 
 // The largest power of two (at most 256) dividing the address: what the algorithm may assume.
@@ -81,28 +89,51 @@ uint32_t alignment_of(const void* p) {
 // pointers, which a view's offset or a broadcast batch's operand need not be).
 struct AlgoKey {
   int dtype, batch;
-  int64_t M, N, K, sa, sb, sc;
+  int64_t M, N, K, sa, sb, sc, lda, ldb;
+  bool ta, tb;
   uint32_t align_a, align_b, align_c;
   bool operator<(const AlgoKey& o) const {
-    return std::tie(dtype, batch, M, N, K, sa, sb, sc, align_a, align_b, align_c) <
-           std::tie(o.dtype, o.batch, o.M, o.N, o.K, o.sa, o.sb, o.sc, o.align_a, o.align_b,
-                    o.align_c);
+    return std::tie(dtype, batch, M, N, K, sa, sb, sc, lda, ldb, ta, tb, align_a, align_b,
+                    align_c) < std::tie(o.dtype, o.batch, o.M, o.N, o.K, o.sa, o.sb, o.sc, o.lda,
+                                        o.ldb, o.ta, o.tb, o.align_a, o.align_b, o.align_c);
   }
 };
 constexpr size_t kMaxWorkspace = size_t(32) << 20;  // cuBLASLt's recommendation for Hopper
 
-// C (M x N) = A (M x K) B (K x N), row-major, `batch` products with the given element strides.
-void gemm(DType dt, const void* a, const void* b, void* c, int64_t M, int64_t N, int64_t K,
-          int batch, int64_t sa, int64_t sb, int64_t sc, cudaStream_t stream, Device device) {
+// C (M x N, contiguous) = A (M x K) B (K x N), row-major, `batch` products with the given element
+// strides; A and B as matmul_operand reads them (matmul_plan.h).
+void gemm(DType dt, const void* a, const MatmulOperand& oa, const void* b, const MatmulOperand& ob,
+          void* c, int64_t M, int64_t N, int64_t K, int batch, int64_t sa, int64_t sb, int64_t sc,
+          cudaStream_t stream, Device device) {
   const Types t = types_of(dt);
+  const MatmulPlan plan = matmul_plan(oa, ob, M, N, K);
   cublasLtMatmulDesc_t desc;
   SPORE_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, t.compute, t.scale));
-  // Column-major view: C^T (N x M) = B^T (N x K) * A^T (K x M).
-  Layout lb(t.data, uint64_t(N), uint64_t(K), batch, sb),
-      la(t.data, uint64_t(K), uint64_t(M), batch, sa),
-      lc(t.data, uint64_t(N), uint64_t(M), batch, sc);
-  const AlgoKey key{int(dt),         batch,          M, N, K, sa, sb, sc, alignment_of(a),
-                    alignment_of(b), alignment_of(c)};
+  const cublasOperation_t op_a = plan.a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          op_b = plan.b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  SPORE_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  SPORE_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  auto layout = [&](const LtMatrix& m, int64_t stride) {
+    return Layout(t.data, uint64_t(m.rows), uint64_t(m.cols), m.ld, batch, stride);
+  };
+  const Layout lb = layout(plan.a, sb), la = layout(plan.b, sa), lc = layout(plan.d, sc);
+  const AlgoKey key{int(dt),
+                    batch,
+                    M,
+                    N,
+                    K,
+                    sa,
+                    sb,
+                    sc,
+                    oa.ld,
+                    ob.ld,
+                    oa.by_columns,
+                    ob.by_columns,
+                    alignment_of(a),
+                    alignment_of(b),
+                    alignment_of(c)};
   static std::mutex mu;
   static std::map<AlgoKey, cublasLtMatmulHeuristicResult_t> cache;
   cublasLtMatmulHeuristicResult_t algo{};
@@ -154,12 +185,12 @@ void gemm(DType dt, const void* a, const void* b, void* c, int64_t M, int64_t N,
 }
 
 void matmul(ops::KernelContext& ctx) {
-  // Contiguous operands (a copy kernel on this device when a view is strided).
-  const Tensor a = ctx.inputs[0].contiguous(), b = ctx.inputs[1].contiguous();
+  const Tensor& a0 = ctx.inputs[0];
+  const Tensor& b0 = ctx.inputs[1];
   Tensor& c = ctx.outputs[0];
-  SPORE_CHECK(a.dim() >= 2 && b.dim() >= 2,
+  SPORE_CHECK(a0.dim() >= 2 && b0.dim() >= 2,
               "[GPU] matmul takes operands of rank >= 2 (the op reshapes vectors)");
-  const int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  const int64_t M = a0.size(-2), K = a0.size(-1), N = b0.size(-1);
   if (c.numel() == 0) return;
   cudaStream_t s = native(ctx.stream->native_handle());
   if (K == 0) {
@@ -167,6 +198,18 @@ void matmul(ops::KernelContext& ctx) {
     return;
   }
   const int64_t batch = c.numel() / (M * N);
+  // In place: both operands readable by cuBLASLt as they are, each batch whole or one matrix.
+  const MatmulOperand oa = matmul_operand(a0.shape(), a0.strides()),
+                      ob = matmul_operand(b0.shape(), b0.strides());
+  if (oa.usable && ob.usable && (oa.batches == batch || oa.batches == 1) &&
+      (ob.batches == batch || ob.batches == 1) && batch <= INT32_MAX) {
+    gemm(c.dtype(), a0.data_ptr(), oa, b0.data_ptr(), ob, c.data_ptr(), M, N, K, int(batch),
+         oa.batches == 1 ? 0 : oa.batch_stride, ob.batches == 1 ? 0 : ob.batch_stride, M * N, s,
+         c.device());
+    return;
+  }
+  // Otherwise contiguous operands (a copy kernel on this device when a view is strided).
+  const Tensor a = a0.contiguous(), b = b0.contiguous();
   const int64_t a_batch = a.numel() / (M * K), b_batch = b.numel() / (K * N);
   const size_t item = itemsize(c.dtype());
   auto* pa = static_cast<const char*>(a.data_ptr());
@@ -174,8 +217,8 @@ void matmul(ops::KernelContext& ctx) {
   auto* pc = static_cast<char*>(c.data_ptr());
   if ((a_batch == batch || a_batch == 1) && (b_batch == batch || b_batch == 1) &&
       batch <= INT32_MAX) {
-    gemm(c.dtype(), pa, pb, pc, M, N, K, int(batch), a_batch == 1 ? 0 : M * K,
-         b_batch == 1 ? 0 : K * N, M * N, s, c.device());
+    gemm(c.dtype(), pa, contiguous_operand(K), pb, contiguous_operand(N), pc, M, N, K, int(batch),
+         a_batch == 1 ? 0 : M * K, b_batch == 1 ? 0 : K * N, M * N, s, c.device());
     return;
   }
   // Broadcast batch dims (e.g. (B, 1, M, K) x (1, C, K, N)): each output batch finds its operands.
@@ -194,9 +237,9 @@ void matmul(ops::KernelContext& ctx) {
     return off * mat;
   };
   for (int64_t i = 0; i < batch; ++i)
-    gemm(c.dtype(), pa + offset(a, i, M * K) * int64_t(item),
-         pb + offset(b, i, K * N) * int64_t(item), pc + i * M * N * int64_t(item), M, N, K, 1, 0, 0,
-         0, s, c.device());
+    gemm(c.dtype(), pa + offset(a, i, M * K) * int64_t(item), contiguous_operand(K),
+         pb + offset(b, i, K * N) * int64_t(item), contiguous_operand(N),
+         pc + i * M * N * int64_t(item), M, N, K, 1, 0, 0, 0, s, c.device());
 }
 
 }  // namespace
