@@ -17,6 +17,7 @@
 // casts as graph nodes (a pass), so both modes compute the same ops in the same dtype.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,6 +98,21 @@ class LossScaleManager {
   // Whether the scale changes at run time (MindSpore: get_update_cell() is not None).
   virtual bool updates_scale() const = 0;
   virtual std::string name() const = 0;
+  // A step whose outcome the device decided and the host has not booked yet (the loss-scaled
+  // step, train/wrappers.cpp) leaves `book` here: reading the manager's state books it first, so
+  // what it answers is never a step behind. Null: nothing pending.
+  void set_pending_step(std::function<void()> book) const { pending_ = std::move(book); }
+
+ protected:
+  void settle() const {
+    if (!pending_) return;
+    const std::function<void()> f = std::move(pending_);
+    pending_ = nullptr;
+    f();
+  }
+
+ private:
+  mutable std::function<void()> pending_;
 };
 using LossScaleManagerPtr = std::shared_ptr<LossScaleManager>;
 
@@ -123,12 +139,18 @@ class DynamicLossScaleManager : public LossScaleManager {
  public:
   explicit DynamicLossScaleManager(double init_loss_scale = 16777216.0, double scale_factor = 2,
                                    int64_t scale_window = 2000);
-  double get_loss_scale() const override { return scale_; }
+  double get_loss_scale() const override {
+    settle();
+    return scale_;
+  }
   void update_loss_scale(bool overflow) override;
   bool get_drop_overflow_update() const override { return true; }
   bool updates_scale() const override { return true; }
   std::string name() const override { return "DynamicLossScaleManager"; }
-  int64_t good_steps() const { return good_steps_; }  // clean steps since the last change
+  int64_t good_steps() const {  // clean steps since the last change
+    settle();
+    return good_steps_;
+  }
   double scale_factor() const { return factor_; }
   int64_t scale_window() const { return window_; }
   // The largest scale: float32's largest finite power of two (the step reads it in float32).

@@ -100,6 +100,7 @@ DynamicLossScaleManager::DynamicLossScaleManager(double init_loss_scale, double 
 }
 
 void DynamicLossScaleManager::restore(double scale, int64_t good_steps) {
+  settle();  // the steps before it are booked first; the restored values then replace theirs
   SPORE_CHECK(std::isfinite(scale) && scale >= 1,
               "[DynamicLossScaleManager] restore: the loss scale ", "must be finite and >= 1, got ",
               scale);

@@ -206,7 +206,8 @@ std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inpu
 // hook, so it outlives the cell if the optimizer does.
 struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> {
   static constexpr size_t kQueued = 4;  // how far the host may run ahead of the outcomes
-  explicit Book(amp::LossScaleManagerPtr m) : manager(std::move(m)) {}
+  Book(amp::LossScaleManagerPtr m, const optim::OptimizerPtr& o)
+      : manager(std::move(m)), optimizer(o) {}
   ~Book() {
     for (Slot& q : ring) {
       if (q.done) q.done->synchronize();  // no copy still writes the page-locked byte
@@ -227,6 +228,7 @@ struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> 
   void expect(const Tensor& overflow, Device device, optim::Optimizer& opt) {
     if (queued == kQueued) book(opt, false, 1);
     opt.set_pending_step(nullptr);
+    manager->set_pending_step(nullptr);
     Slot& q = ring[(first + queued++) % kQueued];
     if (device.type == DeviceType::CPU) {
       q.flag = overflow;
@@ -249,6 +251,7 @@ struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> 
   }
 
   amp::LossScaleManagerPtr manager;
+  std::weak_ptr<optim::Optimizer> optimizer;  // whose step count the booking advances
   bool last_overflow = false;
   int64_t overflow_steps = 0;
   // The step deciding on the device: the manager's scale and clean-step count there (float64
@@ -270,7 +273,9 @@ struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> 
   };
   bool ready(const Slot& q) const { return !q.done || q.done->query(); }
   void book(optim::Optimizer& opt, bool only_ready, size_t most = kQueued) {
-    opt.set_pending_step(nullptr);  // booking reads the step count: no re-entry through the hook
+    // Booking reads the step count and the manager: no re-entry through their hooks.
+    opt.set_pending_step(nullptr);
+    manager->set_pending_step(nullptr);
     for (; queued > 0 && most > 0; --most) {
       Slot& q = ring[first];
       if (only_ready && !ready(q)) break;
@@ -292,10 +297,15 @@ struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> 
     }
     hook(opt);
   }
-  // Whatever reads the optimizer's step count next books the queued steps first.
+  // Whatever reads the optimizer's step count or the manager's scale next books the queued steps
+  // first. (The manager's hook holds the book weakly: the book holds the manager.)
   void hook(optim::Optimizer& opt) {
     if (queued == 0) return;
     opt.set_pending_step([b = shared_from_this(), o = &opt] { b->settle(*o); });
+    manager->set_pending_step([w = weak_from_this()] {
+      if (const auto b = w.lock())
+        if (const auto o = b->optimizer.lock()) b->settle(*o);
+    });
   }
   Slot ring[kQueued];
   Allocator* pinned = nullptr;
@@ -306,7 +316,7 @@ TrainOneStepWithLossScaleCell::TrainOneStepWithLossScaleCell(nn::CellPtr network
                                                              amp::LossScaleManagerPtr manager)
     : TrainOneStepCell(std::move(network), std::move(optimizer)), manager_(std::move(manager)) {
   SPORE_CHECK(manager_ != nullptr, "[TrainOneStepWithLossScaleCell] loss_scale_manager is null");
-  book_ = std::make_shared<Book>(manager_);
+  book_ = std::make_shared<Book>(manager_, this->optimizer());  // (the parameter was moved)
   set_cls_name("TrainOneStepWithLossScaleCell");
 }
 
@@ -417,15 +427,18 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward_on_device(
     b.good = Tensor::empty({}, kFloat64, device);
   }
   // The manager's state where the step reads it: uploaded (in stream order) only when the host
-  // changed it (the first step, a restore()); otherwise the device already holds it.
-  const double s = manager_->get_loss_scale();
-  const int64_t good = b.good_steps();
-  if (b.queued == 0 && (s != b.device_scale || good != b.device_good)) {
-    const double g = double(good);
-    b.scale.copy_from_host(&s);
-    b.good.copy_from_host(&g);
-    b.device_scale = s;
-    b.device_good = good;
+  // changed it (the first step, a restore()); otherwise the device already holds it. (With steps
+  // queued the device is ahead of the manager: reading it would book them.)
+  if (b.queued == 0) {
+    const double s = manager_->get_loss_scale();
+    const int64_t good = b.good_steps();
+    if (s != b.device_scale || good != b.device_good) {
+      const double g = double(good);
+      b.scale.copy_from_host(&s);
+      b.good.copy_from_host(&g);
+      b.device_scale = s;
+      b.device_good = good;
+    }
   }
   if (!compiled_dev_) {
     JitOptions opts;

@@ -327,6 +327,7 @@ struct DecidedRun {
   std::vector<double> state;
   bool on_device = false;
   int64_t overflow_steps = 0;
+  double manager_scale = 0, mid_scale = 0;
 };
 
 // lazy: the device-deciding cell books outcomes only when something needs them (as steps still
@@ -351,12 +352,17 @@ DecidedRun run_decided(Mode mode, bool wrap, const MakeOptimizer& make,
     if (!lazy) d.steps.push_back(opt->global_step());  // books a step the device decided
     d.r.overflow.push_back(out[1].item<bool>());
     if (!lazy) EXPECT_EQ(step->last_overflow(), bool(d.r.overflow.back())) << "step " << i;
+    // Step 9 is the window's fourth clean step: the scale doubles. The manager, read directly
+    // with steps unbooked, books them first.
+    if (i == 9) d.mid_scale = m->get_loss_scale();
     d.r.scale.push_back(out[2].item<double>());
     d.r.loss.push_back(out[0].item<double>());
   }
   d.r.params = flat_params(*c.net);
   for (const auto& [name, t] : opt->state())
     for (double e : t.to_vector<double>()) d.state.push_back(e);
+  // The manager itself, read first: it books what the device decided (never a step behind).
+  d.manager_scale = m->get_loss_scale();
   d.overflow_steps = step->overflow_steps();
   d.r.scale.push_back(step->loss_scale());  // the next step's
   d.steps.push_back(opt->global_step());
@@ -474,6 +480,10 @@ TEST(LossScale, DeviceDecidedBookedLazilyEqualsHostDecided) {
     EXPECT_EQ(lazy.state, host.state);
     EXPECT_EQ(lazy.steps, host.steps);
     EXPECT_EQ(lazy.overflow_steps, host.overflow_steps);
+    EXPECT_EQ(lazy.manager_scale, host.manager_scale);
+    EXPECT_EQ(lazy.manager_scale, lazy.r.scale.back());
+    EXPECT_EQ(lazy.mid_scale, host.mid_scale);
+    EXPECT_EQ(host.mid_scale, std::ldexp(1.0, 122));
   }
 }
 

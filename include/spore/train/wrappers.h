@@ -121,14 +121,13 @@ class TrainOneStepCell : public nn::Cell {
 // it is false), and the scale update (the manager's rule, in float64, on a device copy of its
 // scale and clean-step count). The host books each outcome later: when the step has run, or when
 // something needs it: the next step if its hyper values (learning rate, Adam's step) depend on
-// how many steps applied, the optimizer's global_step(), this cell's loss_scale() /
-// last_overflow() / overflow_steps(). On a GPU each flag's copy to page-locked memory is queued
-// behind its step, so a read waits for that step only, never for the steps queued after it.
-// Until then the manager's own get_loss_scale() answers the last booked step's value;
-// unscaled_grads() is empty (the gradients stay inside the graph). Otherwise: forward, backward,
-// unscaling and the finiteness check run as one compiled graph (the scale is a graph input, so a
-// new scale does not recompile) returning {loss, all_finite, unscaled grads...}; the host then
-// reads the flag and runs the optimizer step only when clean.
+// how many steps applied, the optimizer's global_step(), the manager's get_loss_scale(), this
+// cell's loss_scale() / last_overflow() / overflow_steps(). On a GPU each flag's copy to
+// page-locked memory is queued behind its step, so a read waits for that step only, never for the
+// steps queued after it. unscaled_grads() is empty (the gradients stay inside the graph).
+// Otherwise: forward, backward, unscaling and the finiteness check run as one compiled graph (the
+// scale is a graph input, so a new scale does not recompile) returning {loss, all_finite, unscaled
+// grads...}; the host then reads the flag and runs the optimizer step only when clean.
 class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
  public:
   TrainOneStepWithLossScaleCell(nn::CellPtr network, optim::OptimizerPtr optimizer,
