@@ -152,7 +152,10 @@ def report(title, json_name, log_name, rc):
                 print(f"   {l}")
     except (OSError, ValueError) as e:
         print(f"   no report ({e}); exit {rc}; last lines of the log:")
-        print("   " + "\n   ".join(open(os.path.join(out, log_name), errors="replace").read().splitlines()[-15:]))
+        try:
+            print("   " + "\n   ".join(open(os.path.join(out, log_name), errors="replace").read().splitlines()[-15:]))
+        except OSError as e2:
+            print(f"   (no log either: {e2})")
 report("tests (test_cuda)", "tests.json", "tests.log", test_rc)
 cache = os.path.join(out, "nvrtc_cache")
 ncubin = len([f for f in os.listdir(cache) if f.endswith(".cubin")]) if os.path.isdir(cache) else 0
