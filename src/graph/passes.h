@@ -22,6 +22,7 @@ struct BackendPass {
 };
 // The fusion stage's generic passes, in order; a backend pass takes a number between them.
 inline constexpr int kOrderFoldBatchnormIntoWeights = 100;  // fold_batchnorm_into_weights
+inline constexpr int kOrderMatmulEpilogue = 200;  // fuse_matmul_epilogue (the accelerators')
 inline constexpr int kOrderSoftmaxCrossEntropy = 300;
 inline constexpr int kOrderElementwise = 400;
 inline constexpr int kOrderOptimizer = 700;
@@ -85,6 +86,10 @@ size_t fuse_elementwise(Graph& g);
 // x > 0, NaN and -0 included): x then has no reader besides the relu, so the fusion passes can
 // fold it into its producer. Returns how many were rewritten.
 size_t point_relu_grads_at_outputs(Graph& g);
+// Matmul epilogue fusion for an accelerator (passes/matmul_epilogue.cpp): matmul(a, b (K, N)) +
+// bias (N) [-> relu | gelu(approximate)] on `device` -> one matmul_epilogue node (cuBLASLt's bias
+// / activation epilogues); returns chains fused.
+size_t fuse_matmul_epilogue(Graph& g, DeviceType device);
 
 // Recompute (passes/recompute.cpp): backward reads of activations made by the forward nodes of a
 // recompute cell (Node::recompute_scope) go to copies of those nodes inserted before their first

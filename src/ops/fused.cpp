@@ -1,7 +1,8 @@
 // Inference rules of the fused ops made by the Graph-mode passes after autodiff (so no gradient
 // rules; both are kNonDiff): FusedElementwise (graph/passes/elementwise_fusion.cpp, program format
-// in ops/fused_program.h) and SoftmaxCrossEntropyFused (graph/passes/softmax_ce_fusion.cpp).
-// Kernels: backends/cpu/kernels/fused_elementwise.cpp and softmax_cross_entropy.cpp.
+// in ops/fused_program.h), SoftmaxCrossEntropyFused (graph/passes/softmax_ce_fusion.cpp) and
+// MatmulEpilogue (graph/passes/matmul_epilogue.cpp). Kernels: backends/cpu/kernels/
+// fused_elementwise.cpp, softmax_cross_entropy.cpp and matmul_epilogue.cpp.
 #include "ops/fused_program.h"
 #include "ops/op.h"
 
@@ -80,6 +81,34 @@ Metas fused_elementwise_infer(const Metas& in, const Attrs& a) {
 }  // namespace
 
 SPORE_DEFINE_OP(FusedElementwise, {.infer = fused_elementwise_infer});
+
+// (a (..., M, K), b (K, N), bias (N)) -> act(a @ b + bias) (..., M, N), one floating dtype.
+SPORE_DEFINE_OP(MatmulEpilogue,
+                {
+                    .infer = [](const Metas& in, const Attrs& a) -> Metas {
+                      const TensorMeta &x = in[0], &w = in[1], &bias = in[2];
+                      SPORE_CHECK_TYPE(is_floating(x.dtype), "a must be floating-point, got ",
+                                       dtype_name(x.dtype));
+                      SPORE_CHECK_TYPE(w.dtype == x.dtype && bias.dtype == x.dtype,
+                                       "a, b and bias must share one dtype, got ",
+                                       dtype_name(x.dtype), ", ", dtype_name(w.dtype), " and ",
+                                       dtype_name(bias.dtype));
+                      SPORE_CHECK(x.shape.size() >= 2 && w.shape.size() == 2,
+                                  "expected a (..., M, K) and b (K, N), got ", shape_str(x.shape),
+                                  " and ", shape_str(w.shape));
+                      SPORE_CHECK(x.shape.back() == w.shape[0], "a ", shape_str(x.shape), " and b ",
+                                  shape_str(w.shape), " do not chain: K is ", x.shape.back(),
+                                  " and ", w.shape[0]);
+                      SPORE_CHECK(bias.shape == Shape{w.shape[1]}, "bias must have shape (",
+                                  w.shape[1], ",), got ", shape_str(bias.shape));
+                      const std::string act = a.has("act") ? a.get_string("act") : std::string();
+                      SPORE_CHECK(act.empty() || act == "relu" || act == "gelu_tanh",
+                                  "act must be \"\", \"relu\" or \"gelu_tanh\", got \"", act, "\"");
+                      Shape out = x.shape;
+                      out.back() = w.shape[1];
+                      return {{out, x.dtype}};
+                    },
+                });
 
 // (logits (N, C) float, labels (N) int32/int64) -> (loss (N) = logsumexp(z) - z[label],
 // dlogits (N, C) = softmax(z) - onehot(label)).

@@ -488,5 +488,61 @@ TEST_F(Devices, ReplacedParametersAreRecaptured) {
   EXPECT_EQ(graph::capture_replays() - before, 2);
 }
 
+// The accelerators' Dense fusion (graph/passes/matmul_epilogue.cpp) on the test device: an MLP's
+// matmul + bias + relu become matmul_epilogue nodes in inference and in a training step (relu's
+// gradient pointed at its output), and the results equal the CPU's (whose oneDNN fusion is its
+// own) to float32 rounding.
+TEST_F(Devices, DenseLayersFuseIntoMatmulEpilogues) {
+  std::vector<float> out[2];
+  std::string text[2], train_text[2];
+  std::vector<std::vector<float>> params[2];
+  for (int k = 0; k < 2; ++k) {
+    const Device device = k ? kTest : kCpu;
+    set_device(k ? "Test" : "CPU");
+    set_context({.mode = Mode::Graph});
+    set_seed(8);
+    auto net = std::make_shared<models::MLP>(std::vector<int64_t>{12, 32, 16, 4});
+    Tensor x, y;
+    {
+      const DeviceGuard host(kCpu);
+      x = randn({8, 12});
+      y = randint(0, 4, {8}, kInt32);
+    }
+    auto infer =
+        jit([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{(*net)(a[0])}; });
+    out[k] = infer({x.to(device)})[0].to(kCpu).to_vector<float>();
+    text[k] = infer.graph_text();
+    auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
+        nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
+    auto step = std::make_shared<train::TrainOneStepCell>(
+        std::make_shared<train::WithLossCell>(net, loss),
+        std::make_shared<optim::Momentum>(net->trainable_params(), 0.1, 0.9));
+    // The whole step traced as one graph, so its text can be read.
+    auto train = jit([&](const std::vector<Tensor>& a) { return step->forward(a); });
+    for (int i = 0; i < 3; ++i) train({x.to(device), y.to(device)});
+    train_text[k] = train.graph_text();
+    for (const Tensor& p : net->trainable_params()) params[k].push_back(p.to_vector<float>());
+    set_context({.mode = Mode::PyNative});
+  }
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t i = s.find(what); i != std::string::npos; i = s.find(what, i + 1)) ++n;
+    return n;
+  };
+  // Two hidden Dense + ReLU and the output Dense (bias only): three epilogues on the test device.
+  EXPECT_EQ(count(text[1], "matmul_epilogue("), 3u) << text[1];
+  EXPECT_EQ(count(text[1], "act='relu'"), 2u) << text[1];
+  EXPECT_EQ(count(text[0], "matmul_epilogue("), 0u) << "the CPU fuses through oneDNN instead";
+  // Training: the forward's three, the ReLUs' gradients reading the fused outputs.
+  EXPECT_EQ(count(train_text[1], "matmul_epilogue("), 3u) << train_text[1];
+  EXPECT_EQ(count(train_text[1], "act='relu'"), 2u) << train_text[1];
+  ASSERT_EQ(out[0].size(), out[1].size());
+  for (size_t i = 0; i < out[0].size(); ++i)
+    EXPECT_NEAR(out[1][i], out[0][i], 1e-5 * (1 + std::abs(out[0][i]))) << i;
+  for (size_t p = 0; p < params[0].size(); ++p)
+    for (size_t i = 0; i < params[0][p].size(); ++i)
+      EXPECT_NEAR(params[1][p][i], params[0][p][i], 1e-5) << "param " << p << " element " << i;
+}
+
 }  // namespace
 }  // namespace spore

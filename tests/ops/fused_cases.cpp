@@ -145,6 +145,37 @@ InputSpec labels_spec(int64_t n, int64_t classes, DType dt) {
   return {.shape = {n}, .lo = 0, .hi = double(classes), .fixed_dtype = dt, .differentiable = false};
 }
 
+// MatmulEpilogue (the accelerators' Dense fusion): act(a @ b + bias) on doubles; b optionally a
+// transposed view (a Dense weight as the graph passes it).
+OpCase matmul_epilogue_case(std::string name, Shape a, Shape b, std::string act,
+                            bool transposed_b = false) {
+  const int64_t N = b[1];
+  return {.name = "matmul_epilogue/" + name,
+          .op = OpId::MatmulEpilogue,
+          .inputs = {{.shape = a}, {.shape = b, .non_contiguous = transposed_b}, {.shape = {N}}},
+          .run = [act](const Tensors& x) -> Tensors {
+            return ops::call(OpId::MatmulEpilogue, x, ops::Attrs().set("act", act));
+          },
+          .reference = [act, N](const Tensors& x) -> Tensors {
+            const std::vector<double> av = values(x[0]), bv = values(x[1]), bias = values(x[2]);
+            const int64_t K = x[1].size(0), rows = x[0].numel() / K;
+            std::vector<double> out(size_t(rows * N));
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t j = 0; j < N; ++j) {
+                double v = bias[size_t(j)];
+                for (int64_t k = 0; k < K; ++k) v += av[size_t(r * K + k)] * bv[size_t(k * N + j)];
+                if (act == "relu") v = v > 0 ? v : 0;
+                if (act == "gelu_tanh")
+                  v = 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+                out[size_t(r * N + j)] = v;
+              }
+            Shape s = x[0].shape();
+            s.back() = N;
+            return {from_values(out, s, kFloat64)};
+          },
+          .dtypes = {kFloat32, kFloat64, kBFloat16, kFloat16}};
+}
+
 SPORE_OP_CASES({
     {.name = "fused_elementwise/same_shape_chain",
      .op = OpId::FusedElementwise,
@@ -228,6 +259,10 @@ SPORE_OP_CASES({
      .run = [](const Tensors& x) { return ops::call(OpId::SoftmaxCrossEntropyFused, x); },
      .reference = [](const Tensors& x) { return ref_softmax_ce(x[0], x[1]); },
      .dtypes = kFloats},
+    matmul_epilogue_case("bias", {5, 7}, {7, 4}, ""),
+    matmul_epilogue_case("bias_relu", {5, 7}, {7, 4}, "relu"),
+    matmul_epilogue_case("bias_gelu_tanh_transposed_weight", {6, 9}, {9, 5}, "gelu_tanh", true),
+    matmul_epilogue_case("batched_rows_relu", {2, 3, 8}, {8, 6}, "relu"),
     {.name = "softmax_cross_entropy_fused/long_rows",
      .op = OpId::SoftmaxCrossEntropyFused,
      .inputs = {{.shape = {64, 1000}, .lo = -5, .hi = 5}, labels_spec(64, 1000, kInt32)},

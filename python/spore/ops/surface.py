@@ -58,6 +58,7 @@ PRIMITIVES = {
     # made by Graph mode's passes, never traced from user code
     "fused_elementwise": "internal: Graph mode's elementwise fusion",
     "softmax_cross_entropy_fused": "internal: the cross-entropy losses' fused kernel (ops.cross_entropy)",
+    "matmul_epilogue": "internal: Graph mode's Dense fusion on accelerators (cuBLASLt's bias / activation epilogue)",
     "fused_apply_momentum": "internal: Graph mode's multi-tensor optimizer update",
     "fused_apply_adam": "internal: Graph mode's multi-tensor optimizer update",
 }

@@ -201,10 +201,10 @@ void matmul_kernel(ops::KernelContext& ctx) {
   matmul_into(ctx, a, b, c, {}, matmul_kernel);
 }
 
-// MatmulFused: (a, b[, bias (N)][, residual like c]) -> act(a @ b + bias + residual).
-void matmul_fused_kernel(ops::KernelContext& ctx) {
-  const bool has_bias = ctx.attrs.get_bool("has_bias", false);
-  const bool has_res = ctx.attrs.get_bool("has_residual", false);
+// act(a @ b + bias + residual) for (a, b[, bias (N)][, residual like c]), attr act; `self` is the
+// calling kernel (float16 without hardware support runs it again on float32 copies).
+void matmul_post(ops::KernelContext& ctx, bool has_bias, bool has_res,
+                 void (*self)(ops::KernelContext&)) {
   const Tensor &a = ctx.inputs[0], &b = ctx.inputs[1];
   Tensor bias = has_bias ? dense(ctx.inputs[2]) : Tensor();
   Tensor res = has_res ? dense(ctx.inputs[has_bias ? 3 : 2]) : Tensor();
@@ -212,8 +212,7 @@ void matmul_fused_kernel(ops::KernelContext& ctx) {
   if (c.numel() == 0) return;
   const Shape out_batch(c.shape().begin(), c.shape().end() - 2);
   if (c.dtype() == kFloat64 || a.size(-1) == 0) {  // plain product, then the epilogue per element
-    if (c.dtype() != kFloat64 && c.dtype() != kFloat32)
-      return run_via_f32(ctx, matmul_fused_kernel);
+    if (c.dtype() != kFloat64 && c.dtype() != kFloat32) return run_via_f32(ctx, self);
     if (a.size(-1) == 0)
       std::memset(c.data_ptr(), 0, c.nbytes());
     else
@@ -236,12 +235,25 @@ void matmul_fused_kernel(ops::KernelContext& ctx) {
     return;
   }
   Epilogue ep{&ctx.attrs, has_bias ? bias.data_ptr() : nullptr, has_res ? res.data_ptr() : nullptr};
-  matmul_into(ctx, a, b, c, ep, matmul_fused_kernel);
+  matmul_into(ctx, a, b, c, ep, self);
+}
+
+// MatmulFused (this backend's oneDNN post-op fusion): (a, b[, bias (N)][, residual like c]).
+void matmul_fused_kernel(ops::KernelContext& ctx) {
+  matmul_post(ctx, ctx.attrs.get_bool("has_bias", false), ctx.attrs.get_bool("has_residual", false),
+              matmul_fused_kernel);
+}
+
+// MatmulEpilogue (the accelerators' fused op, graph/passes/matmul_epilogue.cpp: what the test
+// device runs, and the reference of their kernels): (a, b (K, N), bias (N)) -> act(a @ b + bias).
+void matmul_epilogue_kernel(ops::KernelContext& ctx) {
+  matmul_post(ctx, true, false, matmul_epilogue_kernel);
 }
 
 }  // namespace
 
 SPORE_KERNEL(CPU, Matmul, matmul_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 SPORE_CPU_KERNEL(MatmulFused, matmul_fused_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
+SPORE_KERNEL(CPU, MatmulEpilogue, matmul_epilogue_kernel, kFloat32, kFloat64, kBFloat16, kFloat16);
 
 }  // namespace spore::cpu

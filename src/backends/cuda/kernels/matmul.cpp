@@ -5,13 +5,16 @@
 // cuBLASLt's transpose flag, as is one with padded rows, instead of being copied first. Batch
 // dims broadcast as numpy does: one strided-batched call when each operand's batch is whole or
 // absent and its matrices are one stride apart, one call per batch (of contiguous copies)
-// otherwise. The algorithm comes from cuBLASLt's heuristic with the operands' real alignments and a
-// workspace, cached per problem.
+// otherwise. MatmulEpilogue (Graph mode's Dense fusion, graph/passes/matmul_epilogue.cpp) adds the
+// bias and applies relu / tanh-gelu in the same call, through cuBLASLt's epilogues (in float32
+// before the one rounding to the output type). The algorithm comes from cuBLASLt's heuristic with
+// the operands' real alignments and a workspace, cached per problem.
 #include <cublasLt.h>
 
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -92,19 +95,27 @@ struct AlgoKey {
   int64_t M, N, K, sa, sb, sc, lda, ldb;
   bool ta, tb;
   uint32_t align_a, align_b, align_c;
+  int epilogue;
   bool operator<(const AlgoKey& o) const {
-    return std::tie(dtype, batch, M, N, K, sa, sb, sc, lda, ldb, ta, tb, align_a, align_b,
-                    align_c) < std::tie(o.dtype, o.batch, o.M, o.N, o.K, o.sa, o.sb, o.sc, o.lda,
-                                        o.ldb, o.ta, o.tb, o.align_a, o.align_b, o.align_c);
+    return std::tie(dtype, batch, M, N, K, sa, sb, sc, lda, ldb, ta, tb, align_a, align_b, align_c,
+                    epilogue) < std::tie(o.dtype, o.batch, o.M, o.N, o.K, o.sa, o.sb, o.sc, o.lda,
+                                         o.ldb, o.ta, o.tb, o.align_a, o.align_b, o.align_c,
+                                         o.epilogue);
   }
 };
 constexpr size_t kMaxWorkspace = size_t(32) << 20;  // cuBLASLt's recommendation for Hopper
+
+// What cuBLASLt does as it writes the product: nothing, or add a bias (N) and maybe activate.
+struct Epilogue {
+  cublasLtEpilogue_t kind = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+};
 
 // C (M x N, contiguous) = A (M x K) B (K x N), row-major, `batch` products with the given element
 // strides; A and B as matmul_operand reads them (matmul_plan.h).
 void gemm(DType dt, const void* a, const MatmulOperand& oa, const void* b, const MatmulOperand& ob,
           void* c, int64_t M, int64_t N, int64_t K, int batch, int64_t sa, int64_t sb, int64_t sc,
-          cudaStream_t stream, Device device) {
+          cudaStream_t stream, Device device, const Epilogue& ep = {}) {
   const Types t = types_of(dt);
   const MatmulPlan plan = matmul_plan(oa, ob, M, N, K);
   cublasLtMatmulDesc_t desc;
@@ -115,6 +126,13 @@ void gemm(DType dt, const void* a, const MatmulOperand& oa, const void* b, const
       cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
   SPORE_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  if (ep.kind != CUBLASLT_EPILOGUE_DEFAULT) {
+    // The bias runs along cuBLASLt's D rows: our C's columns (N), one value per output feature.
+    SPORE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep.kind,
+                                                      sizeof ep.kind));
+    SPORE_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &ep.bias, sizeof ep.bias));
+  }
   auto layout = [&](const LtMatrix& m, int64_t stride) {
     return Layout(t.data, uint64_t(m.rows), uint64_t(m.cols), m.ld, batch, stride);
   };
@@ -133,7 +151,8 @@ void gemm(DType dt, const void* a, const MatmulOperand& oa, const void* b, const
                     ob.by_columns,
                     alignment_of(a),
                     alignment_of(b),
-                    alignment_of(c)};
+                    alignment_of(c),
+                    int(ep.kind)};
   static std::mutex mu;
   static std::map<AlgoKey, cublasLtMatmulHeuristicResult_t> cache;
   cublasLtMatmulHeuristicResult_t algo{};
@@ -242,8 +261,39 @@ void matmul(ops::KernelContext& ctx) {
          pc + i * M * N * int64_t(item), M, N, K, 1, 0, 0, 0, s, c.device());
 }
 
+// MatmulEpilogue: (a (..., M, K), b (K, N), bias (N)) -> act(a @ b + bias), attr act.
+void matmul_epilogue(ops::KernelContext& ctx) {
+  const Tensor a = ctx.inputs[0].contiguous();  // its batch rows as one (rows x K) matrix
+  const Tensor& b0 = ctx.inputs[1];
+  const Tensor bias = ctx.inputs[2].contiguous();
+  Tensor& c = ctx.outputs[0];
+  if (c.numel() == 0) return;
+  const int64_t K = a.size(-1), N = b0.size(1);
+  SPORE_CHECK(K > 0,
+              "[GPU] matmul_epilogue with an empty inner dimension (K = 0): the epilogue "
+              "pass does not make one");
+  const int64_t M = a.numel() / K;
+  const std::string act = ctx.attrs.has("act") ? ctx.attrs.get_string("act") : std::string();
+  SPORE_CHECK(act.empty() || act == "relu" || act == "gelu_tanh", "[GPU] matmul_epilogue: act '",
+              act, "' has no cuBLASLt epilogue");
+  Epilogue ep;
+  ep.bias = bias.data_ptr();
+  ep.kind = act == "relu"        ? CUBLASLT_EPILOGUE_RELU_BIAS
+            : act == "gelu_tanh" ? CUBLASLT_EPILOGUE_GELU_BIAS
+                                 : CUBLASLT_EPILOGUE_BIAS;
+  MatmulOperand ob = matmul_operand(b0.shape(), b0.strides());
+  Tensor b = b0;
+  if (!ob.usable) {
+    b = b0.contiguous();
+    ob = contiguous_operand(N);
+  }
+  gemm(c.dtype(), a.data_ptr(), contiguous_operand(K), b.data_ptr(), ob, c.data_ptr(), M, N, K, 1,
+       0, 0, 0, native(ctx.stream->native_handle()), c.device(), ep);
+}
+
 }  // namespace
 
 SPORE_KERNEL(GPU, Matmul, matmul, kFloat32, kFloat16, kBFloat16, kFloat64);
+SPORE_KERNEL(GPU, MatmulEpilogue, matmul_epilogue, kFloat32, kFloat16, kBFloat16);
 
 }  // namespace spore::cuda
