@@ -1,6 +1,6 @@
 // The loss-scaled Graph-mode training step, two ways, in one run (steps alternate, so load spikes
 // hit both): the host deciding on overflow (a compiled gradient graph, the host reading its flag,
-// then the optimizer step run eagerly: forced here by a manager the device path does not know)
+// then the optimizer step run eagerly: set_decide_on_device(false))
 // and the device deciding (the whole step one compiled graph, the update gated in its kernels;
 // train/wrappers.h). amp O2 bfloat16 with DynamicLossScaleManager, Momentum, LeNet-5 (batch 64)
 // and ResNet-18 CIFAR (batch 32), synthetic data. Prints the median step of each and the ratio,
@@ -18,28 +18,18 @@ using namespace spore;
 
 namespace {
 
-// The Dynamic rule behind a type the device path does not take: the host decides.
-struct HostDecided : amp::LossScaleManager {
-  explicit HostDecided(amp::LossScaleManagerPtr m) : m(std::move(m)) {}
-  double get_loss_scale() const override { return m->get_loss_scale(); }
-  void update_loss_scale(bool overflow) override { m->update_loss_scale(overflow); }
-  bool get_drop_overflow_update() const override { return true; }
-  bool updates_scale() const override { return true; }
-  std::string name() const override { return "HostDecided"; }
-  amp::LossScaleManagerPtr m;
-};
-
 std::shared_ptr<train::TrainOneStepWithLossScaleCell> make(const bench::ClassificationJob& job,
                                                            bool on_device) {
   nn::CellPtr net = job.net();
   amp::auto_mixed_precision(*net, amp::Level::O2, kBFloat16);
   auto loss = std::make_shared<nn::SoftmaxCrossEntropyWithLogits>(
       nn::SoftmaxCrossEntropyWithLogitsOptions{.sparse = true, .reduction = "mean"});
-  amp::LossScaleManagerPtr m = std::make_shared<amp::DynamicLossScaleManager>(65536.0, 2, 1000);
-  if (!on_device) m = std::make_shared<HostDecided>(m);
-  return std::make_shared<train::TrainOneStepWithLossScaleCell>(
+  auto cell = std::make_shared<train::TrainOneStepWithLossScaleCell>(
       std::make_shared<train::WithLossCell>(amp::with_float32_output(net), loss),
-      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9), m);
+      std::make_shared<optim::Momentum>(net->trainable_params(), 0.01, 0.9),
+      std::make_shared<amp::DynamicLossScaleManager>(65536.0, 2, 1000));
+  cell->set_decide_on_device(on_device);
+  return cell;
 }
 
 void run(bool resnet, int rounds) {

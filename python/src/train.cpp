@@ -178,7 +178,9 @@ void bind_train(py::module_& m) {
       .def(py::init<CellPtr, optim::OptimizerPtr, double>())
       .def("loss_scale", &train::TrainOneStepWithLossScaleCell::loss_scale)
       .def("last_overflow", &train::TrainOneStepWithLossScaleCell::last_overflow)
-      .def("overflow_steps", &train::TrainOneStepWithLossScaleCell::overflow_steps);
+      .def("overflow_steps", &train::TrainOneStepWithLossScaleCell::overflow_steps)
+      .def("decides_on_device", &train::TrainOneStepWithLossScaleCell::decides_on_device)
+      .def("set_decide_on_device", &train::TrainOneStepWithLossScaleCell::set_decide_on_device);
 
   // ---- callbacks ----
   py::class_<RunContext>(m, "RunContext")

@@ -374,7 +374,7 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::scaled_grads(const std::vecto
 
 bool TrainOneStepWithLossScaleCell::decides_on_device() const {
   const auto* m = manager_.get();
-  return get_context_mode() == Mode::Graph && !is_tracing() && !grad_reducer() &&
+  return device_decides_ && get_context_mode() == Mode::Graph && !is_tracing() && !grad_reducer() &&
          !grad_ready_hook() && accum_.empty() && !parallel::semi_auto_active() &&
          optimizer()->traceable() && optimizer()->gates_updates() &&
          (dynamic_cast<const amp::DynamicLossScaleManager*>(m) ||

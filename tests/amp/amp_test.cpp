@@ -305,11 +305,11 @@ TEST(LossScale, GraphModeMatchesPyNative) {
 }
 
 // The step deciding on the device (Graph mode, gating optimizer, Dynamic / Fixed manager) against
-// the host-decided steps: PyNative, and Graph mode with a manager the device path does not take (a
-// wrapper around the same rule). The crafted gradients are exact (64), so every update gets the
-// same inputs: overflow pattern, scales, step counts, parameters and optimizer state equal bit for
-// bit; the losses too, up to the Graph-mode matmul's rounding.
-struct WrappedManager : amp::LossScaleManager {  // the Dynamic rule, hidden from the device path
+// the host-decided steps: PyNative, and Graph mode with set_decide_on_device(false). The crafted
+// gradients are exact (64), so every update gets the same inputs: overflow pattern, scales, step
+// counts, parameters and optimizer state equal bit for bit; the losses too, up to the Graph-mode
+// matmul's rounding.
+struct WrappedManager : amp::LossScaleManager {  // a manager type of the user's: the host decides
   explicit WrappedManager(amp::LossScaleManagerPtr m) : m(std::move(m)) {}
   double get_loss_scale() const override { return m->get_loss_scale(); }
   void update_loss_scale(bool overflow) override { m->update_loss_scale(overflow); }
@@ -332,7 +332,7 @@ struct DecidedRun {
 
 // lazy: the device-deciding cell books outcomes only when something needs them (as steps still
 // queued on a GPU), and the loop reads nothing that would book them (only the step's outputs).
-DecidedRun run_decided(Mode mode, bool wrap, const MakeOptimizer& make,
+DecidedRun run_decided(Mode mode, bool host, const MakeOptimizer& make,
                        std::function<amp::LossScaleManagerPtr()> manager, int steps,
                        bool lazy = false, int64_t* most_unbooked = nullptr) {
   set_context({.mode = mode});
@@ -340,9 +340,9 @@ DecidedRun run_decided(Mode mode, bool wrap, const MakeOptimizer& make,
   Crafted c;
   optim::OptimizerPtr opt = make(c.net->trainable_params());
   amp::LossScaleManagerPtr m = manager();
-  if (wrap) m = std::make_shared<WrappedManager>(m);
   auto step = std::make_shared<train::TrainOneStepWithLossScaleCell>(
       std::make_shared<train::WithLossCell>(c.net, c.loss), opt, m);
+  step->set_decide_on_device(!host);
   DecidedRun d;
   d.on_device = step->decides_on_device();
   step->set_eager_booking(!lazy);
@@ -399,6 +399,28 @@ void expect_device_decided_equals_host(const char* what, const MakeOptimizer& ma
 
 auto dynamic_manager() {
   return [] { return std::make_shared<amp::DynamicLossScaleManager>(std::ldexp(1.0, 127), 2, 4); };
+}
+
+TEST(LossScale, DeviceDecidesOnlyWhereItCan) {
+  set_context({.mode = Mode::Graph});
+  Crafted c;
+  auto with_loss = std::make_shared<train::WithLossCell>(c.net, c.loss);
+  auto momentum = std::make_shared<optim::Momentum>(c.net->trainable_params(), 1e-3, 0.9);
+  auto dynamic = std::make_shared<amp::DynamicLossScaleManager>();
+  auto cell = [&](optim::OptimizerPtr o, amp::LossScaleManagerPtr m) {
+    return std::make_shared<train::TrainOneStepWithLossScaleCell>(with_loss, o, m);
+  };
+  EXPECT_TRUE(cell(momentum, dynamic)->decides_on_device());
+  EXPECT_FALSE(cell(momentum, std::make_shared<WrappedManager>(dynamic))->decides_on_device())
+      << "a manager of the user's: its rule runs on the host";
+  EXPECT_FALSE(cell(std::make_shared<optim::SGD>(c.net->trainable_params(), 1e-3), dynamic)
+                   ->decides_on_device())
+      << "SGD without momentum updates with elementwise ops: no gate";
+  auto off = cell(momentum, dynamic);
+  off->set_decide_on_device(false);
+  EXPECT_FALSE(off->decides_on_device());
+  set_context({.mode = Mode::PyNative});
+  EXPECT_FALSE(cell(momentum, dynamic)->decides_on_device()) << "PyNative decides on the host";
 }
 
 TEST(LossScale, DeviceDecidedMomentumEqualsHostDecided) {

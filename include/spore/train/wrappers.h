@@ -148,6 +148,8 @@ class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
   JitStats jit_stats() const override;
   // Whether the next call would run the step deciding on the device (see above).
   bool decides_on_device() const;
+  // false: the host decides even where the device could (A/B measurements, debugging).
+  void set_decide_on_device(bool on) { device_decides_ = on; }
   // Steps the device decided whose outcome the host has not booked yet (at most 4: a fifth step
   // waits for the oldest). A step that has run is booked when the next one starts; with
   // set_eager_booking(false) only when something needs it (the hyper values changing, the step
@@ -164,6 +166,7 @@ class TrainOneStepWithLossScaleCell : public TrainOneStepCell {
   std::vector<Tensor> device_step(const std::vector<Tensor>& inputs);  // its traced body
   amp::LossScaleManagerPtr manager_;
   std::shared_ptr<Book> book_;
+  bool device_decides_ = true;    // set_decide_on_device
   bool has_clean_micro_ = false;  // accumulation: some micro-batch since the update was finite
   std::vector<Tensor> grads_;
   std::shared_ptr<void> compiled_ls_;   // Graph mode: the jit'ed forward + backward

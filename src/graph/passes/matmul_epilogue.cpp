@@ -61,8 +61,7 @@ size_t fuse_matmul_epilogue(Graph& g, DeviceType device) {
     Value* cur = n->outputs[0];
     const DType dt = cur->dtype;
     if ((dt != kFloat32 && dt != kFloat16 && dt != kBFloat16) || n->inputs[0]->shape.size() < 2 ||
-        n->inputs[0]->shape.back() == 0 ||
-        n->inputs[1]->shape.size() != 2)
+        n->inputs[0]->shape.back() == 0 || n->inputs[1]->shape.size() != 2)
       continue;
     const int64_t N = cur->shape.back();
     // + bias (N)
