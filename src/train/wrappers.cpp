@@ -210,8 +210,12 @@ struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> 
       : manager(std::move(m)), optimizer(o) {}
   ~Book() {
     for (Slot& q : ring) {
-      if (q.done) q.done->synchronize();  // no copy still writes the page-locked byte
-      if (q.host) pinned->deallocate(q.host, 1);
+      try {
+        if (q.done) q.done->synchronize();  // no copy still writes the page-locked byte
+        if (q.host) pinned->deallocate(q.host, 1);
+      } catch (const std::exception&) {
+        // At exit the device may be gone already (its runtime unloading): nothing to wait for.
+      }
     }
   }
   // A booked step: the manager's rule on the host and the counters.
