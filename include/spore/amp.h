@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "spore/dtype.h"
+#include "spore/pending.h"
 #include "spore/tensor.h"
 
 namespace spore {
@@ -101,18 +102,13 @@ class LossScaleManager {
   // A step whose outcome the device decided and the host has not booked yet (the loss-scaled
   // step, train/wrappers.cpp) leaves `book` here: reading the manager's state books it first, so
   // what it answers is never a step behind. Null: nothing pending.
-  void set_pending_step(std::function<void()> book) const { pending_ = std::move(book); }
+  void set_pending_step(std::function<void()> book) const { pending_.set(std::move(book)); }
 
  protected:
-  void settle() const {
-    if (!pending_) return;
-    const std::function<void()> f = std::move(pending_);
-    pending_ = nullptr;
-    f();
-  }
+  void settle() const { pending_.run(); }
 
  private:
-  mutable std::function<void()> pending_;
+  PendingAction pending_;
 };
 using LossScaleManagerPtr = std::shared_ptr<LossScaleManager>;
 

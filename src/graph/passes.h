@@ -5,12 +5,43 @@
 // backend's folder (backends/<name>/passes/) and join the pipeline through SPORE_REGISTER_PASS.
 #pragma once
 #include <cstddef>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "graph/ir.h"
 
 namespace spore::graph {
+
+// ---- helpers of the chain fusions (a producer and its single readers) ---------------------------
+// Reads of each value by nodes (with repeats) and by the graph's outputs, and its last reader.
+struct Uses {
+  std::unordered_map<const Value*, int> count;
+  std::unordered_map<const Value*, Node*> reader;
+  explicit Uses(const Graph& g) {
+    for (const auto& n : g.nodes)
+      for (const Value* in : n->inputs) {
+        ++count[in];
+        reader[in] = n.get();
+      }
+    for (const Value* o : g.outputs) count[o] += 2;  // never "single"
+  }
+  // The one node reading v once, or null.
+  Node* single(const Value* v) const {
+    auto it = count.find(v);
+    return it != count.end() && it->second == 1 ? reader.at(v) : nullptr;
+  }
+};
+inline bool same_meta(const Value* a, const Value* b) {
+  return a->shape == b->shape && a->dtype == b->dtype;
+}
+// Whether an effect (an in-place update) is scheduled from `first` to `last`, both included: a
+// chain fused across it could read a value before or after the update wrongly.
+inline bool effect_between(const Graph& g, const Node* first, const Node* last) {
+  for (size_t i = g.index_of(first), e = g.index_of(last); i <= e; ++i)
+    if (g.nodes[i]->is_effect()) return true;
+  return false;
+}
 
 // ---- passes a backend contributes ---------------------------------------------------------------
 using PassFn = size_t (*)(Graph&);

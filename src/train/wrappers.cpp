@@ -202,8 +202,8 @@ std::vector<Tensor> TrainOneStepCell::step_eager(const std::vector<Tensor>& inpu
 // ---- TrainOneStepWithLossScaleCell --------------------------------------------------------------
 
 // What the host knows of the steps' outcomes: the booked ones, and up to kQueued steps the device
-// decided and the host has not booked yet (oldest first). Shared with the optimizer's pending-step
-// hook, so it outlives the cell if the optimizer does.
+// decided and the host has not booked yet (oldest first). Shared with the optimizer's and the
+// manager's pending-step hooks.
 struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> {
   static constexpr size_t kQueued = 4;  // how far the host may run ahead of the outcomes
   Book(amp::LossScaleManagerPtr m, const optim::OptimizerPtr& o)
@@ -225,14 +225,13 @@ struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> 
     overflow_steps += overflow;
   }
   // Books every queued step (waiting for each), or those that have run (waiting for none).
-  void settle(optim::Optimizer& opt) { book(opt, false); }
-  void settle_ready(optim::Optimizer& opt) { book(opt, true); }
+  void settle() { book(false); }
+  void settle_ready() { book(true); }
   // Queues the read of a step's overflow flag (bool scalar on `device`) behind that step; with
   // kQueued steps already unbooked, the oldest is booked first (the host waits for it).
-  void expect(const Tensor& overflow, Device device, optim::Optimizer& opt) {
-    if (queued == kQueued) book(opt, false, 1);
-    opt.set_pending_step(nullptr);
-    manager->set_pending_step(nullptr);
+  void expect(const Tensor& overflow, Device device) {
+    if (queued == kQueued) book(false, 1);
+    unhook();
     Slot& q = ring[(first + queued++) % kQueued];
     if (device.type == DeviceType::CPU) {
       q.flag = overflow;
@@ -247,7 +246,7 @@ struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> 
       b.copy_async(q.host, Device{}, overflow.data_ptr(), device, 1, st);
       q.done->record(st);
     }
-    hook(opt);
+    hook();
   }
   int64_t good_steps() const {
     const auto* dyn = dynamic_cast<const amp::DynamicLossScaleManager*>(manager.get());
@@ -276,10 +275,11 @@ struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> 
     void* host = nullptr;
   };
   bool ready(const Slot& q) const { return !q.done || q.done->query(); }
-  void book(optim::Optimizer& opt, bool only_ready, size_t most = kQueued) {
-    // Booking reads the step count and the manager: no re-entry through their hooks.
-    opt.set_pending_step(nullptr);
-    manager->set_pending_step(nullptr);
+  void book(bool only_ready, size_t most = kQueued) {
+    unhook();  // booking reads the step count and the manager: no re-entry through their hooks
+    const optim::OptimizerPtr opt = optimizer.lock();
+    if (!opt) return;  // gone: no step count left to advance
+    const size_t before = queued;
     for (; queued > 0 && most > 0; --most) {
       Slot& q = ring[first];
       if (only_ready && !ready(q)) break;
@@ -294,22 +294,29 @@ struct TrainOneStepWithLossScaleCell::Book : std::enable_shared_from_this<Book> 
       first = (first + 1) % kQueued;
       --queued;
       if (!overflow || !manager->get_drop_overflow_update())
-        opt.set_global_step(opt.global_step() + 1);
+        opt->set_global_step(opt->global_step() + 1);
       record(overflow);
-      device_scale = manager->get_loss_scale();  // the same rule ran on the device
+    }
+    if (queued != before) {  // the same rule ran on the device
+      device_scale = manager->get_loss_scale();
       device_good = good_steps();
     }
-    hook(opt);
+    hook();
   }
   // Whatever reads the optimizer's step count or the manager's scale next books the queued steps
-  // first. (The manager's hook holds the book weakly: the book holds the manager.)
-  void hook(optim::Optimizer& opt) {
+  // first. The optimizer's hook keeps the book alive (the book holds the optimizer weakly); the
+  // manager's holds it weakly (the book holds the manager).
+  void hook() {
     if (queued == 0) return;
-    opt.set_pending_step([b = shared_from_this(), o = &opt] { b->settle(*o); });
+    if (const optim::OptimizerPtr opt = optimizer.lock())
+      opt->set_pending_step([b = shared_from_this()] { b->settle(); });
     manager->set_pending_step([w = weak_from_this()] {
-      if (const auto b = w.lock())
-        if (const auto o = b->optimizer.lock()) b->settle(*o);
+      if (const auto b = w.lock()) b->settle();
     });
+  }
+  void unhook() {
+    if (const optim::OptimizerPtr opt = optimizer.lock()) opt->set_pending_step(nullptr);
+    manager->set_pending_step(nullptr);
   }
   Slot ring[kQueued];
   Allocator* pinned = nullptr;
@@ -325,15 +332,15 @@ TrainOneStepWithLossScaleCell::TrainOneStepWithLossScaleCell(nn::CellPtr network
 }
 
 double TrainOneStepWithLossScaleCell::loss_scale() const {
-  book_->settle(*optimizer());
+  book_->settle();
   return manager_->get_loss_scale();
 }
 bool TrainOneStepWithLossScaleCell::last_overflow() const {
-  book_->settle(*optimizer());
+  book_->settle();
   return book_->last_overflow;
 }
 int64_t TrainOneStepWithLossScaleCell::overflow_steps() const {
-  book_->settle(*optimizer());
+  book_->settle();
   return book_->overflow_steps;
 }
 
@@ -424,8 +431,8 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward_on_device(
   const Device device = opt.parameters()[0].device();
   // The steps that have run are booked now; the others only when this step's hyper values (its
   // learning rate, Adam's step count) depend on how many of them applied.
-  if (b.eager) b.settle_ready(opt);
-  if (b.queued > 0 && !opt.hyper_constant_for(int64_t(b.queued))) b.settle(opt);
+  if (b.eager) b.settle_ready();
+  if (b.queued > 0 && !opt.hyper_constant_for(int64_t(b.queued))) b.settle();
   if (!b.scale.defined()) {
     b.scale = Tensor::empty({}, kFloat64, device);
     b.good = Tensor::empty({}, kFloat64, device);
@@ -467,7 +474,7 @@ std::vector<Tensor> TrainOneStepWithLossScaleCell::forward_on_device(
   for (const Tensor& t : inputs) in.push_back(t.contiguous());
   std::vector<Tensor> out = (*std::static_pointer_cast<JitFunction>(compiled_dev_))(in);
   opt.set_global_step(step);  // tracing advanced it; booking the outcome does
-  b.expect(out[1], device, opt);
+  b.expect(out[1], device);
   grads_.clear();
   last_aux_.assign(out.begin() + 3, out.end());
   return out;
@@ -478,7 +485,7 @@ int64_t TrainOneStepWithLossScaleCell::unbooked_steps() const { return int64_t(b
 
 std::vector<Tensor> TrainOneStepWithLossScaleCell::forward(const std::vector<Tensor>& inputs) {
   if (decides_on_device()) return forward_on_device(inputs);
-  book_->settle(*optimizer());  // the steps the device decided before, if any
+  book_->settle();  // the steps the device decided before, if any
   const double s = manager_->get_loss_scale();
   const Tensor host_scale = scalar_tensor(s, kFloat32, Device{});
   // The scale is an input of the step: on a device it lives there, uploaded only when it changes,

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "spore/pending.h"
 #include "spore/tensor.h"
 
 namespace spore::optim {
@@ -95,7 +96,7 @@ class Optimizer {
   // A step whose outcome (applied or skipped) the device decides and the host learns later (the
   // loss-scaled step, train/wrappers.cpp) leaves `settle` here: whatever reads the step count
   // first calls it (once), and it sets the count. Null: nothing pending.
-  void set_pending_step(std::function<void()> settle) { pending_ = std::move(settle); }
+  void set_pending_step(std::function<void()> settle) { pending_.set(std::move(settle)); }
   // State tensors (moments...) with names, for checkpoints: "moments.conv1.weight".
   virtual std::vector<std::pair<std::string, Tensor>> state() const { return {}; }
   // Optional global-norm clipping applied inside step() (0 = off).
@@ -169,13 +170,8 @@ class Optimizer {
   std::vector<std::vector<double>> hyper_host_;  // what each holds now (skips unchanged uploads)
   Tensor gate_;                                  // set_update_gate: float64 (1), traced
   mutable std::vector<Tensor> gated_hyper_;      // per hyper tensor: it with the gate appended
-  mutable std::function<void()> pending_;        // set_pending_step
-  void settle() const {
-    if (!pending_) return;
-    const std::function<void()> f = std::move(pending_);
-    pending_ = nullptr;
-    f();
-  }
+  PendingAction pending_;                        // set_pending_step
+  void settle() const { pending_.run(); }
   int64_t step_ = 0;
   double clip_norm_ = 0;
   double loss_scale_ = 1;

@@ -10,7 +10,7 @@
 // epilogues cuBLASLt has). The CPU has its own, through oneDNN's post-ops
 // (backends/cpu/passes/dnnl_fusion.cpp); a backend registers this one for its device
 // (backends/cuda/passes/, and the test device's, which runs the op's CPU kernel).
-#include <unordered_map>
+#include <string>
 #include <unordered_set>
 
 #include "graph/passes.h"
@@ -18,28 +18,6 @@
 namespace spore::graph {
 namespace {
 using ops::OpId;
-
-// Reads of each value by nodes (with repeats) and graph outputs, and its last reader.
-struct Readers {
-  std::unordered_map<const Value*, int> count;
-  std::unordered_map<const Value*, Node*> last;
-  explicit Readers(const Graph& g) {
-    for (const auto& n : g.nodes)
-      for (const Value* in : n->inputs) {
-        ++count[in];
-        last[in] = n.get();
-      }
-    for (const Value* o : g.outputs) count[o] += 2;  // never a single reader
-  }
-  Node* single(const Value* v) const {  // the one node reading v once, or null
-    auto it = count.find(v);
-    return it != count.end() && it->second == 1 ? last.at(v) : nullptr;
-  }
-};
-
-bool same_meta(const Value* a, const Value* b) {
-  return a->shape == b->shape && a->dtype == b->dtype;
-}
 
 // The activation the epilogue takes for node u, or "" when it takes none.
 std::string activation_of(const Node& u) {
@@ -57,7 +35,7 @@ size_t fuse_matmul_epilogue(Graph& g, DeviceType device) {
   for (const auto& n : g.nodes)
     if (n->op == OpId::Matmul && n->device.type == device) anchors.push_back(n.get());
   for (Node* n : anchors) {
-    const Readers readers(g);  // rebuilt per chain: earlier fusions changed the readers
+    const Uses readers(g);  // rebuilt per chain: earlier fusions changed the readers
     Value* cur = n->outputs[0];
     const DType dt = cur->dtype;
     if ((dt != kFloat32 && dt != kFloat16 && dt != kBFloat16) || n->inputs[0]->shape.size() < 2 ||
@@ -79,11 +57,8 @@ size_t fuse_matmul_epilogue(Graph& g, DeviceType device) {
       cur = u->outputs[0];
       chain.push_back(u);
     }
-    // Nothing in between may mutate what the chain reads.
-    const size_t first = g.index_of(n), last = g.index_of(chain.back());
-    bool effect = false;
-    for (size_t i = first; i <= last && !effect; ++i) effect = g.nodes[i]->is_effect();
-    if (effect) continue;
+    if (effect_between(g, n, chain.back())) continue;  // it may mutate what the chain reads
+    const size_t last = g.index_of(chain.back());
     ops::Attrs attrs;
     attrs.set("act", act);
     std::vector<Value*> ins{n->inputs[0], n->inputs[1], bias};

@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 
 #include "backends/cpu/ops/ops.h"
@@ -64,28 +63,6 @@ bool activation_attrs(const Node& n, ops::Attrs& a) {
     default:
       return false;
   }
-}
-
-struct Uses {
-  std::unordered_map<const Value*, int> count;  // reads by nodes (with repeats) and graph outputs
-  std::unordered_map<const Value*, Node*> reader;  // the last node that reads it
-  explicit Uses(const Graph& g) {
-    for (const auto& n : g.nodes)
-      for (const Value* in : n->inputs) {
-        ++count[in];
-        reader[in] = n.get();
-      }
-    for (const Value* o : g.outputs) count[o] += 2;  // never "single"
-  }
-  // The one node reading v once, or null.
-  Node* single(const Value* v) const {
-    auto it = count.find(v);
-    return it != count.end() && it->second == 1 ? reader.at(v) : nullptr;
-  }
-};
-
-bool same_meta(const Value* a, const Value* b) {
-  return a->shape == b->shape && a->dtype == b->dtype;
 }
 
 }  // namespace
@@ -150,14 +127,10 @@ size_t fuse_conv_matmul(Graph& g) {
       cur = u->outputs[0];
       chain.push_back(u);
     }
-    if (chain.size() == 1) continue;  // nothing to take
-    // Nothing in between may mutate what the chain reads.
-    const size_t first = g.index_of(n), last = g.index_of(chain.back());
-    bool effect = false;
-    for (size_t i = first; i <= last && !effect; ++i) effect = g.nodes[i]->is_effect();
-    if (effect) continue;
+    if (chain.size() == 1) continue;                   // nothing to take
+    if (effect_between(g, n, chain.back())) continue;  // it may mutate what the chain reads
 
-    size_t pos = last;
+    size_t pos = g.index_of(chain.back());
     if (bias_to_reshape) {
       Node* r = g.insert_node(pos++, OpId::Reshape, {bias_to_reshape},
                               ops::Attrs().set("shape", Shape{channels}),
