@@ -46,7 +46,8 @@ inline bool effect_between(const Graph& g, const Node* first, const Node* last) 
 // ---- passes a backend contributes ---------------------------------------------------------------
 using PassFn = size_t (*)(Graph&);
 struct BackendPass {
-  DeviceType device;  // runs only on graphs with a node on this device
+  DeviceType device;  // runs only on graphs with a node on this device, and rewrites only the
+                      // nodes on it (a graph may mix devices: host scalars beside GPU work)
   const char* name;   // its IR dump's stage name
   int order;          // its place among the fusion stage's passes (kOrder* below)
   PassFn fn;

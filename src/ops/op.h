@@ -45,6 +45,8 @@ enum OpFlags : uint32_t {
   kRandom = 1u << 7,   // draws from the global generator
   kCommutative = 1u << 8,
   kTransfer = 1u << 9,  // output on another device (attrs device_type, device_index): ToDevice
+  kBackendPrivate = 1u << 10,  // a backend's own op (backends/<name>/ops.def): only its passes make
+                               // it, only its device runs it
 };
 
 // How mixed precision treats an op (read by amp's rule, src/amp/policy.cpp).

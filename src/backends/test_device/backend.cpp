@@ -270,11 +270,14 @@ class TestBackend final : public Backend {
  public:
   TestBackend() {
     install_fault_handler();
-    // Every op with a CPU kernel and none of its own gets the CPU kernel, wrapped.
+    // Every op with a CPU kernel and none of its own gets the CPU kernel, wrapped; the CPU's
+    // private ops excepted, as on an accelerator (a CPU pass rewriting this device's nodes fails).
     for (int i = 0, n = ops::num_ops(); i < n; ++i) {
       const auto id = ops::OpId(i);
       const ops::KernelEntry* cpu = ops::find_kernel(id, DeviceType::CPU);
-      if (!cpu || ops::find_kernel(id, DeviceType::Test)) continue;
+      if (!cpu || ops::find_kernel(id, DeviceType::Test) ||
+          ops::op_def(id).has(ops::kBackendPrivate))
+        continue;
       ops::detail::register_kernel(id, DeviceType::Test, wrap(cpu->fn), {}, cpu->rows);
       for (int t = 0; t < kNumDTypes; ++t)
         if (cpu->supports(DType(t)))

@@ -20,8 +20,9 @@ enum Index : int {
 const std::vector<OpId>& ids() {
   // A function-local static: registered on the first call, whichever static initialiser makes it.
   static const std::vector<OpId> ids = {
-#define SPORE_CPU_OP(Name, str, nin, nout, flags, ...) \
-  register_op(str, nin, nout, uint32_t(flags), OpTraits{__VA_ARGS__}, rules::Name()),
+#define SPORE_CPU_OP(Name, str, nin, nout, flags, ...)                                  \
+  register_op(str, nin, nout, uint32_t(flags) | kBackendPrivate, OpTraits{__VA_ARGS__}, \
+              rules::Name()),
 #include "backends/cpu/ops/ops.def"
 #undef SPORE_CPU_OP
   };

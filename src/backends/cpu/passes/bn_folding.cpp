@@ -40,7 +40,7 @@ size_t fold_batchnorm(Graph& g) {
   size_t folded = 0;
   for (size_t bi = 0; bi < g.nodes.size(); ++bi) {
     Node* bn = g.nodes[bi].get();
-    if (bn->op != OpId::BatchNormInference) continue;
+    if (bn->op != OpId::BatchNormInference || bn->device.type != DeviceType::CPU) continue;
     Value* y = bn->inputs[0];
     Node* conv = y->producer;
     if (!conv || conv->op != OpId::Conv2d || reads[y] != 1 || y->shape.size() != 4) continue;

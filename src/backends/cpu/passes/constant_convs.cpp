@@ -98,7 +98,8 @@ size_t constant_convs(Graph& g) {
   std::unordered_set<const Node*> dead;
   for (size_t pos = 0; pos < g.nodes.size(); ++pos) {
     Node* n = g.nodes[pos].get();
-    if (n->op != OpId::Conv2d && n->op != op::Conv2dFused()) continue;
+    if ((n->op != OpId::Conv2d && n->op != op::Conv2dFused()) || n->device.type != DeviceType::CPU)
+      continue;
     const bool fused = n->op == op::Conv2dFused();
     int64_t tile = 2, padded_o = 0;
     const Way way = way_of(*n, fused, &tile, &padded_o);

@@ -31,9 +31,10 @@ using ops::OpId;
 constexpr int64_t kMaxInputChannels = 4;
 
 bool plain_f32(const Node& n) {
-  return n.inputs[0]->dtype == kFloat32 && n.inputs[0]->shape.size() == 4 &&
-         !n.attrs.get_bool("blocked_x", false) && !n.attrs.get_bool("blocked_y", false) &&
-         !n.attrs.get_bool("blocked", false) && n.attrs.get_int("groups", 1) == 1;
+  return n.device.type == DeviceType::CPU && n.inputs[0]->dtype == kFloat32 &&
+         n.inputs[0]->shape.size() == 4 && !n.attrs.get_bool("blocked_x", false) &&
+         !n.attrs.get_bool("blocked_y", false) && !n.attrs.get_bool("blocked", false) &&
+         n.attrs.get_int("groups", 1) == 1;
 }
 
 // A conv the fused forward kernel takes: bias and / or relu only.

@@ -75,9 +75,11 @@ size_t fuse_conv_matmul(Graph& g) {
   std::unordered_set<const Node*> dead;
   std::vector<Node*> anchors;  // every conv2d / matmul (and folded conv), in schedule order
   for (const auto& n : g.nodes)
-    if (n->op == OpId::Conv2d || n->op == OpId::Matmul ||
-        (n->op == op::Conv2dFused() && !n->attrs.get_bool("has_residual", false) &&
-         (!n->attrs.has("act") || n->attrs.get_string("act").empty())))
+    if (n->device.type != DeviceType::CPU) {
+      continue;  // another backend's node (a mixed graph)
+    } else if (n->op == OpId::Conv2d || n->op == OpId::Matmul ||
+               (n->op == op::Conv2dFused() && !n->attrs.get_bool("has_residual", false) &&
+                (!n->attrs.has("act") || n->attrs.get_string("act").empty())))
       anchors.push_back(n.get());
   for (Node* n : anchors) {
     Uses uses(g);  // rebuilt per chain: earlier fusions changed the readers
