@@ -124,6 +124,50 @@ TEST_P(GpuParity, UnaryBinaryCastReduceSoftmaxMatmul) {
   expect_close(matmul(c.to(gpu), d.to(gpu)), matmul(c, d), dt, "matmul broadcast batch");
 }
 
+// The paths small op-table rows never take: grid-stride loops past the launch cap (more elements
+// than 132 x 32 blocks of 256 threads), the vector path's tail and a misaligned view, reductions
+// split over chunks and merged, warp- and thread-per-output layouts, long softmax / arg / cumsum
+// rows, sorts past the bitonic kernel's 1024, large transposes and pools.
+TEST_P(GpuParity, LargeShapesTakeTheGridStrideSplitAndLongRowPaths) {
+  const DType dt = GetParam();
+  if (dt != kFloat32) GTEST_SKIP() << "float32 covers the layouts; the dtypes are the rows' job";
+  auto close = [&](const Tensor& g, const Tensor& c, double rel, const std::string& what) {
+    const std::vector<float> gv = g.cpu().to(kFloat32).to_vector<float>(),
+                             cv = c.to(kFloat32).to_vector<float>();
+    ASSERT_EQ(gv.size(), cv.size()) << what;
+    for (size_t i = 0; i < gv.size(); ++i)
+      ASSERT_NEAR(gv[i], cv[i], rel * std::max(1.0, std::fabs(double(cv[i]))))
+          << what << " [" << i << "]";
+  };
+  const int64_t n = 3'000'001;  // odd: a vector tail
+  const Tensor x = random_on_cpu({n}, dt, 11, 0, 1), y = random_on_cpu({n}, dt, 12, 0, 1);
+  const Tensor xg = x.to(gpu), yg = y.to(gpu);
+  close(exp(xg), exp(x), 1e-6, "exp, 3M");
+  close(xg + yg, x + y, 1e-6, "add, 3M");
+  close(xg.slice(0, 1, n) * 2.0, x.slice(0, 1, n) * 2.0, 1e-6, "misaligned view");
+  close(sum(xg), sum(x), 1e-5, "sum of 3M (split and merged)");
+  const Tensor m = random_on_cpu({3000, 1000}, dt, 13, 0, 1), mg = m.to(gpu);
+  close(sum(mg, {0}), sum(m, {0}), 1e-5, "sum over rows (thread per output)");
+  close(sum(mg, {1}), sum(m, {1}), 1e-5, "sum over columns (warp per output)");
+  close(mg.transpose(0, 1).contiguous(), m.transpose(0, 1).contiguous(), 0,
+        "transpose 3000 x 1000");
+  const Tensor r = random_on_cpu({3, 100'000}, dt, 14), rg = r.to(gpu);
+  EXPECT_EQ(argmax(rg, 1).cpu().to_vector<int64_t>(), argmax(r, 1).to_vector<int64_t>());
+  close(softmax(rg, 1), softmax(r, 1), 1e-5, "softmax, rows of 100k");
+  close(cumsum(rg, 1), cumsum(r, 1), 1e-4, "cumsum, rows of 100k");
+  const Tensor u = random_on_cpu({4, 3000}, dt, 15), ug = u.to(gpu);
+  const auto [sv, si] = sort(ug, 1);
+  const auto [cv, ci] = sort(u, 1);
+  close(sv, cv, 0, "sort values, rows of 3000");
+  EXPECT_EQ(si.cpu().to_vector<int64_t>(), ci.to_vector<int64_t>());
+  const auto [tv, ti] = topk(ug, 7, 1);
+  const auto [kv, ki] = topk(u, 7, 1);
+  close(tv, kv, 0, "topk 7 of 3000");
+  EXPECT_EQ(ti.cpu().to_vector<int64_t>(), ki.to_vector<int64_t>());
+  const Tensor img = random_on_cpu({2, 16, 128, 128}, dt, 16), ig = img.to(gpu);
+  close(max_pool2d(ig, 2), max_pool2d(img, 2), 0, "max_pool2d 2 x 16 x 128 x 128");
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuParity, ::testing::Values(kFloat32, kFloat16, kBFloat16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
