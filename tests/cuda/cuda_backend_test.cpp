@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -166,6 +167,45 @@ TEST_P(GpuParity, LargeShapesTakeTheGridStrideSplitAndLongRowPaths) {
   EXPECT_EQ(ti.cpu().to_vector<int64_t>(), ki.to_vector<int64_t>());
   const Tensor img = random_on_cpu({2, 16, 128, 128}, dt, 16), ig = img.to(gpu);
   close(max_pool2d(ig, 2), max_pool2d(img, 2), 0, "max_pool2d 2 x 16 x 128 x 128");
+}
+
+// An index out of range is an IndexError on the GPU as on the CPU: the kernel reports it, the next
+// synchronisation throws it naming the op, the value and the bound; the report is cleared, so the
+// next op runs as usual.
+TEST_P(GpuParity, OutOfRangeIndicesAreIndexErrorsAtTheNextSynchronisation) {
+  const DType dt = GetParam();
+  if (dt != kFloat32) GTEST_SKIP() << "the check is the kernels' index path, dtype-independent";
+  const Tensor x = random_on_cpu({3, 5}, dt, 21).to(gpu);
+  auto expect_error = [&](const std::function<Tensor()>& f, const std::string& want) {
+    try {
+      const Tensor r = f().cpu();
+      ADD_FAILURE() << "no error; expected one naming " << want;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::IndexError) << e.what();
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+    // Cleared: a valid op afterwards runs and synchronises without an error.
+    EXPECT_NO_THROW((void)(x + 1.0).cpu());
+  };
+  const Tensor idx = from_vector<int64_t>({0, 7, 1}, {1, 3}, Device{}).to(gpu);
+  expect_error([&] { return gather(x, 1, idx); },
+               "[gather] index 7 is out of range for an axis of size 5");
+  const Tensor neg = from_vector<int64_t>({-6}, {1}, Device{}).to(gpu);
+  expect_error([&] { return index_select(x, 1, neg); }, "[index_select] index -6 is out of range");
+  expect_error([&] { return scatter_add(x, 1, idx, x.slice(1, 0, 3)); },
+               "[scatter_add] index 7 is out of range for an axis of size 5");
+  const Tensor cls = from_vector<int64_t>({2, 3}, {2}, Device{}).to(gpu);
+  expect_error([&] { return one_hot(cls, 3); }, "[one_hot] index 3 is out of range for depth 3");
+  const Tensor labels = from_vector<int32_t>({1, 5, 0}, {3}, Device{}).to(gpu);
+  expect_error(
+      [&] {
+        return ops::call(ops::OpId::SoftmaxCrossEntropyFused, {x, labels})[0];
+      },
+      "label 5 is out of range for 5 classes");
+  // In range, negative index_select counts from the end as on the CPU.
+  const Tensor last = from_vector<int64_t>({-1}, {1}, Device{});
+  EXPECT_EQ(index_select(x, 1, last.to(gpu)).cpu().to_vector<float>(),
+            index_select(x.cpu(), 1, last).to_vector<float>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, GpuParity, ::testing::Values(kFloat32, kFloat16, kBFloat16),

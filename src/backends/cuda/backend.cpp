@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/cuda/bad_value.h"
 #include "backends/cuda/caching_allocator.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/version.h"
@@ -21,6 +22,28 @@
 
 namespace spore::cuda {
 namespace {
+
+// Each device's report slot (bad_value.h): page-locked and mapped, so kernels write it in place and
+// the host reads it without a copy. Made with the device's other state, before any kernel runs
+// or a capture starts (an allocation inside a capture is refused).
+constexpr int kMaxDevices = 16;
+struct BadValueSlot {
+  BadValue* host = nullptr;
+  BadValue* device = nullptr;
+};
+BadValueSlot bad_value_slots[kMaxDevices];
+
+void make_bad_value_slot(int device) {
+  SPORE_CHECK(device >= 0 && device < kMaxDevices, "[GPU] device ", device, " out of range");
+  BadValueSlot& s = bad_value_slots[device];
+  void* h = nullptr;
+  SPORE_CUDA_CHECK(cudaHostAlloc(&h, sizeof(BadValue), cudaHostAllocMapped));
+  void* d = nullptr;
+  SPORE_CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
+  s.host = static_cast<BadValue*>(h);
+  *s.host = BadValue{0, 0, kNoBadValue};
+  s.device = static_cast<BadValue*>(d);
+}
 
 // Makes `device` current for the calling thread for a scope (cudaSetDevice), as every call below
 // that allocates or queues work needs.
@@ -57,7 +80,10 @@ class CudaStream : public Stream {
     if (s_) cudaStreamDestroy(s_);
   }
   Device device() const override { return {DeviceType::GPU, device_}; }
-  void synchronize() override { SPORE_CUDA_CHECK(cudaStreamSynchronize(s_)); }
+  void synchronize() override {
+    SPORE_CUDA_CHECK(cudaStreamSynchronize(s_));
+    raise_bad_value(device_);
+  }
   bool query() override {
     const cudaError_t e = cudaStreamQuery(s_);
     if (e == cudaErrorNotReady) return not_ready();
@@ -73,7 +99,7 @@ class CudaStream : public Stream {
 
 class CudaEvent : public Event {
  public:
-  explicit CudaEvent(int device, bool timing = false) {
+  explicit CudaEvent(int device, bool timing = false) : device_(device) {
     DeviceScope d(device);
     SPORE_CUDA_CHECK(
         cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming));
@@ -91,7 +117,10 @@ class CudaEvent : public Event {
     SPORE_CUDA_CHECK(e);
     return true;
   }
-  void synchronize() override { SPORE_CUDA_CHECK(cudaEventSynchronize(e_)); }
+  void synchronize() override {
+    SPORE_CUDA_CHECK(cudaEventSynchronize(e_));
+    raise_bad_value(device_);
+  }
   double ms_since(Event& earlier) override {
     auto* e = dynamic_cast<CudaEvent*>(&earlier);
     SPORE_CHECK(e != nullptr, "[GPU] ms_since: the earlier event is not a CUDA event");
@@ -101,6 +130,7 @@ class CudaEvent : public Event {
   }
 
  private:
+  int device_;
   cudaEvent_t e_ = nullptr;
 };
 
@@ -328,6 +358,7 @@ class CudaBackend : public Backend {
     check(device);
     DeviceScope d(device);
     SPORE_CUDA_CHECK(cudaDeviceSynchronize());
+    raise_bad_value(device);
   }
   void copy_async(void* dst, Device dst_dev, const void* src, Device src_dev, size_t n,
                   Stream& s) override {
@@ -399,6 +430,10 @@ class CudaBackend : public Backend {
     check(device);
     std::call_once(init_[size_t(device)], [&] {
       PerDevice& p = devices_[size_t(device)];
+      {
+        DeviceScope d(device);
+        make_bad_value_slot(device);
+      }
       p.default_stream = std::make_unique<CudaStream>(device, true);
       p.raw = std::make_unique<RawCuda>(device);
       p.events = std::make_unique<EventPool>(device);
@@ -440,6 +475,44 @@ class CudaBackend : public Backend {
 std::unique_ptr<Backend> make_backend() { return std::make_unique<CudaBackend>(); }
 
 }  // namespace
+
+BadValue* bad_value_slot(int device) {
+  get_backend(DeviceType::GPU).allocator(device);  // makes the device's state, the slot included
+  return bad_value_slots[device].device;
+}
+
+void raise_bad_value(int device) {
+  if (device < 0 || device >= kMaxDevices || !bad_value_slots[device].host) return;
+  volatile BadValue* slot = bad_value_slots[device].host;
+  if (slot->site == kNoBadValue) return;
+  const int64_t v = slot->value, n = slot->bound;
+  const int32_t site = slot->site;
+  slot->site = kNoBadValue;
+  const char* after =
+      " (found by a GPU kernel and reported at the first synchronisation with the GPU after it; "
+      "the outputs it computed are not valid)";
+  switch (site) {
+    case kBadGatherIndex:
+      SPORE_THROW(ErrorKind::IndexError, "[gather] index ", v,
+                  " is out of range for an axis of size ", n, "; expected 0 <= index < ", n, after);
+    case kBadIndexSelectIndex:
+      SPORE_THROW(ErrorKind::IndexError, "[index_select] index ", v,
+                  " is out of range for an axis of size ", n, "; expected ", -n, " <= index < ", n,
+                  after);
+    case kBadScatterAddIndex:
+      SPORE_THROW(ErrorKind::IndexError, "[scatter_add] index ", v,
+                  " is out of range for an axis of size ", n, "; expected 0 <= index < ", n, after);
+    case kBadOneHotIndex:
+      SPORE_THROW(ErrorKind::IndexError, "[one_hot] index ", v, " is out of range for depth ", n,
+                  " (expected 0 <= index < ", n, ")", after);
+    case kBadCrossEntropyLabel:
+      SPORE_THROW(ErrorKind::IndexError, "[softmax_cross_entropy_fused] label ", v,
+                  " is out of range for ", n, " classes; labels must be in [0, ", n, ")", after);
+    default:
+      SPORE_THROW(ErrorKind::IndexError, "a GPU kernel reported a bad value ", v, " (site ", site,
+                  ")", after);
+  }
+}
 
 }  // namespace spore::cuda
 

@@ -341,6 +341,13 @@ cudaError_t cudaHostAlloc(void** p, size_t n, unsigned int) {
   *p = q;
   return cudaSuccess;
 }
+// Mapped page-locked memory: the device reads and writes it through the same address here.
+cudaError_t cudaHostGetDevicePointer(void** d, void* h, unsigned int) {
+  SPORE_EMU_LOCK;
+  if (!starts_in(rt().pinned, h)) return fail(cudaErrorInvalidValue);
+  *d = h;
+  return cudaSuccess;
+}
 cudaError_t cudaFreeHost(void* p) {
   SPORE_EMU_LOCK;
   if (!p) return cudaSuccess;

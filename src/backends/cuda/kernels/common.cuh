@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "backends/backend.h"
+#include "backends/cuda/bad_value.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/launch.h"
 #include "ops/op.h"
@@ -160,6 +161,13 @@ __device__ __forceinline__ void walk_offsets(const Walk& w, int64_t i, int64_t (
   }
 }
 
+// Reports an out-of-range value found by a kernel (bad_value.h): the output element stays 0.
+__device__ __forceinline__ void report_bad_value(BadValue* slot, int32_t site, int64_t value,
+                                                 int64_t bound) {
+  slot->value = value;
+  slot->bound = bound;
+  slot->site = site;
+}
 #define SPORE_GRID_LOOP(i, n)                                               \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)

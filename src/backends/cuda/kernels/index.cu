@@ -40,12 +40,14 @@ Walk make_walk(const Shape& shape, std::initializer_list<const Shape*> strides, 
 // Walk over index's shape: st[0] x (axis stride 0), st[1] index.
 template <class T, class I>
 __global__ void gather_kernel(T* out, const T* x, const I* index, Walk w, int64_t n,
-                              int64_t x_ax_stride, int64_t x_ax_size) {
+                              int64_t x_ax_stride, int64_t x_ax_size, BadValue* bad) {
   SPORE_GRID_LOOP(i, n) {
     int64_t off[3];
     walk_offsets(w, i, off);
     const int64_t v = int64_t(index[off[1]]);
-    out[i] = (v >= 0 && v < x_ax_size) ? x[off[0] + v * x_ax_stride] : cvt<T>(0.0f);
+    const bool ok = v >= 0 && v < x_ax_size;
+    if (!ok) report_bad_value(bad, kBadGatherIndex, v, x_ax_size);
+    out[i] = ok ? x[off[0] + v * x_ax_stride] : cvt<T>(0.0f);
   }
 }
 
@@ -65,7 +67,8 @@ void gather(ops::KernelContext& ctx) {
     visit_index(index.dtype(), "gather", [&](auto itag) {
       using I = decltype(itag);
       gather_kernel<T, I><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
-          data_of<T>(out), data_of<T>(x), data_of<I>(index), w, n, xs, xn);
+          data_of<T>(out), data_of<T>(x), data_of<I>(index), w, n, xs, xn,
+          bad_value_slot(out.device().index));
     });
   });
   SPORE_CUDA_CHECK_LAUNCH();
@@ -75,7 +78,8 @@ void gather(ops::KernelContext& ctx) {
 // Walk over out's shape: st[0] x (axis stride 0); the axis coordinate j picks index[j].
 template <class T, class I>
 __global__ void index_select_kernel(T* out, const T* x, const I* index, Walk w, int64_t n, int ax,
-                                    int64_t index_stride, int64_t x_ax_stride, int64_t x_ax_size) {
+                                    int64_t index_stride, int64_t x_ax_stride, int64_t x_ax_size,
+                                    BadValue* bad) {
   SPORE_GRID_LOOP(i, n) {
     int64_t off[3];
     walk_offsets(w, i, off);
@@ -85,9 +89,11 @@ __global__ void index_select_kernel(T* out, const T* x, const I* index, Walk w, 
       for (int d = w.nd - 1; d > ax; --d) q /= w.size[d];
       j = q % w.size[ax];
     }
-    int64_t v = int64_t(index[j * index_stride]);
-    if (v < 0) v += x_ax_size;
-    out[i] = (v >= 0 && v < x_ax_size) ? x[off[0] + v * x_ax_stride] : cvt<T>(0.0f);
+    const int64_t given = int64_t(index[j * index_stride]);
+    const int64_t v = given < 0 ? given + x_ax_size : given;
+    const bool ok = v >= 0 && v < x_ax_size;
+    if (!ok) report_bad_value(bad, kBadIndexSelectIndex, given, x_ax_size);
+    out[i] = ok ? x[off[0] + v * x_ax_stride] : cvt<T>(0.0f);
   }
 }
 
@@ -107,7 +113,8 @@ void index_select(ops::KernelContext& ctx) {
     visit_index(index.dtype(), "index_select", [&](auto itag) {
       using I = decltype(itag);
       index_select_kernel<T, I><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
-          data_of<T>(out), data_of<T>(x), data_of<I>(index), w, n, int(ax), is, xs, xn);
+          data_of<T>(out), data_of<T>(x), data_of<I>(index), w, n, int(ax), is, xs, xn,
+          bad_value_slot(out.device().index));
     });
   });
   SPORE_CUDA_CHECK_LAUNCH();
@@ -125,12 +132,15 @@ __device__ __forceinline__ void atomic_add(T* p, T v) {
 // Walk over index's shape: st[0] out (axis stride 0), st[1] index, st[2] src.
 template <class T, class I>
 __global__ void scatter_add_kernel(T* out, const I* index, const T* src, Walk w, int64_t n,
-                                   int64_t out_ax_stride, int64_t out_ax_size) {
+                                   int64_t out_ax_stride, int64_t out_ax_size, BadValue* bad) {
   SPORE_GRID_LOOP(i, n) {
     int64_t off[3];
     walk_offsets(w, i, off);
     const int64_t v = int64_t(index[off[1]]);
-    if (v >= 0 && v < out_ax_size) atomic_add(out + off[0] + v * out_ax_stride, src[off[2]]);
+    if (v >= 0 && v < out_ax_size)
+      atomic_add(out + off[0] + v * out_ax_stride, src[off[2]]);
+    else
+      report_bad_value(bad, kBadScatterAddIndex, v, out_ax_size);
   }
 }
 
@@ -154,7 +164,8 @@ void scatter_add(ops::KernelContext& ctx) {
     visit_index(index.dtype(), "scatter_add", [&](auto itag) {
       using I = decltype(itag);
       scatter_add_kernel<T, I><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
-          data_of<T>(out), data_of<I>(index), data_of<T>(src), w, n, os, on);
+          data_of<T>(out), data_of<I>(index), data_of<T>(src), w, n, os, on,
+          bad_value_slot(out.device().index));
     });
   };
   switch (x.dtype()) {  // the dtypes CUDA has atomic adds for
@@ -184,12 +195,16 @@ void scatter_add(ops::KernelContext& ctx) {
 
 // ---- one_hot: (...) int -> (..., depth) ---------------------------------------------------------
 template <class T, class I>
-__global__ void one_hot_kernel(T* out, const I* index, Walk w, int64_t n, int64_t depth) {
+__global__ void one_hot_kernel(T* out, const I* index, Walk w, int64_t n, int64_t depth,
+                               BadValue* bad) {
   SPORE_GRID_LOOP(i, n) {
     int64_t off[3];
     walk_offsets(w, i, off);
     const int64_t v = int64_t(index[off[0]]);
-    if (v >= 0 && v < depth) out[i * depth + v] = cvt<T>(1.0f);
+    if (v >= 0 && v < depth)
+      out[i * depth + v] = cvt<T>(1.0f);
+    else
+      report_bad_value(bad, kBadOneHotIndex, v, depth);
   }
 }
 
@@ -207,7 +222,7 @@ void one_hot(ops::KernelContext& ctx) {
     visit_index(index.dtype(), "one_hot", [&](auto itag) {
       using I = decltype(itag);
       one_hot_kernel<T, I><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
-          data_of<T>(out), data_of<I>(index), w, n, depth);
+          data_of<T>(out), data_of<I>(index), w, n, depth, bad_value_slot(out.device().index));
     });
   });
   SPORE_CUDA_CHECK_LAUNCH();

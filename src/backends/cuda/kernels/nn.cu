@@ -36,7 +36,7 @@ __device__ __forceinline__ A warp_max(A v) {
 // ---- softmax cross-entropy ----------------------------------------------------------------------
 template <class T, class L>
 __global__ void sce_kernel(T* loss, T* dl, const T* z, const L* labels, int64_t rows, int64_t C,
-                           int64_t s0, int64_t s1, int64_t sl) {
+                           int64_t s0, int64_t s1, int64_t sl, BadValue* bad) {
   using A = calc_t<T>;
   const int lane = threadIdx.x % 32;
   SPORE_WARP_LOOP(r, rows) {
@@ -50,6 +50,7 @@ __global__ void sce_kernel(T* loss, T* dl, const T* z, const L* labels, int64_t 
     s = warp_sum(s);
     const int64_t y = int64_t(labels[r * sl]);
     const bool ok = y >= 0 && y < C;
+    if (!ok && lane == 0) report_bad_value(bad, kBadCrossEntropyLabel, y, C);
     const A inv = A(1) / s;
     for (int64_t i = lane; i < C; i += 32)
       dl[r * C + i] = cvt<T>(exp(cvt<A>(zr[i * s1]) - m) * inv - (i == y ? A(1) : A(0)));
@@ -69,7 +70,7 @@ void softmax_cross_entropy(ops::KernelContext& ctx) {
       using L = decltype(ltag);
       sce_kernel<T, L><<<l.blocks, l.threads, 0, stream_of(ctx)>>>(
           data_of<T>(loss), data_of<T>(dl), data_of<T>(z), data_of<L>(labels), rows, C,
-          z.strides()[0], z.strides()[1], labels.strides()[0]);
+          z.strides()[0], z.strides()[1], labels.strides()[0], bad_value_slot(z.device().index));
     };
     if (labels.dtype() == kInt32)
       run(int32_t{});
