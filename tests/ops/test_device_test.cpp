@@ -60,10 +60,14 @@ TEST_P(OpTableOnTestDevice, EqualsCpu) {
   }
 }
 
+// Every row but those of the CPU's own ops (kBackendPrivate): the test device runs none of them,
+// as an accelerator would not (DeviceRunsNoCpuPrivateOp below checks that it refuses them).
 std::vector<Param> all_params() {
   std::vector<Param> ps;
-  for (size_t i = 0; i < op_cases().size(); ++i)
+  for (size_t i = 0; i < op_cases().size(); ++i) {
+    if (ops::op_def(op_cases()[i].op).has(ops::kBackendPrivate)) continue;
     for (DType dt : op_cases()[i].dtypes) ps.push_back({i, dt});
+  }
   return ps;
 }
 
@@ -75,6 +79,20 @@ INSTANTIATE_TEST_SUITE_P(Ops, OpTableOnTestDevice, ::testing::ValuesIn(all_param
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
+
+// The CPU's own ops (oneDNN post-op fusions, packed and blocked convolutions) have a CPU kernel and
+// none on the test device: a pass that puts one on another device fails there, as on a GPU.
+TEST(OpTableOnTestDeviceRows, DeviceRunsNoCpuPrivateOp) {
+  enable_test_device();
+  int private_ops = 0;
+  for (const OpCase& c : op_cases()) {
+    if (!ops::op_def(c.op).has(ops::kBackendPrivate)) continue;
+    ++private_ops;
+    EXPECT_NE(ops::find_kernel(c.op, DeviceType::CPU), nullptr) << c.name;
+    EXPECT_EQ(ops::find_kernel(c.op, DeviceType::Test), nullptr) << c.name;
+  }
+  EXPECT_GT(private_ops, 0) << "the op table has rows for the CPU's own ops";
+}
 
 }  // namespace
 }  // namespace spore::test
