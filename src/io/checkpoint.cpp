@@ -101,7 +101,7 @@ void write_file(std::FILE* f, const std::string& tmp, const std::string& path,
                    " failed: ", write_failure(errno, path));
 }
 
-// Every tensor must be saveable: named (in UTF-8), unique, with data on the CPU.
+// Every tensor must be saveable: named (in UTF-8), unique, with data.
 void check_tensors(const NamedTensors& tensors, const std::string& path) {
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
@@ -115,9 +115,17 @@ void check_tensors(const NamedTensors& tensors, const std::string& path) {
     SPORE_CHECK(t.defined(), "[save_checkpoint] tensor \"", name, "\" is undefined");
     SPORE_CHECK(!t.is_symbolic(), "[save_checkpoint] tensor \"", name,
                 "\" is symbolic (traced, no data); save after the graph has run");
-    SPORE_CHECK(t.device().type == DeviceType::CPU, "[save_checkpoint] tensor \"", name,
-                "\" is on ", to_string(t.device()), "; copy it to the CPU first");
   }
+}
+
+// The tensors with their data on the host: a device's are copied (MindSpore's save_checkpoint and
+// torch.save take a GPU model's parameters as they are).
+NamedTensors on_host(const NamedTensors& tensors) {
+  NamedTensors host;
+  host.reserve(tensors.size());
+  for (const auto& [name, t] : tensors)
+    host.emplace_back(name, t.device().type == DeviceType::CPU ? t : t.cpu());
+  return host;
 }
 
 std::string lower(std::string s) {
@@ -206,10 +214,11 @@ void detail::write_atomically(
   }
 }
 
-void save_checkpoint(const NamedTensors& tensors, const std::string& path, const Metadata& metadata,
+void save_checkpoint(const NamedTensors& given, const std::string& path, const Metadata& metadata,
                      CheckpointFormat format) {
   SPORE_CHECK(!path.empty(), "[save_checkpoint] empty path");
-  check_tensors(tensors, path);
+  check_tensors(given, path);
+  const NamedTensors tensors = on_host(given);
   if (format == CheckpointFormat::Auto) format = format_for_path(path);
   if (format == CheckpointFormat::MindSpore) {
     detail::save_mindspore_checkpoint(tensors, path);

@@ -17,6 +17,7 @@
 #include "graph/trace.h"
 #include "models/mlp.h"
 #include "spore/deploy.h"
+#include "spore/io/checkpoint.h"
 
 namespace spore {
 namespace {
@@ -276,6 +277,27 @@ TEST_F(Devices, CellToMovesParametersInPlace) {
   EXPECT_EQ(after[0].to_vector<float>(), w);
   const Tensor out = (*net)(randn({2, 1, 28, 28}, kFloat32, kTest));
   EXPECT_EQ(out.device(), kTest);
+}
+
+// A model on a device saves as it is (MindSpore's save_checkpoint, torch.save): the tensors are
+// copied to the host for the file, in both formats, and load back with their values.
+TEST_F(Devices, CheckpointOfADeviceModelSavesItsValues) {
+  set_seed(5);
+  auto net = std::make_shared<models::LeNet5>();
+  net->to(kTest);
+  const std::string dir = ::testing::TempDir();
+  for (const std::string ext : {".safetensors", ".ckpt"}) {
+    const std::string path = dir + "/device_model" + ext;
+    io::save_checkpoint(*net, path);
+    const io::Checkpoint ck = io::load_checkpoint(path);
+    for (const auto& [name, t] : net->parameters_and_buffers()) {
+      const Tensor* saved = ck.find(name);
+      ASSERT_NE(saved, nullptr) << name << ext;
+      EXPECT_EQ(saved->to(kFloat32).to_vector<float>(), t.cpu().to(kFloat32).to_vector<float>())
+          << name << ext;
+    }
+    EXPECT_EQ(net->trainable_params()[0].device(), kTest) << "the model stays where it was";
+  }
 }
 
 TEST_F(Devices, ModelTrainMovesHostBatchesToTheNetwork) {
