@@ -467,6 +467,8 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
   return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  std::lock_guard<std::recursive_mutex> lock(rt().m);
+  run_to(e->seq);  // a timing record still queued writes into the event (CUDA defers the destroy)
   delete e;
   return cudaSuccess;
 }
