@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -172,6 +174,22 @@ TEST_F(Emulator, CopiesStayInsideTheirAllocation) {
   testing::internal::GetCapturedStderr();
   cudaGetLastError();
   cudaFree(d);
+}
+
+// With SPORE_CUDA_EMU_PROTECT=1 the host cannot touch GPU memory between synchronisations: the
+// fault names the allocation (a fresh process: the switch is read once).
+TEST(EmulatorDeathTest, HostAccessToGpuMemoryFaultsAndIsNamed) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        setenv("SPORE_CUDA_EMU_PROTECT", "1", 1);
+        int* d = nullptr;
+        cudaMalloc(reinterpret_cast<void**>(&d), 64 * sizeof(int));
+        add_one<<<1, 32, 0, nullptr>>>(d);
+        cudaDeviceSynchronize();             // kernels and copies may touch it ...
+        std::fprintf(stderr, "%d\n", d[3]);  // ... the host may not
+      },
+      "the host touched GPU memory at .*an allocation of 256 bytes");
 }
 
 TEST_F(Emulator, CaptureRecordsReplaysAndRefusesSynchronisation) {

@@ -7,6 +7,10 @@
 // - a copy from pageable memory takes its bytes at the call, one to pageable memory waits;
 // - fresh device memory is filled with 0xFF bytes (NaN in every float type), so a kernel that reads
 //   what nobody wrote shows;
+// - with SPORE_CUDA_EMU_PROTECT=1, device memory is mapped PROT_NONE except while queued work
+//   runs, so host code that reads or writes GPU memory directly (garbage or a crash on a GPU)
+//   faults at once, and the fault handler names the allocation (two mprotect calls per
+//   allocation per synchronisation: slow, so one ctest entry runs the main paths with it);
 // - copies and memsets must stay inside one allocation;
 // - stream capture records the stream's work into a graph instead of running it, refuses what CUDA
 //   refuses during a capture (synchronisation, allocation outside relaxed mode, pageable copies)
@@ -14,6 +18,10 @@
 // The emulated device is one sm_90 GPU with 132 SMs (an H100 / H200's shape), so launch plans
 // match the real ones.
 #include "tests/cuda/emu/runtime.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -79,6 +87,54 @@ thread_local cudaError_t last_error = cudaSuccess;
 thread_local int current_device = 0;
 thread_local cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeGlobal;
 
+size_t page() {
+  static const size_t p = size_t(sysconf(_SC_PAGESIZE));
+  return p;
+}
+size_t mapped_size(size_t n) { return (std::max<size_t>(n, 1) + page() - 1) / page() * page(); }
+bool protecting() {
+  static const bool on = [] {
+    const char* e = std::getenv("SPORE_CUDA_EMU_PROTECT");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+// Opens (read/write) or closes (no access) every device allocation.
+void set_device_access(bool open) {
+  if (!protecting()) return;
+  for (const auto& [a, n] : rt().device)
+    mprotect(reinterpret_cast<void*>(a), mapped_size(n), open ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+
+struct sigaction previous_handler;
+void on_fault(int, siginfo_t* info, void*) {
+  const auto a = uintptr_t(info->si_addr);
+  for (const auto& [b, n] : rt().device)  // not async-signal-safe; the process is crashing anyway
+    if (a >= b && a < b + mapped_size(n)) {
+      char msg[320];
+      const int k = std::snprintf(
+          msg, sizeof msg,
+          "\n[CUDA emulator] the host touched GPU memory at %p (an allocation of %zu bytes at "
+          "%p) outside a kernel or copy: on a GPU this reads garbage or crashes; copy it to the "
+          "host first\n",
+          info->si_addr, n, reinterpret_cast<void*>(b));
+      if (k > 0) [[maybe_unused]]
+        auto w = write(2, msg, size_t(k));
+      break;
+    }
+  sigaction(SIGSEGV, &previous_handler, nullptr);  // re-fault into the previous handler
+}
+void install_fault_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &previous_handler);
+  });
+}
+
 double now_ms() {
   using namespace std::chrono;
   return duration<double, std::milli>(steady_clock::now().time_since_epoch()).count();
@@ -95,6 +151,11 @@ CUstream_st* stream_of(cudaStream_t s) { return s ? s : &rt().legacy; }
 // kernel fault does on a GPU) and the rest is dropped.
 void run_to(uint64_t seq) {
   Runtime& r = rt();
+  if (r.queue.empty() || r.queue.front().seq > seq) {
+    if (r.done < seq && r.queue.empty()) r.done = seq;
+    return;
+  }
+  set_device_access(true);
   while (!r.queue.empty() && r.queue.front().seq <= seq) {
     Item item = std::move(r.queue.front());
     r.queue.pop_front();
@@ -106,6 +167,7 @@ void run_to(uint64_t seq) {
       r.sticky = cudaErrorLaunchFailure;
     }
   }
+  set_device_access(false);
   if (r.done < seq && r.queue.empty()) r.done = seq;
 }
 void run_all() { run_to(rt().next); }
@@ -312,9 +374,14 @@ cudaError_t cudaMalloc(void** p, size_t n) {
   if (const cudaError_t e = refuse_in_capture("cudaMalloc")) return e;
   *p = nullptr;
   if (rt().in_use + n > kTotalMemory) return fail(cudaErrorMemoryAllocation);
-  void* q = std::aligned_alloc(512, (std::max<size_t>(n, 1) + 511) / 512 * 512);
-  if (!q) return fail(cudaErrorMemoryAllocation);
+  void* q =
+      mmap(nullptr, mapped_size(n), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (q == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
   std::memset(q, 0xFF, n);
+  if (protecting()) {
+    install_fault_handler();
+    mprotect(q, mapped_size(n), PROT_NONE);
+  }
   rt().device[uintptr_t(q)] = n;
   rt().in_use += n;
   *p = q;
@@ -328,8 +395,8 @@ cudaError_t cudaFree(void* p) {
   auto it = rt().device.find(uintptr_t(p));
   if (it == rt().device.end()) return fail(cudaErrorInvalidValue);
   rt().in_use -= it->second;
+  munmap(p, mapped_size(it->second));
   rt().device.erase(it);
-  std::free(p);
   return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void** p, size_t n, unsigned int) {
