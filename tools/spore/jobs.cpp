@@ -177,9 +177,11 @@ void write_curves(const io::MetricsWriter& writer, const std::string& path,
 
 // Friedman #1 (Friedman 1991, the classic regression benchmark; scikit-learn's make_friedman1):
 // x ~ U[0,1]^10, y = 10 sin(pi x0 x1) + 20 (x2 - 0.5)^2 + 10 x3 + 5 x4 + N(0, 1); x5..x9 are noise.
+// Made on the host (a data set's columns live there) whatever --device says.
 std::pair<Tensor, Tensor> friedman1(int64_t n) {
-  Tensor x = rand({n, 10});
-  Tensor noise = randn({n});
+  const Device host{};
+  Tensor x = rand({n, 10}, kFloat32, host);
+  Tensor noise = randn({n}, kFloat32, host);
   std::vector<float> xv = x.to_vector<float>(), nv = noise.to_vector<float>();
   std::vector<float> y(static_cast<size_t>(n), 0.0f);
   for (int64_t i = 0; i < n; ++i) {
@@ -187,7 +189,7 @@ std::pair<Tensor, Tensor> friedman1(int64_t n) {
     y[size_t(i)] = float(10 * std::sin(M_PI * r[0] * r[1]) + 20 * (r[2] - 0.5) * (r[2] - 0.5) +
                          10 * r[3] + 5 * r[4] + nv[size_t(i)]);
   }
-  return {x, from_vector(y, {n, 1})};
+  return {x, from_vector(y, {n, 1}, host)};
 }
 
 // The run's hyper-parameters as RUN_DIR/run.json (what `spore dashboard` shows).
