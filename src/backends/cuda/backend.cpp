@@ -477,7 +477,9 @@ std::unique_ptr<Backend> make_backend() { return std::make_unique<CudaBackend>()
 }  // namespace
 
 BadValue* bad_value_slot(int device) {
-  get_backend(DeviceType::GPU).allocator(device);  // makes the device's state, the slot included
+  // Made with the device's state, which the kernel's output tensor already needed.
+  SPORE_ASSERT(device >= 0 && device < kMaxDevices && bad_value_slots[device].device,
+               "[GPU] device ", device, " has no bad-value slot: its state was never made");
   return bad_value_slots[device].device;
 }
 

@@ -214,6 +214,18 @@ void backward_filter(const Conv& g, const void* x, const void* dy, void* dw, dou
   finish(g.w.e, dw, DW, a, b);
 }
 
+// The descriptors and the handle are plain host objects: made and freed the same way.
+template <class T>
+cudnnStatus_t make(T** out) {
+  *out = new T;
+  return CUDNN_STATUS_SUCCESS;
+}
+template <class T>
+cudnnStatus_t destroy(T* p) {
+  delete p;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 }  // namespace
 }  // namespace spore::emu
 
@@ -224,27 +236,15 @@ const char* cudnnGetErrorString(cudnnStatus_t s) {
   return s == CUDNN_STATUS_SUCCESS ? "CUDNN_STATUS_SUCCESS"
                                    : "CUDNN_STATUS_BAD_PARAM (the CUDA emulator printed why)";
 }
-cudnnStatus_t cudnnCreate(cudnnHandle_t* h) {
-  *h = new cudnnContext;
-  return CUDNN_STATUS_SUCCESS;
-}
-cudnnStatus_t cudnnDestroy(cudnnHandle_t h) {
-  delete h;
-  return CUDNN_STATUS_SUCCESS;
-}
+cudnnStatus_t cudnnCreate(cudnnHandle_t* h) { return make(h); }
+cudnnStatus_t cudnnDestroy(cudnnHandle_t h) { return destroy(h); }
 cudnnStatus_t cudnnSetStream(cudnnHandle_t h, cudaStream_t s) {
   h->stream = s;
   return CUDNN_STATUS_SUCCESS;
 }
 
-cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* d) {
-  *d = new cudnnTensorStruct;
-  return CUDNN_STATUS_SUCCESS;
-}
-cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) {
-  delete d;
-  return CUDNN_STATUS_SUCCESS;
-}
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* d) { return make(d); }
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) { return destroy(d); }
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t format,
                                          cudnnDataType_t t, int n, int c, int h, int w) {
   if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
@@ -252,14 +252,8 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorF
   *d = cudnnTensorStruct{elem_of(t), n, c, h, w, format == CUDNN_TENSOR_NCHW};
   return CUDNN_STATUS_SUCCESS;
 }
-cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* d) {
-  *d = new cudnnFilterStruct;
-  return CUDNN_STATUS_SUCCESS;
-}
-cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) {
-  delete d;
-  return CUDNN_STATUS_SUCCESS;
-}
+cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* d) { return make(d); }
+cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) { return destroy(d); }
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t t,
                                          cudnnTensorFormat_t format, int k, int c, int h, int w) {
   if (k <= 0 || c <= 0 || h <= 0 || w <= 0)
@@ -267,13 +261,9 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataTyp
   *d = cudnnFilterStruct{elem_of(t), k, c, h, w, format == CUDNN_TENSOR_NCHW};
   return CUDNN_STATUS_SUCCESS;
 }
-cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* d) {
-  *d = new cudnnConvolutionStruct;
-  return CUDNN_STATUS_SUCCESS;
-}
+cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* d) { return make(d); }
 cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) {
-  delete d;
-  return CUDNN_STATUS_SUCCESS;
+  return destroy(d);
 }
 cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int ph, int pw,
                                               int sh, int sw, int dh, int dw,

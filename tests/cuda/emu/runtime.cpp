@@ -37,13 +37,20 @@
 
 #include "tests/cuda/emu/emu_kernel.h"
 
+namespace spore::emu {
+// One piece of queued or recorded work: what it is (for errors) and the function that does it,
+// returning an error message, empty on success.
+struct Work {
+  std::string what;
+  std::function<std::string()> fn;
+};
+}  // namespace spore::emu
+
 struct CUgraph_st {
-  std::vector<std::function<std::string()>> work;
-  std::vector<std::string> what;
+  std::vector<spore::emu::Work> work;  // in stream order
 };
 struct CUgraphExec_st {
-  std::vector<std::function<std::string()>> work;
-  std::vector<std::string> what;
+  CUgraph_st graph;  // an instantiated graph replays a copy of the recorded work
 };
 struct CUstream_st {
   CUgraph_st* capture = nullptr;  // while capturing
@@ -65,8 +72,7 @@ constexpr size_t kTotalMemory = size_t(80) << 30;
 
 struct Item {
   uint64_t seq;
-  std::string what;
-  std::function<std::string()> fn;
+  Work work;
 };
 
 struct Runtime {
@@ -161,9 +167,9 @@ void run_to(uint64_t seq) {
     r.queue.pop_front();
     r.done = item.seq;
     if (r.sticky != cudaSuccess) continue;
-    const std::string err = item.fn();
+    const std::string err = item.work.fn();
     if (!err.empty()) {
-      std::fprintf(stderr, "[CUDA emulator] %s failed: %s\n", item.what.c_str(), err.c_str());
+      std::fprintf(stderr, "[CUDA emulator] %s failed: %s\n", item.work.what.c_str(), err.c_str());
       r.sticky = cudaErrorLaunchFailure;
     }
   }
@@ -207,11 +213,10 @@ cudaError_t enqueue(cudaStream_t stream, const char* what, std::function<std::st
   if (r.sticky != cudaSuccess) return fail(r.sticky);
   CUstream_st* s = stream_of(stream);
   if (s->capture) {
-    s->capture->work.push_back(std::move(fn));
-    s->capture->what.emplace_back(what);
+    s->capture->work.push_back(Work{what, std::move(fn)});
     return cudaSuccess;
   }
-  r.queue.push_back(Item{++r.next, what, std::move(fn)});
+  r.queue.push_back(Item{++r.next, Work{what, std::move(fn)}});
   return cudaSuccess;
 }
 
@@ -614,13 +619,13 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   return cudaSuccess;
 }
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
-  *exec = new CUgraphExec_st{graph->work, graph->what};
+  *exec = new CUgraphExec_st{*graph};
   return cudaSuccess;
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   SPORE_EMU_LOCK;
-  for (size_t i = 0; i < exec->work.size(); ++i)
-    if (const cudaError_t e = enqueue(stream, exec->what[i].c_str(), exec->work[i])) return fail(e);
+  for (const Work& w : exec->graph.work)
+    if (const cudaError_t e = enqueue(stream, w.what.c_str(), w.fn)) return fail(e);
   return cudaSuccess;
 }
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
